@@ -1,0 +1,105 @@
+/* Helpers shared by the CLI commands: state directory, exit codes, output formats, tables. */
+#include "mcp/cli/cli_util.h"
+
+#include <pwd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mcp/base/error.h"
+#include "mcp/base/xalloc.h"
+
+char *cli_state_dir(const char *flag)
+{
+    if (flag != NULL && *flag != '\0')
+        return xstrdup(flag);
+    const char *env = getenv("MCPBOX_STATE_DIR");
+    if (env != NULL && *env != '\0')
+        return xstrdup(env);
+    const char *xdg = getenv("XDG_STATE_HOME");
+    if (xdg != NULL && *xdg == '/')
+        return xasprintf("%s/mcpbox", xdg);
+    const char *home = getenv("HOME");
+    if (home == NULL || *home != '/') {
+        struct passwd *pw = getpwuid(getuid());
+        home = pw != NULL ? pw->pw_dir : "/tmp";
+    }
+    return xasprintf("%s/.local/state/mcpbox", home);
+}
+
+int cli_exit_for_error(int code)
+{
+    switch (code) {
+    case MCP_ERR_NOT_FOUND: return CLI_EXIT_NOT_FOUND;
+    case MCP_ERR_INVALID:
+    case MCP_ERR_INVALID_PARAMS: return CLI_EXIT_USAGE;
+    case MCP_ERR_UNSUPPORTED: return CLI_EXIT_UNAVAILABLE;
+    default: return CLI_EXIT_FAIL;
+    }
+}
+
+int cli_parse_output(const char *value, bool *json)
+{
+    if (strcmp(value, "json") == 0)
+        *json = true;
+    else if (strcmp(value, "table") == 0 || strcmp(value, "text") == 0)
+        *json = false;
+    else
+        return -1;
+    return 0;
+}
+
+void cli_print_json(const json_t *v)
+{
+    char *s = json_dumps(v, JSON_INDENT(2) | JSON_ENCODE_ANY);
+    if (s != NULL)
+        printf("%s\n", s);
+    free(s);
+    fflush(stdout);
+}
+
+void cli_table_init(struct cli_table *t, size_t cols, const char *const *header)
+{
+    memset(t, 0, sizeof(*t));
+    t->cols = cols;
+    cli_table_add(t, header);
+}
+
+void cli_table_add(struct cli_table *t, const char *const *row)
+{
+    if (t->rows == t->cap) {
+        t->cap = t->cap ? t->cap * 2 : 8;
+        t->cells = xrealloc(t->cells, t->cap * t->cols * sizeof(char *));
+    }
+    for (size_t c = 0; c < t->cols; c++)
+        t->cells[t->rows * t->cols + c] = xstrdup(row[c] != NULL ? row[c] : "-");
+    t->rows++;
+}
+
+void cli_table_print(const struct cli_table *t, FILE *out)
+{
+    size_t width[16] = {0};
+    for (size_t r = 0; r < t->rows; r++)
+        for (size_t c = 0; c < t->cols && c < 16; c++) {
+            size_t len = strlen(t->cells[r * t->cols + c]);
+            width[c] = len > width[c] ? len : width[c];
+        }
+    for (size_t r = 0; r < t->rows; r++) {
+        for (size_t c = 0; c < t->cols; c++) {
+            const char *cell = t->cells[r * t->cols + c];
+            if (c + 1 == t->cols)
+                fprintf(out, "%s\n", cell);
+            else
+                fprintf(out, "%-*s  ", (int)(c < 16 ? width[c] : 0), cell);
+        }
+    }
+    fflush(out);
+}
+
+void cli_table_release(struct cli_table *t)
+{
+    for (size_t i = 0; i < t->rows * t->cols; i++)
+        free(t->cells[i]);
+    free(t->cells);
+    memset(t, 0, sizeof(*t));
+}
