@@ -1,0 +1,172 @@
+// MCP protocol benchmark: mcpbox against a TypeScript SDK server (peer_server.mjs) doing the same
+// trivial tool (test_simple_text), same load client, same run, over HTTP and stdio.
+//   node bench.mjs --mcpbox PATH [--reps 3] [-n 3000] [--write docs/benchmarks.md] [--command "..."]
+//   node bench.mjs --mcpbox PATH --smoke      (a few calls per configuration; checks, no figures)
+// Each configuration runs mcpbox and the peer alternately, --reps times; the table holds medians.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs, requireBinary, sleep, startHttpServer, tempStateDir } from '../../e2e/sdk/lib.mjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const args = parseArgs(process.argv.slice(2));
+const BIN = requireBinary(args.mcpbox);
+const SMOKE = Boolean(args.smoke);
+const REPS = SMOKE ? 1 : Number(args.reps ?? 3);
+const N = SMOKE ? 100 : Number(args.n ?? 3000);
+const WARMUP = SMOKE ? 10 : 300;
+const NODE = process.execPath;
+const SECTION = 'mcp-protocol';
+const GOALS = { http: 10, stdio: 3, idleRssKiB: 4096 };
+
+const CONFIGS = SMOKE
+    ? [['http', 'raw', 1], ['http', 'sdk', 1], ['stdio', 'raw', 1], ['stdio', 'sdk', 1]]
+    : [['http', 'raw', 1], ['http', 'raw', 8], ['http', 'sdk', 1], ['http', 'sdk', 8],
+        ['stdio', 'raw', 1], ['stdio', 'raw', 8], ['stdio', 'sdk', 1], ['stdio', 'sdk', 8]];
+
+function rssKiB(pid) {
+    const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) : NaN;
+}
+
+function startPeerHttp() {
+    const child = spawn(NODE, [path.join(here, 'peer_server.mjs'), '--http', '--port', '0'],
+        { stdio: ['ignore', 'ignore', 'pipe'], env: process.env });
+    return new Promise((resolve, reject) => {
+        let err = '';
+        child.stderr.on('data', (d) => {
+            err += d;
+            const m = /listening on (\S+)/.exec(err);
+            if (m) resolve({ url: m[1], child });
+        });
+        child.on('exit', (c) => reject(new Error(`peer server exited (${c}): ${err}`)));
+    });
+}
+
+/* One load run in a fresh client process; returns its JSON summary. */
+function load(target, client, c) {
+    const a = [path.join(here, 'load.mjs'), '--json', '--client', client, '-n', String(N), '-c', String(c),
+        '--warmup', String(WARMUP), '--tool', 'test_simple_text'];
+    if (target.url) a.push('--url', target.url); else a.push('--stdio', '--', ...target.cmd);
+    return new Promise((resolve, reject) => {
+        const p = spawn(NODE, a, { stdio: ['ignore', 'pipe', 'inherit'], env: process.env });
+        let out = '';
+        p.stdout.on('data', (d) => { out += d; });
+        p.on('exit', (code) => {
+            try { resolve(JSON.parse(out.trim().split('\n').pop())); } catch {
+                reject(new Error(`load.mjs exited ${code}: ${out}`));
+            }
+        });
+    });
+}
+
+const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
+
+/* Idle RSS of a freshly started stdio server (no client traffic yet). */
+async function idleRssStdio(cmd) {
+    const child = spawn(cmd[0], cmd.slice(1), { stdio: ['pipe', 'ignore', 'ignore'], env: process.env });
+    await sleep(700);
+    const kib = rssKiB(child.pid);
+    child.stdin.end();
+    await new Promise((r) => (child.exitCode !== null ? r() : child.on('exit', r)));
+    return kib;
+}
+
+async function main() {
+    const stateDir = tempStateDir('bench');
+    const boxStdio = [BIN, 'serve', '--conformance-fixtures', '--state-dir', stateDir];
+    const peerStdio = [NODE, path.join(here, 'peer_server.mjs'), '--stdio'];
+    const rss = { boxStdio: await idleRssStdio(boxStdio), peerStdio: await idleRssStdio(peerStdio) };
+    const box = await startHttpServer(BIN, ['--conformance-fixtures'], { stateDir: tempStateDir('bench-http') });
+    const peer = await startPeerHttp();
+    await sleep(700);
+    rss.boxHttp = rssKiB(box.child.pid);
+    rss.peerHttp = rssKiB(peer.child.pid);
+    const rows = [];
+    let failures = 0;
+    try {
+        for (const [transport, client, c] of CONFIGS) {
+            const runs = { mcpbox: [], sdk: [] };
+            for (let r = 0; r < REPS; r++) {
+                runs.mcpbox.push(await load(transport === 'http' ? { url: box.url } : { cmd: boxStdio }, client, c));
+                runs.sdk.push(await load(transport === 'http' ? { url: peer.url } : { cmd: peerStdio }, client, c));
+            }
+            for (const side of ['mcpbox', 'sdk']) {
+                for (const x of runs[side]) {
+                    if (x.errors > 0 || x.isError > 0) {
+                        failures++;
+                        console.error(`# ${side} ${transport}/${client}/c=${c}: ${x.errors} errors, ${x.isError} isError, first ${JSON.stringify(x.firstError)}`);
+                    }
+                }
+            }
+            const m = (side, k) => median(runs[side].map((x) => x[k]));
+            const row = { transport, client, c, reps: REPS };
+            for (const side of ['mcpbox', 'sdk']) row[side] = { cps: m(side, 'callsPerSec'), p50: m(side, 'p50'), p99: m(side, 'p99') };
+            row.ratio = Math.round((row.mcpbox.cps / row.sdk.cps) * 10) / 10;
+            rows.push(row);
+            console.log(`${transport.padEnd(5)} ${client.padEnd(3)} c=${c}  mcpbox ${row.mcpbox.cps} calls/s p50 ${row.mcpbox.p50} p99 ${row.mcpbox.p99}` +
+                `  | sdk ${row.sdk.cps} calls/s p50 ${row.sdk.p50} p99 ${row.sdk.p99}  | ratio ${row.ratio}x`);
+        }
+        rss.boxHttpAfter = rssKiB(box.child.pid);
+    } finally {
+        await box.stop();
+        peer.child.kill('SIGTERM');
+    }
+    console.log(`idle RSS KiB: mcpbox stdio ${rss.boxStdio}, http ${rss.boxHttp} (after load ${rss.boxHttpAfter}); ` +
+        `sdk peer stdio ${rss.peerStdio}, http ${rss.peerHttp}`);
+    if (failures > 0) { console.error(`# ${failures} runs had failed calls`); process.exit(1); }
+    if (args.write && !SMOKE) writeSection(args.write, rows, rss);
+}
+
+function verdict(ok) { return ok ? 'met' : '**not met**'; }
+
+function renderSection(rows, rss) {
+    const cmd = args.command || `node tests/bench/mcp/bench.mjs --mcpbox ${args.mcpbox} --write ${args.write}`;
+    const head = (t, cl, c) => rows.find((r) => r.transport === t && r.client === cl && r.c === c);
+    const lines = [
+        `<!-- BEGIN ${SECTION} (written by tests/bench/mcp/bench.mjs; edit the script, not this section) -->`,
+        '## MCP protocol: mcpbox vs the TypeScript SDK server', '',
+        `Tool \`test_simple_text\` (no arguments; same definition and reply on both sides), \`tools/call\` only. ` +
+        `Peer: \`tests/bench/mcp/peer_server.mjs\` (@modelcontextprotocol/sdk 1.32.2, low-level \`Server\`; HTTP: stateful ` +
+        `sessions with JSON replies, its faster mode). Same client process for both, mcpbox and peer alternating, ` +
+        `${REPS} runs each, medians shown. n=${N} measured calls per run after ${WARMUP} warm-up calls; c = calls in flight. ` +
+        '"raw" is the light keep-alive node:http (or stdio line) client in `load.mjs`, "sdk" the SDK `Client`. ' +
+        'Client and servers share the same machine.', '',
+        `Measured ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC on ${os.cpus().length} CPUs ` +
+        `(${os.cpus()[0]?.model ?? 'unknown'}), Node ${process.version}. Command:`, '',
+        '```', cmd, '```', '',
+        '| transport | client | c | mcpbox calls/s | mcpbox p50 ms | mcpbox p99 ms | SDK calls/s | SDK p50 ms | SDK p99 ms | ratio |',
+        '|---|---|---|---|---|---|---|---|---|---|',
+        ...rows.map((r) => `| ${r.transport} | ${r.client} | ${r.c} | ${r.mcpbox.cps} | ${r.mcpbox.p50} | ${r.mcpbox.p99} | ` +
+            `${r.sdk.cps} | ${r.sdk.p50} | ${r.sdk.p99} | ${r.ratio}x |`),
+        '',
+    ];
+    const h = head('http', 'raw', 8);
+    const s = head('stdio', 'raw', 8);
+    if (h && s) {
+        lines.push('Goals (raw client, c=8, where the client is least in the way):', '',
+            `- HTTP: ${h.ratio}x the SDK server's calls/s (goal >= ${GOALS.http}x): ${verdict(h.ratio >= GOALS.http)}; ` +
+            `p99 ${h.mcpbox.p99} ms vs ${h.sdk.p99} ms: ${verdict(h.mcpbox.p99 < h.sdk.p99)}.`,
+            `- stdio: ${s.ratio}x (goal >= ${GOALS.stdio}x): ${verdict(s.ratio >= GOALS.stdio)}; ` +
+            `p99 ${s.mcpbox.p99} ms vs ${s.sdk.p99} ms: ${verdict(s.mcpbox.p99 < s.sdk.p99)}.`,
+            `- Idle RSS of mcpbox: stdio ${rss.boxStdio} KiB, HTTP ${rss.boxHttp} KiB (goal < ${GOALS.idleRssKiB} KiB): ` +
+            `${verdict(Math.max(rss.boxStdio, rss.boxHttp) < GOALS.idleRssKiB)}. After the HTTP runs: ${rss.boxHttpAfter} KiB. ` +
+            `SDK peer idle: stdio ${rss.peerStdio} KiB, HTTP ${rss.peerHttp} KiB.`, '');
+    }
+    lines.push(`<!-- END ${SECTION} -->`);
+    return lines.join('\n');
+}
+
+/* Replaces only this benchmark's section (between its markers), or appends it. */
+function writeSection(file, rows, rss) {
+    const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '# Benchmarks\n';
+    const section = renderSection(rows, rss);
+    const re = new RegExp(`<!-- BEGIN ${SECTION}[^]*?<!-- END ${SECTION} -->`);
+    const next = re.test(text) ? text.replace(re, () => section) : `${text.replace(/\n*$/, '\n\n')}${section}\n`;
+    fs.writeFileSync(file, next);
+    console.log(`wrote the "${SECTION}" section of ${file}`);
+}
+
+await main();

