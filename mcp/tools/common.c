@@ -1,0 +1,256 @@
+/* What every sandbox tool shares: the call's job (audit and finish in one place), ownership and
+ * state checks through the store, error and argument mapping. */
+#define LOG_MODULE "tools"
+#include "mcp/tools/tools-internal.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcp/base/log.h"
+#include "mcp/base/util.h"
+#include "mcp/base/xalloc.h"
+#include "mcp/context.h"
+#include "mcp/store/store.h"
+
+#define AUDIT_DETAIL_MAX 300
+
+struct tool_job *tool_job_new(struct tool_call *call, json_t *args)
+{
+    struct tool_job *job = xcalloc(1, sizeof(*job));
+    job->call = call;
+    job->ctx = tool_call_context(call);
+    const char *owner = tool_call_owner(call);
+    job->owner = xstrdup(owner ? owner : "");
+    job->args = json_incref(args);
+    job->started_ms = now_mono_ms();
+    return job;
+}
+
+static void job_free(struct tool_job *job)
+{
+    free(job->sandbox_id);
+    free(job->owner);
+    free(job->detail);
+    json_decref(job->args);
+    free(job);
+}
+
+void tool_job_set_detail(struct tool_job *job, const char *fmt, ...)
+{
+    char tmp[AUDIT_DETAIL_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    free(job->detail);
+    job->detail = xstrdup(tmp);
+}
+
+static void job_audit(struct tool_job *job, const char *outcome, const char *detail)
+{
+    if (job->ctx == NULL || job->ctx->store == NULL)
+        return;
+    struct mcp_error err;
+    int64_t ms = (int64_t)(now_mono_ms() - job->started_ms);
+    if (store_audit(job->ctx->store, job->owner, tool_call_tool_name(job->call), job->sandbox_id,
+                    outcome, ms, detail, &err) < 0)
+        log_warn("audit of %s failed: %s", tool_call_tool_name(job->call), err.msg);
+}
+
+void tool_job_finish(struct tool_job *job, json_t *structured)
+{
+    job_audit(job, tool_call_is_cancelled(job->call) ? "cancelled" : "ok", job->detail);
+    tool_call_finish(job->call, structured, NULL);
+    job_free(job);
+}
+
+void tool_job_fail(struct tool_job *job, const struct mcp_error *err)
+{
+    char detail[AUDIT_DETAIL_MAX];
+    snprintf(detail, sizeof(detail), "%s%s%s", job->detail ? job->detail : "",
+             job->detail ? ": " : "", err->msg);
+    job_audit(job, tools_outcome(err), detail);
+    /* No structuredContent: clients validate it against the tool's outputSchema, which
+     * describes success. The text says what went wrong and what to do next. */
+    tool_call_error(job->call, NULL, "%s", err->msg);
+    job_free(job);
+}
+
+void tool_job_done_cb(void *arg, json_t *result, const struct mcp_error *err)
+{
+    struct tool_job *job = arg;
+    if (err != NULL)
+        tool_job_fail(job, err);
+    else
+        tool_job_finish(job, json_incref(result));
+}
+
+const char *tools_outcome(const struct mcp_error *err)
+{
+    static char buf[64];
+    snprintf(buf, sizeof(buf), "error:%s", mcp_error_code_name(err->code));
+    return buf;
+}
+
+int tools_error_no_sandbox(struct mcp_error *err, const char *sandbox_id)
+{
+    /* Same words whether the sandbox never existed, was destroyed or belongs to someone else:
+     * the answer must not reveal other clients' sandboxes. */
+    return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
+                         "no sandbox %s among yours (it never existed, was destroyed, or "
+                         "belongs to another client); call list_sandboxes to see your "
+                         "sandboxes or create_sandbox to make one",
+                         sandbox_id);
+}
+
+int tools_state_check(const char *sandbox_id, const char *state, enum tool_need need,
+                      struct mcp_error *err)
+{
+    if (need == TOOL_NEED_ANY || state == NULL || strcmp(state, "running") == 0)
+        return 0;
+    if (strcmp(state, "paused") == 0)
+        return mcp_error_set(err, MCP_ERR_CONFLICT, 0,
+                             "sandbox %s is paused; call resume_sandbox first", sandbox_id);
+    if (strcmp(state, "creating") == 0)
+        return mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0,
+                             "sandbox %s is still being created; retry in a moment", sandbox_id);
+    if (strcmp(state, "destroyed") == 0)
+        return tools_error_no_sandbox(err, sandbox_id);
+    return mcp_error_set(err, MCP_ERR_CONFLICT, 0,
+                         "sandbox %s is %s and cannot run commands or file operations; call "
+                         "diagnose_sandbox to see why, then destroy_sandbox and create a new one",
+                         sandbox_id, state);
+}
+
+int tools_check_sandbox(struct mcp_context *ctx, const char *owner, const char *sandbox_id,
+                        enum tool_need need, struct backend **be, struct mcp_error *err)
+{
+    struct backend *b = backend_for_sandbox_id(&ctx->backends, sandbox_id, err);
+    if (b == NULL)
+        return -1;
+    struct store_sandbox sb;
+    memset(&sb, 0, sizeof(sb));
+    struct mcp_error serr;
+    if (store_sandbox_get(ctx->store, sandbox_id, &sb, &serr) < 0) {
+        if (serr.code == MCP_ERR_NOT_FOUND)
+            return tools_error_no_sandbox(err, sandbox_id);
+        mcp_error_copy(err, &serr);
+        return -1;
+    }
+    int rc = 0;
+    if (sb.owner == NULL || strcmp(sb.owner, owner) != 0)
+        rc = tools_error_no_sandbox(err, sandbox_id);
+    else
+        rc = tools_state_check(sandbox_id, sb.state, need, err);
+    store_sandbox_release(&sb);
+    if (rc == 0 && be != NULL)
+        *be = b;
+    return rc;
+}
+
+int tool_job_bind(struct tool_job *job, const char *sandbox_id, enum tool_need need,
+                  struct mcp_error *err)
+{
+    free(job->sandbox_id);
+    job->sandbox_id = xstrdup(sandbox_id);
+    return tools_check_sandbox(job->ctx, job->owner, sandbox_id, need, &job->be, err);
+}
+
+/* ---- arguments ------------------------------------------------------------------------------ */
+
+static int size_suffix_shift(const char *s, unsigned *shift)
+{
+    static const char units[] = "bkmgt";
+    if (*s == '\0') {
+        *shift = 0;
+        return 0;
+    }
+    const char *u = strchr(units, tolower((unsigned char)*s));
+    if (u == NULL)
+        return -1;
+    *shift = (unsigned)(u - units) * 10;
+    s++;
+    if (u != units && tolower((unsigned char)*s) == 'i')
+        s++;
+    if (u != units && tolower((unsigned char)*s) == 'b')
+        s++;
+    return *s == '\0' ? 0 : -1;
+}
+
+int tools_parse_size(json_t *v, const char *field, uint64_t *out, struct mcp_error *err)
+{
+    if (json_is_integer(v) && json_integer_value(v) >= 0) {
+        *out = (uint64_t)json_integer_value(v);
+        return 0;
+    }
+    const char *s = json_is_string(v) ? json_string_value(v) : "";
+    char *end = NULL;
+    errno = 0;
+    double num = strtod(s, &end);
+    unsigned shift = 0;
+    while (end != NULL && *end == ' ')
+        end++;
+    if (end == s || errno != 0 || !isfinite(num) || num < 0 || end == NULL ||
+        size_suffix_shift(end, &shift) < 0 || num * (double)(1ull << shift) >= 1.8e19)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "%s: cannot read %s as a size; give bytes (268435456) or a number "
+                             "with k, m, g or t (\"256m\", \"1.5g\")",
+                             field, json_is_string(v) ? s : "this value");
+    *out = (uint64_t)(num * (double)(1ull << shift));
+    return 0;
+}
+
+int tools_parse_mode(const char *s, uint32_t *out, struct mcp_error *err)
+{
+    char *end = NULL;
+    unsigned long v = strtoul(s, &end, 8);
+    if (*s == '\0' || end == NULL || *end != '\0' || v > 07777)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "mode: \"%s\" is not an octal permission like \"644\" or \"755\"", s);
+    *out = (uint32_t)v;
+    return 0;
+}
+
+int tools_signal_number(const char *name)
+{
+    static const struct {
+        const char *name;
+        int sig;
+    } sigs[] = {{"KILL", SIGKILL}, {"TERM", SIGTERM}, {"INT", SIGINT},   {"HUP", SIGHUP},
+                {"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2}};
+    if (strncmp(name, "SIG", 3) == 0)
+        name += 3;
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+        if (strcmp(name, sigs[i].name) == 0)
+            return sigs[i].sig;
+    return -1;
+}
+
+int64_t tools_arg_int(json_t *args, const char *key, int64_t def, int64_t lo, int64_t hi)
+{
+    json_t *v = json_object_get(args, key);
+    int64_t x = json_is_integer(v) ? (int64_t)json_integer_value(v) : def;
+    if (x < lo)
+        x = lo;
+    if (x > hi)
+        x = hi;
+    return x;
+}
+
+const char *tools_arg_str(json_t *args, const char *key, const char *def)
+{
+    json_t *v = json_object_get(args, key);
+    return json_is_string(v) ? json_string_value(v) : def;
+}
+
+bool tools_arg_bool(json_t *args, const char *key, bool def)
+{
+    json_t *v = json_object_get(args, key);
+    return json_is_boolean(v) ? json_is_true(v) : def;
+}

@@ -1,0 +1,176 @@
+/* Lifecycle tools: create, list, get, destroy, renew, pause, resume. */
+#define LOG_MODULE "tools"
+#include "mcp/tools/tools-internal.h"
+
+#include <string.h>
+
+#include "mcp/base/xalloc.h"
+#include "mcp/context.h"
+
+/* Fills spec from create_sandbox's arguments; -1 with err on a bad size. */
+static int spec_from_args(json_t *args, const char *owner, struct sandbox_spec *spec,
+                          struct mcp_error *err)
+{
+    memset(spec, 0, sizeof(*spec));
+    spec->owner = owner;
+    spec->image = tools_arg_str(args, "image", NULL);
+    spec->env = json_object_get(args, "env");
+    spec->metadata = json_object_get(args, "metadata");
+    json_t *cpu = json_object_get(args, "cpu");
+    spec->cpu = json_is_number(cpu) ? json_number_value(cpu) : 0;
+    json_t *v;
+    if ((v = json_object_get(args, "memory")) != NULL &&
+        tools_parse_size(v, "memory", &spec->memory_bytes, err) < 0)
+        return -1;
+    if ((v = json_object_get(args, "disk")) != NULL &&
+        tools_parse_size(v, "disk", &spec->disk_bytes, err) < 0)
+        return -1;
+    spec->pids = (uint32_t)tools_arg_int(args, "pids", 0, 0, UINT32_MAX);
+    spec->network = tools_arg_bool(args, "network", false);
+    spec->timeout_seconds = tools_arg_int(args, "timeout_seconds", 0, -1, INT64_MAX);
+    spec->idle_timeout_seconds = tools_arg_int(args, "idle_timeout_seconds", 0, -1, INT64_MAX);
+    return 0;
+}
+
+void tool_create_sandbox(struct tool_call *call, json_t *args)
+{
+    struct tool_job *job = tool_job_new(call, args);
+    struct mcp_error err;
+    struct sandbox_spec spec;
+    const char *name = tools_arg_str(args, "backend", "local");
+    struct backend *be = backend_by_name(&job->ctx->backends, name, &err);
+    if (be == NULL || spec_from_args(args, job->owner, &spec, &err) < 0) {
+        tool_job_fail(job, &err);
+        return;
+    }
+    tool_job_set_detail(job, "backend=%s image=%s", name, spec.image ? spec.image : "default");
+    job->be = be;
+    if (be->ops->create(be, &spec, tool_job_done_cb, job, &err) < 0)
+        tool_job_fail(job, &err);
+}
+
+/* ---- list: every enabled backend, merged ----------------------------------------------------- */
+
+struct list_job {
+    struct tool_job *job;
+    json_t *sandboxes; /* merged */
+    json_t *errors;    /* one message per backend that failed */
+    int pending;
+};
+
+static void list_maybe_done(struct list_job *lj)
+{
+    if (--lj->pending > 0)
+        return;
+    struct tool_job *job = lj->job;
+    if (json_array_size(lj->sandboxes) == 0 && json_array_size(lj->errors) > 0) {
+        struct mcp_error err;
+        mcp_error_set(&err, MCP_ERR_BACKEND, 0, "listing sandboxes failed: %s",
+                      json_string_value(json_array_get(lj->errors, 0)));
+        tool_job_fail(job, &err);
+    } else {
+        json_t *out = json_pack("{s:O}", "sandboxes", lj->sandboxes);
+        if (json_array_size(lj->errors) > 0)
+            json_object_set(out, "errors", lj->errors);
+        tool_job_finish(job, out);
+    }
+    json_decref(lj->sandboxes);
+    json_decref(lj->errors);
+    free(lj);
+}
+
+static void list_cb(void *arg, json_t *result, const struct mcp_error *err)
+{
+    struct list_job *lj = arg;
+    if (err != NULL)
+        json_array_append_new(lj->errors, json_string(err->msg));
+    else
+        json_array_extend(lj->sandboxes, json_object_get(result, "sandboxes"));
+    list_maybe_done(lj);
+}
+
+void tool_list_sandboxes(struct tool_call *call, json_t *args)
+{
+    struct tool_job *job = tool_job_new(call, args);
+    struct list_job *lj = xcalloc(1, sizeof(*lj));
+    lj->job = job;
+    lj->sandboxes = json_array();
+    lj->errors = json_array();
+    lj->pending = 1; /* held until every backend has been asked */
+    struct backend *all[] = {job->ctx->backends.local, job->ctx->backends.opensandbox};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+        struct mcp_error err;
+        if (all[i] == NULL)
+            continue;
+        lj->pending++;
+        if (all[i]->ops->list(all[i], job->owner, args, list_cb, lj, &err) < 0) {
+            json_array_append_new(lj->errors, json_string(err.msg));
+            lj->pending--;
+        }
+    }
+    list_maybe_done(lj);
+}
+
+/* ---- operations on one sandbox --------------------------------------------------------------- */
+
+enum sandbox_op { OP_GET, OP_DESTROY, OP_RENEW, OP_PAUSE, OP_RESUME };
+
+static void destroy_cb(void *arg, json_t *result, const struct mcp_error *err)
+{
+    struct tool_job *job = arg;
+    if (err != NULL) {
+        tool_job_fail(job, err);
+        return;
+    }
+    tool_job_finish(job, json_pack("{s:s, s:b}", "sandbox_id", job->sandbox_id, "destroyed", 1));
+}
+
+static void sandbox_op(struct tool_call *call, json_t *args, enum sandbox_op op)
+{
+    struct tool_job *job = tool_job_new(call, args);
+    struct mcp_error err;
+    const char *id = tools_arg_str(args, "sandbox_id", "");
+    if (tool_job_bind(job, id, TOOL_NEED_ANY, &err) < 0) {
+        tool_job_fail(job, &err);
+        return;
+    }
+    const struct backend_ops *ops = job->be->ops;
+    int rc = -1;
+    switch (op) {
+    case OP_GET: rc = ops->get(job->be, id, tool_job_done_cb, job, &err); break;
+    case OP_DESTROY: rc = ops->destroy(job->be, id, destroy_cb, job, &err); break;
+    case OP_RENEW:
+        rc = ops->renew(job->be, id, tools_arg_int(args, "timeout_seconds", 1, 1, INT64_MAX),
+                        tool_job_done_cb, job, &err);
+        break;
+    case OP_PAUSE: rc = ops->pause(job->be, id, tool_job_done_cb, job, &err); break;
+    case OP_RESUME: rc = ops->resume(job->be, id, tool_job_done_cb, job, &err); break;
+    }
+    if (rc < 0)
+        tool_job_fail(job, &err);
+}
+
+void tool_get_sandbox(struct tool_call *call, json_t *args)
+{
+    sandbox_op(call, args, OP_GET);
+}
+
+void tool_destroy_sandbox(struct tool_call *call, json_t *args)
+{
+    sandbox_op(call, args, OP_DESTROY);
+}
+
+void tool_renew_sandbox(struct tool_call *call, json_t *args)
+{
+    sandbox_op(call, args, OP_RENEW);
+}
+
+void tool_pause_sandbox(struct tool_call *call, json_t *args)
+{
+    sandbox_op(call, args, OP_PAUSE);
+}
+
+void tool_resume_sandbox(struct tool_call *call, json_t *args)
+{
+    sandbox_op(call, args, OP_RESUME);
+}

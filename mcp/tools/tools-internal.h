@@ -1,0 +1,137 @@
+/* Shared by the files of mcp/tools/ only. */
+#ifndef MCPBOX_TOOLS_INTERNAL_H
+#define MCPBOX_TOOLS_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "mcp/base/error.h"
+#include "mcp/tool.h"
+
+struct mcp_context;
+struct store;
+
+/* ---- limits and defaults ------------------------------------------------------------------ */
+
+#define TOOLS_DEFAULT_OUTPUT_CAP     16384u       /* run_command, per stream */
+#define TOOLS_MIN_OUTPUT_CAP         256u
+#define TOOLS_MAX_OUTPUT_CAP         (1u << 20)
+#define TOOLS_DEFAULT_WAIT_S         50           /* below the common 60 s client timeouts */
+#define TOOLS_MAX_WAIT_S             3600
+#define TOOLS_PROGRESS_INTERVAL_MS   2000u        /* progress heartbeat while a command runs */
+#define TOOLS_PROGRESS_TAIL_BYTES    240u         /* output tail carried in a progress message */
+#define TOOLS_DEFAULT_GET_LIMIT      16384u       /* get_command output bytes */
+#define TOOLS_MAX_GET_LIMIT          (1u << 20)
+#define TOOLS_GET_POLL_MS            250u         /* get_command wait_seconds polling interval */
+#define TOOLS_DEFAULT_READ_LENGTH    65536u       /* read_file */
+#define TOOLS_MAX_READ_LENGTH        (16u << 20)
+#define TOOLS_MAX_WRITE_BYTES        (24u << 20)  /* decoded write_file payload */
+#define TOOLS_DEFAULT_LIST_ENTRIES   500
+#define TOOLS_DEFAULT_SEARCH_RESULTS 200
+#define TOOLS_RESOURCE_MAX_BYTES     (1u << 20)   /* resources/read of a sandbox file */
+
+/* ---- one tool call in progress ------------------------------------------------------------ */
+
+struct tool_job {
+    struct tool_call *call;  /* borrowed until finished */
+    struct mcp_context *ctx; /* borrowed */
+    struct backend *be;      /* the sandbox's backend, once bound */
+    char *sandbox_id;        /* owned, NULL for calls on no sandbox */
+    char *owner;             /* owned copy of tool_call_owner() */
+    char *detail;            /* owned audit detail, or NULL */
+    json_t *args;            /* own reference */
+    uint64_t started_ms;     /* monotonic */
+};
+
+struct tool_job *tool_job_new(struct tool_call *call, json_t *args);
+/* Success: audits, finishes the call with structured (stolen) and frees the job. */
+void tool_job_finish(struct tool_job *job, json_t *structured);
+/* Tool error: audits, finishes with an isError result whose text is err's message, frees. */
+void tool_job_fail(struct tool_job *job, const struct mcp_error *err);
+/* Sets the audit detail (copied; never file contents or command output). */
+void tool_job_set_detail(struct tool_job *job, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* A backend_cb that finishes the job with the result as it is. arg is the job. */
+void tool_job_done_cb(void *arg, json_t *result, const struct mcp_error *err);
+
+/* What a tool needs of the sandbox's state before the backend is called. */
+enum tool_need {
+    TOOL_NEED_ANY,     /* get, destroy, diagnose, renew, pause, resume, get_command */
+    TOOL_NEED_RUNNING, /* commands, files, endpoint */
+};
+
+/* Looks sandbox_id up in the store, checks it belongs to the caller (another owner's sandbox is
+ * reported exactly like a missing one) and that its state allows need; sets job->sandbox_id and
+ * job->be. -1 with an actionable err otherwise. */
+int tool_job_bind(struct tool_job *job, const char *sandbox_id, enum tool_need need,
+                  struct mcp_error *err);
+/* The same check without a job (resources, completions). */
+int tools_check_sandbox(struct mcp_context *ctx, const char *owner, const char *sandbox_id,
+                        enum tool_need need, struct backend **be, struct mcp_error *err);
+
+/* ---- error and argument mapping (common.c) ------------------------------------------------- */
+
+/* The one message for "missing or not yours". */
+int tools_error_no_sandbox(struct mcp_error *err, const char *sandbox_id);
+/* err for a sandbox whose stored state does not allow need, or 0 if it does. */
+int tools_state_check(const char *sandbox_id, const char *state, enum tool_need need,
+                      struct mcp_error *err);
+/* Audit outcome for an error: "error:not_found", ... (static storage). */
+const char *tools_outcome(const struct mcp_error *err);
+
+/* Sizes: a JSON integer (bytes) or a string "512m", "1.5g", "2GiB", "100k", "4096". */
+int tools_parse_size(json_t *v, const char *field, uint64_t *out, struct mcp_error *err);
+/* Octal permission string "755" / "0644" -> bits. */
+int tools_parse_mode(const char *s, uint32_t *out, struct mcp_error *err);
+/* "KILL", "TERM", ... -> signal number; -1 if unknown. */
+int tools_signal_number(const char *name);
+/* Integer argument with default and inclusive bounds (schema checked them; this clamps). */
+int64_t tools_arg_int(json_t *args, const char *key, int64_t def, int64_t lo, int64_t hi);
+const char *tools_arg_str(json_t *args, const char *key, const char *def);
+bool tools_arg_bool(json_t *args, const char *key, bool def);
+
+/* ---- output capping (output.c) -------------------------------------------------------------- */
+
+/* Keeps the first head_cap and the last tail_cap bytes of a stream, and counts all of it. */
+struct out_capture {
+    char *head;
+    size_t head_len, head_cap;
+    char *tail; /* ring */
+    size_t tail_start, tail_len, tail_cap;
+    uint64_t total;
+};
+
+/* cap split evenly between head and tail. */
+void out_capture_init(struct out_capture *oc, size_t cap);
+void out_capture_init_split(struct out_capture *oc, size_t head_cap, size_t tail_cap);
+void out_capture_release(struct out_capture *oc);
+void out_capture_add(struct out_capture *oc, const char *data, size_t len);
+/* The capped text: valid UTF-8, at most cap bytes plus the cut marker; *truncated says
+ * whether anything was left out. Returns a new json string. */
+json_t *out_capture_render(const struct out_capture *oc, bool *truncated);
+
+/* Appends data to b as valid UTF-8 (each invalid byte becomes U+FFFD), writing at most max
+ * bytes; returns how many input bytes were consumed (stops before a character that would not
+ * fit). */
+struct buf;
+size_t utf8_sanitize_append(struct buf *b, const char *data, size_t len, size_t max);
+/* Length of data without an incomplete UTF-8 sequence at its end (at most 3 bytes dropped). */
+size_t utf8_complete_prefix(const char *data, size_t len);
+/* Number of UTF-8 continuation bytes at the start of data (at most 3). */
+size_t utf8_skip_continuation(const char *data, size_t len);
+/* The last at most max kept bytes as valid UTF-8 without NUL (malloc'd C string). */
+char *out_capture_tail_text(const struct out_capture *oc, size_t max);
+
+/* ---- handlers -------------------------------------------------------------------------------- */
+
+tool_handler_fn tool_create_sandbox, tool_list_sandboxes, tool_get_sandbox, tool_destroy_sandbox,
+    tool_renew_sandbox, tool_pause_sandbox, tool_resume_sandbox;
+tool_handler_fn tool_run_command, tool_get_command, tool_kill_command;
+tool_handler_fn tool_write_file, tool_read_file, tool_list_files, tool_search_files,
+    tool_replace_in_file, tool_move_path, tool_delete_path, tool_make_directory;
+tool_handler_fn tool_get_endpoint, tool_diagnose_sandbox, tool_doctor;
+
+#endif
