@@ -1,0 +1,156 @@
+/* Internals of the Streamable HTTP transport, shared by the files of mcp/http/ only.
+ *
+ *   http_server.c   listener, limits on connections, the sweep timer (timeouts, expiry)
+ *   http_conn.c     one TCP connection: read, parse, write, keep-alive, close
+ *   http_route.c    what a complete request means for MCP: POST / GET / DELETE on /mcp
+ *   http_session.c  the session table and the routing of the core's messages to streams
+ *
+ * Everything runs on the server's loop thread. A connection holds at most one exchange at a
+ * time (HTTP/1.1 answers requests in order): a POSTed request waiting for the core's first
+ * message, an SSE stream of a POSTed request, or the session's standalone GET stream. */
+#ifndef MCPBOX_HTTP_INTERNAL_H
+#define MCPBOX_HTTP_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "mcp/base/buf.h"
+#include "mcp/http/http_policy.h"
+#include "mcp/http/http_request.h"
+
+struct mcp_server;
+struct session;
+
+/* Open TCP connections; more are accepted and closed at once. */
+#define HTTP_MAX_CONNECTIONS 512
+/* Live MCP sessions; an initialize beyond this gets 503 with a JSON-RPC error. */
+#define HTTP_MAX_SESSIONS 128
+/* A session with no request and no open stream for this long is ended. */
+#define HTTP_SESSION_IDLE_MS (30u * 60u * 1000u)
+/* From the first byte of a request to the end of its headers (slowloris defence). */
+#define HTTP_HEADER_TIMEOUT_MS 10000u
+/* From the end of the headers to the end of the body. */
+#define HTTP_BODY_TIMEOUT_MS 30000u
+/* An idle keep-alive connection (no request in progress) is closed after this. */
+#define HTTP_KEEPALIVE_TIMEOUT_MS 30000u
+/* Comment lines on open SSE streams at this interval. */
+#define HTTP_SSE_PING_MS 15000u
+/* Output queued to one connection (beyond a single message); past it the client is not
+ * reading and the connection is dropped. */
+#define HTTP_MAX_QUEUED_OUTPUT (8u * 1024u * 1024u)
+/* A connection whose queued output has not moved for this long is dropped. */
+#define HTTP_WRITE_STALL_MS 30000u
+/* After an error reply that ends a connection: how long we keep reading (and discarding) so
+ * the client sees the reply instead of a reset. */
+#define HTTP_LINGER_MS 2000u
+/* Pipelined bytes buffered while a response is in progress; past it we stop reading. */
+#define HTTP_MAX_PENDING_INPUT (64u * 1024u)
+/* Granularity of every timeout above. */
+#define HTTP_SWEEP_INTERVAL_MS 500u
+/* Random bytes in a session id (hex-encoded: 48 visible ASCII characters, 192 bits). */
+#define HTTP_SESSION_ID_BYTES 24
+#define HTTP_SESSION_ID_LEN (2 * HTTP_SESSION_ID_BYTES)
+
+enum http_conn_phase {
+    CONN_READING,    /* reading (or waiting for) a request */
+    CONN_RESPONDING, /* a request is being answered; later bytes are buffered */
+    CONN_DRAINING,   /* reply sent, write side shut; discarding input until EOF or linger */
+};
+
+enum http_exchange_mode {
+    EX_NONE,
+    EX_PENDING, /* POSTed request, no reply bytes sent yet */
+    EX_SSE,     /* POSTed request answered with an SSE stream */
+    EX_GET,     /* the session's standalone stream */
+};
+
+struct http_sess;
+
+struct http_conn {
+    uv_tcp_t tcp;
+    struct http_server *hs;
+    struct http_conn *prev, *next; /* server's list */
+    struct http_reader reader;
+    struct buf input; /* received bytes not yet parsed */
+    enum http_conn_phase phase;
+    uint64_t deadline;   /* monotonic ms, 0 = none */
+    size_t queued;       /* bytes handed to uv_write and not yet written */
+    uint64_t last_write_ms;
+    bool closing, read_stopped, resume_pending, keep_alive, chunked;
+
+    /* The exchange (see enum http_exchange_mode). */
+    enum http_exchange_mode mode;
+    struct http_sess *sess;
+    struct http_conn *sess_prev, *sess_next; /* session's list of exchanges */
+    char *key;           /* owned: the request id as compact JSON */
+    bool is_initialize;
+    unsigned stream_no, event_seq;
+    uint64_t next_ping;
+};
+
+struct http_sess {
+    struct http_sess *prev, *next;
+    struct http_server *hs;
+    char id[HTTP_SESSION_ID_LEN + 1];
+    struct session *core;
+    struct http_conn *exchanges;
+    struct http_conn *get_stream;
+    uint64_t last_active;
+    unsigned next_stream;
+    bool init_failed; /* its initialize got an error: reaped by the sweep */
+};
+
+struct http_server {
+    struct mcp_server *srv;
+    uv_loop_t *loop;
+    uv_tcp_t listener;
+    uv_timer_t sweep;
+    uv_idle_t resume;
+    int open_handles; /* server-level handles not yet closed; freed at zero */
+    bool stopping;
+    struct http_policy policy;
+    char token_owner[32]; /* "token:<16 hex>" when a token is set */
+    struct http_conn *conns;
+    size_t nconns;
+    struct http_sess *sessions;
+    size_t nsessions;
+};
+
+/* http_conn.c */
+void http_conn_accept(struct http_server *hs);
+void http_conn_close(struct http_conn *c);
+/* Feed buffered input to the parser and route a complete request (not re-entrant: from the
+ * loop or via http_conn_schedule_resume). */
+void http_conn_resume(struct http_conn *c);
+void http_conn_schedule_resume(struct http_conn *c);
+void http_conn_sweep(struct http_conn *c, uint64_t now);
+/* A complete response with Content-Length. extra: more header lines ("Name: v\r\n"), or NULL. */
+void http_conn_respond(struct http_conn *c, int status, const char *content_type,
+                       const char *extra, const char *body, size_t len);
+/* A JSON-RPC error reply (id may be NULL) with HTTP status. */
+void http_conn_error(struct http_conn *c, int status, int code, const json_t *id,
+                     const char *extra, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+/* SSE: response head (+ priming event when prime), one message event, the end of the stream. */
+void http_conn_sse_start(struct http_conn *c, bool prime);
+void http_conn_sse_message(struct http_conn *c, const char *json, size_t len);
+void http_conn_sse_comment(struct http_conn *c, const char *text);
+void http_conn_sse_end(struct http_conn *c);
+/* The exchange is over: detach from the session and get ready for the next request. */
+void http_conn_exchange_done(struct http_conn *c);
+
+/* http_route.c */
+void http_route_request(struct http_conn *c);
+
+/* http_session.c */
+struct http_sess *http_sess_create(struct http_server *hs);
+struct http_sess *http_sess_find(struct http_server *hs, const char *id);
+void http_sess_destroy(struct http_sess *s);
+void http_sess_attach(struct http_sess *s, struct http_conn *c, enum http_exchange_mode mode);
+void http_sess_detach(struct http_conn *c);
+bool http_sess_has_key(const struct http_sess *s, const char *key);
+void http_sess_sweep(struct http_sess *s, uint64_t now);
+
+#endif

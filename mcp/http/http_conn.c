@@ -1,0 +1,422 @@
+/* One TCP connection of the HTTP transport: reading and parsing requests, writing responses and
+ * SSE streams, keep-alive, timeouts and the bounds on what a slow or hostile peer can make us
+ * hold (input while a response is in progress, queued output). */
+#define LOG_MODULE "http"
+#include "mcp/http/http-internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcp/base/cleanup.h"
+#include "mcp/base/log.h"
+#include "mcp/base/util.h"
+#include "mcp/base/xalloc.h"
+#include "mcp/http/sse.h"
+
+/* Bytes read from the socket at a time. */
+#define HTTP_READ_CHUNK (64u * 1024u)
+
+struct conn_full {
+    struct http_conn c;
+    uv_shutdown_t shutdown_req;
+    enum http_reader_state timed_state; /* reader state the current deadline belongs to */
+};
+
+struct write_req {
+    uv_write_t req;
+    struct http_conn *c;
+    size_t len;
+    char data[];
+};
+
+static struct conn_full *full_of(struct http_conn *c)
+{
+    return container_of(c, struct conn_full, c);
+}
+
+static void on_write(uv_write_t *req, int status)
+{
+    struct write_req *w = container_of(req, struct write_req, req);
+    struct http_conn *c = w->c;
+    c->queued -= w->len;
+    c->last_write_ms = now_mono_ms();
+    free(w);
+    if (status < 0 && !c->closing)
+        http_conn_close(c);
+}
+
+/* Queues prefix+data+suffix as one write (any may be empty). */
+static void conn_write3(struct http_conn *c, const char *prefix, const char *data, size_t len,
+                        const char *suffix)
+{
+    if (c->closing)
+        return;
+    size_t plen = strlen(prefix), slen = strlen(suffix), total = plen + len + slen;
+    struct write_req *w = xmalloc(sizeof(*w) + total);
+    memcpy(w->data, prefix, plen);
+    if (len)
+        memcpy(w->data + plen, data, len);
+    memcpy(w->data + plen + len, suffix, slen);
+    w->c = c;
+    w->len = total;
+    if (c->queued == 0)
+        c->last_write_ms = now_mono_ms();
+    c->queued += total;
+    uv_buf_t b = uv_buf_init(w->data, (unsigned)total);
+    int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
+    if (rc < 0) {
+        c->queued -= total;
+        free(w);
+        http_conn_close(c);
+    }
+}
+
+/* A piece of a response body: chunk-framed when the response is chunked. */
+static void conn_write_body(struct http_conn *c, const char *data, size_t len)
+{
+    if (!c->chunked) {
+        conn_write3(c, "", data, len, "");
+        return;
+    }
+    char prefix[32];
+    snprintf(prefix, sizeof(prefix), "%zx\r\n", len);
+    conn_write3(c, prefix, data, len, "\r\n");
+}
+
+static void on_close(uv_handle_t *h)
+{
+    struct http_conn *c = h->data;
+    struct http_server *hs = c->hs;
+    if (c->prev)
+        c->prev->next = c->next;
+    else if (hs->conns == c)
+        hs->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    hs->nconns--;
+    http_reader_release(&c->reader);
+    buf_release(&c->input);
+    free(full_of(c));
+    if (hs->stopping && hs->nconns == 0 && hs->open_handles == 0)
+        free(hs);
+}
+
+void http_conn_close(struct http_conn *c)
+{
+    if (c->closing)
+        return;
+    if (c->sess)
+        http_sess_detach(c); /* a dropped POST is not a cancellation: its output is dropped */
+    c->mode = EX_NONE;
+    free(c->key);
+    c->key = NULL;
+    c->closing = true;
+    uv_close((uv_handle_t *)&c->tcp, on_close);
+}
+
+static void conn_start_reading(struct http_conn *c);
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+    struct http_conn *c = req->data;
+    if (status < 0)
+        http_conn_close(c);
+}
+
+/* Ends the connection after what is queued: shut the write side, then discard input for a
+ * while so that the peer reads our reply rather than a reset. */
+static void conn_end(struct http_conn *c)
+{
+    if (c->closing || c->phase == CONN_DRAINING)
+        return;
+    c->phase = CONN_DRAINING;
+    c->deadline = now_mono_ms() + HTTP_LINGER_MS;
+    buf_reset(&c->input);
+    full_of(c)->shutdown_req.data = c;
+    if (uv_shutdown(&full_of(c)->shutdown_req, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
+        http_conn_close(c);
+        return;
+    }
+    if (c->read_stopped) {
+        c->read_stopped = false;
+        conn_start_reading(c);
+    }
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+    b->base = xmalloc(HTTP_READ_CHUNK);
+    b->len = HTTP_READ_CHUNK;
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
+{
+    struct http_conn *c = st->data;
+    if (nread < 0) {
+        http_conn_close(c); /* EOF or error: whatever is in progress loses its output */
+    } else if (nread > 0 && !c->closing && c->phase != CONN_DRAINING) {
+        if (buf_append(&c->input, b->base, (size_t)nread) < 0) {
+            http_conn_close(c);
+        } else if (c->phase == CONN_READING) {
+            http_conn_resume(c);
+        } else if (c->input.len > HTTP_MAX_PENDING_INPUT) {
+            uv_read_stop(st); /* a response is in progress: let TCP push back */
+            c->read_stopped = true;
+        }
+    }
+    free(b->base);
+}
+
+static void conn_start_reading(struct http_conn *c)
+{
+    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)
+        http_conn_close(c);
+}
+
+static void update_deadline(struct http_conn *c)
+{
+    struct conn_full *f = full_of(c);
+    enum http_reader_state st = c->reader.state;
+    if (st == f->timed_state)
+        return;
+    f->timed_state = st;
+    if (st == HTTP_READER_HEADERS)
+        c->deadline = now_mono_ms() + HTTP_HEADER_TIMEOUT_MS;
+    else if (st == HTTP_READER_BODY)
+        c->deadline = now_mono_ms() + HTTP_BODY_TIMEOUT_MS;
+}
+
+void http_conn_resume(struct http_conn *c)
+{
+    if (c->closing || c->phase != CONN_READING || c->input.len == 0)
+        return;
+    size_t n = http_reader_feed(&c->reader, c->input.data, c->input.len);
+    buf_consume(&c->input, n);
+    update_deadline(c);
+    if (c->reader.state == HTTP_READER_ERROR) {
+        c->phase = CONN_RESPONDING;
+        c->keep_alive = false;
+        http_conn_error(c, c->reader.error_status, -32600, NULL, NULL, "%s",
+                        c->reader.error_msg);
+    } else if (c->reader.state == HTTP_READER_DONE) {
+        c->phase = CONN_RESPONDING;
+        c->deadline = 0;
+        c->keep_alive = c->reader.req.keep_alive;
+        c->chunked = c->reader.req.http_minor >= 1;
+        http_route_request(c);
+    }
+}
+
+static void on_resume(uv_idle_t *idle)
+{
+    struct http_server *hs = idle->data;
+    uv_idle_stop(idle);
+    for (struct http_conn *c = hs->conns; c; c = c->next) {
+        if (!c->resume_pending)
+            continue;
+        c->resume_pending = false;
+        http_conn_resume(c);
+    }
+}
+
+void http_conn_schedule_resume(struct http_conn *c)
+{
+    c->resume_pending = true;
+    c->hs->resume.data = c->hs;
+    uv_idle_start(&c->hs->resume, on_resume);
+}
+
+void http_conn_accept(struct http_server *hs)
+{
+    struct conn_full *f = xcalloc(1, sizeof(*f));
+    struct http_conn *c = &f->c;
+    c->hs = hs;
+    c->tcp.data = c;
+    uv_tcp_init(hs->loop, &c->tcp);
+    c->next = hs->conns;
+    if (hs->conns)
+        hs->conns->prev = c;
+    hs->conns = c;
+    hs->nconns++;
+    http_reader_init(&c->reader);
+    buf_init(&c->input, HTTP_MAX_PENDING_INPUT + HTTP_READ_CHUNK);
+    if (uv_accept((uv_stream_t *)&hs->listener, (uv_stream_t *)&c->tcp) < 0) {
+        http_conn_close(c);
+        return;
+    }
+    if (hs->nconns > HTTP_MAX_CONNECTIONS || hs->stopping) {
+        log_warn("connection limit (%d) reached; refusing a connection", HTTP_MAX_CONNECTIONS);
+        http_conn_close(c);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    c->phase = CONN_READING;
+    c->keep_alive = true;
+    f->timed_state = HTTP_READER_IDLE;
+    c->deadline = now_mono_ms() + HTTP_HEADER_TIMEOUT_MS; /* a new client must speak promptly */
+    conn_start_reading(c);
+}
+
+void http_conn_exchange_done(struct http_conn *c)
+{
+    if (c->sess)
+        http_sess_detach(c);
+    c->mode = EX_NONE;
+    free(c->key);
+    c->key = NULL;
+    c->is_initialize = false;
+    if (c->closing || c->phase == CONN_DRAINING)
+        return;
+    if (!c->keep_alive) {
+        conn_end(c);
+        return;
+    }
+    http_reader_next(&c->reader);
+    full_of(c)->timed_state = HTTP_READER_IDLE;
+    c->phase = CONN_READING;
+    c->deadline = now_mono_ms() + HTTP_KEEPALIVE_TIMEOUT_MS;
+    if (c->read_stopped) {
+        c->read_stopped = false;
+        conn_start_reading(c);
+    }
+    if (c->input.len > 0)
+        http_conn_schedule_resume(c);
+}
+
+static void append_head(struct buf *h, struct http_conn *c, int status, const char *extra)
+{
+    buf_printf(h, "HTTP/1.1 %d %s\r\n", status, http_status_str((enum http_status)status));
+    if (c->sess)
+        buf_printf(h, "Mcp-Session-Id: %s\r\n", c->sess->id);
+    if (extra)
+        buf_append_str(h, extra);
+}
+
+void http_conn_respond(struct http_conn *c, int status, const char *content_type,
+                       const char *extra, const char *body, size_t len)
+{
+    struct buf h;
+    buf_init(&h, HTTP_MAX_HEADER_BYTES);
+    append_head(&h, c, status, extra);
+    if (content_type)
+        buf_printf(&h, "Content-Type: %s\r\n", content_type);
+    buf_printf(&h, "Content-Length: %zu\r\nConnection: %s\r\n\r\n", len,
+               c->keep_alive ? "keep-alive" : "close");
+    conn_write3(c, buf_cstr(&h), body, len, "");
+    buf_release(&h);
+    http_conn_exchange_done(c);
+}
+
+/* Error messages may quote header values: keep them printable ASCII (valid JSON text). */
+static void sanitize(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
+            *s = '?';
+}
+
+void http_conn_error(struct http_conn *c, int status, int code, const json_t *id,
+                     const char *extra, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    sanitize(msg);
+    cleanup_json json_t *body = json_pack("{s:s, s:{s:i, s:s}, s:O?}", "jsonrpc", "2.0", "error",
+                                          "code", code, "message", msg, "id", (json_t *)id);
+    cleanup_free char *text = json_dumps(body, JSON_COMPACT);
+    log_debug("HTTP %d: %s", status, msg);
+    http_conn_respond(c, status, "application/json", extra, text, strlen(text));
+}
+
+void http_conn_sse_start(struct http_conn *c, bool prime)
+{
+    struct buf h;
+    buf_init(&h, HTTP_MAX_HEADER_BYTES);
+    if (!c->chunked)
+        c->keep_alive = false; /* HTTP/1.0: the stream ends when the connection does */
+    append_head(&h, c, 200, NULL);
+    buf_printf(&h, "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                   "X-Accel-Buffering: no\r\n%sConnection: %s\r\n\r\n",
+               c->chunked ? "Transfer-Encoding: chunked\r\n" : "",
+               c->keep_alive ? "keep-alive" : "close");
+    conn_write3(c, buf_cstr(&h), "", 0, "");
+    buf_release(&h);
+    c->stream_no = c->sess ? ++c->sess->next_stream : 0;
+    c->event_seq = 0;
+    c->next_ping = now_mono_ms() + HTTP_SSE_PING_MS;
+    if (prime) {
+        char id[32];
+        struct buf ev;
+        snprintf(id, sizeof(id), "%u-%u", c->stream_no, ++c->event_seq);
+        buf_init(&ev, 256);
+        sse_priming(&ev, id, SSE_RETRY_MS);
+        conn_write_body(c, ev.data, ev.len);
+        buf_release(&ev);
+    }
+}
+
+void http_conn_sse_message(struct http_conn *c, const char *json, size_t len)
+{
+    if (c->closing)
+        return;
+    if (c->queued > 0 && c->queued + len > HTTP_MAX_QUEUED_OUTPUT) {
+        log_warn("client is not reading its event stream (%zu bytes queued); dropping it",
+                 c->queued);
+        http_conn_close(c);
+        return;
+    }
+    char id[32];
+    struct buf ev;
+    snprintf(id, sizeof(id), "%u-%u", c->stream_no, ++c->event_seq);
+    buf_init(&ev, (size_t)-1);
+    sse_event(&ev, "message", id, json, len);
+    conn_write_body(c, ev.data, ev.len);
+    buf_release(&ev);
+}
+
+void http_conn_sse_comment(struct http_conn *c, const char *text)
+{
+    struct buf ev;
+    buf_init(&ev, 256);
+    if (sse_comment(&ev, text) == 0)
+        conn_write_body(c, ev.data, ev.len);
+    buf_release(&ev);
+}
+
+void http_conn_sse_end(struct http_conn *c)
+{
+    if (c->chunked)
+        conn_write3(c, "0\r\n\r\n", "", 0, "");
+    http_conn_exchange_done(c);
+}
+
+void http_conn_sweep(struct http_conn *c, uint64_t now)
+{
+    if (c->closing)
+        return;
+    if (c->queued > 0 && now - c->last_write_ms > HTTP_WRITE_STALL_MS) {
+        log_warn("client stopped reading (%zu bytes queued); dropping the connection", c->queued);
+        http_conn_close(c);
+        return;
+    }
+    if ((c->mode == EX_SSE || c->mode == EX_GET) && now >= c->next_ping) {
+        c->next_ping = now + HTTP_SSE_PING_MS;
+        http_conn_sse_comment(c, "keep-alive");
+    }
+    if (c->deadline == 0 || now < c->deadline)
+        return;
+    c->deadline = 0;
+    if (c->phase == CONN_DRAINING || c->reader.state == HTTP_READER_IDLE) {
+        http_conn_close(c); /* linger over, or an idle keep-alive connection */
+    } else if (c->phase == CONN_READING) {
+        c->phase = CONN_RESPONDING;
+        c->keep_alive = false;
+        http_conn_error(c, 408, -32600, NULL, NULL, "Request Timeout: the request was not "
+                        "received in time");
+    }
+}

@@ -1,0 +1,172 @@
+/* Admission rules. DNS rebinding: a web page on evil.example can make the browser resolve that
+ * name to 127.0.0.1 and talk to us; the Host header still says evil.example, and a cross-site
+ * page also sends its Origin, so both are checked against loopback names. */
+#include "mcp/http/http_policy.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "mcp/base/util.h"
+
+static const char *const loopback_names[] = {"localhost", "127.0.0.1", "[::1]"};
+
+static const char *const protocol_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
+
+/* Splits "name[:port]" (name may be a bracketed IPv6 literal). *port = -1 when absent,
+ * -2 when malformed. Returns the length of the name part. */
+static size_t split_host_port(const char *s, int *port)
+{
+    const char *colon;
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (!close) {
+            *port = -2;
+            return strlen(s);
+        }
+        colon = close[1] == ':' ? close + 1 : NULL;
+        if (!colon && close[1] != '\0')
+            *port = -2;
+    } else {
+        colon = strchr(s, ':');
+    }
+    if (*port == -2)
+        return strlen(s);
+    *port = -1;
+    if (!colon)
+        return strlen(s);
+    char *end = NULL;
+    long v = strtol(colon + 1, &end, 10);
+    *port = (colon[1] >= '0' && colon[1] <= '9' && *end == '\0' && v > 0 && v < 65536) ? (int)v
+                                                                                      : -2;
+    return (size_t)(colon - s);
+}
+
+static bool is_loopback_name(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof(loopback_names) / sizeof(loopback_names[0]); i++)
+        if (strlen(loopback_names[i]) == len && strncasecmp(name, loopback_names[i], len) == 0)
+            return true;
+    return false;
+}
+
+static bool has_bad_chars(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s <= 0x20 || (unsigned char)*s >= 0x7f || *s == '/' || *s == '@')
+            return true;
+    return false;
+}
+
+bool http_policy_host_ok(const struct http_policy *pol, const char *host)
+{
+    if (!host || !*host || has_bad_chars(host))
+        return false;
+    int port = 0;
+    size_t n = split_host_port(host, &port);
+    if (port == -2 || n == 0)
+        return false;
+    if (!pol->loopback)
+        return true;
+    return is_loopback_name(host, n) && (port == -1 || port == pol->port);
+}
+
+/* "http://name[:port]" or "https://...": returns the authority part or NULL. */
+static const char *origin_authority(const char *origin)
+{
+    if (strncasecmp(origin, "http://", 7) == 0)
+        return origin + 7;
+    if (strncasecmp(origin, "https://", 8) == 0)
+        return origin + 8;
+    return NULL;
+}
+
+bool http_policy_origin_ok(const struct http_policy *pol, const char *origin, const char *host)
+{
+    if (!origin)
+        return true;
+    const char *auth = origin_authority(origin);
+    if (!auth || !*auth || has_bad_chars(auth))
+        return false;
+    int port = 0;
+    size_t n = split_host_port(auth, &port);
+    if (port == -2 || n == 0)
+        return false;
+    if (pol->loopback)
+        return is_loopback_name(auth, n);
+    return host && strcasecmp(auth, host) == 0;
+}
+
+bool http_policy_auth_ok(const struct http_policy *pol, const char *authorization)
+{
+    if (!pol->token)
+        return true;
+    if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0)
+        return false;
+    const char *given = authorization + 7;
+    while (*given == ' ')
+        given++;
+    /* Compare digests so that the time taken depends on neither the length nor the contents
+     * of the secret. */
+    unsigned char a[32], b[32];
+    struct sha256_ctx c;
+    sha256_init(&c);
+    sha256_update(&c, given, strlen(given));
+    sha256_final(&c, a);
+    sha256_init(&c);
+    sha256_update(&c, pol->token, strlen(pol->token));
+    sha256_final(&c, b);
+    unsigned char diff = 0;
+    for (size_t i = 0; i < sizeof(a); i++)
+        diff |= (unsigned char)(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+/* Compares one comma-separated element (up to ';' or ',') to type, ignoring spaces. */
+static bool element_is(const char *el, size_t len, const char *type)
+{
+    while (len > 0 && (*el == ' ' || *el == '\t')) {
+        el++;
+        len--;
+    }
+    size_t n = strcspn(el, ";");
+    if (n > len)
+        n = len;
+    while (n > 0 && (el[n - 1] == ' ' || el[n - 1] == '\t'))
+        n--;
+    return n == strlen(type) && strncasecmp(el, type, n) == 0;
+}
+
+bool http_accepts(const char *accept, const char *type)
+{
+    if (!accept)
+        return false;
+    const char *p = accept;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        if (element_is(p, len, type))
+            return true;
+        if (p[len] == '\0')
+            return false;
+        p += len + 1;
+    }
+}
+
+bool http_content_type_is_json(const char *content_type)
+{
+    return content_type && element_is(content_type, strlen(content_type), "application/json");
+}
+
+bool http_protocol_version_ok(const char *version)
+{
+    for (size_t i = 0; i < sizeof(protocol_versions) / sizeof(protocol_versions[0]); i++)
+        if (version && strcmp(version, protocol_versions[i]) == 0)
+            return true;
+    return false;
+}
+
+bool http_protocol_has_priming(const char *version)
+{
+    /* ISO dates compare as strings. */
+    return version && strcmp(version, "2025-11-25") >= 0;
+}

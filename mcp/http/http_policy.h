@@ -1,0 +1,33 @@
+/* Request admission rules for the Streamable HTTP transport, kept pure for unit tests:
+ * DNS-rebinding defence (Host, Origin), the bearer token, content negotiation and the
+ * MCP-Protocol-Version header. */
+#ifndef MCPBOX_HTTP_POLICY_H
+#define MCPBOX_HTTP_POLICY_H
+
+#include <stdbool.h>
+
+struct http_policy {
+    bool loopback;     /* bound to a loopback address: only loopback names are valid Hosts */
+    int port;          /* the port we listen on */
+    const char *token; /* borrowed; required bearer token, or NULL */
+};
+
+/* Host header: on loopback it must name localhost, 127.0.0.1 or [::1], with our port or none.
+ * Elsewhere any syntactically valid host is accepted (the token guards the server). */
+bool http_policy_host_ok(const struct http_policy *pol, const char *host);
+/* Origin header (NULL = absent = allowed): http(s)://localhost|127.0.0.1|[::1][:port] on
+ * loopback; elsewhere it must name the same host as the Host header. */
+bool http_policy_origin_ok(const struct http_policy *pol, const char *origin, const char *host);
+/* Authorization header against the token, in constant time. True when no token is set. */
+bool http_policy_auth_ok(const struct http_policy *pol, const char *authorization);
+
+/* Whether an Accept header lists media type `type` (exact type/subtype, parameters ignored). */
+bool http_accepts(const char *accept, const char *type);
+/* Whether Content-Type is application/json (parameters such as charset allowed). */
+bool http_content_type_is_json(const char *content_type);
+/* MCP-Protocol-Version values this transport accepts. */
+bool http_protocol_version_ok(const char *version);
+/* Whether a protocol version has SSE priming events and retry (2025-11-25 and later). */
+bool http_protocol_has_priming(const char *version);
+
+#endif

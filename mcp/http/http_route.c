@@ -1,0 +1,224 @@
+/* What a complete HTTP request means for MCP Streamable HTTP (2025-11-25): admission checks
+ * (Host, Origin, token), then POST (one JSON-RPC message), GET (the session's standalone
+ * stream) or DELETE (end the session) on the one endpoint, /mcp. */
+#define LOG_MODULE "http"
+#include "mcp/http/http-internal.h"
+
+#include <string.h>
+
+#include "mcp/base/util.h"
+#include "mcp/jsonrpc.h"
+#include "mcp/session.h"
+
+#define HTTP_ENDPOINT "/mcp"
+#define HTTP_PATH_MAX 256
+
+static const struct http_request *req_of(struct http_conn *c)
+{
+    return &c->reader.req;
+}
+
+/* A header that must not repeat: *bad is set (and a 400 sent) if it does. */
+static const char *single_header(struct http_conn *c, const char *name, bool *bad)
+{
+    bool dup = false;
+    const char *v = http_request_header(req_of(c), name, &dup);
+    if (dup && !*bad) {
+        *bad = true;
+        http_conn_error(c, 400, -32600, NULL, NULL, "Bad Request: repeated %s header", name);
+    }
+    return v;
+}
+
+/* Host, Origin and the token; answers and returns false when the request is refused. */
+static bool admit(struct http_conn *c)
+{
+    const struct http_policy *pol = &c->hs->policy;
+    bool bad = false;
+    const char *host = single_header(c, "host", &bad);
+    const char *origin = single_header(c, "origin", &bad);
+    const char *auth = single_header(c, "authorization", &bad);
+    if (bad)
+        return false;
+    if (!http_policy_host_ok(pol, host)) {
+        http_conn_error(c, 403, -32000, NULL, NULL, "Forbidden: invalid Host header: %.100s",
+                        host ? host : "(none)");
+        return false;
+    }
+    if (!http_policy_origin_ok(pol, origin, host)) {
+        http_conn_error(c, 403, -32000, NULL, NULL, "Forbidden: invalid Origin header: %.100s",
+                        origin);
+        return false;
+    }
+    if (!http_policy_auth_ok(pol, auth)) {
+        http_conn_error(c, 401, -32000, NULL, "WWW-Authenticate: Bearer realm=\"mcpbox\"\r\n",
+                        "Unauthorized: a valid bearer token is required");
+        return false;
+    }
+    return true;
+}
+
+/* MCP-Protocol-Version and Mcp-Session-Id; on success *sid is the session id or NULL. */
+static bool session_headers(struct http_conn *c, const char **sid)
+{
+    bool bad = false;
+    const char *version = single_header(c, "mcp-protocol-version", &bad);
+    *sid = single_header(c, "mcp-session-id", &bad);
+    if (bad)
+        return false;
+    if (version && !http_protocol_version_ok(version)) {
+        http_conn_error(c, 400, -32000, NULL, NULL,
+                        "Bad Request: Unsupported protocol version: %.64s (supported: "
+                        "2025-11-25, 2025-06-18, 2025-03-26)",
+                        version);
+        return false;
+    }
+    return true;
+}
+
+static struct http_sess *known_session(struct http_conn *c, const char *sid)
+{
+    if (!sid) {
+        http_conn_error(c, 400, -32000, NULL, NULL,
+                        "Bad Request: Mcp-Session-Id header is required");
+        return NULL;
+    }
+    struct http_sess *s = http_sess_find(c->hs, sid);
+    if (!s)
+        http_conn_error(c, 404, -32001, NULL, NULL, "Session not found");
+    else
+        s->last_active = now_mono_ms();
+    return s;
+}
+
+static bool post_headers_ok(struct http_conn *c)
+{
+    const char *accept = http_request_header(req_of(c), "accept", NULL);
+    if (!http_accepts(accept, "application/json") || !http_accepts(accept, "text/event-stream")) {
+        http_conn_error(c, 406, -32000, NULL, NULL,
+                        "Not Acceptable: Client must accept both application/json and "
+                        "text/event-stream");
+        return false;
+    }
+    if (!http_content_type_is_json(http_request_header(req_of(c), "content-type", NULL))) {
+        http_conn_error(c, 415, -32000, NULL, NULL,
+                        "Unsupported Media Type: Content-Type must be application/json");
+        return false;
+    }
+    return true;
+}
+
+/* The session a POSTed message belongs to: an initialize without a session id opens one. */
+static struct http_sess *post_session(struct http_conn *c, const char *sid,
+                                      const struct jsonrpc_msg *msg)
+{
+    bool is_init = msg->kind == JSONRPC_REQUEST && strcmp(msg->method, "initialize") == 0;
+    if (sid || !is_init)
+        return known_session(c, sid);
+    struct http_sess *s = http_sess_create(c->hs);
+    if (!s)
+        http_conn_error(c, 503, -32000, msg->id, "Retry-After: 60\r\n",
+                        "Service Unavailable: too many sessions (limit %d); end unused "
+                        "sessions with DELETE or retry later",
+                        HTTP_MAX_SESSIONS);
+    c->is_initialize = s != NULL;
+    return s;
+}
+
+/* A request: its reply (JSON or an SSE stream) comes through the session's send callback. */
+static void post_request(struct http_conn *c, struct http_sess *s, struct jsonrpc_msg *msg)
+{
+    char *key = json_dumps(msg->id, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (http_sess_has_key(s, key)) {
+        free(key);
+        http_conn_error(c, 409, -32600, msg->id, NULL,
+                        "Conflict: a request with this id is already in progress");
+        return;
+    }
+    c->key = key;
+    http_sess_attach(s, c, EX_PENDING);
+    session_handle(s->core, msg);
+}
+
+static void route_post(struct http_conn *c)
+{
+    const char *sid;
+    if (!post_headers_ok(c) || !session_headers(c, &sid))
+        return;
+    struct jsonrpc_msg msg;
+    const struct buf *body = &c->reader.req.body;
+    jsonrpc_parse(body->data ? body->data : "", body->len, &msg);
+    if (msg.kind == JSONRPC_INVALID) {
+        http_conn_error(c, 400, msg.err.code, msg.id, NULL, "%s", msg.err.msg);
+    } else {
+        struct http_sess *s = post_session(c, sid, &msg);
+        if (s && msg.kind == JSONRPC_REQUEST) {
+            post_request(c, s, &msg);
+        } else if (s) {
+            session_handle(s->core, &msg);
+            http_conn_respond(c, 202, NULL, NULL, "", 0);
+        }
+    }
+    jsonrpc_msg_release(&msg);
+}
+
+static void route_get(struct http_conn *c)
+{
+    const char *sid;
+    if (!http_accepts(http_request_header(req_of(c), "accept", NULL), "text/event-stream")) {
+        http_conn_error(c, 406, -32000, NULL, NULL,
+                        "Not Acceptable: Client must accept text/event-stream");
+        return;
+    }
+    if (!session_headers(c, &sid))
+        return;
+    struct http_sess *s = known_session(c, sid);
+    if (!s)
+        return;
+    if (s->get_stream) {
+        http_conn_error(c, 409, -32000, NULL, NULL,
+                        "Conflict: Only one SSE stream is allowed per session");
+        return;
+    }
+    http_sess_attach(s, c, EX_GET);
+    http_conn_sse_start(c, http_protocol_has_priming(session_protocol_version(s->core)));
+}
+
+static void route_delete(struct http_conn *c)
+{
+    const char *sid;
+    if (!session_headers(c, &sid))
+        return;
+    struct http_sess *s = known_session(c, sid);
+    if (!s)
+        return;
+    http_sess_destroy(s);
+    http_conn_respond(c, 200, NULL, NULL, "", 0);
+}
+
+void http_route_request(struct http_conn *c)
+{
+    char path[HTTP_PATH_MAX];
+    if (!admit(c))
+        return;
+    if (http_request_path(req_of(c), path, sizeof(path)) < 0 || strcmp(path, HTTP_ENDPOINT) != 0) {
+        http_conn_error(c, 404, -32000, NULL, NULL, "Not Found: the MCP endpoint is %s",
+                        HTTP_ENDPOINT);
+        return;
+    }
+    switch (req_of(c)->method) {
+    case HTTP_POST:
+        route_post(c);
+        break;
+    case HTTP_GET:
+        route_get(c);
+        break;
+    case HTTP_DELETE:
+        route_delete(c);
+        break;
+    default:
+        http_conn_error(c, 405, -32000, NULL, "Allow: GET, POST, DELETE\r\n",
+                        "Method Not Allowed");
+        break;
+    }
+}

@@ -1,0 +1,185 @@
+/* The HTTP session table and the routing of what the protocol core sends: a message tied to a
+ * client request goes to that request's POST (as its JSON reply, or as an event on the SSE
+ * stream the POST turns into); a message tied to no request goes to the session's GET stream,
+ * and is dropped when there is none (the spec allows the server to send only on open streams). */
+#define LOG_MODULE "http"
+#include "mcp/http/http-internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "mcp/base/cleanup.h"
+#include "mcp/base/log.h"
+#include "mcp/base/util.h"
+#include "mcp/base/xalloc.h"
+#include "mcp/http/http_policy.h"
+#include "mcp/session.h"
+
+static struct http_conn *find_exchange(struct http_sess *s, const char *key)
+{
+    for (struct http_conn *c = s->exchanges; c; c = c->sess_next)
+        if (c->key && strcmp(c->key, key) == 0)
+            return c;
+    return NULL;
+}
+
+bool http_sess_has_key(const struct http_sess *s, const char *key)
+{
+    return find_exchange((struct http_sess *)s, key) != NULL;
+}
+
+static bool has_error(json_t *msg)
+{
+    return json_object_get(msg, "error") != NULL;
+}
+
+/* The first message for a pending POST decides the reply's form: a final response alone is
+ * plain JSON; anything before it turns the reply into an SSE stream. */
+static void deliver(struct http_sess *s, struct http_conn *c, json_t *msg, bool final)
+{
+    cleanup_free char *text = json_dumps(msg, JSON_COMPACT);
+    if (!text)
+        return;
+    if (final && c->is_initialize && has_error(msg))
+        s->init_failed = true;
+    if (c->mode == EX_PENDING && final) {
+        http_conn_respond(c, 200, "application/json", NULL, text, strlen(text));
+        return;
+    }
+    if (c->mode == EX_PENDING) {
+        c->mode = EX_SSE;
+        http_conn_sse_start(c, http_protocol_has_priming(session_protocol_version(s->core)));
+    }
+    http_conn_sse_message(c, text, strlen(text));
+    if (final && !c->closing)
+        http_conn_sse_end(c);
+}
+
+static void sess_send(void *arg, json_t *msg, const json_t *related, bool final)
+{
+    struct http_sess *s = arg;
+    if (!related) {
+        if (s->get_stream) {
+            cleanup_free char *text = json_dumps(msg, JSON_COMPACT);
+            if (text)
+                http_conn_sse_message(s->get_stream, text, strlen(text));
+        } else {
+            log_debug("session %.8s: no GET stream; dropping an unrelated message", s->id);
+        }
+        return;
+    }
+    cleanup_free char *key = json_dumps(related, JSON_COMPACT | JSON_ENCODE_ANY);
+    struct http_conn *c = key ? find_exchange(s, key) : NULL;
+    if (!c) {
+        log_debug("session %.8s: request %s has no open stream; dropping a message", s->id,
+                  key ? key : "?");
+        return;
+    }
+    deliver(s, c, msg, final);
+}
+
+static const struct session_transport_ops sess_ops = {
+    .send = sess_send,
+};
+
+struct http_sess *http_sess_create(struct http_server *hs)
+{
+    if (hs->nsessions >= HTTP_MAX_SESSIONS) {
+        log_warn("session limit (%d) reached; refusing initialize", HTTP_MAX_SESSIONS);
+        return NULL;
+    }
+    struct http_sess *s = xcalloc(1, sizeof(*s));
+    s->hs = hs;
+    random_id(s->id, sizeof(s->id), "", HTTP_SESSION_ID_BYTES);
+    s->last_active = now_mono_ms();
+    char owner[64];
+    if (hs->token_owner[0])
+        snprintf(owner, sizeof(owner), "%s", hs->token_owner);
+    else
+        snprintf(owner, sizeof(owner), "session:%s", s->id);
+    s->core = session_new(hs->srv, &sess_ops, s, owner);
+    s->next = hs->sessions;
+    if (hs->sessions)
+        hs->sessions->prev = s;
+    hs->sessions = s;
+    hs->nsessions++;
+    log_debug("session %.8s opened (%zu live)", s->id, hs->nsessions);
+    return s;
+}
+
+struct http_sess *http_sess_find(struct http_server *hs, const char *id)
+{
+    for (struct http_sess *s = hs->sessions; s; s = s->next)
+        if (strcmp(s->id, id) == 0)
+            return s;
+    return NULL;
+}
+
+void http_sess_attach(struct http_sess *s, struct http_conn *c, enum http_exchange_mode mode)
+{
+    c->sess = s;
+    c->mode = mode;
+    c->sess_prev = NULL;
+    c->sess_next = s->exchanges;
+    if (s->exchanges)
+        s->exchanges->sess_prev = c;
+    s->exchanges = c;
+    if (mode == EX_GET)
+        s->get_stream = c;
+}
+
+void http_sess_detach(struct http_conn *c)
+{
+    struct http_sess *s = c->sess;
+    if (c->sess_prev)
+        c->sess_prev->sess_next = c->sess_next;
+    else
+        s->exchanges = c->sess_next;
+    if (c->sess_next)
+        c->sess_next->sess_prev = c->sess_prev;
+    if (s->get_stream == c)
+        s->get_stream = NULL;
+    c->sess = NULL;
+    c->sess_prev = c->sess_next = NULL;
+    s->last_active = now_mono_ms();
+}
+
+/* Ends every open exchange: a request still waiting gets 404 (its session is gone, as the
+ * client will learn on its next request anyway); streams end normally. */
+static void end_exchanges(struct http_sess *s)
+{
+    while (s->exchanges) {
+        struct http_conn *c = s->exchanges;
+        if (c->mode == EX_PENDING) {
+            http_conn_error(c, 404, -32001, NULL, NULL, "Session terminated");
+        } else {
+            http_conn_sse_end(c);
+        }
+        if (s->exchanges == c) /* closing connections detach themselves; be sure */
+            http_sess_detach(c);
+    }
+}
+
+void http_sess_destroy(struct http_sess *s)
+{
+    struct http_server *hs = s->hs;
+    end_exchanges(s);
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        hs->sessions = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    hs->nsessions--;
+    session_close(s->core); /* no send() after this returns */
+    log_debug("session %.8s ended (%zu live)", s->id, hs->nsessions);
+    free(s);
+}
+
+void http_sess_sweep(struct http_sess *s, uint64_t now)
+{
+    if (s->exchanges)
+        return; /* a request or a stream is open: the session is in use */
+    if (s->init_failed || now - s->last_active > HTTP_SESSION_IDLE_MS)
+        http_sess_destroy(s);
+}
