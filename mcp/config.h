@@ -4,7 +4,9 @@
 #define MCPBOX_CONFIG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "mcp/base/log.h"
 
@@ -25,5 +27,25 @@ struct mcp_config {
     int opensandbox_request_timeout_s; /* default 30 */
     bool opensandbox_use_server_proxy;
 };
+
+struct mcp_error;
+
+/* Defaults, then the environment (MCPBOX_TOKEN, MCPBOX_LOG_LEVEL, XDG_STATE_HOME, HOME,
+ * OPEN_SANDBOX_DOMAIN, OPEN_SANDBOX_API_KEY, OPEN_SANDBOX_PROTOCOL,
+ * OPEN_SANDBOX_REQUEST_TIMEOUT, OPEN_SANDBOX_USE_SERVER_PROXY). Release with config_release. */
+void config_init(struct mcp_config *cfg);
+void config_release(struct mcp_config *cfg);
+/* Applies `serve` options (argv[0] is the subcommand name). Returns 0, 1 when --help was
+ * printed (the caller exits 0), or -1 with err (a message naming the option and the problem). */
+int config_parse_args(struct mcp_config *cfg, int argc, char **argv, struct mcp_error *err);
+/* Cross-option checks: a non-loopback --http address needs a token. */
+int config_check(const struct mcp_config *cfg, struct mcp_error *err);
+/* True for 127.0.0.0/8, ::1 and "localhost" (host part of an --http address). */
+bool config_host_is_loopback(const char *host);
+/* Splits "HOST:PORT" / "[V6]:PORT"; host gets at most host_size-1 bytes. */
+int config_split_listen(const char *listen, char *host, size_t host_size, int *port,
+                        struct mcp_error *err);
+/* The options table as help text. */
+void config_print_usage(FILE *out);
 
 #endif

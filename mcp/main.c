@@ -1,13 +1,140 @@
-/* Placeholder entry point; replaced by the protocol core. */
+/* mcpbox: argv -> subcommand -> its main. `serve` is here; other subcommands live with their
+ * owners and are listed in the table. */
+#define LOG_MODULE "main"
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "mcp/base/cleanup.h"
+#include "mcp/base/error.h"
+#include "mcp/base/log.h"
+#include "mcp/base/xalloc.h"
+#include "mcp/cli.h"
+#include "mcp/config.h"
+#include "mcp/server.h"
+#include "mcp/transport_stdio.h"
+#ifdef MCPBOX_HAVE_HTTP
+#include "mcp/http/http_server.h"
+#endif
+
+#ifndef MCPBOX_BACKENDS
+#define MCPBOX_BACKENDS ""
+#endif
+
+struct subcommand {
+    const char *name;
+    int (*main)(int argc, char **argv);
+    const char *help;
+};
+
+static const struct subcommand subcommands[] = {
+    {"serve", cli_serve_main, "serve MCP over stdio, or Streamable HTTP with --http ADDR:PORT"},
+#ifdef MCPBOX_HAVE_CLI_SANDBOX
+    {"sandbox", cli_sandbox_main, "list, inspect, exec in and destroy sandboxes"},
+#endif
+#ifdef MCPBOX_HAVE_CLI_DOCTOR
+    {"doctor", cli_doctor_main, "check this host can run local sandboxes"},
+#endif
+#ifdef MCPBOX_HAVE_CLI_SKILL
+    {"skill", cli_skill_main, "install, show or remove the troubleshoot-sandbox skill"},
+#endif
+};
+
+static int start_transport(struct mcp_server *srv, const struct mcp_config *cfg,
+                           struct mcp_error *err)
+{
+    if (!cfg->http_listen)
+        return stdio_transport_start(srv, STDIN_FILENO, STDOUT_FILENO, err);
+#ifdef MCPBOX_HAVE_HTTP
+    return http_server_start(srv, cfg, err);
+#else
+    return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
+                         "this mcpbox was built without the HTTP transport (mcp/http/); use "
+                         "stdio (mcpbox serve without --http)");
+#endif
+}
+
+static int serve(const struct mcp_config *cfg)
+{
+    struct mcp_error err = {0};
+    struct mcp_server *srv = server_new(cfg, &err);
+
+    if (!srv || server_add_sandbox_tools(srv, &err) < 0 || start_transport(srv, cfg, &err) < 0) {
+        fprintf(stderr, "mcpbox: %s\n", err.msg);
+        if (srv) {
+            server_stop(srv);
+            server_free(srv);
+        }
+        return 1;
+    }
+    server_run(srv);
+    server_free(srv);
+    log_info("bye");
+    return 0;
+}
+
+int cli_serve_main(int argc, char **argv)
+{
+    struct mcp_config cfg;
+    struct mcp_error err = {0};
+    int r;
+
+    config_init(&cfg);
+    r = config_parse_args(&cfg, argc, argv, &err);
+    if (r == 0 && config_check(&cfg, &err) < 0)
+        r = -1;
+    if (r < 0)
+        fprintf(stderr, "mcpbox serve: %s\n", err.msg);
+    if (r == 0) {
+        log_set_level(cfg.log_level);
+        r = serve(&cfg);
+    }
+    config_release(&cfg);
+    return r < 0 ? 2 : r == 1 ? 0 : r;
+}
+
+static void print_version(void)
+{
+    printf("mcpbox %s\n", MCPBOX_VERSION);
+    printf("protocol: MCP 2025-11-25 (also 2025-06-18, 2025-03-26)\n");
+    printf("backends: %s\n", MCPBOX_BACKENDS[0] ? MCPBOX_BACKENDS : "none");
+#ifdef MCPBOX_HAVE_HTTP
+    printf("transports: stdio, http\n");
+#else
+    printf("transports: stdio\n");
+#endif
+}
+
+static void print_help(FILE *out)
+{
+    fprintf(out, "mcpbox %s: an MCP server that gives AI agents sandboxes\n\n"
+                 "Usage: mcpbox COMMAND [OPTIONS]\n       mcpbox --help | --version\n\n"
+                 "Commands:\n", MCPBOX_VERSION);
+    for (size_t i = 0; i < ARRAY_SIZE(subcommands); i++)
+        fprintf(out, "  %-10s %s\n", subcommands[i].name, subcommands[i].help);
+    fprintf(out, "\nRun `mcpbox COMMAND --help` for a command's options.\n\n");
+    config_print_usage(out);
+}
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], "--version") == 0) {
-        printf("mcpbox %s\n", MCPBOX_VERSION);
+    xalloc_install();
+    if (argc < 2) {
+        print_help(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
+        print_version();
         return 0;
     }
-    fprintf(stderr, "mcpbox: not yet implemented\n");
-    return 1;
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        print_help(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(subcommands); i++) {
+        if (strcmp(argv[1], subcommands[i].name) == 0)
+            return subcommands[i].main(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "mcpbox: unknown command \"%s\" (see mcpbox --help)\n", argv[1]);
+    return 2;
 }

@@ -1,0 +1,284 @@
+/* Configuration from defaults, environment and the command line (see config.h). Options are a
+ * table: name, argument, setter, help. */
+#include "mcp/config.h"
+
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "mcp/base/cleanup.h"
+#include "mcp/base/error.h"
+#include "mcp/base/xalloc.h"
+
+#define CONFIG_OPENSANDBOX_TIMEOUT_DEFAULT_S 30
+#define CONFIG_HOST_MAX 256
+
+static void set_str(char **field, const char *value)
+{
+    free(*field);
+    *field = value ? xstrdup(value) : NULL;
+}
+
+static char *default_state_dir(void)
+{
+    const char *xdg = getenv("XDG_STATE_HOME");
+    const char *home = getenv("HOME");
+
+    if (xdg && xdg[0] == '/')
+        return xasprintf("%s/mcpbox", xdg);
+    return xasprintf("%s/.local/state/mcpbox", home && *home ? home : "/tmp");
+}
+
+static bool env_true(const char *name)
+{
+    const char *v = getenv(name);
+
+    return v && (strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0 || strcasecmp(v, "yes") == 0);
+}
+
+void config_init(struct mcp_config *cfg)
+{
+    const char *v;
+
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->state_dir = default_state_dir();
+    cfg->log_level = LOG_LEVEL_INFO;
+    if ((v = getenv("MCPBOX_LOG_LEVEL")))
+        log_level_parse(v, &cfg->log_level);
+    set_str(&cfg->token, getenv("MCPBOX_TOKEN") && *getenv("MCPBOX_TOKEN")
+                             ? getenv("MCPBOX_TOKEN") : NULL);
+    cfg->local_enabled = true;
+    set_str(&cfg->opensandbox_domain, getenv("OPEN_SANDBOX_DOMAIN"));
+    set_str(&cfg->opensandbox_api_key, getenv("OPEN_SANDBOX_API_KEY"));
+    set_str(&cfg->opensandbox_protocol, getenv("OPEN_SANDBOX_PROTOCOL"));
+    if (!cfg->opensandbox_protocol)
+        cfg->opensandbox_protocol = xstrdup("http");
+    cfg->opensandbox_request_timeout_s = CONFIG_OPENSANDBOX_TIMEOUT_DEFAULT_S;
+    if ((v = getenv("OPEN_SANDBOX_REQUEST_TIMEOUT")) && atoi(v) > 0)
+        cfg->opensandbox_request_timeout_s = atoi(v);
+    cfg->opensandbox_use_server_proxy = env_true("OPEN_SANDBOX_USE_SERVER_PROXY");
+}
+
+void config_release(struct mcp_config *cfg)
+{
+    free(cfg->state_dir);
+    free(cfg->http_listen);
+    free(cfg->token);
+    free(cfg->opensandbox_domain);
+    free(cfg->opensandbox_api_key);
+    free(cfg->opensandbox_protocol);
+    memset(cfg, 0, sizeof(*cfg));
+}
+
+/* ---- the options table ---------------------------------------------------------------------- */
+
+typedef int option_set_fn(struct mcp_config *cfg, const char *value, struct mcp_error *err);
+
+struct option {
+    const char *name;    /* without the leading "--" */
+    const char *arg;     /* argument name for help, NULL for a flag */
+    option_set_fn *set;
+    const char *help;
+};
+
+static int set_http(struct mcp_config *cfg, const char *v, struct mcp_error *err)
+{
+    char host[CONFIG_HOST_MAX];
+    int port;
+
+    if (config_split_listen(v, host, sizeof(host), &port, err) < 0)
+        return -1;
+    set_str(&cfg->http_listen, v);
+    return 0;
+}
+
+static int set_state_dir(struct mcp_config *cfg, const char *v, struct mcp_error *err)
+{
+    if (!*v)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0, "--state-dir needs a directory");
+    set_str(&cfg->state_dir, v);
+    return 0;
+}
+
+static int set_log_level(struct mcp_config *cfg, const char *v, struct mcp_error *err)
+{
+    if (log_level_parse(v, &cfg->log_level) < 0)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "--log-level must be error, warn, info or debug (got \"%s\")", v);
+    return 0;
+}
+
+static int set_token(struct mcp_config *cfg, const char *v, struct mcp_error *err)
+{
+    if (!*v)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0, "--token must not be empty");
+    set_str(&cfg->token, v);
+    return 0;
+}
+
+static int set_fixtures(struct mcp_config *cfg, const char *v, struct mcp_error *err)
+{
+    cfg->conformance_fixtures = true;
+    return 0;
+}
+
+static int set_no_local(struct mcp_config *cfg, const char *v, struct mcp_error *err)
+{
+    cfg->local_enabled = false;
+    return 0;
+}
+
+static int set_os_domain(struct mcp_config *cfg, const char *v, struct mcp_error *err)
+{
+    set_str(&cfg->opensandbox_domain, *v ? v : NULL);
+    return 0;
+}
+
+static int set_os_protocol(struct mcp_config *cfg, const char *v, struct mcp_error *err)
+{
+    if (strcmp(v, "http") != 0 && strcmp(v, "https") != 0)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "--opensandbox-protocol must be http or https (got \"%s\")", v);
+    set_str(&cfg->opensandbox_protocol, v);
+    return 0;
+}
+
+static const struct option options[] = {
+    {"http", "ADDR:PORT", set_http,
+     "serve Streamable HTTP at http://ADDR:PORT/mcp instead of stdio (port 0: pick a free one)"},
+    {"state-dir", "DIR", set_state_dir,
+     "state directory (default $XDG_STATE_HOME/mcpbox or ~/.local/state/mcpbox)"},
+    {"log-level", "LEVEL", set_log_level, "stderr log level: error, warn, info (default), debug"},
+    {"token", "TOKEN", set_token,
+     "bearer token HTTP clients must send (or env MCPBOX_TOKEN); required off loopback"},
+    {"conformance-fixtures", NULL, set_fixtures,
+     "also serve the MCP conformance suite's fixture tools, resources and prompts"},
+    {"no-local", NULL, set_no_local, "disable the local (namespace + seccomp) backend"},
+    {"opensandbox-domain", "HOST:PORT", set_os_domain,
+     "enable the OpenSandbox backend at this server (or env OPEN_SANDBOX_DOMAIN)"},
+    {"opensandbox-protocol", "PROTO", set_os_protocol, "http (default) or https"},
+};
+
+static const struct option *find_option(const char *name, size_t len)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
+        if (strlen(options[i].name) == len && strncmp(options[i].name, name, len) == 0)
+            return &options[i];
+    }
+    return NULL;
+}
+
+void config_print_usage(FILE *out)
+{
+    fprintf(out, "Usage: mcpbox serve [OPTIONS]\n\nServes MCP over stdio (default) or "
+                 "Streamable HTTP.\n\nOptions:\n");
+    for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
+        char left[64];
+        snprintf(left, sizeof(left), "--%s%s%s", options[i].name, options[i].arg ? " " : "",
+                 options[i].arg ? options[i].arg : "");
+        fprintf(out, "  %-28s %s\n", left, options[i].help);
+    }
+    fprintf(out, "  %-28s %s\n", "-h, --help", "show this help");
+}
+
+/* Applies argv[*i] (and its argument). Advances *i past what it used. */
+static int apply_one(struct mcp_config *cfg, int argc, char **argv, int *i,
+                     struct mcp_error *err)
+{
+    const char *a = argv[*i];
+    const char *eq = strchr(a, '=');
+    size_t len = eq ? (size_t)(eq - a - 2) : strlen(a) - 2;
+    const struct option *opt = strncmp(a, "--", 2) == 0 ? find_option(a + 2, len) : NULL;
+
+    if (!opt)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "unknown option \"%s\" (see mcpbox serve --help)", a);
+    const char *value = eq ? eq + 1 : NULL;
+    if (opt->arg && !value) {
+        if (*i + 1 >= argc)
+            return mcp_error_set(err, MCP_ERR_INVALID, 0, "--%s needs an argument (%s)",
+                                 opt->name, opt->arg);
+        value = argv[++*i];
+    } else if (!opt->arg && value) {
+        return mcp_error_set(err, MCP_ERR_INVALID, 0, "--%s takes no argument", opt->name);
+    }
+    (*i)++;
+    return opt->set(cfg, value ? value : "", err);
+}
+
+int config_parse_args(struct mcp_config *cfg, int argc, char **argv, struct mcp_error *err)
+{
+    for (int i = 1; i < argc;) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            config_print_usage(stdout);
+            return 1;
+        }
+        if (apply_one(cfg, argc, argv, &i, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- listen address --------------------------------------------------------------------------- */
+
+int config_split_listen(const char *listen, char *host, size_t host_size, int *port,
+                        struct mcp_error *err)
+{
+    const char *colon = strrchr(listen, ':');
+    const char *h = listen;
+    size_t hlen;
+    char *end;
+
+    if (!colon || colon == listen)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "--http needs ADDR:PORT, e.g. 127.0.0.1:8765 (got \"%s\")", listen);
+    hlen = (size_t)(colon - listen);
+    if (h[0] == '[' && hlen >= 2 && h[hlen - 1] == ']') {
+        h++;
+        hlen -= 2;
+    }
+    long p = strtol(colon + 1, &end, 10);
+    if (!colon[1] || *end || p < 0 || p > 65535)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "--http port must be a number from 0 to 65535 (got \"%s\")",
+                             colon + 1);
+    if (hlen == 0 || hlen >= host_size)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0, "--http address is empty or too long");
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+    *port = (int)p;
+    return 0;
+}
+
+bool config_host_is_loopback(const char *host)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+
+    if (strcmp(host, "localhost") == 0)
+        return true;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) == 1)
+        return memcmp(&a6, &in6addr_loopback, sizeof(a6)) == 0;
+    return false;
+}
+
+int config_check(const struct mcp_config *cfg, struct mcp_error *err)
+{
+    char host[CONFIG_HOST_MAX];
+    int port;
+
+    if (!cfg->http_listen)
+        return 0;
+    if (config_split_listen(cfg->http_listen, host, sizeof(host), &port, err) < 0)
+        return -1;
+    if (!config_host_is_loopback(host) && !cfg->token)
+        return mcp_error_set(err, MCP_ERR_DENIED, 0,
+                             "refusing to serve HTTP on %s without a token: anyone who can reach "
+                             "that address could run commands in your sandboxes. Pass --token "
+                             "TOKEN (or set MCPBOX_TOKEN), or bind 127.0.0.1",
+                             cfg->http_listen);
+    return 0;
+}

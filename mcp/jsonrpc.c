@@ -1,0 +1,181 @@
+/* JSON-RPC 2.0 framing (see jsonrpc.h). Pure: no I/O, no globals. */
+#include "mcp/jsonrpc.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+static const char *json_type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "object";
+    case JSON_ARRAY:
+        return "array";
+    case JSON_STRING:
+        return "string";
+    case JSON_INTEGER:
+        return "integer";
+    case JSON_REAL:
+        return "number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "boolean";
+    case JSON_NULL:
+        return "null";
+    }
+    return "unknown";
+}
+
+static bool id_is_valid(const json_t *id)
+{
+    return json_is_string(id) || json_is_integer(id);
+}
+
+static void set_invalid(struct jsonrpc_msg *out, int code, const char *fmt, const char *arg)
+{
+    out->kind = JSONRPC_INVALID;
+    mcp_error_set(&out->err, code, 0, fmt, arg);
+}
+
+/* A message with "method": a request (with id) or a notification. */
+static void classify_call(json_t *root, struct jsonrpc_msg *out)
+{
+    json_t *method = json_object_get(root, "method");
+    json_t *params = json_object_get(root, "params");
+    json_t *id = json_object_get(root, "id");
+
+    if (!json_is_string(method))
+        return set_invalid(out, MCP_ERR_INVALID_REQUEST,
+                           "Invalid Request: \"method\" must be a string, got %s",
+                           json_type_name(method));
+    if (params && !json_is_object(params) && !json_is_array(params))
+        return set_invalid(out, MCP_ERR_INVALID_REQUEST,
+                           "Invalid Request: \"params\" must be an object, got %s",
+                           json_type_name(params));
+    if (json_object_get(root, "result") || json_object_get(root, "error"))
+        return set_invalid(out, MCP_ERR_INVALID_REQUEST, "%s",
+                           "Invalid Request: a request cannot carry \"result\" or \"error\"");
+    out->method = json_string_value(method);
+    out->params = params;
+    out->kind = id ? JSONRPC_REQUEST : JSONRPC_NOTIFICATION;
+}
+
+/* A message without "method": a response to one of our server-to-client requests. */
+static void classify_response(json_t *root, struct jsonrpc_msg *out)
+{
+    json_t *result = json_object_get(root, "result");
+    json_t *error = json_object_get(root, "error");
+    json_t *id = json_object_get(root, "id");
+
+    if (!result && !error)
+        return set_invalid(out, MCP_ERR_INVALID_REQUEST, "%s",
+                           "Invalid Request: missing \"method\" (and no \"result\" or \"error\")");
+    if (result && error)
+        return set_invalid(out, MCP_ERR_INVALID_REQUEST, "%s",
+                           "Invalid Request: a response has \"result\" or \"error\", not both");
+    if (error && !json_is_object(error))
+        return set_invalid(out, MCP_ERR_INVALID_REQUEST,
+                           "Invalid Request: \"error\" must be an object, got %s",
+                           json_type_name(error));
+    if (!id || (!id_is_valid(id) && !(error && json_is_null(id))))
+        return set_invalid(out, MCP_ERR_INVALID_REQUEST, "%s",
+                           "Invalid Request: a response needs a string or integer \"id\"");
+    out->result = result;
+    out->error = error;
+    out->kind = JSONRPC_RESPONSE;
+}
+
+static void classify(json_t *root, struct jsonrpc_msg *out)
+{
+    json_t *version = json_object_get(root, "jsonrpc");
+    json_t *id = json_object_get(root, "id");
+
+    if (id && id_is_valid(id))
+        out->id = id;
+    if (!json_is_string(version) || strcmp(json_string_value(version), "2.0") != 0)
+        return set_invalid(out, MCP_ERR_INVALID_REQUEST, "%s",
+                           "Invalid Request: \"jsonrpc\" must be exactly \"2.0\"");
+    if (id && !id_is_valid(id) && json_object_get(root, "method"))
+        return set_invalid(out, MCP_ERR_INVALID_REQUEST,
+                           "Invalid Request: \"id\" must be a string or an integer, got %s",
+                           json_type_name(id));
+    if (json_object_get(root, "method"))
+        classify_call(root, out);
+    else
+        classify_response(root, out);
+}
+
+void jsonrpc_parse(const char *data, size_t len, struct jsonrpc_msg *out)
+{
+    json_error_t jerr;
+
+    memset(out, 0, sizeof(*out));
+    out->root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!out->root) {
+        out->kind = JSONRPC_INVALID;
+        mcp_error_set(&out->err, MCP_ERR_PARSE, 0, "Parse error: %s (line %d, column %d)",
+                      jerr.text, jerr.line, jerr.column);
+        return;
+    }
+    if (json_is_array(out->root)) {
+        set_invalid(out, MCP_ERR_INVALID_REQUEST, "%s",
+                    "Invalid Request: batches (JSON arrays) are not supported; MCP 2025-06-18 "
+                    "and later send one message at a time");
+        return;
+    }
+    if (!json_is_object(out->root)) {
+        set_invalid(out, MCP_ERR_INVALID_REQUEST, "Invalid Request: expected a JSON object, got %s",
+                    json_type_name(out->root));
+        return;
+    }
+    classify(out->root, out);
+}
+
+void jsonrpc_msg_release(struct jsonrpc_msg *msg)
+{
+    if (!msg)
+        return;
+    json_decref(msg->root);
+    memset(msg, 0, sizeof(*msg));
+}
+
+static json_t *id_or_null(const json_t *id)
+{
+    return id ? json_deep_copy(id) : json_null();
+}
+
+json_t *jsonrpc_result(const json_t *id, json_t *result)
+{
+    return json_pack("{s:s, s:o, s:o}", "jsonrpc", "2.0", "id", id_or_null(id), "result",
+                     result ? result : json_object());
+}
+
+json_t *jsonrpc_error(const json_t *id, int code, const char *message, json_t *data)
+{
+    json_t *error = json_pack("{s:i, s:s}", "code", code, "message", message ? message : "");
+
+    if (!error)
+        error = json_pack("{s:i, s:s}", "code", code, "message", "(message not valid UTF-8)");
+    if (data)
+        json_object_set_new(error, "data", data);
+    return json_pack("{s:s, s:o, s:o}", "jsonrpc", "2.0", "id", id_or_null(id), "error", error);
+}
+
+json_t *jsonrpc_notification(const char *method, json_t *params)
+{
+    json_t *msg = json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method", method);
+
+    if (params)
+        json_object_set_new(msg, "params", params);
+    return msg;
+}
+
+json_t *jsonrpc_request(const json_t *id, const char *method, json_t *params)
+{
+    json_t *msg = json_pack("{s:s, s:o, s:s}", "jsonrpc", "2.0", "id", id_or_null(id), "method",
+                            method);
+
+    if (params)
+        json_object_set_new(msg, "params", params);
+    return msg;
+}

@@ -1,0 +1,316 @@
+/* The server: loop, context, registry, sessions, start/stop order (see server.h). */
+#define LOG_MODULE "server"
+#include "mcp/server.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcp/base/cleanup.h"
+#include "mcp/base/log.h"
+#include "mcp/base/xalloc.h"
+#include "mcp/config.h"
+#include "mcp/context.h"
+#include "mcp/fixtures.h"
+#include "mcp/registry.h"
+#include "mcp/session-internal.h"
+#ifdef MCPBOX_HAVE_STORE
+#include "mcp/store/store.h"
+#endif
+#ifdef MCPBOX_HAVE_LOCAL
+#include "backend/local/local.h"
+#endif
+#ifdef MCPBOX_HAVE_OPENSANDBOX
+#include "backend/opensandbox/opensandbox.h"
+#endif
+
+#define SERVER_MAX_STOP_HOOKS 8
+
+struct stop_hook {
+    server_stop_fn *fn;
+    void *arg;
+};
+
+struct mcp_server {
+    uv_loop_t loop;
+    const struct mcp_config *cfg; /* borrowed */
+    struct mcp_context ctx;
+    struct registry *reg;
+    struct session **sessions; /* borrowed: sessions remove themselves on close */
+    size_t n_sessions, cap_sessions;
+    struct stop_hook hooks[SERVER_MAX_STOP_HOOKS];
+    size_t n_hooks;
+    uv_signal_t sigint, sigterm;
+    bool stopping;
+};
+
+static const char server_instructions_text[] =
+    "mcpbox gives you sandboxes: isolated Linux environments where you can run commands, read "
+    "and write files, and start services without touching the host. Typical flow: create_sandbox, "
+    "then run_command / write_file / read_file with its sandbox_id, and destroy_sandbox when done. "
+    "Sandboxes expire on their own after their timeout. If something goes wrong inside a sandbox, "
+    "diagnose_sandbox explains why.";
+
+const char *server_instructions(const struct mcp_server *srv)
+{
+    return server_instructions_text;
+}
+
+static void on_registry_change(void *arg, const char *what)
+{
+    server_notify_list_changed(arg, what);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    struct mcp_server *srv = h->data;
+
+    log_info("received signal %d, shutting down", signum);
+    server_stop(srv);
+}
+
+static int open_store(struct mcp_server *srv, struct mcp_error *err)
+{
+#ifdef MCPBOX_HAVE_STORE
+    srv->ctx.store = store_open(srv->cfg->state_dir, err);
+    if (!srv->ctx.store)
+        return mcp_error_prefix(err, "opening the state store in %s", srv->cfg->state_dir);
+#endif
+    return 0;
+}
+
+static void create_backends(struct mcp_server *srv)
+{
+    struct mcp_error err = {0};
+
+    (void)err;
+#ifdef MCPBOX_HAVE_LOCAL
+    if (srv->cfg->local_enabled) {
+        srv->ctx.backends.local = local_backend_new(&srv->loop, srv->ctx.store, srv->cfg, &err);
+        if (!srv->ctx.backends.local)
+            log_warn("local backend unavailable: %s", err.msg);
+    }
+#endif
+#ifdef MCPBOX_HAVE_OPENSANDBOX
+    if (srv->cfg->opensandbox_domain) {
+        srv->ctx.backends.opensandbox =
+            opensandbox_backend_new(&srv->loop, srv->ctx.store, srv->cfg, &err);
+        if (!srv->ctx.backends.opensandbox)
+            log_warn("opensandbox backend unavailable: %s", err.msg);
+    }
+#endif
+    log_info("backends: local %s, opensandbox %s",
+             srv->ctx.backends.local ? "enabled" : "disabled",
+             srv->ctx.backends.opensandbox ? "enabled" : "disabled");
+}
+
+static void start_signals(struct mcp_server *srv)
+{
+    signal(SIGPIPE, SIG_IGN); /* a closed stdout or socket is an EPIPE error, not death */
+    uv_signal_init(&srv->loop, &srv->sigint);
+    uv_signal_init(&srv->loop, &srv->sigterm);
+    srv->sigint.data = srv;
+    srv->sigterm.data = srv;
+    uv_signal_start(&srv->sigint, on_signal, SIGINT);
+    uv_signal_start(&srv->sigterm, on_signal, SIGTERM);
+}
+
+struct mcp_server *server_new(const struct mcp_config *cfg, struct mcp_error *err)
+{
+    struct mcp_server *srv = xcalloc(1, sizeof(*srv));
+
+    if (uv_loop_init(&srv->loop) != 0) {
+        free(srv);
+        mcp_error_set(err, MCP_ERR_INTERNAL, 0, "cannot initialise the event loop");
+        return NULL;
+    }
+    srv->cfg = cfg;
+    srv->ctx.loop = &srv->loop;
+    srv->ctx.config = cfg;
+    /* Changes before any session exists broadcast to nobody, so one listener serves both. */
+    srv->reg = registry_new(on_registry_change, srv);
+    if (open_store(srv, err) < 0)
+        goto fail;
+    create_backends(srv);
+    if (cfg->conformance_fixtures && fixtures_register(srv->reg, err) < 0)
+        goto fail;
+    start_signals(srv);
+    return srv;
+fail:
+    server_free(srv);
+    return NULL;
+}
+
+int server_run(struct mcp_server *srv)
+{
+    uv_run(&srv->loop, UV_RUN_DEFAULT);
+    return 0;
+}
+
+static void shutdown_backends(struct mcp_server *srv)
+{
+    struct backend *bes[] = {srv->ctx.backends.local, srv->ctx.backends.opensandbox};
+
+    for (size_t i = 0; i < ARRAY_SIZE(bes); i++) {
+        if (bes[i] && bes[i]->ops->shutdown)
+            bes[i]->ops->shutdown(bes[i]);
+    }
+}
+
+void server_stop(struct mcp_server *srv)
+{
+    if (srv->stopping)
+        return;
+    srv->stopping = true;
+    for (size_t i = 0; i < srv->n_hooks; i++)
+        srv->hooks[i].fn(srv->hooks[i].arg);
+    shutdown_backends(srv);
+    if (!uv_is_closing((uv_handle_t *)&srv->sigint)) {
+        uv_close((uv_handle_t *)&srv->sigint, NULL);
+        uv_close((uv_handle_t *)&srv->sigterm, NULL);
+    }
+}
+
+static void close_leftover(uv_handle_t *h, void *arg)
+{
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void free_backends(struct mcp_server *srv)
+{
+#ifdef MCPBOX_HAVE_LOCAL
+    local_backend_free(srv->ctx.backends.local);
+#endif
+#ifdef MCPBOX_HAVE_OPENSANDBOX
+    opensandbox_backend_free(srv->ctx.backends.opensandbox);
+#endif
+    srv->ctx.backends.local = NULL;
+    srv->ctx.backends.opensandbox = NULL;
+}
+
+void server_free(struct mcp_server *srv)
+{
+    if (!srv)
+        return;
+    if (srv->sigint.loop && !uv_is_closing((uv_handle_t *)&srv->sigint)) {
+        uv_close((uv_handle_t *)&srv->sigint, NULL);
+        uv_close((uv_handle_t *)&srv->sigterm, NULL);
+    }
+    free_backends(srv);
+    /* Whatever is still open (a backend's watcher, a late timer) is closed so the loop can go. */
+    uv_walk(&srv->loop, close_leftover, NULL);
+    uv_run(&srv->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&srv->loop);
+#ifdef MCPBOX_HAVE_STORE
+    store_close(srv->ctx.store);
+#endif
+    registry_free(srv->reg);
+    free(srv->sessions);
+    free(srv);
+}
+
+uv_loop_t *server_loop(struct mcp_server *srv)
+{
+    return &srv->loop;
+}
+
+struct mcp_context *server_context(struct mcp_server *srv)
+{
+    return &srv->ctx;
+}
+
+const struct mcp_config *server_config(const struct mcp_server *srv)
+{
+    return srv->cfg;
+}
+
+struct registry *server_registry(struct mcp_server *srv)
+{
+    return srv->reg;
+}
+
+bool server_is_stopping(const struct mcp_server *srv)
+{
+    return srv->stopping;
+}
+
+void server_on_stop(struct mcp_server *srv, server_stop_fn *fn, void *arg)
+{
+    if (srv->n_hooks == SERVER_MAX_STOP_HOOKS) {
+        log_error("too many stop hooks (limit %d); ignoring one", SERVER_MAX_STOP_HOOKS);
+        return;
+    }
+    srv->hooks[srv->n_hooks].fn = fn;
+    srv->hooks[srv->n_hooks].arg = arg;
+    srv->n_hooks++;
+}
+
+void server_session_add(struct mcp_server *srv, struct session *s)
+{
+    if (srv->n_sessions == srv->cap_sessions) {
+        srv->cap_sessions = srv->cap_sessions ? srv->cap_sessions * 2 : 8;
+        srv->sessions = xrealloc(srv->sessions, srv->cap_sessions * sizeof(*srv->sessions));
+    }
+    srv->sessions[srv->n_sessions++] = s;
+}
+
+void server_session_remove(struct mcp_server *srv, struct session *s)
+{
+    for (size_t i = 0; i < srv->n_sessions; i++) {
+        if (srv->sessions[i] == s) {
+            srv->sessions[i] = srv->sessions[--srv->n_sessions];
+            return;
+        }
+    }
+}
+
+size_t server_session_count(const struct mcp_server *srv)
+{
+    return srv->n_sessions;
+}
+
+/* Sending may make a transport close a session (and so edit the list): walk a snapshot, and
+ * skip sessions that left meanwhile. */
+static void for_each_session(struct mcp_server *srv, void (*fn)(struct session *, void *),
+                             void *arg)
+{
+    size_t n = srv->n_sessions;
+    cleanup_free struct session **snap = xmalloc((n ? n : 1) * sizeof(*snap));
+
+    if (n)
+        memcpy(snap, srv->sessions, n * sizeof(*snap));
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < srv->n_sessions; j++) {
+            if (srv->sessions[j] == snap[i]) {
+                fn(snap[i], arg);
+                break;
+            }
+        }
+    }
+}
+
+static void send_list_changed(struct session *s, void *arg)
+{
+    session_notify(s, arg, NULL);
+}
+
+void server_notify_list_changed(struct mcp_server *srv, const char *what)
+{
+    cleanup_free char *method = xasprintf("notifications/%s/list_changed", what);
+
+    for_each_session(srv, send_list_changed, method);
+}
+
+static void send_updated(struct session *s, void *arg)
+{
+    const char *uri = arg;
+
+    if (session_is_subscribed(s, uri))
+        session_notify(s, "notifications/resources/updated", json_pack("{s:s}", "uri", uri));
+}
+
+void server_notify_resource_updated(struct mcp_server *srv, const char *uri)
+{
+    for_each_session(srv, send_updated, (void *)uri);
+}

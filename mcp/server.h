@@ -1,0 +1,64 @@
+/* The server: one libuv loop, the shared context (config, store, backends), the registry of
+ * tools/resources/prompts, and the list of live sessions. One per process.
+ *
+ * Typical use (mcp/main.c):
+ *     srv = server_new(cfg, &err);
+ *     stdio_transport_start(srv, &err)   or   http_server_start(srv, cfg, &err);
+ *     server_run(srv);                   runs until server_stop() (EOF, SIGINT, SIGTERM)
+ *     server_free(srv);
+ *
+ * Everything here runs on the loop thread. */
+#ifndef MCPBOX_SERVER_H
+#define MCPBOX_SERVER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <uv.h>
+
+#include "mcp/base/error.h"
+
+struct mcp_config;
+struct mcp_context;
+struct registry;
+struct session;
+struct mcp_server;
+
+/* Creates the loop, opens the store (when built with one), creates the enabled backends and
+ * fills the registry (sandbox tools; fixtures with --conformance-fixtures). cfg is borrowed and
+ * must outlive the server. */
+struct mcp_server *server_new(const struct mcp_config *cfg, struct mcp_error *err);
+/* Runs the loop until server_stop() and every handle has closed. Returns 0. */
+int server_run(struct mcp_server *srv);
+/* Starts a clean shutdown: calls every stop hook (transports close their listeners and
+ * sessions), shuts the backends down, closes the signal handlers. Idempotent. */
+void server_stop(struct mcp_server *srv);
+/* Frees everything (after server_run returned). NULL-safe. */
+void server_free(struct mcp_server *srv);
+
+uv_loop_t *server_loop(struct mcp_server *srv);
+struct mcp_context *server_context(struct mcp_server *srv);
+const struct mcp_config *server_config(const struct mcp_server *srv);
+struct registry *server_registry(struct mcp_server *srv);
+bool server_is_stopping(const struct mcp_server *srv);
+
+/* A transport registers fn to be called once when the server stops (e.g. to close its listener
+ * and its sessions). Hooks run in registration order. */
+typedef void server_stop_fn(void *arg);
+void server_on_stop(struct mcp_server *srv, server_stop_fn *fn, void *arg);
+
+/* Broadcast to every initialized session: notifications/{tools,resources,prompts}/list_changed
+ * (what = "tools", "resources", "prompts"). */
+void server_notify_list_changed(struct mcp_server *srv, const char *what);
+/* notifications/resources/updated {uri} to every session subscribed to uri. */
+void server_notify_resource_updated(struct mcp_server *srv, const char *uri);
+
+/* Sessions register themselves (session_new / session_close call these). */
+void server_session_add(struct mcp_server *srv, struct session *s);
+void server_session_remove(struct mcp_server *srv, struct session *s);
+size_t server_session_count(const struct mcp_server *srv);
+
+/* Server identity and instructions, as served in InitializeResult. */
+#define MCPBOX_SERVER_NAME "mcpbox"
+const char *server_instructions(const struct mcp_server *srv);
+
+#endif
