@@ -136,9 +136,11 @@ static void logging_step(struct stepper *st)
     static const char *const lines[] = {"Tool execution started", "Tool processing data",
                                         "Tool execution completed"};
 
+    /* Like the reference server, pause after the last notification too: clients handle
+     * notifications asynchronously, and one arriving with the result can be dropped. */
+    if (st->step == 3)
+        return finish_text(st, "Tool with logging executed successfully");
     tool_call_log(st->call, "info", "test_tool_with_logging", json_string(lines[st->step]));
-    if (st->step == 2)
-        finish_text(st, "Tool with logging executed successfully");
 }
 
 static void fx_logging(struct tool_call *call, json_t *args)
@@ -148,9 +150,9 @@ static void fx_logging(struct tool_call *call, json_t *args)
 
 static void progress_step(struct stepper *st)
 {
+    if (st->step == 3)
+        return finish_text(st, "Tool with progress executed successfully");
     tool_call_progress(st->call, st->step * 50.0, 100.0, NULL);
-    if (st->step == 2)
-        finish_text(st, "Tool with progress executed successfully");
 }
 
 static void fx_progress(struct tool_call *call, json_t *args)

@@ -30,13 +30,15 @@ struct subcommand {
 static const struct subcommand subcommands[] = {
     {"serve", cli_serve_main, "serve MCP over stdio, or Streamable HTTP with --http ADDR:PORT"},
 #ifdef MCPBOX_HAVE_CLI_SANDBOX
-    {"sandbox", cli_sandbox_main, "list, inspect, exec in and destroy sandboxes"},
+    {"sandbox", cli_sandbox_main, "list, inspect, exec in and destroy sandboxes from a terminal"},
 #endif
 #ifdef MCPBOX_HAVE_CLI_DOCTOR
     {"doctor", cli_doctor_main, "check this host can run local sandboxes"},
 #endif
 #ifdef MCPBOX_HAVE_CLI_SKILL
-    {"skill", cli_skill_main, "install, show or remove the troubleshoot-sandbox skill"},
+    {"skill", cli_skill_main,
+     "install [--dir DIR | --project] [--force] | uninstall | show | path: the "
+     "troubleshoot-sandbox skill"},
 #endif
 };
 
@@ -114,6 +116,11 @@ static void print_help(FILE *out)
         fprintf(out, "  %-10s %s\n", subcommands[i].name, subcommands[i].help);
     fprintf(out, "\nRun `mcpbox COMMAND --help` for a command's options.\n\n");
     config_print_usage(out);
+    fprintf(out, "\nConnect a client:\n"
+                 "  claude mcp add sandbox -- mcpbox serve\n"
+                 "  claude mcp add --transport http sandbox http://127.0.0.1:8765/mcp\n"
+                 "  Cursor: {\"mcpServers\": {\"sandbox\": {\"command\": \"mcpbox\", "
+                 "\"args\": [\"serve\"]}}}\n");
 }
 
 int main(int argc, char **argv)
