@@ -1,0 +1,322 @@
+/* Requests to the lifecycle API and to execd: URLs, auth headers, error mapping, and the cache
+ * of execd endpoints (GET /sandboxes/{id}/endpoints/44772). */
+#define LOG_MODULE "opensandbox"
+
+#include <string.h>
+
+#include "backend/opensandbox/osb.h"
+#include "mcp/base/cleanup.h"
+#include "mcp/base/log.h"
+#include "mcp/base/xalloc.h"
+
+struct osb_call {
+    struct osb_backend *b;
+    char *what;
+    char *sandbox_id;
+    bool execd;
+    osb_call_fn *done;
+    void *arg;
+    osb_sink_fn *sink;
+    curl_mime *(*mime_build)(void *arg, CURL *easy);
+};
+
+static void call_done(void *arg, struct osb_response *resp)
+{
+    struct osb_call *c = arg;
+    struct mcp_error e;
+    const struct mcp_error *errp = NULL;
+    if (resp->curl_code != CURLE_OK || resp->status < 200 || resp->status >= 300) {
+        osb_error_from_response(c->b, resp, c->what, c->sandbox_id, c->execd, &e);
+        errp = &e;
+    }
+    c->done(c->arg, resp, errp);
+    free(c->what);
+    free(c->sandbox_id);
+    free(c);
+}
+
+static int call_sink(void *arg, const char *data, size_t len)
+{
+    struct osb_call *c = arg;
+    return c->sink(c->arg, data, len);
+}
+
+static curl_mime *call_mime(void *arg, CURL *easy)
+{
+    struct osb_call *c = arg;
+    return c->mime_build(c->arg, easy);
+}
+
+static struct curl_slist *add_header(struct curl_slist *l, const char *name, const char *value)
+{
+    cleanup_free char *line = xasprintf("%s: %s", name, value);
+    return curl_slist_append(l, line);
+}
+
+static struct osb_req *call_start(struct osb_backend *b, char *url, struct curl_slist *hdrs,
+                                  const struct osb_call_opts *o, bool execd, osb_call_fn *done,
+                                  void *arg, struct mcp_error *err)
+{
+    struct osb_call *c = xcalloc(1, sizeof(*c));
+    *c = (struct osb_call){b, xstrdup(o->what), o->sandbox_id ? xstrdup(o->sandbox_id) : NULL,
+                           execd, done, arg, o->sink, o->mime_build};
+    cleanup_free char *body = o->json ? json_dumps(o->json, JSON_COMPACT) : NULL;
+    if (o->json)
+        hdrs = add_header(hdrs, "Content-Type", "application/json");
+    if (o->range)
+        hdrs = add_header(hdrs, "Range", o->range);
+    struct osb_req_opts ro = {
+        .method = o->method, .url = url, .headers = hdrs,
+        .body = body ? body : o->raw, .body_len = body ? strlen(body) : o->raw_len,
+        .mime_build = o->mime_build ? call_mime : NULL,
+        .deadline_ms = o->stream ? o->deadline_ms
+                                 : (o->deadline_ms ? o->deadline_ms : b->t.request_timeout_ms),
+        .connect_timeout_ms = b->t.connect_timeout_ms,
+        .low_speed_s = o->stream ? b->t.stream_idle_s : 0,
+        .body_cap = o->body_cap ? o->body_cap : OSB_JSON_BODY_MAX,
+        .retry = o->retry, .retry_max = b->t.retry_max, .retry_base_ms = b->t.retry_base_ms,
+        .retry_cap_ms = b->t.retry_cap_ms, .sink = o->sink ? call_sink : NULL,
+        .done = call_done, .arg = c,
+    };
+    struct osb_req *r = osb_http_start(b->http, &ro);
+    free(url);
+    if (r == NULL) {
+        free(c->what);
+        free(c->sandbox_id);
+        free(c);
+        mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0, "mcpbox is shutting down");
+    }
+    return r;
+}
+
+int osb_lifecycle_call(struct osb_backend *b, const char *path, const struct osb_call_opts *o,
+                       osb_call_fn *done, void *arg, struct mcp_error *err)
+{
+    struct curl_slist *hdrs = curl_slist_append(NULL, "Accept: application/json");
+    if (b->api_key != NULL)
+        hdrs = add_header(hdrs, "OPEN-SANDBOX-API-KEY", b->api_key);
+    char *url = xasprintf("%s%s", b->base_url, path);
+    return call_start(b, url, hdrs, o, false, done, arg, err) ? 0 : -1;
+}
+
+struct osb_req *osb_execd_call(struct osb_backend *b, const struct osb_endpoint *ep,
+                               const char *path, const struct osb_call_opts *o, osb_call_fn *done,
+                               void *arg, struct mcp_error *err)
+{
+    struct curl_slist *hdrs = NULL;
+    const char *k;
+    json_t *v;
+    json_object_foreach(ep->headers, k, v) {
+        if (json_is_string(v))
+            hdrs = add_header(hdrs, k, json_string_value(v));
+    }
+    if (o->stream)
+        hdrs = curl_slist_append(hdrs, "Accept: text/event-stream");
+    char *url = xasprintf("%s%s", ep->base, path);
+    return call_start(b, url, hdrs, o, true, done, arg, err);
+}
+
+/* ---- ids, paths, JSON --------------------------------------------------------------------- */
+
+const char *osb_remote_id(const char *sandbox_id, struct mcp_error *err)
+{
+    size_t plen = strlen(OSB_ID_PREFIX);
+    if (sandbox_id == NULL || strncmp(sandbox_id, OSB_ID_PREFIX, plen) != 0)
+        return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
+                             "\"%s\" is not an OpenSandbox sandbox id (they start with \"osb-\"); "
+                             "call list_sandboxes", sandbox_id ? sandbox_id : "(null)"),
+               NULL;
+    const char *rid = sandbox_id + plen;
+    size_t n = strlen(rid);
+    bool ok = n > 0 && n <= OSB_REMOTE_ID_MAX;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (rid[i] >= 'a' && rid[i] <= 'z') || (rid[i] >= 'A' && rid[i] <= 'Z') ||
+             (rid[i] >= '0' && rid[i] <= '9') || strchr("-_.", rid[i]) != NULL;
+    if (!ok || strcmp(rid, ".") == 0 || strcmp(rid, "..") == 0)
+        return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
+                             "no sandbox %s: malformed id; call list_sandboxes", sandbox_id),
+               NULL;
+    return rid;
+}
+
+char *osb_escape(const char *s)
+{
+    char *e = curl_easy_escape(NULL, s, 0);
+    if (e == NULL)
+        abort();
+    char *out = xstrdup(e);
+    curl_free(e);
+    return out;
+}
+
+json_t *osb_resp_json(struct osb_response *resp, const char *what, struct mcp_error *err)
+{
+    json_error_t jerr;
+    json_t *j = json_loadb(resp->body.data ? resp->body.data : "", resp->body.len, 0, &jerr);
+    if (j == NULL)
+        mcp_error_set(err, MCP_ERR_BACKEND, 0,
+                      "%s: the server answered with malformed JSON (%s at byte %d)%s%s", what,
+                      jerr.text, jerr.position, resp->request_id[0] ? "; request id " : "",
+                      resp->request_id);
+    return j;
+}
+
+char *osb_endpoint_url(const char *protocol, const char *endpoint)
+{
+    char *url;
+    if (strncmp(endpoint, "http://", 7) == 0 || strncmp(endpoint, "https://", 8) == 0)
+        url = xstrdup(endpoint);
+    else
+        url = xasprintf("%s://%s", protocol, endpoint);
+    size_t n = strlen(url);
+    while (n > 0 && url[n - 1] == '/')
+        url[--n] = '\0';
+    return url;
+}
+
+struct osb_deferred {
+    uv_timer_t timer;
+    backend_cb *cb;
+    void *arg;
+    json_t *result;
+    struct mcp_error err;
+    bool failed;
+};
+
+static void deferred_closed(uv_handle_t *h)
+{
+    struct osb_deferred *d = h->data;
+    json_decref(d->result);
+    free(d);
+}
+
+static void deferred_fire(uv_timer_t *t)
+{
+    struct osb_deferred *d = t->data;
+    d->cb(d->arg, d->failed ? NULL : d->result, d->failed ? &d->err : NULL);
+    uv_close((uv_handle_t *)&d->timer, deferred_closed);
+}
+
+void osb_defer(struct osb_backend *b, backend_cb *cb, void *arg, json_t *result,
+               const struct mcp_error *err)
+{
+    struct osb_deferred *d = xcalloc(1, sizeof(*d));
+    d->cb = cb;
+    d->arg = arg;
+    d->result = result;
+    d->failed = err != NULL;
+    if (err != NULL)
+        mcp_error_copy(&d->err, err);
+    uv_timer_init(b->base.loop, &d->timer);
+    d->timer.data = d;
+    uv_timer_start(&d->timer, deferred_fire, 0, 0);
+}
+
+void osb_defer_error(struct osb_backend *b, backend_cb *cb, void *arg, const struct mcp_error *err)
+{
+    osb_defer(b, cb, arg, NULL, err);
+}
+
+/* ---- execd endpoints ------------------------------------------------------------------------ */
+
+struct osb_resolve {
+    struct osb_backend *b;
+    char *rid;
+    osb_endpoint_fn *cb;
+    void *arg;
+};
+
+static struct osb_endpoint *endpoint_find(struct osb_backend *b, const char *rid)
+{
+    for (struct osb_endpoint *ep = b->endpoints; ep != NULL; ep = ep->next)
+        if (strcmp(ep->rid, rid) == 0)
+            return ep;
+    return NULL;
+}
+
+static void endpoint_free(struct osb_endpoint *ep)
+{
+    free(ep->rid);
+    free(ep->base);
+    json_decref(ep->headers);
+    free(ep);
+}
+
+void osb_endpoint_forget(struct osb_backend *b, const char *rid)
+{
+    for (struct osb_endpoint **pp = &b->endpoints; *pp != NULL; pp = &(*pp)->next) {
+        if (strcmp((*pp)->rid, rid) == 0) {
+            struct osb_endpoint *ep = *pp;
+            *pp = ep->next;
+            endpoint_free(ep);
+            return;
+        }
+    }
+}
+
+void osb_endpoints_free(struct osb_backend *b)
+{
+    while (b->endpoints != NULL) {
+        struct osb_endpoint *ep = b->endpoints;
+        b->endpoints = ep->next;
+        endpoint_free(ep);
+    }
+}
+
+static struct osb_endpoint *endpoint_parse(struct osb_backend *b, const char *rid, json_t *j,
+                                           struct mcp_error *err)
+{
+    const char *endpoint = json_string_value(json_object_get(j, "endpoint"));
+    json_t *headers = json_object_get(j, "headers");
+    if (endpoint == NULL || endpoint[0] == '\0' || (headers && !json_is_object(headers)))
+        return mcp_error_set(err, MCP_ERR_BACKEND, 0,
+                             "the OpenSandbox server returned an endpoint without \"endpoint\""),
+               NULL;
+    struct osb_endpoint *ep = xcalloc(1, sizeof(*ep));
+    ep->rid = xstrdup(rid);
+    ep->base = osb_endpoint_url(b->protocol, endpoint);
+    ep->headers = headers ? json_deep_copy(headers) : json_object();
+    return ep;
+}
+
+static void resolve_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+{
+    struct osb_resolve *r = arg;
+    struct mcp_error e;
+    json_t *j = err ? NULL : osb_resp_json(resp, "resolving execd's endpoint", &e);
+    struct osb_endpoint *ep = j ? endpoint_parse(r->b, r->rid, j, &e) : NULL;
+    json_decref(j);
+    if (ep != NULL) {
+        osb_endpoint_forget(r->b, r->rid);
+        ep->next = r->b->endpoints;
+        r->b->endpoints = ep;
+    }
+    r->cb(r->arg, ep, ep ? NULL : err ? err : &e);
+    free(r->rid);
+    free(r);
+}
+
+int osb_endpoint_resolve(struct osb_backend *b, const char *sandbox_id, osb_endpoint_fn *cb,
+                         void *arg, struct mcp_error *err)
+{
+    const char *rid = osb_remote_id(sandbox_id, err);
+    if (rid == NULL)
+        return -1;
+    struct osb_endpoint *ep = endpoint_find(b, rid);
+    if (ep != NULL) {
+        cb(arg, ep, NULL);
+        return 0;
+    }
+    struct osb_resolve *r = xcalloc(1, sizeof(*r));
+    *r = (struct osb_resolve){b, xstrdup(rid), cb, arg};
+    cleanup_free char *path = xasprintf("/sandboxes/%s/endpoints/%d%s", rid, OSB_EXECD_PORT,
+                                        b->use_server_proxy ? "?use_server_proxy=true" : "");
+    struct osb_call_opts o = {.method = "GET", .what = "resolving execd's endpoint",
+                              .sandbox_id = sandbox_id, .retry = OSB_RETRY_IDEMPOTENT};
+    if (osb_lifecycle_call(b, path, &o, resolve_done, r, err) != 0) {
+        free(r->rid);
+        free(r);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,561 @@
+/* libcurl multi on the libuv loop. The pattern is curl's docs/examples/multi-uv.c: curl tells us
+ * which sockets to watch (CURLMOPT_SOCKETFUNCTION -> one uv_poll each) and when to wake it up
+ * (CURLMOPT_TIMERFUNCTION -> one uv_timer); we call curl_multi_socket_action from those
+ * callbacks and collect finished transfers with curl_multi_info_read. */
+#define LOG_MODULE "osb-http"
+
+#include "backend/opensandbox/http.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "mcp/base/cleanup.h"
+#include "mcp/base/log.h"
+#include "mcp/base/util.h"
+#include "mcp/base/xalloc.h"
+
+#define OSB_HTTP_USER_AGENT "mcpbox/" MCPBOX_VERSION
+#define OSB_JITTER_PERCENT 25
+
+struct osb_http {
+    uv_loop_t *loop;
+    CURLM *multi;
+    uv_timer_t timer;
+    struct osb_req *reqs; /* doubly linked list of live requests */
+    size_t active;
+    int open_handles;     /* uv handles not yet closed (timer, polls, request timers) */
+    bool closing;
+};
+
+struct osb_sock {
+    uv_poll_t poll;
+    curl_socket_t fd;
+    struct osb_http *h;
+};
+
+struct osb_req {
+    struct osb_http *h;
+    struct osb_req *prev, *next;
+    CURL *easy;
+    struct curl_slist *headers;
+    curl_mime *mime;
+    char *url;
+    char *body;
+    struct osb_req_opts opts; /* url/body/headers point at the copies above */
+    uint64_t started_ms;
+    uv_timer_t timer;         /* retry backoff and deferred cancellation */
+    struct osb_response resp;
+    char errbuf[CURL_ERROR_SIZE];
+    bool in_multi, cancelled, delivered;
+};
+
+static void http_handle_closed(uv_handle_t *handle);
+static void http_check_done(struct osb_http *h);
+
+/* ---- engine lifetime ------------------------------------------------------------------------ */
+
+static void http_maybe_release(struct osb_http *h)
+{
+    if (h->closing && h->open_handles == 0)
+        free(h);
+}
+
+static void http_handle_closed(uv_handle_t *handle)
+{
+    struct osb_http *h = handle->data;
+    h->open_handles--;
+    http_maybe_release(h);
+}
+
+static void sock_closed(uv_handle_t *handle)
+{
+    struct osb_sock *s = container_of(handle, struct osb_sock, poll);
+    struct osb_http *h = s->h;
+    free(s);
+    h->open_handles--;
+    http_maybe_release(h);
+}
+
+/* ---- curl -> uv ------------------------------------------------------------------------------ */
+
+static void http_socket_action(struct osb_http *h, curl_socket_t fd, int flags)
+{
+    int running = 0;
+    curl_multi_socket_action(h->multi, fd, flags, &running);
+    http_check_done(h);
+}
+
+static void on_poll(uv_poll_t *poll, int status, int events)
+{
+    struct osb_sock *s = container_of(poll, struct osb_sock, poll);
+    int flags = 0;
+    if (status < 0)
+        flags = CURL_CSELECT_ERR;
+    if (events & UV_READABLE)
+        flags |= CURL_CSELECT_IN;
+    if (events & UV_WRITABLE)
+        flags |= CURL_CSELECT_OUT;
+    http_socket_action(s->h, s->fd, flags);
+}
+
+static void on_timer(uv_timer_t *timer)
+{
+    http_socket_action(timer->data, CURL_SOCKET_TIMEOUT, 0);
+}
+
+static int curl_socket_cb(CURL *easy, curl_socket_t fd, int action, void *userp, void *socketp)
+{
+    struct osb_http *h = userp;
+    struct osb_sock *s = socketp;
+    if (action == CURL_POLL_REMOVE) {
+        if (s != NULL) {
+            uv_poll_stop(&s->poll);
+            uv_close((uv_handle_t *)&s->poll, sock_closed);
+            curl_multi_assign(h->multi, fd, NULL);
+        }
+        return 0;
+    }
+    if (s == NULL) {
+        s = xcalloc(1, sizeof(*s));
+        s->fd = fd;
+        s->h = h;
+        if (uv_poll_init_socket(h->loop, &s->poll, fd) != 0) {
+            free(s);
+            return -1;
+        }
+        h->open_handles++;
+        curl_multi_assign(h->multi, fd, s);
+    }
+    int events = 0;
+    if (action == CURL_POLL_IN || action == CURL_POLL_INOUT)
+        events |= UV_READABLE;
+    if (action == CURL_POLL_OUT || action == CURL_POLL_INOUT)
+        events |= UV_WRITABLE;
+    uv_poll_start(&s->poll, events, on_poll);
+    return 0;
+}
+
+static int curl_timer_cb(CURLM *multi, long timeout_ms, void *userp)
+{
+    struct osb_http *h = userp;
+    if (h->closing)
+        return 0;
+    if (timeout_ms < 0) {
+        uv_timer_stop(&h->timer);
+        return 0;
+    }
+    /* 0 means "now"; 1 ms keeps curl from being re-entered from inside its own call. */
+    uv_timer_start(&h->timer, on_timer, timeout_ms == 0 ? 1 : (uint64_t)timeout_ms, 0);
+    return 0;
+}
+
+struct osb_http *osb_http_new(uv_loop_t *loop)
+{
+    static bool global_done;
+    if (!global_done) {
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+            return NULL;
+        global_done = true;
+    }
+    struct osb_http *h = xcalloc(1, sizeof(*h));
+    h->loop = loop;
+    h->multi = curl_multi_init();
+    if (h->multi == NULL) {
+        free(h);
+        return NULL;
+    }
+    curl_multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, curl_socket_cb);
+    curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h);
+    curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, curl_timer_cb);
+    curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h);
+    uv_timer_init(loop, &h->timer);
+    h->timer.data = h;
+    h->open_handles = 1;
+    return h;
+}
+
+size_t osb_http_active(const struct osb_http *h)
+{
+    return h->active;
+}
+
+/* ---- headers and body ------------------------------------------------------------------------ */
+
+static void copy_value(char *dst, size_t cap, const char *v, size_t n)
+{
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(dst, v, n);
+    dst[n] = '\0';
+}
+
+static void response_reset_headers(struct osb_response *resp)
+{
+    resp->retry_after_s = -1;
+    resp->content_length = -1;
+    resp->request_id[0] = resp->content_type[0] = resp->content_range[0] = '\0';
+    resp->tail_cursor[0] = resp->sl_violations[0] = '\0';
+}
+
+static void response_header(struct osb_response *resp, const char *name, size_t nlen,
+                            const char *v, size_t vlen)
+{
+    char tmp[64];
+#define IS(s) (nlen == sizeof(s) - 1 && strncasecmp(name, s, nlen) == 0)
+    if (IS("retry-after")) {
+        copy_value(tmp, sizeof(tmp), v, vlen);
+        resp->retry_after_s = osb_http_parse_retry_after(tmp);
+    } else if (IS("x-request-id")) {
+        copy_value(resp->request_id, sizeof(resp->request_id), v, vlen);
+    } else if (IS("content-type")) {
+        copy_value(resp->content_type, sizeof(resp->content_type), v, vlen);
+    } else if (IS("content-range")) {
+        copy_value(resp->content_range, sizeof(resp->content_range), v, vlen);
+    } else if (IS("execd-commands-tail-cursor")) {
+        copy_value(resp->tail_cursor, sizeof(resp->tail_cursor), v, vlen);
+    } else if (IS("sl-violations")) {
+        copy_value(resp->sl_violations, sizeof(resp->sl_violations), v, vlen);
+    } else if (IS("content-length")) {
+        copy_value(tmp, sizeof(tmp), v, vlen);
+        resp->content_length = strtoll(tmp, NULL, 10);
+    }
+#undef IS
+}
+
+static size_t on_header(char *data, size_t size, size_t n, void *userdata)
+{
+    struct osb_req *r = userdata;
+    size_t len = size * n;
+    if (len >= 5 && memcmp(data, "HTTP/", 5) == 0) {
+        response_reset_headers(&r->resp); /* a new response (after 100 Continue, ...) */
+        return len;
+    }
+    const char *colon = memchr(data, ':', len);
+    if (colon == NULL)
+        return len;
+    const char *v = colon + 1, *end = data + len;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
+        end--;
+    response_header(&r->resp, data, (size_t)(colon - data), v, (size_t)(end - v));
+    return len;
+}
+
+static size_t on_write(char *data, size_t size, size_t n, void *userdata)
+{
+    struct osb_req *r = userdata;
+    size_t len = size * n;
+    if (r->cancelled)
+        return 0;
+    long code = 0;
+    curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &code);
+    if (r->opts.sink != NULL && code >= 200 && code < 300) {
+        r->delivered = true;
+        if (r->opts.sink(r->opts.arg, data, len) != 0) {
+            r->resp.sink_aborted = true;
+            return 0;
+        }
+        return len;
+    }
+    if (buf_append(&r->resp.body, data, len) != 0) {
+        r->resp.body_capped = true;
+        return 0;
+    }
+    return len;
+}
+
+static int on_progress(void *userdata, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    struct osb_req *r = userdata;
+    return r->cancelled ? 1 : 0;
+}
+
+/* ---- retry policy ---------------------------------------------------------------------------- */
+
+bool osb_http_retryable(enum osb_retry retry, long status, CURLcode code)
+{
+    if (retry == OSB_RETRY_NONE)
+        return false;
+    if (status == 429)
+        return true;
+    if (status == 0 && code == CURLE_COULDNT_CONNECT)
+        return true; /* nothing reached the server */
+    if (retry != OSB_RETRY_IDEMPOTENT)
+        return false;
+    if (status == 502 || status == 503 || status == 504)
+        return true;
+    switch (code) {
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_COULDNT_RESOLVE_HOST:
+        return true;
+    default:
+        return false;
+    }
+}
+
+uint32_t osb_http_backoff_ms(unsigned n, uint32_t base_ms, uint32_t cap_ms, double retry_after_s)
+{
+    double wait = base_ms;
+    for (unsigned i = 1; i < n && wait < cap_ms; i++)
+        wait *= 2;
+    if (wait > cap_ms)
+        wait = cap_ms;
+    uint32_t rnd;
+    random_bytes(&rnd, sizeof(rnd));
+    double jitter = ((double)rnd / UINT32_MAX * 2.0 - 1.0) * OSB_JITTER_PERCENT / 100.0;
+    wait *= 1.0 + jitter;
+    if (retry_after_s >= 0 && retry_after_s * 1000.0 > wait)
+        wait = retry_after_s * 1000.0;
+    return wait < 1 ? 1 : (uint32_t)wait;
+}
+
+double osb_http_parse_retry_after(const char *value)
+{
+    char *end = NULL;
+    double s = strtod(value, &end);
+    if (end != value && *end == '\0' && s >= 0)
+        return s;
+    time_t when = curl_getdate(value, NULL);
+    if (when < 0)
+        return -1;
+    double d = difftime(when, time(NULL));
+    return d < 0 ? 0 : d;
+}
+
+/* ---- request lifetime ------------------------------------------------------------------------ */
+
+static void req_free(uv_handle_t *handle)
+{
+    struct osb_req *r = handle->data;
+    struct osb_http *h = r->h;
+    free(r);
+    h->open_handles--;
+    http_maybe_release(h);
+}
+
+static void req_finish(struct osb_req *r)
+{
+    struct osb_http *h = r->h;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        h->reqs = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    h->active--;
+    r->opts.done(r->opts.arg, &r->resp);
+    curl_easy_cleanup(r->easy);
+    curl_slist_free_all(r->headers);
+    curl_mime_free(r->mime);
+    free(r->url);
+    free(r->body);
+    buf_release(&r->resp.body);
+    uv_close((uv_handle_t *)&r->timer, req_free);
+}
+
+static uint64_t req_remaining_ms(const struct osb_req *r)
+{
+    if (r->opts.deadline_ms == 0)
+        return UINT64_MAX;
+    uint64_t spent = now_mono_ms() - r->started_ms;
+    return spent >= r->opts.deadline_ms ? 0 : r->opts.deadline_ms - spent;
+}
+
+static void req_attempt(struct osb_req *r)
+{
+    uint64_t left = req_remaining_ms(r);
+    if (left == 0) {
+        r->resp.deadline_hit = true;
+        req_finish(r);
+        return;
+    }
+    buf_reset(&r->resp.body);
+    response_reset_headers(&r->resp);
+    r->resp.body_capped = r->resp.sink_aborted = false;
+    r->errbuf[0] = '\0';
+    curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, left == UINT64_MAX ? 0L : (long)left);
+    r->resp.attempts++;
+    r->in_multi = true;
+    curl_multi_add_handle(r->h->multi, r->easy);
+}
+
+static void on_req_timer(uv_timer_t *t)
+{
+    struct osb_req *r = t->data;
+    if (r->cancelled) {
+        if (r->in_multi) {
+            curl_multi_remove_handle(r->h->multi, r->easy);
+            r->in_multi = false;
+        }
+        r->resp.status = 0;
+        r->resp.curl_code = CURLE_ABORTED_BY_CALLBACK;
+        snprintf(r->resp.curl_msg, sizeof(r->resp.curl_msg), "request cancelled");
+        req_finish(r);
+        return;
+    }
+    req_attempt(r);
+}
+
+/* After one attempt ended: retry it, or report. */
+static void req_attempt_done(struct osb_req *r, CURLcode rc)
+{
+    long status = 0;
+    curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+    r->resp.status = status;
+    r->resp.curl_code = rc;
+    snprintf(r->resp.curl_msg, sizeof(r->resp.curl_msg), "%s",
+             r->errbuf[0] ? r->errbuf : curl_easy_strerror(rc));
+    if (rc == CURLE_OPERATION_TIMEDOUT && r->opts.deadline_ms != 0 && req_remaining_ms(r) == 0)
+        r->resp.deadline_hit = true;
+    bool again = !r->cancelled && !r->delivered && !r->resp.deadline_hit &&
+                 r->resp.attempts <= r->opts.retry_max &&
+                 osb_http_retryable(r->opts.retry, status, rc);
+    if (again) {
+        uint32_t wait = osb_http_backoff_ms(r->resp.attempts, r->opts.retry_base_ms,
+                                            r->opts.retry_cap_ms, r->resp.retry_after_s);
+        if (wait < req_remaining_ms(r)) {
+            log_debug("attempt %u: status %ld, %s; retrying in %u ms", r->resp.attempts, status,
+                      r->resp.curl_msg, wait);
+            uv_timer_start(&r->timer, on_req_timer, wait, 0);
+            return;
+        }
+    }
+    req_finish(r);
+}
+
+static void http_check_done(struct osb_http *h)
+{
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(h->multi, &left)) != NULL) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        struct osb_req *r = NULL;
+        CURLcode rc = msg->data.result;
+        CURL *easy = msg->easy_handle;
+        curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&r);
+        curl_multi_remove_handle(h->multi, easy);
+        r->in_multi = false;
+        req_attempt_done(r, rc);
+    }
+}
+
+static void req_set_body(struct osb_req *r)
+{
+    const char *m = r->opts.method;
+    if (r->mime != NULL) {
+        curl_easy_setopt(r->easy, CURLOPT_MIMEPOST, r->mime);
+    } else if (r->body != NULL || strcmp(m, "POST") == 0) {
+        curl_easy_setopt(r->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->opts.body_len);
+        curl_easy_setopt(r->easy, CURLOPT_POSTFIELDS, r->body ? r->body : "");
+    }
+    if (strcmp(m, "GET") == 0)
+        curl_easy_setopt(r->easy, CURLOPT_HTTPGET, 1L);
+    else if (strcmp(m, "HEAD") == 0)
+        curl_easy_setopt(r->easy, CURLOPT_NOBODY, 1L);
+    else if (strcmp(m, "POST") != 0)
+        curl_easy_setopt(r->easy, CURLOPT_CUSTOMREQUEST, m);
+}
+
+static void req_setup_easy(struct osb_req *r)
+{
+    CURL *e = r->easy;
+    curl_easy_setopt(e, CURLOPT_URL, r->url);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)r);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, OSB_HTTP_USER_AGENT);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(e, CURLOPT_XFERINFODATA, r);
+    curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (r->opts.connect_timeout_ms)
+        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)r->opts.connect_timeout_ms);
+    if (r->opts.low_speed_s) {
+        curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)r->opts.low_speed_s);
+    }
+    req_set_body(r);
+}
+
+struct osb_req *osb_http_start(struct osb_http *h, const struct osb_req_opts *opts)
+{
+    if (h->closing) {
+        curl_slist_free_all(opts->headers);
+        return NULL;
+    }
+    struct osb_req *r = xcalloc(1, sizeof(*r));
+    r->h = h;
+    r->opts = *opts;
+    r->url = xstrdup(opts->url);
+    r->headers = curl_slist_append(opts->headers, "Expect:"); /* no 100-continue round trip */
+    if (opts->body != NULL) {
+        r->body = xmalloc(opts->body_len + 1);
+        memcpy(r->body, opts->body, opts->body_len);
+        r->body[opts->body_len] = '\0';
+    }
+    r->easy = curl_easy_init();
+    if (r->easy == NULL)
+        abort(); /* only fails on OOM, which we treat as fatal everywhere */
+    if (opts->mime_build != NULL)
+        r->mime = opts->mime_build(opts->arg, r->easy);
+    buf_init(&r->resp.body, opts->body_cap);
+    req_setup_easy(r);
+    uv_timer_init(h->loop, &r->timer);
+    r->timer.data = r;
+    h->open_handles++;
+    r->next = h->reqs;
+    if (h->reqs)
+        h->reqs->prev = r;
+    h->reqs = r;
+    h->active++;
+    r->started_ms = now_mono_ms();
+    req_attempt(r);
+    return r;
+}
+
+void osb_http_cancel(struct osb_req *r)
+{
+    if (r->cancelled)
+        return;
+    r->cancelled = true;
+    uv_timer_start(&r->timer, on_req_timer, 0, 0);
+}
+
+void osb_http_free(struct osb_http *h)
+{
+    if (h == NULL)
+        return;
+    h->closing = true;
+    while (h->reqs != NULL) {
+        struct osb_req *r = h->reqs;
+        if (r->in_multi) {
+            curl_multi_remove_handle(h->multi, r->easy);
+            r->in_multi = false;
+        }
+        uv_timer_stop(&r->timer);
+        r->cancelled = true;
+        r->resp.status = 0;
+        r->resp.curl_code = CURLE_ABORTED_BY_CALLBACK;
+        snprintf(r->resp.curl_msg, sizeof(r->resp.curl_msg), "mcpbox is shutting down");
+        req_finish(r);
+    }
+    curl_multi_cleanup(h->multi); /* closes cached connections: their polls get REMOVE */
+    h->multi = NULL;
+    uv_timer_stop(&h->timer);
+    uv_close((uv_handle_t *)&h->timer, http_handle_closed);
+}

@@ -1,0 +1,90 @@
+/* A small asynchronous HTTP client: libcurl multi driven by uv_poll (one per socket) and one
+ * uv_timer, as in curl's docs/examples/multi-uv.c. No call blocks the loop, no threads.
+ *
+ * Each request has a deadline covering all its attempts, a connect timeout, an optional
+ * low-speed limit (streams), a response body cap, an optional streaming sink for 2xx bodies,
+ * and a retry policy (backoff with jitter, Retry-After honoured). Completion is called exactly
+ * once, never from inside osb_http_start(). */
+#ifndef OSB_HTTP_H
+#define OSB_HTTP_H
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "mcp/base/buf.h"
+
+struct osb_http;
+struct osb_req;
+
+#define OSB_HDR_VALUE_MAX 512
+
+struct osb_response {
+    long status;        /* 0: no HTTP response (transport failure, see curl_code) */
+    CURLcode curl_code; /* CURLE_OK or the transport error */
+    char curl_msg[CURL_ERROR_SIZE];
+    bool deadline_hit;  /* the call's own deadline ended it */
+    bool body_capped;   /* the body exceeded the cap and the transfer was stopped */
+    bool sink_aborted;  /* the streaming sink asked to stop */
+    unsigned attempts;
+    struct buf body;    /* non-2xx bodies, or 2xx bodies without a sink */
+    double retry_after_s; /* -1 if absent */
+    char request_id[64];
+    char content_type[128];
+    char content_range[128];
+    char tail_cursor[32];  /* EXECD-COMMANDS-TAIL-CURSOR */
+    char sl_violations[OSB_HDR_VALUE_MAX]; /* Prism's contract violations header */
+    int64_t content_length; /* -1 if absent */
+};
+
+/* Streaming sink for 2xx bodies: return 0 to continue, -1 to stop the transfer. */
+typedef int osb_sink_fn(void *arg, const char *data, size_t len);
+/* Completion: resp is borrowed (valid during the call). */
+typedef void osb_done_fn(void *arg, struct osb_response *resp);
+
+enum osb_retry { OSB_RETRY_NONE, OSB_RETRY_SAFE, OSB_RETRY_IDEMPOTENT };
+
+struct osb_req_opts {
+    const char *method;   /* "GET", "POST", ... */
+    const char *url;      /* copied */
+    struct curl_slist *headers; /* taken over (freed with the request) */
+    const char *body;     /* copied; NULL for none */
+    size_t body_len;
+    /* Multipart body: called once with the request's easy handle; the mime is taken over. */
+    curl_mime *(*mime_build)(void *arg, CURL *easy);
+    uint32_t deadline_ms; /* whole call, all attempts; 0 = none (streams) */
+    uint32_t connect_timeout_ms;
+    uint32_t low_speed_s; /* 0 = off; else fail when < 1 byte/s for this long */
+    size_t body_cap;      /* cap on buffered body bytes */
+    /* NONE: never retried. SAFE: retried only when the server cannot have acted (connect
+     * failed, 429). IDEMPOTENT: also on 502/503/504 and any transport error. */
+    enum osb_retry retry;
+    uint32_t retry_max, retry_base_ms, retry_cap_ms;
+    osb_sink_fn *sink;
+    osb_done_fn *done;
+    void *arg;
+};
+
+struct osb_http *osb_http_new(uv_loop_t *loop);
+/* Cancels every request (their done gets CURLE_ABORTED_BY_CALLBACK), closes the handles and
+ * frees the engine after the loop has run the close callbacks. */
+void osb_http_free(struct osb_http *h);
+
+/* Starts a request. Returns NULL only if h is shutting down (then nothing is called). */
+struct osb_req *osb_http_start(struct osb_http *h, const struct osb_req_opts *opts);
+/* Stops a request early: its done is called (later, from the loop) with CURLE_ABORTED. */
+void osb_http_cancel(struct osb_req *r);
+/* Number of requests in flight (for tests). */
+size_t osb_http_active(const struct osb_http *h);
+
+/* True for statuses and transport errors worth retrying. */
+bool osb_http_retryable(enum osb_retry retry, long status, CURLcode code);
+/* Backoff before attempt n+1 (n >= 1): base * 2^(n-1) capped, +-25% jitter, at least
+ * retry_after_s when that is given. */
+uint32_t osb_http_backoff_ms(unsigned n, uint32_t base_ms, uint32_t cap_ms, double retry_after_s);
+/* Retry-After: delta seconds or an HTTP date; -1 if unparseable. */
+double osb_http_parse_retry_after(const char *value);
+
+#endif

@@ -1,0 +1,186 @@
+/* Internals of the OpenSandbox backend, shared only inside backend/opensandbox/. */
+#ifndef OSB_INTERNAL_H
+#define OSB_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "backend/opensandbox/http.h"
+#include "backend/opensandbox/opensandbox.h"
+#include "mcp/base/error.h"
+
+#define OSB_ID_PREFIX "osb-"
+#define OSB_REMOTE_ID_MAX 128
+#define OSB_EXECD_PORT 44772
+#define OSB_WORKSPACE "/workspace"
+#define OSB_DEFAULT_IMAGE "ubuntu:24.04"
+#define OSB_DEFAULT_TIMEOUT_S 600   /* the SDKs' default sandbox lifetime */
+#define OSB_MIN_TIMEOUT_S 60        /* the server rejects less */
+#define OSB_DEFAULT_CPU "1"
+#define OSB_DEFAULT_MEMORY "2Gi"
+#define OSB_OWNER_KEY "mcpbox-owner" /* remote metadata label holding hash(owner) */
+#define OSB_META_PREFIX "mcpbox-"    /* our labels; hidden from the user's metadata */
+#define OSB_JSON_BODY_MAX (8u << 20) /* any JSON answer */
+#define OSB_ERROR_BODY_MAX (64u << 10)
+#define OSB_FILE_MAX (64u << 20)     /* the most a read/write/replace moves in one call */
+#define OSB_READ_DEFAULT (1u << 20)  /* length 0 on file_read means this much */
+#define OSB_STDIN_MAX (64u << 10)    /* stdin is inlined into the command line (base64) */
+#define OSB_CMD_LOG_MAX (8u << 20)   /* retained output per watched command (the tail) */
+#define OSB_CMDS_RETAINED 64         /* finished commands kept for command_get */
+#define OSB_LIST_PAGE_SIZE 200       /* the server's maximum */
+#define OSB_LIST_PAGES_MAX 20
+#define OSB_ENTRIES_MAX 10000
+#define OSB_DIAG_MAX (1u << 20)
+
+struct osb_endpoint {
+    struct osb_endpoint *next;
+    char *rid;
+    char *base;    /* "http://host:port/path" without a trailing slash */
+    json_t *headers; /* object of strings sent on every execd request */
+};
+
+struct osb_cmd; /* a command this process watches or watched (exec.c) */
+
+struct osb_backend {
+    struct backend base;
+    struct osb_http *http;
+    char *protocol;        /* "http" / "https" */
+    char *domain;          /* host[:port][/prefix] */
+    char *base_url;        /* protocol://domain/v1 */
+    char *api_key;         /* never logged, never put into an error or a sandbox */
+    bool use_server_proxy;
+    struct opensandbox_tuning t;
+    struct osb_endpoint *endpoints;
+    struct osb_cmd *cmds;
+    size_t ncmds;
+    bool closing;
+};
+
+static inline struct osb_backend *osb_of(struct backend *be)
+{
+    return (struct osb_backend *)be;
+}
+
+/* ---- client.c: requests ------------------------------------------------------------------ */
+
+/* Completion of an API call: err is NULL on 2xx, else the mapped error. */
+typedef void osb_call_fn(void *arg, struct osb_response *resp, const struct mcp_error *err);
+
+struct osb_call_opts {
+    const char *method;
+    const char *what;       /* "creating the sandbox", for error messages */
+    const char *sandbox_id; /* "osb-..." or NULL, for error messages */
+    json_t *json;           /* body (sent as application/json), or NULL */
+    const char *raw;        /* or a raw body */
+    size_t raw_len;
+    curl_mime *(*mime_build)(void *arg, CURL *easy);
+    enum osb_retry retry;
+    size_t body_cap;        /* 0: OSB_JSON_BODY_MAX */
+    uint32_t deadline_ms;   /* 0: the request timeout */
+    bool stream;            /* no deadline, low-speed limit */
+    const char *range;      /* "bytes=a-b" or NULL */
+    osb_sink_fn *sink;
+};
+
+/* path is appended to the lifecycle base URL ("/sandboxes/..."). */
+int osb_lifecycle_call(struct osb_backend *b, const char *path, const struct osb_call_opts *o,
+                       osb_call_fn *done, void *arg, struct mcp_error *err);
+/* path is appended to the execd endpoint of ep. */
+struct osb_req *osb_execd_call(struct osb_backend *b, const struct osb_endpoint *ep,
+                               const char *path, const struct osb_call_opts *o, osb_call_fn *done,
+                               void *arg, struct mcp_error *err);
+
+/* The execd endpoint of a sandbox (cached). cb may be called synchronously (cache hit). */
+typedef void osb_endpoint_fn(void *arg, const struct osb_endpoint *ep, const struct mcp_error *err);
+int osb_endpoint_resolve(struct osb_backend *b, const char *sandbox_id, osb_endpoint_fn *cb,
+                         void *arg, struct mcp_error *err);
+void osb_endpoint_forget(struct osb_backend *b, const char *rid);
+void osb_endpoints_free(struct osb_backend *b);
+/* "osb-abc" -> "abc" (validated: letters, digits, '-', '_', '.'); NULL with err otherwise. */
+const char *osb_remote_id(const char *sandbox_id, struct mcp_error *err);
+/* Percent-encodes s (new string). */
+char *osb_escape(const char *s);
+/* Parses a 2xx JSON body; NULL with err if it is not JSON. */
+json_t *osb_resp_json(struct osb_response *resp, const char *what, struct mcp_error *err);
+/* A url like "http://h:p/x" from an endpoint string, which may lack a scheme and carry a path. */
+char *osb_endpoint_url(const char *protocol, const char *endpoint);
+/* Calls cb(arg, result, err) from the loop soon (never from inside the caller); takes result. */
+void osb_defer(struct osb_backend *b, backend_cb *cb, void *arg, json_t *result,
+               const struct mcp_error *err);
+void osb_defer_error(struct osb_backend *b, backend_cb *cb, void *arg, const struct mcp_error *err);
+/* Valid UTF-8 copy of data (invalid bytes and NULs become U+FFFD) as a JSON string. */
+json_t *osb_json_text(const char *data, size_t len);
+
+/* ---- errors.c -------------------------------------------------------------------------------- */
+
+void osb_error_from_response(const struct osb_backend *b, const struct osb_response *resp,
+                             const char *what, const char *sandbox_id, bool execd,
+                             struct mcp_error *err);
+/* Removes the API key from a message, should a server ever echo it. */
+void osb_error_scrub(const struct osb_backend *b, struct mcp_error *err);
+
+/* ---- lifecycle.c ----------------------------------------------------------------------------- */
+
+int osb_create(struct backend *be, const struct sandbox_spec *spec, backend_cb *cb, void *arg,
+               struct mcp_error *err);
+int osb_destroy(struct backend *be, const char *sandbox_id, backend_cb *cb, void *arg,
+                struct mcp_error *err);
+int osb_list(struct backend *be, const char *owner, json_t *filter, backend_cb *cb, void *arg,
+             struct mcp_error *err);
+int osb_get(struct backend *be, const char *sandbox_id, backend_cb *cb, void *arg,
+            struct mcp_error *err);
+int osb_renew(struct backend *be, const char *sandbox_id, int64_t timeout_seconds, backend_cb *cb,
+              void *arg, struct mcp_error *err);
+int osb_pause(struct backend *be, const char *sandbox_id, backend_cb *cb, void *arg,
+              struct mcp_error *err);
+int osb_resume(struct backend *be, const char *sandbox_id, backend_cb *cb, void *arg,
+               struct mcp_error *err);
+/* Remote Sandbox JSON -> mcpbox sandbox info (store record fills limits, network). */
+json_t *osb_sandbox_info(struct osb_backend *b, json_t *remote);
+/* "500m" -> 0.5, "2" -> 2; "512Mi" -> bytes. -1 if malformed. */
+double osb_parse_cpu(const char *s);
+int64_t osb_parse_quantity(const char *s);
+/* Remote state name -> mcpbox state. */
+enum sandbox_state osb_state_map(const char *remote);
+/* The label value identifying owner in remote metadata (16 hex of sha256). out: 17 bytes. */
+void osb_owner_label(const char *owner, char out[17]);
+
+/* ---- exec.c ---------------------------------------------------------------------------------- */
+
+int osb_exec(struct backend *be, const char *sandbox_id, const struct exec_request *req,
+             const struct exec_observer *obs, struct exec_handle **out, struct mcp_error *err);
+void osb_exec_detach(struct exec_handle *h);
+int osb_command_get(struct backend *be, const char *sandbox_id, const char *command_id,
+                    uint64_t offset, uint64_t limit, backend_cb *cb, void *arg,
+                    struct mcp_error *err);
+int osb_command_kill(struct backend *be, const char *sandbox_id, const char *command_id,
+                     int signal, backend_cb *cb, void *arg, struct mcp_error *err);
+void osb_cmds_free(struct osb_backend *b);
+/* Builds execd's /command body (exposed for unit tests). */
+json_t *osb_command_body(const struct exec_request *req, struct mcp_error *err);
+
+/* ---- files.c --------------------------------------------------------------------------------- */
+
+int osb_file_read(struct backend *be, const char *sandbox_id, const char *path, uint64_t offset,
+                  uint64_t length, backend_read_cb *cb, void *arg, struct mcp_error *err);
+int osb_file_write(struct backend *be, const char *sandbox_id, const char *path, const void *data,
+                   size_t len, uint32_t mode, bool append, backend_cb *cb, void *arg,
+                   struct mcp_error *err);
+int osb_file_op(struct backend *be, const char *sandbox_id, const char *op, json_t *args,
+                backend_cb *cb, void *arg, struct mcp_error *err);
+/* Absolute path inside the sandbox (relative ones from the workspace). New string. */
+char *osb_sandbox_path(const char *path);
+/* execd's "mode" (octal digits written as a decimal number, 644) <-> permission bits. */
+uint32_t osb_mode_from_execd(int64_t digits);
+int64_t osb_mode_to_execd(uint32_t bits);
+
+/* ---- diag.c ---------------------------------------------------------------------------------- */
+
+int osb_endpoint_op(struct backend *be, const char *sandbox_id, int port, backend_cb *cb, void *arg,
+                    struct mcp_error *err);
+int osb_diagnose(struct backend *be, const char *sandbox_id, const char *what, backend_cb *cb,
+                 void *arg, struct mcp_error *err);
+
+#endif
