@@ -71,8 +71,10 @@ void out_capture_add(struct out_capture *oc, const char *data, size_t len)
     size_t to_head = oc->head_cap - oc->head_len;
     if (to_head > len)
         to_head = len;
-    memcpy(oc->head + oc->head_len, data, to_head);
-    oc->head_len += to_head;
+    if (to_head > 0) {
+        memcpy(oc->head + oc->head_len, data, to_head);
+        oc->head_len += to_head;
+    }
     ring_add(oc, data + to_head, len - to_head);
 }
 

@@ -1,0 +1,186 @@
+/* Output capping (head + tail + cut marker), UTF-8 repair, progress tail. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "mcp/base/buf.h"
+#include "mcp/base/util.h"
+#include "mcp/tools/tools-internal.h"
+#include "test.h"
+
+static char *render(const struct out_capture *oc, bool *truncated)
+{
+    json_t *j = out_capture_render(oc, truncated);
+    char *s = strdup(json_string_value(j));
+    ASSERT(utf8_is_text(s, strlen(s)));
+    json_decref(j);
+    return s;
+}
+
+TEST(small_output_is_whole)
+{
+    struct out_capture oc;
+    bool t = true;
+    out_capture_init(&oc, 64);
+    out_capture_add(&oc, "hello ", 6);
+    out_capture_add(&oc, "world\n", 6);
+    char *s = render(&oc, &t);
+    ASSERT_STR_EQ(s, "hello world\n");
+    ASSERT(!t);
+    ASSERT_EQ(oc.total, 12);
+    free(s);
+    out_capture_release(&oc);
+}
+
+TEST(exact_cap_is_not_truncated)
+{
+    struct out_capture oc;
+    bool t = true;
+    char data[100];
+    memset(data, 'x', sizeof(data));
+    out_capture_init(&oc, 100);
+    out_capture_add(&oc, data, 30);
+    out_capture_add(&oc, data, 70);
+    char *s = render(&oc, &t);
+    ASSERT_EQ(strlen(s), 100);
+    ASSERT(!t);
+    free(s);
+    out_capture_release(&oc);
+}
+
+TEST(cut_keeps_head_and_tail_and_counts)
+{
+    struct out_capture oc;
+    bool t = false;
+    out_capture_init(&oc, 20);
+    out_capture_add(&oc, "HEAD-12345", 10);             /* fills the head exactly */
+    for (int i = 0; i < 100; i++)
+        out_capture_add(&oc, "..........", 10);          /* 1000 bytes in the middle */
+    out_capture_add(&oc, "TAIL-67890", 10);             /* the last 10 bytes */
+    char *s = render(&oc, &t);
+    ASSERT(t);
+    ASSERT(strncmp(s, "HEAD-12345", 10) == 0);
+    ASSERT(strlen(s) >= 10 && strcmp(s + strlen(s) - 10, "TAIL-67890") == 0);
+    ASSERT_CONTAINS(s, "[... 1000 bytes cut; call get_command with offset to read the rest ...]");
+    free(s);
+    out_capture_release(&oc);
+}
+
+TEST(hundred_mib_stays_within_cap)
+{
+    enum { CAP = 16384, CHUNK = 65536 };
+    struct out_capture oc;
+    bool t = false;
+    char *chunk = malloc(CHUNK);
+    for (size_t i = 0; i < CHUNK; i++)
+        chunk[i] = (char)('a' + i % 26);
+    out_capture_init(&oc, CAP);
+    out_capture_add(&oc, "BEGIN", 5);
+    uint64_t total = 5;
+    while (total < (100u << 20)) {
+        out_capture_add(&oc, chunk, CHUNK);
+        total += CHUNK;
+    }
+    out_capture_add(&oc, "END", 3);
+    total += 3;
+    char *s = render(&oc, &t);
+    ASSERT(t);
+    ASSERT_EQ(oc.total, total);
+    ASSERT(strlen(s) <= CAP + 120);
+    ASSERT(strncmp(s, "BEGIN", 5) == 0);
+    ASSERT(strcmp(s + strlen(s) - 3, "END") == 0);
+    char marker[128];
+    snprintf(marker, sizeof(marker), "[... %llu bytes cut", (unsigned long long)(total - CAP));
+    ASSERT_CONTAINS(s, marker);
+    free(s);
+    free(chunk);
+    out_capture_release(&oc);
+}
+
+TEST(invalid_utf8_replaced_and_binary_bounded)
+{
+    struct out_capture oc;
+    bool t = false;
+    out_capture_init(&oc, 64);
+    out_capture_add(&oc, "ok\xff\xfe", 4);
+    char *s = render(&oc, &t);
+    ASSERT_STR_EQ(s, "ok\xEF\xBF\xBD\xEF\xBF\xBD");
+    ASSERT(!t);
+    free(s);
+    out_capture_release(&oc);
+
+    /* 64 bytes of 0xff would triple when replaced: the result must still fit the cap. */
+    char bin[64];
+    memset(bin, 0xff, sizeof(bin));
+    out_capture_init(&oc, 64);
+    out_capture_add(&oc, bin, sizeof(bin));
+    s = render(&oc, &t);
+    ASSERT(t);
+    ASSERT(strlen(s) <= 64 + 120);
+    free(s);
+    out_capture_release(&oc);
+}
+
+TEST(multibyte_split_at_cut_points)
+{
+    /* "é" is 2 bytes: with a 5-byte head the head ends inside one; the tail may start inside
+     * one too. Neither may produce replacement characters. */
+    struct out_capture oc;
+    bool t = false;
+    out_capture_init_split(&oc, 5, 5);
+    for (int i = 0; i < 50; i++)
+        out_capture_add(&oc, "\xC3\xA9", 2);
+    char *s = render(&oc, &t);
+    ASSERT(t);
+    ASSERT(strstr(s, "\xEF\xBF\xBD") == NULL);
+    ASSERT(strncmp(s, "\xC3\xA9\xC3\xA9\n[...", 9) == 0);
+    free(s);
+    out_capture_release(&oc);
+}
+
+TEST(utf8_helpers)
+{
+    ASSERT_EQ(utf8_complete_prefix("ab\xC3", 3), 2);
+    ASSERT_EQ(utf8_complete_prefix("ab\xE2\x82", 4), 2);
+    ASSERT_EQ(utf8_complete_prefix("ab\xE2\x82\xAC", 5), 5);
+    ASSERT_EQ(utf8_complete_prefix("abc", 3), 3);
+    ASSERT_EQ(utf8_skip_continuation("\x82\xAC" "x", 3), 2);
+    struct buf b;
+    buf_init(&b, SIZE_MAX);
+    ASSERT_EQ(utf8_sanitize_append(&b, "a\xED\xA0\x80z", 5, SIZE_MAX), 5); /* surrogate: invalid */
+    ASSERT_STR_EQ(buf_cstr(&b), "a\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDz");
+    buf_reset(&b);
+    ASSERT_EQ(utf8_sanitize_append(&b, "abcdef", 6, 4), 4); /* stops at max */
+    buf_release(&b);
+}
+
+TEST(progress_tail_text)
+{
+    struct out_capture oc;
+    out_capture_init_split(&oc, 0, 32);
+    out_capture_add(&oc, "line one\n", 9);
+    out_capture_add(&oc, "a\0b", 3);
+    out_capture_add(&oc, "0123456789012345678901234567890123456789", 40);
+    char *tail = out_capture_tail_text(&oc, 10);
+    ASSERT_STR_EQ(tail, "0123456789");
+    free(tail);
+    out_capture_release(&oc);
+    out_capture_init_split(&oc, 0, 32);
+    out_capture_add(&oc, "a\0b", 3);
+    tail = out_capture_tail_text(&oc, 10);
+    ASSERT_STR_EQ(tail, "a b");
+    free(tail);
+    out_capture_release(&oc);
+}
+
+int main(void)
+{
+    RUN(small_output_is_whole);
+    RUN(exact_cap_is_not_truncated);
+    RUN(cut_keeps_head_and_tail_and_counts);
+    RUN(hundred_mib_stays_within_cap);
+    RUN(invalid_utf8_replaced_and_binary_bounded);
+    RUN(multibyte_split_at_cut_points);
+    RUN(utf8_helpers);
+    RUN(progress_tail_text);
+    return test_done();
+}
