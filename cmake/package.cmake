@@ -1,0 +1,28 @@
+# CPack: `cpack -G DEB` (in a build directory) makes a .deb for Debian 12 that pulls in the
+# runtime libraries mcpbox links against; `cpack -G TGZ` a plain tarball of the same files.
+set(CPACK_PACKAGE_NAME mcpbox)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_VENDOR "mcpbox")
+set(CPACK_PACKAGE_CONTACT "mcpbox maintainers <maintainers@mcpbox.invalid>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "MCP server that gives AI agents sandboxes")
+set(CPACK_PACKAGE_DESCRIPTION
+    "mcpbox speaks the Model Context Protocol over stdio and Streamable HTTP and offers tools to
+create sandboxes, run commands, read and write files and diagnose failures. Sandboxes are local
+(Linux namespaces, cgroups, seccomp; no container daemon) or on an OpenSandbox server. Ships the
+troubleshoot-sandbox skill for Claude Code.")
+set(CPACK_GENERATOR "DEB;TGZ")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_STRIP_FILES ON)
+
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION utils)
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://modelcontextprotocol.io")
+# The libraries the binary links (checked by the package_deb test against the binary's NEEDED
+# entries), with the Debian 12 versions as the floor.
+set(CPACK_DEBIAN_PACKAGE_DEPENDS
+    "libc6 (>= 2.36), libjansson4 (>= 2.14), libcurl4 (>= 7.88.1), libuv1 (>= 1.44.2), libsqlite3-0 (>= 3.40.1), libseccomp2 (>= 2.5.4), libhttp-parser2.9 (>= 2.9.4)")
+# Egress for sandboxes created with network:true goes through a user-mode network stack.
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "passt | slirp4netns")
+
+include(CPack)
