@@ -86,6 +86,7 @@ struct http_conn {
     struct http_conn *sess_prev, *sess_next; /* session's list of exchanges */
     char *key;           /* owned: the request id as compact JSON */
     bool is_initialize;
+    bool prefer_sse;     /* the client's Accept ranks text/event-stream first: always stream */
     unsigned stream_no, event_seq;
     uint64_t next_ping;
 };

@@ -267,6 +267,7 @@ void http_conn_exchange_done(struct http_conn *c)
     free(c->key);
     c->key = NULL;
     c->is_initialize = false;
+    c->prefer_sse = false;
     if (c->closing || c->phase == CONN_DRAINING)
         return;
     if (!c->keep_alive) {

@@ -152,6 +152,53 @@ bool http_accepts(const char *accept, const char *type)
     }
 }
 
+/* The q value (in thousandths) of the element; 1000 when absent. */
+static int element_q(const char *el, size_t len)
+{
+    const char *semi = memchr(el, ';', len);
+    while (semi) {
+        const char *p = semi + 1;
+        while (p < el + len && (*p == ' ' || *p == '\t'))
+            p++;
+        if (p + 2 <= el + len && (p[0] == 'q' || p[0] == 'Q') && p[1] == '=') {
+            double q = strtod(p + 2, NULL);
+            return q < 0 ? 0 : q > 1 ? 1000 : (int)(q * 1000 + 0.5);
+        }
+        semi = memchr(p, ';', (size_t)(el + len - p));
+    }
+    return 1000;
+}
+
+/* Position (0-based) and q of type in the Accept list; position -1 when absent. */
+static int accept_find(const char *accept, const char *type, int *q)
+{
+    const char *p = accept;
+    for (int pos = 0;; pos++) {
+        size_t len = strcspn(p, ",");
+        if (element_is(p, len, type)) {
+            *q = element_q(p, len);
+            return pos;
+        }
+        if (p[len] == '\0')
+            return -1;
+        p += len + 1;
+    }
+}
+
+bool http_accept_prefers(const char *accept, const char *a, const char *b)
+{
+    int qa = 0, qb = 0;
+    if (!accept)
+        return false;
+    int pa = accept_find(accept, a, &qa);
+    int pb = accept_find(accept, b, &qb);
+    if (pa < 0 || qa == 0)
+        return false;
+    if (pb < 0 || qa != qb)
+        return pb < 0 || qa > qb;
+    return pa < pb;
+}
+
 bool http_content_type_is_json(const char *content_type)
 {
     return content_type && element_is(content_type, strlen(content_type), "application/json");

@@ -23,6 +23,9 @@ bool http_policy_auth_ok(const struct http_policy *pol, const char *authorizatio
 
 /* Whether an Accept header lists media type `type` (exact type/subtype, parameters ignored). */
 bool http_accepts(const char *accept, const char *type);
+/* Whether the Accept header prefers media type a over b: a higher q value, or the same q and
+ * listed first. False when a is not listed. */
+bool http_accept_prefers(const char *accept, const char *a, const char *b);
 /* Whether Content-Type is application/json (parameters such as charset allowed). */
 bool http_content_type_is_json(const char *content_type);
 /* MCP-Protocol-Version values this transport accepts. */

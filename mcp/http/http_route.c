@@ -136,6 +136,8 @@ static void post_request(struct http_conn *c, struct http_sess *s, struct jsonrp
         return;
     }
     c->key = key;
+    c->prefer_sse = http_accept_prefers(http_request_header(req_of(c), "accept", NULL),
+                                        "text/event-stream", "application/json");
     http_sess_attach(s, c, EX_PENDING);
     session_handle(s->core, msg);
 }

@@ -34,7 +34,8 @@ static bool has_error(json_t *msg)
 }
 
 /* The first message for a pending POST decides the reply's form: a final response alone is
- * plain JSON; anything before it turns the reply into an SSE stream. */
+ * plain JSON (unless the client ranks SSE first in Accept); anything before it turns the reply
+ * into an SSE stream. */
 static void deliver(struct http_sess *s, struct http_conn *c, json_t *msg, bool final)
 {
     cleanup_free char *text = json_dumps(msg, JSON_COMPACT);
@@ -42,7 +43,7 @@ static void deliver(struct http_sess *s, struct http_conn *c, json_t *msg, bool 
         return;
     if (final && c->is_initialize && has_error(msg))
         s->init_failed = true;
-    if (c->mode == EX_PENDING && final) {
+    if (c->mode == EX_PENDING && final && !c->prefer_sse) {
         http_conn_respond(c, 200, "application/json", NULL, text, strlen(text));
         return;
     }

@@ -92,6 +92,19 @@ TEST(accept_header)
     ASSERT(!http_accepts("text/html", "application/json"));
 }
 
+TEST(accept_preference)
+{
+    const char *sse = "text/event-stream", *json = "application/json";
+    ASSERT(!http_accept_prefers("application/json, text/event-stream", sse, json));
+    ASSERT(http_accept_prefers("text/event-stream, application/json", sse, json));
+    ASSERT(http_accept_prefers("application/json;q=0.5, text/event-stream", sse, json));
+    ASSERT(!http_accept_prefers("text/event-stream;q=0.2, application/json;q=0.9", sse, json));
+    ASSERT(!http_accept_prefers("text/event-stream;q=0, application/json", sse, json));
+    ASSERT(http_accept_prefers("text/event-stream", sse, json));
+    ASSERT(!http_accept_prefers("application/json", sse, json));
+    ASSERT(!http_accept_prefers(NULL, sse, json));
+}
+
 TEST(content_type)
 {
     ASSERT(http_content_type_is_json("application/json"));
@@ -125,6 +138,7 @@ int main(void)
     RUN(origin_elsewhere);
     RUN(bearer_token);
     RUN(accept_header);
+    RUN(accept_preference);
     RUN(content_type);
     RUN(protocol_version);
     return test_done();
