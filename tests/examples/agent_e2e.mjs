@@ -3,7 +3,7 @@
 // 127.0.0.1:0`). Checks the program's result, the sha256 read_file echoes, and that the sandbox
 // is gone afterwards. Exits 77, saying why, when this build has no create_sandbox tool or the
 // host cannot run local sandboxes (per the doctor tool).
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { connect, runTask, EXPECTED } from './agent.mjs';
 
@@ -35,7 +35,15 @@ async function hostCannotRunSandboxes(client) {
     return doc.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail ?? ''} fix: ${c.fix ?? ''}`).join('; ');
 }
 
+function backendsBuiltIn(bin) {
+    const m = /^backends: (.*)$/m.exec(execFileSync(bin, ['--version'], { encoding: 'utf8' }));
+    return m ? m[1].split(/[ ,]+/) : [];
+}
+
 async function main() {
+    const backends = backendsBuiltIn(args.mcpbox);
+    if (!backends.includes('local'))
+        skip(`this build has no local backend (mcpbox --version: backends: ${backends.join(', ') || 'none'})`);
     let server = null;
     if (args.transport === 'http') server = await startHttp(args.mcpbox);
     const client = await connect(server ? { http: server.url } : { mcpbox: args.mcpbox });
