@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, requireBinary, sleep, startHttpServer, tempStateDir } from '../../e2e/sdk/lib.mjs';
+import { summarize } from './load.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const args = parseArgs(process.argv.slice(2));
@@ -21,10 +22,11 @@ const NODE = process.execPath;
 const SECTION = 'mcp-protocol';
 const GOALS = { http: 10, stdio: 3, idleRssKiB: 4096 };
 
+// [transport, client, calls in flight per client process, client processes]
 const CONFIGS = SMOKE
-    ? [['http', 'raw', 1], ['http', 'sdk', 1], ['stdio', 'raw', 1], ['stdio', 'sdk', 1]]
-    : [['http', 'raw', 1], ['http', 'raw', 8], ['http', 'sdk', 1], ['http', 'sdk', 8],
-        ['stdio', 'raw', 1], ['stdio', 'raw', 8], ['stdio', 'sdk', 1], ['stdio', 'sdk', 8]];
+    ? [['http', 'raw', 1, 1], ['http', 'raw', 2, 2], ['http', 'sdk', 1, 1], ['stdio', 'raw', 1, 1], ['stdio', 'sdk', 1, 1]]
+    : [['http', 'raw', 1, 1], ['http', 'raw', 8, 1], ['http', 'raw', 8, 2], ['http', 'sdk', 1, 1], ['http', 'sdk', 8, 1],
+        ['stdio', 'raw', 1, 1], ['stdio', 'raw', 8, 1], ['stdio', 'sdk', 1, 1], ['stdio', 'sdk', 8, 1]];
 
 function rssKiB(pid) {
     const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -46,12 +48,14 @@ function startPeerHttp() {
 }
 
 /* One load run in a fresh client process; returns its JSON summary. */
-function load(target, client, c) {
+function loadOne(target, client, c, withLatencies) {
     const a = [path.join(here, 'load.mjs'), '--json', '--client', client, '-n', String(N), '-c', String(c),
         '--warmup', String(WARMUP), '--tool', 'test_simple_text'];
+    if (withLatencies) a.push('--latencies');
     if (target.url) a.push('--url', target.url); else a.push('--stdio', '--', ...target.cmd);
     return new Promise((resolve, reject) => {
-        const p = spawn(NODE, a, { stdio: ['ignore', 'pipe', 'inherit'], env: process.env });
+        // --no-warnings: the SDK's HTTP client trips MaxListenersExceededWarning under load (noise).
+        const p = spawn(NODE, ['--no-warnings', ...a], { stdio: ['ignore', 'pipe', 'inherit'], env: process.env });
         let out = '';
         p.stdout.on('data', (d) => { out += d; });
         p.on('exit', (code) => {
@@ -60,6 +64,17 @@ function load(target, client, c) {
             }
         });
     });
+}
+
+/* procs client processes at once (each its own session or child, c calls in flight each);
+ * throughput is all calls over the longest wall time, percentiles over all latencies. */
+async function load(target, client, c, procs) {
+    if (procs === 1) return loadOne(target, client, c, false);
+    const parts = await Promise.all(Array.from({ length: procs }, () => loadOne(target, client, c, true)));
+    const lat = parts.flatMap((x) => x.latencies);
+    const wall = Math.max(...parts.map((x) => x.wallMs));
+    return { ...summarize(lat, wall), errors: parts.reduce((a, x) => a + x.errors, 0),
+        isError: parts.reduce((a, x) => a + x.isError, 0), firstError: parts.find((x) => x.firstError)?.firstError ?? null };
 }
 
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
@@ -87,26 +102,26 @@ async function main() {
     const rows = [];
     let failures = 0;
     try {
-        for (const [transport, client, c] of CONFIGS) {
+        for (const [transport, client, c, procs] of CONFIGS) {
             const runs = { mcpbox: [], sdk: [] };
             for (let r = 0; r < REPS; r++) {
-                runs.mcpbox.push(await load(transport === 'http' ? { url: box.url } : { cmd: boxStdio }, client, c));
-                runs.sdk.push(await load(transport === 'http' ? { url: peer.url } : { cmd: peerStdio }, client, c));
+                runs.mcpbox.push(await load(transport === 'http' ? { url: box.url } : { cmd: boxStdio }, client, c, procs));
+                runs.sdk.push(await load(transport === 'http' ? { url: peer.url } : { cmd: peerStdio }, client, c, procs));
             }
             for (const side of ['mcpbox', 'sdk']) {
                 for (const x of runs[side]) {
                     if (x.errors > 0 || x.isError > 0) {
                         failures++;
-                        console.error(`# ${side} ${transport}/${client}/c=${c}: ${x.errors} errors, ${x.isError} isError, first ${JSON.stringify(x.firstError)}`);
+                        console.error(`# ${side} ${transport}/${client}/c=${c}x${procs}: ${x.errors} errors, ${x.isError} isError, first ${JSON.stringify(x.firstError)}`);
                     }
                 }
             }
             const m = (side, k) => median(runs[side].map((x) => x[k]));
-            const row = { transport, client, c, reps: REPS };
+            const row = { transport, client, c, procs, reps: REPS };
             for (const side of ['mcpbox', 'sdk']) row[side] = { cps: m(side, 'callsPerSec'), p50: m(side, 'p50'), p99: m(side, 'p99') };
             row.ratio = Math.round((row.mcpbox.cps / row.sdk.cps) * 10) / 10;
             rows.push(row);
-            console.log(`${transport.padEnd(5)} ${client.padEnd(3)} c=${c}  mcpbox ${row.mcpbox.cps} calls/s p50 ${row.mcpbox.p50} p99 ${row.mcpbox.p99}` +
+            console.log(`${transport.padEnd(5)} ${client.padEnd(3)} c=${c}x${procs}  mcpbox ${row.mcpbox.cps} calls/s p50 ${row.mcpbox.p50} p99 ${row.mcpbox.p99}` +
                 `  | sdk ${row.sdk.cps} calls/s p50 ${row.sdk.p50} p99 ${row.sdk.p99}  | ratio ${row.ratio}x`);
         }
         rss.boxHttpAfter = rssKiB(box.child.pid);
@@ -124,29 +139,29 @@ function verdict(ok) { return ok ? 'met' : '**not met**'; }
 
 function renderSection(rows, rss) {
     const cmd = args.command || `node tests/bench/mcp/bench.mjs --mcpbox ${args.mcpbox} --write ${args.write}`;
-    const head = (t, cl, c) => rows.find((r) => r.transport === t && r.client === cl && r.c === c);
+    const head = (t, cl, c, procs) => rows.find((r) => r.transport === t && r.client === cl && r.c === c && r.procs === procs);
     const lines = [
         `<!-- BEGIN ${SECTION} (written by tests/bench/mcp/bench.mjs; edit the script, not this section) -->`,
         '## MCP protocol: mcpbox vs the TypeScript SDK server', '',
         `Tool \`test_simple_text\` (no arguments; same definition and reply on both sides), \`tools/call\` only. ` +
         `Peer: \`tests/bench/mcp/peer_server.mjs\` (@modelcontextprotocol/sdk 1.32.2, low-level \`Server\`; HTTP: stateful ` +
         `sessions with JSON replies, its faster mode). Same client process for both, mcpbox and peer alternating, ` +
-        `${REPS} runs each, medians shown. n=${N} measured calls per run after ${WARMUP} warm-up calls; c = calls in flight. ` +
+        `${REPS} runs each, medians shown. n=${N} measured calls per client process after ${WARMUP} warm-up calls; "c" = calls in flight per client process, "procs" = client processes at once (each its own session or stdio child). ` +
         '"raw" is the light keep-alive node:http (or stdio line) client in `load.mjs`, "sdk" the SDK `Client`. ' +
         'Client and servers share the same machine.', '',
         `Measured ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC on ${os.cpus().length} CPUs ` +
         `(${os.cpus()[0]?.model ?? 'unknown'}), Node ${process.version}. Command:`, '',
         '```', cmd, '```', '',
-        '| transport | client | c | mcpbox calls/s | mcpbox p50 ms | mcpbox p99 ms | SDK calls/s | SDK p50 ms | SDK p99 ms | ratio |',
-        '|---|---|---|---|---|---|---|---|---|---|',
-        ...rows.map((r) => `| ${r.transport} | ${r.client} | ${r.c} | ${r.mcpbox.cps} | ${r.mcpbox.p50} | ${r.mcpbox.p99} | ` +
+        '| transport | client | c | procs | mcpbox calls/s | mcpbox p50 ms | mcpbox p99 ms | SDK calls/s | SDK p50 ms | SDK p99 ms | ratio |',
+        '|---|---|---|---|---|---|---|---|---|---|---|',
+        ...rows.map((r) => `| ${r.transport} | ${r.client} | ${r.c} | ${r.procs} | ${r.mcpbox.cps} | ${r.mcpbox.p50} | ${r.mcpbox.p99} | ` +
             `${r.sdk.cps} | ${r.sdk.p50} | ${r.sdk.p99} | ${r.ratio}x |`),
         '',
     ];
-    const h = head('http', 'raw', 8);
-    const s = head('stdio', 'raw', 8);
+    const h = head('http', 'raw', 8, 2) ?? head('http', 'raw', 8, 1);
+    const s = head('stdio', 'raw', 8, 1);
     if (h && s) {
-        lines.push('Goals (raw client, c=8, where the client is least in the way):', '',
+        lines.push(`Goals (raw client, HTTP c=8 x ${h.procs} processes, stdio c=8: where the client is least in the way):`, '',
             `- HTTP: ${h.ratio}x the SDK server's calls/s (goal >= ${GOALS.http}x): ${verdict(h.ratio >= GOALS.http)}; ` +
             `p99 ${h.mcpbox.p99} ms vs ${h.sdk.p99} ms: ${verdict(h.mcpbox.p99 < h.sdk.p99)}.`,
             `- stdio: ${s.ratio}x (goal >= ${GOALS.stdio}x): ${verdict(s.ratio >= GOALS.stdio)}; ` +

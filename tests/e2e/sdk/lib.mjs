@@ -24,14 +24,14 @@ export async function sdkImport(sub) {
     return import(pathToFileURL(file).href);
 }
 
-/* --name value pairs and bare --flags into an object. */
+/* --name value (or -n value) pairs and bare --flags into an object. */
 export function parseArgs(argv) {
     const out = { _: [] };
     for (let i = 0; i < argv.length; i++) {
         const a = argv[i];
-        if (!a.startsWith('--')) { out._.push(a); continue; }
-        const key = a.slice(2);
-        if (i + 1 < argv.length && !argv[i + 1].startsWith('--')) out[key] = argv[++i];
+        if (!a.startsWith('-') || a === '--') { out._.push(a); continue; }
+        const key = a.replace(/^--?/, '');
+        if (i + 1 < argv.length && !argv[i + 1].startsWith('-')) out[key] = argv[++i];
         else out[key] = true;
     }
     return out;

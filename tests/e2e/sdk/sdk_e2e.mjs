@@ -62,7 +62,12 @@ async function connect({ fixtures = true, capabilities, name = 'sdk-e2e' } = {})
     await client.connect(tap, CALL_TIMEOUT);
     const handle = {
         client, tap, stderr: () => stderr,
-        async close() { openClients.delete(handle); await client.close(); },
+        async close() {
+            openClients.delete(handle);
+            // HTTP: end the session with DELETE, as a well-behaved client does (the spec's SHOULD).
+            if (MODE === 'http') await inner.terminateSession().catch(() => {});
+            await client.close();
+        },
     };
     openClients.add(handle);
     return handle;
