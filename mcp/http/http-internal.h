@@ -49,6 +49,9 @@ struct session;
 #define HTTP_MAX_PENDING_INPUT (64u * 1024u)
 /* Granularity of every timeout above. */
 #define HTTP_SWEEP_INTERVAL_MS 500u
+/* Cancellations queued per session for requests whose stream was dropped (more are rare; the
+ * request then runs to completion and its reply is dropped). */
+#define HTTP_MAX_QUEUED_CANCELS 16
 /* Random bytes in a session id (hex-encoded: 48 visible ASCII characters, 192 bits). */
 #define HTTP_SESSION_ID_BYTES 24
 #define HTTP_SESSION_ID_LEN (2 * HTTP_SESSION_ID_BYTES)
@@ -101,6 +104,8 @@ struct http_sess {
     uint64_t last_active;
     unsigned next_stream;
     bool init_failed; /* its initialize got an error: reaped by the sweep */
+    char *cancels[HTTP_MAX_QUEUED_CANCELS]; /* owned request-id keys to cancel, from the loop */
+    size_t ncancels;
 };
 
 struct http_server {
@@ -126,6 +131,10 @@ void http_conn_close(struct http_conn *c);
  * loop or via http_conn_schedule_resume). */
 void http_conn_resume(struct http_conn *c);
 void http_conn_schedule_resume(struct http_conn *c);
+/* Run deferred work (resumed connections, queued cancellations) from the loop, soon. */
+void http_schedule_idle(struct http_server *hs);
+/* Drops a connection whose client stopped reading; its request (if any) is cancelled. */
+void http_conn_abort(struct http_conn *c, const char *why);
 void http_conn_sweep(struct http_conn *c, uint64_t now);
 /* A complete response with Content-Length. extra: more header lines ("Name: v\r\n"), or NULL. */
 void http_conn_respond(struct http_conn *c, int status, const char *content_type,
@@ -153,5 +162,9 @@ void http_sess_attach(struct http_sess *s, struct http_conn *c, enum http_exchan
 void http_sess_detach(struct http_conn *c);
 bool http_sess_has_key(const struct http_sess *s, const char *key);
 void http_sess_sweep(struct http_sess *s, uint64_t now);
+/* Queue notifications/cancelled for request key; run_cancels hands them to the core (never
+ * from inside the core's send callback, hence the queue). */
+void http_sess_queue_cancel(struct http_sess *s, const char *key);
+void http_sess_run_cancels(struct http_sess *s);
 
 #endif

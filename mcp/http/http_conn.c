@@ -209,10 +209,12 @@ void http_conn_resume(struct http_conn *c)
     }
 }
 
-static void on_resume(uv_idle_t *idle)
+static void on_idle(uv_idle_t *idle)
 {
     struct http_server *hs = idle->data;
     uv_idle_stop(idle);
+    for (struct http_sess *s = hs->sessions; s; s = s->next)
+        http_sess_run_cancels(s);
     for (struct http_conn *c = hs->conns; c; c = c->next) {
         if (!c->resume_pending)
             continue;
@@ -221,11 +223,28 @@ static void on_resume(uv_idle_t *idle)
     }
 }
 
+void http_schedule_idle(struct http_server *hs)
+{
+    if (hs->stopping)
+        return;
+    hs->resume.data = hs;
+    uv_idle_start(&hs->resume, on_idle);
+}
+
 void http_conn_schedule_resume(struct http_conn *c)
 {
     c->resume_pending = true;
-    c->hs->resume.data = c->hs;
-    uv_idle_start(&c->hs->resume, on_resume);
+    http_schedule_idle(c->hs);
+}
+
+void http_conn_abort(struct http_conn *c, const char *why)
+{
+    if (c->closing)
+        return;
+    log_warn("dropping a connection: %s (%zu bytes queued)", why, c->queued);
+    if (c->sess && c->key && (c->mode == EX_PENDING || c->mode == EX_SSE))
+        http_sess_queue_cancel(c->sess, c->key);
+    http_conn_close(c);
 }
 
 void http_conn_accept(struct http_server *hs)
@@ -366,9 +385,7 @@ void http_conn_sse_message(struct http_conn *c, const char *json, size_t len)
     if (c->closing)
         return;
     if (c->queued > 0 && c->queued + len > HTTP_MAX_QUEUED_OUTPUT) {
-        log_warn("client is not reading its event stream (%zu bytes queued); dropping it",
-                 c->queued);
-        http_conn_close(c);
+        http_conn_abort(c, "the client is not reading its event stream");
         return;
     }
     char id[32];
@@ -401,8 +418,7 @@ void http_conn_sweep(struct http_conn *c, uint64_t now)
     if (c->closing)
         return;
     if (c->queued > 0 && now - c->last_write_ms > HTTP_WRITE_STALL_MS) {
-        log_warn("client stopped reading (%zu bytes queued); dropping the connection", c->queued);
-        http_conn_close(c);
+        http_conn_abort(c, "the client stopped reading");
         return;
     }
     if ((c->mode == EX_SSE || c->mode == EX_GET) && now >= c->next_ping) {

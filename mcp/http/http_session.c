@@ -13,6 +13,7 @@
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 #include "mcp/http/http_policy.h"
+#include "mcp/jsonrpc.h"
 #include "mcp/session.h"
 
 static struct http_conn *find_exchange(struct http_sess *s, const char *key)
@@ -173,6 +174,8 @@ void http_sess_destroy(struct http_sess *s)
         s->next->prev = s->prev;
     hs->nsessions--;
     session_close(s->core); /* no send() after this returns */
+    for (size_t i = 0; i < s->ncancels; i++)
+        free(s->cancels[i]);
     log_debug("session %.8s ended (%zu live)", s->id, hs->nsessions);
     free(s);
 }
@@ -183,4 +186,27 @@ void http_sess_sweep(struct http_sess *s, uint64_t now)
         return; /* a request or a stream is open: the session is in use */
     if (s->init_failed || now - s->last_active > HTTP_SESSION_IDLE_MS)
         http_sess_destroy(s);
+}
+
+void http_sess_queue_cancel(struct http_sess *s, const char *key)
+{
+    if (s->ncancels == HTTP_MAX_QUEUED_CANCELS)
+        return;
+    s->cancels[s->ncancels++] = xstrdup(key);
+    http_schedule_idle(s->hs);
+}
+
+void http_sess_run_cancels(struct http_sess *s)
+{
+    while (s->ncancels > 0) {
+        cleanup_free char *key = s->cancels[--s->ncancels];
+        cleanup_free char *text = xasprintf(
+            "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
+            "{\"requestId\":%s,\"reason\":\"the client stopped reading the response\"}}",
+            key);
+        struct jsonrpc_msg msg;
+        jsonrpc_parse(text, strlen(text), &msg);
+        session_handle(s->core, &msg);
+        jsonrpc_msg_release(&msg);
+    }
 }

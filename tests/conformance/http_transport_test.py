@@ -169,10 +169,16 @@ class Transport(unittest.TestCase):
         cls.slow_stop = True
         cls.proc.terminate()
         try:
-            cls.proc.wait(10)
+            rc = cls.proc.wait(10)
         except subprocess.TimeoutExpired:
             cls.proc.kill()
+            rc = "hung"
+        cls.log.seek(0)
+        log = cls.log.read()
         cls.log.close()
+        # A clean stop: exit 0 and no sanitizer report (the binary may be built with ASan/UBSan).
+        if rc != 0 or "Sanitizer" in log or "runtime error" in log:
+            raise AssertionError("server stopped badly (exit %s):\n%s" % (rc, log[-4000:]))
 
     def roundtrip(self, data, conn=None):
         c = conn or Conn(self.port)
@@ -401,6 +407,25 @@ class Transport(unittest.TestCase):
         self.assertLess(time.time() - self.slow_started, 14)
         self.assertTrue(c.closed_by_peer())
         c.close()
+
+    def test_connection_cap(self):
+        socks, refused = [], 0
+        try:
+            for _ in range(530):                # HTTP_MAX_CONNECTIONS is 512
+                socks.append(socket.create_connection(("127.0.0.1", self.port), timeout=5))
+            for s in socks[-20:]:
+                s.settimeout(2)
+                try:
+                    if s.recv(1) == b"":
+                        refused += 1
+                except (ConnectionResetError, socket.timeout):
+                    refused += isinstance(sys.exc_info()[1], ConnectionResetError)
+        finally:
+            for s in socks:
+                s.close()
+        self.assertGreater(refused, 0, "no connection was refused past the cap")
+        time.sleep(0.2)
+        self.new_session()                      # serving again once they are gone
 
     def test_zz_server_alive(self):
         self.assertIsNone(self.proc.poll())
