@@ -286,6 +286,9 @@ static void get_timer_cb(uv_timer_t *t);
 static void get_done_cb(void *arg, json_t *result, const struct mcp_error *err)
 {
     struct get_job *gj = arg;
+    struct mcp_error e;
+    if (err == NULL && !json_is_object(result))
+        err = (tools_no_result(&e), &e);
     const char *status = result ? json_string_value(json_object_get(result, "status")) : NULL;
     uint64_t now = now_mono_ms();
     if (err == NULL && status != NULL && strcmp(status, "running") == 0 && !gj->cancelled &&

@@ -82,9 +82,19 @@ void tool_job_fail(struct tool_job *job, const struct mcp_error *err)
     job_free(job);
 }
 
+int tools_no_result(struct mcp_error *err)
+{
+    return mcp_error_set(err, MCP_ERR_BACKEND, 0,
+                         "the backend answered without a result; retry, and if it persists call "
+                         "diagnose_sandbox");
+}
+
 void tool_job_done_cb(void *arg, json_t *result, const struct mcp_error *err)
 {
     struct tool_job *job = arg;
+    struct mcp_error e;
+    if (err == NULL && !json_is_object(result))
+        err = (tools_no_result(&e), &e);
     if (err != NULL)
         tool_job_fail(job, err);
     else

@@ -33,6 +33,8 @@ static void write_done_cb(void *arg, json_t *result, const struct mcp_error *err
                       "the write was incomplete, write it again",
                       sha ? sha : "unknown", wj->sha256);
         tool_job_fail(job, &e);
+    } else if (!json_is_object(result)) {
+        tool_job_fail(job, (tools_no_result(&e), &e));
     } else {
         json_t *out = json_deep_copy(result);
         json_object_set_new(out, "bytes_written", json_integer((json_int_t)wj->len));
@@ -151,6 +153,9 @@ static void read_done_cb(void *arg, const struct file_read_result *res,
                          const struct mcp_error *err)
 {
     struct read_job *rj = arg;
+    struct mcp_error e;
+    if (err == NULL && res == NULL)
+        err = (tools_no_result(&e), &e);
     if (err != NULL)
         tool_job_fail(rj->job, err);
     else

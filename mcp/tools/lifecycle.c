@@ -82,10 +82,11 @@ static void list_maybe_done(struct list_job *lj)
 static void list_cb(void *arg, json_t *result, const struct mcp_error *err)
 {
     struct list_job *lj = arg;
+    json_t *items = json_object_get(result, "sandboxes");
     if (err != NULL)
         json_array_append_new(lj->errors, json_string(err->msg));
-    else
-        json_array_extend(lj->sandboxes, json_object_get(result, "sandboxes"));
+    else if (json_is_array(items))
+        json_array_extend(lj->sandboxes, items);
     list_maybe_done(lj);
 }
 

@@ -74,6 +74,8 @@ int tools_check_sandbox(struct mcp_context *ctx, const char *owner, const char *
 
 /* ---- error and argument mapping (common.c) ------------------------------------------------- */
 
+/* A backend called back with neither result nor error (a backend bug): MCP_ERR_BACKEND. */
+int tools_no_result(struct mcp_error *err);
 /* The one message for "missing or not yours". */
 int tools_error_no_sandbox(struct mcp_error *err, const char *sandbox_id);
 /* err for a sandbox whose stored state does not allow need, or 0 if it does. */
