@@ -27,8 +27,8 @@ static void doctor_usage(FILE *out)
           "check prints the command that fixes it.\n"
           "\n"
           "  -o, --output FORMAT   table (default) or json\n"
-          "      --state-dir DIR   state directory to check (default: $MCPBOX_STATE_DIR,\n"
-          "                        $XDG_STATE_HOME/mcpbox or ~/.local/state/mcpbox)\n"
+          "      --state-dir DIR   state directory to check (default: $XDG_STATE_HOME/mcpbox\n"
+          "                        or ~/.local/state/mcpbox)\n"
           "  -h, --help            this text\n"
           "\n"
           "Exit status: 0 all required checks pass, 1 a required check failed, 2 usage.\n",
@@ -80,7 +80,7 @@ int cli_doctor_main(int argc, char **argv)
     bool json = false;
     const char *state_flag = NULL;
     int opt;
-    optind = 1;
+    optind = 0; /* glibc: 0 re-initialises getopt fully */
     while ((opt = getopt_long(argc, argv, "+o:h", longopts, NULL)) != -1) {
         if (opt == 'o' && cli_parse_output(optarg, &json) == 0)
             continue;

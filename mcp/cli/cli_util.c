@@ -1,7 +1,6 @@
 /* Helpers shared by the CLI commands: state directory, exit codes, output formats, tables. */
 #include "mcp/cli/cli_util.h"
 
-#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,18 +12,12 @@ char *cli_state_dir(const char *flag)
 {
     if (flag != NULL && *flag != '\0')
         return xstrdup(flag);
-    const char *env = getenv("MCPBOX_STATE_DIR");
-    if (env != NULL && *env != '\0')
-        return xstrdup(env);
     const char *xdg = getenv("XDG_STATE_HOME");
     if (xdg != NULL && *xdg == '/')
         return xasprintf("%s/mcpbox", xdg);
+    /* The same default as the server's (mcp/config.c), so both see the same sandboxes. */
     const char *home = getenv("HOME");
-    if (home == NULL || *home != '/') {
-        struct passwd *pw = getpwuid(getuid());
-        home = pw != NULL ? pw->pw_dir : "/tmp";
-    }
-    return xasprintf("%s/.local/state/mcpbox", home);
+    return xasprintf("%s/.local/state/mcpbox", home && *home ? home : "/tmp");
 }
 
 int cli_exit_for_error(int code)
@@ -46,6 +39,17 @@ int cli_parse_output(const char *value, bool *json)
         *json = false;
     else
         return -1;
+    return 0;
+}
+
+int cli_parse_kv(json_t *obj, const char *kv)
+{
+    const char *eq = strchr(kv, '=');
+    if (eq == NULL || eq == kv)
+        return -1;
+    char *key = xstrndup(kv, (size_t)(eq - kv));
+    json_object_set_new(obj, key, json_string(eq + 1));
+    free(key);
     return 0;
 }
 

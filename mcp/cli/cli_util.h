@@ -19,7 +19,7 @@ enum cli_exit {
 /* exec: the command could not be started, or was lost. */
 #define CLI_EXIT_EXEC_FAILED 125
 
-/* The state directory: --state-dir, else $MCPBOX_STATE_DIR, else $XDG_STATE_HOME/mcpbox, else
+/* The state directory: --state-dir, else $XDG_STATE_HOME/mcpbox, else
  * ~/.local/state/mcpbox. Returns a malloc'd string. */
 char *cli_state_dir(const char *flag);
 
@@ -28,6 +28,9 @@ int cli_exit_for_error(int code);
 
 /* "-o json" / "--output json" / "-o table": returns 0 and sets *json, -1 for a bad value. */
 int cli_parse_output(const char *value, bool *json);
+
+/* Parses KEY=VALUE into obj (string value); -1 if there is no '=' or the key is empty. */
+int cli_parse_kv(json_t *obj, const char *kv);
 
 /* Prints a JSON value on stdout, indented, with a newline. */
 void cli_print_json(const json_t *v);

@@ -1,0 +1,387 @@
+/* `mcpbox sandbox exec` (output streamed as it arrives, exit status = the command's) and
+ * `mcpbox sandbox cp` (files in and out through the backend's file API, in chunks). */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mcp/base/buf.h"
+#include "mcp/base/cleanup.h"
+#include "mcp/base/xalloc.h"
+#include "mcp/cli/cli_sandbox.h"
+#include "mcp/cli/cli_util.h"
+
+/* Bytes of stdin an exec may forward (it is sent in one request). */
+#define CLI_EXEC_STDIN_MAX (16u * 1024 * 1024)
+/* Bytes moved per file request (below the agent's per-request cap). */
+#define CLI_CP_CHUNK (4u * 1024 * 1024)
+#define CLI_EXIT_TIMED_OUT 124 /* as timeout(1) */
+
+/* ---- exec ----------------------------------------------------------------------------------- */
+
+struct cli_exec {
+    struct cli_sandbox *c;
+    char command_id[128];
+    bool verbose;
+    uv_signal_t sigint, sigterm;
+    const char *sandbox_id;
+};
+
+static void write_all(int fd, const char *data, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, data, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return; /* stdout closed: keep running the command, drop its output */
+        data += n;
+        len -= (size_t)n;
+    }
+}
+
+static void exec_on_started(void *arg, const char *command_id)
+{
+    struct cli_exec *x = arg;
+    snprintf(x->command_id, sizeof(x->command_id), "%s", command_id);
+    if (x->verbose)
+        fprintf(stderr, "mcpbox: command %s started\n", command_id);
+}
+
+static void exec_on_output(void *arg, enum exec_stream stream, const char *data, size_t len)
+{
+    write_all(stream == EXEC_STDERR ? STDERR_FILENO : STDOUT_FILENO, data, len);
+}
+
+static void exec_kill_cb(void *arg, json_t *result, const struct mcp_error *err)
+{
+    (void)arg;
+    if (err != NULL)
+        fprintf(stderr, "mcpbox: could not signal the command: %s\n", err->msg);
+}
+
+/* Ctrl-C / SIGTERM: pass the signal on to the command; its end ends us. */
+static void exec_on_signal(uv_signal_t *h, int signum)
+{
+    struct cli_exec *x = h->data;
+    struct mcp_error err = {0};
+    if (x->command_id[0] == '\0' ||
+        x->c->be->ops->command_kill(x->c->be, x->sandbox_id, x->command_id, signum,
+                                    exec_kill_cb, x, &err) < 0)
+        fprintf(stderr, "mcpbox: could not signal the command%s%s\n", err.msg[0] ? ": " : "",
+                err.msg);
+}
+
+/* The exit status for a finished command, as a shell would give it. */
+static int exec_exit_code(const json_t *st)
+{
+    const char *status = json_string_value(json_object_get(st, "status"));
+    json_int_t code = json_integer_value(json_object_get(st, "exit_code"));
+    json_int_t sig = json_integer_value(json_object_get(st, "signal"));
+    if (status == NULL || strcmp(status, "lost") == 0) {
+        fprintf(stderr, "mcpbox: the command was lost (its sandbox stopped?)\n");
+        return CLI_EXIT_EXEC_FAILED;
+    }
+    if (strcmp(status, "timed_out") == 0) {
+        fprintf(stderr, "mcpbox: the command timed out and was killed\n");
+        return CLI_EXIT_TIMED_OUT;
+    }
+    if (strcmp(status, "oom_killed") == 0) {
+        fprintf(stderr, "mcpbox: the command was killed: out of memory (the sandbox's memory "
+                        "limit); see `mcpbox sandbox logs --events`\n");
+        return CLI_EXIT_SIGNAL_BASE + SIGKILL;
+    }
+    if (json_is_integer(json_object_get(st, "exit_code")) && strcmp(status, "exited") == 0)
+        return (int)(code & 0xff);
+    return CLI_EXIT_SIGNAL_BASE + (int)(sig > 0 && sig < 64 ? sig : SIGKILL);
+}
+
+static void exec_usage(FILE *out)
+{
+    fputs("Usage: mcpbox sandbox exec [options] ID [--] COMMAND [ARG...]\n\n"
+          "Runs COMMAND with /bin/sh -c in the sandbox (ARGs are joined with spaces), streaming\n"
+          "its stdout and stderr; exits with its exit status (128+N if killed by signal N, 124\n"
+          "on timeout, 137 when OOM-killed, 125 if it could not run).\n\n"
+          "  -w, --cwd DIR         working directory (default: the workspace)\n"
+          "  -e, --env KEY=VALUE   extra environment (repeatable)\n"
+          "  -t, --timeout SECONDS kill the command after this long\n"
+          "  -i, --stdin           forward this process's stdin (up to 16 MiB)\n"
+          "  -v, --verbose         report the command id and final status on stderr\n",
+          out);
+}
+
+static int exec_read_stdin(struct buf *b)
+{
+    char chunk[65536];
+    for (;;) {
+        ssize_t n = read(STDIN_FILENO, chunk, sizeof(chunk));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            return 0;
+        if (buf_append(b, chunk, (size_t)n) < 0)
+            return -1;
+    }
+}
+
+struct exec_opts {
+    struct exec_request req;
+    json_t *env;
+    bool read_stdin, verbose;
+};
+
+static int exec_parse(struct exec_opts *o, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"cwd", required_argument, NULL, 'w'},     {"env", required_argument, NULL, 'e'},
+        {"timeout", required_argument, NULL, 't'}, {"stdin", no_argument, NULL, 'i'},
+        {"verbose", no_argument, NULL, 'v'},       {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int opt;
+    while ((opt = getopt_long(argc, argv, "+w:e:t:ivh", longopts, NULL)) != -1) {
+        if (opt == 'w')
+            o->req.cwd = optarg;
+        else if (opt == 'e' && cli_parse_kv(o->env, optarg) == 0)
+            continue;
+        else if (opt == 't')
+            o->req.timeout_ms = (int64_t)(atof(optarg) * 1000);
+        else if (opt == 'i')
+            o->read_stdin = true;
+        else if (opt == 'v')
+            o->verbose = true;
+        else {
+            exec_usage(opt == 'h' ? stdout : stderr);
+            return opt == 'h' ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+        }
+    }
+    if (argc - optind < 2) {
+        exec_usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    return -1;
+}
+
+/* ARGs joined with spaces: the command line is a shell command, as with ssh. */
+static char *exec_join(int argc, char **argv)
+{
+    struct buf b;
+    buf_init(&b, SIZE_MAX);
+    for (int i = 0; i < argc; i++) {
+        if (i > 0)
+            buf_append_str(&b, " ");
+        buf_append_str(&b, argv[i]);
+    }
+    return buf_steal(&b, NULL);
+}
+
+static void exec_signals(struct cli_exec *x, bool on)
+{
+    uv_signal_t *hs[] = {&x->sigint, &x->sigterm};
+    int sigs[] = {SIGINT, SIGTERM};
+    for (size_t i = 0; i < ARRAY_SIZE(hs); i++) {
+        if (on) {
+            uv_signal_init(&x->c->loop, hs[i]);
+            hs[i]->data = x;
+            uv_signal_start(hs[i], exec_on_signal, sigs[i]);
+        } else {
+            uv_close((uv_handle_t *)hs[i], NULL);
+        }
+    }
+}
+
+static void exec_on_done(void *arg, json_t *result, const struct mcp_error *err)
+{
+    struct cli_exec *x = arg;
+    if (x->verbose && result != NULL) {
+        char *text = json_dumps(result, JSON_COMPACT);
+        fprintf(stderr, "mcpbox: %s\n", text ? text : "");
+        free(text);
+    }
+    cli_sandbox_op_cb(x->c, result, err);
+}
+
+static int exec_run(struct cli_sandbox *c, struct exec_opts *o, const char *id)
+{
+    struct cli_exec x = {.c = c, .verbose = o->verbose, .sandbox_id = id};
+    struct exec_observer obs = {.on_started = exec_on_started,
+                                .on_output = exec_on_output,
+                                .on_done = exec_on_done,
+                                .arg = &x};
+    struct exec_handle *h = NULL;
+    cli_sandbox_op_reset(c);
+    if (c->be->ops->exec(c->be, id, &o->req, &obs, &h, &c->err) < 0) {
+        cli_sandbox_fail("exec", &c->err);
+        return CLI_EXIT_EXEC_FAILED;
+    }
+    exec_signals(&x, true);
+    int r = cli_sandbox_wait(c);
+    exec_signals(&x, false);
+    uv_run(&c->loop, UV_RUN_NOWAIT); /* let the signal handles close while x is alive */
+    if (r < 0) {
+        cli_sandbox_fail("exec", &c->err);
+        return CLI_EXIT_EXEC_FAILED;
+    }
+    return exec_exit_code(c->result);
+}
+
+int cli_sandbox_exec(struct cli_sandbox *c, int argc, char **argv)
+{
+    struct exec_opts o = {.env = json_object()};
+    struct buf in;
+    buf_init(&in, CLI_EXEC_STDIN_MAX);
+    int rc = exec_parse(&o, argc, argv);
+    if (rc < 0 && o.read_stdin && exec_read_stdin(&in) < 0) {
+        fprintf(stderr, "mcpbox sandbox exec: stdin could not be read or exceeds %u bytes\n",
+                CLI_EXEC_STDIN_MAX);
+        rc = CLI_EXIT_USAGE;
+    }
+    if (rc < 0) {
+        cleanup_free char *command = exec_join(argc - optind - 1, argv + optind + 1);
+        o.req.command = command;
+        o.req.env = json_object_size(o.env) ? o.env : NULL;
+        o.req.stdin_data = o.read_stdin ? buf_cstr(&in) : NULL;
+        o.req.stdin_len = in.len;
+        rc = exec_run(c, &o, argv[optind]);
+    }
+    buf_release(&in);
+    json_decref(o.env);
+    return rc;
+}
+
+/* ---- cp ------------------------------------------------------------------------------------- */
+
+struct cli_cp_read {
+    struct cli_sandbox *c;
+    int fd;           /* destination */
+    uint64_t next;    /* offset of the next chunk */
+    bool more;
+    uint32_t mode;
+    int write_errno;
+};
+
+static void cp_read_cb(void *arg, const struct file_read_result *res,
+                       const struct mcp_error *err)
+{
+    struct cli_cp_read *r = arg;
+    r->c->done = true;
+    if (err != NULL) {
+        mcp_error_copy(&r->c->err, err);
+        return;
+    }
+    r->c->result = json_true(); /* success marker for cli_sandbox_wait */
+    r->mode = res->mode;
+    ssize_t n = res->len ? write(r->fd, res->data, res->len) : 0;
+    if (n < 0 || (size_t)n != res->len)
+        r->write_errno = n < 0 ? errno : EIO;
+    r->next = res->offset + res->len;
+    r->more = res->truncated && res->len > 0;
+}
+
+/* "ID:PATH" -> id (malloc'd) and path; NULL if arg has no sandbox prefix. */
+static char *cp_split(const char *arg, const char **path)
+{
+    const char *colon = strchr(arg, ':');
+    const char *slash = strchr(arg, '/');
+    if (colon == NULL || colon == arg || (slash != NULL && slash < colon))
+        return NULL;
+    *path = colon + 1;
+    return xstrndup(arg, (size_t)(colon - arg));
+}
+
+static int cp_out(struct cli_sandbox *c, const char *id, const char *path, const char *dest)
+{
+    bool to_stdout = strcmp(dest, "-") == 0;
+    int fd = to_stdout ? STDOUT_FILENO
+                       : open(dest, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "mcpbox sandbox cp: %s: %s\n", dest, strerror(errno));
+        return CLI_EXIT_FAIL;
+    }
+    struct cli_cp_read r = {.c = c, .fd = fd, .more = true};
+    int rc = CLI_EXIT_OK;
+    while (r.more && rc == CLI_EXIT_OK) {
+        cli_sandbox_op_reset(c);
+        r.more = false;
+        if (c->be->ops->file_read(c->be, id, path, r.next, CLI_CP_CHUNK, cp_read_cb, &r,
+                                  &c->err) < 0 ||
+            cli_sandbox_wait(c) < 0)
+            rc = cli_sandbox_fail("cp", &c->err);
+        else if (r.write_errno != 0) {
+            fprintf(stderr, "mcpbox sandbox cp: writing %s: %s\n", dest, strerror(r.write_errno));
+            rc = CLI_EXIT_FAIL;
+        }
+    }
+    if (!to_stdout) {
+        if (rc == CLI_EXIT_OK)
+            fchmod(fd, r.mode & 0777);
+        close(fd);
+    }
+    return rc;
+}
+
+static int cp_in(struct cli_sandbox *c, const char *src, const char *id, const char *path)
+{
+    cleanup_close int fd = open(src, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+        fprintf(stderr, "mcpbox sandbox cp: %s: %s\n", src,
+                fd < 0 ? strerror(errno) : "not a regular file");
+        return CLI_EXIT_FAIL;
+    }
+    cleanup_free char *chunk = xmalloc(CLI_CP_CHUNK);
+    bool first = true;
+    for (;;) {
+        ssize_t n = read(fd, chunk, CLI_CP_CHUNK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            fprintf(stderr, "mcpbox sandbox cp: reading %s: %s\n", src, strerror(errno));
+            return CLI_EXIT_FAIL;
+        }
+        if (n == 0 && !first)
+            break;
+        cli_sandbox_op_reset(c);
+        if (c->be->ops->file_write(c->be, id, path, chunk, (size_t)n, sb.st_mode & 0777, !first,
+                                   cli_sandbox_op_cb, c, &c->err) < 0 ||
+            cli_sandbox_wait(c) < 0)
+            return cli_sandbox_fail("cp", &c->err);
+        first = false;
+        if (n == 0)
+            break;
+    }
+    if (c->json)
+        cli_print_json(c->result);
+    return CLI_EXIT_OK;
+}
+
+int cli_sandbox_cp(struct cli_sandbox *c, int argc, char **argv)
+{
+    const char *usage = "Usage: mcpbox sandbox cp FILE ID:PATH   (copy a host file in)\n"
+                        "       mcpbox sandbox cp ID:PATH FILE|-  (copy a sandbox file out)\n";
+    if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        fputs(usage, stdout);
+        return CLI_EXIT_OK;
+    }
+    if (argc != 3) {
+        fputs(usage, stderr);
+        return CLI_EXIT_USAGE;
+    }
+    const char *src_path = NULL, *dst_path = NULL;
+    cleanup_free char *src_id = cp_split(argv[1], &src_path);
+    cleanup_free char *dst_id = cp_split(argv[2], &dst_path);
+    if ((src_id == NULL) == (dst_id == NULL)) {
+        fprintf(stderr, "mcpbox sandbox cp: exactly one side must be ID:PATH\n%s", usage);
+        return CLI_EXIT_USAGE;
+    }
+    if (src_id != NULL)
+        return cp_out(c, src_id, src_path, argv[2]);
+    return cp_in(c, argv[1], dst_id, dst_path);
+}
