@@ -16,9 +16,14 @@ fi
 cmds=$(sed -n '/^Commands:/,/^$/p' "$tmp/top" | sed -n 's/^  \([a-z][a-z-]*\) .*/\1/p')
 [ -n "$cmds" ] || { echo "FAIL: no Commands: section in mcpbox --help"; exit 1; }
 cp "$tmp/top" "$tmp/all"
+subcommands() { sed -n '/^Commands:/,/^$/p' "$1" | sed -n 's/^  \([a-z][a-z-]*\) .*/\1/p'; }
 for c in $cmds; do
     "$bin" "$c" --help > "$tmp/cmd" 2>&1 || { echo "FAIL: mcpbox $c --help fails"; exit 1; }
     cat "$tmp/cmd" >> "$tmp/all"
+    # A command with commands of its own (mcpbox sandbox): their help too.
+    for s in $(subcommands "$tmp/cmd"); do
+        "$bin" "$c" "$s" --help >> "$tmp/all" 2>&1 || { echo "FAIL: mcpbox $c $s --help fails"; exit 1; }
+    done
 done
 opts() { grep -v 'claude mcp add' "$1" | grep -o -- '--[a-z][a-z0-9-]*' | sort -u; }
 opts "$tmp/all" > "$tmp/real"
