@@ -11,6 +11,12 @@ const SKIP = 77;
 const args = {};
 for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
 
+// The HTTP server we started, killed on every way out (process.exit skips finally blocks).
+let server = null;
+function stopServer() {
+    if (server && server.child.exitCode === null) server.child.kill('SIGTERM');
+}
+process.on('exit', stopServer);
 function fail(msg) { console.log(`not ok - ${msg}`); process.exit(1); }
 function skip(msg) { console.log(`SKIP: ${msg}`); process.exit(SKIP); }
 
@@ -44,7 +50,6 @@ async function main() {
     const backends = backendsBuiltIn(args.mcpbox);
     if (!backends.includes('local'))
         skip(`this build has no local backend (mcpbox --version: backends: ${backends.join(', ') || 'none'})`);
-    let server = null;
     if (args.transport === 'http') server = await startHttp(args.mcpbox);
     const client = await connect(server ? { http: server.url } : { mcpbox: args.mcpbox });
     try {
@@ -74,7 +79,7 @@ async function main() {
         await client.close();
         if (server) {
             server.child.removeAllListeners('exit');
-            server.child.kill('SIGTERM');
+            stopServer();
         }
     }
 }
