@@ -1,0 +1,152 @@
+/* The doctor's host checks (backend/local/doctor.h): every check is present, the report agrees
+ * with facts read independently here, failures carry a fix, and the JSON has the tool's shape. */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backend/local/doctor.h"
+#include "mcp/base/cleanup.h"
+#include "mcp/base/xalloc.h"
+#include "test.h"
+
+static const char *const expected_checks[] = {
+    "kernel",          "seccomp",           "openat2",          "overlayfs",
+    "user_mode_network", "host_hardening",  "user_namespaces",  "unprivileged_userns_clone",
+    "apparmor_userns", "namespaces_probe",  "uid_mapping",      "cgroup_layout",
+    "cgroup_kill",     "cgroup_attach_speed", "state_dir",
+};
+
+static char scratch[128];
+
+static const struct doctor_check *must_find(const struct doctor_report *r, const char *name)
+{
+    const struct doctor_check *c = doctor_report_find(r, name);
+    if (c == NULL)
+        TEST_FAIL("check %s missing", name);
+    return c;
+}
+
+TEST(every_check_present_and_failures_have_fixes)
+{
+    struct doctor_report r;
+    doctor_run(scratch, &r);
+    for (size_t i = 0; i < ARRAY_SIZE(expected_checks); i++)
+        must_find(&r, expected_checks[i]);
+    bool all_required_ok = true;
+    for (size_t i = 0; i < r.n; i++) {
+        const struct doctor_check *c = &r.checks[i];
+        ASSERT(c->detail[0] != '\0');
+        if (!c->ok)
+            ASSERT(c->fix[0] != '\0'); /* every failure says what to do */
+        else
+            ASSERT(c->fix[0] == '\0');
+        if (c->required && !c->ok)
+            all_required_ok = false;
+    }
+    ASSERT_EQ(doctor_report_ok(&r), all_required_ok);
+    doctor_report_release(&r);
+}
+
+static int try_unshare(void *arg)
+{
+    int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET;
+    return unshare(flags) == 0 ? 0 : 1;
+}
+
+/* The report must agree with what this test finds out on its own. */
+TEST(agrees_with_independent_facts)
+{
+    struct doctor_report r;
+    doctor_run(scratch, &r);
+    char v[64] = "0";
+    doctor_read_line("/proc/sys/user/max_user_namespaces", v, sizeof(v));
+    ASSERT_EQ(must_find(&r, "user_namespaces")->ok, atol(v) > 0);
+    int unshare_ok = doctor_in_child(try_unshare, NULL) == 0;
+    if (!unshare_ok)
+        ASSERT(!must_find(&r, "namespaces_probe")->ok);
+    ASSERT_EQ(must_find(&r, "openat2")->ok, 1); /* the build host has Linux >= 5.6 */
+    ASSERT(must_find(&r, "state_dir")->ok);
+    FILE *f = fopen("/proc/filesystems", "r");
+    char line[128];
+    bool overlay = false;
+    while (f && fgets(line, sizeof(line), f))
+        overlay |= strstr(line, "\toverlay\n") != NULL;
+    if (f)
+        fclose(f);
+    ASSERT_EQ(must_find(&r, "overlayfs")->ok, overlay);
+    doctor_report_release(&r);
+}
+
+TEST(bad_state_dirs_fail_with_fix)
+{
+    struct doctor_report r;
+    char longdir[200];
+    memset(longdir, 'x', sizeof(longdir) - 1);
+    longdir[0] = '/';
+    longdir[sizeof(longdir) - 1] = '\0';
+    doctor_run(longdir, &r);
+    const struct doctor_check *c = must_find(&r, "state_dir");
+    ASSERT(!c->ok && c->required);
+    ASSERT_CONTAINS(c->detail, "too long");
+    ASSERT_CONTAINS(c->fix, "--state-dir");
+    ASSERT(!doctor_report_ok(&r));
+    doctor_report_release(&r);
+
+    doctor_run("relative/dir", &r);
+    ASSERT(!must_find(&r, "state_dir")->ok);
+    doctor_report_release(&r);
+
+    char file[256], under[300];
+    snprintf(file, sizeof(file), "%s/plainfile", scratch);
+    int fd = open(file, O_CREAT | O_WRONLY, 0600);
+    ASSERT(fd >= 0);
+    close(fd);
+    snprintf(under, sizeof(under), "%s/sub", file);
+    doctor_run(under, &r);
+    c = must_find(&r, "state_dir");
+    ASSERT(!c->ok);
+    ASSERT_CONTAINS(c->detail, "Not a directory");
+    doctor_report_release(&r);
+    unlink(file);
+}
+
+TEST(json_shape)
+{
+    struct doctor_report r;
+    doctor_run(scratch, &r);
+    json_t *j = doctor_report_json(&r);
+    ASSERT(json_is_boolean(json_object_get(j, "ok")));
+    ASSERT_EQ(json_is_true(json_object_get(j, "ok")), doctor_report_ok(&r));
+    json_t *checks = json_object_get(j, "checks");
+    ASSERT_EQ(json_array_size(checks), r.n);
+    size_t i;
+    json_t *c;
+    json_array_foreach(checks, i, c) {
+        ASSERT(json_is_string(json_object_get(c, "name")));
+        ASSERT(json_is_boolean(json_object_get(c, "ok")));
+        ASSERT(json_is_string(json_object_get(c, "detail")));
+        json_t *fix = json_object_get(c, "fix");
+        ASSERT(json_is_true(json_object_get(c, "ok")) ? json_is_null(fix) : json_is_string(fix));
+    }
+    json_decref(j);
+    doctor_report_release(&r);
+}
+
+int main(void)
+{
+    xalloc_install();
+    snprintf(scratch, sizeof(scratch), "/tmp/mcpbox-doctor-XXXXXX");
+    if (mkdtemp(scratch) == NULL)
+        return 1;
+    RUN(every_check_present_and_failures_have_fixes);
+    RUN(agrees_with_independent_facts);
+    RUN(bad_state_dirs_fail_with_fix);
+    RUN(json_shape);
+    rmdir(scratch);
+    return test_done();
+}

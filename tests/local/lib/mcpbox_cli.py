@@ -1,0 +1,82 @@
+"""Helpers for the local-backend tests that drive the real mcpbox binary.
+
+Each test gets a private, short state directory (agent socket paths must fit in 108 bytes) and
+removes its sandboxes and the directory at the end. A host that cannot run local sandboxes makes
+the test exit 77 (skipped) with the reason mcpbox gave.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+SKIP = 77
+EXIT_UNAVAILABLE = 4  # mcpbox sandbox: local sandboxes unavailable on this host
+
+
+def skip(reason):
+    print(f"SKIP: {reason}")
+    sys.exit(SKIP)
+
+
+class Cli:
+    def __init__(self, mcpbox, state_dir=None):
+        self.mcpbox = mcpbox
+        self.own_dir = state_dir is None
+        self.state_dir = state_dir or tempfile.mkdtemp(prefix="mbx-", dir="/tmp")
+        self.created = []
+
+    def run(self, *args, input=None, timeout=120, check=False, env=None):
+        cmd = [self.mcpbox, "sandbox", "--state-dir", self.state_dir] + [str(a) for a in args]
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        p = subprocess.run(cmd, input=input, capture_output=True, timeout=timeout, env=full_env)
+        if check and p.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd)} exited {p.returncode}: "
+                                 f"{p.stderr.decode(errors='replace')}")
+        return p
+
+    def create(self, *args):
+        """Creates a sandbox; skips the test (77) when the host cannot run one."""
+        p = self.run("create", "-q", *args)
+        if p.returncode == EXIT_UNAVAILABLE:
+            skip("local sandboxes unavailable here: " + p.stderr.decode(errors="replace").strip())
+        if p.returncode != 0:
+            raise AssertionError(f"create failed ({p.returncode}): "
+                                 f"{p.stderr.decode(errors='replace')}")
+        sid = p.stdout.decode().strip()
+        assert sid.startswith("sbx-"), f"unexpected id {sid!r}"
+        self.created.append(sid)
+        return sid
+
+    def exec(self, sid, command, *opts, input=None, timeout=120, env=None):
+        args = ["exec"] + list(opts) + ([] if input is None else ["--stdin"]) + [sid, "--", command]
+        return self.run(*args, input=input, timeout=timeout, env=env)
+
+    def get_json(self, sid):
+        p = self.run("get", sid, "-o", "json", check=True)
+        return json.loads(p.stdout)
+
+    def rm(self, sid):
+        p = self.run("rm", sid)
+        if sid in self.created and p.returncode in (0, 3):
+            self.created.remove(sid)
+        return p
+
+    def close(self):
+        for sid in list(self.created):
+            self.rm(sid)
+        if self.own_dir:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def text(b):
+    return b.decode(errors="replace")
