@@ -1,0 +1,87 @@
+/* The sandbox agent: PID 1 of every local sandbox. It runs from a sealed memfd (never a host
+ * binary reachable through /proc/1/exe), with the sandbox's credentials, no capabilities and the
+ * sandbox's seccomp filter. It serves the protocol of backend/local/proto.h on the listening
+ * socket mcpbox handed it, runs commands, does file operations inside the sandbox, reaps
+ * zombies, and ends the sandbox itself when its TTL or idle timeout passes. */
+#ifndef MCPBOX_AGENT_H
+#define MCPBOX_AGENT_H
+
+#include <jansson.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "mcp/base/buf.h"
+#include "mcp/base/error.h"
+
+#define AGENT_MAX_CONNS 64
+#define AGENT_MAX_CMDS_KEPT 512              /* finished commands kept for command_get */
+#define AGENT_MAX_RUNNING 256
+#define AGENT_STREAM_CAP (64ull << 20)       /* bytes of stdout (or stderr) kept per command */
+#define AGENT_LOG_CAP (128ull << 20)         /* bytes of the interleaved log kept per command */
+#define AGENT_WBUF_MAX (256u << 20)          /* unsent bytes before a slow client is dropped */
+#define AGENT_READ_CHUNK 65536
+#define AGENT_STATUS_OUTPUT_MAX (4u << 20)   /* bytes of log one cmd_status returns */
+
+struct conn {
+    int fd;
+    struct buf rbuf, wbuf;
+    bool dead;
+    struct conn *next;
+};
+
+enum cmd_state { CMD_RUNNING, CMD_DONE };
+
+struct cmd {
+    char id[24];
+    pid_t pid;
+    int out_fd, err_fd, in_fd;       /* pipes (-1 when closed) */
+    char *in_data;                   /* stdin bytes still to write */
+    size_t in_len, in_off;
+    int f_out, f_err, f_log;         /* log files while running */
+    uint64_t n_out, n_err, n_log;    /* bytes received per stream / in the log */
+    uint64_t start_ms, end_ms;       /* monotonic */
+    uint64_t deadline_ms;            /* 0: none */
+    enum cmd_state state;
+    int exit_code, term_signal;      /* -1 when not applicable */
+    bool timed_out, kill_requested;
+    struct conn *watch;              /* connection that receives events, or NULL */
+    char *command;
+    struct cmd *next;
+};
+
+struct agent {
+    int listen_fd, logdir_fd, sig_fd;
+    struct conn *conns;
+    struct cmd *cmds;
+    size_t ncmds;
+    int64_t expires_at_ms;           /* wall clock; 0: no TTL */
+    int64_t idle_timeout_s;          /* 0: none */
+    uint64_t last_active_ms;         /* monotonic */
+    json_t *env;                     /* base environment of every command */
+    char workdir[256];
+};
+
+/* agent_main.c */
+void agent_send(struct conn *c, json_t *msg); /* steals msg */
+void agent_touch(struct agent *a);
+
+/* agent_cmd.c */
+json_t *agent_cmd_exec(struct agent *a, struct conn *c, json_t *req, struct mcp_error *err);
+json_t *agent_cmd_status(struct agent *a, json_t *req, struct mcp_error *err);
+json_t *agent_cmd_kill(struct agent *a, json_t *req, struct mcp_error *err);
+void agent_cmd_reap(struct agent *a);
+void agent_cmd_timeouts(struct agent *a);
+int agent_cmd_poll_fds(struct agent *a, struct pollfd *pfd, struct cmd **owner, int max);
+void agent_cmd_on_fd(struct agent *a, struct cmd *cmd, int fd, short revents);
+void agent_cmd_forget_conn(struct agent *a, struct conn *c);
+uint64_t agent_cmd_next_deadline(struct agent *a);
+size_t agent_cmd_running(struct agent *a);
+
+/* agent_fs.c */
+json_t *agent_fs_op(struct agent *a, const char *op, json_t *req, struct mcp_error *err);
+int agent_resolve(const struct agent *a, const char *in, char *out, size_t out_size,
+                  struct mcp_error *err);
+
+#endif

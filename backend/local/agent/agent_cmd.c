@@ -1,0 +1,474 @@
+/* Commands inside the sandbox: /bin/sh -c with cwd, env, stdin, timeout; output kept in the
+ * agent's private log directory (outside the sandbox's view) so any part can be read later. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backend/local/agent/agent.h"
+#include "mcp/base/util.h"
+#include "mcp/base/xalloc.h"
+
+#define CMD_SHELL "/bin/sh"
+#define CMD_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+static struct cmd *cmd_find(struct agent *a, const char *id)
+{
+    for (struct cmd *c = a->cmds; c; c = c->next)
+        if (id && strcmp(c->id, id) == 0)
+            return c;
+    return NULL;
+}
+
+size_t agent_cmd_running(struct agent *a)
+{
+    size_t n = 0;
+    for (struct cmd *c = a->cmds; c; c = c->next)
+        n += c->state == CMD_RUNNING;
+    return n;
+}
+
+static const char *cmd_status_name(const struct cmd *c)
+{
+    if (c->state == CMD_RUNNING)
+        return "running";
+    if (c->timed_out)
+        return "timed_out";
+    if (c->term_signal > 0 && c->kill_requested)
+        return "killed";
+    if (c->term_signal > 0)
+        return "signaled";
+    return "exited";
+}
+
+static json_t *cmd_status_json(const struct cmd *c)
+{
+    uint64_t end = c->state == CMD_RUNNING ? now_mono_ms() : c->end_ms;
+    json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:b}", "command_id", c->id, "status",
+                          cmd_status_name(c), "duration_ms", (json_int_t)(end - c->start_ms),
+                          "stdout_bytes", (json_int_t)c->n_out, "stderr_bytes",
+                          (json_int_t)c->n_err, "total_bytes", (json_int_t)c->n_log, "timed_out",
+                          c->timed_out);
+    json_object_set_new(j, "exit_code", c->exit_code >= 0 ? json_integer(c->exit_code) : json_null());
+    json_object_set_new(j, "signal", c->term_signal > 0 ? json_integer(c->term_signal) : json_null());
+    json_object_set_new(j, "pid", json_integer(c->pid));
+    return j;
+}
+
+/* Builds envp: base PATH/HOME/..., the sandbox env, then the request's env. */
+static char **build_env(struct agent *a, json_t *extra)
+{
+    json_t *env = json_pack("{s:s, s:s, s:s, s:s, s:s}", "PATH", CMD_DEFAULT_PATH, "HOME", "/root",
+                            "LANG", "C.UTF-8", "HOSTNAME", "sandbox", "TERM", "dumb");
+    json_object_update(env, a->env);
+    if (json_is_object(extra))
+        json_object_update(env, extra);
+    char **envp = xcalloc(json_object_size(env) + 1, sizeof *envp);
+    size_t i = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(env, k, v)
+    {
+        if (json_is_string(v) && strchr(k, '=') == NULL)
+            envp[i++] = xasprintf("%s=%s", k, json_string_value(v));
+    }
+    json_decref(env);
+    return envp;
+}
+
+static void free_env(char **envp)
+{
+    for (size_t i = 0; envp[i]; i++)
+        free(envp[i]);
+    free(envp);
+}
+
+/* In the forked child: only async-signal-safe calls until execve. */
+static void child_exec(int in_r, int out_w, int err_w, int errpipe, const char *cwd,
+                       const char *command, char **envp)
+{
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    setsid();
+    int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) { /* the memcg OOM killer picks commands before the agent */
+        ssize_t w = write(fd, "1000", 4);
+        (void)w;
+        close(fd);
+    }
+    if (dup2(in_r, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
+        goto fail;
+    if (chdir(cwd) < 0)
+        goto fail;
+    char *argv[] = {(char *)"sh", (char *)"-c", (char *)command, NULL};
+    execve(CMD_SHELL, argv, envp);
+fail:;
+    int e = errno;
+    ssize_t w = write(errpipe, &e, sizeof e);
+    (void)w;
+    _exit(127);
+}
+
+static int open_logs(struct agent *a, struct cmd *c, struct mcp_error *err)
+{
+    char name[64];
+    int *fds[3] = {&c->f_out, &c->f_err, &c->f_log};
+    const char *ext[3] = {"out", "err", "log"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "%s.%s", c->id, ext[i]);
+        *fds[i] = openat(a->logdir_fd, name,
+                         O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0600);
+        if (*fds[i] < 0)
+            return mcp_error_set(err, MCP_ERR_IO, errno, "agent: cannot create log %s: %s", name,
+                                 strerror(errno));
+    }
+    return 0;
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+static void cmd_free(struct agent *a, struct cmd *c)
+{
+    char name[64];
+    const char *ext[3] = {"out", "err", "log"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "%s.%s", c->id, ext[i]);
+        unlinkat(a->logdir_fd, name, 0);
+    }
+    free(c->in_data);
+    free(c->command);
+    free(c);
+}
+
+/* Drops the oldest finished commands beyond the retention limit. */
+static void cmd_gc(struct agent *a)
+{
+    while (a->ncmds > AGENT_MAX_CMDS_KEPT) {
+        struct cmd **victim = NULL;
+        for (struct cmd **pp = &a->cmds; *pp; pp = &(*pp)->next)
+            if ((*pp)->state == CMD_DONE)
+                victim = pp; /* list is newest first: the last finished one is the oldest */
+        if (victim == NULL)
+            return;
+        struct cmd *c = *victim;
+        *victim = c->next;
+        a->ncmds--;
+        cmd_free(a, c);
+    }
+}
+
+static int spawn(struct agent *a, struct cmd *c, const char *cwd, char **envp,
+                 struct mcp_error *err)
+{
+    int in[2], out[2], errp[2], ep[2];
+    if (pipe2(in, O_CLOEXEC) < 0)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "agent: pipe: %s", strerror(errno));
+    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "agent: pipe: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(in[0]), close(in[1]), close(out[0]), close(out[1]), close(errp[0]), close(errp[1]);
+        close(ep[0]), close(ep[1]);
+        return mcp_error_set(err, e == EAGAIN ? MCP_ERR_LIMIT : MCP_ERR_IO, e,
+                             "agent: fork: %s (the sandbox's pids limit may be reached)",
+                             strerror(e));
+    }
+    if (pid == 0)
+        child_exec(in[0], out[1], errp[1], ep[1], cwd, c->command, envp);
+    close(in[0]), close(out[1]), close(errp[1]), close(ep[1]);
+    int child_errno = 0;
+    ssize_t r;
+    do
+        r = read(ep[0], &child_errno, sizeof child_errno);
+    while (r < 0 && errno == EINTR);
+    close(ep[0]);
+    c->pid = pid, c->in_fd = in[1], c->out_fd = out[0], c->err_fd = errp[0];
+    fcntl(c->out_fd, F_SETFL, O_NONBLOCK);
+    fcntl(c->err_fd, F_SETFL, O_NONBLOCK);
+    fcntl(c->in_fd, F_SETFL, O_NONBLOCK);
+    if (r == (ssize_t)sizeof child_errno)
+        return mcp_error_set(err, child_errno == ENOENT ? MCP_ERR_NOT_FOUND : MCP_ERR_IO,
+                             child_errno, "cannot start command in '%s': %s", cwd,
+                             strerror(child_errno));
+    return 0;
+}
+
+json_t *agent_cmd_exec(struct agent *a, struct conn *conn, json_t *req, struct mcp_error *err)
+{
+    const char *command = json_string_value(json_object_get(req, "command"));
+    const char *cwd_in = json_string_value(json_object_get(req, "cwd"));
+    const char *stdin_b64 = json_string_value(json_object_get(req, "stdin"));
+    char cwd[4096];
+    if (command == NULL)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0, "exec: command missing"), NULL;
+    if (agent_cmd_running(a) >= AGENT_MAX_RUNNING)
+        return mcp_error_set(err, MCP_ERR_LIMIT, 0, "too many running commands (%d)",
+                             AGENT_MAX_RUNNING), NULL;
+    if (agent_resolve(a, cwd_in ? cwd_in : a->workdir, cwd, sizeof cwd, err) < 0)
+        return NULL;
+    struct cmd *c = xcalloc(1, sizeof *c);
+    random_id(c->id, sizeof c->id, "cmd-", 8);
+    c->command = xstrdup(command);
+    c->exit_code = c->term_signal = -1;
+    c->out_fd = c->err_fd = c->in_fd = c->f_out = c->f_err = c->f_log = -1;
+    if (stdin_b64) {
+        size_t len = strlen(stdin_b64), outlen = 0;
+        c->in_data = xmalloc(base64_decoded_max(len) + 1);
+        if (base64_decode(stdin_b64, len, (unsigned char *)c->in_data, &outlen) < 0) {
+            cmd_free(a, c);
+            return mcp_error_set(err, MCP_ERR_INVALID, 0, "exec: stdin is not base64"), NULL;
+        }
+        c->in_len = outlen;
+    }
+    char **envp = build_env(a, json_object_get(req, "env"));
+    int rc = open_logs(a, c, err) < 0 ? -1 : spawn(a, c, cwd, envp, err);
+    free_env(envp);
+    c->start_ms = now_mono_ms();
+    json_int_t timeout = json_integer_value(json_object_get(req, "timeout_ms"));
+    c->deadline_ms = timeout > 0 ? c->start_ms + (uint64_t)timeout : 0;
+    if (json_is_true(json_object_get(req, "watch")))
+        c->watch = conn;
+    c->next = a->cmds;
+    a->cmds = c;
+    a->ncmds++;
+    if (rc < 0) { /* the child exits 127; it is reaped and recorded like any command */
+        c->watch = NULL;
+        return NULL;
+    }
+    if (c->in_len == 0)
+        close_fd(&c->in_fd);
+    cmd_gc(a);
+    return json_pack("{s:s, s:i}", "command_id", c->id, "pid", (int)c->pid);
+}
+
+static void emit_output(struct cmd *c, const char *stream, const char *data, size_t len)
+{
+    if (c->watch == NULL)
+        return;
+    char *b64 = xmalloc(base64_encoded_len(len) + 1);
+    base64_encode(data, len, b64);
+    agent_send(c->watch, json_pack("{s:s, s:s, s:s, s:s}", "ev", "output", "cmd", c->id, "stream",
+                                   stream, "data", b64));
+    free(b64);
+}
+
+static void keep(int fd, uint64_t *count, uint64_t cap, const char *data, size_t len)
+{
+    if (fd >= 0 && *count < cap) {
+        size_t n = len < cap - *count ? len : (size_t)(cap - *count);
+        ssize_t w = write(fd, data, n);
+        (void)w;
+    }
+    *count += len;
+}
+
+/* Reads what a pipe has now; returns false at EOF or error. */
+static bool drain(struct cmd *c, int fd)
+{
+    char chunk[AGENT_READ_CHUNK];
+    bool is_out = fd == c->out_fd;
+    for (;;) {
+        ssize_t n = read(fd, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return true;
+        if (n <= 0)
+            return false;
+        keep(is_out ? c->f_out : c->f_err, is_out ? &c->n_out : &c->n_err, AGENT_STREAM_CAP, chunk,
+             (size_t)n);
+        uint64_t before = c->n_log;
+        keep(c->f_log, &c->n_log, AGENT_LOG_CAP, chunk, (size_t)n);
+        if (before >= AGENT_LOG_CAP)
+            c->n_log = before; /* the log's offsets stay those of the bytes actually kept */
+        else if (c->n_log > AGENT_LOG_CAP)
+            c->n_log = AGENT_LOG_CAP;
+        emit_output(c, is_out ? "stdout" : "stderr", chunk, (size_t)n);
+    }
+}
+
+static void feed_stdin(struct cmd *c)
+{
+    while (c->in_off < c->in_len) {
+        ssize_t n = write(c->in_fd, c->in_data + c->in_off, c->in_len - c->in_off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        if (n <= 0)
+            break;
+        c->in_off += (size_t)n;
+    }
+    close_fd(&c->in_fd); /* all written (or the reader went away): EOF */
+}
+
+int agent_cmd_poll_fds(struct agent *a, struct pollfd *pfd, struct cmd **owner, int max)
+{
+    int n = 0;
+    for (struct cmd *c = a->cmds; c; c = c->next) {
+        if (c->state != CMD_RUNNING || n + 3 > max)
+            continue;
+        if (c->out_fd >= 0)
+            owner[n] = c, pfd[n++] = (struct pollfd){.fd = c->out_fd, .events = POLLIN};
+        if (c->err_fd >= 0)
+            owner[n] = c, pfd[n++] = (struct pollfd){.fd = c->err_fd, .events = POLLIN};
+        if (c->in_fd >= 0)
+            owner[n] = c, pfd[n++] = (struct pollfd){.fd = c->in_fd, .events = POLLOUT};
+    }
+    return n;
+}
+
+void agent_cmd_on_fd(struct agent *a, struct cmd *c, int fd, short revents)
+{
+    if (fd == c->in_fd) {
+        feed_stdin(c);
+        return;
+    }
+    if (!drain(c, fd)) {
+        if (fd == c->out_fd)
+            close_fd(&c->out_fd);
+        else
+            close_fd(&c->err_fd);
+    }
+}
+
+static void finish(struct cmd *c, int status)
+{
+    if (c->out_fd >= 0)
+        drain(c, c->out_fd);
+    if (c->err_fd >= 0)
+        drain(c, c->err_fd);
+    close_fd(&c->out_fd), close_fd(&c->err_fd), close_fd(&c->in_fd);
+    close_fd(&c->f_out), close_fd(&c->f_err), close_fd(&c->f_log);
+    c->state = CMD_DONE;
+    c->end_ms = now_mono_ms();
+    if (WIFEXITED(status))
+        c->exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status))
+        c->term_signal = WTERMSIG(status);
+    if (c->watch) {
+        json_t *ev = cmd_status_json(c);
+        json_object_set_new(ev, "ev", json_string("exit"));
+        json_object_set_new(ev, "cmd", json_string(c->id));
+        agent_send(c->watch, ev);
+        c->watch = NULL;
+    }
+}
+
+/* PID 1 reaps every child, including orphans re-parented to it. */
+void agent_cmd_reap(struct agent *a)
+{
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        for (struct cmd *c = a->cmds; c; c = c->next)
+            if (c->pid == pid && c->state == CMD_RUNNING)
+                finish(c, status);
+    }
+}
+
+void agent_cmd_timeouts(struct agent *a)
+{
+    uint64_t now = now_mono_ms();
+    for (struct cmd *c = a->cmds; c; c = c->next) {
+        if (c->state == CMD_RUNNING && c->deadline_ms && now >= c->deadline_ms && !c->timed_out) {
+            c->timed_out = true;
+            kill(-c->pid, SIGKILL);
+            kill(c->pid, SIGKILL);
+        }
+    }
+}
+
+uint64_t agent_cmd_next_deadline(struct agent *a)
+{
+    uint64_t next = 0;
+    for (struct cmd *c = a->cmds; c; c = c->next)
+        if (c->state == CMD_RUNNING && c->deadline_ms && !c->timed_out &&
+            (next == 0 || c->deadline_ms < next))
+            next = c->deadline_ms;
+    return next;
+}
+
+void agent_cmd_forget_conn(struct agent *a, struct conn *conn)
+{
+    for (struct cmd *c = a->cmds; c; c = c->next)
+        if (c->watch == conn)
+            c->watch = NULL;
+}
+
+static int read_log(struct agent *a, const struct cmd *c, uint64_t off, uint64_t limit,
+                    json_t *out)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s.log", c->id);
+    uint64_t total = c->n_log;
+    if (off > total)
+        off = total;
+    if (limit == 0 || limit > AGENT_STATUS_OUTPUT_MAX)
+        limit = AGENT_STATUS_OUTPUT_MAX;
+    size_t want = (size_t)(total - off < limit ? total - off : limit);
+    char *data = xmalloc(want + 1);
+    ssize_t got = 0;
+    int fd = openat(a->logdir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0 && want > 0)
+        got = pread(fd, data, want, (off_t)off);
+    if (fd >= 0)
+        close(fd);
+    if (got < 0)
+        got = 0;
+    char *b64 = xmalloc(base64_encoded_len((size_t)got) + 1);
+    base64_encode(data, (size_t)got, b64);
+    json_object_set_new(out, "output", json_string(b64));
+    json_object_set_new(out, "offset", json_integer((json_int_t)off));
+    json_object_set_new(out, "next_offset", json_integer((json_int_t)(off + (uint64_t)got)));
+    json_object_set_new(out, "eof", json_boolean(c->state == CMD_DONE &&
+                                                 off + (uint64_t)got >= total));
+    free(data);
+    free(b64);
+    return 0;
+}
+
+json_t *agent_cmd_status(struct agent *a, json_t *req, struct mcp_error *err)
+{
+    const char *id = json_string_value(json_object_get(req, "cmd"));
+    struct cmd *c = cmd_find(a, id);
+    if (c == NULL)
+        return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0, "no command '%s' in this sandbox",
+                             id ? id : ""), NULL;
+    json_t *j = cmd_status_json(c);
+    read_log(a, c, (uint64_t)json_integer_value(json_object_get(req, "offset")),
+             (uint64_t)json_integer_value(json_object_get(req, "limit")), j);
+    return j;
+}
+
+json_t *agent_cmd_kill(struct agent *a, json_t *req, struct mcp_error *err)
+{
+    const char *id = json_string_value(json_object_get(req, "cmd"));
+    json_int_t sig = json_integer_value(json_object_get(req, "signal"));
+    struct cmd *c = cmd_find(a, id);
+    if (c == NULL)
+        return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0, "no command '%s' in this sandbox",
+                             id ? id : ""), NULL;
+    if (sig <= 0 || sig >= 65)
+        sig = SIGKILL;
+    if (c->state == CMD_RUNNING) {
+        c->kill_requested = true;
+        kill(-c->pid, (int)sig); /* the whole process group: the shell and what it started */
+        kill(c->pid, (int)sig);
+    }
+    return json_pack("{s:s, s:i, s:s}", "command_id", c->id, "signal", (int)sig, "status",
+                     cmd_status_name(c));
+}

@@ -1,0 +1,321 @@
+/* cgroups for local sandboxes, one interface over two layouts:
+ *  - hybrid (v1 memory/pids/cpu hold the limits; the v2 "unified" mount gives cgroup.kill,
+ *    cgroup.freeze and cgroup.events), as on the project's machines;
+ *  - pure v2 (memory.max, memory.swap.max, pids.max, cpu.max, memory.events, cgroup.kill,
+ *    cgroup.freeze), as on most users' machines.
+ * v1 parents are created under the cgroup mcpbox itself runs in (so any limit on mcpbox still
+ * covers its sandboxes); the v2 parent is <v2 root>/mcpbox. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "backend/local/local_internal.h"
+
+#define CG_ROOT "/sys/fs/cgroup"
+#define CG_PARENT_NAME "mcpbox"
+#define CG_CPU_PERIOD_US 100000
+#define CG_RMDIR_TRIES 50
+
+static bool is_fs(const char *path, long magic)
+{
+    struct statfs sf;
+    return statfs(path, &sf) == 0 && (long)sf.f_type == magic;
+}
+
+static int write_file(const char *dir, const char *name, const char *value)
+{
+    char path[LOCAL_PATH_MAX * 2];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = write(fd, value, strlen(value));
+    int e = errno;
+    close(fd);
+    errno = e;
+    return n == (ssize_t)strlen(value) ? 0 : -1;
+}
+
+static int read_file(const char *dir, const char *name, char *out, size_t size)
+{
+    char path[LOCAL_PATH_MAX * 2];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, out, size - 1);
+    close(fd);
+    if (n < 0)
+        return -1;
+    out[n] = '\0';
+    return 0;
+}
+
+static bool has_ctrl(const char *list, const char *ctrl)
+{
+    size_t n = strlen(ctrl);
+    if (n == 0)
+        return list[0] == '\0';
+    for (const char *p = list; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (strncmp(p, ctrl, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+            return true;
+    return false;
+}
+
+/* Our own path in hierarchy `ctrl` ("memory", or "" for v2) from /proc/self/cgroup. */
+static void own_path(const char *ctrl, char *out, size_t size)
+{
+    snprintf(out, size, "/");
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    if (f == NULL)
+        return;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (c2 == NULL)
+            continue;
+        *c2 = '\0';
+        if (has_ctrl(c1 + 1, ctrl)) {
+            snprintf(out, size, "%s", c2 + 1);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+static void base_for(const char *mount, const char *ctrl, char *out)
+{
+    char own[LOCAL_PATH_MAX];
+    own_path(ctrl, own, sizeof own);
+    snprintf(out, LOCAL_PATH_MAX, "%s%s%s" CG_PARENT_NAME, mount, own,
+             own[strlen(own) - 1] == '/' ? "" : "/");
+}
+
+const char *cg_layout_name(enum cg_layout l)
+{
+    return l == CG_HYBRID ? "hybrid" : l == CG_V2 ? "v2" : "none";
+}
+
+int cg_host_detect(struct cg_host *h, struct mcp_error *err)
+{
+    memset(h, 0, sizeof *h);
+    if (is_fs(CG_ROOT, CGROUP2_SUPER_MAGIC)) {
+        h->layout = CG_V2;
+        snprintf(h->v2_base, sizeof h->v2_base, CG_ROOT "/" CG_PARENT_NAME);
+        if (mkdir(h->v2_base, 0755) < 0 && errno != EEXIST)
+            return mcp_error_set(err, MCP_ERR_UNSUPPORTED, errno,
+                                 "cannot create %s: %s (mcpbox needs root or a delegated cgroup)",
+                                 h->v2_base, strerror(errno));
+        /* Controllers must be enabled down to our parent (the root is exempt from the
+         * no-internal-processes rule, so enabling them there is always possible as root). */
+        write_file(CG_ROOT, "cgroup.subtree_control", "+memory +pids +cpu");
+        if (write_file(h->v2_base, "cgroup.subtree_control", "+memory +pids +cpu") < 0)
+            return mcp_error_set(err, MCP_ERR_UNSUPPORTED, errno,
+                                 "cannot enable memory, pids and cpu controllers in %s: %s",
+                                 h->v2_base, strerror(errno));
+        return 0;
+    }
+    if (!is_fs(CG_ROOT "/memory", CGROUP_SUPER_MAGIC) || !is_fs(CG_ROOT "/pids", CGROUP_SUPER_MAGIC))
+        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
+                             "no usable cgroup hierarchy at " CG_ROOT
+                             " (need cgroup v2, or v1 memory and pids controllers)");
+    h->layout = CG_HYBRID;
+    base_for(CG_ROOT "/memory", "memory", h->mem_base);
+    base_for(CG_ROOT "/pids", "pids", h->pids_base);
+    if (is_fs(CG_ROOT "/cpu", CGROUP_SUPER_MAGIC))
+        base_for(CG_ROOT "/cpu", "cpu", h->cpu_base);
+    if (is_fs(CG_ROOT "/unified", CGROUP2_SUPER_MAGIC))
+        base_for(CG_ROOT "/unified", "", h->v2_base);
+    const char *bases[] = {h->mem_base, h->pids_base, h->cpu_base, h->v2_base};
+    for (size_t i = 0; i < 4; i++)
+        if (bases[i][0] && mkdir(bases[i], 0755) < 0 && errno != EEXIST)
+            return mcp_error_set(err, MCP_ERR_UNSUPPORTED, errno, "cannot create %s: %s",
+                                 bases[i], strerror(errno));
+    return 0;
+}
+
+static int make(const char *base, const char *id, char *out, struct mcp_error *err)
+{
+    if (base[0] == '\0')
+        return 0;
+    snprintf(out, LOCAL_PATH_MAX, "%s/%s", base, id);
+    if (mkdir(out, 0755) < 0 && errno != EEXIST)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "cannot create cgroup %s: %s", out,
+                             strerror(errno));
+    return 0;
+}
+
+static int limit(const char *dir, const char *file, const char *value, struct mcp_error *err)
+{
+    if (dir[0] == '\0' || write_file(dir, file, value) == 0)
+        return 0;
+    return mcp_error_set(err, MCP_ERR_IO, errno, "cannot set %s/%s to %s: %s", dir, file, value,
+                         strerror(errno));
+}
+
+static int limits_v1(const struct cg_sandbox *cg, const struct cg_limits *lim, struct mcp_error *err)
+{
+    char v[64];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)lim->memory_bytes);
+    if (limit(cg->mem, "memory.limit_in_bytes", v, err) < 0)
+        return -1;
+    write_file(cg->mem, "memory.memsw.limit_in_bytes", v); /* absent without swap accounting */
+    snprintf(v, sizeof v, "%u", lim->pids);
+    if (limit(cg->pids, "pids.max", v, err) < 0)
+        return -1;
+    snprintf(v, sizeof v, "%d", CG_CPU_PERIOD_US);
+    if (limit(cg->cpu, "cpu.cfs_period_us", v, err) < 0)
+        return -1;
+    snprintf(v, sizeof v, "%lld", (long long)(lim->cpu * CG_CPU_PERIOD_US));
+    return limit(cg->cpu, "cpu.cfs_quota_us", v, err);
+}
+
+static int limits_v2(const struct cg_sandbox *cg, const struct cg_limits *lim, struct mcp_error *err)
+{
+    char v[64];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)lim->memory_bytes);
+    if (limit(cg->v2, "memory.max", v, err) < 0)
+        return -1;
+    write_file(cg->v2, "memory.swap.max", "0");
+    snprintf(v, sizeof v, "%u", lim->pids);
+    if (limit(cg->v2, "pids.max", v, err) < 0)
+        return -1;
+    snprintf(v, sizeof v, "%lld %d", (long long)(lim->cpu * CG_CPU_PERIOD_US), CG_CPU_PERIOD_US);
+    return limit(cg->v2, "cpu.max", v, err);
+}
+
+int cg_create(const struct cg_host *h, const char *id, const struct cg_limits *lim,
+              struct cg_sandbox *out, struct mcp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (h->layout == CG_NONE)
+        return 0;
+    if (make(h->v2_base, id, out->v2, err) < 0)
+        return -1;
+    if (h->layout == CG_V2)
+        return limits_v2(out, lim, err);
+    if (make(h->mem_base, id, out->mem, err) < 0 || make(h->pids_base, id, out->pids, err) < 0 ||
+        make(h->cpu_base, id, out->cpu, err) < 0)
+        return -1;
+    return limits_v1(out, lim, err);
+}
+
+int cg_attach_v1(const struct cg_sandbox *cg, pid_t pid, struct mcp_error *err)
+{
+    char v[32];
+    snprintf(v, sizeof v, "%d", (int)pid);
+    const char *dirs[] = {cg->mem, cg->pids, cg->cpu};
+    for (size_t i = 0; i < 3; i++)
+        if (limit(dirs[i], "cgroup.procs", v, err) < 0)
+            return -1;
+    return 0;
+}
+
+int cg_attach_v2(const struct cg_sandbox *cg, pid_t pid, struct mcp_error *err)
+{
+    char v[32];
+    snprintf(v, sizeof v, "%d", (int)pid);
+    return limit(cg->v2, "cgroup.procs", v, err);
+}
+
+int cg_open_v2(const struct cg_sandbox *cg)
+{
+    return cg->v2[0] ? open(cg->v2, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+}
+
+int cg_kill(const struct cg_sandbox *cg)
+{
+    return cg->v2[0] ? write_file(cg->v2, "cgroup.kill", "1") : -1;
+}
+
+int cg_freeze(const struct cg_sandbox *cg, bool frozen, struct mcp_error *err)
+{
+    if (cg->v2[0] == '\0')
+        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
+                             "pause needs the cgroup v2 freezer, which this host lacks");
+    return limit(cg->v2, "cgroup.freeze", frozen ? "1" : "0", err);
+}
+
+int cg_destroy(const struct cg_sandbox *cg)
+{
+    const char *dirs[] = {cg->v2, cg->mem, cg->pids, cg->cpu};
+    int rc = 0;
+    for (size_t i = 0; i < 4; i++) {
+        if (dirs[i][0] == '\0')
+            continue;
+        int tries = 0;
+        while (rmdir(dirs[i]) < 0 && errno == EBUSY && ++tries < CG_RMDIR_TRIES)
+            usleep(2000); /* the last tasks are still exiting */
+        if (access(dirs[i], F_OK) == 0)
+            rc = -1;
+    }
+    return rc;
+}
+
+static uint64_t counter(const char *dir, const char *file, const char *key)
+{
+    char text[4096];
+    if (dir[0] == '\0' || read_file(dir, file, text, sizeof text) < 0)
+        return 0;
+    char *p = strstr(text, key);
+    return p ? strtoull(p + strlen(key), NULL, 10) : 0;
+}
+
+uint64_t cg_oom_kills(const struct cg_sandbox *cg)
+{
+    if (cg->mem[0])
+        return counter(cg->mem, "memory.oom_control", "oom_kill ");
+    return counter(cg->v2, "memory.events", "oom_kill ");
+}
+
+static uint64_t number(const char *dir, const char *file)
+{
+    char text[64];
+    if (dir[0] == '\0' || read_file(dir, file, text, sizeof text) < 0)
+        return 0;
+    return strtoull(text, NULL, 10);
+}
+
+json_t *cg_usage(const struct cg_sandbox *cg)
+{
+    bool v1 = cg->mem[0] != '\0';
+    uint64_t mem = v1 ? number(cg->mem, "memory.usage_in_bytes") : number(cg->v2, "memory.current");
+    uint64_t pids = number(v1 ? cg->pids : cg->v2, "pids.current");
+    uint64_t cpu_us = v1 ? 0 : counter(cg->v2, "cpu.stat", "usage_usec ");
+    if (v1) {
+        char acct[LOCAL_PATH_MAX];
+        snprintf(acct, sizeof acct, "%s", cg->cpu);
+        cpu_us = number(acct, "cpuacct.usage") / 1000; /* cpu,cpuacct are usually co-mounted */
+    }
+    return json_pack("{s:I, s:I, s:f, s:I}", "memory_bytes", (json_int_t)mem, "pids",
+                     (json_int_t)pids, "cpu_seconds", (double)cpu_us / 1e6, "oom_kills",
+                     (json_int_t)cg_oom_kills(cg));
+}
+
+json_t *cg_to_json(const struct cg_sandbox *cg)
+{
+    return json_pack("{s:s, s:s, s:s, s:s}", "v2", cg->v2, "memory", cg->mem, "pids", cg->pids,
+                     "cpu", cg->cpu);
+}
+
+static void copy_str(json_t *j, const char *key, char *out)
+{
+    const char *s = json_string_value(json_object_get(j, key));
+    snprintf(out, LOCAL_PATH_MAX, "%s", s ? s : "");
+}
+
+void cg_from_json(json_t *j, struct cg_sandbox *out)
+{
+    copy_str(j, "v2", out->v2);
+    copy_str(j, "memory", out->mem);
+    copy_str(j, "pids", out->pids);
+    copy_str(j, "cpu", out->cpu);
+}

@@ -1,0 +1,39 @@
+/* The local backend: sandboxes made of Linux namespaces, cgroups, dropped capabilities and a
+ * seccomp filter, spawned by mcpbox itself (no daemon) in a few milliseconds.
+ *
+ * Each sandbox runs an agent as its PID 1 (a static binary embedded in mcpbox, run from a sealed
+ * memfd). mcpbox talks to it over <state_dir>/sandboxes/<id>/agent.sock, a socket the sandbox
+ * cannot see. Sandboxes outlive the mcpbox process that made them: another mcpbox process with
+ * the same state directory finds them through the store and reconnects. local_backend_new()
+ * reconciles the store with reality: records whose sandbox is gone are cleaned up (cgroups,
+ * files, uid slot, record); live sandboxes are adopted.
+ *
+ * Requirements: root (or CAP_SYS_ADMIN + CAP_SETUID/SETGID over the uid range
+ * 100000 + 65536*slot), user namespaces, cgroup v2 or hybrid v1+v2, seccomp. On failure the
+ * error says what is missing (MCP_ERR_UNSUPPORTED) and `mcpbox doctor` explains the fix.
+ *
+ * Everything runs on the given loop; see backend/backend.h for the contract and JSON shapes.
+ * docs/local-backend.md describes the design, the agent protocol and the limits. */
+#ifndef MCPBOX_LOCAL_H
+#define MCPBOX_LOCAL_H
+
+#include <uv.h>
+
+#include "backend/backend.h"
+#include "mcp/base/error.h"
+
+struct mcp_config;
+struct store;
+
+/* cfg may be NULL (defaults); the state directory is the store's. */
+struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
+                                  const struct mcp_config *cfg, struct mcp_error *err);
+/* Stops watching (closes handles; the loop must run once more to finish closing) and frees.
+ * Sandboxes keep running. Pending callbacks are called with an error first. */
+void local_backend_free(struct backend *be);
+
+/* Checks that this host can run local sandboxes without creating one: returns 0, or -1 with
+ * err naming what is missing (used by `mcpbox doctor`). */
+int local_backend_probe(struct mcp_error *err);
+
+#endif

@@ -1,0 +1,474 @@
+/* The local backend object: construction, reconciliation with the store, the set of live
+ * sandboxes this process watches, and sandbox exit handling. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define LOG_MODULE "local"
+#include "backend/local/local.h"
+#include "backend/local/local_internal.h"
+#include "mcp/base/cleanup.h"
+#include "mcp/base/log.h"
+#include "mcp/base/util.h"
+#include "mcp/base/xalloc.h"
+
+#define LOCAL_TIMER_MS 5000
+#define LOCAL_CREATING_GRACE_MS 60000 /* a "creating" record younger than this may be live */
+
+struct deferred {
+    uv_timer_t timer;
+    backend_cb *cb;
+    void *arg;
+    json_t *result;
+    struct mcp_error err;
+    bool has_err;
+};
+
+static void deferred_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void deferred_fire(uv_timer_t *t)
+{
+    struct deferred *d = t->data;
+    d->cb(d->arg, d->has_err ? NULL : d->result, d->has_err ? &d->err : NULL);
+    json_decref(d->result);
+    uv_close((uv_handle_t *)t, deferred_closed);
+}
+
+void local_defer(struct local_backend *lb, backend_cb *cb, void *arg, json_t *result,
+                 const struct mcp_error *err)
+{
+    struct deferred *d = xcalloc(1, sizeof *d);
+    d->cb = cb, d->arg = arg;
+    d->result = json_incref(result);
+    if (err)
+        d->err = *err, d->has_err = true;
+    uv_timer_init(lb->base.loop, &d->timer);
+    d->timer.data = d;
+    uv_timer_start(&d->timer, deferred_fire, 0, 0);
+}
+
+int local_event(struct store *st, const char *id, const char *kind, json_t *data,
+                struct mcp_error *err)
+{
+    int rc = store_event_add(st, id, kind, data, err);
+    json_decref(data);
+    return rc;
+}
+
+json_t *local_info(const struct store_sandbox *rec)
+{
+    char created[32], expires[32];
+    format_rfc3339_ms(rec->created_at_ms, created);
+    json_t *r = rec->record;
+    json_t *limits = json_object_get(r, "limits");
+    json_t *meta = json_object_get(r, "metadata");
+    json_t *info = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:O, s:b, s:O}", "sandbox_id",
+                             rec->id, "backend", "local", "image",
+                             json_string_value(json_object_get(r, "image")) ?: "host", "state",
+                             rec->state, "created_at", created, "idle_timeout_seconds",
+                             (json_int_t)rec->idle_timeout_s, "limits",
+                             limits ? limits : json_object_get(r, "__none__") ?: json_null(),
+                             "network", json_is_true(json_object_get(r, "network")), "metadata",
+                             json_is_object(meta) ? meta : json_object_get(r, "__none__") ?: json_null());
+    if (json_is_null(json_object_get(info, "metadata")))
+        json_object_set_new(info, "metadata", json_object());
+    if (rec->expires_at_ms > 0) {
+        format_rfc3339_ms(rec->expires_at_ms, expires);
+        json_object_set_new(info, "expires_at", json_string(expires));
+    } else {
+        json_object_set_new(info, "expires_at", json_null());
+    }
+    return info;
+}
+
+/* ---- the live set ------------------------------------------------------------------------- */
+
+struct lsbx *lsbx_find(struct local_backend *lb, const char *id)
+{
+    for (struct lsbx *sb = lb->sandboxes; sb; sb = sb->next)
+        if (strcmp(sb->id, id) == 0 && !sb->gone)
+            return sb;
+    return NULL;
+}
+
+void lsbx_ref(struct lsbx *sb)
+{
+    sb->refs++;
+}
+
+void lsbx_unref(struct lsbx *sb)
+{
+    if (--sb->refs > 0)
+        return;
+    agent_conn_close(sb->conn);
+    if (sb->pidfd >= 0)
+        close(sb->pidfd);
+    free(sb);
+}
+
+static void list_remove(struct lsbx *sb)
+{
+    if (!sb->in_list)
+        return;
+    for (struct lsbx **pp = &sb->be->sandboxes; *pp; pp = &(*pp)->next)
+        if (*pp == sb) {
+            *pp = sb->next;
+            break;
+        }
+    sb->in_list = false;
+    lsbx_unref(sb);
+}
+
+struct lsbx *lsbx_for_op(struct local_backend *lb, const char *id, bool allow_paused,
+                         struct mcp_error *err)
+{
+    struct store_sandbox rec = {0};
+    if (store_sandbox_get(lb->base.store, id, &rec, err) < 0)
+        return NULL;
+    struct lsbx *sb = lsbx_find(lb, id);
+    bool paused = strcmp(rec.state, "paused") == 0;
+    if (sb == NULL || (strcmp(rec.state, "running") != 0 && !paused)) {
+        mcp_error_set(err, MCP_ERR_CONFLICT, 0, "sandbox %s is %s; create a new one", id,
+                      sb ? rec.state : (strcmp(rec.state, "running") == 0 ? "unreachable" : rec.state));
+        store_sandbox_release(&rec);
+        return NULL;
+    }
+    store_sandbox_release(&rec);
+    if (paused && !allow_paused) {
+        mcp_error_set(err, MCP_ERR_CONFLICT, 0, "sandbox %s is paused; call resume_sandbox first", id);
+        return NULL;
+    }
+    return sb;
+}
+
+struct agent_conn *lsbx_conn(struct lsbx *sb, struct mcp_error *err)
+{
+    if (agent_conn_alive(sb->conn))
+        return sb->conn;
+    agent_conn_close(sb->conn);
+    char path[LOCAL_PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/agent.sock", sb->dir);
+    sb->conn = agent_conn_open(sb->be->base.loop, path, err);
+    return sb->conn;
+}
+
+/* ---- cleanup ------------------------------------------------------------------------------ */
+
+static void rmtree_at(int parent, const char *name)
+{
+    if (unlinkat(parent, name, 0) == 0 || (errno != EISDIR && errno != EPERM))
+        return;
+    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (d == NULL) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            rmtree_at(dirfd(d), e->d_name);
+    closedir(d);
+    unlinkat(parent, name, AT_REMOVEDIR);
+}
+
+void local_rmtree(const char *dir)
+{
+    rmtree_at(AT_FDCWD, dir);
+}
+
+void local_release_resources(struct local_backend *lb, const char *id, const char *dir,
+                             const struct cg_sandbox *cg)
+{
+    struct mcp_error err;
+    cg_kill(cg);
+    if (cg_destroy(cg) < 0)
+        log_warn("sandbox %s: a cgroup is still busy after kill; it will be retried", id);
+    if (dir[0])
+        local_rmtree(dir);
+    if (store_slot_release(lb->base.store, id, &err) < 0 && err.code != MCP_ERR_NOT_FOUND)
+        log_warn("sandbox %s: releasing uid slot: %s", id, err.msg);
+}
+
+static bool read_marker(const char *dir, char *why, size_t size)
+{
+    char path[LOCAL_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/logs/expired", dir);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, why, size - 1);
+    close(fd);
+    why[n > 0 ? n : 0] = '\0';
+    return true;
+}
+
+static void exit_poll_closed(uv_handle_t *h)
+{
+    lsbx_unref(h->data);
+}
+
+/* The sandbox's init is gone: reap it (if it is our child), release everything, and record
+ * why. A pending destroy completes here. */
+static void on_init_exit(struct lsbx *sb)
+{
+    struct local_backend *lb = sb->be;
+    struct mcp_error err;
+    siginfo_t si = {0};
+    syscall(SYS_waitid, P_PIDFD, sb->pidfd, &si, WEXITED | WNOHANG, NULL);
+    char why[64] = "";
+    bool expired = read_marker(sb->dir, why, sizeof why);
+    sb->gone = true;
+    agent_conn_close(sb->conn);
+    sb->conn = NULL;
+    local_release_resources(lb, sb->id, sb->dir, &sb->cg);
+    if (sb->destroying) {
+        struct destroy_op *op = sb->destroying;
+        sb->destroying = NULL;
+        local_event(lb->base.store, sb->id, "destroyed", NULL, &err);
+        store_sandbox_delete(lb->base.store, sb->id, &err);
+        json_t *res = json_pack("{s:s, s:b}", "sandbox_id", sb->id, "destroyed", 1);
+        op->cb(op->arg, res, NULL);
+        json_decref(res);
+        free(op);
+    } else {
+        store_sandbox_set_state(lb->base.store, sb->id, expired ? "expired" : "stopped", &err);
+        local_event(lb->base.store, sb->id, expired ? "expired" : "exit",
+                        json_pack("{s:s}", "reason", expired ? why : "sandbox init exited"), &err);
+    }
+    if (sb->watching) {
+        sb->watching = false;
+        uv_close((uv_handle_t *)&sb->exit_poll, exit_poll_closed);
+    }
+    list_remove(sb);
+}
+
+static void on_exit_readable(uv_poll_t *p, int status, int events)
+{
+    on_init_exit(p->data);
+}
+
+void local_watch_exit(struct lsbx *sb)
+{
+    if (uv_poll_init(sb->be->base.loop, &sb->exit_poll, sb->pidfd) < 0)
+        return;
+    sb->exit_poll.data = sb;
+    lsbx_ref(sb);
+    sb->watching = true;
+    uv_poll_start(&sb->exit_poll, UV_READABLE, on_exit_readable);
+}
+
+/* ---- reconcile ------------------------------------------------------------------------------ */
+
+static bool record_is_live(const struct store_sandbox *rec, pid_t *pid)
+{
+    json_t *r = rec->record;
+    *pid = (pid_t)json_integer_value(json_object_get(r, "init_pid"));
+    uint64_t start = (uint64_t)json_integer_value(json_object_get(r, "init_start"));
+    return *pid > 0 && start != 0 && local_proc_starttime(*pid) == start;
+}
+
+static bool creator_busy(const struct store_sandbox *rec)
+{
+    pid_t creator = (pid_t)json_integer_value(json_object_get(rec->record, "creator_pid"));
+    return strcmp(rec->state, "creating") == 0 && creator > 0 && kill(creator, 0) == 0 &&
+           now_wall_ms() - rec->created_at_ms < LOCAL_CREATING_GRACE_MS;
+}
+
+static void adopt(struct local_backend *lb, const struct store_sandbox *rec, pid_t pid)
+{
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    uint64_t start = (uint64_t)json_integer_value(json_object_get(rec->record, "init_start"));
+    if (pidfd < 0 || local_proc_starttime(pid) != start) { /* died (or pid reused) meanwhile */
+        if (pidfd >= 0)
+            close(pidfd);
+        return;
+    }
+    struct lsbx *sb = xcalloc(1, sizeof *sb);
+    sb->be = lb;
+    snprintf(sb->id, sizeof sb->id, "%s", rec->id);
+    snprintf(sb->dir, sizeof sb->dir, "%s/sandboxes/%s", lb->state_dir, rec->id);
+    sb->pid = pid, sb->pidfd = pidfd, sb->refs = 1, sb->in_list = true;
+    cg_from_json(json_object_get(rec->record, "cgroups"), &sb->cg);
+    sb->next = lb->sandboxes;
+    lb->sandboxes = sb;
+    local_watch_exit(sb);
+}
+
+static void reap_dead(struct local_backend *lb, const struct store_sandbox *rec)
+{
+    struct mcp_error err;
+    struct cg_sandbox cg;
+    char dir[LOCAL_PATH_MAX], why[64] = "";
+    cg_from_json(json_object_get(rec->record, "cgroups"), &cg);
+    snprintf(dir, sizeof dir, "%s/sandboxes/%s", lb->state_dir, rec->id);
+    bool expired = read_marker(dir, why, sizeof why);
+    local_release_resources(lb, rec->id, dir, &cg);
+    local_event(lb->base.store, rec->id, "reaped",
+                    json_pack("{s:s, s:s}", "previous_state", rec->state, "reason",
+                              expired ? why : "init gone at reconcile"), &err);
+    store_sandbox_delete(lb->base.store, rec->id, &err);
+    log_info("sandbox %s (%s) was gone; cleaned up", rec->id, rec->state);
+}
+
+static int reconcile(struct local_backend *lb, struct mcp_error *err)
+{
+    struct store_sandbox *list = NULL;
+    size_t n = 0;
+    if (store_sandbox_list(lb->base.store, "local", NULL, &list, &n, err) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        pid_t pid;
+        if (record_is_live(&list[i], &pid))
+            adopt(lb, &list[i], pid);
+        else if (!creator_busy(&list[i]))
+            reap_dead(lb, &list[i]);
+    }
+    store_sandbox_list_free(list, n);
+    return 0;
+}
+
+/* Paused sandboxes cannot run their agent's TTL clock: thaw expired ones so the agent ends
+ * them itself. */
+static void on_timer(uv_timer_t *t)
+{
+    struct local_backend *lb = t->data;
+    struct store_sandbox *list = NULL;
+    size_t n = 0;
+    struct mcp_error err;
+    if (store_sandbox_list(lb->base.store, "local", NULL, &list, &n, &err) < 0)
+        return;
+    int64_t now = now_wall_ms();
+    for (size_t i = 0; i < n; i++) {
+        struct lsbx *sb = lsbx_find(lb, list[i].id);
+        if (sb && strcmp(list[i].state, "paused") == 0 && list[i].expires_at_ms > 0 &&
+            now >= list[i].expires_at_ms && cg_freeze(&sb->cg, false, &err) == 0)
+            store_sandbox_set_state(lb->base.store, list[i].id, "running", &err);
+    }
+    store_sandbox_list_free(list, n);
+}
+
+/* ---- construction -------------------------------------------------------------------------- */
+
+int local_backend_probe(struct mcp_error *err)
+{
+    struct cg_host h;
+    if (geteuid() != 0)
+        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, EPERM,
+                             "the local backend needs root (it maps each sandbox to its own "
+                             "subordinate uid range and manages cgroups)");
+    if (access("/proc/self/ns/user", F_OK) < 0)
+        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, errno,
+                             "this kernel has no user namespaces (CONFIG_USER_NS)");
+    return cg_host_detect(&h, err);
+}
+
+static int make_dirs(struct local_backend *lb, struct mcp_error *err)
+{
+    char path[LOCAL_PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/sandboxes", lb->state_dir);
+    if (mkdir(path, 0700) < 0 && errno != EEXIST)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s: %s", path, strerror(errno));
+    return 0;
+}
+
+struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
+                                  const struct mcp_config *cfg, struct mcp_error *err)
+{
+    (void)cfg;
+    if (local_backend_probe(err) < 0)
+        return NULL;
+    struct local_backend *lb = xcalloc(1, sizeof *lb);
+    lb->base.ops = &local_ops;
+    lb->base.loop = loop;
+    lb->base.store = store;
+    lb->agent_fd = -1;
+    snprintf(lb->state_dir, sizeof lb->state_dir, "%s", store_state_dir(store));
+    if (cg_host_detect(&lb->cg, err) < 0 || make_dirs(lb, err) < 0 ||
+        local_seccomp_build(&lb->seccomp, err) < 0 || (lb->agent_fd = local_agent_memfd(err)) < 0 ||
+        reconcile(lb, err) < 0) {
+        local_seccomp_free(&lb->seccomp);
+        if (lb->agent_fd >= 0)
+            close(lb->agent_fd);
+        free(lb);
+        return NULL;
+    }
+    uv_timer_init(loop, &lb->timer);
+    lb->timer.data = lb;
+    uv_timer_start(&lb->timer, on_timer, LOCAL_TIMER_MS, LOCAL_TIMER_MS);
+    uv_unref((uv_handle_t *)&lb->timer);
+    log_debug("local backend ready: cgroups %s, seccomp %u instructions", cg_layout_name(lb->cg.layout),
+              lb->seccomp.len);
+    return &lb->base;
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+    struct local_backend *lb = h->data;
+    local_seccomp_free(&lb->seccomp);
+    free(lb);
+}
+
+static void local_shutdown(struct backend *be)
+{
+    struct local_backend *lb = (struct local_backend *)be;
+    while (lb->sandboxes) {
+        struct lsbx *sb = lb->sandboxes;
+        agent_conn_close(sb->conn);
+        sb->conn = NULL;
+        if (sb->watching) {
+            sb->watching = false;
+            uv_close((uv_handle_t *)&sb->exit_poll, exit_poll_closed);
+        }
+        list_remove(sb);
+    }
+    uv_timer_stop(&lb->timer);
+}
+
+void local_backend_free(struct backend *be)
+{
+    if (be == NULL)
+        return;
+    struct local_backend *lb = (struct local_backend *)be;
+    local_shutdown(be);
+    if (lb->agent_fd >= 0)
+        close(lb->agent_fd);
+    lb->agent_fd = -1;
+    uv_close((uv_handle_t *)&lb->timer, timer_closed);
+}
+
+/* ---- vtable ---------------------------------------------------------------------------------- */
+
+const struct backend_ops local_ops = {
+    .name = "local",
+    .id_prefix = "sbx-",
+    .shutdown = local_shutdown,
+    .create = local_create,
+    .destroy = local_destroy,
+    .list = local_list,
+    .get = local_get,
+    .renew = local_renew,
+    .pause = local_pause,
+    .resume = local_resume,
+    .exec = local_exec,
+    .exec_detach = local_exec_detach,
+    .command_get = local_command_get,
+    .command_kill = local_command_kill,
+    .file_read = local_file_read,
+    .file_write = local_file_write,
+    .file_op = local_file_op,
+    .endpoint = local_endpoint,
+    .diagnose = local_diagnose,
+};

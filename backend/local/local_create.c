@@ -1,0 +1,364 @@
+/* create and destroy.
+ *
+ * create: record (state "creating") -> uid slot -> directory, cgroups -> clone3 (into the v2
+ * cgroup where the kernel allows it) -> uid/gid maps -> the child builds its root and execs the
+ * agent while, on hybrid hosts, a worker thread attaches it to the v1 cgroups (an RCU grace
+ * period per write: kept off the loop and overlapped with the child's setup) -> "running".
+ * A crash at any point leaves a record the next reconcile cleans up. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define LOG_MODULE "local"
+#include "backend/local/local_internal.h"
+#include "mcp/base/log.h"
+#include "mcp/base/util.h"
+#include "mcp/base/xalloc.h"
+
+#define CREATE_ERRMSG_MAX 400
+
+struct create_op {
+    struct lsbx *sb;
+    backend_cb *cb;
+    void *arg;
+    uv_poll_t err_poll;
+    uv_work_t work;
+    int err_fd;
+    bool exec_done, attach_done, attach_needed_v2;
+    struct mcp_error attach_err;
+    int attach_rc;
+    char msg[CREATE_ERRMSG_MAX];
+    size_t msg_len;
+    uint64_t started_ms;
+};
+
+static int64_t ttl_ms(int64_t seconds)
+{
+    if (seconds < 0)
+        return 0;
+    return now_wall_ms() + (seconds == 0 ? LOCAL_DEFAULT_TTL_S : seconds) * 1000;
+}
+
+static int check_spec(const struct sandbox_spec *spec, struct cg_limits *lim, uint64_t *disk,
+                      struct mcp_error *err)
+{
+    lim->memory_bytes = spec->memory_bytes ? spec->memory_bytes : LOCAL_DEFAULT_MEMORY;
+    lim->pids = spec->pids ? spec->pids : LOCAL_DEFAULT_PIDS;
+    lim->cpu = spec->cpu > 0 ? spec->cpu : LOCAL_DEFAULT_CPU;
+    *disk = spec->disk_bytes ? spec->disk_bytes : LOCAL_DEFAULT_DISK;
+    if (*disk > lim->memory_bytes / 2 && spec->disk_bytes == 0)
+        *disk = lim->memory_bytes / 2;
+    if (spec->image && strcmp(spec->image, "host") != 0)
+        return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
+                             "image '%s' is not available locally; the local backend offers "
+                             "image \"host\"", spec->image);
+    if (lim->memory_bytes < LOCAL_MIN_MEMORY)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0, "memory must be at least %llu bytes",
+                             (unsigned long long)LOCAL_MIN_MEMORY);
+    if (*disk < LOCAL_MIN_DISK)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0, "disk must be at least %llu bytes",
+                             (unsigned long long)LOCAL_MIN_DISK);
+    if (*disk >= lim->memory_bytes)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "disk (%llu bytes) must be below memory (%llu bytes): the local "
+                             "backend's writable space is RAM-backed and counts against memory",
+                             (unsigned long long)*disk, (unsigned long long)lim->memory_bytes);
+    if (lim->cpu > 1024 || lim->pids > 1u << 22)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0, "cpu or pids out of range");
+    return 0;
+}
+
+static json_t *make_record(const struct sandbox_spec *spec, const struct cg_limits *lim,
+                           uint64_t disk)
+{
+    json_t *meta = json_is_object(spec->metadata) ? json_deep_copy(spec->metadata) : json_object();
+    json_t *env = json_is_object(spec->env) ? json_deep_copy(spec->env) : json_object();
+    return json_pack("{s:s, s:{s:f, s:I, s:I, s:I}, s:b, s:o, s:o, s:i}", "image", "host",
+                     "limits", "cpu", lim->cpu, "memory_bytes", (json_int_t)lim->memory_bytes,
+                     "pids", (json_int_t)lim->pids, "disk_bytes", (json_int_t)disk, "network",
+                     spec->network, "metadata", meta, "env", env, "creator_pid", (int)getpid());
+}
+
+static void create_fail(struct create_op *op, const struct mcp_error *e);
+static void create_maybe_done(struct create_op *op);
+
+static void err_poll_closed(uv_handle_t *h)
+{
+    struct create_op *op = h->data;
+    close(op->err_fd);
+    op->err_fd = -1;
+    create_maybe_done(op);
+}
+
+static void on_err_pipe(uv_poll_t *p, int status, int events)
+{
+    struct create_op *op = p->data;
+    ssize_t n = read(op->err_fd, op->msg + op->msg_len, sizeof op->msg - 1 - op->msg_len);
+    if (n > 0) {
+        op->msg_len += (size_t)n;
+        if (op->msg_len < sizeof op->msg - 1)
+            return;
+    } else if (n < 0 && errno == EAGAIN) {
+        return;
+    }
+    op->msg[op->msg_len] = '\0';
+    op->exec_done = true;
+    uv_close((uv_handle_t *)p, err_poll_closed);
+}
+
+static void attach_work(uv_work_t *w)
+{
+    struct create_op *op = w->data;
+    op->attach_rc = cg_attach_v1(&op->sb->cg, op->sb->pid, &op->attach_err);
+    if (op->attach_rc == 0 && op->attach_needed_v2)
+        op->attach_rc = cg_attach_v2(&op->sb->cg, op->sb->pid, &op->attach_err);
+}
+
+static void attach_after(uv_work_t *w, int status)
+{
+    struct create_op *op = w->data;
+    op->attach_done = true;
+    create_maybe_done(op);
+}
+
+static void create_finish(struct create_op *op)
+{
+    struct lsbx *sb = op->sb;
+    struct local_backend *lb = sb->be;
+    struct mcp_error err;
+    struct store_sandbox rec = {0};
+    if (store_sandbox_set_state(lb->base.store, sb->id, "running", &err) < 0 ||
+        store_sandbox_get(lb->base.store, sb->id, &rec, &err) < 0) {
+        create_fail(op, &err);
+        return;
+    }
+    json_t *info = local_info(&rec);
+    store_sandbox_release(&rec);
+    local_event(lb->base.store, sb->id, "created",
+                    json_pack("{s:i, s:I, s:s}", "init_pid", (int)sb->pid, "create_ms",
+                              (json_int_t)(now_mono_ms() - op->started_ms), "cgroups",
+                              cg_layout_name(lb->cg.layout)), &err);
+    sb->next = lb->sandboxes;
+    lb->sandboxes = sb;
+    sb->in_list = true;
+    local_watch_exit(sb);
+    op->cb(op->arg, info, NULL);
+    json_decref(info);
+    free(op);
+}
+
+static void create_maybe_done(struct create_op *op)
+{
+    if (!op->exec_done || !op->attach_done || op->err_fd >= 0)
+        return;
+    struct mcp_error err;
+    if (op->msg_len > 0) {
+        mcp_error_set(&err, MCP_ERR_BACKEND, 0, "sandbox setup failed: %s", op->msg);
+        create_fail(op, &err);
+    } else if (op->attach_rc < 0) {
+        create_fail(op, &op->attach_err);
+    } else {
+        create_finish(op);
+    }
+}
+
+/* Undo everything; the record goes, the failure stays as an event. */
+static void create_fail(struct create_op *op, const struct mcp_error *e)
+{
+    struct lsbx *sb = op->sb;
+    struct local_backend *lb = sb->be;
+    struct mcp_error err;
+    if (sb->pidfd >= 0) {
+        syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+        siginfo_t si;
+        syscall(SYS_waitid, P_PIDFD, sb->pidfd, &si, WEXITED, NULL); /* dies at once: SIGKILL */
+    }
+    local_release_resources(lb, sb->id, sb->dir, &sb->cg);
+    local_event(lb->base.store, sb->id, "create_failed", json_pack("{s:s}", "error", e->msg),
+                    &err);
+    store_sandbox_delete(lb->base.store, sb->id, &err);
+    op->cb(op->arg, NULL, e);
+    lsbx_unref(sb);
+    free(op);
+}
+
+static char *agent_config(const struct sandbox_spec *spec, int64_t expires_ms, int64_t idle_s)
+{
+    json_t *cfg = json_pack("{s:I, s:I, s:s, s:O?}", "expires_at_ms", (json_int_t)expires_ms,
+                            "idle_timeout_s", (json_int_t)idle_s, "workdir", "/workspace", "env",
+                            json_is_object(spec->env) ? spec->env : NULL);
+    char *text = json_dumps(cfg, JSON_COMPACT);
+    json_decref(cfg);
+    return text;
+}
+
+/* Record first (so a crash from here on is found by reconcile), then slot and spawn. */
+static int start(struct create_op *op, const struct sandbox_spec *spec, const struct cg_limits *lim,
+                 uint64_t disk, struct mcp_error *err)
+{
+    struct lsbx *sb = op->sb;
+    struct local_backend *lb = sb->be;
+    struct store *st = lb->base.store;
+    int64_t idle = spec->idle_timeout_seconds < 0 ? 0
+                   : spec->idle_timeout_seconds ? spec->idle_timeout_seconds : LOCAL_DEFAULT_IDLE_S;
+    struct store_sandbox rec = {.id = sb->id, .backend = (char *)"local",
+                                .owner = (char *)(spec->owner ? spec->owner : ""),
+                                .state = (char *)"creating", .created_at_ms = now_wall_ms(),
+                                .expires_at_ms = ttl_ms(spec->timeout_seconds),
+                                .idle_timeout_s = idle, .last_active_ms = now_wall_ms(),
+                                .record = make_record(spec, lim, disk)};
+    snprintf(sb->dir, sizeof sb->dir, "%s/sandboxes/%s", lb->state_dir, sb->id);
+    if (lb->cg.layout != CG_NONE) {
+        char cgdir[LOCAL_PATH_MAX];
+        struct cg_sandbox planned;
+        memset(&planned, 0, sizeof planned);
+        snprintf(cgdir, sizeof cgdir, "%s/%s", lb->cg.v2_base, sb->id);
+#define PLAN(field, base) if (lb->cg.base[0]) snprintf(planned.field, LOCAL_PATH_MAX, "%s/%s", lb->cg.base, sb->id)
+        PLAN(v2, v2_base);
+        if (lb->cg.layout == CG_HYBRID) {
+            PLAN(mem, mem_base);
+            PLAN(pids, pids_base);
+            PLAN(cpu, cpu_base);
+        }
+#undef PLAN
+        json_object_set_new(rec.record, "cgroups", cg_to_json(&planned));
+    }
+    int rc = store_sandbox_insert(st, &rec, err);
+    if (rc < 0) {
+        json_decref(rec.record);
+        return -1;
+    }
+    uint32_t slot;
+    char *cfg = NULL;
+    struct spawn_result res;
+    rc = store_slot_acquire(st, sb->id, LOCAL_MAX_SLOTS, &slot, err);
+    uint32_t base = LOCAL_UID_BASE + LOCAL_UID_RANGE * (rc == 0 ? slot : 0);
+    if (rc == 0 && mkdir(sb->dir, 0700) < 0)
+        rc = mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s: %s", sb->dir, strerror(errno));
+    if (rc == 0)
+        rc = cg_create(&lb->cg, sb->id, lim, &sb->cg, err);
+    if (rc == 0) {
+        cfg = agent_config(spec, rec.expires_at_ms, idle);
+        struct spawn_request req = {.id = sb->id, .dir = sb->dir, .uid_base = base,
+                                    .disk_bytes = disk, .memory_bytes = lim->memory_bytes,
+                                    .pids = lim->pids, .network = spec->network,
+                                    .agent_config = cfg, .agent_exe_fd = lb->agent_fd,
+                                    .seccomp = &lb->seccomp, .cg = &sb->cg};
+        rc = local_spawn(&req, &res, err);
+        free(cfg);
+        if (res.pidfd >= 0)
+            sb->pidfd = res.pidfd, sb->pid = res.pid;
+        op->err_fd = res.err_fd;
+    }
+    if (rc == 0) {
+        json_object_set_new(rec.record, "init_pid", json_integer(res.pid));
+        json_object_set_new(rec.record, "init_start",
+                            json_integer((json_int_t)local_proc_starttime(res.pid)));
+        json_object_set_new(rec.record, "slot", json_integer(slot));
+        json_object_set_new(rec.record, "uid_base", json_integer(base));
+        json_object_set_new(rec.record, "cgroups", cg_to_json(&sb->cg));
+        rc = store_sandbox_update(st, &rec, err);
+        op->attach_needed_v2 = !res.in_cgroup_v2;
+    }
+    json_decref(rec.record);
+    return rc;
+}
+
+static int watch_startup(struct create_op *op, struct mcp_error *err)
+{
+    struct local_backend *lb = op->sb->be;
+    fcntl(op->err_fd, F_SETFL, O_NONBLOCK);
+    uv_poll_init(lb->base.loop, &op->err_poll, op->err_fd);
+    op->err_poll.data = op;
+    uv_poll_start(&op->err_poll, UV_READABLE | UV_DISCONNECT, on_err_pipe);
+    bool v1 = op->sb->cg.mem[0] || op->sb->cg.pids[0] || op->sb->cg.cpu[0];
+    if (!v1 && !(op->attach_needed_v2 && op->sb->cg.v2[0])) {
+        op->attach_done = true;
+        return 0;
+    }
+    op->work.data = op;
+    return uv_queue_work(lb->base.loop, &op->work, attach_work, attach_after) < 0 ? -1 : 0;
+}
+
+int local_create(struct backend *be, const struct sandbox_spec *spec, backend_cb *cb, void *arg,
+                 struct mcp_error *err)
+{
+    struct local_backend *lb = (struct local_backend *)be;
+    struct cg_limits lim;
+    uint64_t disk;
+    if (check_spec(spec, &lim, &disk, err) < 0)
+        return -1;
+    if (spec->network)
+        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
+                             "network egress is not available in this build of the local backend "
+                             "(sandboxes get loopback only); create without network: true");
+    struct create_op *op = xcalloc(1, sizeof *op);
+    op->started_ms = now_mono_ms();
+    op->cb = cb, op->arg = arg, op->err_fd = -1;
+    op->sb = xcalloc(1, sizeof *op->sb);
+    op->sb->be = lb, op->sb->refs = 1, op->sb->pidfd = -1;
+    random_id(op->sb->id, sizeof op->sb->id, "sbx-", 8);
+    struct mcp_error e2;
+    if (start(op, spec, &lim, disk, err) < 0 || watch_startup(op, err) < 0) {
+        if (op->err_fd >= 0)
+            close(op->err_fd);
+        if (op->sb->pidfd >= 0) {
+            syscall(SYS_pidfd_send_signal, op->sb->pidfd, SIGKILL, NULL, 0);
+            siginfo_t si;
+            syscall(SYS_waitid, P_PIDFD, op->sb->pidfd, &si, WEXITED, NULL);
+        }
+        local_release_resources(lb, op->sb->id, op->sb->dir, &op->sb->cg);
+        store_sandbox_delete(be->store, op->sb->id, &e2);
+        lsbx_unref(op->sb);
+        free(op);
+        return -1;
+    }
+    return 0;
+}
+
+int local_destroy(struct backend *be, const char *id, backend_cb *cb, void *arg,
+                  struct mcp_error *err)
+{
+    struct local_backend *lb = (struct local_backend *)be;
+    struct store_sandbox rec = {0};
+    if (store_sandbox_get(be->store, id, &rec, err) < 0)
+        return -1;
+    struct lsbx *sb = lsbx_find(lb, id);
+    if (sb && sb->destroying) {
+        store_sandbox_release(&rec);
+        return mcp_error_set(err, MCP_ERR_CONFLICT, 0, "sandbox %s is already being destroyed", id);
+    }
+    if (sb == NULL) { /* not live here: what is left is files, cgroups, slot and the record */
+        pid_t pid = (pid_t)json_integer_value(json_object_get(rec.record, "init_pid"));
+        uint64_t start = (uint64_t)json_integer_value(json_object_get(rec.record, "init_start"));
+        struct cg_sandbox cg;
+        char dir[LOCAL_PATH_MAX];
+        cg_from_json(json_object_get(rec.record, "cgroups"), &cg);
+        snprintf(dir, sizeof dir, "%s/sandboxes/%s", lb->state_dir, id);
+        if (pid > 0 && start && local_proc_starttime(pid) == start)
+            kill(pid, SIGKILL); /* live but watched by another mcpbox process */
+        local_release_resources(lb, id, dir, &cg);
+        local_event(be->store, id, "destroyed", NULL, err);
+        store_sandbox_delete(be->store, id, err);
+        store_sandbox_release(&rec);
+        json_t *res = json_pack("{s:s, s:b}", "sandbox_id", id, "destroyed", 1);
+        local_defer(lb, cb, arg, res, NULL);
+        json_decref(res);
+        return 0;
+    }
+    store_sandbox_release(&rec);
+    sb->destroying = xcalloc(1, sizeof *sb->destroying);
+    sb->destroying->cb = cb, sb->destroying->arg = arg;
+    /* Thaw first: a frozen cgroup's tasks die only once thawed on some kernels. */
+    cg_freeze(&sb->cg, false, err);
+    cg_kill(&sb->cg);
+    syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+    return 0; /* on_init_exit finishes the job */
+}

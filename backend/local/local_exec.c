@@ -1,0 +1,392 @@
+/* Commands through the agent: exec with streamed output, command_get by offset, command_kill.
+ * OOM kills are told apart from other SIGKILLs by the sandbox memcg's oom_kill counter. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LOG_MODULE "local"
+#include "backend/local/local_internal.h"
+#include "mcp/base/log.h"
+#include "mcp/base/util.h"
+#include "mcp/base/xalloc.h"
+
+struct exec_handle {
+    struct lsbx *sb;
+    struct exec_observer obs;
+    char cmd_id[32];
+    char *command;
+    uint64_t oom_before;
+    bool started, detached;
+};
+
+static void handle_free(struct exec_handle *h)
+{
+    lsbx_unref(h->sb);
+    free(h->command);
+    free(h);
+}
+
+/* Base64 from the agent to bytes; NULL on bad input. */
+static char *unb64(json_t *j, size_t *len)
+{
+    const char *s = json_string_value(j);
+    size_t n = s ? strlen(s) : 0;
+    char *out = xmalloc(base64_decoded_max(n) + 1);
+    if (base64_decode(s ? s : "", n, (unsigned char *)out, len) < 0) {
+        free(out);
+        return NULL;
+    }
+    out[*len] = '\0';
+    return out;
+}
+
+/* Valid UTF-8 text: invalid bytes (and NUL) become U+FFFD. */
+static json_t *text_json(const char *data, size_t len)
+{
+    struct buf b;
+    buf_init(&b, len * 3 + 1);
+    size_t i = 0;
+    while (i < len) {
+        size_t j = i + 1;
+        unsigned char c = (unsigned char)data[i];
+        size_t need = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        if (need > 1 && i + need <= len && utf8_is_text(data + i, need))
+            j = i + need;
+        if ((need == 1 && c != 0) || j > i + 1)
+            buf_append(&b, data + i, j - i);
+        else
+            buf_append(&b, "\xef\xbf\xbd", 3);
+        i = j;
+    }
+    json_t *s = json_stringn(b.data ? b.data : "", b.len);
+    buf_release(&b);
+    return s;
+}
+
+static const char *final_status(struct exec_handle *h, json_t *ev, bool *oom)
+{
+    const char *st = json_string_value(json_object_get(ev, "status"));
+    json_int_t sig = json_integer_value(json_object_get(ev, "signal"));
+    *oom = false;
+    if (st && strcmp(st, "timed_out") == 0)
+        return "timed_out";
+    if (sig == SIGKILL && st && strcmp(st, "killed") != 0 && cg_oom_kills(&h->sb->cg) > h->oom_before) {
+        *oom = true;
+        return "oom_killed";
+    }
+    if (st && (strcmp(st, "killed") == 0 || strcmp(st, "signaled") == 0))
+        return "killed";
+    return "exited";
+}
+
+static json_t *done_json(struct exec_handle *h, json_t *ev, const char *status)
+{
+    json_t *r = json_pack("{s:s, s:s, s:O, s:O, s:O, s:O, s:O}", "command_id", h->cmd_id, "status",
+                          status, "exit_code", json_object_get(ev, "exit_code") ?: json_null(),
+                          "signal", json_object_get(ev, "signal") ?: json_null(), "duration_ms",
+                          json_object_get(ev, "duration_ms") ?: json_null(), "stdout_bytes",
+                          json_object_get(ev, "stdout_bytes") ?: json_null(), "stderr_bytes",
+                          json_object_get(ev, "stderr_bytes") ?: json_null());
+    return r;
+}
+
+static void on_event(void *arg, json_t *ev)
+{
+    struct exec_handle *h = arg;
+    const char *kind = json_string_value(json_object_get(ev, "ev"));
+    if (kind && strcmp(kind, "output") == 0) {
+        size_t len;
+        char *data = unb64(json_object_get(ev, "data"), &len);
+        const char *stream = json_string_value(json_object_get(ev, "stream"));
+        if (data && h->obs.on_output)
+            h->obs.on_output(h->obs.arg, stream && strcmp(stream, "stderr") == 0 ? EXEC_STDERR
+                                                                                 : EXEC_STDOUT,
+                             data, len);
+        free(data);
+        return;
+    }
+    json_t *res;
+    if (kind && strcmp(kind, "exit") == 0) {
+        bool oom;
+        const char *status = final_status(h, ev, &oom);
+        res = done_json(h, ev, status);
+        if (oom) {
+            struct mcp_error err;
+            local_event(h->sb->be->base.store, h->sb->id, "oom_kill",
+                            json_pack("{s:s, s:s}", "command_id", h->cmd_id, "command", h->command),
+                            &err);
+        }
+        agent_unwatch(h->sb->conn, h->cmd_id); /* after this, ev's watch entry is gone */
+    } else { /* "lost": the connection (or the sandbox) went away; the watch is already freed */
+        res = json_pack("{s:s, s:s, s:n, s:n, s:n, s:i, s:i}", "command_id", h->cmd_id, "status",
+                        "lost", "exit_code", "signal", "duration_ms", "stdout_bytes", 0,
+                        "stderr_bytes", 0);
+    }
+    h->obs.on_done(h->obs.arg, res, NULL);
+    json_decref(res);
+    handle_free(h);
+}
+
+static void on_exec_reply(void *arg, json_t *reply, const struct mcp_error *err)
+{
+    struct exec_handle *h = arg;
+    if (err) {
+        if (!h->detached)
+            h->obs.on_done(h->obs.arg, NULL, err);
+        handle_free(h);
+        return;
+    }
+    const char *id = json_string_value(json_object_get(reply, "command_id"));
+    snprintf(h->cmd_id, sizeof h->cmd_id, "%s", id ? id : "");
+    if (h->detached || h->sb->conn == NULL) {
+        handle_free(h);
+        return;
+    }
+    h->started = true;
+    agent_watch(h->sb->conn, h->cmd_id, on_event, h);
+    if (h->obs.on_started)
+        h->obs.on_started(h->obs.arg, h->cmd_id);
+}
+
+int local_exec(struct backend *be, const char *id, const struct exec_request *req,
+               const struct exec_observer *obs, struct exec_handle **out, struct mcp_error *err)
+{
+    struct local_backend *lb = (struct local_backend *)be;
+    struct lsbx *sb = lsbx_for_op(lb, id, false, err);
+    struct agent_conn *conn = sb ? lsbx_conn(sb, err) : NULL;
+    if (conn == NULL)
+        return -1;
+    if (req->command == NULL || req->command[0] == '\0')
+        return mcp_error_set(err, MCP_ERR_INVALID, 0, "command is empty");
+    json_t *msg = json_pack("{s:s, s:s, s:b}", "op", "exec", "command", req->command, "watch", 1);
+    if (req->cwd)
+        json_object_set_new(msg, "cwd", json_string(req->cwd));
+    if (json_is_object(req->env))
+        json_object_set(msg, "env", req->env);
+    if (req->timeout_ms > 0)
+        json_object_set_new(msg, "timeout_ms", json_integer(req->timeout_ms));
+    if (req->stdin_data) {
+        char *b64 = xmalloc(base64_encoded_len(req->stdin_len) + 1);
+        base64_encode(req->stdin_data, req->stdin_len, b64);
+        json_object_set_new(msg, "stdin", json_string(b64));
+        free(b64);
+    }
+    struct exec_handle *h = xcalloc(1, sizeof *h);
+    h->sb = sb;
+    h->obs = *obs;
+    h->command = xstrdup(req->command);
+    h->oom_before = cg_oom_kills(&sb->cg);
+    lsbx_ref(sb);
+    if (agent_call(conn, msg, on_exec_reply, h, err) < 0) {
+        handle_free(h);
+        return -1;
+    }
+    struct mcp_error e2;
+    store_sandbox_touch(be->store, id, &e2);
+    if (out)
+        *out = h;
+    return 0;
+}
+
+void local_exec_detach(struct exec_handle *h)
+{
+    if (h == NULL)
+        return;
+    if (!h->started) {
+        h->detached = true; /* freed when the agent's reply arrives */
+        return;
+    }
+    if (h->sb->conn)
+        agent_unwatch(h->sb->conn, h->cmd_id);
+    handle_free(h);
+}
+
+/* ---- command_get / command_kill ------------------------------------------------------------ */
+
+struct call_ctx {
+    struct lsbx *sb;
+    backend_cb *cb;
+    void *arg;
+};
+
+static struct call_ctx *ctx_new(struct lsbx *sb, backend_cb *cb, void *arg)
+{
+    struct call_ctx *c = xcalloc(1, sizeof *c);
+    c->sb = sb, c->cb = cb, c->arg = arg;
+    lsbx_ref(sb);
+    return c;
+}
+
+static void ctx_free(struct call_ctx *c)
+{
+    lsbx_unref(c->sb);
+    free(c);
+}
+
+static void on_status_reply(void *arg, json_t *reply, const struct mcp_error *err)
+{
+    struct call_ctx *c = arg;
+    if (err) {
+        c->cb(c->arg, NULL, err);
+        ctx_free(c);
+        return;
+    }
+    size_t len = 0;
+    char *data = unb64(json_object_get(reply, "output"), &len);
+    const char *st = json_string_value(json_object_get(reply, "status"));
+    const char *status = !st ? "exited"
+                         : strcmp(st, "signaled") == 0 ? "killed" : st;
+    json_t *res = json_pack("{s:O, s:s, s:O, s:O, s:O, s:o, s:O, s:O, s:O, s:O}", "command_id",
+                            json_object_get(reply, "command_id"), "status", status, "exit_code",
+                            json_object_get(reply, "exit_code"), "signal",
+                            json_object_get(reply, "signal"), "duration_ms",
+                            json_object_get(reply, "duration_ms"), "output",
+                            text_json(data ? data : "", data ? len : 0), "offset",
+                            json_object_get(reply, "offset"), "next_offset",
+                            json_object_get(reply, "next_offset"), "total_bytes",
+                            json_object_get(reply, "total_bytes"), "eof",
+                            json_object_get(reply, "eof"));
+    free(data);
+    c->cb(c->arg, res, NULL);
+    json_decref(res);
+    ctx_free(c);
+}
+
+static void on_plain_reply(void *arg, json_t *reply, const struct mcp_error *err)
+{
+    struct call_ctx *c = arg;
+    if (reply) {
+        json_object_del(reply, "id");
+        json_object_del(reply, "ok");
+    }
+    c->cb(c->arg, reply, err);
+    ctx_free(c);
+}
+
+int local_command_get(struct backend *be, const char *id, const char *cmd, uint64_t offset,
+                      uint64_t limit, backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    struct lsbx *sb = lsbx_for_op((struct local_backend *)be, id, false, err);
+    struct agent_conn *conn = sb ? lsbx_conn(sb, err) : NULL;
+    if (conn == NULL)
+        return -1;
+    json_t *msg = json_pack("{s:s, s:s, s:I, s:I}", "op", "cmd_status", "cmd", cmd, "offset",
+                            (json_int_t)offset, "limit", (json_int_t)limit);
+    struct call_ctx *c = ctx_new(sb, cb, arg);
+    if (agent_call(conn, msg, on_status_reply, c, err) < 0) {
+        ctx_free(c);
+        return -1;
+    }
+    return 0;
+}
+
+int local_command_kill(struct backend *be, const char *id, const char *cmd, int sig,
+                       backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    struct lsbx *sb = lsbx_for_op((struct local_backend *)be, id, false, err);
+    struct agent_conn *conn = sb ? lsbx_conn(sb, err) : NULL;
+    if (conn == NULL)
+        return -1;
+    json_t *msg = json_pack("{s:s, s:s, s:i}", "op", "cmd_kill", "cmd", cmd, "signal",
+                            sig > 0 ? sig : SIGKILL);
+    struct call_ctx *c = ctx_new(sb, cb, arg);
+    if (agent_call(conn, msg, on_plain_reply, c, err) < 0) {
+        ctx_free(c);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- files --------------------------------------------------------------------------------- */
+
+struct read_ctx {
+    struct lsbx *sb;
+    backend_read_cb *cb;
+    void *arg;
+};
+
+static void on_read_reply(void *arg, json_t *reply, const struct mcp_error *err)
+{
+    struct read_ctx *c = arg;
+    if (err) {
+        c->cb(c->arg, NULL, err);
+    } else {
+        size_t len = 0;
+        char *data = unb64(json_object_get(reply, "data"), &len);
+        struct file_read_result r = {
+            .data = data ? data : "", .len = data ? len : 0,
+            .size = (uint64_t)json_integer_value(json_object_get(reply, "size")),
+            .offset = (uint64_t)json_integer_value(json_object_get(reply, "offset")),
+            .mode = (uint32_t)json_integer_value(json_object_get(reply, "mode")),
+            .truncated = json_is_true(json_object_get(reply, "truncated"))};
+        c->cb(c->arg, &r, NULL);
+        free(data);
+    }
+    lsbx_unref(c->sb);
+    free(c);
+}
+
+int local_file_read(struct backend *be, const char *id, const char *path, uint64_t offset,
+                    uint64_t length, backend_read_cb *cb, void *arg, struct mcp_error *err)
+{
+    struct lsbx *sb = lsbx_for_op((struct local_backend *)be, id, false, err);
+    struct agent_conn *conn = sb ? lsbx_conn(sb, err) : NULL;
+    if (conn == NULL)
+        return -1;
+    json_t *msg = json_pack("{s:s, s:s, s:I, s:I}", "op", "read", "path", path, "offset",
+                            (json_int_t)offset, "length", (json_int_t)length);
+    struct read_ctx *c = xcalloc(1, sizeof *c);
+    c->sb = sb, c->cb = cb, c->arg = arg;
+    lsbx_ref(sb);
+    if (agent_call(conn, msg, on_read_reply, c, err) < 0) {
+        lsbx_unref(sb);
+        free(c);
+        return -1;
+    }
+    return 0;
+}
+
+int local_file_write(struct backend *be, const char *id, const char *path, const void *data,
+                     size_t len, uint32_t mode, bool append, backend_cb *cb, void *arg,
+                     struct mcp_error *err)
+{
+    struct lsbx *sb = lsbx_for_op((struct local_backend *)be, id, false, err);
+    struct agent_conn *conn = sb ? lsbx_conn(sb, err) : NULL;
+    if (conn == NULL)
+        return -1;
+    char *b64 = xmalloc(base64_encoded_len(len) + 1);
+    base64_encode(data, len, b64);
+    json_t *msg = json_pack("{s:s, s:s, s:s, s:i, s:b}", "op", "write", "path", path, "data", b64,
+                            "mode", (int)mode, "append", append);
+    free(b64);
+    struct call_ctx *c = ctx_new(sb, cb, arg);
+    if (agent_call(conn, msg, on_plain_reply, c, err) < 0) {
+        ctx_free(c);
+        return -1;
+    }
+    return 0;
+}
+
+int local_file_op(struct backend *be, const char *id, const char *op, json_t *args,
+                  backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    static const char *const ops[] = {"list", "search", "replace", "move", "delete", "mkdir",
+                                      "stat"};
+    bool known = false;
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        known |= op && strcmp(op, ops[i]) == 0;
+    if (!known)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0, "unknown file operation '%s'", op ? op : "");
+    struct lsbx *sb = lsbx_for_op((struct local_backend *)be, id, false, err);
+    struct agent_conn *conn = sb ? lsbx_conn(sb, err) : NULL;
+    if (conn == NULL)
+        return -1;
+    json_t *msg = json_is_object(args) ? json_deep_copy(args) : json_object();
+    json_object_set_new(msg, "op", json_string(op));
+    struct call_ctx *c = ctx_new(sb, cb, arg);
+    if (agent_call(conn, msg, on_plain_reply, c, err) < 0) {
+        ctx_free(c);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,222 @@
+/* Internals of the local backend, shared by its files (not part of the public API). */
+#ifndef MCPBOX_LOCAL_INTERNAL_H
+#define MCPBOX_LOCAL_INTERNAL_H
+
+#include <jansson.h>
+#include <linux/filter.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "backend/backend.h"
+#include "mcp/base/buf.h"
+#include "mcp/base/error.h"
+#include "mcp/store/store.h"
+
+#define LOCAL_PATH_MAX 512
+#define LOCAL_ID_LEN 21             /* "sbx-" + 16 hex + NUL */
+#define LOCAL_UID_BASE 100000u
+#define LOCAL_UID_RANGE 65536u
+#define LOCAL_MAX_SLOTS 4096u
+#define LOCAL_DEFAULT_MEMORY (1ull << 30)
+#define LOCAL_DEFAULT_DISK (512ull << 20)
+#define LOCAL_DEFAULT_PIDS 512u
+#define LOCAL_DEFAULT_CPU 1.0
+#define LOCAL_DEFAULT_TTL_S 3600
+#define LOCAL_DEFAULT_IDLE_S 1800
+#define LOCAL_MIN_MEMORY (32ull << 20)
+#define LOCAL_MIN_DISK (1ull << 20)
+#define LOCAL_ROOT_TMPFS "size=8m,mode=755,uid=0,gid=0"
+#define LOCAL_SHM_BYTES (64ull << 20)
+
+/* ---- seccomp (seccomp_profile.c) ---- */
+struct local_seccomp {
+    struct sock_filter *filter; /* owned */
+    unsigned short len;
+};
+int local_seccomp_build(struct local_seccomp *out, struct mcp_error *err);
+void local_seccomp_free(struct local_seccomp *s);
+
+/* ---- cgroups (cgroup.c): one interface over hybrid (v1 limits + v2 core) and pure v2 ---- */
+enum cg_layout { CG_NONE, CG_HYBRID, CG_V2 };
+
+struct cg_host {
+    enum cg_layout layout;
+    char v2_base[LOCAL_PATH_MAX];   /* our parent cgroup in the v2 hierarchy */
+    char mem_base[LOCAL_PATH_MAX];  /* hybrid: v1 parents */
+    char pids_base[LOCAL_PATH_MAX];
+    char cpu_base[LOCAL_PATH_MAX];
+};
+
+/* One sandbox's cgroups (paths empty when unused). */
+struct cg_sandbox {
+    char v2[LOCAL_PATH_MAX];
+    char mem[LOCAL_PATH_MAX];
+    char pids[LOCAL_PATH_MAX];
+    char cpu[LOCAL_PATH_MAX];
+};
+
+struct cg_limits {
+    uint64_t memory_bytes;
+    uint32_t pids;
+    double cpu;
+};
+
+int cg_host_detect(struct cg_host *h, struct mcp_error *err);
+const char *cg_layout_name(enum cg_layout l);
+int cg_create(const struct cg_host *h, const char *id, const struct cg_limits *lim,
+              struct cg_sandbox *out, struct mcp_error *err);
+/* Moves pid into the v1 cgroups (slow on hybrid: an RCU grace period per write). */
+int cg_attach_v1(const struct cg_sandbox *cg, pid_t pid, struct mcp_error *err);
+int cg_attach_v2(const struct cg_sandbox *cg, pid_t pid, struct mcp_error *err);
+int cg_open_v2(const struct cg_sandbox *cg); /* fd for CLONE_INTO_CGROUP, or -1 */
+int cg_kill(const struct cg_sandbox *cg);
+int cg_freeze(const struct cg_sandbox *cg, bool frozen, struct mcp_error *err);
+int cg_destroy(const struct cg_sandbox *cg); /* rmdir all; -1 if one is still busy */
+uint64_t cg_oom_kills(const struct cg_sandbox *cg);
+json_t *cg_usage(const struct cg_sandbox *cg);
+json_t *cg_to_json(const struct cg_sandbox *cg);
+void cg_from_json(json_t *j, struct cg_sandbox *out);
+
+/* ---- spawning (spawn.c) ---- */
+struct spawn_request {
+    const char *id;
+    const char *dir;          /* <state>/sandboxes/<id> */
+    uint32_t uid_base;
+    uint64_t disk_bytes;
+    uint64_t memory_bytes;
+    uint32_t pids;
+    bool network;
+    const char *agent_config; /* JSON text for the agent's argv[1] */
+    int agent_exe_fd;         /* the sealed memfd */
+    const struct local_seccomp *seccomp;
+    const struct cg_sandbox *cg;
+};
+
+struct spawn_result {
+    pid_t pid;
+    int pidfd;
+    int err_fd;        /* read end of the CLOEXEC error pipe: EOF means the agent runs */
+    bool in_cgroup_v2; /* CLONE_INTO_CGROUP worked */
+};
+
+int local_spawn(const struct spawn_request *req, struct spawn_result *out, struct mcp_error *err);
+/* "/proc/<pid>/stat" field 22, to tell a live init from a reused pid; 0 if gone. */
+uint64_t local_proc_starttime(pid_t pid);
+int local_start_network(pid_t pid, struct mcp_error *err);
+
+/* ---- the agent binary (agent_blob.c) ---- */
+extern const unsigned char local_agent_blob[];
+extern const unsigned char local_agent_blob_end[];
+int local_agent_memfd(struct mcp_error *err);
+
+/* ---- agent connection (agent_client.c) ---- */
+struct agent_conn;
+typedef void agent_reply_cb(void *arg, json_t *reply, const struct mcp_error *err);
+typedef void agent_event_cb(void *arg, json_t *event);
+
+struct agent_conn *agent_conn_open(uv_loop_t *loop, const char *sock_path,
+                                   struct mcp_error *err);
+void agent_conn_close(struct agent_conn *c); /* pending calls fail (asynchronously) */
+bool agent_conn_alive(const struct agent_conn *c);
+/* Sends req (stolen; "v" and "id" are added). cb gets the reply object or an error. */
+int agent_call(struct agent_conn *c, json_t *req, agent_reply_cb *cb, void *arg,
+               struct mcp_error *err);
+void agent_watch(struct agent_conn *c, const char *cmd_id, agent_event_cb *cb, void *arg);
+void agent_unwatch(struct agent_conn *c, const char *cmd_id);
+
+/* ---- the backend (local_backend.c, local_ops.c, local_exec.c) ---- */
+struct lsbx;
+
+struct local_backend {
+    struct backend base;
+    struct cg_host cg;
+    struct local_seccomp seccomp;
+    int agent_fd;                 /* sealed memfd of the agent binary */
+    char state_dir[LOCAL_PATH_MAX];
+    struct lsbx *sandboxes;       /* live sandboxes this process watches */
+    uv_timer_t timer;             /* paused sandboxes' TTL */
+};
+
+struct destroy_op {
+    backend_cb *cb;
+    void *arg;
+};
+
+/* A live sandbox watched by this process. Reference counted: the list holds one reference,
+ * the pidfd watcher one, and each operation in flight one. */
+struct lsbx {
+    struct local_backend *be;
+    char id[LOCAL_ID_LEN];
+    char dir[LOCAL_PATH_MAX];
+    pid_t pid;
+    int pidfd;
+    uv_poll_t exit_poll;
+    bool watching, gone, in_list;
+    struct cg_sandbox cg;
+    struct agent_conn *conn;
+    struct destroy_op *destroying;
+    int refs;
+    struct lsbx *next;
+};
+
+struct lsbx *lsbx_find(struct local_backend *lb, const char *id);
+/* The live sandbox for an operation: NOT_FOUND / CONFLICT (stopped, paused) otherwise. */
+struct lsbx *lsbx_for_op(struct local_backend *lb, const char *id, bool allow_paused,
+                         struct mcp_error *err);
+struct agent_conn *lsbx_conn(struct lsbx *sb, struct mcp_error *err);
+void lsbx_ref(struct lsbx *sb);
+void lsbx_unref(struct lsbx *sb);
+/* Calls cb(arg, result, err) from the loop soon, not from inside the caller (result/err
+ * copied). */
+void local_defer(struct local_backend *lb, backend_cb *cb, void *arg, json_t *result,
+                 const struct mcp_error *err);
+json_t *local_info(const struct store_sandbox *rec);
+/* store_event_add that takes ownership of data (may be NULL). */
+int local_event(struct store *st, const char *id, const char *kind, json_t *data,
+                struct mcp_error *err);
+void local_watch_exit(struct lsbx *sb);
+
+/* local_ops.c / local_exec.c: the vtable entries beyond lifecycle. */
+extern const struct backend_ops local_ops;
+int local_create(struct backend *be, const struct sandbox_spec *spec, backend_cb *cb, void *arg,
+                 struct mcp_error *err);
+int local_destroy(struct backend *be, const char *id, backend_cb *cb, void *arg,
+                  struct mcp_error *err);
+int local_exec(struct backend *be, const char *id, const struct exec_request *req,
+               const struct exec_observer *obs, struct exec_handle **out, struct mcp_error *err);
+void local_exec_detach(struct exec_handle *h);
+int local_command_get(struct backend *be, const char *id, const char *cmd, uint64_t offset,
+                      uint64_t limit, backend_cb *cb, void *arg, struct mcp_error *err);
+int local_command_kill(struct backend *be, const char *id, const char *cmd, int sig,
+                       backend_cb *cb, void *arg, struct mcp_error *err);
+int local_file_read(struct backend *be, const char *id, const char *path, uint64_t offset,
+                    uint64_t length, backend_read_cb *cb, void *arg, struct mcp_error *err);
+int local_file_write(struct backend *be, const char *id, const char *path, const void *data,
+                     size_t len, uint32_t mode, bool append, backend_cb *cb, void *arg,
+                     struct mcp_error *err);
+int local_file_op(struct backend *be, const char *id, const char *op, json_t *args,
+                  backend_cb *cb, void *arg, struct mcp_error *err);
+int local_list(struct backend *be, const char *owner, json_t *filter, backend_cb *cb, void *arg,
+               struct mcp_error *err);
+int local_get(struct backend *be, const char *id, backend_cb *cb, void *arg,
+              struct mcp_error *err);
+int local_renew(struct backend *be, const char *id, int64_t timeout_seconds, backend_cb *cb,
+                void *arg, struct mcp_error *err);
+int local_pause(struct backend *be, const char *id, backend_cb *cb, void *arg,
+                struct mcp_error *err);
+int local_resume(struct backend *be, const char *id, backend_cb *cb, void *arg,
+                 struct mcp_error *err);
+int local_endpoint(struct backend *be, const char *id, int port, backend_cb *cb, void *arg,
+                   struct mcp_error *err);
+int local_diagnose(struct backend *be, const char *id, const char *what, backend_cb *cb,
+                   void *arg, struct mcp_error *err);
+
+/* Removes a dead sandbox's leftovers: cgroups, directory, uid slot (not the record). */
+void local_release_resources(struct local_backend *lb, const char *id, const char *dir,
+                             const struct cg_sandbox *cg);
+/* Deletes <dir> recursively without following symlinks. */
+void local_rmtree(const char *dir);
+
+#endif

@@ -1,0 +1,249 @@
+/* list, get, renew, pause, resume, endpoint, diagnose: mostly the store plus cgroup files. */
+#include <stdlib.h>
+#include <string.h>
+
+#define LOG_MODULE "local"
+#include "backend/local/local_internal.h"
+#include "mcp/base/log.h"
+#include "mcp/base/util.h"
+#include "mcp/base/xalloc.h"
+
+#define DIAG_EVENTS_MAX 100
+
+static bool metadata_matches(json_t *info, json_t *want)
+{
+    const char *k;
+    json_t *v;
+    json_t *have = json_object_get(info, "metadata");
+    json_object_foreach(want, k, v)
+    {
+        if (!json_equal(json_object_get(have, k), v))
+            return false;
+    }
+    return true;
+}
+
+int local_list(struct backend *be, const char *owner, json_t *filter, backend_cb *cb, void *arg,
+               struct mcp_error *err)
+{
+    struct store_sandbox *list = NULL;
+    size_t n = 0;
+    if (store_sandbox_list(be->store, "local", owner, &list, &n, err) < 0)
+        return -1;
+    const char *state = json_string_value(json_object_get(filter, "state"));
+    json_t *meta = json_object_get(filter, "metadata");
+    json_t *items = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_t *info = local_info(&list[i]);
+        if ((state && strcmp(state, list[i].state) != 0) ||
+            (json_is_object(meta) && !metadata_matches(info, meta)))
+            json_decref(info);
+        else
+            json_array_append_new(items, info);
+    }
+    store_sandbox_list_free(list, n);
+    json_t *res = json_pack("{s:o}", "sandboxes", items);
+    local_defer((struct local_backend *)be, cb, arg, res, NULL);
+    json_decref(res);
+    return 0;
+}
+
+static json_t *info_with_usage(struct local_backend *lb, const char *id, struct mcp_error *err)
+{
+    struct store_sandbox rec = {0};
+    if (store_sandbox_get(lb->base.store, id, &rec, err) < 0)
+        return NULL;
+    json_t *info = local_info(&rec);
+    struct lsbx *sb = lsbx_find(lb, id);
+    if (sb)
+        json_object_set_new(info, "usage", cg_usage(&sb->cg));
+    store_sandbox_release(&rec);
+    return info;
+}
+
+int local_get(struct backend *be, const char *id, backend_cb *cb, void *arg,
+              struct mcp_error *err)
+{
+    json_t *info = info_with_usage((struct local_backend *)be, id, err);
+    if (info == NULL)
+        return -1;
+    local_defer((struct local_backend *)be, cb, arg, info, NULL);
+    json_decref(info);
+    return 0;
+}
+
+struct renew_ctx {
+    struct local_backend *lb;
+    struct lsbx *sb;
+    backend_cb *cb;
+    void *arg;
+    char id[LOCAL_ID_LEN];
+};
+
+static void on_config_reply(void *arg, json_t *reply, const struct mcp_error *err)
+{
+    struct renew_ctx *c = arg;
+    struct mcp_error e2;
+    json_t *info = err ? NULL : info_with_usage(c->lb, c->id, &e2);
+    c->cb(c->arg, info, err ? err : info ? NULL : &e2);
+    json_decref(info);
+    lsbx_unref(c->sb);
+    free(c);
+}
+
+/* Tells the agent the sandbox's current TTL and idle timeout (from the store). */
+static int push_config(struct lsbx *sb, backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    struct store_sandbox rec = {0};
+    struct agent_conn *conn = lsbx_conn(sb, err);
+    if (conn == NULL || store_sandbox_get(sb->be->base.store, sb->id, &rec, err) < 0)
+        return -1;
+    json_t *msg = json_pack("{s:s, s:I, s:I}", "op", "config", "expires_at_ms",
+                            (json_int_t)rec.expires_at_ms, "idle_timeout_s",
+                            (json_int_t)rec.idle_timeout_s);
+    store_sandbox_release(&rec);
+    struct renew_ctx *c = xcalloc(1, sizeof *c);
+    c->lb = sb->be, c->sb = sb, c->cb = cb, c->arg = arg;
+    snprintf(c->id, sizeof c->id, "%s", sb->id);
+    lsbx_ref(sb);
+    if (agent_call(conn, msg, on_config_reply, c, err) < 0) {
+        lsbx_unref(sb);
+        free(c);
+        return -1;
+    }
+    return 0;
+}
+
+int local_renew(struct backend *be, const char *id, int64_t timeout_seconds, backend_cb *cb,
+                void *arg, struct mcp_error *err)
+{
+    struct local_backend *lb = (struct local_backend *)be;
+    struct lsbx *sb = lsbx_for_op(lb, id, true, err);
+    if (sb == NULL)
+        return -1;
+    struct store_sandbox rec = {0};
+    if (store_sandbox_get(be->store, id, &rec, err) < 0)
+        return -1;
+    rec.expires_at_ms = timeout_seconds < 0 ? 0
+                        : now_wall_ms() + (timeout_seconds ? timeout_seconds : LOCAL_DEFAULT_TTL_S) * 1000;
+    int rc = store_sandbox_update(be->store, &rec, err);
+    bool paused = strcmp(rec.state, "paused") == 0;
+    store_sandbox_release(&rec);
+    if (rc < 0)
+        return -1;
+    local_event(be->store, id, "renewed", json_pack("{s:I}", "timeout_seconds",
+                                                        (json_int_t)timeout_seconds), err);
+    if (paused) { /* the frozen agent learns its new TTL at resume */
+        json_t *info = info_with_usage(lb, id, err);
+        if (info == NULL)
+            return -1;
+        local_defer(lb, cb, arg, info, NULL);
+        json_decref(info);
+        return 0;
+    }
+    return push_config(sb, cb, arg, err);
+}
+
+static int set_frozen(struct backend *be, const char *id, bool frozen, backend_cb *cb, void *arg,
+                      struct mcp_error *err)
+{
+    struct local_backend *lb = (struct local_backend *)be;
+    struct lsbx *sb = lsbx_for_op(lb, id, true, err);
+    if (sb == NULL || cg_freeze(&sb->cg, frozen, err) < 0)
+        return -1;
+    if (store_sandbox_set_state(be->store, id, frozen ? "paused" : "running", err) < 0)
+        return -1;
+    local_event(be->store, id, "state", json_pack("{s:s}", "state", frozen ? "paused" : "running"),
+                    err);
+    if (!frozen)
+        return push_config(sb, cb, arg, err);
+    json_t *info = info_with_usage(lb, id, err);
+    if (info == NULL)
+        return -1;
+    local_defer(lb, cb, arg, info, NULL);
+    json_decref(info);
+    return 0;
+}
+
+int local_pause(struct backend *be, const char *id, backend_cb *cb, void *arg,
+                struct mcp_error *err)
+{
+    return set_frozen(be, id, true, cb, arg, err);
+}
+
+int local_resume(struct backend *be, const char *id, backend_cb *cb, void *arg,
+                 struct mcp_error *err)
+{
+    return set_frozen(be, id, false, cb, arg, err);
+}
+
+/* A local sandbox has its own network namespace with only loopback: a port inside it is not
+ * reachable from the host. The result says so and how to reach it instead. */
+int local_endpoint(struct backend *be, const char *id, int port, backend_cb *cb, void *arg,
+                   struct mcp_error *err)
+{
+    if (port < 1 || port > 65535)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0, "port must be 1..65535");
+    struct lsbx *sb = lsbx_for_op((struct local_backend *)be, id, true, err);
+    if (sb == NULL)
+        return -1;
+    char url[64], hint[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    snprintf(hint, sizeof hint,
+             "reachable only inside the sandbox (its network namespace has just loopback); use "
+             "run_command with e.g. `curl -s %s/` in sandbox %s", url, id);
+    json_t *res = json_pack("{s:s, s:i, s:s, s:{}, s:s, s:s}", "sandbox_id", id, "port", port,
+                            "url", url, "headers", "reachable_from", "sandbox", "note", hint);
+    local_defer((struct local_backend *)be, cb, arg, res, NULL);
+    json_decref(res);
+    return 0;
+}
+
+static json_t *diag_inspect(struct local_backend *lb, const struct store_sandbox *rec)
+{
+    json_t *r = json_deep_copy(rec->record);
+    json_object_del(r, "env"); /* values may be secrets the user passed in */
+    json_object_set_new(r, "cgroup_layout", json_string(cg_layout_name(lb->cg.layout)));
+    json_object_set_new(r, "live_here", json_boolean(lsbx_find(lb, rec->id) != NULL));
+    json_object_set_new(r, "seccomp_instructions", json_integer(lb->seccomp.len));
+    return r;
+}
+
+int local_diagnose(struct backend *be, const char *id, const char *what, backend_cb *cb,
+                   void *arg, struct mcp_error *err)
+{
+    struct local_backend *lb = (struct local_backend *)be;
+    struct store_sandbox rec = {0};
+    if (what == NULL)
+        what = "summary";
+    if (strcmp(what, "summary") && strcmp(what, "logs") && strcmp(what, "events") &&
+        strcmp(what, "inspect"))
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "what must be summary, logs, events or inspect");
+    json_t *events = NULL;
+    if (store_sandbox_get(be->store, id, &rec, err) < 0 ||
+        store_event_list(be->store, id, DIAG_EVENTS_MAX, &events, err) < 0) {
+        store_sandbox_release(&rec);
+        return -1;
+    }
+    json_t *res = json_pack("{s:s, s:s, s:s}", "sandbox_id", id, "what", what, "state", rec.state);
+    if (strcmp(what, "summary") == 0) {
+        json_object_set_new(res, "sandbox", local_info(&rec));
+        struct lsbx *sb = lsbx_find(lb, id);
+        if (sb)
+            json_object_set_new(res, "usage", cg_usage(&sb->cg));
+        json_object_set(res, "events", events);
+    } else if (strcmp(what, "inspect") == 0) {
+        json_object_set_new(res, "inspect", diag_inspect(lb, &rec));
+    } else {
+        json_object_set(res, "events", events);
+        if (strcmp(what, "logs") == 0)
+            json_object_set_new(res, "hint", json_string(
+                "command output is kept per command: call get_command with its command_id"));
+    }
+    json_decref(events);
+    store_sandbox_release(&rec);
+    local_defer(lb, cb, arg, res, NULL);
+    json_decref(res);
+    return 0;
+}

@@ -1,0 +1,27 @@
+/* The mcpbox <-> sandbox agent protocol (shared by the agent and the backend).
+ *
+ * Transport: a unix stream socket created by mcpbox at <state_dir>/sandboxes/<id>/agent.sock
+ * before the sandbox's root is pivoted (so the sandbox cannot see it). Every message is a frame:
+ * a 4-byte big-endian length followed by that many bytes of one JSON object.
+ *
+ * Requests (mcpbox -> agent): {"v":1, "id":<uint>, "op":"<name>", ...args}
+ * Responses (agent -> mcpbox): {"id":<same>, "ok":true, ...result}
+ *                          or {"id":<same>, "ok":false, "error":{"code":"not_found"|...,
+ *                              "errno":<int>, "message":"..."}}
+ * Events (agent -> mcpbox, only for commands started with "watch":true on this connection):
+ *   {"ev":"output", "cmd":"<command id>", "stream":"stdout"|"stderr", "data":"<base64>"}
+ *   {"ev":"exit", "cmd":"<command id>", ...status as in cmd_status without output}
+ * Binary data (file contents, stdin, output) travels as standard base64.
+ * docs/local-backend.md lists every op with its arguments and results.
+ */
+#ifndef MCPBOX_LOCAL_PROTO_H
+#define MCPBOX_LOCAL_PROTO_H
+
+#define AGENT_PROTO_VERSION 1
+#define AGENT_FRAME_MAX (96u * 1024u * 1024u)   /* one frame, either direction */
+#define AGENT_IO_MAX (32u * 1024u * 1024u)      /* bytes in one file read/write */
+#define AGENT_LISTEN_FD 3                       /* fd the agent finds its listening socket on */
+#define AGENT_LOGDIR_FD 4                       /* fd of its private command-log directory */
+#define AGENT_EXE_FD 5                          /* the sealed memfd the agent runs from */
+
+#endif

@@ -1,0 +1,538 @@
+/* Spawning a sandbox: clone3 into fresh user, pid, mount, net, uts, ipc and cgroup namespaces,
+ * build the root filesystem, drop every privilege, load the precompiled seccomp filter and exec
+ * the agent from its sealed memfd as PID 1.
+ *
+ * The child is a copy of a (possibly multi-threaded) process: between clone3 and execveat it
+ * only makes system calls and formats into stack buffers; everything it needs was computed by
+ * the parent in struct child_plan. Failures travel back over a CLOEXEC pipe as text; EOF on
+ * that pipe means the agent was exec'd. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <linux/mount.h>
+#include <linux/sched.h>
+#include <linux/seccomp.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "backend/local/local_internal.h"
+#include "backend/local/proto.h"
+
+#define CHILD_FD_BASE 100          /* where the child parks its fds before renumbering */
+#define CHILD_NOFILE 65536
+#define SANDBOX_HOSTNAME "sandbox"
+
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+
+/* Files of the generated /etc. */
+static const char etc_passwd[] = "root:x:0:0:root:/root:/bin/sh\n"
+                                 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+static const char etc_group[] = "root:x:0:\ntty:x:5:\nnogroup:x:65534:\n";
+static const char etc_hosts[] = "127.0.0.1\tlocalhost " SANDBOX_HOSTNAME "\n::1\tlocalhost "
+                                "ip6-localhost ip6-loopback\n";
+static const char etc_nsswitch[] = "passwd: files\ngroup: files\nshadow: files\n"
+                                   "hosts: files dns\nnetworks: files\n";
+static const char etc_hostname[] = SANDBOX_HOSTNAME "\n";
+static const char resolv_none[] = "# this sandbox has no network (create it with network: true)\n";
+static const char resolv_pasta[] = "nameserver 169.254.1.1\n";
+
+/* Host paths shown read-only (public data: no secrets live there). */
+static const char *const ro_etc_binds[] = {"etc/alternatives", "etc/ssl/certs", "etc/ld.so.cache",
+                                           "etc/ca-certificates", "etc/localtime"};
+static const char *const usr_links[] = {"bin", "sbin", "lib", "lib64", "lib32", "libx32"};
+static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+static const char *const proc_ro[] = {"proc/sys", "proc/irq", "proc/bus", "proc/sysrq-trigger",
+                                      "proc/fs"};
+static const char *const proc_masked[] = {"proc/kcore", "proc/keys", "proc/timer_list",
+                                          "proc/sched_debug", "proc/kallsyms", "proc/latency_stats",
+                                          "proc/timer_stats", "proc/kmsg", "proc/config.gz",
+                                          "proc/vmallocinfo", "proc/kpagecount", "proc/kpageflags",
+                                          "proc/kpagecgroup", "proc/pagetypeinfo"};
+static const char *const proc_masked_dirs[] = {"proc/acpi", "proc/scsi", "proc/driver"};
+
+struct child_plan {
+    const struct spawn_request *req;
+    char rootfs[LOCAL_PATH_MAX];
+    char data_opts[128], shm_opts[128];
+    char usr_target[6][64];  /* symlink target for usr_links[i], "" = bind dir, "-" = absent */
+    char *agent_argv[3];
+    int sync_fd, err_fd, listen_fd, logdir_fd, exe_fd;
+};
+
+/* ---- child side --------------------------------------------------------------------------- */
+
+__attribute__((noreturn)) static void child_fail(int fd, const char *step, const char *arg)
+{
+    char msg[512];
+    int e = errno;
+    int n = snprintf(msg, sizeof msg, "%s%s%s: %s", step, arg ? " " : "", arg ? arg : "",
+                     strerror(e));
+    if (n > 0) {
+        ssize_t w = write(fd, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
+        (void)w;
+    }
+    _exit(127);
+}
+
+#define CHECK(cond, step, arg)                                                                     \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            child_fail(p->err_fd, step, arg);                                                      \
+    } while (0)
+
+static int set_attr(const char *path, uint64_t set, unsigned flags)
+{
+    struct mount_attr attr = {.attr_set = set};
+    return (int)syscall(SYS_mount_setattr, AT_FDCWD, path, flags, &attr, sizeof attr);
+}
+
+static void bind_ro(const struct child_plan *p, const char *src, const char *dst, bool is_dir)
+{
+    if (is_dir)
+        mkdir(dst, 0755);
+    else
+        close(open(dst, O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+    CHECK(mount(src, dst, NULL, MS_BIND | MS_REC, NULL) == 0, "bind", src);
+    CHECK(set_attr(dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, AT_RECURSIVE) == 0,
+          "read-only", dst);
+}
+
+static void put(const struct child_plan *p, const char *path, const char *text)
+{
+    int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+    CHECK(fd >= 0, "create", path);
+    CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text), "write", path);
+    close(fd);
+}
+
+static void make_etc(const struct child_plan *p)
+{
+    mkdir("etc", 0755);
+    put(p, "etc/passwd", etc_passwd);
+    put(p, "etc/group", etc_group);
+    put(p, "etc/hosts", etc_hosts);
+    put(p, "etc/nsswitch.conf", etc_nsswitch);
+    put(p, "etc/hostname", etc_hostname);
+    put(p, "etc/resolv.conf", p->req->network ? resolv_pasta : resolv_none);
+    mkdir("etc/ssl", 0755);
+    for (size_t i = 0; i < sizeof ro_etc_binds / sizeof ro_etc_binds[0]; i++) {
+        char host[128];
+        struct stat st;
+        snprintf(host, sizeof host, "/%s", ro_etc_binds[i]);
+        if (stat(host, &st) == 0)
+            bind_ro(p, host, ro_etc_binds[i], S_ISDIR(st.st_mode));
+    }
+}
+
+static void make_usr(const struct child_plan *p)
+{
+    bind_ro(p, "/usr", "usr", true);
+    for (size_t i = 0; i < sizeof usr_links / sizeof usr_links[0]; i++) {
+        const char *t = p->usr_target[i];
+        char host[64];
+        snprintf(host, sizeof host, "/%s", usr_links[i]);
+        if (t[0] == '-')
+            continue;
+        if (t[0])
+            CHECK(symlink(t, usr_links[i]) == 0, "symlink", usr_links[i]);
+        else
+            bind_ro(p, host, usr_links[i], true);
+    }
+}
+
+static void make_dev(const struct child_plan *p)
+{
+    mkdir("dev", 0755);
+    CHECK(mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=755") == 0,
+          "mount", "/dev");
+    for (size_t i = 0; i < sizeof dev_nodes / sizeof dev_nodes[0]; i++) {
+        char host[32], dst[32];
+        snprintf(host, sizeof host, "/dev/%s", dev_nodes[i]);
+        snprintf(dst, sizeof dst, "dev/%s", dev_nodes[i]);
+        close(open(dst, O_CREAT | O_WRONLY | O_CLOEXEC, 0666));
+        CHECK(mount(host, dst, NULL, MS_BIND, NULL) == 0, "bind", host);
+        set_attr(dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, 0);
+    }
+    mkdir("dev/pts", 0755);
+    CHECK(mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                "newinstance,ptmxmode=0666,mode=620") == 0, "mount", "/dev/pts");
+    CHECK(symlink("pts/ptmx", "dev/ptmx") == 0, "symlink", "/dev/ptmx");
+    mkdir("dev/shm", 01777);
+    CHECK(mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, p->shm_opts) == 0, "mount",
+          "/dev/shm");
+    symlink("/proc/self/fd", "dev/fd");
+    symlink("/proc/self/fd/0", "dev/stdin");
+    symlink("/proc/self/fd/1", "dev/stdout");
+    symlink("/proc/self/fd/2", "dev/stderr");
+}
+
+/* proc must be mounted before pivot_root: the kernel only allows a new proc mount in a mount
+ * namespace that already shows a fully visible one (mount_too_revealing). */
+static void make_proc(const struct child_plan *p)
+{
+    mkdir("proc", 0555);
+    CHECK(mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0, "mount",
+          "/proc");
+    for (size_t i = 0; i < sizeof proc_ro / sizeof proc_ro[0]; i++) {
+        if (access(proc_ro[i], F_OK) < 0)
+            continue;
+        CHECK(mount(proc_ro[i], proc_ro[i], NULL, MS_BIND | MS_REC, NULL) == 0, "bind", proc_ro[i]);
+        CHECK(set_attr(proc_ro[i], MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                       MOUNT_ATTR_NOEXEC, AT_RECURSIVE) == 0, "read-only", proc_ro[i]);
+    }
+    for (size_t i = 0; i < sizeof proc_masked / sizeof proc_masked[0]; i++)
+        if (access(proc_masked[i], F_OK) == 0)
+            CHECK(mount("dev/null", proc_masked[i], NULL, MS_BIND, NULL) == 0, "mask",
+                  proc_masked[i]);
+    for (size_t i = 0; i < sizeof proc_masked_dirs / sizeof proc_masked_dirs[0]; i++)
+        if (access(proc_masked_dirs[i], F_OK) == 0)
+            CHECK(mount("tmpfs", proc_masked_dirs[i], "tmpfs", MS_RDONLY, "size=0") == 0, "mask",
+                  proc_masked_dirs[i]);
+}
+
+/* One tmpfs of disk_bytes holds /workspace, /tmp and /root, so "disk" caps them together. It is
+ * mounted at a temporary name inside the new root, split into three binds, then detached. */
+static void make_data(const struct child_plan *p)
+{
+    static const char *const sub[] = {"workspace", "tmp", "root"};
+    CHECK(mkdir(".data", 0700) == 0, "mkdir", ".data");
+    CHECK(mount("tmpfs", ".data", "tmpfs", MS_NOSUID | MS_NODEV, p->data_opts) == 0, "mount",
+          "data tmpfs");
+    for (size_t i = 0; i < 3; i++) {
+        char src[64];
+        snprintf(src, sizeof src, ".data/%s", sub[i]);
+        CHECK(mkdir(src, 0755) == 0, "mkdir", src);
+        if (i == 1)
+            chmod(src, 01777);
+        mkdir(sub[i], 0755);
+        CHECK(mount(src, sub[i], NULL, MS_BIND, NULL) == 0, "bind", sub[i]);
+    }
+    CHECK(umount2(".data", MNT_DETACH) == 0, "detach", ".data");
+    rmdir(".data");
+}
+
+/* Runs while the child is still host kuid 0 (before setresuid): only then may it walk the
+ * root-only state directory to reach its mount point. The tmpfs is owned by the sandbox's root
+ * (uid=0 is read in the new user namespace). */
+static void enter_root(const struct child_plan *p)
+{
+    CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, "make / private", NULL);
+    CHECK(mount("tmpfs", p->rootfs, "tmpfs", MS_NOSUID | MS_NODEV, LOCAL_ROOT_TMPFS) == 0, "mount",
+          "root tmpfs");
+    CHECK(chdir(p->rootfs) == 0, "chdir", p->rootfs);
+}
+
+static void make_root(const struct child_plan *p)
+{
+    make_usr(p);
+    make_etc(p);
+    make_dev(p);
+    make_data(p);
+    mkdir("run", 0755);
+    mkdir("var", 0755);
+    symlink("/tmp", "var/tmp");
+    make_proc(p);
+    CHECK(syscall(SYS_pivot_root, ".", ".") == 0, "pivot_root", NULL);
+    CHECK(umount2(".", MNT_DETACH) == 0, "detach old root", NULL);
+    CHECK(chdir("/") == 0, "chdir", "/");
+    /* The root tmpfs (/etc, the mount points) is read-only from now on. */
+    CHECK(set_attr("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0) == 0,
+          "read-only", "/");
+    set_attr("/dev", MOUNT_ATTR_RDONLY, 0);
+}
+
+static void loopback_up(const struct child_plan *p)
+{
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    CHECK(s >= 0, "socket", "lo");
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+    CHECK(ioctl(s, SIOCGIFFLAGS, &ifr) == 0, "get flags", "lo");
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    CHECK(ioctl(s, SIOCSIFFLAGS, &ifr) == 0, "up", "lo");
+    close(s);
+}
+
+static void drop_privileges(const struct child_plan *p)
+{
+    for (int cap = 0; cap <= 63; cap++)
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+            child_fail(p->err_fd, "drop bounding cap", NULL);
+    CHECK(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == 0 || errno == EINVAL,
+          "clear ambient caps", NULL);
+    struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct data[2];
+    memset(data, 0, sizeof data);
+    CHECK(syscall(SYS_capset, &hdr, data) == 0, "capset", NULL);
+    CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "no_new_privs", NULL);
+}
+
+/* Limits can only be lowered here (raising needs CAP_SYS_RESOURCE in the initial namespace). */
+static void lower_limit(const struct child_plan *p, int res, rlim_t value, const char *name)
+{
+    struct rlimit cur;
+    CHECK(getrlimit(res, &cur) == 0, "getrlimit", name);
+    rlim_t v = cur.rlim_max != RLIM_INFINITY && cur.rlim_max < value ? cur.rlim_max : value;
+    struct rlimit lim = {v, v};
+    CHECK(setrlimit(res, &lim) == 0, "rlimit", name);
+}
+
+static void set_limits(const struct child_plan *p)
+{
+    lower_limit(p, RLIMIT_NOFILE, CHILD_NOFILE, "NOFILE");
+    lower_limit(p, RLIMIT_CORE, 0, "CORE");
+    lower_limit(p, RLIMIT_NPROC, (rlim_t)p->req->pids + 64, "NPROC"); /* pids.max is the limit */
+}
+
+/* Moves the fds the agent keeps to 3, 4 and 5 and everything else out at exec. */
+static void arrange_fds(struct child_plan *p)
+{
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    CHECK(devnull >= 0, "open", "/dev/null");
+    for (int fd = 0; fd < 3; fd++)
+        CHECK(dup2(devnull, fd) == fd, "dup2", "stdio");
+    CHECK(dup2(p->listen_fd, AGENT_LISTEN_FD) == AGENT_LISTEN_FD, "dup2", "listen");
+    CHECK(dup2(p->logdir_fd, AGENT_LOGDIR_FD) == AGENT_LOGDIR_FD, "dup2", "logdir");
+    CHECK(dup2(p->exe_fd, AGENT_EXE_FD) == AGENT_EXE_FD, "dup2", "agent");
+    CHECK(syscall(SYS_close_range, AGENT_EXE_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC) == 0,
+          "close_range", NULL);
+}
+
+static void park_fds(struct child_plan *p)
+{
+    int *fds[] = {&p->err_fd, &p->sync_fd, &p->listen_fd, &p->logdir_fd, &p->exe_fd};
+    for (size_t i = 0; i < 5; i++) {
+        int fd = fcntl(*fds[i], F_DUPFD_CLOEXEC, CHILD_FD_BASE);
+        if (fd < 0)
+            _exit(126);
+        *fds[i] = fd;
+    }
+}
+
+__attribute__((noreturn)) static void child_main(struct child_plan *p)
+{
+    park_fds(p);
+    char go;
+    CHECK(read(p->sync_fd, &go, 1) == 1, "wait for uid map", NULL); /* parent wrote the maps */
+    enter_root(p);
+    CHECK(setgroups(0, NULL) == 0, "setgroups", NULL);
+    CHECK(setresgid(0, 0, 0) == 0, "setresgid", NULL);
+    CHECK(setresuid(0, 0, 0) == 0, "setresuid", NULL);
+    make_root(p);
+    loopback_up(p);
+    CHECK(sethostname(SANDBOX_HOSTNAME, strlen(SANDBOX_HOSTNAME)) == 0, "sethostname", NULL);
+    set_limits(p);
+    arrange_fds(p);
+    drop_privileges(p);
+    struct sock_fprog prog = {.len = p->req->seccomp->len, .filter = p->req->seccomp->filter};
+    CHECK(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0, "seccomp", NULL);
+    char *envp[] = {NULL};
+    syscall(SYS_execveat, AGENT_EXE_FD, "", p->agent_argv, envp, AT_EMPTY_PATH);
+    child_fail(p->err_fd, "exec agent", NULL);
+}
+
+/* ---- parent side -------------------------------------------------------------------------- */
+
+static void plan_usr_links(struct child_plan *p)
+{
+    for (size_t i = 0; i < sizeof usr_links / sizeof usr_links[0]; i++) {
+        char host[64];
+        struct stat st;
+        snprintf(host, sizeof host, "/%s", usr_links[i]);
+        ssize_t n = readlink(host, p->usr_target[i], sizeof p->usr_target[i] - 1);
+        if (n > 0)
+            p->usr_target[i][n] = '\0';
+        else if (lstat(host, &st) == 0 && S_ISDIR(st.st_mode))
+            p->usr_target[i][0] = '\0';
+        else
+            snprintf(p->usr_target[i], sizeof p->usr_target[i], "-");
+    }
+}
+
+static int write_map(pid_t pid, const char *file, uint32_t base, struct mcp_error *err)
+{
+    char path[64], map[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
+    int n = snprintf(map, sizeof map, "0 %u %u\n", base, LOCAL_UID_RANGE);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, map, (size_t)n) != n) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, e, "cannot write %s: %s", path, strerror(e));
+    }
+    close(fd);
+    return 0;
+}
+
+static pid_t do_clone(struct child_plan *p, int cgroup_fd, int *pidfd)
+{
+    struct clone_args args;
+    memset(&args, 0, sizeof args);
+    args.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWUTS |
+                 CLONE_NEWIPC | CLONE_NEWCGROUP | CLONE_PIDFD;
+    args.pidfd = (uint64_t)(uintptr_t)pidfd;
+    args.exit_signal = SIGCHLD;
+    if (cgroup_fd >= 0) {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = (uint64_t)cgroup_fd;
+    }
+    pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
+    if (pid == 0)
+        child_main(p);
+    return pid;
+}
+
+static int open_logdir(const struct spawn_request *req, struct mcp_error *err)
+{
+    char path[LOCAL_PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/logs", req->dir);
+    if (mkdir(path, 0700) < 0 && errno != EEXIST)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s: %s", path, strerror(errno));
+    if (chown(path, req->uid_base, req->uid_base) < 0)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "chown %s: %s", path, strerror(errno));
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "open %s: %s", path, strerror(errno));
+    return fd;
+}
+
+static int open_listener(const struct spawn_request *req, struct mcp_error *err)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int n = snprintf(sa.sun_path, sizeof sa.sun_path, "%s/agent.sock", req->dir);
+    if (n < 0 || (size_t)n >= sizeof sa.sun_path)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "state directory path too long for a unix socket: %s", req->dir);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "socket: %s", strerror(errno));
+    unlink(sa.sun_path);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 64) < 0) {
+        int e = errno;
+        close(fd);
+        return mcp_error_set(err, MCP_ERR_IO, e, "cannot listen on %s: %s", sa.sun_path,
+                             strerror(e));
+    }
+    chmod(sa.sun_path, 0600);
+    return fd;
+}
+
+static int prepare(struct child_plan *p, const struct spawn_request *req, struct mcp_error *err)
+{
+    memset(p, 0, sizeof *p);
+    p->req = req;
+    p->sync_fd = p->err_fd = p->listen_fd = p->logdir_fd = -1;
+    p->exe_fd = req->agent_exe_fd;
+    snprintf(p->rootfs, sizeof p->rootfs, "%s/rootfs", req->dir);
+    if (mkdir(p->rootfs, 0700) < 0 && errno != EEXIST)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir in %s: %s", req->dir, strerror(errno));
+    snprintf(p->data_opts, sizeof p->data_opts, "size=%llu,mode=755",
+             (unsigned long long)req->disk_bytes);
+    uint64_t shm = req->memory_bytes / 4 < LOCAL_SHM_BYTES ? req->memory_bytes / 4 : LOCAL_SHM_BYTES;
+    snprintf(p->shm_opts, sizeof p->shm_opts, "size=%llu,mode=1777", (unsigned long long)shm);
+    plan_usr_links(p);
+    p->agent_argv[0] = (char *)"mcpbox-agent";
+    p->agent_argv[1] = (char *)req->agent_config;
+    if ((p->logdir_fd = open_logdir(req, err)) < 0)
+        return -1;
+    if ((p->listen_fd = open_listener(req, err)) < 0)
+        return -1;
+    return 0;
+}
+
+static void close_plan(struct child_plan *p)
+{
+    int fds[] = {p->sync_fd, p->listen_fd, p->logdir_fd};
+    for (size_t i = 0; i < 3; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+}
+
+int local_spawn(const struct spawn_request *req, struct spawn_result *out, struct mcp_error *err)
+{
+    struct child_plan p;
+    int sync[2] = {-1, -1}, errp[2] = {-1, -1};
+    memset(out, 0, sizeof *out);
+    out->pidfd = out->err_fd = -1;
+    if (prepare(&p, req, err) < 0 || pipe2(sync, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+        if (err->msg[0] == '\0')
+            mcp_error_set(err, MCP_ERR_IO, errno, "pipe: %s", strerror(errno));
+        close_plan(&p);
+        return -1;
+    }
+    p.sync_fd = sync[0];
+    p.err_fd = errp[1];
+    int cgfd = cg_open_v2(req->cg);
+    int pidfd = -1;
+    pid_t pid = do_clone(&p, cgfd, &pidfd);
+    if (pid < 0 && cgfd >= 0 && (errno == EINVAL || errno == EBUSY || errno == EOPNOTSUPP)) {
+        close(cgfd), cgfd = -1; /* CLONE_INTO_CGROUP refused: attach by pid instead */
+        pid = do_clone(&p, -1, &pidfd);
+    }
+    int clone_errno = errno;
+    if (cgfd >= 0)
+        close(cgfd), out->in_cgroup_v2 = true;
+    close(errp[1]);
+    close_plan(&p);
+    if (pid < 0) {
+        close(sync[1]), close(errp[0]);
+        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, clone_errno,
+                             "clone3 with user, pid, mount, net, uts, ipc and cgroup namespaces "
+                             "failed: %s (run `mcpbox doctor`)", strerror(clone_errno));
+    }
+    out->pid = pid, out->pidfd = pidfd, out->err_fd = errp[0];
+    int rc = write_map(pid, "uid_map", req->uid_base, err);
+    if (rc == 0)
+        rc = write_map(pid, "gid_map", req->uid_base, err);
+    if (rc == 0 && write(sync[1], "g", 1) != 1)
+        rc = mcp_error_set(err, MCP_ERR_IO, errno, "releasing the sandbox init failed");
+    close(sync[1]);
+    if (rc < 0) {
+        syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+        return -1; /* caller reaps via pidfd and closes fds */
+    }
+    return 0;
+}
+
+uint64_t local_proc_starttime(pid_t pid)
+{
+    char path[64], text[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    text[n] = '\0';
+    char *p = strrchr(text, ')'); /* comm may contain spaces */
+    if (p == NULL)
+        return 0;
+    if (p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
+        return 0; /* a zombie is not a live sandbox */
+    /* after ") " come fields 3..; starttime is field 22 */
+    int field = 2;
+    for (p++; *p && field < 22; p++)
+        if (*p == ' ')
+            field++;
+    return p && *p ? strtoull(p, NULL, 10) : 0;
+}

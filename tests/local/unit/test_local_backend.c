@@ -1,0 +1,446 @@
+/* The local backend through its vtable on a real libuv loop: create, exec (streaming, exit codes,
+ * timeout, background + command_get by offset), file operations (symlink to /etc/shadow, `..`),
+ * pause/resume, TTL expiry enforced by the agent, and reconnect from a second backend instance.
+ * Needs root and user namespaces; skips (77) elsewhere. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "backend/local/local.h"
+#include "mcp/base/buf.h"
+#include "mcp/base/xalloc.h"
+#include "mcp/store/store.h"
+#include "test.h"
+
+#define WAIT_MS 20000
+
+static uv_loop_t *loop;
+static struct store *st;
+static struct backend *be;
+static char state_dir[256];
+
+/* ---- helpers --------------------------------------------------------------------------------- */
+
+struct result {
+    bool done;
+    json_t *json;
+    struct mcp_error err;
+    bool failed;
+};
+
+static void on_result(void *arg, json_t *res, const struct mcp_error *err)
+{
+    struct result *r = arg;
+    r->done = true;
+    if (err) {
+        r->failed = true;
+        r->err = *err;
+    } else {
+        r->json = json_incref(res);
+    }
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+    *(bool *)t->data = true;
+}
+
+static bool run_until(bool *flag, uint64_t ms)
+{
+    bool expired = false;
+    uv_timer_t t;
+    uv_timer_init(loop, &t);
+    t.data = &expired;
+    uv_timer_start(&t, on_timeout, ms, 0);
+    while (!*flag && !expired)
+        uv_run(loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(loop, UV_RUN_NOWAIT);
+    return *flag;
+}
+
+static void sleep_loop(uint64_t ms)
+{
+    bool never = false;
+    run_until(&never, ms);
+}
+
+#define CALL(r, expr)                                                                              \
+    do {                                                                                           \
+        struct mcp_error _e;                                                                       \
+        memset(&(r), 0, sizeof(r));                                                                \
+        if ((expr) < 0)                                                                            \
+            TEST_FAIL("%s failed at once: %s", #expr, _e.msg);                                     \
+        if (!run_until(&(r).done, WAIT_MS))                                                        \
+            TEST_FAIL("%s: no callback", #expr);                                                   \
+    } while (0)
+
+static char *create_sandbox(int64_t ttl)
+{
+    struct result r;
+    struct sandbox_spec spec = {.owner = "test", .timeout_seconds = ttl,
+                                .memory_bytes = 256u << 20, .disk_bytes = 64u << 20};
+    CALL(r, be->ops->create(be, &spec, on_result, &r, &_e));
+    if (r.failed)
+        TEST_FAIL("create: %s", r.err.msg);
+    const char *id = json_string_value(json_object_get(r.json, "sandbox_id"));
+    ASSERT(id && strncmp(id, "sbx-", 4) == 0);
+    ASSERT_STR_EQ(json_string_value(json_object_get(r.json, "state")), "running");
+    char *copy = xstrdup(id);
+    json_decref(r.json);
+    return copy;
+}
+
+static void destroy_sandbox(const char *id)
+{
+    struct result r;
+    CALL(r, be->ops->destroy(be, id, on_result, &r, &_e));
+    if (r.failed)
+        TEST_FAIL("destroy: %s", r.err.msg);
+    ASSERT(json_is_true(json_object_get(r.json, "destroyed")));
+    json_decref(r.json);
+}
+
+struct run {
+    struct result r;
+    char *cmd_id;
+    struct buf out, err;
+    bool started;
+};
+
+static void run_started(void *arg, const char *id)
+{
+    struct run *x = arg;
+    x->started = true;
+    x->cmd_id = xstrdup(id);
+}
+
+static void run_output(void *arg, enum exec_stream s, const char *data, size_t len)
+{
+    struct run *x = arg;
+    buf_append(s == EXEC_STDERR ? &x->err : &x->out, data, len);
+}
+
+static void run_done(void *arg, json_t *res, const struct mcp_error *err)
+{
+    struct run *x = arg;
+    on_result(&x->r, res, err);
+}
+
+/* Runs command to completion; returns the final status object (caller frees x). */
+static void run_cmd(const char *id, const char *command, int64_t timeout_ms, struct run *x)
+{
+    memset(x, 0, sizeof *x);
+    buf_init(&x->out, 1 << 20);
+    buf_init(&x->err, 1 << 20);
+    struct exec_request req = {.command = command, .timeout_ms = timeout_ms};
+    struct exec_observer obs = {run_started, run_output, run_done, x};
+    struct mcp_error e;
+    if (be->ops->exec(be, id, &req, &obs, NULL, &e) < 0)
+        TEST_FAIL("exec: %s", e.msg);
+    if (!run_until(&x->r.done, WAIT_MS))
+        TEST_FAIL("exec: no on_done");
+    if (x->r.failed)
+        TEST_FAIL("exec failed: %s", x->r.err.msg);
+}
+
+static void run_free(struct run *x)
+{
+    json_decref(x->r.json);
+    free(x->cmd_id);
+    buf_release(&x->out);
+    buf_release(&x->err);
+}
+
+/* ---- tests ------------------------------------------------------------------------------------ */
+
+TEST(create_exec_destroy)
+{
+    char *id = create_sandbox(0);
+    struct run x;
+    run_cmd(id, "echo hello; echo oops >&2; exit 3", 0, &x);
+    ASSERT(x.started);
+    ASSERT_STR_EQ(json_string_value(json_object_get(x.r.json, "status")), "exited");
+    ASSERT_EQ(json_integer_value(json_object_get(x.r.json, "exit_code")), 3);
+    ASSERT_STR_EQ(buf_cstr(&x.out), "hello\n");
+    ASSERT_STR_EQ(buf_cstr(&x.err), "oops\n");
+    run_free(&x);
+    run_cmd(id, "hostname; id -u; cat /etc/hostname; ls /sys 2>&1 | head -1", 0, &x);
+    ASSERT_CONTAINS(buf_cstr(&x.out), "sandbox\n0\nsandbox\n");
+    ASSERT_CONTAINS(buf_cstr(&x.out), "No such file");
+    run_free(&x);
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/sandboxes/%s", state_dir, id);
+    ASSERT_EQ(access(dir, F_OK), 0);
+    destroy_sandbox(id);
+    ASSERT(access(dir, F_OK) < 0);
+    struct result r;
+    struct mcp_error e;
+    ASSERT(be->ops->get(be, id, on_result, &r, &e) < 0);
+    ASSERT_EQ(e.code, MCP_ERR_NOT_FOUND);
+    free(id);
+}
+
+TEST(uid_map_not_host_root)
+{
+    char *id = create_sandbox(0);
+    struct run x;
+    run_cmd(id, "cat /proc/self/uid_map; grep CapEff /proc/self/status; "
+                "grep NoNewPrivs /proc/self/status; grep Seccomp: /proc/self/status", 0, &x);
+    unsigned inside = 1, outside = 0, count = 0;
+    ASSERT_EQ(sscanf(buf_cstr(&x.out), "%u %u %u", &inside, &outside, &count), 3);
+    ASSERT_EQ(inside, 0);
+    ASSERT(outside >= 100000);
+    ASSERT_EQ(count, 65536);
+    ASSERT_CONTAINS(buf_cstr(&x.out), "CapEff:\t0000000000000000");
+    ASSERT_CONTAINS(buf_cstr(&x.out), "NoNewPrivs:\t1");
+    ASSERT_CONTAINS(buf_cstr(&x.out), "Seccomp:\t2");
+    run_free(&x);
+    destroy_sandbox(id);
+    free(id);
+}
+
+TEST(exec_timeout_and_background)
+{
+    char *id = create_sandbox(0);
+    struct run x;
+    run_cmd(id, "echo before; sleep 30", 300, &x);
+    ASSERT_STR_EQ(json_string_value(json_object_get(x.r.json, "status")), "timed_out");
+    ASSERT_STR_EQ(buf_cstr(&x.out), "before\n");
+    run_free(&x);
+
+    /* background: detach once started, then read the log by offset */
+    memset(&x, 0, sizeof x);
+    buf_init(&x.out, 1 << 20);
+    buf_init(&x.err, 1 << 20);
+    struct exec_request req = {.command = "for i in 1 2 3; do echo line$i; sleep 0.1; done"};
+    struct exec_observer obs = {run_started, run_output, run_done, &x};
+    struct exec_handle *h = NULL;
+    struct mcp_error e;
+    ASSERT_EQ(be->ops->exec(be, id, &req, &obs, &h, &e), 0);
+    ASSERT(run_until(&x.started, WAIT_MS));
+    be->ops->exec_detach(h);
+    json_t *last = NULL;
+    for (int i = 0; i < 100; i++) {
+        struct result r;
+        CALL(r, be->ops->command_get(be, id, x.cmd_id, 0, 0, on_result, &r, &_e));
+        ASSERT(!r.failed);
+        json_decref(last);
+        last = r.json;
+        if (json_is_true(json_object_get(last, "eof")))
+            break;
+        sleep_loop(50);
+    }
+    ASSERT(!x.r.done); /* detached: no callback */
+    ASSERT_STR_EQ(json_string_value(json_object_get(last, "output")), "line1\nline2\nline3\n");
+    ASSERT_EQ(json_integer_value(json_object_get(last, "exit_code")), 0);
+    json_decref(last);
+    struct result r;
+    CALL(r, be->ops->command_get(be, id, x.cmd_id, 6, 6, on_result, &r, &_e));
+    ASSERT_STR_EQ(json_string_value(json_object_get(r.json, "output")), "line2\n");
+    ASSERT_EQ(json_integer_value(json_object_get(r.json, "next_offset")), 12);
+    json_decref(r.json);
+    CALL(r, be->ops->command_get(be, id, "cmd-nope", 0, 0, on_result, &r, &_e));
+    ASSERT(r.failed);
+    ASSERT_EQ(r.err.code, MCP_ERR_NOT_FOUND);
+    run_free(&x);
+    destroy_sandbox(id);
+    free(id);
+}
+
+struct read_result {
+    bool done, failed;
+    struct mcp_error err;
+    char data[4096];
+    size_t len;
+};
+
+static void on_read(void *arg, const struct file_read_result *res, const struct mcp_error *err)
+{
+    struct read_result *r = arg;
+    r->done = true;
+    if (err) {
+        r->failed = true;
+        r->err = *err;
+        return;
+    }
+    r->len = res->len < sizeof r->data - 1 ? res->len : sizeof r->data - 1;
+    memcpy(r->data, res->data, r->len);
+    r->data[r->len] = '\0';
+}
+
+TEST(file_operations)
+{
+    char *id = create_sandbox(0);
+    struct result r;
+    CALL(r, be->ops->file_write(be, id, "dir/a.txt", "one two one", 11, 0600, false, on_result, &r,
+                                &_e));
+    ASSERT(!r.failed);
+    ASSERT_EQ(json_integer_value(json_object_get(r.json, "size")), 11);
+    json_decref(r.json);
+    struct read_result rr;
+    CALL(rr, be->ops->file_read(be, id, "/workspace/dir/a.txt", 4, 3, on_read, &rr, &_e));
+    ASSERT(!rr.failed);
+    ASSERT_STR_EQ(rr.data, "two");
+
+    json_t *args = json_pack("{s:s, s:s, s:s}", "path", "dir/a.txt", "old", "one", "new", "1");
+    CALL(r, be->ops->file_op(be, id, "replace", args, on_result, &r, &_e));
+    json_decref(args);
+    ASSERT(!r.failed);
+    ASSERT_EQ(json_integer_value(json_object_get(r.json, "replacements")), 2);
+    json_decref(r.json);
+    CALL(rr, be->ops->file_read(be, id, "dir/a.txt", 0, 0, on_read, &rr, &_e));
+    ASSERT_STR_EQ(rr.data, "1 two 1");
+
+    /* a symlink planted in the sandbox to the host's /etc/shadow: resolved inside the sandbox,
+     * where /etc is generated and has no shadow file */
+    struct run x;
+    run_cmd(id, "ln -s /etc/shadow /workspace/evil && mkfifo /workspace/fifo", 0, &x);
+    run_free(&x);
+    CALL(rr, be->ops->file_read(be, id, "evil", 0, 0, on_read, &rr, &_e));
+    ASSERT(rr.failed);
+    ASSERT_EQ(rr.err.code, MCP_ERR_NOT_FOUND);
+    CALL(rr, be->ops->file_read(be, id, "fifo", 0, 0, on_read, &rr, &_e));
+    ASSERT(rr.failed); /* not blocked, refused */
+    ASSERT_CONTAINS(rr.err.msg, "not a regular file");
+    /* `..` cannot climb out: this is the sandbox's /etc/hostname */
+    CALL(rr, be->ops->file_read(be, id, "../../../../../etc/hostname", 0, 0, on_read, &rr, &_e));
+    ASSERT(!rr.failed);
+    ASSERT_STR_EQ(rr.data, "sandbox\n");
+    CALL(r, be->ops->file_write(be, id, "../../../../etc/pwned", "x", 1, 0, false, on_result, &r, &_e));
+    ASSERT(r.failed); /* /etc is read-only in the sandbox; the host's /etc is not there at all */
+    ASSERT(access("/etc/pwned", F_OK) < 0);
+
+    args = json_pack("{s:s, s:i}", "path", ".", "depth", 2);
+    CALL(r, be->ops->file_op(be, id, "list", args, on_result, &r, &_e));
+    json_decref(args);
+    ASSERT(!r.failed);
+    ASSERT(json_array_size(json_object_get(r.json, "entries")) >= 4);
+    json_decref(r.json);
+    args = json_pack("{s:s, s:s}", "path", "/workspace", "pattern", "*.txt");
+    CALL(r, be->ops->file_op(be, id, "search", args, on_result, &r, &_e));
+    json_decref(args);
+    ASSERT_STR_EQ(json_string_value(json_array_get(json_object_get(r.json, "matches"), 0)),
+                  "/workspace/dir/a.txt");
+    json_decref(r.json);
+    args = json_pack("{s:s, s:s}", "source", "dir/a.txt", "destination", "b.txt");
+    CALL(r, be->ops->file_op(be, id, "move", args, on_result, &r, &_e));
+    json_decref(args);
+    ASSERT(!r.failed);
+    json_decref(r.json);
+    args = json_pack("{s:s}", "path", "b.txt");
+    CALL(r, be->ops->file_op(be, id, "stat", args, on_result, &r, &_e));
+    json_decref(args);
+    ASSERT_STR_EQ(json_string_value(json_object_get(r.json, "type")), "file");
+    ASSERT_EQ(json_integer_value(json_object_get(r.json, "mode")), 0600);
+    json_decref(r.json);
+    args = json_pack("{s:s, s:b}", "path", "dir", "recursive", 1);
+    CALL(r, be->ops->file_op(be, id, "delete", args, on_result, &r, &_e));
+    json_decref(args);
+    ASSERT(!r.failed);
+    json_decref(r.json);
+    destroy_sandbox(id);
+    free(id);
+}
+
+TEST(pause_resume)
+{
+    char *id = create_sandbox(0);
+    struct result r;
+    CALL(r, be->ops->pause(be, id, on_result, &r, &_e));
+    ASSERT(!r.failed);
+    ASSERT_STR_EQ(json_string_value(json_object_get(r.json, "state")), "paused");
+    json_decref(r.json);
+    struct exec_request req = {.command = "true"};
+    struct exec_observer obs = {NULL, NULL, on_result, &r};
+    struct mcp_error e;
+    ASSERT(be->ops->exec(be, id, &req, &obs, NULL, &e) < 0);
+    ASSERT_EQ(e.code, MCP_ERR_CONFLICT);
+    CALL(r, be->ops->resume(be, id, on_result, &r, &_e));
+    ASSERT(!r.failed);
+    ASSERT_STR_EQ(json_string_value(json_object_get(r.json, "state")), "running");
+    json_decref(r.json);
+    struct run x;
+    run_cmd(id, "echo alive", 0, &x);
+    ASSERT_STR_EQ(buf_cstr(&x.out), "alive\n");
+    run_free(&x);
+    destroy_sandbox(id);
+    free(id);
+}
+
+TEST(ttl_enforced_by_agent)
+{
+    char *id = create_sandbox(1);
+    sleep_loop(2500);
+    struct result r;
+    CALL(r, be->ops->get(be, id, on_result, &r, &_e));
+    ASSERT(!r.failed);
+    ASSERT_STR_EQ(json_string_value(json_object_get(r.json, "state")), "expired");
+    json_decref(r.json);
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/sandboxes/%s", state_dir, id);
+    ASSERT(access(dir, F_OK) < 0); /* resources released at expiry */
+    destroy_sandbox(id);           /* removes the record */
+    free(id);
+}
+
+TEST(reconnect_from_second_instance)
+{
+    char *id = create_sandbox(0);
+    struct run x;
+    run_cmd(id, "echo keep > /workspace/k", 0, &x);
+    run_free(&x);
+    local_backend_free(be); /* like an mcpbox process exiting: the sandbox keeps running */
+    uv_run(loop, UV_RUN_NOWAIT);
+    struct mcp_error e;
+    be = local_backend_new(loop, st, NULL, &e);
+    if (be == NULL)
+        TEST_FAIL("second instance: %s", e.msg);
+    run_cmd(id, "cat /workspace/k", 0, &x);
+    ASSERT_STR_EQ(buf_cstr(&x.out), "keep\n");
+    run_free(&x);
+    destroy_sandbox(id);
+    free(id);
+}
+
+int main(void)
+{
+    struct mcp_error e;
+    if (geteuid() != 0) {
+        printf("1..0 # SKIP the local backend needs root\n");
+        return 77;
+    }
+    snprintf(state_dir, sizeof state_dir, "/tmp/mcpbox-local-test-XXXXXX");
+    if (mkdtemp(state_dir) == NULL)
+        return 1;
+    loop = uv_default_loop();
+    st = store_open(state_dir, &e);
+    if (st == NULL) {
+        printf("# store_open: %s\n", e.msg);
+        return 1;
+    }
+    be = local_backend_new(loop, st, NULL, &e);
+    if (be == NULL) {
+        printf("1..0 # SKIP local backend unavailable: %s\n", e.msg);
+        return e.code == MCP_ERR_UNSUPPORTED ? 77 : 1;
+    }
+    RUN(create_exec_destroy);
+    RUN(uid_map_not_host_root);
+    RUN(exec_timeout_and_background);
+    RUN(file_operations);
+    RUN(pause_resume);
+    RUN(ttl_enforced_by_agent);
+    RUN(reconnect_from_second_instance);
+    local_backend_free(be);
+    uv_run(loop, UV_RUN_DEFAULT);
+    store_close(st);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", state_dir);
+    if (system(cmd) != 0)
+        printf("# could not remove %s\n", state_dir);
+    return test_done();
+}
