@@ -243,8 +243,15 @@ int cli_sandbox_exec(struct cli_sandbox *c, int argc, char **argv)
                 CLI_EXEC_STDIN_MAX);
         rc = CLI_EXIT_USAGE;
     }
+    int cmd_at = optind + 1; /* after the id; getopt stopped at the id, so skip a "--" */
+    if (cmd_at < argc && strcmp(argv[cmd_at], "--") == 0)
+        cmd_at++;
+    if (rc < 0 && cmd_at >= argc) {
+        exec_usage(stderr);
+        rc = CLI_EXIT_USAGE;
+    }
     if (rc < 0) {
-        cleanup_free char *command = exec_join(argc - optind - 1, argv + optind + 1);
+        cleanup_free char *command = exec_join(argc - cmd_at, argv + cmd_at);
         o.req.command = command;
         o.req.env = json_object_size(o.env) ? o.env : NULL;
         o.req.stdin_data = o.read_stdin ? buf_cstr(&in) : NULL;

@@ -73,21 +73,33 @@ static void check_host_paths(struct battery_probe *p)
     battery_pass(p, ENOENT, "no host path visible");
 }
 
-static void expect_erofs(struct battery_probe *p, const char *dir)
+/* A read-only mount (statvfs reports mount flags), and no write access either way. access(2)
+ * alone is not enough: it reports EACCES before EROFS when permissions already refuse. */
+static void expect_readonly_dir(struct battery_probe *p, const char *dir)
 {
-    static const int allowed[] = {EROFS, 0};
-    long rc = access(dir, W_OK);
-    battery_expect_errno(p, rc, errno, allowed);
+    struct statvfs sv;
+    if (statvfs(dir, &sv) < 0) {
+        battery_pass(p, errno, "%s is absent", dir);
+        return;
+    }
+    int rc = access(dir, W_OK);
+    int e = errno;
+    if (!(sv.f_flag & ST_RDONLY))
+        battery_fail(p, rc < 0 ? e : 0, "%s is a writable mount", dir);
+    else if (rc == 0)
+        battery_fail(p, 0, "%s is read-only but access(W_OK) succeeded", dir);
+    else
+        battery_pass(p, e, "%s is a read-only mount", dir);
 }
 
 static void check_usr_ro(struct battery_probe *p)
 {
-    expect_erofs(p, "/usr");
+    expect_readonly_dir(p, "/usr");
 }
 
 static void check_etc_ro(struct battery_probe *p)
 {
-    expect_erofs(p, "/etc");
+    expect_readonly_dir(p, "/etc");
 }
 
 /* Opens (and closes at once, reading or writing nothing); PASS when the open fails. */
@@ -277,8 +289,8 @@ static void check_tmp_bounded(struct battery_probe *p)
 
 const struct battery_check battery_checks_fs[] = {
     {33, "no_runtime_socket", check_runtime_socket, "no docker/containerd/podman socket"},
-    {34, "usr_readonly", check_usr_ro, "/usr EROFS"},
-    {35, "etc_readonly", check_etc_ro, "/etc EROFS"},
+    {34, "usr_readonly", check_usr_ro, "/usr read-only mount"},
+    {35, "etc_readonly", check_etc_ro, "/etc read-only mount"},
     {36, "shadow_unreadable", check_shadow, "/etc/shadow not readable"},
     {37, "proc_exe_write", check_proc_exe, "/proc/self/exe not writable"},
     {38, "proc1_exe_write", check_proc1_exe, "/proc/1/exe not writable"},
