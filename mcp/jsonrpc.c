@@ -110,7 +110,7 @@ void jsonrpc_parse(const char *data, size_t len, struct jsonrpc_msg *out)
     json_error_t jerr;
 
     memset(out, 0, sizeof(*out));
-    out->root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
+    out->root = json_loadb(data, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
     if (!out->root) {
         out->kind = JSONRPC_INVALID;
         mcp_error_set(&out->err, MCP_ERR_PARSE, 0, "Parse error: %s (line %d, column %d)",

@@ -20,6 +20,8 @@
 
 #define STDIO_READ_CHUNK (64 * 1024)
 #define STDIO_DRAIN_POLL_MS 5
+/* After a message bigger than this, the line buffer is freed rather than kept for reuse. */
+#define STDIO_LINE_KEEP_BYTES (1024 * 1024)
 
 struct stdio_transport {
     struct mcp_server *srv;
@@ -162,16 +164,26 @@ static void handle_line(struct stdio_transport *t, const char *data, size_t len)
     session_handle(t->session, &msg);
 }
 
+static void line_reset(struct stdio_transport *t)
+{
+    if (t->line.cap > STDIO_LINE_KEEP_BYTES) {
+        buf_release(&t->line);
+        buf_init(&t->line, MCP_MAX_MESSAGE_BYTES);
+    }
+    buf_reset(&t->line);
+}
+
 static void reject_oversized(struct stdio_transport *t)
 {
-    json_auto_t *e = jsonrpc_error(NULL, MCP_ERR_INVALID_REQUEST,
-                                   "Invalid Request: message larger than the limit of "
-                                   "33554432 bytes (MCP_MAX_MESSAGE_BYTES); it was discarded",
-                                   json_pack("{s:I}", "limit",
-                                             (json_int_t)MCP_MAX_MESSAGE_BYTES));
+    cleanup_free char *msg = xasprintf("Invalid Request: message larger than the limit of %u "
+                                       "bytes (MCP_MAX_MESSAGE_BYTES); it was discarded",
+                                       MCP_MAX_MESSAGE_BYTES);
+    json_auto_t *e = jsonrpc_error(NULL, MCP_ERR_INVALID_REQUEST, msg,
+                                   json_pack("{s:I}", "limit", (json_int_t)MCP_MAX_MESSAGE_BYTES));
+
     log_warn("discarding a message over %u bytes", MCP_MAX_MESSAGE_BYTES);
     write_msg(t, e);
-    buf_reset(&t->line);
+    line_reset(t);
 }
 
 /* Consumes a chunk: complete lines are handled, a partial line is kept (up to the limit). */
@@ -189,7 +201,7 @@ static void feed(struct stdio_transport *t, const char *data, size_t len)
             t->discarding = nl == NULL;
         } else if (nl) {
             handle_line(t, t->line.data, t->line.len);
-            buf_reset(&t->line);
+            line_reset(t);
         }
         if (!nl)
             return;
@@ -271,7 +283,7 @@ static void on_eof(struct stdio_transport *t)
     t->eof = true;
     if (t->line.len > 0 && !t->discarding)
         log_warn("stdin closed in the middle of a message (%zu bytes); ignoring it", t->line.len);
-    buf_reset(&t->line);
+    line_reset(t);
     log_debug("stdin closed");
     t->drain_deadline = uv_now(t->loop) + MCP_STDIO_DRAIN_TIMEOUT_MS;
     uv_timer_start(&t->drain, on_drain_tick, 0, STDIO_DRAIN_POLL_MS);
