@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""`mcpbox doctor` and `mcpbox sandbox ...` end to end through the real binary: exit codes,
+tables and JSON, streamed exec output, stdin, env, cwd, signals, timeouts, file copies in and
+out (across the chunk size), pause/resume, logs, rm. Exits 77 where local sandboxes cannot run."""
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from mcpbox_cli import Cli, skip, text  # noqa: E402
+
+EXIT_USAGE, EXIT_NOT_FOUND = 2, 3
+CHUNK = 4 * 1024 * 1024  # the CLI's copy chunk: test a file that spans two
+
+
+def check_doctor(mcpbox):
+    p = subprocess.run([mcpbox, "doctor", "-o", "json"], capture_output=True)
+    report = json.loads(p.stdout)
+    assert p.returncode == (0 if report["ok"] else 1), (p.returncode, report["ok"])
+    names = {c["name"] for c in report["checks"]}
+    for n in ("user_namespaces", "apparmor_userns", "cgroup_layout", "cgroup_delegation",
+              "seccomp", "overlayfs", "openat2", "user_mode_network", "state_dir"):
+        assert n in names, f"doctor lacks {n}"
+    for c in report["checks"]:
+        assert (c["fix"] is None) == c["ok"], c
+    t = subprocess.run([mcpbox, "doctor"], capture_output=True)
+    assert t.returncode == p.returncode and b"CHECK" in t.stdout and b"STATUS" in t.stdout
+    bad = subprocess.run([mcpbox, "doctor", "-o", "xml"], capture_output=True)
+    assert bad.returncode == EXIT_USAGE and b"xml" in bad.stderr
+    assert subprocess.run([mcpbox, "doctor", "--help"], capture_output=True).returncode == 0
+    return report
+
+
+def check_usage(cli):
+    assert cli.run("--help").returncode == 0
+    p = cli.run("frobnicate")
+    assert p.returncode == EXIT_USAGE and b"unknown command" in p.stderr
+    assert cli.run("exec").returncode == EXIT_USAGE
+    assert cli.run("cp", "a", "b").returncode == EXIT_USAGE  # neither side is ID:PATH
+    assert cli.run("create", "--memory", "lots").returncode == EXIT_USAGE
+    for sub in ("create", "ls", "get", "exec", "cp", "logs", "rm", "pause", "resume"):
+        assert cli.run(sub, "--help").returncode == 0, sub
+
+
+def check_create_get_ls(cli):
+    sid = cli.create("--memory", "256M", "--pids", "64", "-l", "team=a", "--timeout", "600")
+    info = cli.get_json(sid)
+    assert info["sandbox_id"] == sid and info["state"] == "running", info
+    assert info["limits"]["memory_bytes"] == 256 * 1024 * 1024, info["limits"]
+    assert info["limits"]["pids"] == 64, info["limits"]
+    assert info["metadata"].get("team") == "a", info["metadata"]
+    assert info["expires_at"] is not None
+    ls = json.loads(cli.run("ls", "-o", "json", check=True).stdout)
+    assert sid in [s["sandbox_id"] for s in ls["sandboxes"]]
+    table = text(cli.run("ls", check=True).stdout)
+    assert table.splitlines()[0].split()[:2] == ["ID", "STATE"] and sid in table
+    assert cli.run("get", "sbx-00000000deadbeef").returncode == EXIT_NOT_FOUND
+    return sid
+
+
+def check_exec(cli, sid):
+    p = cli.exec(sid, "echo out; echo err >&2; exit 7")
+    assert (p.returncode, p.stdout, p.stderr) == (7, b"out\n", b"err\n"), p
+    data = os.urandom(100000)
+    p = cli.exec(sid, "wc -c", input=data)
+    assert p.returncode == 0 and p.stdout.strip() == b"100000", p
+    p = cli.exec(sid, 'echo "$FOO"', "-e", "FOO=bar baz")
+    assert p.stdout == b"bar baz\n", p
+    p = cli.exec(sid, "pwd", "-w", "/tmp")
+    assert p.stdout == b"/tmp\n", p
+    p = cli.exec(sid, "kill -TERM $$")
+    assert p.returncode == 128 + 15, p.returncode
+    t0 = time.monotonic()
+    p = cli.exec(sid, "sleep 30", "-t", "1")
+    assert p.returncode == 124 and time.monotonic() - t0 < 20, (p.returncode, p.stderr)
+    assert b"timed out" in p.stderr
+
+
+def check_streaming(cli, sid):
+    """The first line must arrive while the command is still running."""
+    cmd = [cli.mcpbox, "sandbox", "--state-dir", cli.state_dir, "exec", sid, "--",
+           "echo first; sleep 3; echo second"]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    t_first = time.monotonic() - t0
+    rest, _ = proc.communicate(timeout=60)
+    assert first == b"first\n" and rest == b"second\n", (first, rest)
+    assert t_first < 2.5, f"first line took {t_first:.2f}s: output is not streamed"
+    assert proc.returncode == 0
+
+
+def check_cp(cli, sid):
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "in.bin")
+        blob = os.urandom(CHUNK + 12345)
+        with open(src, "wb") as f:
+            f.write(blob)
+        os.chmod(src, 0o640)
+        assert cli.run("cp", src, f"{sid}:data/in.bin").returncode == 0
+        p = cli.exec(sid, "sha256sum data/in.bin; stat -c %a data/in.bin")
+        want = hashlib.sha256(blob).hexdigest()
+        assert p.stdout.split()[0].decode() == want and p.stdout.split()[2] == b"640", p.stdout
+        out = os.path.join(d, "out.bin")
+        assert cli.run("cp", f"{sid}:data/in.bin", out).returncode == 0
+        with open(out, "rb") as f:
+            assert f.read() == blob
+        p = cli.run("cp", f"{sid}:data/in.bin", "-")
+        assert p.returncode == 0 and p.stdout == blob
+        empty = os.path.join(d, "empty")
+        open(empty, "w").close()
+        assert cli.run("cp", empty, f"{sid}:empty").returncode == 0
+        assert cli.exec(sid, "test -f empty && test ! -s empty").returncode == 0
+        p = cli.run("cp", f"{sid}:/no/such/file", out)
+        assert p.returncode == EXIT_NOT_FOUND, (p.returncode, p.stderr)
+
+
+def check_pause_logs_rm(cli, sid):
+    p = cli.run("pause", sid, "-o", "json", check=True)
+    assert json.loads(p.stdout)["state"] == "paused"
+    p = cli.exec(sid, "true", timeout=30)
+    assert p.returncode != 0 and b"paused" in p.stderr, p
+    assert json.loads(cli.run("resume", sid, "-o", "json", check=True).stdout)["state"] == "running"
+    assert cli.exec(sid, "true").returncode == 0
+    logs = cli.run("logs", sid, check=True)
+    assert sid.encode() in logs.stdout and b"TIME" in logs.stdout
+    ev = json.loads(cli.run("logs", sid, "--events", "-o", "json", check=True).stdout)
+    assert isinstance(ev.get("events"), list) and ev["events"], ev
+    assert cli.rm(sid).returncode == 0
+    assert cli.run("get", sid).returncode == EXIT_NOT_FOUND
+    assert cli.run("rm", sid).returncode == EXIT_NOT_FOUND
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mcpbox", required=True)
+    args = ap.parse_args()
+    report = check_doctor(args.mcpbox)
+    with Cli(args.mcpbox) as cli:
+        check_usage(cli)
+        if not report["ok"]:
+            skip("doctor says this host cannot run local sandboxes")
+        sid = check_create_get_ls(cli)
+        check_exec(cli, sid)
+        check_streaming(cli, sid)
+        check_cp(cli, sid)
+        check_pause_logs_rm(cli, sid)
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
