@@ -1,0 +1,238 @@
+/* Unit tests of the OpenSandbox backend's pure parts: the event-stream parser, retry policy,
+ * quantity and mode conversions, request bodies, error mapping. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/opensandbox/osb.h"
+#include "backend/opensandbox/sse.h"
+#include "test.h"
+
+struct events {
+    json_t *list;
+};
+
+static int collect(void *arg, json_t *ev)
+{
+    json_array_append(((struct events *)arg)->list, ev);
+    return 0;
+}
+
+static json_t *parse_all(const char *stream, size_t chunk)
+{
+    struct events ev = {json_array()};
+    struct osb_sse p;
+    osb_sse_init(&p, collect, &ev);
+    size_t n = strlen(stream);
+    for (size_t i = 0; i < n; i += chunk)
+        osb_sse_feed(&p, stream + i, n - i < chunk ? n - i : chunk);
+    osb_sse_finish(&p);
+    osb_sse_release(&p);
+    return ev.list;
+}
+
+static const char *type_at(json_t *list, size_t i)
+{
+    return json_string_value(json_object_get(json_array_get(list, i), "type"));
+}
+
+TEST(sse_raw_json_lines)
+{
+    const char *s = "{\"type\":\"init\",\"text\":\"abc\"}\n\n{\"type\":\"stdout\",\"text\":\"hi\"}\n\n"
+                    "{\"type\":\"ping\",\"text\":\"pong\"}\n\n"
+                    "{\"type\":\"execution_complete\",\"execution_time\":3}\n\n";
+    for (size_t chunk = 1; chunk <= 7; chunk += 3) { /* events split anywhere */
+        json_t *l = parse_all(s, chunk);
+        ASSERT_EQ(json_array_size(l), 4);
+        ASSERT_STR_EQ(type_at(l, 0), "init");
+        ASSERT_STR_EQ(type_at(l, 3), "execution_complete");
+        json_decref(l);
+    }
+}
+
+TEST(sse_data_frames_comments_crlf)
+{
+    const char *s = ": comment\r\nevent: message\r\nid: 1\r\ndata: {\"type\":\"init\",\r\n"
+                    "data: \"text\":\"x\"}\r\n\r\nretry: 5\n"
+                    "data:{\"type\":\"stderr\",\"text\":\"e\"}\n\nnot json at all\n\n"
+                    "{\"type\":\"error\",\"error\":{\"evalue\":\"3\"}}";
+    json_t *l = parse_all(s, 5);
+    ASSERT_EQ(json_array_size(l), 3);
+    ASSERT_STR_EQ(type_at(l, 0), "init"); /* multi-line data joined */
+    ASSERT_STR_EQ(type_at(l, 1), "stderr");
+    ASSERT_STR_EQ(type_at(l, 2), "error"); /* at EOF without its blank line */
+    json_decref(l);
+}
+
+TEST(sse_ndjson_and_line_cap)
+{
+    json_t *l = parse_all("{\"a\":1}\n{\"a\":2}\n", 64);
+    ASSERT_EQ(json_array_size(l), 2);
+    json_decref(l);
+    struct events ev = {json_array()};
+    struct osb_sse p;
+    osb_sse_init(&p, collect, &ev);
+    char *big = malloc(OSB_SSE_LINE_MAX + 10);
+    memset(big, 'x', OSB_SSE_LINE_MAX + 10);
+    ASSERT_EQ(osb_sse_feed(&p, big, OSB_SSE_LINE_MAX + 10), -1); /* bounded */
+    free(big);
+    osb_sse_release(&p);
+    json_decref(ev.list);
+}
+
+TEST(retry_policy)
+{
+    ASSERT(osb_http_retryable(OSB_RETRY_IDEMPOTENT, 503, CURLE_OK));
+    ASSERT(osb_http_retryable(OSB_RETRY_IDEMPOTENT, 0, CURLE_RECV_ERROR));
+    ASSERT(osb_http_retryable(OSB_RETRY_SAFE, 429, CURLE_OK));
+    ASSERT(osb_http_retryable(OSB_RETRY_SAFE, 0, CURLE_COULDNT_CONNECT));
+    ASSERT(!osb_http_retryable(OSB_RETRY_SAFE, 503, CURLE_OK));    /* may have acted */
+    ASSERT(!osb_http_retryable(OSB_RETRY_SAFE, 0, CURLE_RECV_ERROR));
+    ASSERT(!osb_http_retryable(OSB_RETRY_NONE, 429, CURLE_OK));
+    ASSERT(!osb_http_retryable(OSB_RETRY_IDEMPOTENT, 500, CURLE_OK));
+    ASSERT(!osb_http_retryable(OSB_RETRY_IDEMPOTENT, 404, CURLE_OK));
+    for (unsigned n = 1; n <= 6; n++) {
+        uint32_t w = osb_http_backoff_ms(n, 100, 1000, -1);
+        double base = fmin(100.0 * pow(2, n - 1), 1000.0);
+        ASSERT(w >= base * 0.74 && w <= base * 1.26);
+    }
+    ASSERT(osb_http_backoff_ms(1, 100, 1000, 2.5) >= 2500);
+    ASSERT(fabs(osb_http_parse_retry_after("7") - 7) < 1e-9);
+    ASSERT(osb_http_parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0); /* past */
+    ASSERT(osb_http_parse_retry_after("soon") < 0);
+}
+
+TEST(quantities_modes_paths)
+{
+    ASSERT(fabs(osb_parse_cpu("500m") - 0.5) < 1e-9);
+    ASSERT(fabs(osb_parse_cpu("2") - 2) < 1e-9);
+    ASSERT(osb_parse_cpu("two") < 0);
+    ASSERT_EQ(osb_parse_quantity("512Mi"), 512LL << 20);
+    ASSERT_EQ(osb_parse_quantity("2Gi"), 2LL << 30);
+    ASSERT_EQ(osb_parse_quantity("1G"), 1000000000LL);
+    ASSERT_EQ(osb_parse_quantity("5Qi"), -1);
+    ASSERT_EQ(osb_mode_from_execd(755), 0755);
+    ASSERT_EQ(osb_mode_from_execd(644), 0644);
+    ASSERT_EQ(osb_mode_to_execd(0640), 640);
+    char *p = osb_sandbox_path("a/b.txt");
+    ASSERT_STR_EQ(p, "/workspace/a/b.txt");
+    free(p);
+    p = osb_sandbox_path("/etc/x");
+    ASSERT_STR_EQ(p, "/etc/x");
+    free(p);
+    ASSERT_EQ(osb_state_map("Running"), SANDBOX_RUNNING);
+    ASSERT_EQ(osb_state_map("Allocated"), SANDBOX_RUNNING);
+    ASSERT_EQ(osb_state_map("Pending"), SANDBOX_CREATING);
+    ASSERT_EQ(osb_state_map("Paused"), SANDBOX_PAUSED);
+    ASSERT_EQ(osb_state_map("Failed"), SANDBOX_FAILED);
+    ASSERT_EQ(osb_state_map("SomethingNew"), SANDBOX_STOPPED);
+    char *u = osb_endpoint_url("http", "10.0.0.5:44772/proxy/44772/");
+    ASSERT_STR_EQ(u, "http://10.0.0.5:44772/proxy/44772");
+    free(u);
+    u = osb_endpoint_url("http", "https://gw.example.com/x");
+    ASSERT_STR_EQ(u, "https://gw.example.com/x");
+    free(u);
+}
+
+TEST(remote_ids)
+{
+    struct mcp_error e;
+    ASSERT_STR_EQ(osb_remote_id("osb-6f1c2f7e-3b7a", &e), "6f1c2f7e-3b7a");
+    ASSERT(osb_remote_id("sbx-1234", &e) == NULL);
+    ASSERT_EQ(e.code, MCP_ERR_NOT_FOUND);
+    ASSERT(osb_remote_id("osb-../../etc", &e) == NULL);
+    ASSERT(osb_remote_id("osb-a/b", &e) == NULL);
+    ASSERT(osb_remote_id("osb-", &e) == NULL);
+}
+
+TEST(command_body)
+{
+    struct mcp_error e;
+    json_t *env = json_pack("{s:s}", "A", "1");
+    struct exec_request r = {.command = "cat", .env = env, .stdin_data = "hi'x", .stdin_len = 4,
+                             .timeout_ms = 1500};
+    json_t *b = osb_command_body(&r, &e);
+    ASSERT(b != NULL);
+    ASSERT_CONTAINS(json_string_value(json_object_get(b, "command")), "aGkneA==");
+    ASSERT_CONTAINS(json_string_value(json_object_get(b, "command")), "base64 -d");
+    ASSERT_STR_EQ(json_string_value(json_object_get(b, "cwd")), "/workspace");
+    ASSERT_EQ(json_integer_value(json_object_get(b, "timeout")), 1500);
+    ASSERT_STR_EQ(json_string_value(json_object_get(json_object_get(b, "envs"), "A")), "1");
+    json_decref(b);
+    r.stdin_len = OSB_STDIN_MAX + 1;
+    ASSERT(osb_command_body(&r, &e) == NULL);
+    ASSERT_EQ(e.code, MCP_ERR_LIMIT);
+    json_decref(env);
+}
+
+static void map(long status, const char *body, bool execd, struct mcp_error *e)
+{
+    static char key[] = "sk-very-secret";
+    struct osb_backend b = {.api_key = key, .domain = (char *)"h:1",
+                            .t = {.request_timeout_ms = 1000}};
+    struct osb_response r = {.status = status, .curl_code = CURLE_OK, .retry_after_s = -1,
+                             .attempts = 1};
+    buf_init(&r.body, 1 << 20);
+    buf_append_str(&r.body, body);
+    strcpy(r.request_id, "req-1");
+    osb_error_from_response(&b, &r, "doing it", "osb-x", execd, e);
+    buf_release(&r.body);
+}
+
+TEST(error_mapping)
+{
+    struct mcp_error e;
+    map(401, "{\"code\":\"INVALID_API_KEY\",\"message\":\"bad\"}", false, &e);
+    ASSERT_EQ(e.code, MCP_ERR_DENIED);
+    ASSERT_CONTAINS(e.msg, "OPEN_SANDBOX_API_KEY");
+    ASSERT_CONTAINS(e.msg, "req-1");
+    map(404, "{\"code\":\"DOCKER::SANDBOX_NOT_FOUND\",\"message\":\"Sandbox x not found.\"}", false,
+        &e);
+    ASSERT_EQ(e.code, MCP_ERR_NOT_FOUND);
+    ASSERT_CONTAINS(e.msg, "list_sandboxes");
+    map(422, "{\"detail\":[{\"type\":\"value_error\",\"loc\":[\"body\"],\"msg\":\"Exactly one\"}]}",
+        false, &e);
+    ASSERT_EQ(e.code, MCP_ERR_INVALID);
+    ASSERT_CONTAINS(e.msg, "Exactly one");
+    map(500, "{\"code\":\"DOCKER::SANDBOX_IMAGE_PULL_FAILED\",\"message\":\"manifest unknown\"}",
+        false, &e);
+    ASSERT_EQ(e.code, MCP_ERR_INVALID);
+    ASSERT_CONTAINS(e.msg, "image");
+    map(403, "{\"code\":\"SANDBOX::QUOTA_EXCEEDED\",\"message\":\"too many\"}", false, &e);
+    ASSERT_EQ(e.code, MCP_ERR_LIMIT);
+    map(409, "{\"code\":\"DOCKER::SANDBOX_NOT_RUNNING\",\"message\":\"no\"}", false, &e);
+    ASSERT_EQ(e.code, MCP_ERR_CONFLICT);
+    ASSERT_CONTAINS(e.msg, "resume_sandbox");
+    map(500, "Internal Server Error", false, &e);
+    ASSERT_EQ(e.code, MCP_ERR_BACKEND);
+    ASSERT_CONTAINS(e.msg, "Internal Server Error");
+    map(401, "{\"error\":\"Unauthorized: invalid or missing header X-EXECD-ACCESS-TOKEN\"}", true,
+        &e);
+    ASSERT_EQ(e.code, MCP_ERR_DENIED);
+    ASSERT_CONTAINS(e.msg, "X-EXECD-ACCESS-TOKEN");
+    map(400, "{\"code\":\"X\",\"message\":\"your key sk-very-secret is odd\"}", false, &e);
+    ASSERT(strstr(e.msg, "sk-very-secret") == NULL); /* never echoed */
+    ASSERT_CONTAINS(e.msg, "***");
+}
+
+TEST(json_text_sanitises)
+{
+    json_t *j = osb_json_text("ok\xff\xc3(\0z", 7);
+    ASSERT(j != NULL);
+    ASSERT_STR_EQ(json_string_value(j), "ok\xEF\xBF\xBD\xEF\xBF\xBD(\xEF\xBF\xBDz");
+    json_decref(j);
+}
+
+int main(void)
+{
+    RUN(sse_raw_json_lines);
+    RUN(sse_data_frames_comments_crlf);
+    RUN(sse_ndjson_and_line_cap);
+    RUN(retry_policy);
+    RUN(quantities_modes_paths);
+    RUN(remote_ids);
+    RUN(command_body);
+    RUN(error_mapping);
+    RUN(json_text_sanitises);
+    return test_done();
+}
