@@ -17,7 +17,6 @@ set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
-set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://modelcontextprotocol.io")
 # The libraries the binary links (checked by the package_deb test against the binary's NEEDED
 # entries), with the Debian 12 versions as the floor.
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
