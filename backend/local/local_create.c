@@ -295,10 +295,10 @@ int local_create(struct backend *be, const struct sandbox_spec *spec, backend_cb
     uint64_t disk;
     if (check_spec(spec, &lim, &disk, err) < 0)
         return -1;
-    if (spec->network)
-        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
-                             "network egress is not available in this build of the local backend "
-                             "(sandboxes get loopback only); create without network: true");
+    if (spec->network && local_pasta_path() == NULL)
+        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, ENOENT,
+                             "network: true needs pasta, which is not installed (Debian/Ubuntu: "
+                             "apt install passt); or create the sandbox without network");
     struct create_op *op = xcalloc(1, sizeof *op);
     op->started_ms = now_mono_ms();
     op->cb = cb, op->arg = arg, op->err_fd = -1;

@@ -104,7 +104,12 @@ struct spawn_result {
 int local_spawn(const struct spawn_request *req, struct spawn_result *out, struct mcp_error *err);
 /* "/proc/<pid>/stat" field 22, to tell a live init from a reused pid; 0 if gone. */
 uint64_t local_proc_starttime(pid_t pid);
-int local_start_network(pid_t pid, struct mcp_error *err);
+/* network.c: opt-in egress through pasta. */
+#define LOCAL_DNS_ADDR "169.254.1.1"
+const char *local_pasta_path(void); /* NULL when pasta is not installed */
+int local_start_network(const char *dir, pid_t pid, const struct cg_sandbox *cg,
+                        struct mcp_error *err);
+int local_block_private_routes(const char **failed); /* in the child; sets errno */
 
 /* ---- the agent binary (agent_blob.c) ---- */
 extern const unsigned char local_agent_blob[];

@@ -50,7 +50,7 @@ static const char etc_nsswitch[] = "passwd: files\ngroup: files\nshadow: files\n
                                    "hosts: files dns\nnetworks: files\n";
 static const char etc_hostname[] = SANDBOX_HOSTNAME "\n";
 static const char resolv_none[] = "# this sandbox has no network (create it with network: true)\n";
-static const char resolv_pasta[] = "nameserver 169.254.1.1\n";
+static const char resolv_pasta[] = "nameserver " LOCAL_DNS_ADDR "\n";
 
 /* Host paths shown read-only (public data: no secrets live there). */
 static const char *const ro_etc_binds[] = {"etc/alternatives", "etc/ssl/certs", "etc/ld.so.cache",
@@ -176,10 +176,10 @@ static void make_dev(const struct child_plan *p)
     mkdir("dev/shm", 01777);
     CHECK(mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, p->shm_opts) == 0, "mount",
           "/dev/shm");
-    symlink("/proc/self/fd", "dev/fd");
-    symlink("/proc/self/fd/0", "dev/stdin");
-    symlink("/proc/self/fd/1", "dev/stdout");
-    symlink("/proc/self/fd/2", "dev/stderr");
+    CHECK(symlink("/proc/self/fd", "dev/fd") == 0, "symlink", "/dev/fd");
+    CHECK(symlink("/proc/self/fd/0", "dev/stdin") == 0, "symlink", "/dev/stdin");
+    CHECK(symlink("/proc/self/fd/1", "dev/stdout") == 0, "symlink", "/dev/stdout");
+    CHECK(symlink("/proc/self/fd/2", "dev/stderr") == 0, "symlink", "/dev/stderr");
 }
 
 /* proc must be mounted before pivot_root: the kernel only allows a new proc mount in a mount
@@ -246,7 +246,7 @@ static void make_root(const struct child_plan *p)
     make_data(p);
     mkdir("run", 0755);
     mkdir("var", 0755);
-    symlink("/tmp", "var/tmp");
+    CHECK(symlink("/tmp", "var/tmp") == 0, "symlink", "/var/tmp");
     make_proc(p);
     CHECK(syscall(SYS_pivot_root, ".", ".") == 0, "pivot_root", NULL);
     CHECK(umount2(".", MNT_DETACH) == 0, "detach old root", NULL);
@@ -337,6 +337,9 @@ __attribute__((noreturn)) static void child_main(struct child_plan *p)
     CHECK(setresuid(0, 0, 0) == 0, "setresuid", NULL);
     make_root(p);
     loopback_up(p);
+    const char *failed = NULL;
+    if (p->req->network && local_block_private_routes(&failed) < 0)
+        child_fail(p->err_fd, "route", failed);
     CHECK(sethostname(SANDBOX_HOSTNAME, strlen(SANDBOX_HOSTNAME)) == 0, "sethostname", NULL);
     set_limits(p);
     arrange_fds(p);
@@ -502,6 +505,8 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     int rc = write_map(pid, "uid_map", req->uid_base, err);
     if (rc == 0)
         rc = write_map(pid, "gid_map", req->uid_base, err);
+    if (rc == 0 && req->network)
+        rc = local_start_network(req->dir, pid, req->cg, err);
     if (rc == 0 && write(sync[1], "g", 1) != 1)
         rc = mcp_error_set(err, MCP_ERR_IO, errno, "releasing the sandbox init failed");
     close(sync[1]);

@@ -2,7 +2,10 @@
  * timeout, background + command_get by offset), file operations (symlink to /etc/shadow, `..`),
  * pause/resume, TTL expiry enforced by the agent, and reconnect from a second backend instance.
  * Needs root and user namespaces; skips (77) elsewhere. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,10 +82,10 @@ static void sleep_loop(uint64_t ms)
             TEST_FAIL("%s: no callback", #expr);                                                   \
     } while (0)
 
-static char *create_sandbox(int64_t ttl)
+static char *create_sandbox_net(int64_t ttl, bool network)
 {
     struct result r;
-    struct sandbox_spec spec = {.owner = "test", .timeout_seconds = ttl,
+    struct sandbox_spec spec = {.owner = "test", .timeout_seconds = ttl, .network = network,
                                 .memory_bytes = 256u << 20, .disk_bytes = 64u << 20};
     CALL(r, be->ops->create(be, &spec, on_result, &r, &_e));
     if (r.failed)
@@ -93,6 +96,11 @@ static char *create_sandbox(int64_t ttl)
     char *copy = xstrdup(id);
     json_decref(r.json);
     return copy;
+}
+
+static char *create_sandbox(int64_t ttl)
+{
+    return create_sandbox_net(ttl, false);
 }
 
 static void destroy_sandbox(const char *id)
@@ -407,6 +415,47 @@ TEST(reconnect_from_second_instance)
     free(id);
 }
 
+/* Egress through pasta: an interface besides lo, private ranges and the host's loopback
+ * unreachable. (This machine has no internet, so reaching it is not tested here.) */
+TEST(network_egress_blocks_private_ranges)
+{
+    if (access("/usr/bin/pasta", X_OK) < 0 || access("/usr/bin/python3", X_OK) < 0)
+        SKIP("pasta or python3 missing");
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    ASSERT_EQ(bind(lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+    ASSERT_EQ(listen(lfd, 4), 0);
+    getsockname(lfd, (struct sockaddr *)&sa, &sl);
+    char *id = create_sandbox_net(0, true);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "cat /etc/resolv.conf; python3 -c '\n"
+             "import socket\n"
+             "gw = [l.split()[2] for l in open(\"/proc/net/route\") if l.split()[1] == \"00000000\" and l.split()[7] == \"00000000\"]\n"
+             "gw = socket.inet_ntoa(bytes.fromhex(gw[0])[::-1]) if gw else \"none\"\n"
+             "print(\"gateway\", gw)\n"
+             "for a in [\"10.1.2.3\", \"192.168.1.1\", \"169.254.169.254\", \"127.0.0.1\", gw]:\n"
+             "    s = socket.socket(); s.settimeout(3)\n"
+             "    try:\n"
+             "        s.connect((a, %d)); print(a, \"OPEN\")\n"
+             "    except OSError as e:\n"
+             "        print(a, \"closed\", e.errno)\n"
+             "'", ntohs(sa.sin_port));
+    struct run x;
+    run_cmd(id, cmd, 30000, &x);
+    printf("# %s", buf_cstr(&x.out));
+    printf("# %s", buf_cstr(&x.err));
+    ASSERT_CONTAINS(buf_cstr(&x.out), "nameserver 169.254.1.1");
+    ASSERT(strstr(buf_cstr(&x.out), "gateway none") == NULL);
+    ASSERT(strstr(buf_cstr(&x.out), "OPEN") == NULL);
+    ASSERT_CONTAINS(buf_cstr(&x.out), "10.1.2.3 closed");
+    run_free(&x);
+    destroy_sandbox(id);
+    close(lfd);
+    free(id);
+}
+
 int main(void)
 {
     struct mcp_error e;
@@ -435,6 +484,7 @@ int main(void)
     RUN(pause_resume);
     RUN(ttl_enforced_by_agent);
     RUN(reconnect_from_second_instance);
+    RUN(network_egress_blocks_private_ranges);
     local_backend_free(be);
     uv_run(loop, UV_RUN_DEFAULT);
     store_close(st);

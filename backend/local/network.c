@@ -1,0 +1,185 @@
+/* Opt-in egress ({network:true}): pasta (Debian package passt) gives the sandbox's network
+ * namespace a tap interface backed by ordinary host sockets, without privileges in the sandbox.
+ *  - host side (parent): pasta joins the sandbox's user and network namespaces, configures the
+ *    interface (--config-net), forwards DNS sent to LOCAL_DNS_ADDR to the host's resolver, does
+ *    not map the gateway to the host's loopback (--no-map-gw) and forwards no ports inward;
+ *    it is moved into the sandbox's cgroups so that destroy (cgroup.kill) ends it too.
+ *  - sandbox side (child, before it drops CAP_NET_ADMIN): unreachable routes for loopback-like,
+ *    private, link-local, CGNAT and reserved ranges, so only the public internet is reachable
+ *    (the DNS forwarder's /32 stays routable). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backend/local/local_internal.h"
+
+#define PASTA_PID_FILE "pasta.pid"
+
+static const char *const pasta_paths[] = {"/usr/bin/pasta", "/usr/local/bin/pasta", "/bin/pasta"};
+
+/* Ranges a sandbox with egress must not reach. */
+static const struct {
+    const char *net;
+    int prefix;
+} blocked[] = {{"0.0.0.0", 8},      {"10.0.0.0", 8},     {"100.64.0.0", 10}, {"127.0.0.0", 8},
+               {"169.254.0.0", 16}, {"172.16.0.0", 12},  {"192.0.0.0", 24},  {"192.168.0.0", 16},
+               {"198.18.0.0", 15},  {"224.0.0.0", 4},    {"240.0.0.0", 4}};
+
+const char *local_pasta_path(void)
+{
+    for (size_t i = 0; i < sizeof pasta_paths / sizeof pasta_paths[0]; i++)
+        if (access(pasta_paths[i], X_OK) == 0)
+            return pasta_paths[i];
+    return NULL;
+}
+
+static pid_t read_pid_file(const char *dir)
+{
+    char path[LOCAL_PATH_MAX + 32], text[32];
+    snprintf(path, sizeof path, "%s/" PASTA_PID_FILE, dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    text[n] = '\0';
+    return (pid_t)atoi(text);
+}
+
+int local_start_network(const char *dir, pid_t pid, const struct cg_sandbox *cg,
+                        struct mcp_error *err)
+{
+    const char *pasta = local_pasta_path();
+    if (pasta == NULL)
+        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, ENOENT,
+                             "network: true needs pasta, which is not installed (Debian/Ubuntu: "
+                             "apt install passt); or create the sandbox without network");
+    char pidarg[32], pidfile[LOCAL_PATH_MAX + 32];
+    snprintf(pidarg, sizeof pidarg, "%d", (int)pid);
+    snprintf(pidfile, sizeof pidfile, "%s/" PASTA_PID_FILE, dir);
+    char *argv[] = {(char *)"pasta", (char *)"--config-net", (char *)"--quiet", (char *)"-4",
+                    (char *)"--no-map-gw", (char *)"--runas", (char *)"0", (char *)"--dns-forward", (char *)LOCAL_DNS_ADDR,
+                    (char *)"-t", (char *)"none", (char *)"-u", (char *)"none", (char *)"-T",
+                    (char *)"none", (char *)"-U", (char *)"none", (char *)"--pid", pidfile, pidarg,
+                    NULL};
+    char *envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+    pid_t child;
+    int rc = posix_spawn(&child, pasta, &fa, NULL, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0)
+        return mcp_error_set(err, MCP_ERR_IO, rc, "cannot run %s: %s", pasta, strerror(rc));
+    int status;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    } /* pasta forks to the background once the namespace is configured */
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return mcp_error_set(err, MCP_ERR_BACKEND, 0,
+                             "pasta could not set up the sandbox's network (exit status %d)",
+                             WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    pid_t daemon = read_pid_file(dir);
+    if (daemon <= 0)
+        return mcp_error_set(err, MCP_ERR_BACKEND, 0, "pasta did not write its pid file");
+    if ((cg->v2[0] && cg_attach_v2(cg, daemon, err) < 0) ||
+        ((cg->mem[0] || cg->pids[0]) && cg_attach_v1(cg, daemon, err) < 0)) {
+        kill(daemon, SIGKILL);
+        return mcp_error_prefix(err, "moving pasta into the sandbox's cgroups");
+    }
+    return 0;
+}
+
+/* ---- child side: raw netlink, no allocation ---------------------------------------------- */
+
+struct route_msg {
+    struct nlmsghdr nh;
+    struct rtmsg rt;
+    char attrs[64];
+};
+
+static void add_attr(struct route_msg *m, unsigned short type, const void *data, size_t len)
+{
+    struct rtattr *a = (struct rtattr *)((char *)m + NLMSG_ALIGN(m->nh.nlmsg_len));
+    a->rta_type = type;
+    a->rta_len = (unsigned short)RTA_LENGTH(len);
+    memcpy(RTA_DATA(a), data, len);
+    m->nh.nlmsg_len = NLMSG_ALIGN(m->nh.nlmsg_len) + (unsigned)RTA_ALIGN(a->rta_len);
+}
+
+static int route(int fd, const char *net, int prefix, unsigned char type, int oif)
+{
+    struct route_msg m;
+    memset(&m, 0, sizeof m);
+    m.nh.nlmsg_len = NLMSG_LENGTH(sizeof m.rt);
+    m.nh.nlmsg_type = RTM_NEWROUTE;
+    m.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_REPLACE | NLM_F_ACK;
+    m.rt.rtm_family = AF_INET;
+    m.rt.rtm_dst_len = (unsigned char)prefix;
+    m.rt.rtm_table = RT_TABLE_MAIN;
+    m.rt.rtm_protocol = RTPROT_STATIC;
+    m.rt.rtm_scope = type == RTN_UNICAST ? RT_SCOPE_LINK : RT_SCOPE_UNIVERSE;
+    m.rt.rtm_type = type;
+    struct in_addr dst;
+    inet_pton(AF_INET, net, &dst);
+    add_attr(&m, RTA_DST, &dst, sizeof dst);
+    if (oif > 0)
+        add_attr(&m, RTA_OIF, &oif, sizeof oif);
+    if (send(fd, &m, m.nh.nlmsg_len, 0) < 0)
+        return -1;
+    char reply[512];
+    ssize_t n = recv(fd, reply, sizeof reply, 0);
+    struct nlmsghdr *h = (struct nlmsghdr *)reply;
+    if (n < (ssize_t)sizeof *h || h->nlmsg_type != NLMSG_ERROR)
+        return -1;
+    struct nlmsgerr *e = NLMSG_DATA(h);
+    errno = -e->error;
+    return e->error == 0 ? 0 : -1;
+}
+
+/* The tap interface pasta created: the one that is not lo. */
+static int tap_index(void)
+{
+    struct if_nameindex *ifs = if_nameindex(), *i;
+    int idx = 0;
+    for (i = ifs; i && i->if_index; i++)
+        if (strcmp(i->if_name, "lo") != 0) {
+            idx = (int)i->if_index;
+            break;
+        }
+    if (ifs)
+        if_freenameindex(ifs);
+    return idx;
+}
+
+int local_block_private_routes(const char **failed)
+{
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    if (fd < 0)
+        return *failed = "netlink socket", -1;
+    for (size_t i = 0; i < sizeof blocked / sizeof blocked[0]; i++)
+        if (route(fd, blocked[i].net, blocked[i].prefix, RTN_UNREACHABLE, 0) < 0) {
+            close(fd);
+            return *failed = blocked[i].net, -1;
+        }
+    int tap = tap_index();
+    if (tap <= 0 || route(fd, LOCAL_DNS_ADDR, 32, RTN_UNICAST, tap) < 0) {
+        close(fd);
+        return *failed = "DNS forwarder route", -1;
+    }
+    close(fd);
+    return 0;
+}
