@@ -23,32 +23,53 @@
 struct mcp_server;
 struct session;
 
+/* The limits and timeouts. The timeouts and the session cap may be overridden at compile time
+ * only so that tests/unit/http/test_http_transport.c can exercise them in milliseconds. */
+
 /* Open TCP connections; more are accepted and closed at once. */
 #define HTTP_MAX_CONNECTIONS 512
 /* Live MCP sessions; an initialize beyond this gets 503 with a JSON-RPC error. */
+#ifndef HTTP_MAX_SESSIONS
 #define HTTP_MAX_SESSIONS 128
+#endif
 /* A session with no request and no open stream for this long is ended. */
+#ifndef HTTP_SESSION_IDLE_MS
 #define HTTP_SESSION_IDLE_MS (30u * 60u * 1000u)
+#endif
 /* From the first byte of a request to the end of its headers (slowloris defence). */
+#ifndef HTTP_HEADER_TIMEOUT_MS
 #define HTTP_HEADER_TIMEOUT_MS 10000u
+#endif
 /* From the end of the headers to the end of the body. */
+#ifndef HTTP_BODY_TIMEOUT_MS
 #define HTTP_BODY_TIMEOUT_MS 30000u
+#endif
 /* An idle keep-alive connection (no request in progress) is closed after this. */
+#ifndef HTTP_KEEPALIVE_TIMEOUT_MS
 #define HTTP_KEEPALIVE_TIMEOUT_MS 30000u
+#endif
 /* Comment lines on open SSE streams at this interval. */
+#ifndef HTTP_SSE_PING_MS
 #define HTTP_SSE_PING_MS 15000u
+#endif
 /* Output queued to one connection (beyond a single message); past it the client is not
  * reading and the connection is dropped. */
 #define HTTP_MAX_QUEUED_OUTPUT (8u * 1024u * 1024u)
 /* A connection whose queued output has not moved for this long is dropped. */
+#ifndef HTTP_WRITE_STALL_MS
 #define HTTP_WRITE_STALL_MS 30000u
+#endif
 /* After an error reply that ends a connection: how long we keep reading (and discarding) so
  * the client sees the reply instead of a reset. */
+#ifndef HTTP_LINGER_MS
 #define HTTP_LINGER_MS 2000u
+#endif
 /* Pipelined bytes buffered while a response is in progress; past it we stop reading. */
 #define HTTP_MAX_PENDING_INPUT (64u * 1024u)
 /* Granularity of every timeout above. */
+#ifndef HTTP_SWEEP_INTERVAL_MS
 #define HTTP_SWEEP_INTERVAL_MS 500u
+#endif
 /* Cancellations queued per session for requests whose stream was dropped (more are rare; the
  * request then runs to completion and its reply is dropped). */
 #define HTTP_MAX_QUEUED_CANCELS 16

@@ -103,7 +103,8 @@ static void on_close(uv_handle_t *h)
         free(hs);
 }
 
-void http_conn_close(struct http_conn *c)
+/* reset: send RST, discarding what the kernel still holds for a peer that does not read. */
+static void conn_close(struct http_conn *c, bool reset)
 {
     if (c->closing)
         return;
@@ -113,7 +114,13 @@ void http_conn_close(struct http_conn *c)
     free(c->key);
     c->key = NULL;
     c->closing = true;
-    uv_close((uv_handle_t *)&c->tcp, on_close);
+    if (!reset || uv_tcp_close_reset(&c->tcp, on_close) < 0)
+        uv_close((uv_handle_t *)&c->tcp, on_close);
+}
+
+void http_conn_close(struct http_conn *c)
+{
+    conn_close(c, false);
 }
 
 static void conn_start_reading(struct http_conn *c);
@@ -244,7 +251,7 @@ void http_conn_abort(struct http_conn *c, const char *why)
     log_warn("dropping a connection: %s (%zu bytes queued)", why, c->queued);
     if (c->sess && c->key && (c->mode == EX_PENDING || c->mode == EX_SSE))
         http_sess_queue_cancel(c->sess, c->key);
-    http_conn_close(c);
+    conn_close(c, true);
 }
 
 void http_conn_accept(struct http_server *hs)
@@ -417,7 +424,7 @@ void http_conn_sweep(struct http_conn *c, uint64_t now)
 {
     if (c->closing)
         return;
-    if (c->queued > 0 && now - c->last_write_ms > HTTP_WRITE_STALL_MS) {
+    if (c->queued > 0 && now > c->last_write_ms && now - c->last_write_ms > HTTP_WRITE_STALL_MS) {
         http_conn_abort(c, "the client stopped reading");
         return;
     }

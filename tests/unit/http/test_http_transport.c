@@ -1,0 +1,330 @@
+/* The transport's connection handling over a real socket and loop, against a scripted core
+ * (fake_core.c), with the timeouts and the session cap shrunk at compile time (see
+ * CMakeLists.txt): timeouts for slow headers, an unfinished body and idle keep-alive, SSE
+ * keep-alive comments, messages unrelated to a request on the GET stream, a client that stops
+ * reading (dropped, its request cancelled), a POST closed before its reply, concurrent POSTs,
+ * session expiry and the session cap. The loop runs on the main thread; the client on another. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "fake_core.h"
+#include "mcp/base/xalloc.h"
+#include "mcp/config.h"
+#include "mcp/http/http_server.h"
+#include "test.h"
+
+#define CLIENT_BUF (256 * 1024)
+
+static int port;
+static uv_async_t done_async;
+static struct mcp_server *srv;
+
+static long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    bind(fd, (struct sockaddr *)&a, sizeof(a));
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static int dial(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+        TEST_FAIL("connect: %m");
+    return fd;
+}
+
+static void send_str(int fd, const char *s)
+{
+    size_t n = strlen(s);
+    while (n > 0) {
+        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+        if (w <= 0)
+            TEST_FAIL("send: %m");
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Reads into buf until needle shows up (true), or EOF/timeout (false). */
+static bool read_until(int fd, char *buf, size_t *len, const char *needle, int timeout_ms)
+{
+    for (long end = now_ms() + timeout_ms; now_ms() < end;) {
+        buf[*len] = '\0';
+        if (strstr(buf, needle))
+            return true;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 10) <= 0)
+            continue;
+        ssize_t r = recv(fd, buf + *len, CLIENT_BUF - 1 - *len, 0);
+        if (r <= 0)
+            return false;
+        *len += (size_t)r;
+    }
+    buf[*len] = '\0';
+    return strstr(buf, needle) != NULL;
+}
+
+static bool expect(int fd, const char *needle, int timeout_ms)
+{
+    static char buf[CLIENT_BUF];
+    size_t len = 0;
+    return read_until(fd, buf, &len, needle, timeout_ms);
+}
+
+/* True when the server closes (EOF or reset) within timeout_ms; data is discarded. */
+static bool closed_within(int fd, int timeout_ms)
+{
+    char tmp[65536];
+    for (long end = now_ms() + timeout_ms; now_ms() < end;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 10) <= 0)
+            continue;
+        if (recv(fd, tmp, sizeof(tmp), 0) <= 0)
+            return true;
+    }
+    return false;
+}
+
+static char *post(const char *sid, const char *body)
+{
+    return xasprintf("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                     "Accept: application/json, text/event-stream\r\n"
+                     "Content-Type: application/json\r\n%s%s%sContent-Length: %zu\r\n\r\n%s",
+                     port, sid ? "Mcp-Session-Id: " : "", sid ? sid : "", sid ? "\r\n" : "",
+                     strlen(body), body);
+}
+
+static void request(int fd, const char *sid, const char *body)
+{
+    char *r = post(sid, body);
+    send_str(fd, r);
+    free(r);
+}
+
+static char sid[128];
+
+static void new_session(void)
+{
+    static char buf[CLIENT_BUF];
+    size_t len = 0;
+    int fd = dial();
+    request(fd, NULL, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}");
+    ASSERT(read_until(fd, buf, &len, "2025-11-25", 2000));
+    const char *h = strstr(buf, "Mcp-Session-Id: ");
+    ASSERT(h != NULL);
+    ASSERT_EQ(sscanf(h + 16, "%127[^\r]", sid), 1);
+    close(fd);
+}
+
+TEST(echo_and_keep_alive_idle_close)
+{
+    new_session();
+    int fd = dial();
+    request(fd, sid, "{\"jsonrpc\":\"2.0\",\"id\":\"e\",\"method\":\"echo\",\"params\":{\"a\":1}}");
+    ASSERT(expect(fd, "{\"jsonrpc\":\"2.0\",\"id\":\"e\",\"result\":{\"a\":1}}", 2000));
+    /* Idle after the reply: closed once the keep-alive timeout passes, not before. */
+    ASSERT(!closed_within(fd, HTTP_KEEPALIVE_TIMEOUT_MS / 2));
+    ASSERT(closed_within(fd, 3000));
+    close(fd);
+}
+
+TEST(silent_connection_closed)
+{
+    int fd = dial();
+    ASSERT(closed_within(fd, 3000));
+    close(fd);
+}
+
+TEST(slow_headers_get_408)
+{
+    int fd = dial();
+    send_str(fd, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+    ASSERT(expect(fd, "HTTP/1.1 408", 3000));
+    ASSERT(closed_within(fd, 3000));
+    close(fd);
+}
+
+TEST(unfinished_body_gets_408)
+{
+    int fd = dial();
+    char *r = xasprintf("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: 100\r\n\r\n"
+                        "{\"jsonrpc\"",
+                        port);
+    send_str(fd, r);
+    free(r);
+    ASSERT(expect(fd, "HTTP/1.1 408", 3000));
+    close(fd);
+}
+
+TEST(get_stream_pings_and_unrelated_messages)
+{
+    new_session();
+    int g = dial();
+    char *r = xasprintf("GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAccept: text/event-stream\r\n"
+                        "Mcp-Session-Id: %s\r\n\r\n",
+                        port, sid);
+    send_str(g, r);
+    free(r);
+    ASSERT(expect(g, "retry: ", 2000));
+    ASSERT(expect(g, ": keep-alive", 3000));
+    int p = dial();
+    request(p, sid, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"broadcast\"}");
+    ASSERT(expect(p, "\"result\":{}", 2000));
+    ASSERT(expect(g, "notifications/tools/list_changed", 2000));
+    close(p);
+    close(g);
+}
+
+TEST(client_that_stops_reading_is_dropped_and_cancelled)
+{
+    new_session();
+    int before = __atomic_load_n(&fake_cancelled, __ATOMIC_SEQ_CST);
+    int fd = dial();
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    /* 48 MiB of notifications, never read. */
+    request(fd, sid, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"flood\","
+                     "\"params\":{\"count\":48,\"size\":1048576}}");
+    for (int i = 0; i < 300 && __atomic_load_n(&fake_cancelled, __ATOMIC_SEQ_CST) == before; i++)
+        usleep(10000);
+    ASSERT_EQ(__atomic_load_n(&fake_cancelled, __ATOMIC_SEQ_CST), before + 1);
+    /* Reset, not a graceful close: the kernel must not keep megabytes for a peer whose
+     * window stays shut (a 4 KiB receive buffer never opens one). */
+    ASSERT(closed_within(fd, 3000));
+    close(fd);
+}
+
+TEST(stalled_reader_is_dropped_and_cancelled)
+{
+    new_session();
+    int before = __atomic_load_n(&fake_cancelled, __ATOMIC_SEQ_CST);
+    int fd = dial();
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    /* 6 MiB: under the queue cap, but it never drains; the write-stall timeout ends it. */
+    request(fd, sid, "{\"jsonrpc\":\"2.0\",\"id\":30,\"method\":\"flood\","
+                     "\"params\":{\"count\":6,\"size\":1048576}}");
+    usleep(HTTP_WRITE_STALL_MS * 1000 / 2);
+    ASSERT_EQ(__atomic_load_n(&fake_cancelled, __ATOMIC_SEQ_CST), before);
+    for (int i = 0; i < 300 && __atomic_load_n(&fake_cancelled, __ATOMIC_SEQ_CST) == before; i++)
+        usleep(10000);
+    ASSERT_EQ(__atomic_load_n(&fake_cancelled, __ATOMIC_SEQ_CST), before + 1);
+    ASSERT(closed_within(fd, 3000));
+    close(fd);
+}
+
+TEST(post_closed_before_reply)
+{
+    new_session();
+    int fd = dial();
+    request(fd, sid, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"later\"}");
+    close(fd);
+    usleep(300000); /* the reply arrives after the connection is gone: dropped */
+    fd = dial();
+    request(fd, sid, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"echo\"}");
+    ASSERT(expect(fd, "\"id\":5", 2000));
+    close(fd);
+}
+
+TEST(concurrent_posts_on_one_session)
+{
+    new_session();
+    int fds[3];
+    char body[128];
+    for (int i = 0; i < 3; i++) {
+        fds[i] = dial();
+        snprintf(body, sizeof(body), "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"later\"}", 10 + i);
+        request(fds[i], sid, body);
+    }
+    for (int i = 0; i < 3; i++) {
+        snprintf(body, sizeof(body), "\"id\":%d,\"result\"", 10 + i);
+        ASSERT(expect(fds[i], body, 2000));
+        close(fds[i]);
+    }
+}
+
+TEST(session_expiry_and_cap)
+{
+    new_session();
+    char old[128];
+    snprintf(old, sizeof(old), "%s", sid);
+    usleep((HTTP_SESSION_IDLE_MS + 4 * HTTP_SWEEP_INTERVAL_MS) * 1000);
+    int fd = dial();
+    request(fd, old, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"echo\"}");
+    ASSERT(expect(fd, "HTTP/1.1 404", 2000));
+    close(fd);
+    ASSERT_EQ(__atomic_load_n(&fake_sessions_open, __ATOMIC_SEQ_CST), 0);
+    for (int i = 0; i < HTTP_MAX_SESSIONS; i++)
+        new_session();
+    fd = dial();
+    request(fd, NULL, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}");
+    ASSERT(expect(fd, "HTTP/1.1 503", 2000));
+    close(fd);
+}
+
+static void *client_main(void *arg)
+{
+    RUN(echo_and_keep_alive_idle_close);
+    RUN(silent_connection_closed);
+    RUN(slow_headers_get_408);
+    RUN(unfinished_body_gets_408);
+    RUN(get_stream_pings_and_unrelated_messages);
+    RUN(client_that_stops_reading_is_dropped_and_cancelled);
+    RUN(stalled_reader_is_dropped_and_cancelled);
+    RUN(post_closed_before_reply);
+    RUN(concurrent_posts_on_one_session);
+    RUN(session_expiry_and_cap);
+    uv_async_send(&done_async);
+    return NULL;
+}
+
+static void on_done(uv_async_t *a)
+{
+    fake_server_stop(srv);
+    uv_close((uv_handle_t *)a, NULL);
+}
+
+int main(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    srv = fake_server_new(&loop);
+    port = free_port();
+    char listen[32];
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
+    struct mcp_config cfg = {.http_listen = listen};
+    struct mcp_error err;
+    if (http_server_start(srv, &cfg, &err) < 0) {
+        printf("Bail out! %s\n", err.msg);
+        return 1;
+    }
+    uv_async_init(&loop, &done_async, on_done);
+    pthread_t client;
+    pthread_create(&client, NULL, client_main, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    pthread_join(client, NULL);
+    uv_loop_close(&loop);
+    return test_done();
+}
