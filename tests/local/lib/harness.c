@@ -1,0 +1,196 @@
+/* The synchronous test harness over the local backend (see harness.h). */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/local/local.h"
+#include "mcp/base/xalloc.h"
+#include "mcp/config.h"
+#include "mcp/store/store.h"
+
+#define HARNESS_OUTPUT_MAX (64u * 1024 * 1024)
+#define HARNESS_SKIP 77
+
+void harness_reset(struct harness *h)
+{
+    json_decref(h->result);
+    h->result = NULL;
+    h->done = false;
+    h->failed = false;
+    memset(&h->err, 0, sizeof(h->err));
+}
+
+void harness_cb(void *arg, json_t *result, const struct mcp_error *err)
+{
+    struct harness *h = arg;
+    h->done = true;
+    h->failed = err != NULL;
+    if (err != NULL)
+        mcp_error_copy(&h->err, err);
+    else
+        h->result = json_incref(result);
+}
+
+int harness_wait(struct harness *h)
+{
+    while (!h->done)
+        if (uv_run(&h->loop, UV_RUN_ONCE) == 0 && !h->done) {
+            h->failed = true;
+            return mcp_error_set(&h->err, MCP_ERR_INTERNAL, 0, "loop went idle");
+        }
+    return h->failed ? -1 : 0;
+}
+
+int harness_open(struct harness *h)
+{
+    memset(h, 0, sizeof(*h));
+    snprintf(h->state_dir, sizeof(h->state_dir), "/tmp/mbxt-XXXXXX");
+    if (mkdtemp(h->state_dir) == NULL || uv_loop_init(&h->loop) != 0)
+        return -1;
+    struct mcp_config cfg = {.state_dir = h->state_dir, .local_enabled = true};
+    h->store = store_open(h->state_dir, &h->err);
+    if (h->store == NULL) {
+        fprintf(stderr, "store_open: %s\n", h->err.msg);
+        return -1;
+    }
+    h->be = local_backend_new(&h->loop, h->store, &cfg, &h->err);
+    if (h->be == NULL) {
+        printf("# local backend unavailable: %s\n", h->err.msg);
+        return h->err.code == MCP_ERR_UNSUPPORTED ? HARNESS_SKIP : -1;
+    }
+    return 0;
+}
+
+static void harness_close_walk(uv_handle_t *handle, void *arg)
+{
+    if (!uv_is_closing(handle))
+        uv_close(handle, NULL);
+}
+
+void harness_close(struct harness *h)
+{
+    if (h->be != NULL)
+        local_backend_free(h->be);
+    uv_run(&h->loop, UV_RUN_NOWAIT);
+    uv_walk(&h->loop, harness_close_walk, NULL);
+    uv_run(&h->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&h->loop);
+    store_close(h->store);
+    json_decref(h->result);
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", h->state_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", h->state_dir);
+}
+
+char *harness_create(struct harness *h, const struct sandbox_spec *spec)
+{
+    struct sandbox_spec def = {.owner = "test"};
+    harness_reset(h);
+    if (h->be->ops->create(h->be, spec ? spec : &def, harness_cb, h, &h->err) < 0 ||
+        harness_wait(h) < 0) {
+        h->failed = true;
+        return NULL;
+    }
+    return xstrdup(json_string_value(json_object_get(h->result, "sandbox_id")));
+}
+
+int harness_destroy(struct harness *h, const char *id)
+{
+    harness_reset(h);
+    if (h->be->ops->destroy(h->be, id, harness_cb, h, &h->err) < 0)
+        return -1;
+    return harness_wait(h);
+}
+
+struct exec_ctx {
+    struct harness *h;
+    struct harness_exec *x;
+};
+
+static void exec_output(void *arg, enum exec_stream stream, const char *data, size_t len)
+{
+    struct exec_ctx *c = arg;
+    buf_append(stream == EXEC_STDERR ? &c->x->err : &c->x->out, data, len);
+}
+
+static void exec_done(void *arg, json_t *result, const struct mcp_error *err)
+{
+    struct exec_ctx *c = arg;
+    harness_cb(c->h, result, err);
+}
+
+int harness_exec(struct harness *h, const char *id, const char *command, struct harness_exec *x)
+{
+    memset(x, 0, sizeof(*x));
+    buf_init(&x->out, HARNESS_OUTPUT_MAX);
+    buf_init(&x->err, HARNESS_OUTPUT_MAX);
+    x->exit_code = -1;
+    struct exec_ctx c = {h, x};
+    struct exec_request req = {.command = command};
+    struct exec_observer obs = {.on_output = exec_output, .on_done = exec_done, .arg = &c};
+    harness_reset(h);
+    if (h->be->ops->exec(h->be, id, &req, &obs, NULL, &h->err) < 0 || harness_wait(h) < 0)
+        return -1;
+    x->status = json_incref(h->result);
+    x->state = json_string_value(json_object_get(x->status, "status"));
+    if (x->state != NULL && strcmp(x->state, "exited") == 0)
+        x->exit_code = (int)json_integer_value(json_object_get(x->status, "exit_code"));
+    return 0;
+}
+
+void harness_exec_release(struct harness_exec *x)
+{
+    json_decref(x->status);
+    buf_release(&x->out);
+    buf_release(&x->err);
+    memset(x, 0, sizeof(*x));
+}
+
+struct read_ctx {
+    struct harness *h;
+    char **data;
+    size_t *len;
+    bool *truncated;
+};
+
+static void read_done(void *arg, const struct file_read_result *res, const struct mcp_error *err)
+{
+    struct read_ctx *c = arg;
+    if (res != NULL) {
+        *c->data = xmalloc(res->len + 1);
+        memcpy(*c->data, res->data, res->len);
+        (*c->data)[res->len] = '\0';
+        *c->len = res->len;
+        if (c->truncated != NULL)
+            *c->truncated = res->truncated;
+        harness_cb(c->h, json_true(), NULL);
+    } else {
+        harness_cb(c->h, NULL, err);
+    }
+}
+
+int harness_read(struct harness *h, const char *id, const char *path, uint64_t offset,
+                 uint64_t length, char **data, size_t *len, bool *truncated)
+{
+    *data = NULL;
+    *len = 0;
+    struct read_ctx c = {h, data, len, truncated};
+    harness_reset(h);
+    if (h->be->ops->file_read(h->be, id, path, offset, length, read_done, &c, &h->err) < 0)
+        return -1;
+    return harness_wait(h);
+}
+
+int harness_write(struct harness *h, const char *id, const char *path, const char *data,
+                  size_t len)
+{
+    harness_reset(h);
+    if (h->be->ops->file_write(h->be, id, path, data, len, 0644, false, harness_cb, h,
+                               &h->err) < 0)
+        return -1;
+    return harness_wait(h);
+}

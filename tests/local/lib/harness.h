@@ -1,0 +1,60 @@
+/* A synchronous harness over the local backend for tests: its own loop, store and backend in a
+ * private state directory, and blocking wrappers around the asynchronous vtable calls. */
+#ifndef MCPBOX_TESTS_LOCAL_HARNESS_H
+#define MCPBOX_TESTS_LOCAL_HARNESS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "backend/backend.h"
+#include "mcp/base/buf.h"
+#include "mcp/base/error.h"
+
+struct store;
+
+struct harness {
+    uv_loop_t loop;
+    struct store *store;
+    struct backend *be;
+    char state_dir[128];
+    /* the last operation */
+    bool done, failed;
+    json_t *result;
+    struct mcp_error err;
+};
+
+/* Opens everything in a fresh state directory; returns 77 (skip, reason printed) if this host
+ * cannot run local sandboxes, -1 on another failure, 0 on success. */
+int harness_open(struct harness *h);
+void harness_close(struct harness *h); /* destroys nothing; removes the state dir if empty */
+
+/* Creates a sandbox (spec may be NULL for defaults); returns its id (malloc'd) or NULL. */
+char *harness_create(struct harness *h, const struct sandbox_spec *spec);
+int harness_destroy(struct harness *h, const char *id);
+
+struct harness_exec {
+    json_t *status;  /* the final status object (owned), NULL if it could not start */
+    struct buf out;  /* stdout */
+    struct buf err;  /* stderr */
+    int exit_code;   /* -1 unless status is "exited" */
+    const char *state; /* status field: "exited", "killed", "oom_killed", ... */
+};
+/* Runs a shell command to completion. */
+int harness_exec(struct harness *h, const char *id, const char *command, struct harness_exec *x);
+void harness_exec_release(struct harness_exec *x);
+
+/* file_read into *data (malloc'd); -1 with h->err on error. */
+int harness_read(struct harness *h, const char *id, const char *path, uint64_t offset,
+                 uint64_t length, char **data, size_t *len, bool *truncated);
+int harness_write(struct harness *h, const char *id, const char *path, const char *data,
+                  size_t len);
+
+/* Runs the loop until h->done (set by the wrappers' callbacks); -1 with h->err on failure. */
+int harness_wait(struct harness *h);
+void harness_reset(struct harness *h);
+void harness_cb(void *arg, json_t *result, const struct mcp_error *err);
+
+#endif
