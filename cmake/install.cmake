@@ -28,7 +28,7 @@ install(FILES ${PROJECT_SOURCE_DIR}/skills/troubleshoot-sandbox/SKILL.md
         DESTINATION ${CMAKE_INSTALL_DATADIR}/mcpbox/skills/troubleshoot-sandbox)
 
 # Docs the README links to, and the examples.
-file(GLOB _mcpbox_docs ${PROJECT_SOURCE_DIR}/docs/*.md)
+file(GLOB _mcpbox_docs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)
 install(FILES ${_mcpbox_docs} ${PROJECT_SOURCE_DIR}/docs/architecture.svg
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
 if(EXISTS ${PROJECT_SOURCE_DIR}/README.md)
