@@ -67,10 +67,13 @@ static const char *final_status(struct exec_handle *h, json_t *ev, bool *oom)
 {
     const char *st = json_string_value(json_object_get(ev, "status"));
     json_int_t sig = json_integer_value(json_object_get(ev, "signal"));
+    json_t *code = json_object_get(ev, "exit_code");
     *oom = false;
     if (st && strcmp(st, "timed_out") == 0)
         return "timed_out";
-    if (sig == SIGKILL && st && strcmp(st, "killed") != 0 && cg_oom_kills(&h->sb->cg) > h->oom_before) {
+    /* Killed itself, or its shell reports a child killed by SIGKILL (128 + 9). */
+    bool sigkill = sig == SIGKILL || (json_is_integer(code) && json_integer_value(code) == 128 + SIGKILL);
+    if (sigkill && st && strcmp(st, "killed") != 0 && cg_oom_kills(&h->sb->cg) > h->oom_before) {
         *oom = true;
         return "oom_killed";
     }

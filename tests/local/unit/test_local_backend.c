@@ -444,8 +444,8 @@ TEST(network_egress_blocks_private_ranges)
              "'", ntohs(sa.sin_port));
     struct run x;
     run_cmd(id, cmd, 30000, &x);
-    printf("# %s", buf_cstr(&x.out));
-    printf("# %s", buf_cstr(&x.err));
+    printf("# %s\n", buf_cstr(&x.out));
+    printf("# %s\n", buf_cstr(&x.err));
     ASSERT_CONTAINS(buf_cstr(&x.out), "nameserver 169.254.1.1");
     ASSERT(strstr(buf_cstr(&x.out), "gateway none") == NULL);
     ASSERT(strstr(buf_cstr(&x.out), "OPEN") == NULL);
@@ -453,6 +453,50 @@ TEST(network_egress_blocks_private_ranges)
     run_free(&x);
     destroy_sandbox(id);
     close(lfd);
+    free(id);
+}
+
+/* Limits: a memory hog is OOM-killed and reported as such, a fork bomb stops at pids.max; the
+ * confinement as seen from inside (seccomp denials, the agent's /proc/1/exe unreachable). */
+TEST(limits_and_confinement)
+{
+    struct result r;
+    struct sandbox_spec spec = {.owner = "test", .memory_bytes = 96u << 20, .disk_bytes = 16u << 20,
+                                .pids = 32};
+    CALL(r, be->ops->create(be, &spec, on_result, &r, &_e));
+    if (r.failed)
+        TEST_FAIL("create: %s", r.err.msg);
+    char *id = xstrdup(json_string_value(json_object_get(r.json, "sandbox_id")));
+    json_decref(r.json);
+    struct run x;
+    run_cmd(id, "python3 -c 'b = bytearray(400 << 20); print(len(b))'", 0, &x);
+    if (strcmp(json_string_value(json_object_get(x.r.json, "status")), "oom_killed") != 0) {
+        char *dump = json_dumps(x.r.json, 0);
+        printf("# %s\n# out %s\n# err %s\n", dump, buf_cstr(&x.out), buf_cstr(&x.err));
+        free(dump);
+    }
+    ASSERT_STR_EQ(json_string_value(json_object_get(x.r.json, "status")), "oom_killed");
+    run_free(&x);
+    json_t *events = NULL;
+    struct result d;
+    CALL(d, be->ops->diagnose(be, id, "events", on_result, &d, &_e));
+    ASSERT(!d.failed);
+    char *text = json_dumps(d.json, 0);
+    ASSERT_CONTAINS(text, "oom_kill");
+    free(text);
+    json_decref(d.json);
+    json_decref(events);
+    run_cmd(id, "for i in $(seq 1 64); do sleep 5 & done 2>&1 | grep -c -i 'fork\\|resource' ; "
+                "kill $(jobs -p) 2>/dev/null; true", 20000, &x);
+    ASSERT(atoi(buf_cstr(&x.out)) > 0); /* some forks failed at the pids limit */
+    run_free(&x);
+    run_cmd(id, "unshare -U true 2>&1; echo rc=$?; readlink /proc/1/exe 2>&1; echo rc=$?; "
+                "cat /proc/1/environ 2>&1 >/dev/null; echo rc=$?; touch /etc/x 2>&1; echo rc=$?; "
+                "touch /usr/x 2>&1; echo rc=$?", 0, &x);
+    printf("# %s\n", buf_cstr(&x.out));
+    ASSERT(strstr(buf_cstr(&x.out), "rc=0") == NULL);
+    run_free(&x);
+    destroy_sandbox(id);
     free(id);
 }
 
@@ -485,6 +529,7 @@ int main(void)
     RUN(ttl_enforced_by_agent);
     RUN(reconnect_from_second_instance);
     RUN(network_egress_blocks_private_ranges);
+    RUN(limits_and_confinement);
     local_backend_free(be);
     uv_run(loop, UV_RUN_DEFAULT);
     store_close(st);
