@@ -2,6 +2,7 @@
  * of execd endpoints (GET /sandboxes/{id}/endpoints/44772). */
 #define LOG_MODULE "opensandbox"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "backend/opensandbox/osb.h"
@@ -25,6 +26,13 @@ static void call_done(void *arg, struct osb_response *resp)
     struct osb_call *c = arg;
     struct mcp_error e;
     const struct mcp_error *errp = NULL;
+    if (resp->sl_violations[0] != '\0') {
+        c->b->contract_violations++;
+        snprintf(c->b->last_violation, sizeof(c->b->last_violation), "%s: %s", c->what,
+                 resp->sl_violations);
+        log_warn("the server says mcpbox's request broke the API contract (%s)",
+                 c->b->last_violation);
+    }
     if (resp->curl_code != CURLE_OK || resp->status < 200 || resp->status >= 300) {
         osb_error_from_response(c->b, resp, c->what, c->sandbox_id, c->execd, &e);
         errp = &e;

@@ -203,7 +203,7 @@ static json_t *info_parse(struct fop *f, struct osb_response *resp, struct mcp_e
 {
     cleanup_json json_t *j = osb_resp_json(resp, "stat", e);
     json_t *fi = json_object_get(j, f->path);
-    if (fi == NULL && json_object_size(j) == 1)
+    if (fi == NULL && json_is_object(j)) /* keys are the paths as sent; be lenient anyway */
         fi = json_object_iter_value(json_object_iter(j));
     if (!json_is_object(fi)) {
         if (j != NULL)

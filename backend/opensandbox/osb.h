@@ -56,6 +56,10 @@ struct osb_backend {
     struct osb_cmd *cmds;
     size_t ncmds;
     bool closing;
+    /* Prism (contract mocks) flags requests that break the spec with `sl-violations`; a real
+     * server never sends it. Counted and logged so tests and operators see it. */
+    unsigned contract_violations;
+    char last_violation[OSB_HDR_VALUE_MAX + 160];
 };
 
 static inline struct osb_backend *osb_of(struct backend *be)

@@ -1,0 +1,214 @@
+/* Contract test: the backend's requests against Prism mocks of the official OpenSandbox specs
+ * (shared/opensandbox/prism-mock.sh). Prism answers a request that violates the spec with an
+ * `sl-violations` header; none of ours may get one. Skips (77) without shared/ or Prism.
+ * Prism's answers are the specs' static examples, so only the requests are judged here; the
+ * behaviour is tested against the fake server (test_osb_fake.c). */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "backend/opensandbox/opensandbox.h"
+#include "backend/opensandbox/osb.h"
+#include "mcp/base/cleanup.h"
+#include "mcp/base/xalloc.h"
+#include "osb_support.h"
+#include "test.h"
+
+#define MOCK_SANDBOX "osb-sbx-0123456789" /* the mock spec's example id */
+
+static uv_loop_t loop;
+static struct backend *be;
+static struct osb_wait w;
+static char script[4096], run_dir[] = "/tmp/osb-prism-XXXXXX";
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static void no_violations(const char *what)
+{
+    struct osb_backend *b = osb_of(be);
+    if (b->contract_violations != 0)
+        TEST_FAIL("%s: %u request(s) violated the spec; last: %s", what, b->contract_violations,
+                  b->last_violation);
+}
+
+#define CALL(expr)                                                                                 \
+    do {                                                                                           \
+        struct mcp_error _e;                                                                       \
+        osb_wait_reset(&w);                                                                        \
+        if ((expr) != 0)                                                                           \
+            TEST_FAIL("%s refused: %s", #expr, _e.msg);                                            \
+        if (!osb_run_until(&loop, &w.done, 15000))                                                 \
+            TEST_FAIL("%s: no callback", #expr);                                                   \
+        no_violations(#expr);                                                                      \
+        if (w.failed)                                                                              \
+            printf("# %s: %s\n", #expr, w.err.msg);                                               \
+    } while (0)
+#define E (&_e)
+
+static void ignore(void *arg, struct osb_response *resp, const struct mcp_error *err)
+{
+    *(bool *)arg = true;
+}
+
+/* The detector itself: a request that breaks the spec must be flagged. */
+TEST(violations_are_detected)
+{
+    struct osb_backend *b = osb_of(be);
+    json_t *body = json_pack("{s:s}", "expiresAt", "tomorrow");
+    struct osb_call_opts o = {.method = "POST", .what = "a bad renew", .json = body};
+    bool done = false;
+    struct mcp_error e;
+    ASSERT_EQ(osb_lifecycle_call(b, "/sandboxes/sbx-0123456789/renew-expiration", &o, ignore,
+                                 &done, &e), 0);
+    json_decref(body);
+    osb_run_until(&loop, &done, 15000);
+    ASSERT_EQ(b->contract_violations, 1);
+    ASSERT_CONTAINS(b->last_violation, "date-time");
+    b->contract_violations = 0;
+}
+
+TEST(lifecycle_requests)
+{
+    struct sandbox_spec spec = {.owner = "local:uid:1", .image = "python:3.11", .cpu = 0.5,
+                                .memory_bytes = 256u << 20, .timeout_seconds = 600};
+    json_t *env = json_pack("{s:s}", "A", "1");
+    json_t *meta = json_pack("{s:s}", "project", "contract");
+    spec.env = env;
+    spec.metadata = meta;
+    CALL(be->ops->create(be, &spec, osb_wait_cb, &w, E));
+    if (w.failed)
+        TEST_FAIL("create: %s", w.err.msg);
+    spec.network = false; /* networkPolicy deny */
+    spec.timeout_seconds = -1; /* no expiry: timeout omitted */
+    CALL(be->ops->create(be, &spec, osb_wait_cb, &w, E));
+    json_decref(env);
+    json_decref(meta);
+    CALL(be->ops->get(be, MOCK_SANDBOX, osb_wait_cb, &w, E));
+    json_t *filter = json_pack("{s:s,s:{s:s,s:s}}", "state", "running", "metadata", "team",
+                               "ml ops", "k&v", "a=b");
+    CALL(be->ops->list(be, "local:uid:1", filter, osb_wait_cb, &w, E));
+    json_decref(filter);
+    CALL(be->ops->renew(be, MOCK_SANDBOX, 3600, osb_wait_cb, &w, E));
+    CALL(be->ops->pause(be, MOCK_SANDBOX, osb_wait_cb, &w, E));
+    CALL(be->ops->resume(be, MOCK_SANDBOX, osb_wait_cb, &w, E));
+    CALL(be->ops->endpoint(be, MOCK_SANDBOX, 8080, osb_wait_cb, &w, E));
+    if (w.failed)
+        TEST_FAIL("endpoint: %s", w.err.msg);
+}
+
+static void obs_done(void *arg, json_t *res, const struct mcp_error *err)
+{
+    osb_wait_cb(arg, res, err);
+}
+
+TEST(execd_requests)
+{
+    json_t *env = json_pack("{s:s}", "PYTHONUNBUFFERED", "1");
+    struct exec_request req = {.command = "echo hello", .cwd = "/tmp", .env = env,
+                               .timeout_ms = 30000, .stdin_data = "x", .stdin_len = 1};
+    struct exec_observer obs = {NULL, NULL, obs_done, &w};
+    CALL(be->ops->exec(be, MOCK_SANDBOX, &req, &obs, NULL, E));
+    json_decref(env);
+    if (w.failed)
+        TEST_FAIL("exec: %s", w.err.msg);
+    ASSERT_STR_EQ(json_string_value(json_object_get(w.result, "status")), "exited");
+    const char *cid = "2b1f0c8e9d7a4b3c8f1e2d3c4b5a6978";
+    CALL(be->ops->command_kill(be, MOCK_SANDBOX, cid, 15, osb_wait_cb, &w, E));
+    CALL(be->ops->command_get(be, MOCK_SANDBOX, "unknown-command", 0, 100, osb_wait_cb, &w, E));
+
+    CALL(be->ops->file_write(be, MOCK_SANDBOX, "a.txt", "hello", 5, 0644, false, osb_wait_cb, &w,
+                             E));
+    if (w.failed)
+        TEST_FAIL("upload: %s", w.err.msg);
+    osb_wait_reset(&w);
+    struct mcp_error e;
+    ASSERT_EQ(be->ops->file_read(be, MOCK_SANDBOX, "a.txt", 1, 2, osb_read_cb, &w, &e), 0);
+    osb_run_until(&loop, &w.done, 15000);
+    no_violations("file_read");
+    static const char *const ops[] = {
+        "list", "{\"path\":\"/workspace\",\"depth\":2}",
+        "search", "{\"path\":\"/workspace\",\"pattern\":\"*.py\"}",
+        "replace", "{\"path\":\"c.yaml\",\"old\":\"localhost\",\"new\":\"0.0.0.0\"}",
+        "move", "{\"source\":\"a\",\"destination\":\"b\",\"overwrite\":true}",
+        "mkdir", "{\"path\":\"d\",\"mode\":\"0750\"}",
+        "delete", "{\"path\":\"d\",\"recursive\":true}",
+        "stat", "{\"path\":\"d\"}",
+        "chmod", "{\"path\":\"s.sh\",\"mode\":\"755\"}",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(ops); i += 2) {
+        json_t *args = json_loads(ops[i + 1], 0, NULL);
+        CALL(be->ops->file_op(be, MOCK_SANDBOX, ops[i], args, osb_wait_cb, &w, E));
+        json_decref(args);
+    }
+    CALL(be->ops->destroy(be, MOCK_SANDBOX, osb_wait_cb, &w, E));
+}
+
+static int prism(const char *verb, int lp, int ep)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof(cmd), "PRISM_RUN_DIR=%s bash %s %s %d %d >/dev/null 2>&1", run_dir,
+             script, verb, lp, ep);
+    return system(cmd);
+}
+
+int main(void)
+{
+    xalloc_install();
+    const char *home = getenv("PRISM_HOME");
+    char prism_bin[4096];
+    snprintf(script, sizeof(script), "%s/opensandbox/prism-mock.sh", MCPBOX_SHARED_DIR);
+    if (home != NULL)
+        snprintf(prism_bin, sizeof(prism_bin), "%s/node_modules/.bin/prism", home);
+    else
+        snprintf(prism_bin, sizeof(prism_bin), "%s/.cache/opensandbox-prism/node_modules/.bin/prism",
+                 getenv("HOME") ? getenv("HOME") : "");
+    if (access(script, R_OK) != 0 || access(prism_bin, X_OK) != 0) {
+        printf("1..0 # SKIP needs %s and Prism (%s); `prism-mock.sh start` installs it\n",
+               script, prism_bin);
+        return 77;
+    }
+    int lp = free_port(), ep = free_port();
+    if (mkdtemp(run_dir) == NULL || lp <= 0 || ep <= 0 || prism("start", lp, ep) != 0) {
+        printf("1..0 # SKIP Prism mocks did not start\n");
+        prism("stop", 0, 0);
+        return 77;
+    }
+    uv_loop_init(&loop);
+    char domain[64];
+    snprintf(domain, sizeof(domain), "127.0.0.1:%d", lp);
+    struct mcp_config cfg = {.opensandbox_domain = domain,
+                             .opensandbox_api_key = (char *)"contract-key",
+                             .opensandbox_request_timeout_s = 10};
+    struct opensandbox_tuning t;
+    opensandbox_tuning_default(&t, &cfg);
+    t.retry_max = 0;
+    struct mcp_error err;
+    be = opensandbox_backend_new_tuned(&loop, NULL, &cfg, &t, &err);
+    RUN(violations_are_detected);
+    RUN(lifecycle_requests);
+    RUN(execd_requests);
+    osb_wait_reset(&w);
+    opensandbox_backend_free(be);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    prism("stop", 0, 0);
+    char rm[128];
+    snprintf(rm, sizeof(rm), "rm -rf %s", run_dir);
+    if (system(rm) != 0)
+        printf("# could not remove %s\n", run_dir);
+    uv_loop_close(&loop);
+    return test_done();
+}
