@@ -9,6 +9,9 @@ Checks:
     real options, or is a URL of the form http(s)://host:port/mcp;
   - each variable set in an `env` block or a *.env file is documented in docs/configuration.md;
   - each `mcpbox ...` and `claude mcp add ...` line in the examples' Markdown does the same;
+  - each stdio server entry and each *.env file really starts a server: `mcpbox serve` with that
+    entry's args and env answers initialize and tools/list, and an OpenSandbox configuration
+    turns the OpenSandbox backend on (per the server's startup log);
   - agent.mjs is valid JavaScript (node --check), when NODE is given.
 Exits 77 when the binary has no working `--help` yet.
 """
@@ -19,6 +22,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 import urllib.parse
 
 SKIP = 77
@@ -81,6 +85,51 @@ def check_mcpbox_argv(binary, argv, where):
         i += 1
 
 
+INIT = [
+    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "check-examples", "version": "1"}}},
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+]
+
+
+def smoke_server(binary, args, env_add, where):
+    """Starts mcpbox with args and env_add (placeholders like ${VAR} filled with dummies), sends
+    initialize + tools/list on stdin, closes it; the server must answer both and exit 0."""
+    env = dict(os.environ)
+    for k, v in env_add.items():
+        env[k] = re.sub(r"\$\{[^}]*\}", "dummy-value", v)
+    with tempfile.TemporaryDirectory() as state:
+        env["XDG_STATE_HOME"] = state
+        env.pop("MCPBOX_STATE_DIR", None)
+        stdin = "".join(json.dumps(m) + "\n" for m in INIT)
+        try:
+            p = subprocess.run([binary] + args, input=stdin, capture_output=True, text=True,
+                               env=env, timeout=30)
+        except subprocess.TimeoutExpired:
+            err(where, f"`mcpbox {' '.join(args)}` did not exit after its input closed")
+            return
+    replies = {}
+    for line in p.stdout.splitlines():
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            err(where, f"non-JSON line on stdout: {line[:80]!r}")
+            continue
+        if isinstance(msg, dict) and "id" in msg:
+            replies[msg["id"]] = msg
+    tools = replies.get(2, {}).get("result", {}).get("tools")
+    if p.returncode != 0 or 1 not in replies or not tools:
+        err(where, f"`mcpbox {' '.join(args)}` did not serve (exit {p.returncode}, "
+                   f"replies {sorted(replies)}): {p.stderr.strip()[-300:]}")
+        return
+    wants_osb = "OPEN_SANDBOX_DOMAIN" in env_add or "--opensandbox-domain" in args
+    m = re.search(r"opensandbox (enabled|disabled)", p.stderr)
+    if wants_osb and m and m.group(1) != "enabled":
+        err(where, f"this configuration leaves the OpenSandbox backend off: {p.stderr.strip()[-300:]}")
+
+
 def documented_env(configuration_md):
     with open(configuration_md, encoding="utf-8") as f:
         return set(re.findall(r"^\| `([A-Z][A-Z0-9_]+)` \|", f.read(), re.M))
@@ -106,6 +155,8 @@ def check_server(binary, name, entry, env_ok, where):
             err(where, "args must be a list of strings")
         else:
             check_mcpbox_argv(binary, args, where)
+            if args[:1] == ["serve"] and not any(a.startswith("--http") for a in args):
+                smoke_server(binary, args, entry.get("env") or {}, where)
     else:
         err(where, "neither command nor url")
     for var in (entry.get("env") or {}):
@@ -131,7 +182,8 @@ def check_json(binary, path, env_ok):
     return len(servers)
 
 
-def check_env_file(path, env_ok):
+def check_env_file(binary, path, env_ok):
+    values = {}
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             line = line.strip()
@@ -142,6 +194,10 @@ def check_env_file(path, env_ok):
                 err(f"{path}:{n}", "not a VAR=value line")
             elif m.group(1) not in env_ok:
                 err(f"{path}:{n}", f"{m.group(1)} is not documented in docs/configuration.md")
+            else:
+                values[m.group(1)] = line.split("=", 1)[1]
+    if values:
+        smoke_server(binary, ["serve"], values, path)
 
 
 def command_lines(md_path):
@@ -218,7 +274,7 @@ def main():
         if "node_modules" not in path:
             servers += check_json(binary, path, env_ok)
     for path in sorted(glob.glob(os.path.join(examples, "**", "*.env"), recursive=True)):
-        check_env_file(path, env_ok)
+        check_env_file(binary, path, env_ok)
     for path in sorted(glob.glob(os.path.join(examples, "**", "*.md"), recursive=True)):
         commands += check_markdown(binary, path)
     if node and os.access(node, os.X_OK):
