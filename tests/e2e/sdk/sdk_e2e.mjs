@@ -66,7 +66,13 @@ async function connect({ fixtures = true, capabilities, name = 'sdk-e2e' } = {})
             openClients.delete(handle);
             // HTTP: end the session with DELETE, as a well-behaved client does (the spec's SHOULD).
             if (MODE === 'http') await inner.terminateSession().catch(() => {});
+            const child = inner._process;     // stdio: the spawned mcpbox (SDK-internal field)
+            const exited = child && new Promise((r) => (child.exitCode !== null || child.signalCode !== null
+                ? r(child.exitCode ?? child.signalCode) : child.once('exit', (code, sig) => r(code ?? sig))));
             await client.close();
+            // The SDK closes stdin and waits 2 s before SIGTERM: mcpbox must exit 0 on EOF by then
+            // (under ASan this also catches leaks and errors at shutdown).
+            if (exited) assert.equal(await exited, 0, `mcpbox exit status after EOF; stderr:\n${stderr}`);
         },
     };
     openClients.add(handle);
