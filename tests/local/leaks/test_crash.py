@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Crash safety: `kill -9` of `mcpbox sandbox create` at many points, then a new mcpbox process
+reconciles. A sandbox that was already running before must survive untouched; every sandbox the
+killed processes had started is either fully alive (listed, running, usable) or fully gone (no
+record, slot, directory, cgroup or process). The host mount table is unchanged. Exits 77 where
+local sandboxes cannot run."""
+import argparse
+import glob
+import json
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from mcpbox_cli import Cli, text  # noqa: E402
+
+KILL_DELAYS_MS = (0, 5, 10, 20, 40, 60, 90, 130, 180, 250)
+EXIT_GRACE_S = 3.0
+
+
+def db_ids(state_dir):
+    con = sqlite3.connect(os.path.join(state_dir, "mcpbox.db"), timeout=10)
+    try:
+        ids = {r[0] for r in con.execute("SELECT id FROM sandboxes")}
+        slots = {r[0] for r in con.execute("SELECT sandbox_id FROM slots")}
+    finally:
+        con.close()
+    return ids, slots
+
+
+def cgroup_dirs(sid):
+    pats = ["/sys/fs/cgroup/*/mcpbox/" + sid, "/sys/fs/cgroup/*/*/*/mcpbox/" + sid,
+            "/sys/fs/cgroup/mcpbox/" + sid]
+    return [d for p in pats for d in glob.glob(p)]
+
+
+def processes_of(sid):
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cgroup") as f:
+                if sid in f.read():
+                    found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
+def mountinfo():
+    with open("/proc/self/mountinfo") as f:
+        return sorted(" ".join(l.split()[3:5]) for l in f)
+
+
+def kill_mid_create(cli, delay_ms):
+    cmd = [cli.mcpbox, "sandbox", "--state-dir", cli.state_dir, "create", "-q"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(delay_ms / 1000.0)
+    p.kill()
+    p.communicate()
+
+
+def check_gone(cli, sid, ids, slots):
+    assert sid not in ids, f"{sid}: record kept but not listed"
+    assert sid not in slots, f"{sid}: uid slot leaked"
+    assert not os.path.exists(os.path.join(cli.state_dir, "sandboxes", sid)), f"{sid}: dir leaked"
+    assert not cgroup_dirs(sid), f"{sid}: cgroups leaked: {cgroup_dirs(sid)}"
+    assert not processes_of(sid), f"{sid}: processes leaked: {processes_of(sid)}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mcpbox", required=True)
+    ap.add_argument("--rounds", type=int, default=len(KILL_DELAYS_MS))
+    args = ap.parse_args()
+    before_mounts = mountinfo()
+    with Cli(args.mcpbox) as cli:
+        survivor = cli.create()
+        assert cli.exec(survivor, "echo 1 > /tmp/mark").returncode == 0
+        started = set()
+        for i in range(args.rounds):
+            kill_mid_create(cli, KILL_DELAYS_MS[i % len(KILL_DELAYS_MS)] + random.randint(0, 5))
+            started |= db_ids(cli.state_dir)[0]
+        started.discard(survivor)
+        print(f"{args.rounds} creates killed; {len(started)} had written a record")
+        ls = cli.run("ls", "-o", "json", check=True)  # a new process: reconcile
+        listed = {s["sandbox_id"]: s["state"] for s in json.loads(ls.stdout)["sandboxes"]}
+        assert listed.get(survivor) == "running", listed
+        p = cli.exec(survivor, "cat /tmp/mark")
+        assert p.returncode == 0 and p.stdout == b"1\n", (p.returncode, text(p.stderr))
+        ids, slots = db_ids(cli.state_dir)
+        alive = 0
+        for sid in started:
+            if sid in listed:
+                assert listed[sid] == "running", f"{sid} kept in state {listed[sid]}"
+                assert cli.exec(sid, "true").returncode == 0, f"{sid} listed but unusable"
+                cli.created.append(sid)
+                alive += 1
+            else:
+                check_gone(cli, sid, ids, slots)
+        print(f"after reconcile: {alive} complete sandboxes kept, {len(started) - alive} cleaned")
+        all_ids = set(listed) | started
+    # Cli.close() destroyed the rest. A sandbox whose creator was killed is no child of the rm
+    # process, which can kill it but not reap it: allow its SIGKILLed processes a moment to exit.
+    deadline = time.monotonic() + EXIT_GRACE_S
+    for sid in all_ids:
+        assert not cgroup_dirs(sid), f"{sid}: cgroups left after rm: {cgroup_dirs(sid)}"
+        while processes_of(sid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not processes_of(sid), f"{sid}: processes left after rm: {processes_of(sid)}"
+    assert mountinfo() == before_mounts, "host mount table changed"
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
