@@ -396,6 +396,34 @@ TEST(ttl_enforced_by_agent)
     free(id);
 }
 
+TEST(idle_timeout_enforced_by_agent)
+{
+    struct result r;
+    struct sandbox_spec spec = {.owner = "test", .memory_bytes = 128u << 20, .disk_bytes = 8u << 20,
+                                .idle_timeout_seconds = 1};
+    CALL(r, be->ops->create(be, &spec, on_result, &r, &_e));
+    ASSERT(!r.failed);
+    char *id = xstrdup(json_string_value(json_object_get(r.json, "sandbox_id")));
+    json_decref(r.json);
+    struct run x;
+    run_cmd(id, "sleep 1.5; echo busy-is-not-idle", 0, &x); /* a running command is activity */
+    ASSERT_STR_EQ(buf_cstr(&x.out), "busy-is-not-idle\n");
+    run_free(&x);
+    sleep_loop(2500);
+    CALL(r, be->ops->get(be, id, on_result, &r, &_e));
+    ASSERT_STR_EQ(json_string_value(json_object_get(r.json, "state")), "expired");
+    json_decref(r.json);
+    json_t *ev = NULL;
+    CALL(r, be->ops->diagnose(be, id, "events", on_result, &r, &_e));
+    char *text = json_dumps(r.json, 0);
+    ASSERT_CONTAINS(text, "idle");
+    free(text);
+    json_decref(r.json);
+    json_decref(ev);
+    destroy_sandbox(id);
+    free(id);
+}
+
 TEST(reconnect_from_second_instance)
 {
     char *id = create_sandbox(0);
@@ -527,6 +555,7 @@ int main(void)
     RUN(file_operations);
     RUN(pause_resume);
     RUN(ttl_enforced_by_agent);
+    RUN(idle_timeout_enforced_by_agent);
     RUN(reconnect_from_second_instance);
     RUN(network_egress_blocks_private_ranges);
     RUN(limits_and_confinement);
