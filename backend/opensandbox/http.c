@@ -147,8 +147,10 @@ static int curl_timer_cb(CURLM *multi, long timeout_ms, void *userp)
         uv_timer_stop(&h->timer);
         return 0;
     }
-    /* 0 means "now"; 1 ms keeps curl from being re-entered from inside its own call. */
-    uv_timer_start(&h->timer, on_timer, timeout_ms == 0 ? 1 : (uint64_t)timeout_ms, 0);
+    /* 0 means "now": a 0 ms uv timer fires on the next loop iteration, so curl is never
+     * re-entered from inside its own call (multi-uv.c rounds up to 1 ms, which costs a
+     * millisecond per request). */
+    uv_timer_start(&h->timer, on_timer, (uint64_t)timeout_ms, 0);
     return 0;
 }
 
