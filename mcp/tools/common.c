@@ -63,10 +63,38 @@ static void job_audit(struct tool_job *job, const char *outcome, const char *det
         log_warn("audit of %s failed: %s", tool_call_tool_name(job->call), err.msg);
 }
 
+/* The text block normally repeats structuredContent (clients without structured output read it).
+ * A big result (file contents, long output) would then travel twice, and the official SDK's stdio
+ * client drops the connection on any message over 10 MiB: above TOOLS_TEXT_MAX the text names
+ * the long fields instead of repeating them. */
+static char *result_text(json_t *structured)
+{
+    char *full = json_dumps(structured, JSON_COMPACT);
+    if (full == NULL || strlen(full) <= TOOLS_TEXT_MAX)
+        return full;
+    free(full);
+    json_t *brief = json_copy(structured);
+    const char *key;
+    json_t *v;
+    json_object_foreach(structured, key, v) {
+        if (json_is_string(v) && json_string_length(v) > TOOLS_TEXT_FIELD_MAX) {
+            char note[160];
+            snprintf(note, sizeof(note), "[%zu bytes: see structuredContent.%s]",
+                     json_string_length(v), key);
+            json_object_set_new(brief, key, json_string(note));
+        }
+    }
+    char *text = json_dumps(brief, JSON_COMPACT);
+    json_decref(brief);
+    return text;
+}
+
 void tool_job_finish(struct tool_job *job, json_t *structured)
 {
     job_audit(job, tool_call_is_cancelled(job->call) ? "cancelled" : "ok", job->detail);
-    tool_call_finish(job->call, structured, NULL);
+    char *text = json_is_object(structured) ? result_text(structured) : NULL;
+    tool_call_finish(job->call, structured, text);
+    free(text);
     job_free(job);
 }
 

@@ -204,7 +204,10 @@ static json_t *op_args(const char *op, json_t *args, struct mcp_error *err)
             json_object_set_new(a, "path", json_string("."));
         if (!json_object_get(a, "max_results"))
             json_object_set_new(a, "max_results", json_integer(TOOLS_DEFAULT_SEARCH_RESULTS));
-    } else if (strcmp(op, "mkdir") == 0 && json_is_string(json_object_get(a, "mode"))) {
+    } else if (strcmp(op, "mkdir") == 0 && !json_object_get(a, "parents")) {
+        json_object_set_new(a, "parents", json_true()); /* the schema's documented default */
+    }
+    if (strcmp(op, "mkdir") == 0 && json_is_string(json_object_get(a, "mode"))) {
         uint32_t mode;
         if (tools_parse_mode(json_string_value(json_object_get(a, "mode")), &mode, err) < 0) {
             json_decref(a);

@@ -27,7 +27,11 @@ struct store;
 #define TOOLS_MAX_GET_LIMIT          (1u << 20)
 #define TOOLS_GET_POLL_MS            250u         /* get_command wait_seconds polling interval */
 #define TOOLS_DEFAULT_READ_LENGTH    65536u       /* read_file */
-#define TOOLS_MAX_READ_LENGTH        (16u << 20)
+/* 7 MiB: its base64 (9.3 MiB) still fits the 10 MiB message limit of the official SDK's stdio
+ * client, which closes the connection on anything larger. */
+#define TOOLS_MAX_READ_LENGTH        (7u << 20)
+#define TOOLS_TEXT_MAX               65536u       /* text block repeats results up to this size */
+#define TOOLS_TEXT_FIELD_MAX         1024u        /* longer strings are named, not repeated */
 #define TOOLS_MAX_WRITE_BYTES        (24u << 20)  /* decoded write_file payload */
 #define TOOLS_DEFAULT_LIST_ENTRIES   500
 #define TOOLS_DEFAULT_SEARCH_RESULTS 200

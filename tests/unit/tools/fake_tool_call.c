@@ -45,6 +45,10 @@ void tool_call_finish_result(struct tool_call *call, json_t *result)
 void tool_call_finish(struct tool_call *call, json_t *structured, const char *text)
 {
     json_t *r = json_object();
+    char *dump = structured && !text ? json_dumps(structured, JSON_COMPACT) : NULL;
+    json_object_set_new(r, "content", json_pack("[{s:s, s:s}]", "type", "text", "text",
+                                                text ? text : dump ? dump : ""));
+    free(dump);
     if (structured)
         json_object_set_new(r, "structuredContent", structured);
     tool_call_finish_result(call, r);

@@ -279,6 +279,27 @@ TEST(files_round_trip_and_encodings)
     ASSERT(json_is_false(json_object_get(c->structured, "truncated")));
 }
 
+TEST(big_results_are_not_repeated_in_text)
+{
+    enum { N = 200000 };
+    char *b64 = xmalloc(base64_encoded_len(N) + 1);
+    unsigned char *bin = xcalloc(1, N);
+    base64_encode(bin, N, b64);
+    char *args = xasprintf("{\"sandbox_id\":\"sbx-a1\",\"path\":\"z.bin\",\"content\":\"%s\","
+                           "\"encoding\":\"base64\"}", b64);
+    struct tool_call *c = call_tool("alice", "write_file", args);
+    ASSERT(!c->is_error);
+    c = call_tool("alice", "read_file", "{\"sandbox_id\":\"sbx-a1\",\"path\":\"z.bin\","
+                                        "\"length\":200000}");
+    ASSERT(!c->is_error);
+    ASSERT_EQ(strlen(sget(c, "content")), base64_encoded_len(N));
+    ASSERT_CONTAINS(c->text, "bytes: see structuredContent.content]");
+    ASSERT(strlen(c->text) < 2048);
+    free(args);
+    free(b64);
+    free(bin);
+}
+
 TEST(file_errors)
 {
     struct tool_call *c = call_tool("alice", "write_file",
@@ -384,6 +405,7 @@ int main(void)
     RUN(run_command_cancel_kills);
     RUN(run_command_caps_output);
     RUN(files_round_trip_and_encodings);
+    RUN(big_results_are_not_repeated_in_text);
     RUN(file_errors);
     RUN(file_ops_map_arguments);
     RUN(lifecycle_and_audit);
