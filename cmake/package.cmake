@@ -21,7 +21,8 @@ set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # entries), with the Debian 12 versions as the floor.
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
     "libc6 (>= 2.36), libjansson4 (>= 2.14), libcurl4 (>= 7.88.1), libuv1 (>= 1.44.2), libsqlite3-0 (>= 3.40.1), libseccomp2 (>= 2.5.4), libhttp-parser2.9 (>= 2.9.4)")
-# uidmap: newuidmap/newgidmap and /etc/subuid ranges, for sandboxes run by a non-root user.
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "uidmap")
+# uidmap: newuidmap/newgidmap and /etc/subuid ranges (non-root hosts); passt: the user-mode
+# network stack (pasta) that `mcpbox doctor` checks for sandbox egress.
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "uidmap, passt")
 
 include(CPack)

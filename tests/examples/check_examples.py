@@ -2,13 +2,14 @@
 """Every config example parses, and every mcpbox command in the examples names a real subcommand
 and real options of the built binary (asked through `mcpbox SUB --help`).
 
-    check_examples.py MCPBOX_BINARY EXAMPLES_DIR CONFIGURATION_MD [NODE]
+    check_examples.py MCPBOX_BINARY EXAMPLES_DIR CONFIGURATION_MD [NODE [DOCS_DIR]]
 
 Checks:
   - each *.json (including dotfiles) is valid JSON; each mcpServers entry runs `mcpbox ...` with
     real options, or is a URL of the form http(s)://host:port/mcp;
   - each variable set in an `env` block or a *.env file is documented in docs/configuration.md;
-  - each `mcpbox ...` and `claude mcp add ...` line in the examples' Markdown does the same;
+  - each `mcpbox ...` and `claude mcp add ...` line in the examples' Markdown does the same, and
+    so does each such line in the shell blocks of DOCS_DIR/*.md;
   - each stdio server entry and each *.env file really starts a server: `mcpbox serve` with that
     entry's args and env answers initialize and tools/list, and an OpenSandbox configuration
     turns the OpenSandbox backend on (per the server's startup log);
@@ -200,13 +201,18 @@ def check_env_file(binary, path, env_ok):
         smoke_server(binary, ["serve"], values, path)
 
 
-def command_lines(md_path):
-    """Shell lines inside ``` blocks and `inline code` of a Markdown file."""
+def command_lines(md_path, inline=True):
+    """Shell lines inside ``` blocks (and, if inline, `inline code`) of a Markdown file, with
+    backslash continuations joined and $(...) substitutions replaced by a placeholder word."""
     with open(md_path, encoding="utf-8") as f:
         text = f.read()
+    lines = []
     for block in re.findall(r"```(?:sh|bash|shell)?\n(.*?)```", text, re.S):
-        yield from block.splitlines()
-    yield from re.findall(r"(?<!`)`([^`\n]*mcpbox [^`\n]*)`(?!`)", text)
+        lines += block.replace("\\\n", " ").splitlines()
+    if inline:
+        lines += re.findall(r"(?<!`)`([^`\n]*mcpbox [^`\n]*)`(?!`)", text)
+    for line in lines:
+        yield re.sub(r"\$\([^()]*\)", "VALUE", line)
 
 
 def split_commands(line):
@@ -229,13 +235,13 @@ def split_commands(line):
             cur.append(w)
 
 
-def check_markdown(binary, path):
+def check_markdown(binary, path, inline=True):
     count = 0
-    for n, line in enumerate(command_lines(path), 1):
+    for n, line in enumerate(command_lines(path, inline), 1):
         where = f"{path}: `{line.strip()}`"
         for words in split_commands(line):
-            while words and re.match(r"^[A-Z_][A-Z0-9_]*=", words[0]):
-                words = words[1:]  # VAR=value prefixes
+            while words and (re.match(r"^[A-Z_][A-Z0-9_]*=", words[0]) or words[0] == "sudo"):
+                words = words[1:]  # VAR=value prefixes, sudo
             if words and words[0] == "mcpbox":
                 check_mcpbox_argv(binary, words[1:], where)
                 count += 1
@@ -248,7 +254,7 @@ def check_markdown(binary, path):
                     else:
                         check_mcpbox_argv(binary, tail[1:], where)
                 else:
-                    urls = [w for w in words if w.startswith("http")]
+                    urls = [w for w in words if re.match(r"^https?://", w)]
                     if not urls:
                         err(where, "neither `-- mcpbox ...` nor a URL")
                     for u in urls:
@@ -262,6 +268,7 @@ def main():
         return 2
     binary, examples, configuration_md = sys.argv[1:4]
     node = sys.argv[4] if len(sys.argv) > 4 else None
+    docs = sys.argv[5] if len(sys.argv) > 5 else None
     if run_help(binary, "") is None or run_help(binary, "serve") is None:
         print(f"SKIP: `{binary} --help` or `{binary} serve --help` does not work in this build yet")
         return SKIP
@@ -277,6 +284,9 @@ def main():
         check_env_file(binary, path, env_ok)
     for path in sorted(glob.glob(os.path.join(examples, "**", "*.md"), recursive=True)):
         commands += check_markdown(binary, path)
+    if docs:
+        for path in sorted(glob.glob(os.path.join(docs, "*.md"))):
+            commands += check_markdown(binary, path, inline=False)
     if node and os.access(node, os.X_OK):
         for path in glob.glob(os.path.join(examples, "**", "*.mjs"), recursive=True):
             p = subprocess.run([node, "--check", path], capture_output=True, text=True)
@@ -286,7 +296,8 @@ def main():
         err(examples, f"found {servers} server entries and {commands} commands; expected some of each")
     for e in errors:
         print(f"FAIL: {e}")
-    print(f"checked {servers} server entries and {commands} commands in {examples}")
+    print(f"checked {servers} server entries and {commands} commands in {examples}"
+          + (f" and {docs}" if docs else ""))
     return 1 if errors else 0
 
 
