@@ -38,7 +38,8 @@ for f in ./usr/bin/mcpbox ./usr/share/man/man1/mcpbox.1.gz \
          ./usr/share/mcpbox/skills/troubleshoot-sandbox/SKILL.md \
          ./usr/share/doc/mcpbox/architecture.md ./usr/share/doc/mcpbox/architecture.svg \
          ./usr/share/doc/mcpbox/configuration.md ./usr/share/doc/mcpbox/security.md \
-         ./usr/share/doc/mcpbox/tools.md ./usr/share/doc/mcpbox/examples/claude-code/.mcp.json \
+         ./usr/share/doc/mcpbox/tools.md ./usr/share/doc/mcpbox/install.md \
+         ./usr/share/doc/mcpbox/examples/claude-code/.mcp.json \
          ./usr/share/doc/mcpbox/examples/agent/agent.mjs; do
     grep -qxF "$f" "$tmp/files" || fail "$f is not in the package"
 done
