@@ -55,10 +55,6 @@ static int check_spec(const struct sandbox_spec *spec, struct cg_limits *lim, ui
     *disk = spec->disk_bytes ? spec->disk_bytes : LOCAL_DEFAULT_DISK;
     if (*disk > lim->memory_bytes / 2 && spec->disk_bytes == 0)
         *disk = lim->memory_bytes / 2;
-    if (spec->image && strcmp(spec->image, "host") != 0)
-        return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
-                             "image '%s' is not available locally; the local backend offers "
-                             "image \"host\"", spec->image);
     if (lim->memory_bytes < LOCAL_MIN_MEMORY)
         return mcp_error_set(err, MCP_ERR_INVALID, 0, "memory must be at least %llu bytes",
                              (unsigned long long)LOCAL_MIN_MEMORY);
@@ -75,12 +71,41 @@ static int check_spec(const struct sandbox_spec *spec, struct cg_limits *lim, ui
     return 0;
 }
 
+static bool image_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > LOCAL_IMAGE_NAME_MAX || name[0] == '.' || name[0] == '-')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", name[i]))
+            return false;
+    return true;
+}
+
+/* "host" (NULL dir) or a rootfs registered as <state_dir>/images/<name>. */
+static int resolve_image(struct local_backend *lb, const char *name, char *dir,
+                         struct mcp_error *err)
+{
+    dir[0] = '\0';
+    if (name == NULL || strcmp(name, "host") == 0)
+        return 0;
+    struct stat st;
+    snprintf(dir, LOCAL_PATH_MAX, "%s/images/%s", lb->state_dir, name);
+    if (!image_name_ok(name) || stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+        return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
+                             "image '%s' is not available locally: use \"host\" or register a root "
+                             "filesystem directory (e.g. made by mmdebstrap) as %s/images/<name>",
+                             name, lb->state_dir);
+    return 0;
+}
+
 static json_t *make_record(const struct sandbox_spec *spec, const struct cg_limits *lim,
                            uint64_t disk)
 {
     json_t *meta = json_is_object(spec->metadata) ? json_deep_copy(spec->metadata) : json_object();
     json_t *env = json_is_object(spec->env) ? json_deep_copy(spec->env) : json_object();
-    return json_pack("{s:s, s:{s:f, s:I, s:I, s:I}, s:b, s:o, s:o, s:i}", "image", "host",
+    return json_pack("{s:s, s:{s:f, s:I, s:I, s:I}, s:b, s:o, s:o, s:i}", "image",
+                     spec->image ? spec->image : "host",
                      "limits", "cpu", lim->cpu, "memory_bytes", (json_int_t)lim->memory_bytes,
                      "pids", (json_int_t)lim->pids, "disk_bytes", (json_int_t)disk, "network",
                      spec->network, "metadata", meta, "env", env, "creator_pid", (int)getpid());
@@ -201,7 +226,7 @@ static char *agent_config(const struct sandbox_spec *spec, int64_t expires_ms, i
 
 /* Record first (so a crash from here on is found by reconcile), then slot and spawn. */
 static int start(struct create_op *op, const struct sandbox_spec *spec, const struct cg_limits *lim,
-                 uint64_t disk, struct mcp_error *err)
+                 uint64_t disk, const char *image_dir, struct mcp_error *err)
 {
     struct lsbx *sb = op->sb;
     struct local_backend *lb = sb->be;
@@ -250,6 +275,7 @@ static int start(struct create_op *op, const struct sandbox_spec *spec, const st
                                     .disk_bytes = disk, .memory_bytes = lim->memory_bytes,
                                     .pids = lim->pids, .network = spec->network,
                                     .agent_config = cfg, .agent_exe_fd = lb->agent_fd,
+                                    .image_dir = image_dir[0] ? image_dir : NULL,
                                     .seccomp = &lb->seccomp, .cg = &sb->cg};
         rc = local_spawn(&req, &res, err);
         free(cfg);
@@ -293,7 +319,8 @@ int local_create(struct backend *be, const struct sandbox_spec *spec, backend_cb
     struct local_backend *lb = (struct local_backend *)be;
     struct cg_limits lim;
     uint64_t disk;
-    if (check_spec(spec, &lim, &disk, err) < 0)
+    char image_dir[LOCAL_PATH_MAX];
+    if (check_spec(spec, &lim, &disk, err) < 0 || resolve_image(lb, spec->image, image_dir, err) < 0)
         return -1;
     if (spec->network && local_pasta_path() == NULL)
         return mcp_error_set(err, MCP_ERR_UNSUPPORTED, ENOENT,
@@ -306,7 +333,7 @@ int local_create(struct backend *be, const struct sandbox_spec *spec, backend_cb
     op->sb->be = lb, op->sb->refs = 1, op->sb->pidfd = -1;
     random_id(op->sb->id, sizeof op->sb->id, "sbx-", 8);
     struct mcp_error e2;
-    if (start(op, spec, &lim, disk, err) < 0 || watch_startup(op, err) < 0) {
+    if (start(op, spec, &lim, disk, image_dir, err) < 0 || watch_startup(op, err) < 0) {
         if (op->err_fd >= 0)
             close(op->err_fd);
         if (op->sb->pidfd >= 0) {

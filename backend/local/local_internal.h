@@ -29,6 +29,7 @@
 #define LOCAL_MIN_DISK (1ull << 20)
 #define LOCAL_ROOT_TMPFS "size=8m,mode=755,uid=0,gid=0"
 #define LOCAL_SHM_BYTES (64ull << 20)
+#define LOCAL_IMAGE_NAME_MAX 64
 
 /* ---- seccomp (seccomp_profile.c) ---- */
 struct local_seccomp {
@@ -89,6 +90,7 @@ struct spawn_request {
     uint32_t pids;
     bool network;
     const char *agent_config; /* JSON text for the agent's argv[1] */
+    const char *image_dir;    /* NULL: image "host"; else a registered rootfs directory */
     int agent_exe_fd;         /* the sealed memfd */
     const struct local_seccomp *seccomp;
     const struct cg_sandbox *cg;

@@ -73,6 +73,7 @@ struct child_plan {
     char usr_target[6][64];  /* symlink target for usr_links[i], "" = bind dir, "-" = absent */
     char *agent_argv[3];
     int sync_fd, err_fd, listen_fd, logdir_fd, exe_fd;
+    int image_fd; /* child: the idmapped image tree received from the parent, or -1 */
 };
 
 /* ---- child side --------------------------------------------------------------------------- */
@@ -238,8 +239,55 @@ static void enter_root(const struct child_plan *p)
     CHECK(chdir(p->rootfs) == 0, "chdir", p->rootfs);
 }
 
+/* Image mode: the registered rootfs, idmapped by the parent so that its root-owned files belong
+ * to the sandbox's root, is the lower layer of an overlay whose upper lives on the data tmpfs
+ * (so `disk` also caps changes to the image). The generated hosts/hostname/resolv.conf replace
+ * the image's. */
+static void make_image_root(const struct child_plan *p)
+{
+    static const char *const dirs[] = {".data/upper", ".data/work", ".data/workspace",
+                                       ".data/tmp", ".data/root"};
+    CHECK(mkdir(".data", 0700) == 0, "mkdir", ".data");
+    CHECK(mount("tmpfs", ".data", "tmpfs", MS_NOSUID | MS_NODEV, p->data_opts) == 0, "mount",
+          "data tmpfs");
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
+        CHECK(mkdir(dirs[i], 0755) == 0, "mkdir", dirs[i]);
+    chmod(".data/tmp", 01777);
+    CHECK(mkdir(".lower", 0755) == 0 && mkdir(".root", 0755) == 0, "mkdir", ".root");
+    CHECK(syscall(SYS_move_mount, p->image_fd, "", AT_FDCWD, ".lower",
+                  MOVE_MOUNT_F_EMPTY_PATH) == 0, "attach image", NULL);
+    CHECK(mount("overlay", ".root", "overlay", MS_NOSUID | MS_NODEV,
+                "lowerdir=.lower,upperdir=.data/upper,workdir=.data/work,userxattr") == 0,
+          "mount overlay", NULL);
+    static const char *const binds[][2] = {{".data/workspace", ".root/workspace"},
+                                           {".data/tmp", ".root/tmp"},
+                                           {".data/root", ".root/root"}};
+    for (size_t i = 0; i < 3; i++) {
+        mkdir(binds[i][1], 0755);
+        CHECK(mount(binds[i][0], binds[i][1], NULL, MS_BIND, NULL) == 0, "bind", binds[i][1]);
+    }
+    CHECK(chdir(".root") == 0, "chdir", ".root");
+    mkdir("etc", 0755);
+    static const char *const gen[] = {"etc/hostname", "etc/hosts", "etc/resolv.conf"};
+    for (size_t i = 0; i < 3; i++)
+        unlink(gen[i]); /* never write through an image's symlink */
+    put(p, "etc/hostname", etc_hostname);
+    put(p, "etc/hosts", etc_hosts);
+    put(p, "etc/resolv.conf", p->req->network ? resolv_pasta : resolv_none);
+    make_dev(p);
+    make_proc(p);
+    CHECK(syscall(SYS_pivot_root, ".", ".") == 0, "pivot_root", NULL);
+    CHECK(umount2(".", MNT_DETACH) == 0, "detach old root", NULL);
+    CHECK(chdir("/") == 0, "chdir", "/");
+    set_attr("/dev", MOUNT_ATTR_RDONLY, 0);
+}
+
 static void make_root(const struct child_plan *p)
 {
+    if (p->image_fd >= 0) {
+        make_image_root(p);
+        return;
+    }
     make_usr(p);
     make_etc(p);
     make_dev(p);
@@ -326,11 +374,23 @@ static void park_fds(struct child_plan *p)
     }
 }
 
+static void receive_go(struct child_plan *p)
+{
+    char go, ctl[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = {.iov_base = &go, .iov_len = 1};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+                         .msg_controllen = sizeof ctl};
+    CHECK(recvmsg(p->sync_fd, &msg, MSG_CMSG_CLOEXEC) == 1, "wait for uid map", NULL);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    p->image_fd = -1;
+    if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+        memcpy(&p->image_fd, CMSG_DATA(c), sizeof(int));
+}
+
 __attribute__((noreturn)) static void child_main(struct child_plan *p)
 {
     park_fds(p);
-    char go;
-    CHECK(read(p->sync_fd, &go, 1) == 1, "wait for uid map", NULL); /* parent wrote the maps */
+    receive_go(p); /* the parent wrote the maps (and sent the image tree, if any) */
     enter_root(p);
     CHECK(setgroups(0, NULL) == 0, "setgroups", NULL);
     CHECK(setresgid(0, 0, 0) == 0, "setresgid", NULL);
@@ -383,6 +443,52 @@ static int write_map(pid_t pid, const char *file, uint32_t base, struct mcp_erro
     }
     close(fd);
     return 0;
+}
+
+/* The image directory as a detached mount tree, idmapped through the sandbox's user namespace
+ * and read-only (LOCAL-ISOLATION.md §1.3). */
+static int image_tree(const char *dir, pid_t pid, struct mcp_error *err)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
+    int userns = open(path, O_RDONLY | O_CLOEXEC);
+    int tree = (int)syscall(SYS_open_tree, AT_FDCWD, dir,
+                            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+                                          MOUNT_ATTR_NODEV,
+                              .userns_fd = (uint64_t)userns};
+    int rc = userns < 0 || tree < 0 ? -1
+             : (int)syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr,
+                            sizeof attr);
+    int e = errno;
+    if (userns >= 0)
+        close(userns);
+    if (rc < 0) {
+        if (tree >= 0)
+            close(tree);
+        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, e,
+                             "cannot make an idmapped mount of image %s: %s (needs Linux 5.12+ "
+                             "and a filesystem that supports idmapped mounts)", dir, strerror(e));
+    }
+    return tree;
+}
+
+static int send_go(int sock, int fd)
+{
+    char go = 'g', ctl[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = {.iov_base = &go, .iov_len = 1};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (fd >= 0) {
+        memset(ctl, 0, sizeof ctl);
+        msg.msg_control = ctl;
+        msg.msg_controllen = sizeof ctl;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    }
+    return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
 }
 
 static pid_t do_clone(struct child_plan *p, int cgroup_fd, int *pidfd)
@@ -475,7 +581,8 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     int sync[2] = {-1, -1}, errp[2] = {-1, -1};
     memset(out, 0, sizeof *out);
     out->pidfd = out->err_fd = -1;
-    if (prepare(&p, req, err) < 0 || pipe2(sync, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+    if (prepare(&p, req, err) < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0 ||
+        pipe2(errp, O_CLOEXEC) < 0) {
         if (err->msg[0] == '\0')
             mcp_error_set(err, MCP_ERR_IO, errno, "pipe: %s", strerror(errno));
         close_plan(&p);
@@ -507,8 +614,13 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
         rc = write_map(pid, "gid_map", req->uid_base, err);
     if (rc == 0 && req->network)
         rc = local_start_network(req->dir, pid, req->cg, err);
-    if (rc == 0 && write(sync[1], "g", 1) != 1)
+    int tree = -1;
+    if (rc == 0 && req->image_dir)
+        rc = tree = image_tree(req->image_dir, pid, err);
+    if (rc >= 0 && send_go(sync[1], tree) < 0)
         rc = mcp_error_set(err, MCP_ERR_IO, errno, "releasing the sandbox init failed");
+    if (tree >= 0)
+        close(tree);
     close(sync[1]);
     if (rc < 0) {
         syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);

@@ -396,6 +396,53 @@ TEST(ttl_enforced_by_agent)
     free(id);
 }
 
+static void copy_file(const char *from, const char *to)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname %s)\" && cp -L %s %s", to, from, to);
+    if (system(cmd) != 0)
+        TEST_FAIL("%s failed", cmd);
+}
+
+/* A registered image: a tiny rootfs (dash and its libraries, owned by host root) as the idmapped
+ * overlay lower layer. Files look root-owned inside, writes land in the sandbox's upper layer and
+ * the image directory itself is never modified. */
+TEST(registered_image_overlay)
+{
+    char img[512], path[600];
+    snprintf(img, sizeof img, "%s/images/mini", state_dir);
+    snprintf(path, sizeof path, "%s/bin/sh", img);
+    copy_file("/bin/dash", path);
+    snprintf(path, sizeof path, "%s/lib/x86_64-linux-gnu/libc.so.6", img);
+    copy_file("/lib/x86_64-linux-gnu/libc.so.6", path);
+    snprintf(path, sizeof path, "%s/lib64/ld-linux-x86-64.so.2", img);
+    copy_file("/lib64/ld-linux-x86-64.so.2", path);
+    snprintf(path, sizeof path, "%s/etc", img);
+    mkdir(path, 0755);
+    struct result r;
+    struct sandbox_spec spec = {.owner = "test", .image = "mini", .memory_bytes = 128u << 20,
+                                .disk_bytes = 16u << 20};
+    CALL(r, be->ops->create(be, &spec, on_result, &r, &_e));
+    if (r.failed)
+        TEST_FAIL("create: %s", r.err.msg);
+    ASSERT_STR_EQ(json_string_value(json_object_get(r.json, "image")), "mini");
+    char *id = xstrdup(json_string_value(json_object_get(r.json, "sandbox_id")));
+    json_decref(r.json);
+    struct run x;
+    run_cmd(id, "[ -O /bin/sh ] && echo owned; echo changed > /bin/sh2 && echo wrote; "
+                "read h < /etc/hostname; echo $h; echo $(pwd)", 0, &x);
+    ASSERT_STR_EQ(buf_cstr(&x.out), "owned\nwrote\nsandbox\n/workspace\n");
+    run_free(&x);
+    snprintf(path, sizeof path, "%s/bin/sh2", img);
+    ASSERT(access(path, F_OK) < 0); /* the image is untouched */
+    destroy_sandbox(id);
+    free(id);
+    spec.image = "../etc";
+    struct mcp_error e;
+    ASSERT(be->ops->create(be, &spec, on_result, &r, &e) < 0);
+    ASSERT_EQ(e.code, MCP_ERR_NOT_FOUND);
+}
+
 TEST(idle_timeout_enforced_by_agent)
 {
     struct result r;
@@ -555,6 +602,7 @@ int main(void)
     RUN(file_operations);
     RUN(pause_resume);
     RUN(ttl_enforced_by_agent);
+    RUN(registered_image_overlay);
     RUN(idle_timeout_enforced_by_agent);
     RUN(reconnect_from_second_instance);
     RUN(network_egress_blocks_private_ranges);
