@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Local sandbox benchmark: builds bench_local without sanitizers (Release) into build-bench/,
+# Local sandbox benchmark: builds bench_local without sanitizers (Release) into build-bench-local/,
 # runs it, and writes the figures with this command into the "Local sandboxes" section of
 # docs/benchmarks.md (between the local-bench markers; other sections are left alone).
 #
@@ -7,8 +7,8 @@
 #   NO_DOC=1 tests/bench/local/run.sh --quick           print only
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../../.." && pwd)
-build=${MCPBOX_BENCH_BUILD:-$here/build-bench}
-cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMCPBOX_SANITIZERS= >/dev/null
+build=${MCPBOX_BENCH_LOCAL_BUILD:-$here/build-bench-local}
+cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMCPBOX_SANITIZERS= -DMCPBOX_TESTS=ON >/dev/null
 cmake --build "$build" -j2 --target bench_local >/dev/null
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
