@@ -324,6 +324,14 @@ static void cmd_stream_done(void *arg, struct osb_response *resp, const struct m
     cmds_trim(c->b);
 }
 
+/* A command with a timeout gets that plus the request timeout; others only the stream's
+ * liveness check (and no deadline when the sum would not fit). */
+static uint32_t cmd_deadline_ms(const struct osb_cmd *c)
+{
+    uint64_t d = (uint64_t)c->timeout_ms + c->b->t.request_timeout_ms;
+    return c->timeout_ms > 0 && d < UINT32_MAX ? (uint32_t)d : 0;
+}
+
 /* The stream could not start: inside osb_exec the error is returned, later it is reported. */
 static void cmd_start_fail(struct osb_cmd *c, const struct mcp_error *err)
 {
@@ -346,9 +354,7 @@ static void cmd_with_endpoint(void *arg, const struct osb_endpoint *ep, const st
     struct osb_call_opts o = {
         .method = "POST", .what = "running the command", .sandbox_id = c->sid, .json = body,
         .retry = OSB_RETRY_SAFE, .stream = true, .sink = cmd_sink,
-        .deadline_ms = c->timeout_ms > 0
-                           ? (uint32_t)c->timeout_ms + c->b->t.request_timeout_ms
-                           : 0,
+        .deadline_ms = cmd_deadline_ms(c),
     };
     struct mcp_error e;
     c->req = osb_execd_call(c->b, ep, "/command", &o, cmd_stream_done, c, &e);
