@@ -130,6 +130,9 @@ static void list_remove(struct lsbx *sb)
     lsbx_unref(sb);
 }
 
+static bool record_is_live(const struct store_sandbox *rec, pid_t *pid);
+static void adopt(struct local_backend *lb, const struct store_sandbox *rec, pid_t pid);
+
 struct lsbx *lsbx_for_op(struct local_backend *lb, const char *id, bool allow_paused,
                          struct mcp_error *err)
 {
@@ -137,6 +140,13 @@ struct lsbx *lsbx_for_op(struct local_backend *lb, const char *id, bool allow_pa
     if (store_sandbox_get(lb->base.store, id, &rec, err) < 0)
         return NULL;
     struct lsbx *sb = lsbx_find(lb, id);
+    pid_t pid;
+    if (sb == NULL && strcmp(rec.backend, "local") == 0 &&
+        (strcmp(rec.state, "running") == 0 || strcmp(rec.state, "paused") == 0) &&
+        record_is_live(&rec, &pid)) {
+        adopt(lb, &rec, pid); /* made by another mcpbox process after we started */
+        sb = lsbx_find(lb, id);
+    }
     bool paused = strcmp(rec.state, "paused") == 0;
     if (sb == NULL || (strcmp(rec.state, "running") != 0 && !paused)) {
         mcp_error_set(err, MCP_ERR_CONFLICT, 0, "sandbox %s is %s; create a new one", id,
@@ -244,8 +254,10 @@ static void on_init_exit(struct lsbx *sb)
         json_decref(res);
         free(op);
     } else {
-        store_sandbox_set_state(lb->base.store, sb->id, expired ? "expired" : "stopped", &err);
-        local_event(lb->base.store, sb->id, expired ? "expired" : "exit",
+        /* No record: another mcpbox process destroyed it; nothing to report. */
+        if (store_sandbox_set_state(lb->base.store, sb->id, expired ? "expired" : "stopped",
+                                    &err) == 0)
+            local_event(lb->base.store, sb->id, expired ? "expired" : "exit",
                         json_pack("{s:s}", "reason", expired ? why : "sandbox init exited"), &err);
     }
     if (sb->watching) {

@@ -236,6 +236,11 @@ json_t *agent_cmd_exec(struct agent *a, struct conn *conn, json_t *req, struct m
     char **envp = build_env(a, json_object_get(req, "env"));
     int rc = open_logs(a, c, err) < 0 ? -1 : spawn(a, c, cwd, envp, err);
     free_env(envp);
+    if (rc < 0 && c->pid <= 0) { /* nothing was started: forget it */
+        close_fd(&c->f_out), close_fd(&c->f_err), close_fd(&c->f_log);
+        cmd_free(a, c);
+        return NULL;
+    }
     c->start_ms = now_mono_ms();
     json_int_t timeout = json_integer_value(json_object_get(req, "timeout_ms"));
     c->deadline_ms = timeout > 0 ? c->start_ms + (uint64_t)timeout : 0;

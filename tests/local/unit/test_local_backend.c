@@ -575,6 +575,30 @@ TEST(limits_and_confinement)
     free(id);
 }
 
+/* Two instances at once (two mcpbox processes on one state directory): a sandbox created by one
+ * after the other started is adopted by the other on first use. */
+TEST(concurrent_instance_adopts)
+{
+    struct mcp_error e;
+    struct backend *other = local_backend_new(loop, st, NULL, &e);
+    if (other == NULL)
+        TEST_FAIL("second instance: %s", e.msg);
+    char *id = create_sandbox(0);
+    struct backend *mine = be;
+    be = other;
+    struct run x;
+    run_cmd(id, "echo adopted", 0, &x);
+    ASSERT_STR_EQ(buf_cstr(&x.out), "adopted\n");
+    run_free(&x);
+    destroy_sandbox(id);
+    be = mine;
+    local_backend_free(other);
+    uv_run(loop, UV_RUN_NOWAIT);
+    struct result r;
+    ASSERT(be->ops->get(be, id, on_result, &r, &e) < 0);
+    free(id);
+}
+
 int main(void)
 {
     struct mcp_error e;
@@ -605,6 +629,7 @@ int main(void)
     RUN(registered_image_overlay);
     RUN(idle_timeout_enforced_by_agent);
     RUN(reconnect_from_second_instance);
+    RUN(concurrent_instance_adopts);
     RUN(network_egress_blocks_private_ranges);
     RUN(limits_and_confinement);
     local_backend_free(be);
