@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "mcp/base/cleanup.h"
 #include "mcp/base/log.h"
@@ -189,10 +190,16 @@ static void update_deadline(struct http_conn *c)
     if (st == f->timed_state)
         return;
     f->timed_state = st;
-    if (st == HTTP_READER_HEADERS)
+    if (st == HTTP_READER_HEADERS) {
         c->deadline = now_mono_ms() + HTTP_HEADER_TIMEOUT_MS;
-    else if (st == HTTP_READER_BODY)
+    } else if (st == HTTP_READER_BODY) {
         c->deadline = now_mono_ms() + HTTP_BODY_TIMEOUT_MS;
+        /* curl waits a second for this before sending a large body. The headers passed the
+         * size checks; admission (Host, token, ...) is decided once the body is in. */
+        const char *expect = http_request_header(&c->reader.req, "expect", NULL);
+        if (expect && strcasecmp(expect, "100-continue") == 0)
+            conn_write3(c, "HTTP/1.1 100 Continue\r\n\r\n", "", 0, "");
+    }
 }
 
 void http_conn_resume(struct http_conn *c)
