@@ -2,6 +2,7 @@
 #define LOG_MODULE "tools"
 #include "mcp/tools/tools-internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "mcp/base/xalloc.h"
@@ -32,6 +33,18 @@ static int spec_from_args(json_t *args, const char *owner, struct sandbox_spec *
     return 0;
 }
 
+/* Records the new sandbox's id in the audit row, then finishes as usual. */
+static void create_done_cb(void *arg, json_t *result, const struct mcp_error *err)
+{
+    struct tool_job *job = arg;
+    const char *id = json_string_value(json_object_get(result, "sandbox_id"));
+    if (err == NULL && id != NULL) {
+        free(job->sandbox_id);
+        job->sandbox_id = xstrdup(id);
+    }
+    tool_job_done_cb(job, result, err);
+}
+
 void tool_create_sandbox(struct tool_call *call, json_t *args)
 {
     struct tool_job *job = tool_job_new(call, args);
@@ -45,7 +58,7 @@ void tool_create_sandbox(struct tool_call *call, json_t *args)
     }
     tool_job_set_detail(job, "backend=%s image=%s", name, spec.image ? spec.image : "default");
     job->be = be;
-    if (be->ops->create(be, &spec, tool_job_done_cb, job, &err) < 0)
+    if (be->ops->create(be, &spec, create_done_cb, job, &err) < 0)
         tool_job_fail(job, &err);
 }
 

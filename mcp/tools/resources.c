@@ -36,7 +36,7 @@ static char *uri_path(const char *enc)
     char *out = xmalloc(n + 2), *o = out;
     *o++ = '/';
     for (size_t i = 0; i < n; i++) {
-        if (enc[i] == '%' && i + 2 < n + 0 + 1 && isxdigit((unsigned char)enc[i + 1]) &&
+        if (enc[i] == '%' && i + 2 < n && isxdigit((unsigned char)enc[i + 1]) &&
             isxdigit((unsigned char)enc[i + 2])) {
             *o++ = (char)(hexval((unsigned char)enc[i + 1]) * 16 + hexval((unsigned char)enc[i + 2]));
             i += 2;

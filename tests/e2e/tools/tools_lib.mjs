@@ -6,7 +6,7 @@ import { NODE_MODULES, sdkImport, startHttpServer, tempStateDir } from '../sdk/l
 
 export { parseArgs, requireBinary, sleep, tempStateDir, SKIP } from '../sdk/lib.mjs';
 
-const require = createRequire(path.join(NODE_MODULES, 'ajv', 'package.json'));
+const require = createRequire(path.resolve(NODE_MODULES, 'ajv', 'package.json'));
 const Ajv2020 = require('ajv/dist/2020.js').default ?? require('ajv/dist/2020.js');
 
 const { Client } = await sdkImport('client/index.js');

@@ -390,6 +390,14 @@ TEST(lifecycle_and_audit)
     ASSERT(sqlite3_column_int(st, 1) >= 8);
     ASSERT_EQ(sqlite3_column_int(st, 2), 0);
     sqlite3_finalize(st);
+    ASSERT_EQ(sqlite3_prepare_v2(store_db(ctx.store),
+                                 "SELECT count(*) FROM audit WHERE tool = 'create_sandbox' "
+                                 "AND sandbox_id = 'sbx-new' AND outcome = 'ok'",
+                                 -1, &st, NULL),
+              SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    ASSERT_EQ(sqlite3_column_int(st, 0), 1);
+    sqlite3_finalize(st);
 }
 
 int main(void)
