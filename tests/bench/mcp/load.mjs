@@ -1,10 +1,12 @@
 // Load client for tools/call: the SDK Client, or a raw client (keep-alive node:http, or stdio
-// lines) that is light enough not to be the bottleneck when the server is fast.
-//   node load.mjs (--url URL | --stdio -- CMD ARGS...) [--client sdk|raw] [--tool NAME]
+// lines) that is light enough not to be the bottleneck when the server is fast, or (HTTP) "net":
+// HTTP/1.1 written and parsed by hand on net sockets, lighter still.
+//   node load.mjs (--url URL | --stdio -- CMD ARGS...) [--client sdk|raw|net] [--tool NAME]
 //                 [--args JSON] [-n N] [-c C] [--warmup W] [--json] [--latencies]
 // Prints calls/s and latency percentiles; with --json one JSON object (--latencies adds every
 // measured latency in ms, for merging runs of several processes). Exit 1 if any call failed.
 import http from 'node:http';
+import net from 'node:net';
 import events from 'node:events';
 import { spawn } from 'node:child_process';
 import { sdkImport } from '../../e2e/sdk/lib.mjs';
@@ -35,6 +37,21 @@ export function parseLoadArgs(argv) {
     return o;
 }
 
+/* The JSON-RPC reply with id in a JSON or SSE body. */
+function rawHttpReply(r, id) {
+    if (r.status !== 200) throw new Error(`HTTP ${r.status}: ${r.text.slice(0, 200)}`);
+    if ((r.headers['content-type'] || '').startsWith('text/event-stream')) {
+        for (const ev of r.text.split(/\n\n/)) {
+            const data = ev.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('\n');
+            if (!data) continue;
+            const m = JSON.parse(data);
+            if (m.id === id) return m;
+        }
+        throw new Error(`no reply for id ${id} in SSE body`);
+    }
+    return JSON.parse(r.text);
+}
+
 /* ---- raw HTTP: initialize by hand, then POST tools/call over keep-alive sockets ---------------- */
 function rawHttp(url, conc) {
     const agent = new http.Agent({ keepAlive: true, maxSockets: conc });
@@ -52,20 +69,7 @@ function rawHttp(url, conc) {
         req.on('error', reject);
         req.end(body);
     });
-    /* The JSON-RPC reply with id in a JSON or SSE body. */
-    const reply = (r, id) => {
-        if (r.status !== 200) throw new Error(`HTTP ${r.status}: ${r.text.slice(0, 200)}`);
-        if ((r.headers['content-type'] || '').startsWith('text/event-stream')) {
-            for (const ev of r.text.split(/\n\n/)) {
-                const data = ev.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('\n');
-                if (!data) continue;
-                const m = JSON.parse(data);
-                if (m.id === id) return m;
-            }
-            throw new Error(`no reply for id ${id} in SSE body`);
-        }
-        return JSON.parse(r.text);
-    };
+    const reply = rawHttpReply;
     let nextId = 1;
     return {
         async connect() {
@@ -91,6 +95,98 @@ function rawHttp(url, conc) {
             }
             agent.destroy();
         },
+    };
+}
+
+/* ---- net: HTTP/1.1 by hand over c keep-alive sockets (one request in flight per socket) ---------
+ * Much cheaper per call than node:http, so a fast server is less hidden behind the client. */
+class HttpConn {
+    constructor(host, port) {
+        this.sock = net.connect({ host, port, noDelay: true });
+        this.buf = Buffer.alloc(0);
+        this.waiting = null;
+        this.sock.on('data', (d) => { this.buf = this.buf.length ? Buffer.concat([this.buf, d]) : d; this.parse(); });
+        this.sock.on('error', (e) => this.fail(e));
+        this.sock.on('close', () => this.fail(new Error('connection closed')));
+    }
+    fail(e) { const w = this.waiting; this.waiting = null; w?.reject(e); }
+    request(head, body) {
+        return new Promise((resolve, reject) => {
+            this.waiting = { resolve, reject };
+            this.sock.write(head + body);
+        });
+    }
+    /* Completes the waiting request once a whole response (Content-Length or chunked) is buffered. */
+    parse() {
+        if (!this.waiting) return;
+        const end = this.buf.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        const lines = this.buf.subarray(0, end).toString('latin1').split('\r\n');
+        const status = Number(lines[0].split(' ')[1]);
+        const headers = {};
+        for (const l of lines.slice(1)) {
+            const i = l.indexOf(':');
+            headers[l.slice(0, i).trim().toLowerCase()] = l.slice(i + 1).trim();
+        }
+        let pos = end + 4;
+        let body;
+        if (headers['transfer-encoding'] === 'chunked') {
+            const parts = [];
+            for (;;) {
+                const nl = this.buf.indexOf('\r\n', pos);
+                if (nl < 0) return;
+                const size = parseInt(this.buf.subarray(pos, nl).toString('latin1'), 16);
+                if (this.buf.length < nl + 2 + size + 2) return;
+                if (size === 0) { pos = nl + 4; break; }
+                parts.push(this.buf.subarray(nl + 2, nl + 2 + size));
+                pos = nl + 2 + size + 2;
+            }
+            body = Buffer.concat(parts);
+        } else {
+            const len = Number(headers['content-length'] ?? 0);
+            if (this.buf.length < pos + len) return;
+            body = this.buf.subarray(pos, pos + len);
+            pos += len;
+        }
+        this.buf = this.buf.subarray(pos);
+        const w = this.waiting;
+        this.waiting = null;
+        w.resolve({ status, headers, text: body.toString('utf8') });
+    }
+}
+
+function netHttp(url, conc) {
+    const u = new URL(url);
+    const conns = [];
+    const idle = [];
+    const queue = [];
+    let extra = '';
+    const post = async (msg) => {
+        const conn = idle.pop() ?? (conns.length < conc ? (conns.push(new HttpConn(u.hostname, u.port)), conns[conns.length - 1])
+            : await new Promise((r) => queue.push(r)));
+        const body = JSON.stringify(msg);
+        const head = `POST ${u.pathname} HTTP/1.1\r\nHost: ${u.host}\r\nContent-Type: application/json\r\n` +
+            `Accept: application/json, text/event-stream\r\n${extra}Content-Length: ${Buffer.byteLength(body)}\r\n\r\n`;
+        try { return await conn.request(head, body); } finally {
+            const next = queue.shift();
+            if (next) next(conn); else idle.push(conn);
+        }
+    };
+    const base = rawHttpReply;
+    let nextId = 1;
+    return {
+        async connect() {
+            const r = await post({ jsonrpc: '2.0', id: 0, method: 'initialize', params: INIT_PARAMS });
+            base(r, 0);
+            extra = `Mcp-Session-Id: ${r.headers['mcp-session-id']}\r\nMCP-Protocol-Version: 2025-11-25\r\n`;
+            const n = await post({ jsonrpc: '2.0', method: 'notifications/initialized' });
+            if (n.status !== 202) throw new Error(`initialized: HTTP ${n.status}`);
+        },
+        async call(name, args) {
+            const id = nextId++;
+            return base(await post({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } }), id);
+        },
+        async close() { for (const c of conns) c.sock.destroy(); },
     };
 }
 
@@ -182,7 +278,8 @@ async function drive(cl, o, count) {
 
 export async function runLoad(o) {
     events.setMaxListeners(0);
-    const cl = o.client === 'raw' ? (o.url ? rawHttp(o.url, o.c) : rawStdio(o.cmd)) : await sdkClient(o);
+    const cl = o.client === 'net' && o.url ? netHttp(o.url, o.c)
+        : o.client === 'raw' || o.client === 'net' ? (o.url ? rawHttp(o.url, o.c) : rawStdio(o.cmd)) : await sdkClient(o);
     const tc = process.hrtime.bigint();
     await cl.connect();
     const connectMs = Number(process.hrtime.bigint() - tc) / 1e6;
