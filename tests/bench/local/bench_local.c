@@ -175,9 +175,16 @@ static void print_header(const struct bench *b)
     struct utsname u;
     uname(&u);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    printf("Host: Linux %s, %ld CPUs. %d iterations per mode after %d warm-up rounds, "
-           "round-robin in one process; times are microseconds.\n\n",
-           u.release, cpus, b->iterations, WARMUP_ROUNDS);
+    char load[64] = "?";
+    FILE *f = fopen("/proc/loadavg", "re");
+    if (f != NULL && fgets(load, sizeof(load), f) != NULL)
+        load[strcspn(load, " ")] = '\0'; /* the 1-minute figure */
+    if (f != NULL)
+        fclose(f);
+    printf("Host: Linux %s, %ld CPUs, load average %s at the start (the machine is shared). %d "
+           "iterations per mode after %d warm-up rounds, round-robin in one process; times are "
+           "microseconds.\n\n",
+           u.release, cpus, load, b->iterations, WARMUP_ROUNDS);
 }
 
 int main(int argc, char **argv)

@@ -64,11 +64,19 @@ def kill_mid_create(cli, delay_ms):
     p.communicate()
 
 
+def wait_processes_gone(sid):
+    """SIGKILLed processes of a sandbox that is no child of ours exit a moment later."""
+    deadline = time.monotonic() + EXIT_GRACE_S
+    while processes_of(sid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def check_gone(cli, sid, ids, slots):
     assert sid not in ids, f"{sid}: record kept but not listed"
     assert sid not in slots, f"{sid}: uid slot leaked"
     assert not os.path.exists(os.path.join(cli.state_dir, "sandboxes", sid)), f"{sid}: dir leaked"
     assert not cgroup_dirs(sid), f"{sid}: cgroups leaked: {cgroup_dirs(sid)}"
+    wait_processes_gone(sid)
     assert not processes_of(sid), f"{sid}: processes leaked: {processes_of(sid)}"
 
 
@@ -106,11 +114,9 @@ def main():
         all_ids = set(listed) | started
     # Cli.close() destroyed the rest. A sandbox whose creator was killed is no child of the rm
     # process, which can kill it but not reap it: allow its SIGKILLed processes a moment to exit.
-    deadline = time.monotonic() + EXIT_GRACE_S
     for sid in all_ids:
         assert not cgroup_dirs(sid), f"{sid}: cgroups left after rm: {cgroup_dirs(sid)}"
-        while processes_of(sid) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_processes_gone(sid)
         assert not processes_of(sid), f"{sid}: processes left after rm: {processes_of(sid)}"
     assert mountinfo() == before_mounts, "host mount table changed"
     print("ok")
