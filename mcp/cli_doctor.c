@@ -5,11 +5,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/local/doctor.h"
 #include "mcp/base/cleanup.h"
 #include "mcp/base/xalloc.h"
 #include "mcp/cli/cli_util.h"
+#ifdef MCPBOX_HAVE_CLI_SANDBOX
+#include "backend/local/local.h"
+#endif
 
 #if __has_include("mcp/cli.h")
 #include "mcp/cli.h"
@@ -33,6 +37,24 @@ static void doctor_usage(FILE *out)
           "\n"
           "Exit status: 0 all required checks pass, 1 a required check failed, 2 usage.\n",
           out);
+}
+
+/* The backend's own verdict, when this mcpbox has the local backend built in. */
+static void doctor_add_backend_probe(struct doctor_report *r)
+{
+#ifdef MCPBOX_HAVE_CLI_SANDBOX
+    struct doctor_check *c = doctor_add(r, "local_backend", true);
+    struct mcp_error err = {0};
+    if (local_backend_probe(&err) == 0)
+        doctor_pass(c, "the local backend's own probe passes");
+    else
+        doctor_fail(c,
+                    geteuid() != 0 ? "run mcpbox as root (for example: sudo mcpbox serve)"
+                                   : "see the failed checks above",
+                    "%s", err.msg);
+#else
+    (void)r;
+#endif
 }
 
 static const char *doctor_status(const struct doctor_check *c)
@@ -104,6 +126,7 @@ int cli_doctor_main(int argc, char **argv)
     cleanup_free char *state_dir = cli_state_dir(state_flag);
     struct doctor_report r;
     doctor_run(state_dir, &r);
+    doctor_add_backend_probe(&r);
     if (json) {
         json_t *j = doctor_report_json(&r);
         cli_print_json(j);
