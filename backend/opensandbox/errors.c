@@ -83,13 +83,10 @@ static int transport_error(const struct osb_backend *b, const struct osb_respons
     }
 }
 
-static int status_error(const struct osb_backend *b, const struct osb_response *resp,
-                        const struct server_error *se, const char *what, const char *sid,
-                        bool execd, struct mcp_error *err)
+/* Failures recognised by their error code, whatever the status: nonzero if err was filled. */
+static int code_error(const struct server_error *se, const char *what, struct mcp_error *err)
 {
-    long st = resp->status;
     const char *c = se->code, *m = se->message[0] ? se->message : "no details";
-    const char *s = sid ? sid : "";
     if (strstr(c, "IMAGE_PULL") != NULL)
         return mcp_error_set(err, MCP_ERR_INVALID, 0,
                              "%s: the OpenSandbox server could not pull the image (%s: %s); check "
@@ -100,16 +97,33 @@ static int status_error(const struct osb_backend *b, const struct osb_response *
                              "%s: quota exceeded on the OpenSandbox server (%s%s%s); destroy "
                              "sandboxes you no longer need or ask the operator for more",
                              what, c, c[0] ? ": " : "", m);
-    if (st == 401 || st == 403) {
-        if (execd)
-            return mcp_error_set(err, MCP_ERR_DENIED, 0,
-                                 "%s: execd in sandbox %s refused the request (%ld: %s); it was "
-                                 "started with an access token mcpbox does not know", what, s, st,
-                                 m);
+    return 0;
+}
+
+static int auth_error(const struct osb_response *resp, const struct server_error *se,
+                      const char *what, const char *sid, bool execd, struct mcp_error *err)
+{
+    const char *c = se->code, *m = se->message[0] ? se->message : "no details";
+    if (execd)
         return mcp_error_set(err, MCP_ERR_DENIED, 0,
-                             "%s: the OpenSandbox server rejected mcpbox's credentials (%ld %s): "
-                             "check OPEN_SANDBOX_API_KEY", what, st, c[0] ? c : m);
-    }
+                             "%s: execd in sandbox %s refused the request (%ld: %s); it was "
+                             "started with an access token mcpbox does not know", what,
+                             sid ? sid : "", resp->status, m);
+    return mcp_error_set(err, MCP_ERR_DENIED, 0,
+                         "%s: the OpenSandbox server rejected mcpbox's credentials (%ld %s): "
+                         "check OPEN_SANDBOX_API_KEY", what, resp->status, c[0] ? c : m);
+}
+
+static int status_error(const struct osb_response *resp, const struct server_error *se,
+                        const char *what, const char *sid, bool execd, struct mcp_error *err)
+{
+    long st = resp->status;
+    const char *c = se->code, *m = se->message[0] ? se->message : "no details";
+    const char *s = sid ? sid : "";
+    if (code_error(se, what, err))
+        return -1;
+    if (st == 401 || st == 403)
+        return auth_error(resp, se, what, sid, execd, err);
     if (st == 404 && (strstr(c, "SANDBOX_NOT_FOUND") || (!execd && sid != NULL &&
                                                          strstr(c, "FILE") == NULL)))
         return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
@@ -157,7 +171,7 @@ void osb_error_from_response(const struct osb_backend *b, const struct osb_respo
     } else {
         struct server_error se;
         parse_server_error(resp, &se);
-        status_error(b, resp, &se, what, sandbox_id, execd, err);
+        status_error(resp, &se, what, sandbox_id, execd, err);
     }
     size_t n = strlen(err->msg);
     if (resp->request_id[0] && n + 40 < sizeof(err->msg))
