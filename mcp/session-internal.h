@@ -39,6 +39,10 @@ int session_subscribe(struct session *s, const char *uri, struct mcp_error *err)
 void session_unsubscribe(struct session *s, const char *uri);
 bool session_is_subscribed(const struct session *s, const char *uri);
 
+/* The client can no longer send anything (stdin reached EOF): pending server-to-client requests
+ * can never be answered, so their callbacks get -32001 now rather than at a timeout. */
+void session_input_closed(struct session *s);
+
 /* A notification unrelated to any request (list_changed, resources/updated): sent only once
  * the session is initialized. params stolen. */
 void session_notify(struct session *s, const char *method, json_t *params);

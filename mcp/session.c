@@ -202,6 +202,15 @@ void session_close(struct session *s)
     maybe_free(s);
 }
 
+void session_input_closed(struct session *s)
+{
+    if (s->closed)
+        return;
+    s->busy++;
+    fail_pending(s, NULL, "the client closed its input; no reply can arrive");
+    s->busy--;
+}
+
 bool session_is_initialized(const struct session *s)
 {
     return s->initialized;

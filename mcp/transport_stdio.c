@@ -16,6 +16,7 @@
 #include "mcp/jsonrpc.h"
 #include "mcp/limits.h"
 #include "mcp/server.h"
+#include "mcp/session-internal.h"
 #include "mcp/session.h"
 
 #define STDIO_READ_CHUNK (64 * 1024)
@@ -285,6 +286,8 @@ static void on_eof(struct stdio_transport *t)
         log_warn("stdin closed in the middle of a message (%zu bytes); ignoring it", t->line.len);
     line_reset(t);
     log_debug("stdin closed");
+    if (t->session)
+        session_input_closed(t->session);
     t->drain_deadline = uv_now(t->loop) + MCP_STDIO_DRAIN_TIMEOUT_MS;
     uv_timer_start(&t->drain, on_drain_tick, 0, STDIO_DRAIN_POLL_MS);
 }

@@ -386,6 +386,18 @@ class StdioTest(unittest.TestCase):
         self.assertEqual(self.srv.close(), 0)
         self.srv = None
 
+    def test_eof_during_sampling_exits_promptly(self):
+        self.srv.initialize(caps={"sampling": {}})
+        id = self.srv.request("tools/call", {"name": "test_sampling", "arguments": {"prompt": "x"}})
+        self.assertEqual(self.srv.read()["method"], "sampling/createMessage")
+        start = time.monotonic()
+        self.srv.proc.stdin.close()
+        r = self.srv.reply(id)
+        self.assertIs(r["result"]["isError"], True)
+        self.assertEqual(self.srv.close(), 0)
+        self.srv = None
+        self.assertLess(time.monotonic() - start, 5.0)
+
     def test_stdin_regular_file(self):
         self.srv.close()
         self.srv = None

@@ -1,6 +1,7 @@
 /* Session dispatch: drives session_handle with a fake transport and checks every reply. */
 #include "fake_transport.h"
 #include "mcp/limits.h"
+#include "mcp/session-internal.h"
 #include "test.h"
 
 #define INIT_CAPS "{\"sampling\":{},\"elicitation\":{}}"
@@ -301,6 +302,30 @@ TEST(session_close_fails_pending_client_requests)
     json_decref(f.sent);
 }
 
+TEST(pending_client_request_limit_and_input_closed)
+{
+    struct fake f;
+    char line[256];
+    fake_open(&f);
+    fake_initialize(&f, INIT_CAPS);
+    for (int i = 1; i <= MCP_MAX_PENDING_CLIENT_REQUESTS + 1; i++) {
+        snprintf(line, sizeof(line), "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\","
+                                     "\"params\":{\"name\":\"test_sampling\",\"arguments\":{"
+                                     "\"prompt\":\"p\"}}}", i);
+        fake_feed(&f, line);
+    }
+    ASSERT_EQ(fake_count_method(&f, "sampling/createMessage"), MCP_MAX_PENDING_CLIENT_REQUESTS);
+    json_t *over = fake_reply(&f, MCP_MAX_PENDING_CLIENT_REQUESTS + 1);
+    ASSERT(json_is_true(json_object_get(result_of(over), "isError")));
+    ASSERT_CONTAINS(first_text(over), "limit 16");
+    ASSERT_EQ(session_inflight(f.s), MCP_MAX_PENDING_CLIENT_REQUESTS);
+    session_input_closed(f.s); /* EOF: every waiting call finishes with an error at once */
+    ASSERT_EQ(session_inflight(f.s), 0);
+    ASSERT(json_is_true(json_object_get(result_of(fake_reply(&f, 1)), "isError")));
+    ASSERT_CONTAINS(first_text(fake_reply(&f, 1)), "closed its input");
+    fake_close(&f);
+}
+
 TEST(duplicate_inflight_id_and_inflight_limit)
 {
     struct fake f;
@@ -384,6 +409,7 @@ int main(void)
     RUN(sampling_round_trip);
     RUN(elicitation_error_reply_and_missing_capability);
     RUN(session_close_fails_pending_client_requests);
+    RUN(pending_client_request_limit_and_input_closed);
     RUN(duplicate_inflight_id_and_inflight_limit);
     RUN(resources_prompts_completion);
     RUN(list_changed_broadcast_only_to_initialized_sessions);
