@@ -77,6 +77,31 @@ TEST(h1_symlinks_to_host_files)
     free(data);
 }
 
+/* A file the sandbox can see (host /usr is bound in) but that host permissions keep from
+ * anyone but its owner: the file API must apply the sandbox's credentials, not mcpbox's
+ * (LOCAL-ISOLATION.md §5: host root followed a sandbox symlink into a host-only file). */
+#define HOST_ONLY_DIR "/usr/share/polkit-1/rules.d"
+#define HOST_ONLY_FILE HOST_ONLY_DIR "/50-default.rules"
+
+TEST(h1_host_permissions_apply)
+{
+    struct stat sb;
+    if (stat(HOST_ONLY_DIR, &sb) < 0 || (sb.st_mode & 0001) || access(HOST_ONLY_FILE, R_OK) < 0)
+        SKIP("no host-only directory under /usr here (" HOST_ONLY_DIR ")");
+    sh("ln -s " HOST_ONLY_FILE " polkit_link");
+    const char *paths[] = {HOST_ONLY_FILE, "polkit_link"};
+    for (size_t i = 0; i < ARRAY_SIZE(paths); i++) {
+        char *data = NULL;
+        size_t len;
+        int rc = harness_read(&h, sid, paths[i], 0, 4096, &data, &len, NULL);
+        printf("# read %-40s -> %s\n", paths[i], rc < 0 ? h.err.msg : "CONTENT RETURNED");
+        free(data);
+        ASSERT_EQ(rc, -1);
+        ASSERT(h.err.code == MCP_ERR_DENIED || h.err.sys_errno == EACCES ||
+               strstr(h.err.msg, "ermission denied") != NULL);
+    }
+}
+
 TEST(h2_writes_stay_inside)
 {
     char path[256], host[256];
@@ -220,6 +245,7 @@ int main(void)
     }
     make_host_markers();
     RUN(h1_symlinks_to_host_files);
+    RUN(h1_host_permissions_apply);
     RUN(h2_writes_stay_inside);
     RUN(h3_rename_race);
     RUN(h4_fifo_and_devices_refused_without_blocking);
