@@ -420,6 +420,13 @@ static json_t *create_body(const struct sandbox_spec *spec, json_t **record, str
                              "OpenSandbox sandboxes live at least %d s: use timeout_seconds >= "
                              "%d, or a negative value for no expiry", OSB_MIN_TIMEOUT_S,
                              OSB_MIN_TIMEOUT_S), NULL;
+    if (spec->pids > 0 || spec->disk_bytes > 0 || spec->idle_timeout_seconds > 0)
+        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
+                             "OpenSandbox cannot limit %s; leave it out (cpu, memory, "
+                             "timeout_seconds and network are supported)",
+                             spec->pids > 0 ? "pids" : spec->disk_bytes > 0 ? "disk"
+                                                                            : "idle time"),
+               NULL;
     if (check_strings(spec->env, "env", err) || check_strings(spec->metadata, "metadata", err))
         return NULL;
     const char *image = spec->image ? spec->image : OSB_DEFAULT_IMAGE;
@@ -518,9 +525,9 @@ int osb_resume(struct backend *be, const char *sandbox_id, backend_cb *cb, void 
 int osb_renew(struct backend *be, const char *sandbox_id, int64_t timeout_seconds, backend_cb *cb,
               void *arg, struct mcp_error *err)
 {
-    if (timeout_seconds <= 0)
-        return mcp_error_set(err, MCP_ERR_INVALID, 0,
-                             "renew needs a positive timeout_seconds (the new lifetime from now)");
+    if (timeout_seconds <= 0 || timeout_seconds > OSB_RENEW_MAX_S)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0, "renew needs timeout_seconds between 1 "
+                             "and %d (the new lifetime from now)", OSB_RENEW_MAX_S);
     char when[32];
     format_rfc3339_ms(now_wall_ms() + timeout_seconds * 1000, when);
     cleanup_json json_t *body = json_pack("{s:s}", "expiresAt", when);

@@ -18,6 +18,7 @@
 #define OSB_DEFAULT_IMAGE "ubuntu:24.04"
 #define OSB_DEFAULT_TIMEOUT_S 600   /* the SDKs' default sandbox lifetime */
 #define OSB_MIN_TIMEOUT_S 60        /* the server rejects less */
+#define OSB_RENEW_MAX_S (10 * 365 * 86400) /* beyond any server's maximum; keeps times sane */
 #define OSB_DEFAULT_CPU "1"
 #define OSB_DEFAULT_MEMORY "2Gi"
 #define OSB_OWNER_KEY "mcpbox-owner" /* remote metadata label holding hash(owner) */

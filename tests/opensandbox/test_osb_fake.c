@@ -734,6 +734,10 @@ TEST(fault_auth_refused_image_quota)
     osb_run_until(&loop, &flag, 300);
     ASSERT(count_requests("DELETE /v1/sandboxes/") >= 1);
 
+    struct sandbox_spec pids = {.owner = OWNER, .pids = 64};
+    ASSERT_EQ(be->ops->create(be, &pids, osb_wait_cb, &w, &e), -1);
+    ASSERT_EQ(e.code, MCP_ERR_UNSUPPORTED);
+    ASSERT_CONTAINS(e.msg, "pids");
     struct sandbox_spec shortlived = {.owner = OWNER, .timeout_seconds = 30};
     ASSERT_EQ(be->ops->create(be, &shortlived, osb_wait_cb, &w, &e), -1);
     ASSERT_EQ(e.code, MCP_ERR_INVALID);
