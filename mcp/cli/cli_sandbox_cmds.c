@@ -222,11 +222,26 @@ static int simple_opts(struct cli_sandbox *c, int argc, char **argv, const char 
     return -1;
 }
 
+/* Removes a flag of ours from argv (getopt sees the rest); true if it was there. */
+static bool take_flag(int *argc, char **argv, const char *flag)
+{
+    for (int i = 1; i < *argc; i++)
+        if (strcmp(argv[i], flag) == 0) {
+            memmove(&argv[i], &argv[i + 1], (size_t)(*argc - i) * sizeof(char *));
+            (*argc)--;
+            return true;
+        }
+    return false;
+}
+
 int cli_sandbox_ls(struct cli_sandbox *c, int argc, char **argv)
 {
     const char *state = NULL;
     int rc = simple_opts(c, argc, argv,
-                         "Usage: mcpbox sandbox ls [--state STATE] [-o table|json]\n", &state);
+                         "Usage: mcpbox sandbox ls [--state STATE] [-o table|json]\n"
+                         "  Lists this user's sandboxes (owner local:uid:UID, as a stdio server "
+                         "has).\n",
+                         &state);
     if (rc >= 0)
         return rc;
     json_t *filter = state ? json_pack("{s:s}", "state", state) : json_object();
@@ -336,14 +351,7 @@ static void cli_print_events(const json_t *res)
 int cli_sandbox_logs(struct cli_sandbox *c, int argc, char **argv)
 {
     const char *usage = "Usage: mcpbox sandbox logs ID [--events] [-o table|json]\n";
-    bool events = false;
-    for (int i = 1; i < argc; i++) /* --events is ours; getopt sees the rest */
-        if (strcmp(argv[i], "--events") == 0) {
-            events = true;
-            memmove(&argv[i], &argv[i + 1], (size_t)(argc - i) * sizeof(char *));
-            argc--;
-            break;
-        }
+    bool events = take_flag(&argc, argv, "--events");
     int rc = simple_opts(c, argc, argv, usage, NULL);
     if (rc >= 0)
         return rc;
