@@ -78,6 +78,21 @@ async function load(target, client, c, procs) {
         isError: parts.reduce((a, x) => a + x.isError, 0), firstError: parts.find((x) => x.firstError)?.firstError ?? null };
 }
 
+/* CPU time (user + system) a process has used, in microseconds (clock ticks of 10 ms). */
+function cpuUs(pid) {
+    const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = f.slice(f.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10000;
+}
+
+/* A load run against a long-running HTTP server, with the server's CPU time per call. */
+async function loadMeasured(target, pid, client, c, procs) {
+    const before = cpuUs(pid);
+    const r = await load(target, client, c, procs);
+    r.cpuUsPerCall = Math.round(((cpuUs(pid) - before) / ((N + WARMUP) * procs)) * 10) / 10;
+    return r;
+}
+
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
 
 /* Idle RSS of a freshly started stdio server (no client traffic yet). */
@@ -106,8 +121,10 @@ async function main() {
         for (const [transport, client, c, procs] of CONFIGS) {
             const runs = { mcpbox: [], sdk: [] };
             for (let r = 0; r < REPS; r++) {
-                runs.mcpbox.push(await load(transport === 'http' ? { url: box.url } : { cmd: boxStdio }, client, c, procs));
-                runs.sdk.push(await load(transport === 'http' ? { url: peer.url } : { cmd: peerStdio }, client, c, procs));
+                runs.mcpbox.push(transport === 'http' ? await loadMeasured({ url: box.url }, box.child.pid, client, c, procs)
+                    : await load({ cmd: boxStdio }, client, c, procs));
+                runs.sdk.push(transport === 'http' ? await loadMeasured({ url: peer.url }, peer.child.pid, client, c, procs)
+                    : await load({ cmd: peerStdio }, client, c, procs));
             }
             for (const side of ['mcpbox', 'sdk']) {
                 for (const x of runs[side]) {
@@ -119,11 +136,14 @@ async function main() {
             }
             const m = (side, k) => median(runs[side].map((x) => x[k]));
             const row = { transport, client, c, procs, reps: REPS };
-            for (const side of ['mcpbox', 'sdk']) row[side] = { cps: m(side, 'callsPerSec'), p50: m(side, 'p50'), p99: m(side, 'p99') };
+            for (const side of ['mcpbox', 'sdk']) {
+                row[side] = { cps: m(side, 'callsPerSec'), p50: m(side, 'p50'), p99: m(side, 'p99'),
+                    cpu: transport === 'http' ? m(side, 'cpuUsPerCall') : null };
+            }
             row.ratio = Math.round((row.mcpbox.cps / row.sdk.cps) * 10) / 10;
             rows.push(row);
-            console.log(`${transport.padEnd(5)} ${client.padEnd(3)} c=${c}x${procs}  mcpbox ${row.mcpbox.cps} calls/s p50 ${row.mcpbox.p50} p99 ${row.mcpbox.p99}` +
-                `  | sdk ${row.sdk.cps} calls/s p50 ${row.sdk.p50} p99 ${row.sdk.p99}  | ratio ${row.ratio}x`);
+            console.log(`${transport.padEnd(5)} ${client.padEnd(3)} c=${c}x${procs}  mcpbox ${row.mcpbox.cps} calls/s p50 ${row.mcpbox.p50} p99 ${row.mcpbox.p99} cpu ${row.mcpbox.cpu}` +
+                `  | sdk ${row.sdk.cps} calls/s p50 ${row.sdk.p50} p99 ${row.sdk.p99} cpu ${row.sdk.cpu}  | ratio ${row.ratio}x`);
         }
         rss.boxHttpAfter = rssKiB(box.child.pid);
     } finally {
@@ -150,14 +170,16 @@ function renderSection(rows, rss) {
         `${REPS} runs each, medians shown. n=${N} measured calls per client process after ${WARMUP} warm-up calls; "c" = calls in flight per client process, "procs" = client processes at once (each its own session or stdio child). ` +
         'Clients (`load.mjs`): "sdk" is the SDK `Client`; "raw" a keep-alive node:http client (stdio: JSON lines by hand); ' +
         '"net" HTTP/1.1 written and parsed by hand on keep-alive sockets (lightest). ' +
-        'Client and servers share the same machine.', '',
+        'Client and servers share the same machine, so a fast server is partly hidden behind its client; the last column ' +
+        '(HTTP only: the server process\'s CPU time over the run, warm-up included, divided by the calls) does not ' +
+        'depend on the client.', '',
         `Measured ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC on ${os.cpus().length} CPUs ` +
         `(${os.cpus()[0]?.model ?? 'unknown'}), Node ${process.version}. Command:`, '',
         '```', cmd, '```', '',
-        '| transport | client | c | procs | mcpbox calls/s | mcpbox p50 ms | mcpbox p99 ms | SDK calls/s | SDK p50 ms | SDK p99 ms | ratio |',
-        '|---|---|---|---|---|---|---|---|---|---|---|',
+        '| transport | client | c | procs | mcpbox calls/s | mcpbox p50 ms | mcpbox p99 ms | SDK calls/s | SDK p50 ms | SDK p99 ms | ratio | server CPU µs/call mcpbox / SDK |',
+        '|---|---|---|---|---|---|---|---|---|---|---|---|',
         ...rows.map((r) => `| ${r.transport} | ${r.client} | ${r.c} | ${r.procs} | ${r.mcpbox.cps} | ${r.mcpbox.p50} | ${r.mcpbox.p99} | ` +
-            `${r.sdk.cps} | ${r.sdk.p50} | ${r.sdk.p99} | ${r.ratio}x |`),
+            `${r.sdk.cps} | ${r.sdk.p50} | ${r.sdk.p99} | ${r.ratio}x | ${r.mcpbox.cpu === null ? '–' : `${r.mcpbox.cpu} / ${r.sdk.cpu}`} |`),
         '',
     ];
     const h = head('http', 'net', 8, 2);
@@ -165,7 +187,8 @@ function renderSection(rows, rss) {
     if (h && s) {
         lines.push('Goals, from the lightest clients (HTTP: net, c=8, 2 processes; stdio: raw, c=8), where the client is least in the way:', '',
             `- HTTP: ${h.ratio}x the SDK server's calls/s (goal >= ${GOALS.http}x): ${verdict(h.ratio >= GOALS.http)}; ` +
-            `p99 ${h.mcpbox.p99} ms vs ${h.sdk.p99} ms: ${verdict(h.mcpbox.p99 < h.sdk.p99)}.`,
+            `p99 ${h.mcpbox.p99} ms vs ${h.sdk.p99} ms: ${verdict(h.mcpbox.p99 < h.sdk.p99)}. ` +
+            `Server CPU per call: ${h.mcpbox.cpu} µs vs ${h.sdk.cpu} µs (${Math.round((h.sdk.cpu / h.mcpbox.cpu) * 10) / 10}x less).`,
             `- stdio: ${s.ratio}x (goal >= ${GOALS.stdio}x): ${verdict(s.ratio >= GOALS.stdio)}; ` +
             `p99 ${s.mcpbox.p99} ms vs ${s.sdk.p99} ms: ${verdict(s.mcpbox.p99 < s.sdk.p99)}.`,
             `- Idle RSS of mcpbox: stdio ${rss.boxStdio} KiB, HTTP ${rss.boxHttp} KiB (goal < ${GOALS.idleRssKiB} KiB): ` +
