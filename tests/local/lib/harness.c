@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/local/doctor.h"
 #include "backend/local/local.h"
 #include "mcp/base/xalloc.h"
 #include "mcp/config.h"
@@ -44,12 +45,33 @@ int harness_wait(struct harness *h)
     return h->failed ? -1 : 0;
 }
 
+/* The kernel refuses what sandboxes need (user namespaces, the uid map, seccomp): the doctor's
+ * probes say so precisely, and the caller skips. */
+static bool harness_host_refuses(const char *state_dir)
+{
+    static const char *const needed[] = {"namespaces_probe", "uid_mapping", "seccomp"};
+    struct doctor_report r;
+    doctor_run(state_dir, &r);
+    bool refused = false;
+    for (size_t i = 0; i < sizeof(needed) / sizeof(needed[0]); i++) {
+        const struct doctor_check *c = doctor_report_find(&r, needed[i]);
+        if (c != NULL && !c->ok) {
+            printf("# SKIP: %s: %s\n", c->name, c->detail);
+            refused = true;
+        }
+    }
+    doctor_report_release(&r);
+    return refused;
+}
+
 int harness_open(struct harness *h)
 {
     memset(h, 0, sizeof(*h));
     snprintf(h->state_dir, sizeof(h->state_dir), "/tmp/mbxt-XXXXXX");
     if (mkdtemp(h->state_dir) == NULL || uv_loop_init(&h->loop) != 0)
         return -1;
+    if (harness_host_refuses(h->state_dir))
+        return HARNESS_SKIP;
     struct mcp_config cfg = {.state_dir = h->state_dir, .local_enabled = true};
     h->store = store_open(h->state_dir, &h->err);
     if (h->store == NULL) {

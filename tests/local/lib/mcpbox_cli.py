@@ -43,12 +43,27 @@ class Cli:
         if p.returncode == EXIT_UNAVAILABLE:
             skip("local sandboxes unavailable here: " + p.stderr.decode(errors="replace").strip())
         if p.returncode != 0:
+            refused = self.host_refuses()
+            if refused:
+                skip("the kernel refuses what sandboxes need: " + refused)
             raise AssertionError(f"create failed ({p.returncode}): "
                                  f"{p.stderr.decode(errors='replace')}")
         sid = p.stdout.decode().strip()
         assert sid.startswith("sbx-"), f"unexpected id {sid!r}"
         self.created.append(sid)
         return sid
+
+    def host_refuses(self):
+        """The doctor's verdict on namespaces, the uid map and seccomp; '' if all pass."""
+        p = subprocess.run([self.mcpbox, "doctor", "-o", "json", "--state-dir", self.state_dir],
+                           capture_output=True)
+        try:
+            checks = json.loads(p.stdout)["checks"]
+        except (ValueError, KeyError):
+            return ""
+        bad = [f"{c['name']}: {c['detail']}" for c in checks
+               if c["name"] in ("namespaces_probe", "uid_mapping", "seccomp") and not c["ok"]]
+        return "; ".join(bad)
 
     def exec(self, sid, command, *opts, input=None, timeout=120, env=None):
         args = ["exec"] + list(opts) + ([] if input is None else ["--stdin"]) + [sid, "--", command]
