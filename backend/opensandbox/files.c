@@ -280,7 +280,10 @@ static void read_stat_done(struct fop *f, struct osb_response *resp, const struc
                  (unsigned long long)f->offset, (unsigned long long)(f->offset + f->length - 1));
         f->range = f->range_buf;
     }
-    f->cap = (size_t)(f->offset + f->length); /* enough even if Range is ignored */
+    /* Enough even if the server ignores Range, unless that would mean buffering more than
+     * OSB_FILE_MAX: then only a honoured Range fits (else a clear size error). */
+    f->cap = f->offset + f->length <= OSB_FILE_MAX ? (size_t)(f->offset + f->length)
+                                                   : (size_t)f->length;
     cleanup_free char *ep = q(f->path);
     fop_request(f, "GET", xasprintf("/files/download?path=%s", ep), NULL, read_downloaded);
 }

@@ -117,6 +117,27 @@ static size_t osb_support_write(char *d, size_t s, size_t n, void *ud)
     return s * n;
 }
 
+/* A blocking request to the fake (tests only; never on the backend's loop); raw body in out. */
+static inline void fake_raw(const struct fake_server *fs, const char *method, const char *path,
+                            const char *body, struct buf *out)
+{
+    CURL *e = curl_easy_init();
+    char url[512];
+    snprintf(url, sizeof(url), "%s%s", fs->base, path);
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
+    if (body)
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, osb_support_write);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT, 10L);
+    curl_easy_perform(e);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(e);
+}
+
 /* A blocking request to the fake's control API (tests only; never on the backend's loop). */
 static inline json_t *fake_control(const struct fake_server *fs, const char *method,
                                    const char *path, const char *body)

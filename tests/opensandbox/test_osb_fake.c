@@ -416,6 +416,45 @@ TEST(exec_timeout_kill_detach_get)
     EXPECT_ERR(&w, MCP_ERR_NOT_FOUND);
 }
 
+/* A command this process never watched (execd background, as another client would start it):
+ * status and output come from execd, the output by byte cursor. */
+TEST(command_get_from_execd)
+{
+    struct buf raw;
+    buf_init(&raw, 1 << 20);
+    char path[256];
+    snprintf(path, sizeof(path), "/direct/%s/proxy/44772/command", sid + 4);
+    fake_raw(&fs, "POST", path,
+             "{\"command\":\"echo x; echo yy\",\"background\":true,\"cwd\":\"/workspace\"}",
+             &raw);
+    json_t *init = json_loadb(buf_cstr(&raw), strcspn(buf_cstr(&raw), "\n"), 0, NULL);
+    buf_release(&raw);
+    ASSERT(init != NULL);
+    char id[64];
+    snprintf(id, sizeof(id), "%s", jstr(init, "text"));
+    json_decref(init);
+    struct backend *fresh = new_backend(API_KEY, false);
+    struct mcp_error e;
+    uint64_t deadline = now_mono_ms() + 5000;
+    do {
+        osb_wait_reset(&w);
+        ASSERT_EQ(fresh->ops->command_get(fresh, sid, id, 0, 100, osb_wait_cb, &w, &e), 0);
+        WAIT(&w, 3000);
+        EXPECT_OK(&w);
+    } while (!json_is_true(json_object_get(w.result, "eof")) && now_mono_ms() < deadline);
+    ASSERT_STR_EQ(jstr(w.result, "status"), "exited");
+    ASSERT_EQ(jint(w.result, "exit_code"), 0);
+    ASSERT_STR_EQ(jstr(w.result, "output"), "x\nyy\n");
+    ASSERT_EQ(jint(w.result, "total_bytes"), 5);
+    osb_wait_reset(&w);
+    ASSERT_EQ(fresh->ops->command_get(fresh, sid, id, 2, 100, osb_wait_cb, &w, &e), 0);
+    WAIT(&w, 3000);
+    ASSERT_STR_EQ(jstr(w.result, "output"), "yy\n");
+    ASSERT_EQ(jint(w.result, "next_offset"), 5);
+    ASSERT_EQ(count_requests("/logs?cursor=2"), 1);
+    free_backend(fresh);
+}
+
 TEST(exec_long_output_and_sse_data_frames)
 {
     struct run r;
@@ -537,6 +576,23 @@ TEST(files_roundtrip)
     WAIT(&w, 3000);
     EXPECT_ERR(&w, MCP_ERR_NOT_FOUND);
     ASSERT_CONTAINS(w.err.msg, "/workspace/dir/sub/b.txt");
+    /* reads are bounded: without a length, at most OSB_READ_DEFAULT bytes, marked truncated */
+    size_t big_len = OSB_READ_DEFAULT + 4096;
+    char *big = xmalloc(big_len);
+    memset(big, 'b', big_len);
+    osb_wait_reset(&w);
+    ASSERT_EQ(be->ops->file_write(be, sid, "big", big, big_len, 0, false, osb_wait_cb, &w, &e),
+              0);
+    free(big);
+    WAIT(&w, 5000);
+    EXPECT_OK(&w);
+    osb_wait_reset(&w);
+    ASSERT_EQ(be->ops->file_read(be, sid, "big", 0, 0, osb_read_cb, &w, &e), 0);
+    WAIT(&w, 5000);
+    EXPECT_OK(&w);
+    ASSERT_EQ(w.len, OSB_READ_DEFAULT);
+    ASSERT(w.rr.truncated);
+    ASSERT_EQ(w.rr.size, big_len);
     /* binary content survives */
     const char bin[] = {0, 1, 2, (char)0xff, '\n', 0};
     osb_wait_reset(&w);
@@ -829,6 +885,7 @@ int main(void)
         RUN(renew_pause_resume_endpoint_diagnose);
         RUN(exec_streams_and_exit_codes);
         RUN(exec_timeout_kill_detach_get);
+        RUN(command_get_from_execd);
         RUN(exec_long_output_and_sse_data_frames);
         RUN(files_roundtrip);
         RUN(fault_500_and_retries);
