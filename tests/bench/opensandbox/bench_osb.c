@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/opensandbox/http.h"
 #include "backend/opensandbox/opensandbox.h"
+#include "backend/opensandbox/osb.h"
 #include "mcp/base/xalloc.h"
 #include "osb_support.h"
 
@@ -81,6 +83,28 @@ static int backend_read(void)
     struct mcp_error e;
     osb_wait_reset(&w);
     if (be->ops->file_read(be, sid, "bench.txt", 0, 0, osb_read_cb, &w, &e) != 0)
+        return -1;
+    run_until_done();
+    return w.failed ? -1 : 0;
+}
+
+/* The HTTP layer alone (http.c: curl multi on the loop), without the backend's mapping. */
+static void raw_done(void *arg, struct osb_response *resp)
+{
+    w.done = true;
+    w.failed = resp->status != 200;
+}
+
+static char url_get_raw[256];
+
+static int http_get(void)
+{
+    struct curl_slist *h = curl_slist_append(NULL, "OPEN-SANDBOX-API-KEY: " API_KEY);
+    h = curl_slist_append(h, "Accept: application/json");
+    struct osb_req_opts o = {.method = "GET", .url = url_get_raw, .headers = h,
+                             .deadline_ms = 30000, .body_cap = 1 << 20, .done = raw_done};
+    osb_wait_reset(&w);
+    if (osb_http_start(osb_of(be)->http, &o) == NULL)
         return -1;
     run_until_done();
     return w.failed ? -1 : 0;
@@ -200,6 +224,7 @@ static int setup(void)
     char exec_base[256];
     snprintf(exec_base, sizeof(exec_base), ep, rid);
     snprintf(url_get, sizeof(url_get), "%s/v1/sandboxes/%s", fs.base, rid);
+    snprintf(url_get_raw, sizeof(url_get_raw), "%s", url_get);
     snprintf(url_cmd, sizeof(url_cmd), "%s%s/command", fs.base, exec_base);
     snprintf(url_info, sizeof(url_info), "%s%s/files/info?path=%%2Fworkspace%%2Fbench.txt",
              fs.base, exec_base);
@@ -233,6 +258,7 @@ int main(int argc, char **argv)
     printf("|---|---|---|---|---|\n");
     const struct pair pairs[] = {
         {"get_sandbox (GET /v1/sandboxes/{id})", backend_get, curl_get},
+        {"the same GET through http.c alone", http_get, curl_get},
         {"run_command `true` (POST /command, stream to the final event)", backend_exec,
          curl_exec},
         {"read_file 24 B (GET /files/info + /files/download)", backend_read, curl_read},
