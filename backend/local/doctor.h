@@ -37,6 +37,9 @@ json_t *doctor_report_json(const struct doctor_report *r);
 /* The named check, or NULL. */
 const struct doctor_check *doctor_report_find(const struct doctor_report *r, const char *name);
 
+/* "v1", "hybrid", "v2" or "none" for a mountinfo file (/proc/self/mountinfo for this host). */
+const char *doctor_cgroup_layout(const char *mountinfo_path);
+
 /* ---- used by the check files (doctor_*.c) ------------------------------------------------- */
 
 struct doctor_check *doctor_add(struct doctor_report *r, const char *name, bool required);

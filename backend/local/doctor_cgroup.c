@@ -85,10 +85,10 @@ static const struct cg_mount *cg_find_controller(const struct cg_layout *l, cons
     return NULL;
 }
 
-static void cg_load(struct cg_layout *l)
+static void cg_load(struct cg_layout *l, const char *mountinfo)
 {
     memset(l, 0, sizeof(*l));
-    FILE *f = fopen("/proc/self/mountinfo", "re");
+    FILE *f = fopen(mountinfo, "re");
     if (f == NULL)
         return;
     char line[1024];
@@ -113,6 +113,13 @@ static const char *cg_layout_name(const struct cg_layout *l)
     if (l->v1_any)
         return "v1";
     return l->v2 != NULL ? "v2" : "none";
+}
+
+const char *doctor_cgroup_layout(const char *mountinfo_path)
+{
+    struct cg_layout l;
+    cg_load(&l, mountinfo_path);
+    return cg_layout_name(&l);
 }
 
 static void check_layout(struct doctor_report *r, const struct cg_layout *l)
@@ -257,7 +264,7 @@ static void check_attach_speed(struct doctor_report *r, const struct cg_layout *
 void doctor_check_cgroups(struct doctor_report *r)
 {
     struct cg_layout l;
-    cg_load(&l);
+    cg_load(&l, "/proc/self/mountinfo");
     check_layout(r, &l);
     if (l.memory != NULL && l.pids != NULL)
         check_delegation(r, &l);

@@ -137,6 +137,43 @@ TEST(json_shape)
     doctor_report_release(&r);
 }
 
+static const char *layout_of(const char *text)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/mountinfo", scratch);
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return "(io error)";
+    fputs(text, f);
+    fclose(f);
+    return doctor_cgroup_layout(path);
+}
+
+#define MI_TMPFS "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+#define MI_V1(n, ctl) #n " 31 0:" #n " / /sys/fs/cgroup/" ctl " rw - cgroup cgroup rw," ctl "\n"
+#define MI_SYSTEMD "40 31 0:37 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,name=systemd\n"
+
+/* The three layouts as their mount tables show them (this host is hybrid; users' are v2). */
+TEST(cgroup_layouts_from_mountinfo)
+{
+    ASSERT_STR_EQ(layout_of("30 23 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n"),
+                  "v2");
+    ASSERT_STR_EQ(layout_of(MI_TMPFS MI_V1(35, "memory") MI_V1(39, "pids") MI_SYSTEMD
+                  "41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n"),
+                  "hybrid");
+    ASSERT_STR_EQ(layout_of(MI_TMPFS MI_V1(35, "memory") MI_V1(32, "cpu,cpuacct")), "v1");
+    /* systemd's named v1 hierarchy beside a full cgroup2 is still v2 for our purposes. */
+    ASSERT_STR_EQ(layout_of(MI_SYSTEMD "30 23 0:26 / /sys/fs/cgroup/unified rw - cgroup2 "
+                            "cgroup2 rw\n"),
+                  "v2");
+    ASSERT_STR_EQ(layout_of("22 1 0:20 / /proc rw - proc proc rw\n"), "none");
+    char path[256];
+    snprintf(path, sizeof(path), "%s/mountinfo", scratch);
+    unlink(path);
+    const char *here = doctor_cgroup_layout("/proc/self/mountinfo");
+    ASSERT(strcmp(here, "none") != 0);
+}
+
 int main(void)
 {
     xalloc_install();
@@ -147,6 +184,7 @@ int main(void)
     RUN(agrees_with_independent_facts);
     RUN(bad_state_dirs_fail_with_fix);
     RUN(json_shape);
+    RUN(cgroup_layouts_from_mountinfo);
     rmdir(scratch);
     return test_done();
 }
