@@ -91,7 +91,8 @@ static void doctor_print_table(const struct doctor_report *r)
                                            "FAIL checks are fixed.");
 }
 
-int cli_doctor_main(int argc, char **argv)
+/* Returns -1 to go on, else the exit code. */
+static int doctor_parse(int argc, char **argv, bool *json, const char **state_flag)
 {
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'o'},
@@ -99,12 +100,10 @@ int cli_doctor_main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    bool json = false;
-    const char *state_flag = NULL;
     int opt;
     optind = 0; /* glibc: 0 re-initialises getopt fully */
     while ((opt = getopt_long(argc, argv, "+o:h", longopts, NULL)) != -1) {
-        if (opt == 'o' && cli_parse_output(optarg, &json) == 0)
+        if (opt == 'o' && cli_parse_output(optarg, json) == 0)
             continue;
         if (opt == 'o') {
             fprintf(stderr, "mcpbox doctor: unknown output format '%s' (use table or json)\n",
@@ -112,7 +111,7 @@ int cli_doctor_main(int argc, char **argv)
             return CLI_EXIT_USAGE;
         }
         if (opt == 's') {
-            state_flag = optarg;
+            *state_flag = optarg;
             continue;
         }
         doctor_usage(opt == 'h' ? stdout : stderr);
@@ -123,6 +122,16 @@ int cli_doctor_main(int argc, char **argv)
         doctor_usage(stderr);
         return CLI_EXIT_USAGE;
     }
+    return -1;
+}
+
+int cli_doctor_main(int argc, char **argv)
+{
+    bool json = false;
+    const char *state_flag = NULL;
+    int rc = doctor_parse(argc, argv, &json, &state_flag);
+    if (rc >= 0)
+        return rc;
     cleanup_free char *state_dir = cli_state_dir(state_flag);
     struct doctor_report r;
     doctor_run(state_dir, &r);
@@ -134,7 +143,7 @@ int cli_doctor_main(int argc, char **argv)
     } else {
         doctor_print_table(&r);
     }
-    int rc = doctor_report_ok(&r) ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+    rc = doctor_report_ok(&r) ? CLI_EXIT_OK : CLI_EXIT_FAIL;
     doctor_report_release(&r);
     return rc;
 }
