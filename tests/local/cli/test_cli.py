@@ -6,6 +6,7 @@ import argparse
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -95,6 +96,19 @@ def check_streaming(cli, sid):
     assert proc.returncode == 0
 
 
+def check_sigint_forwarded(cli, sid):
+    """Ctrl-C on `mcpbox sandbox exec` reaches the command; exit status 128+SIGINT."""
+    cmd = [cli.mcpbox, "sandbox", "--state-dir", cli.state_dir, "exec", sid, "--",
+           "echo started; sleep 30"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline() == b"started\n"
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=20)
+    assert proc.returncode == 128 + signal.SIGINT, proc.returncode
+    assert time.monotonic() - t0 < 10
+
+
 def check_cp(cli, sid):
     with tempfile.TemporaryDirectory() as d:
         src = os.path.join(d, "in.bin")
@@ -148,6 +162,7 @@ def main():
         sid = check_create_get_ls(cli)
         check_exec(cli, sid)
         check_streaming(cli, sid)
+        check_sigint_forwarded(cli, sid)
         check_cp(cli, sid)
         check_pause_logs_rm(cli, sid)
     print("ok")
