@@ -10,7 +10,8 @@
 #include "mcp/base/xalloc.h"
 
 #define REPLACEMENT_CHAR "\xEF\xBF\xBD" /* U+FFFD */
-#define CUT_MARKER_FMT "\n[... %" PRIu64 " bytes cut; call get_command with offset to read the rest ...]\n"
+#define CUT_MARKER_FMT                                                                             \
+    "\n[... %" PRIu64 " bytes cut; call get_command with offset to read the rest ...]\n"
 
 void out_capture_init_split(struct out_capture *oc, size_t head_cap, size_t tail_cap)
 {

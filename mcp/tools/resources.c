@@ -38,7 +38,8 @@ static char *uri_path(const char *enc)
     for (size_t i = 0; i < n; i++) {
         if (enc[i] == '%' && i + 2 < n && isxdigit((unsigned char)enc[i + 1]) &&
             isxdigit((unsigned char)enc[i + 2])) {
-            *o++ = (char)(hexval((unsigned char)enc[i + 1]) * 16 + hexval((unsigned char)enc[i + 2]));
+            int hi = hexval((unsigned char)enc[i + 1]), lo = hexval((unsigned char)enc[i + 2]);
+            *o++ = (char)(hi * 16 + lo);
             i += 2;
         } else {
             *o++ = enc[i];
@@ -87,7 +88,8 @@ static void file_resource_read(struct resource_read *rr, const char *uri, json_t
         resource_read_fail(rr, &err);
         return;
     }
-    if (tools_check_sandbox(ctx, resource_read_owner(rr), id, TOOL_NEED_RUNNING, &be, &err) < 0) {
+    const char *owner = resource_read_owner(rr);
+    if (tools_check_sandbox(ctx, owner, id, TOOL_NEED_RUNNING, &be, &err) < 0) {
         resource_read_fail(rr, &err);
         return;
     }
@@ -101,7 +103,7 @@ static void file_resource_read(struct resource_read *rr, const char *uri, json_t
         res_read_done(r, NULL, &err);
 }
 
-/* ---- prompt: troubleshoot_sandbox ------------------------------------------------------------- */
+/* ---- prompt: troubleshoot_sandbox ------------------------------------------------------------ */
 
 static const char prompt_text[] =
     "Find out why sandbox %s went wrong and fix it. Work from evidence: read each tool result "
@@ -144,7 +146,7 @@ static int troubleshoot_get(void *arg, struct mcp_context *ctx, const char *owne
     return 0;
 }
 
-/* ---- completions: the caller's sandbox ids ---------------------------------------------------- */
+/* ---- completions: the caller's sandbox ids --------------------------------------------------- */
 
 static int complete_sandbox_id(void *arg, struct mcp_context *ctx, const char *owner,
                                const char *arg_name, const char *value, json_t *context_args,
@@ -158,7 +160,8 @@ static int complete_sandbox_id(void *arg, struct mcp_context *ctx, const char *o
         return -1;
     size_t plen = value ? strlen(value) : 0;
     for (size_t i = n; i-- > 0;) { /* newest first */
-        if (strcmp(list[i].state, "destroyed") != 0 && strncmp(list[i].id, value ? value : "", plen) == 0)
+        if (strcmp(list[i].state, "destroyed") != 0 &&
+            strncmp(list[i].id, value ? value : "", plen) == 0)
             json_array_append_new(values, json_string(list[i].id));
     }
     store_sandbox_list_free(list, n);
@@ -186,8 +189,8 @@ void sandbox_tools_register(struct registry *reg, struct mcp_context *ctx)
     json_decref(prompt);
     if (registry_add_completion(reg, "ref/prompt", PROMPT_NAME, complete_sandbox_id, NULL,
                                 &err) < 0 ||
-        registry_add_completion(reg, "ref/resource", FILE_URI_TEMPLATE, complete_sandbox_id, NULL,
-                                &err) < 0)
+        registry_add_completion(reg, "ref/resource", FILE_URI_TEMPLATE, complete_sandbox_id,
+                                NULL, &err) < 0)
         log_warn("completion: %s", err.msg);
     (void)ctx;
 }

@@ -156,7 +156,8 @@ static void exec_tick(uv_timer_t *t)
         return;
     }
     static char chunk[BIG_CHUNK];
-    size_t n = (uint64_t)h->param - h->emitted < BIG_CHUNK ? (size_t)((uint64_t)h->param - h->emitted) : BIG_CHUNK;
+    uint64_t left = (uint64_t)h->param - h->emitted;
+    size_t n = left < BIG_CHUNK ? (size_t)left : BIG_CHUNK;
     memset(chunk, 'x', n);
     if (h->emitted == 0)
         memcpy(chunk, "BEGIN", 5);
