@@ -23,8 +23,10 @@ section=$(mktemp)
     echo "$begin"
     echo "## Local sandboxes"
     echo
-    echo "Measured $(date -u +%Y-%m-%dT%H:%MZ) with \`tests/bench/local/run.sh $*\` (Release build,"
-    echo "no sanitizers; \`bench_local\` runs every mode round-robin in one process)."
+    echo "Measured $(date -u +%Y-%m-%dT%H:%MZ) with \`tests/bench/local/run.sh${*:+ $*}\` (defaults:"
+    echo "\`-n 200 -k 50 -m 1000\`; Release build, no sanitizers; \`bench_local\` runs every mode"
+    echo "round-robin in one process, so load from other work on the machine hits every mode alike:"
+    echo "compare the ratios more than the absolute times)."
     echo
     cat "$out"
     echo
