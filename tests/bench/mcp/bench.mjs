@@ -29,8 +29,8 @@ const CONFIGS = SMOKE
         ['http', 'sdk', 1, 1], ['http', 'sdk', 8, 1],
         ['stdio', 'raw', 1, 1], ['stdio', 'raw', 8, 1], ['stdio', 'sdk', 1, 1], ['stdio', 'sdk', 8, 1]];
 
-function rssKiB(pid) {
-    const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+function rssKiB(pid, field = 'VmRSS') {
+    const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
     return m ? Number(m[1]) : NaN;
 }
 
@@ -96,10 +96,12 @@ async function loadMeasured(target, pid, client, c, procs) {
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
 
 /* Idle RSS of a freshly started stdio server (no client traffic yet). */
+let rssAnonStdio = NaN;
 async function idleRssStdio(cmd) {
     const child = spawn(cmd[0], cmd.slice(1), { stdio: ['pipe', 'ignore', 'ignore'], env: process.env });
     await sleep(700);
     const kib = rssKiB(child.pid);
+    if (cmd[0] === BIN) rssAnonStdio = rssKiB(child.pid, 'RssAnon');
     child.stdin.end();
     await new Promise((r) => (child.exitCode !== null ? r() : child.on('exit', r)));
     return kib;
@@ -114,6 +116,8 @@ async function main() {
     const peer = await startPeerHttp();
     await sleep(700);
     rss.boxHttp = rssKiB(box.child.pid);
+    rss.boxHttpAnon = rssKiB(box.child.pid, 'RssAnon');
+    rss.boxStdioAnon = rssAnonStdio;
     rss.peerHttp = rssKiB(peer.child.pid);
     const rows = [];
     let failures = 0;
@@ -150,7 +154,7 @@ async function main() {
         await box.stop();
         peer.child.kill('SIGTERM');
     }
-    console.log(`idle RSS KiB: mcpbox stdio ${rss.boxStdio}, http ${rss.boxHttp} (after load ${rss.boxHttpAfter}); ` +
+    console.log(`idle RSS KiB: mcpbox stdio ${rss.boxStdio} (anon ${rss.boxStdioAnon}), http ${rss.boxHttp} (anon ${rss.boxHttpAnon}, after load ${rss.boxHttpAfter}); ` +
         `sdk peer stdio ${rss.peerStdio}, http ${rss.peerHttp}`);
     if (failures > 0) { console.error(`# ${failures} runs had failed calls`); process.exit(1); }
     if (args.write && !SMOKE) writeSection(args.write, rows, rss);
@@ -192,7 +196,9 @@ function renderSection(rows, rss) {
             `- stdio: ${s.ratio}x (goal >= ${GOALS.stdio}x): ${verdict(s.ratio >= GOALS.stdio)}; ` +
             `p99 ${s.mcpbox.p99} ms vs ${s.sdk.p99} ms: ${verdict(s.mcpbox.p99 < s.sdk.p99)}.`,
             `- Idle RSS of mcpbox: stdio ${rss.boxStdio} KiB, HTTP ${rss.boxHttp} KiB (goal < ${GOALS.idleRssKiB} KiB): ` +
-            `${verdict(Math.max(rss.boxStdio, rss.boxHttp) < GOALS.idleRssKiB)}. After the HTTP runs: ${rss.boxHttpAfter} KiB. ` +
+            `${verdict(Math.max(rss.boxStdio, rss.boxHttp) < GOALS.idleRssKiB)}; of that, anonymous (private heap/stack) memory ` +
+            `is ${rss.boxStdioAnon} / ${rss.boxHttpAnon} KiB, the rest is pages of mapped files (the binary and shared libraries: ` +
+            `libcrypto, gnutls, sqlite, libc...). After the HTTP runs: ${rss.boxHttpAfter} KiB. ` +
             `SDK peer idle: stdio ${rss.peerStdio} KiB, HTTP ${rss.peerHttp} KiB.`, '');
     }
     lines.push(`<!-- END ${SECTION} -->`);
