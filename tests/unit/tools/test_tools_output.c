@@ -137,6 +137,51 @@ TEST(multibyte_split_at_cut_points)
     out_capture_release(&oc);
 }
 
+/* Random chunkings of random ASCII against the obvious answer: first H bytes, marker, last T. */
+TEST(random_chunks_match_reference)
+{
+    enum { N = 50000 };
+    char *data = malloc(N);
+    for (int round = 0; round < 40; round++) {
+        unsigned seed = 0;
+        random_bytes(&seed, sizeof(seed));
+        srand(seed);
+        size_t total = (size_t)rand() % N, head = 1 + (size_t)rand() % 2000,
+               tail = 1 + (size_t)rand() % 2000;
+        for (size_t i = 0; i < total; i++)
+            data[i] = (char)('a' + rand() % 26);
+        struct out_capture oc;
+        out_capture_init_split(&oc, head, tail);
+        for (size_t off = 0; off < total;) {
+            size_t n = 1 + (size_t)rand() % (rand() % 2 ? 7 : 3000);
+            if (n > total - off)
+                n = total - off;
+            out_capture_add(&oc, data + off, n);
+            off += n;
+        }
+        bool t = false;
+        char *s = render(&oc, &t);
+        if (total <= head + tail) {
+            ASSERT(!t);
+            ASSERT_EQ(strlen(s), total);
+            ASSERT(memcmp(s, data, total) == 0);
+        } else {
+            char marker[128];
+            int m = snprintf(marker, sizeof(marker),
+                             "\n[... %zu bytes cut; call get_command with offset to read the "
+                             "rest ...]\n", total - head - tail);
+            ASSERT(t);
+            ASSERT_EQ(strlen(s), head + (size_t)m + tail);
+            ASSERT(memcmp(s, data, head) == 0);
+            ASSERT(memcmp(s + head, marker, (size_t)m) == 0);
+            ASSERT(memcmp(s + head + (size_t)m, data + total - tail, tail) == 0);
+        }
+        free(s);
+        out_capture_release(&oc);
+    }
+    free(data);
+}
+
 TEST(utf8_helpers)
 {
     ASSERT_EQ(utf8_complete_prefix("ab\xC3", 3), 2);
@@ -180,6 +225,7 @@ int main(void)
     RUN(hundred_mib_stays_within_cap);
     RUN(invalid_utf8_replaced_and_binary_bounded);
     RUN(multibyte_split_at_cut_points);
+    RUN(random_chunks_match_reference);
     RUN(utf8_helpers);
     RUN(progress_tail_text);
     return test_done();
