@@ -239,6 +239,7 @@ static inline bool osb_run_until(uv_loop_t *loop, const bool *flag, uint64_t tim
 {
     bool expired = false;
     uv_timer_t guard;
+    uv_update_time(loop); /* the test may have blocked (a control request) since the last run */
     uv_timer_init(loop, &guard);
     guard.data = &expired;
     uv_timer_start(&guard, osb_guard_fire, timeout_ms, 0);
