@@ -8,11 +8,11 @@
 
 struct http_policy {
     bool loopback;     /* bound to a loopback address: only loopback names are valid Hosts */
-    int port;          /* the port we listen on */
+    int port;          /* the port we listen on (informational: Host may name any port) */
     const char *token; /* borrowed; required bearer token, or NULL */
 };
 
-/* Host header: on loopback it must name localhost, 127.0.0.1 or [::1], with our port or none.
+/* Host header: on loopback it must name localhost, 127.0.0.1 or [::1] (any port or none).
  * Elsewhere any syntactically valid host is accepted (the token guards the server). */
 bool http_policy_host_ok(const struct http_policy *pol, const char *host);
 /* Origin header (NULL = absent = allowed): http(s)://localhost|127.0.0.1|[::1][:port] on

@@ -352,6 +352,28 @@ class Transport(unittest.TestCase):
             self.assertEqual(json.loads(body)["id"], i)
         c.close()
 
+    def test_expect_continue_and_http10(self):
+        c = Conn(self.port)
+        body = json.dumps(INIT).encode()
+        c.send(("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+                "Accept: %s\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n"
+                % (self.port, ACCEPT_BOTH, len(body))).encode())
+        st, _ = c.read_head()
+        self.assertEqual(st, 100)               # go ahead, before the body is sent
+        c.send(body)
+        st, _, _ = c.read_response()
+        self.assertEqual(st, 200)
+        c.close()
+        c = Conn(self.port)
+        c.send(("POST /mcp HTTP/1.0\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                "Accept: %s\r\nContent-Length: %d\r\n\r\n" % (ACCEPT_BOTH, len(body))).encode()
+               + body)
+        st, h, _ = c.read_response()
+        self.assertEqual(st, 200)
+        self.assertEqual(h["connection"], "close")
+        self.assertTrue(c.closed_by_peer())
+        c.close()
+
     def test_garbage_request_line(self):
         c = Conn(self.port)
         c.send(b"\x16\x03\x01 garbage garbage\r\n\r\n")

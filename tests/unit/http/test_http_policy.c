@@ -19,7 +19,7 @@ TEST(host_on_loopback)
     ASSERT(!http_policy_host_ok(&loop, "evil.example.com"));
     ASSERT(!http_policy_host_ok(&loop, "evil.example.com:8765"));
     ASSERT(!http_policy_host_ok(&loop, "localhost.evil.com:8765"));
-    ASSERT(!http_policy_host_ok(&loop, "127.0.0.1:9999"));  /* another port */
+    ASSERT(http_policy_host_ok(&loop, "127.0.0.1:9999")); /* a tunnel's local port */
     ASSERT(!http_policy_host_ok(&loop, "127.0.0.1:"));
     ASSERT(!http_policy_host_ok(&loop, "127.0.0.1:87x"));
     ASSERT(!http_policy_host_ok(&loop, "127.0.0.1:99999"));
