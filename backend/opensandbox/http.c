@@ -28,6 +28,7 @@ struct osb_http {
     size_t active;
     int open_handles;     /* uv handles not yet closed (timer, polls, request timers) */
     bool closing;
+    int in_curl;          /* > 0 while inside curl_multi_socket_action (callbacks run there) */
 };
 
 struct osb_sock {
@@ -50,10 +51,14 @@ struct osb_req {
     struct osb_response resp;
     char errbuf[CURL_ERROR_SIZE];
     bool in_multi, cancelled, delivered;
+    bool starting, deferred; /* see req_attempt */
+    CURLcode deferred_rc;
 };
 
 static void http_handle_closed(uv_handle_t *handle);
 static void http_check_done(struct osb_http *h);
+struct osb_req;
+static void req_attempt_done(struct osb_req *r, CURLcode rc);
 
 /* ---- engine lifetime ------------------------------------------------------------------------ */
 
@@ -84,7 +89,9 @@ static void sock_closed(uv_handle_t *handle)
 static void http_socket_action(struct osb_http *h, curl_socket_t fd, int flags)
 {
     int running = 0;
+    h->in_curl++;
     curl_multi_socket_action(h->multi, fd, flags, &running);
+    h->in_curl--;
     http_check_done(h);
 }
 
@@ -386,12 +393,28 @@ static void req_attempt(struct osb_req *r)
     curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, left == UINT64_MAX ? 0L : (long)left);
     r->resp.attempts++;
     r->in_multi = true;
-    curl_multi_add_handle(r->h->multi, r->easy);
+    struct osb_http *h = r->h;
+    curl_multi_add_handle(h->multi, r->easy);
+    /* Start the transfer now rather than on the next loop iteration (curl asked for a 0 ms
+     * timeout), unless we are inside curl already, where it must not be re-entered. */
+    if (h->in_curl == 0 && h->active == 1) {
+        /* Only when no other transfer could finish in there (its callback would run inside
+         * this call); this one finishing at once (refused connect) is deferred, see below. */
+        r->starting = true;
+        uv_timer_stop(&h->timer);
+        http_socket_action(h, CURL_SOCKET_TIMEOUT, 0);
+        r->starting = false;
+    }
 }
 
 static void on_req_timer(uv_timer_t *t)
 {
     struct osb_req *r = t->data;
+    if (r->deferred) {
+        r->deferred = false;
+        req_attempt_done(r, r->deferred_rc);
+        return;
+    }
     if (r->cancelled) {
         if (r->in_multi) {
             curl_multi_remove_handle(r->h->multi, r->easy);
@@ -446,6 +469,12 @@ static void http_check_done(struct osb_http *h)
         curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&r);
         curl_multi_remove_handle(h->multi, easy);
         r->in_multi = false;
+        if (r->starting) { /* never complete inside the call that started it */
+            r->deferred = true;
+            r->deferred_rc = rc;
+            uv_timer_start(&r->timer, on_req_timer, 0, 0);
+            continue;
+        }
         req_attempt_done(r, rc);
     }
 }

@@ -223,6 +223,40 @@ TEST(json_text_sanitises)
     json_decref(j);
 }
 
+static void refused_done(void *arg, struct osb_response *resp)
+{
+    *(long *)arg = resp->curl_code;
+}
+
+/* A transfer that fails at once (a refused connect on loopback) still completes from the loop,
+ * never inside osb_http_start; and the engine frees cleanly. */
+TEST(http_never_completes_inside_start)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct osb_http *h = osb_http_new(&loop);
+    long code = -1;
+    struct osb_req_opts o = {.method = "GET", .url = "http://127.0.0.1:1/x", .deadline_ms = 2000,
+                             .connect_timeout_ms = 1000, .body_cap = 1024,
+                             .retry = OSB_RETRY_NONE, .done = refused_done, .arg = &code};
+    ASSERT(osb_http_start(h, &o) != NULL);
+    ASSERT_EQ(code, -1);
+    for (int i = 0; i < 1000 && code == -1; i++)
+        uv_run(&loop, UV_RUN_ONCE);
+    ASSERT_EQ(code, CURLE_COULDNT_CONNECT);
+    ASSERT_EQ(osb_http_active(h), 0);
+    code = -1; /* a transfer curl fails within its first step (a scheme we refuse) */
+    o.url = "ftp://127.0.0.1/x";
+    ASSERT(osb_http_start(h, &o) != NULL);
+    ASSERT_EQ(code, -1);
+    for (int i = 0; i < 1000 && code == -1; i++)
+        uv_run(&loop, UV_RUN_ONCE);
+    ASSERT_EQ(code, CURLE_UNSUPPORTED_PROTOCOL);
+    osb_http_free(h);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ASSERT_EQ(uv_loop_close(&loop), 0);
+}
+
 int main(void)
 {
     RUN(sse_raw_json_lines);
@@ -234,5 +268,6 @@ int main(void)
     RUN(command_body);
     RUN(error_mapping);
     RUN(json_text_sanitises);
+    RUN(http_never_completes_inside_start);
     return test_done();
 }
