@@ -255,7 +255,8 @@ TEST(concurrent_posts_on_one_session)
     char body[128];
     for (int i = 0; i < 3; i++) {
         fds[i] = dial();
-        snprintf(body, sizeof(body), "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"later\"}", 10 + i);
+        snprintf(body, sizeof(body), "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"later\"}",
+                 10 + i);
         request(fds[i], sid, body);
     }
     for (int i = 0; i < 3; i++) {

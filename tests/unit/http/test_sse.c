@@ -13,7 +13,8 @@ TEST(message_event)
     const char *json = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}";
     ASSERT_EQ(sse_event(&b, "message", "3-2", json, strlen(json)), 0);
     ASSERT_STR_EQ(buf_cstr(&b),
-                  "event: message\nid: 3-2\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n");
+                  "event: message\nid: 3-2\n"
+                  "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n");
     buf_release(&b);
 }
 
