@@ -51,16 +51,26 @@ static void run_until_done(void)
         uv_run(&loop, UV_RUN_ONCE);
 }
 
-static void exec_done(void *arg, json_t *res, const struct mcp_error *err)
+/* Completion without the test harness's deep copy of the result (not mcpbox's cost). */
+static void lean_cb(void *arg, json_t *result, const struct mcp_error *err)
 {
-    osb_wait_cb(arg, res, err);
+    w.done = true;
+    w.failed = err != NULL;
+    if (err)
+        w.err = *err;
+}
+
+static void lean_read_cb(void *arg, const struct file_read_result *res,
+                         const struct mcp_error *err)
+{
+    lean_cb(arg, NULL, err);
 }
 
 static int backend_get(void)
 {
     struct mcp_error e;
     osb_wait_reset(&w);
-    if (be->ops->get(be, sid, osb_wait_cb, &w, &e) != 0)
+    if (be->ops->get(be, sid, lean_cb, &w, &e) != 0)
         return -1;
     run_until_done();
     return w.failed ? -1 : 0;
@@ -70,7 +80,7 @@ static int backend_exec(void)
 {
     struct mcp_error e;
     struct exec_request req = {.command = "true"};
-    struct exec_observer obs = {NULL, NULL, exec_done, &w};
+    struct exec_observer obs = {NULL, NULL, lean_cb, &w};
     osb_wait_reset(&w);
     if (be->ops->exec(be, sid, &req, &obs, NULL, &e) != 0)
         return -1;
@@ -82,7 +92,7 @@ static int backend_read(void)
 {
     struct mcp_error e;
     osb_wait_reset(&w);
-    if (be->ops->file_read(be, sid, "bench.txt", 0, 0, osb_read_cb, &w, &e) != 0)
+    if (be->ops->file_read(be, sid, "bench.txt", 0, 0, lean_read_cb, &w, &e) != 0)
         return -1;
     run_until_done();
     return w.failed ? -1 : 0;
