@@ -397,9 +397,10 @@ static void req_attempt(struct osb_req *r)
     curl_multi_add_handle(h->multi, r->easy);
     /* Start the transfer now rather than on the next loop iteration (curl asked for a 0 ms
      * timeout), unless we are inside curl already, where it must not be re-entered. */
-    if (h->in_curl == 0 && h->active == 1) {
+    if (h->in_curl == 0 && h->active == 1 && r->opts.sink == NULL) {
         /* Only when no other transfer could finish in there (its callback would run inside
-         * this call); this one finishing at once (refused connect) is deferred, see below. */
+         * this call) and no streaming sink could be fed from inside it; this one finishing at
+         * once (an unusable URL) is deferred to the loop, see http_check_done. */
         r->starting = true;
         uv_timer_stop(&h->timer);
         http_socket_action(h, CURL_SOCKET_TIMEOUT, 0);

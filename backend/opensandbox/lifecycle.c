@@ -332,11 +332,13 @@ static void create_ready(struct lc_op *op)
 
 /* ---- create ---------------------------------------------------------------------------------- */
 
-static void create_record(struct lc_op *op, json_t *remote)
+/* The store row is what lets the tools find the sandbox and check its owner: without it the
+ * sandbox would be unusable, so failing to write it fails the create. */
+static int create_record(struct lc_op *op, json_t *remote, struct mcp_error *err)
 {
     struct osb_backend *b = op->b;
     if (b->base.store == NULL)
-        return;
+        return 0;
     int64_t now = now_wall_ms(), expires = 0;
     const char *exp = json_string_value(json_object_get(remote, "expiresAt"));
     if (exp != NULL)
@@ -346,9 +348,9 @@ static void create_record(struct lc_op *op, json_t *remote)
                                .state = (char *)"creating", .created_at_ms = now,
                                .expires_at_ms = expires, .last_active_ms = now,
                                .record = op->record};
-    struct mcp_error e;
-    if (store_sandbox_insert(b->base.store, &sb, &e) != 0)
-        log_warn("recording %s: %s", op->sid, e.msg);
+    if (store_sandbox_insert(b->base.store, &sb, err) != 0)
+        return mcp_error_prefix(err, "recording sandbox %s in the state store", op->sid);
+    return 0;
 }
 
 static void create_posted(void *arg, struct osb_response *resp, const struct mcp_error *err)
@@ -371,7 +373,8 @@ static void create_posted(void *arg, struct osb_response *resp, const struct mcp
     op->rid = xstrdup(rid);
     op->created = true;
     op->remote = j;
-    create_record(op, j);
+    if (create_record(op, j, &e) != 0)
+        return wait_fail(op, &e);
     op->deadline_ms = now_mono_ms() + op->b->t.ready_timeout_ms;
     wait_check(op); /* the 202 body carries the state: Docker says Running at once */
 }
