@@ -6,6 +6,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import events from 'node:events';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import {
     TapTransport, contentTypes, firstText, parseArgs, requireBinary, sdkImport, sleep,
     startHttpServer, tempStateDir, waitFor,
@@ -27,6 +30,14 @@ const FIXTURE_TOOLS = ['test_simple_text', 'test_image_content', 'test_audio_con
     'test_tool_with_progress', 'test_error_handling', 'test_sampling', 'test_elicitation',
     'test_elicitation_sep1034_defaults', 'test_elicitation_sep1330_enums', 'json_schema_2020_12_tool'];
 const PNG_MAGIC = Buffer.from([0x89, 0x50, 0x4e, 0x47]);
+
+/* A limit from mcp/limits.h (the tests follow the constant rather than repeat it). */
+function limit(name) {
+    const file = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../mcp/limits.h');
+    const m = new RegExp(`#define ${name} \\(?(\\d+)`).exec(fs.readFileSync(file, 'utf8'));
+    assert.ok(m, `${name} defined in mcp/limits.h`);
+    return Number(m[1]);
+}
 
 let http = null;          // the shared HTTP server (http mode)
 const stateDir = tempStateDir('sdk-e2e');
@@ -435,6 +446,59 @@ test('bad input through the raw transport: -32601, -32602, ids echoed', async ()
     assert.ok(firstText(await c.client.callTool({ name: 'test_simple_text' })).length > 0, 'still serving');
     await c.close();
 });
+
+test('limit: pending server-to-client requests per session', async () => {
+    const max = limit('MCP_MAX_PENDING_CLIENT_REQUESTS');
+    const c = await connect();
+    const held = [];
+    c.client.setRequestHandler(CreateMessageRequestSchema, () => new Promise((resolve) => held.push(resolve)));
+    const over = 2;
+    const settled = [];
+    const calls = Array.from({ length: max + over }, (_, i) =>
+        c.client.callTool({ name: 'test_sampling', arguments: { prompt: `p${i}` } }, undefined, { timeout: 30000 })
+            .then((r) => { settled.push(r); return r; }, (e) => { settled.push(e); return e; }));
+    await waitFor(() => held.length >= max && settled.length >= over, 15000,
+        `${max} held sampling requests and ${over} refused calls (held ${held.length}, settled ${settled.length})`);
+    await sleep(200);
+    assert.equal(held.length, max, `no more than ${max} sampling requests reach the client at once`);
+    assert.equal(settled.length, over, 'the calls over the limit end at once');
+    for (const r of settled) {
+        assert.ok(r instanceof McpError || r.isError === true, `over the limit: an error, got ${JSON.stringify(r)}`);
+    }
+    // The session still serves while the limit is reached, and every held call completes on reply.
+    assert.ok(firstText(await c.client.callTool({ name: 'test_simple_text' })).length > 0);
+    for (const resolve of held) resolve({ model: 'm', role: 'assistant', content: { type: 'text', text: 'released' } });
+    const results = await Promise.all(calls);
+    const ok = results.filter((r) => !(r instanceof Error) && !r.isError && /released/.test(firstText(r)));
+    assert.equal(ok.length, max, 'the held calls complete with the client\'s replies');
+    await c.close();
+});
+
+if (MODE === 'stdio') {
+    test('limit: requests in flight per session', async () => {
+        const max = limit('MCP_MAX_INFLIGHT_PER_SESSION');
+        const c = await connect();
+        const over = 4;
+        const ids = Array.from({ length: max + over }, (_, i) => `inflight-${i}`);
+        // test_tool_with_logging takes ~150 ms, so all of these are in flight together.
+        for (const id of ids) {
+            c.tap.send({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'test_tool_with_logging', arguments: {} } });
+        }
+        const replies = await waitFor(() => {
+            const r = ids.map((id) => c.tap.responseFor(id));
+            return r.every(Boolean) && r;
+        }, 20000, 'a reply to every request');
+        const errors = replies.filter((r) => r.error);
+        assert.ok(errors.length >= 1 && errors.length <= over, `${errors.length} refused (limit ${max}, sent ${ids.length})`);
+        for (const e of errors) {
+            assert.equal(e.error.code, -32000, `limit error: ${JSON.stringify(e)}`);
+            assert.match(e.error.message, /limit|too many/i);
+        }
+        assert.equal(replies.filter((r) => r.result).length, ids.length - errors.length);
+        assert.deepEqual(await c.client.ping(), {});
+        await c.close();
+    });
+}
 
 if (MODE === 'http') {
     const INIT = { jsonrpc: '2.0', id: 1, method: 'initialize',
