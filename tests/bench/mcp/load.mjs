@@ -186,7 +186,15 @@ function netHttp(url, conc) {
             const id = nextId++;
             return base(await post({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } }), id);
         },
-        async close() { for (const c of conns) c.sock.destroy(); },
+        async close() {
+            // End the session (DELETE) on one socket, then drop them all.
+            const conn = idle.pop() ?? conns[0];
+            if (conn && extra) {
+                const head = `DELETE ${u.pathname} HTTP/1.1\r\nHost: ${u.host}\r\n${extra}Content-Length: 0\r\n\r\n`;
+                await conn.request(head, '').catch(() => {});
+            }
+            for (const c of conns) c.sock.destroy();
+        },
     };
 }
 
