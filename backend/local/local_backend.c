@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -319,6 +320,23 @@ static void adopt(struct local_backend *lb, const struct store_sandbox *rec, pid
     local_watch_exit(sb);
 }
 
+void local_kill_init(pid_t pid, uint64_t start)
+{
+    if (pid <= 0 || start == 0)
+        return;
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd < 0)
+        return;
+    if (local_proc_starttime(pid) == start) { /* still the same process, not a reused pid */
+        syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+        struct pollfd p = {.fd = pidfd, .events = POLLIN};
+        poll(&p, 1, LOCAL_KILL_WAIT_MS); /* the pid namespace dies with its init */
+    }
+    close(pidfd);
+}
+
+/* A record whose sandbox is gone, or was left half-made by a crashed creator: kill what may
+ * still run, release everything, drop the record (the event log keeps the story). */
 static void reap_dead(struct local_backend *lb, const struct store_sandbox *rec)
 {
     struct mcp_error err;
@@ -327,10 +345,15 @@ static void reap_dead(struct local_backend *lb, const struct store_sandbox *rec)
     cg_from_json(json_object_get(rec->record, "cgroups"), &cg);
     snprintf(dir, sizeof dir, "%s/sandboxes/%s", lb->state_dir, rec->id);
     bool expired = read_marker(dir, why, sizeof why);
+    bool half_made = strcmp(rec->state, "creating") == 0;
+    cg_kill(&cg);
+    local_kill_init((pid_t)json_integer_value(json_object_get(rec->record, "init_pid")),
+                    (uint64_t)json_integer_value(json_object_get(rec->record, "init_start")));
     local_release_resources(lb, rec->id, dir, &cg);
     local_event(lb->base.store, rec->id, "reaped",
                     json_pack("{s:s, s:s}", "previous_state", rec->state, "reason",
-                              expired ? why : "init gone at reconcile"), &err);
+                              expired ? why : half_made ? "its creator died during create"
+                                                        : "init gone at reconcile"), &err);
     store_sandbox_delete(lb->base.store, rec->id, &err);
     log_info("sandbox %s (%s) was gone; cleaned up", rec->id, rec->state);
 }
@@ -343,9 +366,11 @@ static int reconcile(struct local_backend *lb, struct mcp_error *err)
         return -1;
     for (size_t i = 0; i < n; i++) {
         pid_t pid;
-        if (record_is_live(&list[i], &pid))
+        if (creator_busy(&list[i]))
+            continue; /* another process is creating it right now */
+        if (strcmp(list[i].state, "creating") != 0 && record_is_live(&list[i], &pid))
             adopt(lb, &list[i], pid);
-        else if (!creator_busy(&list[i]))
+        else
             reap_dead(lb, &list[i]);
     }
     store_sandbox_list_free(list, n);

@@ -369,8 +369,9 @@ int local_destroy(struct backend *be, const char *id, backend_cb *cb, void *arg,
         char dir[LOCAL_PATH_MAX];
         cg_from_json(json_object_get(rec.record, "cgroups"), &cg);
         snprintf(dir, sizeof dir, "%s/sandboxes/%s", lb->state_dir, id);
-        if (pid > 0 && start && local_proc_starttime(pid) == start)
-            kill(pid, SIGKILL); /* live but watched by another mcpbox process */
+        cg_freeze(&cg, false, err);
+        cg_kill(&cg);
+        local_kill_init(pid, start); /* live but watched by another mcpbox process (or none) */
         local_release_resources(lb, id, dir, &cg);
         local_event(be->store, id, "destroyed", NULL, err);
         store_sandbox_delete(be->store, id, err);

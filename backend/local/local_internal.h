@@ -30,6 +30,8 @@
 #define LOCAL_ROOT_TMPFS "size=8m,mode=755,uid=0,gid=0"
 #define LOCAL_SHM_BYTES (64ull << 20)
 #define LOCAL_IMAGE_NAME_MAX 64
+#define LOCAL_TOUCH_INTERVAL_MS 1000
+#define LOCAL_KILL_WAIT_MS 2000
 
 /* ---- seccomp (seccomp_profile.c) ---- */
 struct local_seccomp {
@@ -164,6 +166,7 @@ struct lsbx {
     struct cg_sandbox cg;
     struct agent_conn *conn;
     struct destroy_op *destroying;
+    uint64_t touched_ms;          /* last store_sandbox_touch (monotonic) */
     int refs;
     struct lsbx *next;
 };
@@ -223,6 +226,8 @@ int local_diagnose(struct backend *be, const char *id, const char *what, backend
 /* Removes a dead sandbox's leftovers: cgroups, directory, uid slot (not the record). */
 void local_release_resources(struct local_backend *lb, const char *id, const char *dir,
                              const struct cg_sandbox *cg);
+/* SIGKILLs a sandbox init identified by pid + start time and waits (briefly) for it to go. */
+void local_kill_init(pid_t pid, uint64_t start);
 /* Deletes <dir> recursively without following symlinks. */
 void local_rmtree(const char *dir);
 

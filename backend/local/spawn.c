@@ -74,6 +74,7 @@ struct child_plan {
     char *agent_argv[3];
     int sync_fd, err_fd, listen_fd, logdir_fd, exe_fd;
     int image_fd; /* child: the idmapped image tree received from the parent, or -1 */
+    int parent_sync_fd, parent_err_fd; /* the parent's ends: the child closes them first */
 };
 
 /* ---- child side --------------------------------------------------------------------------- */
@@ -389,6 +390,10 @@ static void receive_go(struct child_plan *p)
 
 __attribute__((noreturn)) static void child_main(struct child_plan *p)
 {
+    /* Without this the child would hold the parent's end of the sync socket itself and never see
+     * EOF if the parent dies before releasing it: it would wait forever. */
+    close(p->parent_sync_fd);
+    close(p->parent_err_fd);
     park_fds(p);
     receive_go(p); /* the parent wrote the maps (and sent the image tree, if any) */
     enter_root(p);
@@ -590,6 +595,8 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     }
     p.sync_fd = sync[0];
     p.err_fd = errp[1];
+    p.parent_sync_fd = sync[1];
+    p.parent_err_fd = errp[0];
     int cgfd = cg_open_v2(req->cg);
     int pidfd = -1;
     pid_t pid = do_clone(&p, cgfd, &pidfd);
