@@ -11,6 +11,8 @@
 #include "backend/local/proto.h"
 #include "mcp/base/xalloc.h"
 
+#define CLIENT_KEEP_BUF (1u << 20)
+
 struct pending {
     uint64_t id;
     agent_reply_cb *cb;
@@ -166,8 +168,12 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
         json_t *msg = json_loadb(c->rbuf.data + 4, len, 0, NULL);
         buf_consume(&c->rbuf, 4 + len);
         if (json_is_object(msg))
-            dispatch(c, msg);
+            dispatch(c, msg); /* may close c: it stays allocated until its handles close */
         json_decref(msg);
+    }
+    if (c->rbuf.len == 0 && c->rbuf.cap > CLIENT_KEEP_BUF) { /* give big frames' memory back */
+        buf_release(&c->rbuf);
+        buf_init(&c->rbuf, AGENT_FRAME_MAX + 4 + 65536);
     }
 }
 

@@ -23,5 +23,6 @@
 #define AGENT_LISTEN_FD 3                       /* fd the agent finds its listening socket on */
 #define AGENT_LOGDIR_FD 4                       /* fd of its private command-log directory */
 #define AGENT_EXE_FD 5                          /* the sealed memfd the agent runs from */
+#define AGENT_CONFIG_ENV "MCPBOX_AGENT_CONFIG"   /* JSON: expires_at_ms, idle_timeout_s, workdir, env */
 
 #endif

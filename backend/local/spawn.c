@@ -31,6 +31,7 @@
 
 #include "backend/local/local_internal.h"
 #include "backend/local/proto.h"
+#include "mcp/base/xalloc.h"
 
 #define CHILD_FD_BASE 100          /* where the child parks its fds before renumbering */
 #define CHILD_NOFILE 65536
@@ -71,7 +72,8 @@ struct child_plan {
     char rootfs[LOCAL_PATH_MAX];
     char data_opts[128], shm_opts[128];
     char usr_target[6][64];  /* symlink target for usr_links[i], "" = bind dir, "-" = absent */
-    char *agent_argv[3];
+    char *agent_argv[2];
+    char *agent_env;          /* MCPBOX_AGENT_CONFIG=<json> (malloc'd by the parent) */
     int sync_fd, err_fd, listen_fd, logdir_fd, exe_fd;
     int image_fd; /* child: the idmapped image tree received from the parent, or -1 */
     int parent_sync_fd, parent_err_fd; /* the parent's ends: the child closes them first */
@@ -411,7 +413,7 @@ __attribute__((noreturn)) static void child_main(struct child_plan *p)
     drop_privileges(p);
     struct sock_fprog prog = {.len = p->req->seccomp->len, .filter = p->req->seccomp->filter};
     CHECK(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0, "seccomp", NULL);
-    char *envp[] = {NULL};
+    char *envp[] = {p->agent_env, NULL};
     syscall(SYS_execveat, AGENT_EXE_FD, "", p->agent_argv, envp, AT_EMPTY_PATH);
     child_fail(p->err_fd, "exec agent", NULL);
 }
@@ -564,7 +566,8 @@ static int prepare(struct child_plan *p, const struct spawn_request *req, struct
     snprintf(p->shm_opts, sizeof p->shm_opts, "size=%llu,mode=1777", (unsigned long long)shm);
     plan_usr_links(p);
     p->agent_argv[0] = (char *)"mcpbox-agent";
-    p->agent_argv[1] = (char *)req->agent_config;
+    p->agent_argv[1] = NULL;
+    p->agent_env = xasprintf(AGENT_CONFIG_ENV "=%s", req->agent_config);
     if ((p->logdir_fd = open_logdir(req, err)) < 0)
         return -1;
     if ((p->listen_fd = open_listener(req, err)) < 0)
@@ -574,6 +577,8 @@ static int prepare(struct child_plan *p, const struct spawn_request *req, struct
 
 static void close_plan(struct child_plan *p)
 {
+    free(p->agent_env);
+    p->agent_env = NULL;
     int fds[] = {p->sync_fd, p->listen_fd, p->logdir_fd};
     for (size_t i = 0; i < 3; i++)
         if (fds[i] >= 0)

@@ -22,6 +22,7 @@
 #define AGENT_LOG_CAP (128ull << 20)         /* bytes of the interleaved log kept per command */
 #define AGENT_WBUF_MAX (256u << 20)          /* unsent bytes before a slow client is dropped */
 #define AGENT_READ_CHUNK 65536
+#define AGENT_KEEP_BUF (1u << 20)          /* buffer capacity kept while idle */
 #define AGENT_STATUS_OUTPUT_MAX (4u << 20)   /* bytes of log one cmd_status returns */
 
 struct conn {

@@ -116,6 +116,16 @@ static void handle_frame(struct agent *a, struct conn *c, const char *data, size
     json_decref(req);
 }
 
+/* After a large frame, give the memory back: an idle sandbox should cost little. */
+static void shrink(struct buf *b)
+{
+    if (b->len == 0 && b->cap > AGENT_KEEP_BUF) {
+        size_t limit = b->limit;
+        buf_release(b);
+        buf_init(b, limit);
+    }
+}
+
 static void conn_read(struct agent *a, struct conn *c)
 {
     char chunk[AGENT_READ_CHUNK];
@@ -142,6 +152,7 @@ static void conn_read(struct agent *a, struct conn *c)
         handle_frame(a, c, c->rbuf.data + 4, len);
         buf_consume(&c->rbuf, 4 + len);
     }
+    shrink(&c->rbuf);
 }
 
 static void conn_write(struct conn *c)
@@ -155,6 +166,7 @@ static void conn_write(struct conn *c)
         }
         buf_consume(&c->wbuf, (size_t)n);
     }
+    shrink(&c->wbuf);
 }
 
 static void accept_conn(struct agent *a)
@@ -295,8 +307,12 @@ int main(int argc, char **argv)
     static struct agent a = {.listen_fd = AGENT_LISTEN_FD, .logdir_fd = AGENT_LOGDIR_FD};
     /* Commands must not ptrace us or read our memory through /proc/1/mem. */
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-    if (argc < 2 || parse_config(&a, argv[1]) < 0)
+    /* The configuration (which may hold the sandbox's env values) comes in the environment,
+     * not argv: argv is world-readable on the host through ps. Commands get a fresh envp. */
+    const char *cfg = getenv(AGENT_CONFIG_ENV);
+    if (cfg == NULL || parse_config(&a, cfg) < 0)
         return 2;
+    clearenv();
     fcntl(a.listen_fd, F_SETFD, FD_CLOEXEC);
     fcntl(a.logdir_fd, F_SETFD, FD_CLOEXEC);
     fcntl(a.listen_fd, F_SETFL, O_NONBLOCK);
