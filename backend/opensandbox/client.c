@@ -71,6 +71,8 @@ static struct osb_req *call_start(struct osb_backend *b, char *url, struct curl_
     cleanup_free char *body = o->json ? json_dumps(o->json, JSON_COMPACT) : NULL;
     if (o->json)
         hdrs = add_header(hdrs, "Content-Type", "application/json");
+    else if (o->raw == NULL && o->mime_build == NULL && strcmp(o->method, "POST") == 0)
+        hdrs = curl_slist_append(hdrs, "Content-Type:"); /* empty POST: no form type */
     if (o->range)
         hdrs = add_header(hdrs, "Range", o->range);
     struct osb_req_opts ro = {
