@@ -38,3 +38,14 @@ if [ "${1:-}" = "--test" ]; then
         touch "$here/tests/node/node_modules/.installed"
     fi
 fi
+
+# Prism, for the OpenSandbox contract tests against the official specs (only when ../shared, which
+# holds the specs and the mock launcher, sits beside the checkout; the tests skip without it).
+if [ "${1:-}" = "--test" ] && [ -x "$here/../shared/opensandbox/prism-mock.sh" ]; then
+    prism_home=${PRISM_HOME:-$HOME/.cache/opensandbox-prism}
+    if [ ! -x "$prism_home/node_modules/.bin/prism" ]; then
+        echo "install-deps: installing Prism into $prism_home" >&2
+        mkdir -p "$prism_home"
+        (cd "$prism_home" && npm install --no-audit --no-fund --loglevel=error @stoplight/prism-cli@5 >/dev/null)
+    fi
+fi
