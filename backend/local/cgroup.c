@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -274,6 +275,37 @@ uint64_t cg_oom_kills(const struct cg_sandbox *cg)
     if (cg->mem[0])
         return counter(cg->mem, "memory.oom_control", "oom_kill ");
     return counter(cg->v2, "memory.events", "oom_kill ");
+}
+
+static uint64_t number(const char *dir, const char *file);
+
+uint64_t cg_memory_limit(const struct cg_sandbox *cg)
+{
+    return cg->mem[0] ? number(cg->mem, "memory.limit_in_bytes") : number(cg->v2, "memory.max");
+}
+
+int cg_oom_fd(const struct cg_sandbox *cg)
+{
+    char path[LOCAL_PATH_MAX + 32];
+    if (cg->mem[0] == '\0') {
+        if (cg->v2[0] == '\0')
+            return -1;
+        snprintf(path, sizeof path, "%s/memory.events", cg->v2);
+        return open(path, O_RDONLY | O_CLOEXEC);
+    }
+    snprintf(path, sizeof path, "%s/memory.oom_control", cg->mem);
+    int ctl = open(path, O_RDONLY | O_CLOEXEC);
+    int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    char line[64];
+    snprintf(line, sizeof line, "%d %d", efd, ctl);
+    int rc = ctl >= 0 && efd >= 0 ? write_file(cg->mem, "cgroup.event_control", line) : -1;
+    if (ctl >= 0)
+        close(ctl); /* the registration holds its own reference */
+    if (rc < 0 && efd >= 0) {
+        close(efd);
+        efd = -1;
+    }
+    return efd;
 }
 
 static uint64_t number(const char *dir, const char *file)

@@ -231,6 +231,61 @@ static void exit_poll_closed(uv_handle_t *h)
     lsbx_unref(h->data);
 }
 
+static void oom_poll_closed(uv_handle_t *h)
+{
+    struct lsbx *sb = h->data;
+    close(sb->oom_fd);
+    sb->oom_fd = -1;
+    lsbx_unref(sb);
+}
+
+static void stop_watching(struct lsbx *sb)
+{
+    if (sb->watching) {
+        sb->watching = false;
+        uv_close((uv_handle_t *)&sb->exit_poll, exit_poll_closed);
+    }
+    if (sb->oom_watching) {
+        sb->oom_watching = false;
+        uv_close((uv_handle_t *)&sb->oom_poll, oom_poll_closed);
+    }
+}
+
+/* The memcg reported an OOM kill: record it for diagnose, whoever was (not) watching. The exec
+ * path separately attributes a kill to the command it watched. */
+static void on_oom(uv_poll_t *p, int status, int events)
+{
+    struct lsbx *sb = p->data;
+    uint64_t n = 0;
+    if (sb->cg.mem[0] && read(sb->oom_fd, &n, sizeof n) < 0) /* drain the v1 eventfd */
+        return;
+    uint64_t count = cg_oom_kills(&sb->cg);
+    if (count > sb->oom_seen) {
+        struct mcp_error err;
+        local_event(sb->be->base.store, sb->id, "oom",
+                    json_pack("{s:I, s:I}", "oom_kills", (json_int_t)count, "memory_limit_bytes",
+                              (json_int_t)cg_memory_limit(&sb->cg)), &err);
+        sb->oom_seen = count;
+    }
+}
+
+static void local_watch_oom(struct lsbx *sb)
+{
+    sb->oom_seen = cg_oom_kills(&sb->cg);
+    bool v1 = sb->cg.mem[0] != '\0';
+    sb->oom_fd = cg_oom_fd(&sb->cg);
+    if (sb->oom_fd < 0 || uv_poll_init(sb->be->base.loop, &sb->oom_poll, sb->oom_fd) < 0) {
+        if (sb->oom_fd >= 0)
+            close(sb->oom_fd);
+        sb->oom_fd = -1;
+        return;
+    }
+    sb->oom_poll.data = sb;
+    lsbx_ref(sb);
+    sb->oom_watching = true;
+    uv_poll_start(&sb->oom_poll, v1 ? UV_READABLE : UV_PRIORITIZED, on_oom);
+}
+
 /* The sandbox's init is gone: reap it (if it is our child), release everything, and record
  * why. A pending destroy completes here. */
 static void on_init_exit(struct lsbx *sb)
@@ -261,10 +316,7 @@ static void on_init_exit(struct lsbx *sb)
             local_event(lb->base.store, sb->id, expired ? "expired" : "exit",
                         json_pack("{s:s}", "reason", expired ? why : "sandbox init exited"), &err);
     }
-    if (sb->watching) {
-        sb->watching = false;
-        uv_close((uv_handle_t *)&sb->exit_poll, exit_poll_closed);
-    }
+    stop_watching(sb);
     list_remove(sb);
 }
 
@@ -275,6 +327,7 @@ static void on_exit_readable(uv_poll_t *p, int status, int events)
 
 void local_watch_exit(struct lsbx *sb)
 {
+    local_watch_oom(sb);
     if (uv_poll_init(sb->be->base.loop, &sb->exit_poll, sb->pidfd) < 0)
         return;
     sb->exit_poll.data = sb;
@@ -465,10 +518,7 @@ static void local_shutdown(struct backend *be)
         struct lsbx *sb = lb->sandboxes;
         agent_conn_close(sb->conn);
         sb->conn = NULL;
-        if (sb->watching) {
-            sb->watching = false;
-            uv_close((uv_handle_t *)&sb->exit_poll, exit_poll_closed);
-        }
+        stop_watching(sb);
         list_remove(sb);
     }
     uv_timer_stop(&lb->timer);

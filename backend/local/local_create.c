@@ -330,7 +330,7 @@ int local_create(struct backend *be, const struct sandbox_spec *spec, backend_cb
     op->started_ms = now_mono_ms();
     op->cb = cb, op->arg = arg, op->err_fd = -1;
     op->sb = xcalloc(1, sizeof *op->sb);
-    op->sb->be = lb, op->sb->refs = 1, op->sb->pidfd = -1;
+    op->sb->be = lb, op->sb->refs = 1, op->sb->pidfd = -1, op->sb->oom_fd = -1;
     random_id(op->sb->id, sizeof op->sb->id, "sbx-", 8);
     struct mcp_error e2;
     if (start(op, spec, &lim, disk, image_dir, err) < 0 || watch_startup(op, err) < 0) {

@@ -78,6 +78,10 @@ int cg_kill(const struct cg_sandbox *cg);
 int cg_freeze(const struct cg_sandbox *cg, bool frozen, struct mcp_error *err);
 int cg_destroy(const struct cg_sandbox *cg); /* rmdir all; -1 if one is still busy */
 uint64_t cg_oom_kills(const struct cg_sandbox *cg);
+uint64_t cg_memory_limit(const struct cg_sandbox *cg);
+/* An fd that signals OOM kills: a v1 eventfd registered on memory.oom_control (readable), or
+ * v2 memory.events (POLLPRI on change); -1 if unavailable. */
+int cg_oom_fd(const struct cg_sandbox *cg);
 json_t *cg_usage(const struct cg_sandbox *cg);
 json_t *cg_to_json(const struct cg_sandbox *cg);
 void cg_from_json(json_t *j, struct cg_sandbox *out);
@@ -162,7 +166,10 @@ struct lsbx {
     pid_t pid;
     int pidfd;
     uv_poll_t exit_poll;
-    bool watching, gone, in_list;
+    uv_poll_t oom_poll;           /* v1: eventfd from cgroup.event_control; v2: memory.events */
+    int oom_fd;
+    uint64_t oom_seen;
+    bool watching, oom_watching, gone, in_list;
     struct cg_sandbox cg;
     struct agent_conn *conn;
     struct destroy_op *destroying;
