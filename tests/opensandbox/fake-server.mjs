@@ -11,7 +11,7 @@
 // Control (not part of OpenSandbox): POST /_faults [{match, kind, times, status, retryAfter,
 // ms}] injects faults into requests whose "METHOD /path?query" contains `match`; GET /_log lists
 // the requests seen (method, url, headers); POST /_reset clears faults and the log;
-// POST /_config {route:"path"|"header"|"proxy-only", sse:"raw"|"data"}.
+// POST /_config {route:"path"|"header"|"proxy-only", sse:"raw"|"data", pageMax:N}.
 //
 // Prints "listening PORT" on stdout. Env: FAKE_API_KEY, FAKE_PING_MS (3000), FAKE_GRACE_MS
 // (1000), FAKE_START_MS (150), FAKE_QUOTA (sandboxes per server, unlimited).
@@ -156,8 +156,9 @@ function createSandbox(req, res, b) {
 function listSandboxes(req, res, url) {
   const states = url.searchParams.getAll('state').map((s) => s.toLowerCase());
   const page = +(url.searchParams.get('page') || 1);
-  const size = +(url.searchParams.get('pageSize') || 20);
+  let size = +(url.searchParams.get('pageSize') || 20);
   if (!(page >= 1) || !(size >= 1) || size > 200) return detail(res, 'invalid pagination', ['query', 'pageSize']);
+  if (config.pageMax) size = Math.min(size, config.pageMax); // to exercise pagination
   let want = [];
   const m = url.searchParams.get('metadata');
   if (m !== null) {
@@ -562,7 +563,7 @@ const server = http.createServer(async (req, res) => {
     const buf = await readBody(req);
     if (url.pathname === '/_faults' && req.method === 'POST') { faults.push(...JSON.parse(buf.toString())); return send(res, 200, {}); }
     if (url.pathname === '/_log') return send(res, 200, reqlog);
-    if (url.pathname === '/_reset') { faults = []; reqlog = []; Object.assign(config, { route: 'path', sse: 'raw' }); return send(res, 200, {}); }
+    if (url.pathname === '/_reset') { faults = []; reqlog = []; Object.assign(config, { route: 'path', sse: 'raw', pageMax: 0 }); return send(res, 200, {}); }
     if (url.pathname === '/_config') { Object.assign(config, JSON.parse(buf.toString())); return send(res, 200, {}); }
     if (url.pathname === '/_stats') return send(res, 200, { sandboxes: sandboxes.size, faults });
     return send(res, 404, {});

@@ -197,6 +197,26 @@ TEST(create_get_list)
     ASSERT_EQ(json_array_size(json_object_get(w.result, "sandboxes")), 0);
     json_decref(filter);
     ASSERT(count_requests("metadata=mcpbox-owner%3D") >= 2);
+    /* pagination: pages of one sandbox each, followed to the end */
+    json_decref(fake_control(&fs, "POST", "/_config", "{\"pageMax\":1}"));
+    struct sandbox_spec mine = {.owner = OWNER, .image = "alpine", .network = true};
+    osb_wait_reset(&w);
+    ASSERT_EQ(be->ops->create(be, &mine, osb_wait_cb, &w, &e), 0);
+    WAIT(&w, 8000);
+    EXPECT_OK(&w);
+    char second[160];
+    snprintf(second, sizeof(second), "%s", jstr(w.result, "sandbox_id"));
+    osb_wait_reset(&w);
+    ASSERT_EQ(be->ops->list(be, OWNER, NULL, osb_wait_cb, &w, &e), 0);
+    WAIT(&w, 3000);
+    EXPECT_OK(&w);
+    ASSERT_EQ(json_array_size(json_object_get(w.result, "sandboxes")), 2);
+    ASSERT(count_requests("&page=2&") >= 1);
+    json_decref(fake_control(&fs, "POST", "/_config", "{\"pageMax\":0}"));
+    osb_wait_reset(&w);
+    ASSERT_EQ(be->ops->destroy(be, second, osb_wait_cb, &w, &e), 0);
+    WAIT(&w, 3000);
+    EXPECT_OK(&w);
     osb_wait_reset(&w);
     ASSERT_EQ(be->ops->destroy(be, other_id, osb_wait_cb, &w, &e), 0);
     WAIT(&w, 3000);
