@@ -72,13 +72,18 @@ static void maybe_resume_reading(struct stdio_transport *t);
 
 /* ---- output ------------------------------------------------------------------------------- */
 
+static void on_drain_tick(uv_timer_t *timer);
+
+/* stdout is gone: stop on the next loop turn, not here. We may be inside a handler's
+ * tool_call_progress(), and stopping cancels (and may free) that very call. */
 static void output_failed(struct stdio_transport *t, int status)
 {
-    if (t->out_failed)
+    if (t->out_failed || t->stopping)
         return;
     t->out_failed = true;
     log_warn("stdout closed (%s); shutting down", uv_strerror(status));
-    stdio_stop(t);
+    t->drain_deadline = 0;
+    uv_timer_start(&t->drain, on_drain_tick, 0, STDIO_DRAIN_POLL_MS);
 }
 
 static void on_written(uv_write_t *req, int status)
@@ -274,7 +279,7 @@ static void on_drain_tick(uv_timer_t *timer)
     if (t->session && session_inflight(t->session) > 0 && uv_now(t->loop) < t->drain_deadline)
         return;
     if (t->session && session_inflight(t->session) > 0)
-        log_warn("stdin closed; cancelling %zu request(s) still running",
+        log_warn("shutting down; cancelling %zu request(s) still running",
                  session_inflight(t->session));
     stdio_stop(t);
 }

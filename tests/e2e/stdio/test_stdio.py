@@ -411,6 +411,35 @@ class StdioTest(unittest.TestCase):
             self.assertIn("tools", srv.reply(2)["result"])
             self.assertEqual(srv.close(), 0)
 
+    def test_stdout_closed_exits_cleanly(self):
+        self.srv.close()
+        self.srv = None
+        state = tempfile.mkdtemp(prefix="mcpbox-e2e-")
+        p = subprocess.Popen([MCPBOX, "serve", "--conformance-fixtures", "--no-local",
+                              "--state-dir", state], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        p.stdout.close()  # the client stops reading: every write fails with EPIPE
+        try:
+            for i, (method, params) in enumerate([
+                    ("initialize", init_params()),
+                    ("tools/call", {"name": "test_tool_with_progress",
+                                    "_meta": {"progressToken": 1}})]):
+                try:
+                    p.stdin.write((json.dumps({"jsonrpc": "2.0", "id": i, "method": method,
+                                               "params": params}) + "\n").encode())
+                    p.stdin.flush()
+                except BrokenPipeError:
+                    break  # it already stopped after the first failed write
+            self.assertEqual(p.wait(timeout=TIMEOUT), 0)
+        finally:
+            if p.poll() is None:
+                p.kill()
+            try:
+                p.stdin.close()
+            except BrokenPipeError:
+                pass
+            shutil.rmtree(state, ignore_errors=True)
+
     def test_sigterm_exits_cleanly(self):
         self.srv.initialize()
         self.srv.request("tools/call", {"name": "test_tool_with_progress"})
