@@ -51,6 +51,23 @@ def processes_of(sid):
     return found
 
 
+def holders_of(state_dir):
+    """Processes (other than this test) with a descriptor into the state directory: whatever a
+    killed mcpbox left running, such as a half-set-up sandbox child."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(state_dir + "/"):
+                    found.append(pid)
+                    break
+        except OSError:
+            pass
+    return found
+
+
 def mountinfo():
     with open("/proc/self/mountinfo") as f:
         return sorted(" ".join(l.split()[3:5]) for l in f)
@@ -58,10 +75,11 @@ def mountinfo():
 
 def kill_mid_create(cli, delay_ms):
     cmd = [cli.mcpbox, "sandbox", "--state-dir", cli.state_dir, "create", "-q"]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # No pipes: a process the killed mcpbox left behind could hold them open forever.
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(delay_ms / 1000.0)
     p.kill()
-    p.communicate()
+    p.wait(timeout=30)
 
 
 def wait_processes_gone(sid):
@@ -80,45 +98,84 @@ def check_gone(cli, sid, ids, slots):
     assert not processes_of(sid), f"{sid}: processes leaked: {processes_of(sid)}"
 
 
+def kill_holders(state_dir):
+    """After a failure: end what the killed creates left behind (all descendants of this
+    test), so a failing run does not leave sandboxes running."""
+    for pid in holders_of(state_dir):
+        try:
+            os.kill(int(pid), 9)
+        except OSError:
+            pass
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
     ap.add_argument("--rounds", type=int, default=len(KILL_DELAYS_MS))
     args = ap.parse_args()
     before_mounts = mountinfo()
-    with Cli(args.mcpbox) as cli:
-        survivor = cli.create()
-        assert cli.exec(survivor, "echo 1 > /tmp/mark").returncode == 0
-        started = set()
-        for i in range(args.rounds):
-            kill_mid_create(cli, KILL_DELAYS_MS[i % len(KILL_DELAYS_MS)] + random.randint(0, 5))
-            started |= db_ids(cli.state_dir)[0]
-        started.discard(survivor)
-        print(f"{args.rounds} creates killed; {len(started)} had written a record")
-        ls = cli.run("ls", "-o", "json", check=True)  # a new process: reconcile
-        listed = {s["sandbox_id"]: s["state"] for s in json.loads(ls.stdout)["sandboxes"]}
-        assert listed.get(survivor) == "running", listed
-        p = cli.exec(survivor, "cat /tmp/mark")
-        assert p.returncode == 0 and p.stdout == b"1\n", (p.returncode, text(p.stderr))
-        ids, slots = db_ids(cli.state_dir)
-        alive = 0
-        for sid in started:
-            if sid in listed:
-                assert listed[sid] == "running", f"{sid} kept in state {listed[sid]}"
-                assert cli.exec(sid, "true").returncode == 0, f"{sid} listed but unusable"
-                cli.created.append(sid)
-                alive += 1
-            else:
-                check_gone(cli, sid, ids, slots)
-        print(f"after reconcile: {alive} complete sandboxes kept, {len(started) - alive} cleaned")
-        all_ids = set(listed) | started
-    # Cli.close() destroyed the rest. A sandbox whose creator was killed is no child of the rm
-    # process, which can kill it but not reap it: allow its SIGKILLed processes a moment to exit.
+    cli = Cli(args.mcpbox)
+    try:
+        return run(args, cli, before_mounts)
+    finally:
+        state_dir = cli.state_dir
+        cli.close()
+        kill_holders(state_dir)
+
+
+def kill_and_reconcile(args, cli):
+    """Kills creates at many points, then lets a new mcpbox process reconcile. Returns the ids
+    the killed creates had recorded and what `ls` lists afterwards."""
+    started = set()
+    for i in range(args.rounds):
+        kill_mid_create(cli, KILL_DELAYS_MS[i % len(KILL_DELAYS_MS)] + random.randint(0, 5))
+        started |= db_ids(cli.state_dir)[0]
+    print(f"{args.rounds} creates killed; {len(started)} had written a record")
+    ls = cli.run("ls", "-o", "json", check=True)  # a new process: reconcile
+    listed = {s["sandbox_id"]: s["state"] for s in json.loads(ls.stdout)["sandboxes"]}
+    return started, listed
+
+
+def check_reconciled(cli, started, listed):
+    ids, slots = db_ids(cli.state_dir)
+    alive = 0
+    for sid in started:
+        if sid in listed:
+            assert listed[sid] == "running", f"{sid} kept in state {listed[sid]}"
+            assert cli.exec(sid, "true").returncode == 0, f"{sid} listed but unusable"
+            alive += 1
+        else:
+            check_gone(cli, sid, ids, slots)
+    print(f"after reconcile: {alive} complete sandboxes kept, {len(started) - alive} cleaned")
+
+
+def check_nothing_left(state_dir, all_ids, before_mounts):
+    """After every sandbox was destroyed. A sandbox whose creator was killed is no child of the
+    rm process, which can kill it but not reap it: its processes get a moment to exit."""
+    deadline = time.monotonic() + EXIT_GRACE_S
+    while holders_of(state_dir) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = holders_of(state_dir)
+    assert not left, "processes left holding the state directory open: " + ", ".join(
+        f"{p} ({open(f'/proc/{p}/cmdline').read().replace(chr(0), ' ').strip()})" for p in left)
     for sid in all_ids:
         assert not cgroup_dirs(sid), f"{sid}: cgroups left after rm: {cgroup_dirs(sid)}"
         wait_processes_gone(sid)
         assert not processes_of(sid), f"{sid}: processes left after rm: {processes_of(sid)}"
     assert mountinfo() == before_mounts, "host mount table changed"
+
+
+def run(args, cli, before_mounts):
+    survivor = cli.create()
+    assert cli.exec(survivor, "echo 1 > /tmp/mark").returncode == 0
+    started, listed = kill_and_reconcile(args, cli)
+    started.discard(survivor)
+    assert listed.get(survivor) == "running", listed
+    p = cli.exec(survivor, "cat /tmp/mark")
+    assert p.returncode == 0 and p.stdout == b"1\n", (p.returncode, text(p.stderr))
+    check_reconciled(cli, started, listed)
+    cli.close()  # destroys every listed sandbox
+    check_nothing_left(cli.state_dir, set(listed) | started, before_mounts)
     print("ok")
     return 0
 

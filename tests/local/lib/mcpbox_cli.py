@@ -26,6 +26,7 @@ class Cli:
         self.own_dir = state_dir is None
         self.state_dir = state_dir or tempfile.mkdtemp(prefix="mbx-", dir="/tmp")
         self.created = []
+        self.closed = False
 
     def run(self, *args, input=None, timeout=120, check=False, env=None):
         cmd = [self.mcpbox, "sandbox", "--state-dir", self.state_dir] + [str(a) for a in args]
@@ -80,7 +81,19 @@ class Cli:
         return p
 
     def close(self):
-        for sid in list(self.created):
+        """Destroys every sandbox of this state directory (also ones a failed test never got
+        to record), then removes the directory. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        ids = set(self.created)
+        p = self.run("ls", "-o", "json")
+        if p.returncode == 0:
+            try:
+                ids |= {s["sandbox_id"] for s in json.loads(p.stdout)["sandboxes"]}
+            except (ValueError, KeyError):
+                pass
+        for sid in sorted(ids):
             self.rm(sid)
         if self.own_dir:
             shutil.rmtree(self.state_dir, ignore_errors=True)
