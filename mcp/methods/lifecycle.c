@@ -45,8 +45,9 @@ void method_initialize(struct request *req, json_t *params)
         return request_fail(req, &err);
     const char *version = negotiate_version(requested);
     session_set_initialized(s, version, caps, info);
+    const char *client = json_string_value(json_object_get(info, "name"));
     log_info("session initialized: protocol %s (client asked for %s), client %s", version,
-             requested, info ? json_string_value(json_object_get(info, "name")) : "(unnamed)");
+             requested, client ? client : "(unnamed)");
     struct mcp_server *srv = request_server(req);
     request_reply(req, json_pack("{s:s, s:o, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", version,
                                  "capabilities", server_capabilities(), "serverInfo", "name",

@@ -1,6 +1,7 @@
 /* Session dispatch: drives session_handle with a fake transport and checks every reply. */
 #include "fake_transport.h"
 #include "mcp/limits.h"
+#include "mcp/registry.h"
 #include "mcp/session-internal.h"
 #include "test.h"
 
@@ -382,6 +383,32 @@ TEST(resources_prompts_completion)
     fake_close(&f);
 }
 
+static void broken_handler(struct tool_call *call, json_t *args)
+{
+    tool_call_finish_result(call, json_pack("{s:s}", "not", "a CallToolResult"));
+}
+
+TEST(internal_error_and_dynamic_tools)
+{
+    struct fake f;
+    struct mcp_error err;
+    fake_open(&f);
+    fake_initialize(&f, "{}");
+    json_t *def = json_pack("{s:s, s:s, s:{s:s}}", "name", "broken", "description",
+                            "returns a malformed result", "inputSchema", "type", "object");
+    ASSERT_EQ(registry_add_tool(server_registry(fake_srv), def, broken_handler, &err), 0);
+    json_decref(def);
+    /* adding a tool while sessions are live tells them */
+    ASSERT_EQ(fake_count_method(&f, "notifications/tools/list_changed"), 1);
+    fake_feed(&f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
+                  "\"broken\"}}");
+    ASSERT_EQ(fake_error_code(fake_reply(&f, 1)), -32603);
+    ASSERT_CONTAINS(fake_error_message(fake_reply(&f, 1)), "malformed");
+    ASSERT_EQ(registry_remove_tool(server_registry(fake_srv), "broken"), 0);
+    ASSERT_EQ(fake_count_method(&f, "notifications/tools/list_changed"), 2);
+    fake_close(&f);
+}
+
 TEST(list_changed_broadcast_only_to_initialized_sessions)
 {
     struct fake a, b;
@@ -412,6 +439,7 @@ int main(void)
     RUN(pending_client_request_limit_and_input_closed);
     RUN(duplicate_inflight_id_and_inflight_limit);
     RUN(resources_prompts_completion);
+    RUN(internal_error_and_dynamic_tools);
     RUN(list_changed_broadcast_only_to_initialized_sessions);
     fake_server_stop();
     return test_done();
