@@ -8,6 +8,7 @@
 #include "backend/opensandbox/osb.h"
 #include "mcp/base/cleanup.h"
 #include "mcp/base/xalloc.h"
+#include "mcp/store/store.h"
 
 #define OSB_DIAG_LOG_TAIL 500
 #define OSB_DIAG_EVENTS 100
@@ -110,6 +111,11 @@ static void diag_done(void *arg, struct osb_response *resp, const struct mcp_err
     json_t *content = json_object_get(desc, "content");
     cleanup_json json_t *res = json_pack("{s:s,s:s,s:s}", "sandbox_id", d->sid, "what", d->what,
                                          "source", "opensandbox");
+    struct store_sandbox sb = {0};
+    if (d->b->base.store != NULL && store_sandbox_get(d->b->base.store, d->sid, &sb, &e) == 0) {
+        json_object_set_new(res, "state", json_string(sb.state)); /* as mcpbox last saw it */
+        store_sandbox_release(&sb);
+    }
     if (json_is_string(content)) {
         json_object_set(res, "content", content);
         json_object_set(res, "truncated", json_object_get(desc, "truncated"));

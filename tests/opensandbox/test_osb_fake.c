@@ -264,6 +264,7 @@ TEST(renew_pause_resume_endpoint_diagnose)
         WAIT(&w, 3000);
         EXPECT_OK(&w);
         ASSERT(strlen(jstr(w.result, "content")) > 0);
+        ASSERT_STR_EQ(jstr(w.result, "state"), "running");
     }
     ASSERT(count_requests("diagnostics/logs?scope=all") == 1); /* 501 -> legacy text */
     ASSERT(count_requests("diagnostics/logs?tail=") == 1);
