@@ -253,20 +253,28 @@ static void stop_watching(struct lsbx *sb)
 
 /* The memcg reported an OOM kill: record it for diagnose, whoever was (not) watching. The exec
  * path separately attributes a kill to the command it watched. */
+void local_note_oom(struct lsbx *sb)
+{
+    uint64_t count = cg_oom_kills(&sb->cg);
+    if (count <= sb->oom_seen)
+        return;
+    struct mcp_error err;
+    local_event(sb->be->base.store, sb->id, "oom",
+                json_pack("{s:I, s:I}", "oom_kills", (json_int_t)count, "memory_limit_bytes",
+                          (json_int_t)cg_memory_limit(&sb->cg)), &err);
+    sb->oom_seen = count;
+}
+
+/* The memcg reported an OOM kill: record it for diagnose, whoever was (not) watching. The exec
+ * path separately attributes a kill to the command it watched; the periodic timer catches what a
+ * notification missed. */
 static void on_oom(uv_poll_t *p, int status, int events)
 {
     struct lsbx *sb = p->data;
     uint64_t n = 0;
     if (sb->cg.mem[0] && read(sb->oom_fd, &n, sizeof n) < 0) /* drain the v1 eventfd */
         return;
-    uint64_t count = cg_oom_kills(&sb->cg);
-    if (count > sb->oom_seen) {
-        struct mcp_error err;
-        local_event(sb->be->base.store, sb->id, "oom",
-                    json_pack("{s:I, s:I}", "oom_kills", (json_int_t)count, "memory_limit_bytes",
-                              (json_int_t)cg_memory_limit(&sb->cg)), &err);
-        sb->oom_seen = count;
-    }
+    local_note_oom(sb);
 }
 
 static void local_watch_oom(struct lsbx *sb)
@@ -441,6 +449,9 @@ static void on_timer(uv_timer_t *t)
     if (store_sandbox_list(lb->base.store, "local", NULL, &list, &n, &err) < 0)
         return;
     int64_t now = now_wall_ms();
+    for (struct lsbx *sb = lb->sandboxes; sb; sb = sb->next)
+        if (!sb->gone)
+            local_note_oom(sb);
     for (size_t i = 0; i < n; i++) {
         struct lsbx *sb = lsbx_find(lb, list[i].id);
         if (sb && strcmp(list[i].state, "paused") == 0 && list[i].expires_at_ms > 0 &&

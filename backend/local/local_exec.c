@@ -115,6 +115,7 @@ static void on_event(void *arg, json_t *ev)
         res = done_json(h, ev, status);
         if (oom) {
             struct mcp_error err;
+            local_note_oom(h->sb);
             local_event(h->sb->be->base.store, h->sb->id, "oom_kill",
                             json_pack("{s:s, s:s}", "command_id", h->cmd_id, "command", h->command),
                             &err);

@@ -194,6 +194,8 @@ json_t *local_info(const struct store_sandbox *rec);
 int local_event(struct store *st, const char *id, const char *kind, json_t *data,
                 struct mcp_error *err);
 void local_watch_exit(struct lsbx *sb);
+/* Records an "oom" event if the sandbox memcg's oom_kill counter rose since last seen. */
+void local_note_oom(struct lsbx *sb);
 
 /* local_ops.c / local_exec.c: the vtable entries beyond lifecycle. */
 extern const struct backend_ops local_ops;
