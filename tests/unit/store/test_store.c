@@ -278,6 +278,64 @@ TEST(two_processes_share_one_file)
     free(dir);
 }
 
+#define WRITERS 4
+#define WRITES_PER_WRITER 150
+
+/* A child writes rows, events and audit entries through its own handle, as an mcpbox process
+ * would, and updates each row right after; 0 when every call succeeded. */
+static int child_write_rows(const char *dir, int child)
+{
+    struct mcp_error err = {0};
+    struct store *st = store_open(dir, &err);
+    if (st == NULL)
+        return 2;
+    int rc = 0;
+    for (int i = 0; i < WRITES_PER_WRITER && rc == 0; i++) {
+        char id[64];
+        snprintf(id, sizeof(id), "sbx-w%d-%d", child, i);
+        struct store_sandbox sb;
+        sandbox_fill(&sb, id, "local", "o", i);
+        if (store_sandbox_insert(st, &sb, &err) < 0 ||
+            store_sandbox_set_state(st, id, "paused", &err) < 0 ||
+            store_event_add(st, id, "created", NULL, &err) < 0 ||
+            store_audit(st, "o", "create_sandbox", id, "ok", 1, NULL, &err) < 0) {
+            fprintf(stderr, "writer %d: %s\n", child, err.msg);
+            rc = 3;
+        }
+        store_sandbox_release(&sb);
+    }
+    store_close(st);
+    return rc;
+}
+
+TEST(concurrent_writers_never_fail)
+{
+    char *dir = scratch_dir("writers");
+    struct store *st = open_ok(dir);
+    pid_t pids[WRITERS];
+    for (int c = 0; c < WRITERS; c++) {
+        pids[c] = fork();
+        ASSERT(pids[c] >= 0);
+        if (pids[c] == 0)
+            _exit(child_write_rows(dir, c));
+    }
+    for (int c = 0; c < WRITERS; c++) {
+        int status;
+        ASSERT_EQ(waitpid(pids[c], &status, 0), pids[c]);
+        ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    struct store_sandbox *list;
+    size_t n;
+    struct mcp_error err = {0};
+    ASSERT_EQ(store_sandbox_list(st, NULL, NULL, &list, &n, &err), 0);
+    ASSERT_EQ(n, WRITERS * WRITES_PER_WRITER);
+    for (size_t i = 0; i < n; i++)
+        ASSERT_STR_EQ(list[i].state, "paused");
+    store_sandbox_list_free(list, n);
+    store_close(st);
+    free(dir);
+}
+
 static int64_t module_version(struct store *st, const char *module)
 {
     sqlite3_stmt *s = NULL;
@@ -471,6 +529,7 @@ int main(void)
     RUN(sandbox_list_filters_and_order);
     RUN(slots_lowest_free_and_exhaustion);
     RUN(two_processes_share_one_file);
+    RUN(concurrent_writers_never_fail);
     RUN(migrations_idempotent_and_incremental);
     RUN(migration_failure_rolls_back);
     RUN(events_bounded_oldest_first);
