@@ -11,6 +11,7 @@
 #include "mcp/base/xalloc.h"
 #include "mcp/context.h"
 #include "mcp/fixtures-internal.h"
+#include "mcp/modern/modern.h"
 #include "mcp/registry.h"
 #include "mcp/tool.h"
 
@@ -200,7 +201,7 @@ int fixtures_register_tools(struct registry *reg, struct mcp_error *err)
 int fixtures_register(struct registry *reg, struct mcp_error *err)
 {
     if (fixtures_register_tools(reg, err) < 0 || fixtures_register_resources(reg, err) < 0 ||
-        fixtures_register_prompts(reg, err) < 0)
+        fixtures_register_prompts(reg, err) < 0 || modern_fixtures_register(reg, err) < 0)
         return -1;
     log_info("conformance fixtures registered (%zu tools)", registry_tool_count(reg));
     return 0;

@@ -36,6 +36,11 @@ const char *request_owner(const struct request *req);
 bool request_is_cancelled(const struct request *req);
 void request_on_cancel(struct request *req, tool_cancel_fn *fn, void *arg);
 
+/* The request's params object (borrowed; {} if absent). */
+json_t *request_params(const struct request *req);
+/* params._meta of a 2026-07-28 (stateless) request (borrowed), or NULL for a legacy request. */
+const json_t *request_modern_meta(const struct request *req);
+
 /* The request's _meta.progressToken (borrowed) or NULL. */
 const json_t *request_progress_token(const struct request *req);
 /* notifications/progress for this request's token; ignored without a token or if progress does

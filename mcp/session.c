@@ -13,6 +13,7 @@
 #include "mcp/dispatch.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/limits.h"
+#include "mcp/modern/modern.h"
 #include "mcp/request.h"
 #include "mcp/server.h"
 #include "mcp/session-internal.h"
@@ -32,6 +33,7 @@ struct request {
     bool answered;          /* a reply is being sent: no more cancel callbacks */
     tool_cancel_fn *cancel_fn;
     void *cancel_arg;
+    json_t *modern_meta;    /* owned: params._meta of a 2026-07-28 request, else NULL */
     struct request *prev, *next;
 };
 
@@ -55,6 +57,7 @@ struct session {
     json_t *subscriptions; /* object: uri -> true */
     int log_level;
     bool initialized;
+    bool stateless; /* every request is 2026-07-28 (an HTTP POST without a session) */
     bool closed;
     int busy; /* > 0 while inside session_handle/session_close: defer freeing */
     struct request *inflight;
@@ -313,6 +316,7 @@ static void request_unlink_free(struct request *req)
     json_decref(req->id);
     json_decref(req->params);
     json_decref(req->progress_token);
+    json_decref(req->modern_meta);
     free(req->method);
     free(req);
     maybe_free(s);
@@ -324,6 +328,8 @@ static void request_complete(struct request *req, json_t *msg)
     struct session *s = req->session;
 
     req->answered = true;
+    if (req->modern_meta)
+        modern_decorate_reply(req->method, msg);
     if (req->cancelled) {
         log_debug("dropping the reply to cancelled request %s", req->method);
         json_decref(msg);
@@ -398,6 +404,27 @@ void request_on_cancel(struct request *req, tool_cancel_fn *fn, void *arg)
     req->cancel_arg = arg;
 }
 
+json_t *request_params(const struct request *req)
+{
+    return req->params;
+}
+
+const json_t *request_modern_meta(const struct request *req)
+{
+    return req->modern_meta;
+}
+
+void session_set_stateless(struct session *s)
+{
+    s->stateless = true;
+}
+
+void session_set_owner(struct session *s, const char *owner)
+{
+    free(s->owner);
+    s->owner = xstrdup(owner);
+}
+
 const json_t *request_progress_token(const struct request *req)
 {
     return req->progress_token;
@@ -405,6 +432,8 @@ const json_t *request_progress_token(const struct request *req)
 
 bool request_client_has(const struct request *req, const char *capability)
 {
+    if (req->modern_meta)
+        return modern_meta_has_capability(req->modern_meta, capability);
     return session_client_has(req->session, capability);
 }
 
@@ -438,7 +467,10 @@ void request_log(struct request *req, const char *level, const char *logger, jso
 
     if (lvl < 0)
         lvl = MCP_LOG_INFO;
-    if (lvl < req->session->log_level) {
+    /* 2026-07-28: the level travels with each request; without one, no log messages. */
+    int threshold = req->modern_meta ? modern_meta_log_level(req->modern_meta)
+                                     : req->session->log_level;
+    if (threshold < 0 || lvl < threshold) {
         json_decref(data);
         return;
     }
@@ -469,6 +501,10 @@ static int check_can_send_client(struct request *req, const char *method, struct
     if (s->closed || req->cancelled || req->answered)
         return mcp_error_set(err, MCP_ERR_REQUEST_CANCELLED, 0,
                              "the request was cancelled or the session closed");
+    if (req->modern_meta)
+        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
+                             "%s cannot be sent to a %s client: ask with an InputRequiredResult "
+                             "instead", method, MODERN_PROTOCOL_VERSION);
     if (cap && !session_client_has(s, cap))
         return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
                              "the client did not declare the \"%s\" capability, so it cannot "
@@ -588,17 +624,42 @@ static struct request *request_new(struct session *s, const struct jsonrpc_msg *
     return req;
 }
 
+/* 2026-07-28 or not: a stateless session always; otherwise a request that names a protocol
+ * version in _meta before any initialize (after initialize the legacy semantics hold). */
+static bool request_is_modern(const struct session *s, const struct jsonrpc_msg *msg)
+{
+    return s->stateless || (!s->initialized && modern_params_have_version(msg->params));
+}
+
+/* Checks a modern request's _meta; answers and returns -1 if it is refused. */
+static int admit_modern(struct session *s, const struct jsonrpc_msg *msg)
+{
+    struct mcp_error err;
+    json_t *data;
+
+    if (modern_check_request(msg, NULL, &data, &err) == 0)
+        return 0;
+    send_msg(s, jsonrpc_error(msg->id, err.code, err.msg, data), msg->id, true);
+    return -1;
+}
+
 static void handle_request(struct session *s, struct jsonrpc_msg *msg)
 {
-    const struct method_def *def = dispatch_find(msg->method);
+    bool modern = request_is_modern(s, msg);
+    const struct method_def *def = modern ? modern_dispatch_find(msg->method)
+                                          : dispatch_find(msg->method);
     struct mcp_error err;
     json_t *token;
 
+    if (modern && admit_modern(s, msg) < 0)
+        return;
     if (admit_request(s, msg, def, &err) < 0 || check_params(msg->params, &token, &err) < 0) {
         reply_error(s, msg->id, err.code, "%s", err.msg);
         return;
     }
     struct request *req = request_new(s, msg, token);
+    if (modern)
+        req->modern_meta = json_incref(json_object_get(msg->params, "_meta"));
     log_debug("request %s", msg->method);
     def->fn(req, req->params);
 }

@@ -41,6 +41,12 @@ void session_handle(struct session *s, struct jsonrpc_msg *msg);
  * No send() happens after this returns. */
 void session_close(struct session *s);
 
+/* Every request on this session is served with the 2026-07-28 stateless semantics (the HTTP
+ * transport's session for one POST without Mcp-Session-Id). */
+void session_set_stateless(struct session *s);
+/* Replaces the caller identity given to session_new (copied). */
+void session_set_owner(struct session *s, const char *owner);
+
 bool session_is_initialized(const struct session *s);
 /* The negotiated protocol version ("2025-11-25", ...) or NULL before initialize. */
 const char *session_protocol_version(const struct session *s);

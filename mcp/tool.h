@@ -75,4 +75,27 @@ int tool_call_request_client(struct tool_call *call, const char *method, json_t 
 /* Whether the client declared a capability in initialize ("sampling", "elicitation", "roots"). */
 bool tool_call_client_has(const struct tool_call *call, const char *capability);
 
+/* ---- MCP 2026-07-28 (stateless): multi round-trip requests (MRTR) --------------------------
+ * A 2026-07-28 client cannot be sent requests. A tool that needs input ends the call with
+ * tool_call_input_required(); the client gathers the answers and calls the tool again with the
+ * same arguments plus inputResponses (keyed like inputRequests) and the requestState. */
+
+/* True when the call is a 2026-07-28 request (use MRTR, not tool_call_request_client). */
+bool tool_call_is_stateless(const struct tool_call *call);
+/* The retry's params.inputResponses (borrowed object) or NULL. */
+json_t *tool_call_input_responses(const struct tool_call *call);
+/* The retry's params.requestState, opened (a new reference), or NULL when absent. Sets
+ * *tampered when a requestState was sent but was not sealed by this server or was altered. */
+json_t *tool_call_request_state(const struct tool_call *call, bool *tampered);
+/* Ends the call with an InputRequiredResult: input_requests (stolen) maps keys to
+ * {method, params} requests; state (borrowed, may be NULL) comes back sealed in the retry. */
+void tool_call_input_required(struct tool_call *call, json_t *input_requests,
+                              const json_t *state);
+/* Ends the call with the JSON-RPC error -32021 (MissingRequiredClientCapability) naming
+ * capability ("sampling", "elicitation", "roots"). */
+void tool_call_missing_capability(struct tool_call *call, const char *capability);
+/* Ends the call with a JSON-RPC error (code, message); for protocol errors such as a
+ * tampered requestState, not for tool failures (those are tool_call_error). */
+void tool_call_protocol_error(struct tool_call *call, int code, const char *message);
+
 #endif

@@ -51,6 +51,19 @@ void tool_call_start(struct request *req, const struct registry_tool *tool, json
     tool->handler(call, call->args);
 }
 
+struct request *tool_call_req(const struct tool_call *call)
+{
+    return call->req;
+}
+
+struct request *tool_call_end(struct tool_call *call)
+{
+    struct request *req = call->req;
+
+    call_free(call);
+    return req;
+}
+
 struct mcp_context *tool_call_context(struct tool_call *call)
 {
     return server_context(request_server(call->req));

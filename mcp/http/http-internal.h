@@ -76,6 +76,8 @@ struct session;
 /* Random bytes in a session id (hex-encoded: 48 visible ASCII characters, 192 bits). */
 #define HTTP_SESSION_ID_BYTES 24
 #define HTTP_SESSION_ID_LEN (2 * HTTP_SESSION_ID_BYTES)
+/* The owner of sandboxes made by 2026-07-28 (stateless) requests when no token is set. */
+#define HTTP_STATELESS_OWNER "http:stateless"
 
 enum http_conn_phase {
     CONN_READING,    /* reading (or waiting for) a request */
@@ -125,6 +127,8 @@ struct http_sess {
     uint64_t last_active;
     unsigned next_stream;
     bool init_failed; /* its initialize got an error: reaped by the sweep */
+    bool stateless;   /* one 2026-07-28 request (http_modern.c): ends with its exchange */
+    bool reap;        /* stateless and done: destroyed from the loop (http_sess_reap) */
     char *cancels[HTTP_MAX_QUEUED_CANCELS]; /* owned request-id keys to cancel, from the loop */
     size_t ncancels;
 };
@@ -175,8 +179,18 @@ void http_conn_exchange_done(struct http_conn *c);
 /* http_route.c */
 void http_route_request(struct http_conn *c);
 
+/* http_modern.c: a POST without Mcp-Session-Id naming 2026-07-28 is answered here (returns
+ * true); GET/DELETE naming 2026-07-28 without a session get 405. */
+bool http_modern_route(struct http_conn *c);
+bool http_modern_refuse_stream(struct http_conn *c);
+
 /* http_session.c */
 struct http_sess *http_sess_create(struct http_server *hs);
+/* A session for one stateless request: no Mcp-Session-Id, gone when its exchange ends. */
+struct http_sess *http_sess_create_stateless(struct http_server *hs);
+/* Destroys the stateless sessions whose exchange has ended (from the loop, never from inside
+ * the core's send callback). */
+void http_sess_reap(struct http_server *hs);
 struct http_sess *http_sess_find(struct http_server *hs, const char *id);
 void http_sess_destroy(struct http_sess *s);
 void http_sess_attach(struct http_sess *s, struct http_conn *c, enum http_exchange_mode mode);

@@ -229,6 +229,7 @@ static void on_idle(uv_idle_t *idle)
     uv_idle_stop(idle);
     for (struct http_sess *s = hs->sessions; s; s = s->next)
         http_sess_run_cancels(s);
+    http_sess_reap(hs);
     for (struct http_conn *c = hs->conns; c; c = c->next) {
         if (!c->resume_pending)
             continue;
@@ -322,7 +323,7 @@ void http_conn_exchange_done(struct http_conn *c)
 static void append_head(struct buf *h, struct http_conn *c, int status, const char *extra)
 {
     buf_printf(h, "HTTP/1.1 %d %s\r\n", status, http_status_str((enum http_status)status));
-    if (c->sess)
+    if (c->sess && !c->sess->stateless)
         buf_printf(h, "Mcp-Session-Id: %s\r\n", c->sess->id);
     if (extra)
         buf_append_str(h, extra);

@@ -145,7 +145,7 @@ static void post_request(struct http_conn *c, struct http_sess *s, struct jsonrp
 static void route_post(struct http_conn *c)
 {
     const char *sid;
-    if (!post_headers_ok(c) || !session_headers(c, &sid))
+    if (!post_headers_ok(c) || http_modern_route(c) || !session_headers(c, &sid))
         return;
     struct jsonrpc_msg msg;
     const struct buf *body = &c->reader.req.body;
@@ -213,10 +213,12 @@ void http_route_request(struct http_conn *c)
         route_post(c);
         break;
     case HTTP_GET:
-        route_get(c);
+        if (!http_modern_refuse_stream(c))
+            route_get(c);
         break;
     case HTTP_DELETE:
-        route_delete(c);
+        if (!http_modern_refuse_stream(c))
+            route_delete(c);
         break;
     default:
         http_conn_error(c, 405, -32000, NULL, "Allow: GET, POST, DELETE\r\n",

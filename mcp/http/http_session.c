@@ -14,6 +14,7 @@
 #include "mcp/base/xalloc.h"
 #include "mcp/http/http_policy.h"
 #include "mcp/jsonrpc.h"
+#include "mcp/modern/modern.h"
 #include "mcp/session.h"
 
 static struct http_conn *find_exchange(struct http_sess *s, const char *key)
@@ -45,7 +46,8 @@ static void deliver(struct http_sess *s, struct http_conn *c, json_t *msg, bool 
     if (final && c->is_initialize && has_error(msg))
         s->init_failed = true;
     if (c->mode == EX_PENDING && final && !c->prefer_sse) {
-        http_conn_respond(c, 200, "application/json", NULL, text, strlen(text));
+        http_conn_respond(c, s->stateless ? modern_http_status(msg) : 200, "application/json",
+                          NULL, text, strlen(text));
         return;
     }
     if (c->mode == EX_PENDING) {
@@ -144,6 +146,34 @@ void http_sess_detach(struct http_conn *c)
     c->sess = NULL;
     c->sess_prev = c->sess_next = NULL;
     s->last_active = now_mono_ms();
+    if (s->stateless && !s->exchanges) {
+        s->reap = true;
+        http_schedule_idle(s->hs);
+    }
+}
+
+struct http_sess *http_sess_create_stateless(struct http_server *hs)
+{
+    struct http_sess *s = http_sess_create(hs);
+    if (!s)
+        return NULL;
+    s->stateless = true;
+    session_set_stateless(s->core);
+    /* No session to own sandboxes: without a token, every stateless client is one owner
+     * (docs/protocol-2026.md). */
+    if (!hs->token_owner[0])
+        session_set_owner(s->core, HTTP_STATELESS_OWNER);
+    return s;
+}
+
+void http_sess_reap(struct http_server *hs)
+{
+    struct http_sess *next;
+    for (struct http_sess *s = hs->sessions; s; s = next) {
+        next = s->next;
+        if (s->reap)
+            http_sess_destroy(s); /* cancels the request if it is still running */
+    }
 }
 
 /* Ends every open exchange: a request still waiting gets 404 (its session is gone, as the

@@ -13,6 +13,7 @@
 #include "mcp/jsonrpc.h"
 #include "mcp/server.h"
 #include "mcp/session.h"
+#include "mcp/session-internal.h"
 
 int fake_cancelled;
 int fake_sessions_open;
@@ -178,4 +179,26 @@ const char *session_protocol_version(const struct session *s)
 size_t session_inflight(const struct session *s)
 {
     return (size_t)s->pending_timers;
+}
+
+/* The hooks of the 2026-07-28 (stateless) path: the fake core serves every session alike. */
+void session_set_stateless(struct session *s)
+{
+    s->initialized = true;
+}
+
+void session_set_owner(struct session *s, const char *owner)
+{
+    (void)s;
+    (void)owner;
+}
+
+int mcp_log_level_parse(const char *name)
+{
+    static const char *const names[] = {"debug", "info", "notice", "warning",
+                                        "error", "critical", "alert", "emergency"};
+    for (size_t i = 0; name && i < sizeof(names) / sizeof(names[0]); i++)
+        if (strcmp(name, names[i]) == 0)
+            return (int)i;
+    return -1;
 }

@@ -1,0 +1,81 @@
+/* MCP 2026-07-28, the stateless revision, beside 2025-11-25 (docs/protocol-2026.md).
+ *
+ * A request is "modern" when it is served without a session handshake: on HTTP, every POST
+ * without Mcp-Session-Id that names 2026-07-28 (header or _meta); on stdio, requests that carry
+ * _meta["io.modelcontextprotocol/protocolVersion"] before any initialize. A modern request
+ * carries its whole context in params._meta (version, client capabilities, log level), gets
+ * resultType/serverInfo/caching fields on its result, and asks the client for input through
+ * InputRequiredResult (MRTR) instead of server-to-client requests.
+ *
+ * Everything here is pure protocol logic: the session (mcp/session.c) and the HTTP transport
+ * (mcp/http/) call it through small hooks. */
+#ifndef MCPBOX_MODERN_H
+#define MCPBOX_MODERN_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "mcp/base/error.h"
+
+struct jsonrpc_msg;
+struct method_def;
+
+#define MODERN_PROTOCOL_VERSION "2026-07-28"
+#define MODERN_META_VERSION "io.modelcontextprotocol/protocolVersion"
+#define MODERN_META_CAPS "io.modelcontextprotocol/clientCapabilities"
+#define MODERN_META_INFO "io.modelcontextprotocol/clientInfo"
+#define MODERN_META_LOG_LEVEL "io.modelcontextprotocol/logLevel"
+#define MODERN_META_SERVER_INFO "io.modelcontextprotocol/serverInfo"
+#define MODERN_TASKS_EXTENSION "io.modelcontextprotocol/tasks"
+
+/* 2026-07-28 error codes. */
+#define MODERN_ERR_HEADER_MISMATCH (-32020)
+#define MODERN_ERR_MISSING_CAPABILITY (-32021)
+#define MODERN_ERR_UNSUPPORTED_VERSION (-32022)
+
+/* Whether version is a revision served with the stateless semantics. */
+bool modern_version_is_modern(const char *version);
+/* Whether params._meta names a protocol version (the marker of a modern request). */
+bool modern_params_have_version(const json_t *params);
+
+/* The HTTP headers of a modern POST (NULL when absent; all NULL on stdio, where no header
+ * checks apply). */
+struct modern_headers {
+    const char *version; /* MCP-Protocol-Version */
+    const char *method;  /* Mcp-Method */
+    const char *name;    /* Mcp-Name */
+};
+
+/* Checks a modern request before dispatch: the headers against the body (HTTP), then
+ * params._meta (protocol version supported, client capabilities present). On failure returns
+ * -1 with err; *data (new reference or NULL) is the error's data member. */
+int modern_check_request(const struct jsonrpc_msg *msg, const struct modern_headers *h,
+                         json_t **data, struct mcp_error *err);
+
+/* The HTTP status a modern JSON-RPC reply travels with (200 for results). */
+int modern_http_status(const json_t *reply);
+
+/* The method table of the stateless revision (initialize, ping, logging/setLevel and
+ * resources/(un)subscribe are gone; server/discover is new). NULL: -32601. */
+const struct method_def *modern_dispatch_find(const char *name);
+
+/* Rewrites a reply to a modern request in place: resultType, serverInfo in _meta, ttlMs and
+ * cacheScope on cacheable results, -32602 for a missing resource. */
+void modern_decorate_reply(const char *method, json_t *reply);
+
+/* Whether the request's _meta declares a client capability ("sampling", "elicitation",
+ * "roots", or "extensions/<name>"). meta may be NULL. */
+bool modern_meta_has_capability(const json_t *meta, const char *capability);
+/* The request's log level (mcp_log_level_parse value), or -1 when _meta sets none (then no
+ * notifications/message may be sent). */
+int modern_meta_log_level(const json_t *meta);
+
+/* The server capabilities a modern client sees in server/discover. */
+json_t *modern_server_capabilities(void);
+
+/* Registers the 2026-07-28 conformance fixtures (MRTR tools and prompt, capability probes).
+ * Only with --conformance-fixtures. */
+struct registry;
+int modern_fixtures_register(struct registry *reg, struct mcp_error *err);
+
+#endif
