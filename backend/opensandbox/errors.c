@@ -124,6 +124,10 @@ static int status_error(const struct osb_response *resp, const struct server_err
         return -1;
     if (st == 401 || st == 403)
         return auth_error(resp, se, what, sid, execd, err);
+    if (st == 404 && (strcmp(m, "Not Found") == 0 || strstr(c, "NO_PATH_MATCHED") != NULL))
+        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0, "%s: the %s does not offer this API "
+                             "(404 Not Found); it may be older than mcpbox expects", what,
+                             execd ? "sandbox's execd" : "OpenSandbox server");
     if (st == 404 && (strstr(c, "SANDBOX_NOT_FOUND") || (!execd && sid != NULL &&
                                                          strstr(c, "FILE") == NULL)))
         return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,

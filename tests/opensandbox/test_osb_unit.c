@@ -190,6 +190,8 @@ TEST(error_mapping)
         &e);
     ASSERT_EQ(e.code, MCP_ERR_NOT_FOUND);
     ASSERT_CONTAINS(e.msg, "list_sandboxes");
+    map(404, "{\"code\":\"GENERAL::UNKNOWN_ERROR\",\"message\":\"Not Found\"}", false, &e);
+    ASSERT_EQ(e.code, MCP_ERR_UNSUPPORTED); /* a route the server lacks, not a lost sandbox */
     map(422, "{\"detail\":[{\"type\":\"value_error\",\"loc\":[\"body\"],\"msg\":\"Exactly one\"}]}",
         false, &e);
     ASSERT_EQ(e.code, MCP_ERR_INVALID);
