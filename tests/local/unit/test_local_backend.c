@@ -622,6 +622,23 @@ int main(void)
         printf("1..0 # SKIP local backend unavailable: %s\n", e.msg);
         return e.code == MCP_ERR_UNSUPPORTED ? 77 : 1;
     }
+    /* The kernel may refuse the namespaces (e.g. AppArmor's userns restriction): skip then. */
+    struct result probe;
+    struct sandbox_spec spec = {.owner = "test", .memory_bytes = 128u << 20, .disk_bytes = 8u << 20};
+    memset(&probe, 0, sizeof probe);
+    if (be->ops->create(be, &spec, on_result, &probe, &e) < 0 || !run_until(&probe.done, WAIT_MS) ||
+        probe.failed) {
+        const struct mcp_error *pe = probe.failed ? &probe.err : &e;
+        printf("1..0 # SKIP cannot create a local sandbox here: %s\n", pe->msg);
+        return pe->code == MCP_ERR_UNSUPPORTED ? 77 : 1;
+    }
+    struct result gone;
+    memset(&gone, 0, sizeof gone);
+    if (be->ops->destroy(be, json_string_value(json_object_get(probe.json, "sandbox_id")), on_result,
+                         &gone, &e) == 0)
+        run_until(&gone.done, WAIT_MS);
+    json_decref(probe.json);
+    json_decref(gone.json);
     RUN(create_exec_destroy);
     RUN(uid_map_not_host_root);
     RUN(exec_timeout_and_background);
