@@ -48,6 +48,21 @@ def check_usage(cli):
         assert cli.run(sub, "--help").returncode == 0, sub
 
 
+def check_corrupt_store(mcpbox):
+    """A damaged state database gives a clear error naming the file and the way out."""
+    with tempfile.TemporaryDirectory(prefix="mbx-bad-", dir="/tmp") as d:
+        os.chmod(d, 0o700)
+        db = os.path.join(d, "mcpbox.db")
+        with open(db, "wb") as f:
+            f.write(b"definitely not SQLite " * 50)
+        p = subprocess.run([mcpbox, "sandbox", "--state-dir", d, "ls"], capture_output=True)
+        assert p.returncode == 1, p.returncode
+        assert b"corrupt or not a SQLite database" in p.stderr and db.encode() in p.stderr, p.stderr
+        assert b"mv " in p.stderr  # says how to move it aside
+        with open(db, "rb") as f:
+            assert f.read().startswith(b"definitely not SQLite")  # left untouched
+
+
 def check_create_get_ls(cli):
     sid = cli.create("--memory", "256M", "--pids", "64", "-l", "team=a", "--timeout", "600")
     info = cli.get_json(sid)
@@ -157,6 +172,7 @@ def main():
     report = check_doctor(args.mcpbox)
     with Cli(args.mcpbox) as cli:
         check_usage(cli)
+        check_corrupt_store(args.mcpbox)
         if not report["ok"]:
             skip("doctor says this host cannot run local sandboxes")
         sid = check_create_get_ls(cli)
