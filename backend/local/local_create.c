@@ -224,7 +224,55 @@ static char *agent_config(const struct sandbox_spec *spec, int64_t expires_ms, i
     return text;
 }
 
-/* Record first (so a crash from here on is found by reconcile), then slot and spawn. */
+/* The cgroup paths create will use, recorded before they exist so that reconcile can remove
+ * whatever a crash left. */
+static json_t *planned_cgroups(const struct local_backend *lb, const char *id)
+{
+    struct cg_sandbox planned;
+    memset(&planned, 0, sizeof planned);
+    const char *bases[] = {lb->cg.v2_base, lb->cg.mem_base, lb->cg.pids_base, lb->cg.cpu_base};
+    char *paths[] = {planned.v2, planned.mem, planned.pids, planned.cpu};
+    for (size_t i = 0; i < 4; i++)
+        if (bases[i][0] && (i == 0 || lb->cg.layout == CG_HYBRID))
+            snprintf(paths[i], LOCAL_PATH_MAX, "%s/%s", bases[i], id);
+    return cg_to_json(&planned);
+}
+
+static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
+                       const struct cg_limits *lim, uint64_t disk, const char *image_dir,
+                       uint32_t base, const struct store_sandbox *rec, struct spawn_result *res,
+                       struct mcp_error *err)
+{
+    struct lsbx *sb = op->sb;
+    struct local_backend *lb = sb->be;
+    char *cfg = agent_config(spec, rec->expires_at_ms, rec->idle_timeout_s);
+    struct spawn_request req = {.id = sb->id, .dir = sb->dir, .uid_base = base,
+                                .disk_bytes = disk, .memory_bytes = lim->memory_bytes,
+                                .pids = lim->pids, .network = spec->network,
+                                .agent_config = cfg, .agent_exe_fd = lb->agent_fd,
+                                .image_dir = image_dir[0] ? image_dir : NULL,
+                                .seccomp = &lb->seccomp, .cg = &sb->cg};
+    int rc = local_spawn(&req, res, err);
+    free(cfg);
+    if (res->pidfd >= 0)
+        sb->pidfd = res->pidfd, sb->pid = res->pid;
+    op->err_fd = res->err_fd;
+    op->attach_needed_v2 = !res->in_cgroup_v2;
+    return rc;
+}
+
+static void record_started(json_t *r, const struct spawn_result *res, uint32_t slot,
+                           uint32_t base, const struct cg_sandbox *cg)
+{
+    json_object_set_new(r, "init_pid", json_integer(res->pid));
+    json_object_set_new(r, "init_start", json_integer((json_int_t)local_proc_starttime(res->pid)));
+    json_object_set_new(r, "slot", json_integer(slot));
+    json_object_set_new(r, "uid_base", json_integer(base));
+    json_object_set_new(r, "cgroups", cg_to_json(cg));
+}
+
+/* Record first (so a crash from here on is found by reconcile), then slot, directory, cgroups
+ * and the child. */
 static int start(struct create_op *op, const struct sandbox_spec *spec, const struct cg_limits *lim,
                  uint64_t disk, const char *image_dir, struct mcp_error *err)
 {
@@ -240,58 +288,22 @@ static int start(struct create_op *op, const struct sandbox_spec *spec, const st
                                 .idle_timeout_s = idle, .last_active_ms = now_wall_ms(),
                                 .record = make_record(spec, lim, disk)};
     snprintf(sb->dir, sizeof sb->dir, "%s/sandboxes/%s", lb->state_dir, sb->id);
-    if (lb->cg.layout != CG_NONE) {
-        char cgdir[LOCAL_PATH_MAX];
-        struct cg_sandbox planned;
-        memset(&planned, 0, sizeof planned);
-        snprintf(cgdir, sizeof cgdir, "%s/%s", lb->cg.v2_base, sb->id);
-#define PLAN(field, base) if (lb->cg.base[0]) snprintf(planned.field, LOCAL_PATH_MAX, "%s/%s", lb->cg.base, sb->id)
-        PLAN(v2, v2_base);
-        if (lb->cg.layout == CG_HYBRID) {
-            PLAN(mem, mem_base);
-            PLAN(pids, pids_base);
-            PLAN(cpu, cpu_base);
-        }
-#undef PLAN
-        json_object_set_new(rec.record, "cgroups", cg_to_json(&planned));
-    }
-    int rc = store_sandbox_insert(st, &rec, err);
-    if (rc < 0) {
-        json_decref(rec.record);
-        return -1;
-    }
-    uint32_t slot;
-    char *cfg = NULL;
+    json_object_set_new(rec.record, "cgroups", planned_cgroups(lb, sb->id));
+    uint32_t slot = 0;
     struct spawn_result res;
-    rc = store_slot_acquire(st, sb->id, LOCAL_MAX_SLOTS, &slot, err);
-    uint32_t base = LOCAL_UID_BASE + LOCAL_UID_RANGE * (rc == 0 ? slot : 0);
+    int rc = store_sandbox_insert(st, &rec, err);
+    if (rc == 0)
+        rc = store_slot_acquire(st, sb->id, LOCAL_MAX_SLOTS, &slot, err);
+    uint32_t base = LOCAL_UID_BASE + LOCAL_UID_RANGE * slot;
     if (rc == 0 && mkdir(sb->dir, 0700) < 0)
         rc = mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s: %s", sb->dir, strerror(errno));
     if (rc == 0)
         rc = cg_create(&lb->cg, sb->id, lim, &sb->cg, err);
+    if (rc == 0)
+        rc = spawn_child(op, spec, lim, disk, image_dir, base, &rec, &res, err);
     if (rc == 0) {
-        cfg = agent_config(spec, rec.expires_at_ms, idle);
-        struct spawn_request req = {.id = sb->id, .dir = sb->dir, .uid_base = base,
-                                    .disk_bytes = disk, .memory_bytes = lim->memory_bytes,
-                                    .pids = lim->pids, .network = spec->network,
-                                    .agent_config = cfg, .agent_exe_fd = lb->agent_fd,
-                                    .image_dir = image_dir[0] ? image_dir : NULL,
-                                    .seccomp = &lb->seccomp, .cg = &sb->cg};
-        rc = local_spawn(&req, &res, err);
-        free(cfg);
-        if (res.pidfd >= 0)
-            sb->pidfd = res.pidfd, sb->pid = res.pid;
-        op->err_fd = res.err_fd;
-    }
-    if (rc == 0) {
-        json_object_set_new(rec.record, "init_pid", json_integer(res.pid));
-        json_object_set_new(rec.record, "init_start",
-                            json_integer((json_int_t)local_proc_starttime(res.pid)));
-        json_object_set_new(rec.record, "slot", json_integer(slot));
-        json_object_set_new(rec.record, "uid_base", json_integer(base));
-        json_object_set_new(rec.record, "cgroups", cg_to_json(&sb->cg));
+        record_started(rec.record, &res, slot, base, &sb->cg);
         rc = store_sandbox_update(st, &rec, err);
-        op->attach_needed_v2 = !res.in_cgroup_v2;
     }
     json_decref(rec.record);
     return rc;
