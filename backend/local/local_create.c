@@ -37,6 +37,7 @@ struct create_op {
     char msg[CREATE_ERRMSG_MAX];
     size_t msg_len;
     uint64_t started_ms;
+    uint64_t exec_ms, attach_ms; /* when the agent was exec'd / the v1 attach finished */
 };
 
 static int64_t ttl_ms(int64_t seconds)
@@ -135,6 +136,7 @@ static void on_err_pipe(uv_poll_t *p, int status, int events)
     }
     op->msg[op->msg_len] = '\0';
     op->exec_done = true;
+    op->exec_ms = now_mono_ms();
     uv_close((uv_handle_t *)p, err_poll_closed);
 }
 
@@ -150,6 +152,7 @@ static void attach_after(uv_work_t *w, int status)
 {
     struct create_op *op = w->data;
     op->attach_done = true;
+    op->attach_ms = now_mono_ms();
     create_maybe_done(op);
 }
 
@@ -167,9 +170,11 @@ static void create_finish(struct create_op *op)
     json_t *info = local_info(&rec);
     store_sandbox_release(&rec);
     local_event(lb->base.store, sb->id, "created",
-                    json_pack("{s:i, s:I, s:s}", "init_pid", (int)sb->pid, "create_ms",
-                              (json_int_t)(now_mono_ms() - op->started_ms), "cgroups",
-                              cg_layout_name(lb->cg.layout)), &err);
+                    json_pack("{s:i, s:I, s:I, s:I, s:s}", "init_pid", (int)sb->pid, "create_ms",
+                              (json_int_t)(now_mono_ms() - op->started_ms), "agent_exec_ms",
+                              (json_int_t)(op->exec_ms - op->started_ms), "cgroup_attach_ms",
+                              (json_int_t)(op->attach_ms ? op->attach_ms - op->started_ms : 0),
+                              "cgroups", cg_layout_name(lb->cg.layout)), &err);
     sb->next = lb->sandboxes;
     lb->sandboxes = sb;
     sb->in_list = true;
