@@ -5,6 +5,7 @@
  *   unshare      unshare -U -r -p -f -m -n -u -i -C --mount-proc /bin/true
  *   bwrap        bwrap with equivalent options and mcpbox's own seccomp filter (if installed)
  *   create+exec  mcpbox: create a sandbox and run /bin/true in it (destroy untimed)
+ *   create       mcpbox: create alone (how create + first exec splits)
  *   exec-live    mcpbox: run /bin/true in a sandbox that is already running
  *
  * then the host memory of K idle sandboxes (agent RSS, cgroup memory usage, MemAvailable drop)
@@ -136,6 +137,13 @@ static int mode_create_exec(struct bench *b)
     return rc;
 }
 
+/* create alone, to split create + first exec into its two parts */
+static int mode_create(struct bench *b)
+{
+    b->pending_destroy = harness_create(&b->h, NULL);
+    return b->pending_destroy != NULL ? 0 : -1;
+}
+
 static int mode_exec_live(struct bench *b)
 {
     return exec_true(b, b->live_id);
@@ -213,6 +221,7 @@ int main(int argc, char **argv)
         {"unshare -U -r -p -f -m -n -u -i -C --mount-proc", mode_unshare, true, NULL, 0, 0},
         {"bwrap, equivalent options + mcpbox's seccomp BPF", mode_bwrap, bwrap_setup(&b) == 0, NULL, 0, 0},
         {"mcpbox create + first exec", mode_create_exec, true, NULL, 0, 0},
+        {"mcpbox create alone (part of the above)", mode_create, true, NULL, 0, 0},
         {"mcpbox exec in a live sandbox", mode_exec_live, true, NULL, 0, 0},
     };
     for (size_t m = 0; m < ARRAY_SIZE(modes); m++)
