@@ -11,4 +11,16 @@ cmake --build build -j"$(nproc)" >/dev/null
 listen=127.0.0.1:8765
 args=("$@")
 [ ${#args[@]} -eq 0 ] && args=(--http "$listen")
+if [ ${#args[@]} -eq 2 ]; then
+    cat >&2 <<MSG
+
+mcpbox is starting on http://$listen/mcp (local backend; state in \${XDG_STATE_HOME:-~/.local/state}/mcpbox).
+Connect a client:
+  Claude Code:  claude mcp add --transport http sandbox http://$listen/mcp
+  Cursor:       add to ~/.cursor/mcp.json: {"mcpServers": {"sandbox": {"url": "http://$listen/mcp"}}}
+  Or over stdio, without this server:  claude mcp add sandbox -- $here/build/mcpbox serve
+Check this host with: $here/build/mcpbox doctor          Stop with Ctrl-C.
+
+MSG
+fi
 exec build/mcpbox serve "${args[@]}"
