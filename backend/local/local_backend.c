@@ -241,6 +241,7 @@ static void oom_poll_closed(uv_handle_t *h)
 
 static void stop_watching(struct lsbx *sb)
 {
+    local_forwards_close(sb);
     if (sb->watching) {
         sb->watching = false;
         uv_close((uv_handle_t *)&sb->exit_poll, exit_poll_closed);

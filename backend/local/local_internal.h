@@ -141,6 +141,7 @@ void agent_unwatch(struct agent_conn *c, const char *cmd_id);
 
 /* ---- the backend (local_backend.c, local_ops.c, local_exec.c) ---- */
 struct lsbx;
+struct fwd;
 
 struct local_backend {
     struct backend base;
@@ -173,12 +174,16 @@ struct lsbx {
     struct cg_sandbox cg;
     struct agent_conn *conn;
     struct destroy_op *destroying;
+    struct fwd *forwards;         /* host-side TCP forwarders (forward.c) */
     uint64_t touched_ms;          /* last store_sandbox_touch (monotonic) */
     int refs;
     struct lsbx *next;
 };
 
 struct lsbx *lsbx_find(struct local_backend *lb, const char *id);
+/* forward.c: the host port (127.0.0.1) relaying to 127.0.0.1:port inside the sandbox. */
+int local_forward(struct lsbx *sb, int port, struct mcp_error *err);
+void local_forwards_close(struct lsbx *sb);
 /* The live sandbox for an operation: NOT_FOUND / CONFLICT (stopped, paused) otherwise. */
 struct lsbx *lsbx_for_op(struct local_backend *lb, const char *id, bool allow_paused,
                          struct mcp_error *err);

@@ -1,6 +1,7 @@
 /* list, get, renew, pause, resume, endpoint, diagnose: mostly the store plus cgroup files. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define LOG_MODULE "local"
 #include "backend/local/local_internal.h"
@@ -177,23 +178,28 @@ int local_resume(struct backend *be, const char *id, backend_cb *cb, void *arg,
     return set_frozen(be, id, false, cb, arg, err);
 }
 
-/* A local sandbox has its own network namespace with only loopback: a port inside it is not
- * reachable from the host. The result says so and how to reach it instead. */
+/* A sandbox has its own network namespace: a port inside it is reached from the host through a
+ * forwarder this process runs (127.0.0.1:<ephemeral> -> 127.0.0.1:<port> in the sandbox). */
 int local_endpoint(struct backend *be, const char *id, int port, backend_cb *cb, void *arg,
                    struct mcp_error *err)
 {
     if (port < 1 || port > 65535)
         return mcp_error_set(err, MCP_ERR_INVALID, 0, "port must be 1..65535");
-    struct lsbx *sb = lsbx_for_op((struct local_backend *)be, id, true, err);
+    struct lsbx *sb = lsbx_for_op((struct local_backend *)be, id, false, err);
     if (sb == NULL)
         return -1;
-    char url[64], hint[256];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
-    snprintf(hint, sizeof hint,
-             "reachable only inside the sandbox (its network namespace has just loopback); use "
-             "run_command with e.g. `curl -s %s/` in sandbox %s", url, id);
-    json_t *res = json_pack("{s:s, s:i, s:s, s:{}, s:s, s:s}", "sandbox_id", id, "port", port,
-                            "url", url, "headers", "reachable_from", "sandbox", "note", hint);
+    int host_port = local_forward(sb, port, err);
+    if (host_port < 0)
+        return -1;
+    char url[64], note[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", host_port);
+    snprintf(note, sizeof note,
+             "forwarded from the host's 127.0.0.1:%d to port %d inside the sandbox by mcpbox "
+             "process %d, for as long as that process runs; inside the sandbox the service is at "
+             "127.0.0.1:%d", host_port, port, (int)getpid(), port);
+    json_t *res = json_pack("{s:s, s:i, s:s, s:{}, s:s, s:i, s:s}", "sandbox_id", id, "port", port,
+                            "url", url, "headers", "reachable_from", "host", "host_port",
+                            host_port, "note", note);
     local_defer((struct local_backend *)be, cb, arg, res, NULL);
     json_decref(res);
     return 0;

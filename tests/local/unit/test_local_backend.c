@@ -4,6 +4,7 @@
  * Needs root and user namespaces; skips (77) elsewhere. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <stdio.h>
@@ -519,8 +520,6 @@ TEST(network_egress_blocks_private_ranges)
              "'", ntohs(sa.sin_port));
     struct run x;
     run_cmd(id, cmd, 30000, &x);
-    printf("# %s\n", buf_cstr(&x.out));
-    printf("# %s\n", buf_cstr(&x.err));
     ASSERT_CONTAINS(buf_cstr(&x.out), "nameserver 169.254.1.1");
     ASSERT(strstr(buf_cstr(&x.out), "gateway none") == NULL);
     ASSERT(strstr(buf_cstr(&x.out), "OPEN") == NULL);
@@ -570,7 +569,6 @@ TEST(limits_and_confinement)
     run_cmd(id, "unshare -U true 2>&1; echo rc=$?; readlink /proc/1/exe 2>&1; echo rc=$?; "
                 "cat /proc/1/environ 2>&1 >/dev/null; echo rc=$?; touch /etc/x 2>&1; echo rc=$?; "
                 "touch /usr/x 2>&1; echo rc=$?", 0, &x);
-    printf("# %s\n", buf_cstr(&x.out));
     ASSERT(strstr(buf_cstr(&x.out), "rc=0") == NULL);
     run_free(&x);
     destroy_sandbox(id);
@@ -598,6 +596,77 @@ TEST(concurrent_instance_adopts)
     uv_run(loop, UV_RUN_NOWAIT);
     struct result r;
     ASSERT(be->ops->get(be, id, on_result, &r, &e) < 0);
+    free(id);
+}
+
+struct http_get {
+    int port;
+    bool done;
+    char reply[8192];
+};
+
+static void *http_get_thread(void *arg)
+{
+    struct http_get *g = arg;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g->port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    size_t got = 0;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
+        const char req[] = "GET /hello.txt HTTP/1.0\r\n\r\n";
+        if (write(fd, req, sizeof req - 1) == (ssize_t)(sizeof req - 1)) {
+            ssize_t n;
+            while (got < sizeof g->reply - 1 && (n = read(fd, g->reply + got, sizeof g->reply - 1 - got)) > 0)
+                got += (size_t)n;
+        }
+    }
+    g->reply[got] = '\0';
+    close(fd);
+    __atomic_store_n(&g->done, true, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* endpoint: a web server on the sandbox's loopback, reached from the host through the
+ * forwarder. */
+TEST(endpoint_forwards_from_host)
+{
+    if (access("/usr/bin/python3", X_OK) < 0)
+        SKIP("python3 missing");
+    char *id = create_sandbox(0);
+    struct run x;
+    run_cmd(id, "echo hello-from-sandbox > /workspace/hello.txt", 0, &x);
+    run_free(&x);
+    memset(&x, 0, sizeof x);
+    buf_init(&x.out, 1 << 20);
+    buf_init(&x.err, 1 << 20);
+    struct exec_request req = {.command = "cd /workspace && exec python3 -m http.server 8000 "
+                                          "--bind 127.0.0.1"};
+    struct exec_observer obs = {run_started, run_output, run_done, &x};
+    struct exec_handle *h = NULL;
+    struct mcp_error e;
+    ASSERT_EQ(be->ops->exec(be, id, &req, &obs, &h, &e), 0);
+    ASSERT(run_until(&x.started, WAIT_MS));
+    be->ops->exec_detach(h);
+    struct run probe;
+    run_cmd(id, "for i in $(seq 1 100); do python3 -c 'import socket; "
+                "socket.create_connection((\"127.0.0.1\", 8000))' 2>/dev/null && break; "
+                "sleep 0.1; done", 20000, &probe);
+    run_free(&probe);
+    struct result r;
+    CALL(r, be->ops->endpoint(be, id, 8000, on_result, &r, &_e));
+    ASSERT(!r.failed);
+    ASSERT_STR_EQ(json_string_value(json_object_get(r.json, "reachable_from")), "host");
+    struct http_get g = {.port = (int)json_integer_value(json_object_get(r.json, "host_port"))};
+    json_decref(r.json);
+    pthread_t t;
+    pthread_create(&t, NULL, http_get_thread, &g);
+    for (int i = 0; i < 200 && !__atomic_load_n(&g.done, __ATOMIC_ACQUIRE); i++)
+        sleep_loop(25);
+    pthread_join(t, NULL);
+    ASSERT_CONTAINS(g.reply, "200");
+    ASSERT_CONTAINS(g.reply, "hello-from-sandbox");
+    run_free(&x);
+    destroy_sandbox(id);
     free(id);
 }
 
@@ -649,6 +718,7 @@ int main(void)
     RUN(idle_timeout_enforced_by_agent);
     RUN(reconnect_from_second_instance);
     RUN(concurrent_instance_adopts);
+    RUN(endpoint_forwards_from_host);
     RUN(network_egress_blocks_private_ranges);
     RUN(limits_and_confinement);
     local_backend_free(be);
