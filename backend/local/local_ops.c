@@ -215,6 +215,48 @@ static json_t *diag_inspect(struct local_backend *lb, const struct store_sandbox
     return r;
 }
 
+struct diag_ctx {
+    struct lsbx *sb;
+    json_t *res;
+    backend_cb *cb;
+    void *arg;
+};
+
+/* logs: the events plus the agent's recent commands (newest first, status and sizes; the output
+ * itself is read with command_get). */
+static void on_cmd_list(void *arg, json_t *reply, const struct mcp_error *err)
+{
+    struct diag_ctx *c = arg;
+    if (reply)
+        json_object_set(c->res, "commands", json_object_get(reply, "commands"));
+    else
+        json_object_set_new(c->res, "commands_error", json_string(err->msg));
+    c->cb(c->arg, c->res, NULL);
+    json_decref(c->res);
+    lsbx_unref(c->sb);
+    free(c);
+}
+
+static int diag_logs(struct local_backend *lb, const char *id, json_t *res, backend_cb *cb,
+                     void *arg)
+{
+    struct mcp_error e;
+    struct lsbx *sb = lsbx_for_op(lb, id, false, &e);
+    struct agent_conn *conn = sb ? lsbx_conn(sb, &e) : NULL;
+    if (conn == NULL)
+        return -1;
+    struct diag_ctx *c = xcalloc(1, sizeof *c);
+    c->sb = sb, c->res = json_incref(res), c->cb = cb, c->arg = arg;
+    lsbx_ref(sb);
+    if (agent_call(conn, json_pack("{s:s}", "op", "cmd_list"), on_cmd_list, c, &e) < 0) {
+        json_decref(c->res);
+        lsbx_unref(sb);
+        free(c);
+        return -1;
+    }
+    return 0;
+}
+
 int local_diagnose(struct backend *be, const char *id, const char *what, backend_cb *cb,
                    void *arg, struct mcp_error *err)
 {
@@ -243,13 +285,12 @@ int local_diagnose(struct backend *be, const char *id, const char *what, backend
         json_object_set_new(res, "inspect", diag_inspect(lb, &rec));
     } else {
         json_object_set(res, "events", events);
-        if (strcmp(what, "logs") == 0)
-            json_object_set_new(res, "hint", json_string(
-                "command output is kept per command: call get_command with its command_id"));
     }
     json_decref(events);
     store_sandbox_release(&rec);
-    local_defer(lb, cb, arg, res, NULL);
+    int rc = strcmp(what, "logs") == 0 ? diag_logs(lb, id, res, cb, arg) : -1;
+    if (rc < 0) /* not "logs", or the agent is out of reach: what the store knows */
+        local_defer(lb, cb, arg, res, NULL);
     json_decref(res);
     return 0;
 }

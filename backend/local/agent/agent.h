@@ -22,6 +22,8 @@
 #define AGENT_LOG_CAP (128ull << 20)         /* bytes of the interleaved log kept per command */
 #define AGENT_WBUF_MAX (256u << 20)          /* unsent bytes before a slow client is dropped */
 #define AGENT_READ_CHUNK 65536
+#define AGENT_LIST_MAX 50                   /* commands one cmd_list returns */
+#define AGENT_LIST_CMD_CHARS 200
 #define AGENT_KEEP_BUF (1u << 20)          /* buffer capacity kept while idle */
 #define AGENT_STATUS_OUTPUT_MAX (4u << 20)   /* bytes of log one cmd_status returns */
 
@@ -72,6 +74,7 @@ void agent_touch(struct agent *a);
 json_t *agent_cmd_exec(struct agent *a, struct conn *c, json_t *req, struct mcp_error *err);
 json_t *agent_cmd_status(struct agent *a, json_t *req, struct mcp_error *err);
 json_t *agent_cmd_kill(struct agent *a, json_t *req, struct mcp_error *err);
+json_t *agent_cmd_list(struct agent *a, json_t *req, struct mcp_error *err); /* newest first */
 void agent_cmd_reap(struct agent *a);
 void agent_cmd_timeouts(struct agent *a);
 int agent_cmd_poll_fds(struct agent *a, struct pollfd *pfd, struct cmd **owner, int max);

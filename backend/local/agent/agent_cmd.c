@@ -477,3 +477,16 @@ json_t *agent_cmd_kill(struct agent *a, json_t *req, struct mcp_error *err)
     return json_pack("{s:s, s:i, s:s}", "command_id", c->id, "signal", (int)sig, "status",
                      cmd_status_name(c));
 }
+
+json_t *agent_cmd_list(struct agent *a, json_t *req, struct mcp_error *err)
+{
+    json_t *list = json_array();
+    size_t n = 0;
+    for (struct cmd *c = a->cmds; c && n < AGENT_LIST_MAX; c = c->next, n++) {
+        json_t *j = cmd_status_json(c);
+        json_object_set_new(j, "command", json_stringn(c->command, strnlen(c->command,
+                                                                           AGENT_LIST_CMD_CHARS)));
+        json_array_append_new(list, j);
+    }
+    return json_pack("{s:o, s:I}", "commands", list, "total", (json_int_t)a->ncmds);
+}

@@ -253,6 +253,13 @@ TEST(exec_timeout_and_background)
     ASSERT_STR_EQ(json_string_value(json_object_get(r.json, "output")), "line2\n");
     ASSERT_EQ(json_integer_value(json_object_get(r.json, "next_offset")), 12);
     json_decref(r.json);
+    CALL(r, be->ops->diagnose(be, id, "logs", on_result, &r, &_e));
+    ASSERT(!r.failed);
+    json_t *cmds = json_object_get(r.json, "commands");
+    ASSERT(json_array_size(cmds) >= 2);
+    ASSERT_STR_EQ(json_string_value(json_object_get(json_array_get(cmds, 0), "command_id")),
+                  x.cmd_id); /* newest first */
+    json_decref(r.json);
     CALL(r, be->ops->command_get(be, id, "cmd-nope", 0, 0, on_result, &r, &_e));
     ASSERT(r.failed);
     ASSERT_EQ(r.err.code, MCP_ERR_NOT_FOUND);
