@@ -14,7 +14,7 @@ args=("$@")
 if [ ${#args[@]} -eq 2 ]; then
     cat >&2 <<MSG
 
-mcpbox is starting on http://$listen/mcp (local backend; state in \${XDG_STATE_HOME:-~/.local/state}/mcpbox).
+mcpbox is starting on http://$listen/mcp (local backend; state in ${XDG_STATE_HOME:-$HOME/.local/state}/mcpbox).
 Connect a client:
   Claude Code:  claude mcp add --transport http sandbox http://$listen/mcp
   Cursor:       add to ~/.cursor/mcp.json: {"mcpServers": {"sandbox": {"url": "http://$listen/mcp"}}}
