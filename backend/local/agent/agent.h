@@ -18,8 +18,9 @@
 #define AGENT_MAX_CONNS 64
 #define AGENT_MAX_CMDS_KEPT 512              /* finished commands kept for command_get */
 #define AGENT_MAX_RUNNING 256
-#define AGENT_STREAM_CAP (64ull << 20)       /* bytes of stdout (or stderr) kept per command */
-#define AGENT_LOG_CAP (128ull << 20)         /* bytes of the interleaved log kept per command */
+#define AGENT_LOG_CAP (64ull << 20)          /* bytes of the interleaved log kept per command */
+#define AGENT_TOTAL_LOG_CAP (256ull << 20)   /* bytes of logs kept per sandbox (on the host's
+                                                disk): the oldest finished commands go first */
 #define AGENT_WBUF_MAX (256u << 20)          /* unsent bytes before a slow client is dropped */
 #define AGENT_READ_CHUNK 65536
 #define AGENT_LIST_MAX 50                   /* commands one cmd_list returns */
@@ -42,7 +43,8 @@ struct cmd {
     int out_fd, err_fd, in_fd;       /* pipes (-1 when closed) */
     char *in_data;                   /* stdin bytes still to write */
     size_t in_len, in_off;
-    int f_out, f_err, f_log;         /* log files while running */
+    int f_log;                       /* the log file while running */
+    bool log_truncated;              /* output beyond a cap was not kept */
     uint64_t n_out, n_err, n_log;    /* bytes received per stream / in the log */
     uint64_t start_ms, end_ms;       /* monotonic */
     uint64_t deadline_ms;            /* 0: none */
@@ -59,6 +61,7 @@ struct agent {
     struct conn *conns;
     struct cmd *cmds;
     size_t ncmds;
+    uint64_t log_bytes;              /* bytes in all kept logs */
     int64_t expires_at_ms;           /* wall clock; 0: no TTL */
     int64_t idle_timeout_s;          /* 0: none */
     uint64_t last_active_ms;         /* monotonic */

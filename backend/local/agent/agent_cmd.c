@@ -54,6 +54,7 @@ static json_t *cmd_status_json(const struct cmd *c)
                           "stdout_bytes", (json_int_t)c->n_out, "stderr_bytes",
                           (json_int_t)c->n_err, "total_bytes", (json_int_t)c->n_log, "timed_out",
                           c->timed_out);
+    json_object_set_new(j, "log_truncated", json_boolean(c->log_truncated));
     json_object_set_new(j, "exit_code", c->exit_code >= 0 ? json_integer(c->exit_code) : json_null());
     json_object_set_new(j, "signal", c->term_signal > 0 ? json_integer(c->term_signal) : json_null());
     json_object_set_new(j, "pid", json_integer(c->pid));
@@ -119,16 +120,12 @@ fail:;
 static int open_logs(struct agent *a, struct cmd *c, struct mcp_error *err)
 {
     char name[64];
-    int *fds[3] = {&c->f_out, &c->f_err, &c->f_log};
-    const char *ext[3] = {"out", "err", "log"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(name, sizeof name, "%s.%s", c->id, ext[i]);
-        *fds[i] = openat(a->logdir_fd, name,
-                         O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0600);
-        if (*fds[i] < 0)
-            return mcp_error_set(err, MCP_ERR_IO, errno, "agent: cannot create log %s: %s", name,
-                                 strerror(errno));
-    }
+    snprintf(name, sizeof name, "%s.log", c->id);
+    c->f_log = openat(a->logdir_fd, name,
+                      O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0600);
+    if (c->f_log < 0)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "agent: cannot create log %s: %s", name,
+                             strerror(errno));
     return 0;
 }
 
@@ -142,30 +139,34 @@ static void close_fd(int *fd)
 static void cmd_free(struct agent *a, struct cmd *c)
 {
     char name[64];
-    const char *ext[3] = {"out", "err", "log"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(name, sizeof name, "%s.%s", c->id, ext[i]);
-        unlinkat(a->logdir_fd, name, 0);
-    }
+    snprintf(name, sizeof name, "%s.log", c->id);
+    unlinkat(a->logdir_fd, name, 0);
+    a->log_bytes -= c->n_log;
     free(c->in_data);
     free(c->command);
     free(c);
 }
 
+/* Drops the oldest finished command; false if there is none. */
+static bool evict_oldest(struct agent *a)
+{
+    struct cmd **victim = NULL;
+    for (struct cmd **pp = &a->cmds; *pp; pp = &(*pp)->next)
+        if ((*pp)->state == CMD_DONE)
+            victim = pp; /* list is newest first: the last finished one is the oldest */
+    if (victim == NULL)
+        return false;
+    struct cmd *c = *victim;
+    *victim = c->next;
+    a->ncmds--;
+    cmd_free(a, c);
+    return true;
+}
+
 /* Drops the oldest finished commands beyond the retention limit. */
 static void cmd_gc(struct agent *a)
 {
-    while (a->ncmds > AGENT_MAX_CMDS_KEPT) {
-        struct cmd **victim = NULL;
-        for (struct cmd **pp = &a->cmds; *pp; pp = &(*pp)->next)
-            if ((*pp)->state == CMD_DONE)
-                victim = pp; /* list is newest first: the last finished one is the oldest */
-        if (victim == NULL)
-            return;
-        struct cmd *c = *victim;
-        *victim = c->next;
-        a->ncmds--;
-        cmd_free(a, c);
+    while (a->ncmds > AGENT_MAX_CMDS_KEPT && evict_oldest(a)) {
     }
 }
 
@@ -223,7 +224,7 @@ json_t *agent_cmd_exec(struct agent *a, struct conn *conn, json_t *req, struct m
     random_id(c->id, sizeof c->id, "cmd-", 8);
     c->command = xstrdup(command);
     c->exit_code = c->term_signal = -1;
-    c->out_fd = c->err_fd = c->in_fd = c->f_out = c->f_err = c->f_log = -1;
+    c->out_fd = c->err_fd = c->in_fd = c->f_log = -1;
     if (stdin_b64) {
         size_t len = strlen(stdin_b64), outlen = 0;
         c->in_data = xmalloc(base64_decoded_max(len) + 1);
@@ -237,7 +238,7 @@ json_t *agent_cmd_exec(struct agent *a, struct conn *conn, json_t *req, struct m
     int rc = open_logs(a, c, err) < 0 ? -1 : spawn(a, c, cwd, envp, err);
     free_env(envp);
     if (rc < 0 && c->pid <= 0) { /* nothing was started: forget it */
-        close_fd(&c->f_out), close_fd(&c->f_err), close_fd(&c->f_log);
+        close_fd(&c->f_log);
         cmd_free(a, c);
         return NULL;
     }
@@ -270,18 +271,30 @@ static void emit_output(struct cmd *c, const char *stream, const char *data, siz
     free(b64);
 }
 
-static void keep(int fd, uint64_t *count, uint64_t cap, const char *data, size_t len)
+/* Appends to the command's log within its cap and the sandbox's total budget (evicting the
+ * oldest finished commands first). Offsets in the log are those of the bytes actually kept. */
+static void keep_log(struct agent *a, struct cmd *c, const char *data, size_t len)
 {
-    if (fd >= 0 && *count < cap) {
-        size_t n = len < cap - *count ? len : (size_t)(cap - *count);
-        ssize_t w = write(fd, data, n);
-        (void)w;
+    while (a->log_bytes + len > AGENT_TOTAL_LOG_CAP && evict_oldest(a)) {
     }
-    *count += len;
+    uint64_t room = AGENT_LOG_CAP - c->n_log;
+    uint64_t budget = AGENT_TOTAL_LOG_CAP > a->log_bytes ? AGENT_TOTAL_LOG_CAP - a->log_bytes : 0;
+    size_t n = len;
+    if (n > room)
+        n = (size_t)room;
+    if (n > budget)
+        n = (size_t)budget;
+    ssize_t w = n > 0 && c->f_log >= 0 ? write(c->f_log, data, n) : 0;
+    if (w < 0)
+        w = 0;
+    c->n_log += (uint64_t)w;
+    a->log_bytes += (uint64_t)w;
+    if ((size_t)w < len)
+        c->log_truncated = true;
 }
 
 /* Reads what a pipe has now; returns false at EOF or error. */
-static bool drain(struct cmd *c, int fd)
+static bool drain(struct agent *a, struct cmd *c, int fd)
 {
     char chunk[AGENT_READ_CHUNK];
     bool is_out = fd == c->out_fd;
@@ -293,14 +306,8 @@ static bool drain(struct cmd *c, int fd)
             return true;
         if (n <= 0)
             return false;
-        keep(is_out ? c->f_out : c->f_err, is_out ? &c->n_out : &c->n_err, AGENT_STREAM_CAP, chunk,
-             (size_t)n);
-        uint64_t before = c->n_log;
-        keep(c->f_log, &c->n_log, AGENT_LOG_CAP, chunk, (size_t)n);
-        if (before >= AGENT_LOG_CAP)
-            c->n_log = before; /* the log's offsets stay those of the bytes actually kept */
-        else if (c->n_log > AGENT_LOG_CAP)
-            c->n_log = AGENT_LOG_CAP;
+        *(is_out ? &c->n_out : &c->n_err) += (uint64_t)n;
+        keep_log(a, c, chunk, (size_t)n);
         emit_output(c, is_out ? "stdout" : "stderr", chunk, (size_t)n);
     }
 }
@@ -342,7 +349,7 @@ void agent_cmd_on_fd(struct agent *a, struct cmd *c, int fd, short revents)
         feed_stdin(c);
         return;
     }
-    if (!drain(c, fd)) {
+    if (!drain(a, c, fd)) {
         if (fd == c->out_fd)
             close_fd(&c->out_fd);
         else
@@ -350,14 +357,14 @@ void agent_cmd_on_fd(struct agent *a, struct cmd *c, int fd, short revents)
     }
 }
 
-static void finish(struct cmd *c, int status)
+static void finish(struct agent *a, struct cmd *c, int status)
 {
     if (c->out_fd >= 0)
-        drain(c, c->out_fd);
+        drain(a, c, c->out_fd);
     if (c->err_fd >= 0)
-        drain(c, c->err_fd);
+        drain(a, c, c->err_fd);
     close_fd(&c->out_fd), close_fd(&c->err_fd), close_fd(&c->in_fd);
-    close_fd(&c->f_out), close_fd(&c->f_err), close_fd(&c->f_log);
+    close_fd(&c->f_log);
     c->state = CMD_DONE;
     c->end_ms = now_mono_ms();
     if (WIFEXITED(status))
@@ -381,7 +388,7 @@ void agent_cmd_reap(struct agent *a)
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
         for (struct cmd *c = a->cmds; c; c = c->next)
             if (c->pid == pid && c->state == CMD_RUNNING)
-                finish(c, status);
+                finish(a, c, status);
     }
 }
 

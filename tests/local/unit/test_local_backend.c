@@ -260,6 +260,28 @@ TEST(exec_timeout_and_background)
     ASSERT_STR_EQ(json_string_value(json_object_get(json_array_get(cmds, 0), "command_id")),
                   x.cmd_id); /* newest first */
     json_decref(r.json);
+    /* a flood: the log keeps 64 MiB of it (bounded host disk), the stream counters all of it */
+    struct run y;
+    memset(&y, 0, sizeof y);
+    struct exec_request flood = {.command = "head -c 70000000 /dev/zero"};
+    struct exec_observer fobs = {run_started, NULL, run_done, &y};
+    struct exec_handle *fh = NULL;
+    ASSERT_EQ(be->ops->exec(be, id, &flood, &fobs, &fh, &e), 0);
+    ASSERT(run_until(&y.started, WAIT_MS));
+    be->ops->exec_detach(fh);
+    bool eof = false;
+    for (int i = 0; i < 200 && !eof; i++) {
+        CALL(r, be->ops->command_get(be, id, y.cmd_id, 0, 1, on_result, &r, &_e));
+        ASSERT(!r.failed);
+        eof = strcmp(json_string_value(json_object_get(r.json, "status")), "running") != 0;
+        if (eof)
+            ASSERT_EQ(json_integer_value(json_object_get(r.json, "total_bytes")), 64 << 20);
+        json_decref(r.json);
+        if (!eof)
+            sleep_loop(50);
+    }
+    ASSERT(eof);
+    free(y.cmd_id);
     CALL(r, be->ops->command_get(be, id, "cmd-nope", 0, 0, on_result, &r, &_e));
     ASSERT(r.failed);
     ASSERT_EQ(r.err.code, MCP_ERR_NOT_FOUND);
