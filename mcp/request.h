@@ -41,6 +41,12 @@ json_t *request_params(const struct request *req);
 /* params._meta of a 2026-07-28 (stateless) request (borrowed), or NULL for a legacy request. */
 const json_t *request_modern_meta(const struct request *req);
 
+/* The request with this id still running on session s (not answered, not cancelled), or NULL. */
+struct request *session_find_request(struct session *s, const json_t *id);
+/* Answers req's client with result (stolen) now, and moves the request itself to session `to`,
+ * which gets the handler's eventual reply (how a running tools/call becomes a task). */
+void request_hand_over(struct request *req, json_t *result, struct session *to);
+
 /* The request's _meta.progressToken (borrowed) or NULL. */
 const json_t *request_progress_token(const struct request *req);
 /* notifications/progress for this request's token; ignored without a token or if progress does

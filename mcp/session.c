@@ -419,6 +419,49 @@ void session_set_stateless(struct session *s)
     s->stateless = true;
 }
 
+static struct request *find_inflight(struct session *s, const json_t *id);
+
+struct request *session_find_request(struct session *s, const json_t *id)
+{
+    struct request *req = find_inflight(s, id);
+    return req && !req->answered && !req->cancelled ? req : NULL;
+}
+
+/* Unlinks req from its session's in-flight list (no free). */
+static void request_unlink(struct request *req)
+{
+    struct session *s = req->session;
+
+    if (req->prev)
+        req->prev->next = req->next;
+    else
+        s->inflight = req->next;
+    if (req->next)
+        req->next->prev = req->prev;
+    req->prev = req->next = NULL;
+    s->n_inflight--;
+}
+
+void request_hand_over(struct request *req, json_t *result, struct session *to)
+{
+    struct session *s = req->session;
+    json_t *msg = jsonrpc_result(req->id, result);
+
+    if (req->modern_meta)
+        modern_decorate_reply(req->method, msg);
+    s->busy++;
+    send_msg(s, msg, req->id, true);
+    request_unlink(req);
+    req->session = to;
+    req->next = to->inflight;
+    if (to->inflight)
+        to->inflight->prev = req;
+    to->inflight = req;
+    to->n_inflight++;
+    s->busy--;
+    maybe_free(s);
+}
+
 void session_set_owner(struct session *s, const char *owner)
 {
     free(s->owner);

@@ -16,17 +16,21 @@
 
 static void method_server_discover(struct request *req, json_t *params);
 static void method_prompts_get_modern(struct request *req, json_t *params);
+static void method_tools_call_modern(struct request *req, json_t *params);
 
 static const struct method_def modern_methods[] = {
     {"server/discover", method_server_discover, METHOD_BEFORE_INIT},
     {"tools/list", method_tools_list, METHOD_BEFORE_INIT},
-    {"tools/call", method_tools_call, METHOD_BEFORE_INIT},
+    {"tools/call", method_tools_call_modern, METHOD_BEFORE_INIT},
     {"resources/list", method_resources_list, METHOD_BEFORE_INIT},
     {"resources/templates/list", method_resources_templates_list, METHOD_BEFORE_INIT},
     {"resources/read", method_resources_read, METHOD_BEFORE_INIT},
     {"prompts/list", method_prompts_list, METHOD_BEFORE_INIT},
     {"prompts/get", method_prompts_get_modern, METHOD_BEFORE_INIT},
     {"completion/complete", method_completion_complete, METHOD_BEFORE_INIT},
+    {"tasks/get", modern_method_tasks_get, METHOD_BEFORE_INIT},
+    {"tasks/update", modern_method_tasks_update, METHOD_BEFORE_INIT},
+    {"tasks/cancel", modern_method_tasks_cancel, METHOD_BEFORE_INIT},
 };
 
 const struct method_def *modern_dispatch_find(const char *name)
@@ -41,8 +45,8 @@ json_t *modern_server_capabilities(void)
 {
     /* No listChanged/subscribe: a stateless client learns of changes by asking again (ttlMs 0);
      * subscriptions/listen is not offered. */
-    return json_pack("{s:{}, s:{}, s:{}, s:{}}", "tools", "resources", "prompts",
-                     "completions");
+    return json_pack("{s:{}, s:{}, s:{}, s:{}, s:{s:{}}}", "tools", "resources", "prompts",
+                     "completions", "extensions", MODERN_TASKS_EXTENSION);
 }
 
 static json_t *server_info(void)
@@ -57,6 +61,28 @@ static void method_server_discover(struct request *req, json_t *params)
                                  MODERN_PROTOCOL_VERSION, "capabilities",
                                  modern_server_capabilities(), "instructions",
                                  server_instructions(request_server(req))));
+}
+
+/* ---- tools/call: tasks ---------------------------------------------------------------------- */
+
+/* A task-capable tool whose handler goes asynchronous becomes a task (tasks.c); a tool that
+ * can only run as a task needs the extension. */
+static void method_tools_call_modern(struct request *req, json_t *params)
+{
+    const char *name = json_string_value(json_object_get(params, "name"));
+    struct session *s = request_session(req);
+
+    if (modern_task_tool_support(name) == TASK_SUPPORT_REQUIRED && !session_task_of(s) &&
+        !modern_meta_has_capability(request_modern_meta(req),
+                                    "extensions/" MODERN_TASKS_EXTENSION))
+        return modern_missing_extension(req, MODERN_TASKS_EXTENSION);
+    if (!modern_task_wanted(req, name))
+        return method_tools_call(req, params);
+    json_auto_t *id = json_incref((json_t *)request_id(req));
+    method_tools_call(req, params); /* may answer at once (then req is gone) */
+    struct request *running = session_find_request(s, id);
+    if (running)
+        modern_task_escalate(running);
 }
 
 /* ---- prompts that ask for input (MRTR) ------------------------------------------------------ */

@@ -366,7 +366,8 @@ int modern_fixtures_register(struct registry *reg, struct mcp_error *err)
                                     "(2026-07-28 conformance fixture).");
     if (registry_load_tools(reg, "fixtures-modern", modern_fixture_tools,
                             ARRAY_SIZE(modern_fixture_tools), err) < 0 ||
-        registry_add_prompt(reg, prompt, prompt_legacy, NULL, err) < 0)
+        registry_add_prompt(reg, prompt, prompt_legacy, NULL, err) < 0 ||
+        modern_task_fixtures_register(reg, err) < 0)
         return -1;
     modern_input_prompt_add(MRTR_PROMPT, prompt_modern);
     return 0;

@@ -54,7 +54,8 @@ static const char *name_field(const char *method)
         return "name";
     if (strcmp(method, "resources/read") == 0)
         return "uri";
-    if (strncmp(method, "tasks/", 6) == 0)
+    if (strcmp(method, "tasks/get") == 0 || strcmp(method, "tasks/update") == 0 ||
+        strcmp(method, "tasks/cancel") == 0)
         return "taskId";
     return NULL;
 }

@@ -62,6 +62,14 @@ void modern_missing_capability(struct request *req, const char *capability)
                   capability, MODERN_META_CAPS);
 }
 
+void modern_missing_extension(struct request *req, const char *extension)
+{
+    request_error(req, MODERN_ERR_MISSING_CAPABILITY, json_pack("{s:{s:{s:{}}}}",
+                  "requiredCapabilities", "extensions", extension),
+                  "Missing required client capability: the %s extension (declare it in "
+                  "_meta[\"%s\"].extensions)", extension, MODERN_META_CAPS);
+}
+
 void tool_call_missing_capability(struct tool_call *call, const char *capability)
 {
     modern_missing_capability(tool_call_end(call), capability);

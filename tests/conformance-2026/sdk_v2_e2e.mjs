@@ -73,6 +73,22 @@ const validators = new Map([...tools].filter(([, t]) => t.outputSchema)
 const text = (res) => (res.content || []).filter((c) => c.type === 'text').map((c) => c.text)
     .join('\n');
 
+/* One 2026-07-28 request by hand (stateless HTTP), declaring the tasks extension unless caps
+ * says otherwise. Returns the result, or {error} for a JSON-RPC error. */
+let rawId = 1000;
+async function raw(method, params, name, caps = { extensions: { 'io.modelcontextprotocol/tasks': {} } }) {
+    const headers = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream',
+                      'MCP-Protocol-Version': MODERN, 'Mcp-Method': method };
+    if (name) headers['Mcp-Name'] = name;
+    const body = { jsonrpc: '2.0', id: ++rawId, method, params: { ...params, _meta: {
+        'io.modelcontextprotocol/protocolVersion': MODERN,
+        'io.modelcontextprotocol/clientCapabilities': caps } } };
+    const res = await fetch(server.url, { method: 'POST', headers, body: JSON.stringify(body) });
+    const msg = await res.json();
+    return msg.error ? { error: msg.error } : msg.result;
+}
+const rawTool = (tool, a) => raw('tools/call', { name: tool, arguments: a }, tool);
+
 async function call(tool, a, opts) {
     const res = await A.callTool({ name: tool, arguments: a }, opts);
     if (!res.isError) {
@@ -149,6 +165,29 @@ const cases = [
         await sleep(5000);
         const r = await ok('run_command', { sandbox_id: id, command: `cat ${marker} 2>/dev/null; true` });
         check(r.stdout === '', `the aborted command ran on: ${r.stdout}`);
+    }],
+    ['run_command as a task (io.modelcontextprotocol/tasks): CreateTaskResult, tasks/get, cancel',
+     async () => {
+        if (kind !== 'http') return; // raw JSON-RPC over HTTP: the SDK client has no tasks API
+        const r = await rawTool('run_command', { sandbox_id: id, command: 'sleep 1; echo done' });
+        check(r.resultType === 'task' && /^[0-9a-f]{32}$/.test(r.taskId), JSON.stringify(r));
+        check(r.status === 'working' && Number.isInteger(r.pollIntervalMs), JSON.stringify(r));
+        let t;
+        for (let i = 0; i < 100; i++) {
+            t = await raw('tasks/get', { taskId: r.taskId }, r.taskId);
+            if (t.status !== 'working') break;
+            await sleep(100);
+        }
+        check(t.status === 'completed' && t.result.structuredContent.stdout === 'done\n',
+              JSON.stringify(t).slice(0, 300));
+        check(validators.get('run_command')(t.result.structuredContent), 'outputSchema');
+        const long = await rawTool('run_command', { sandbox_id: id, command: 'sleep 60' });
+        const ack = await raw('tasks/cancel', { taskId: long.taskId }, long.taskId);
+        check(ack.resultType === 'complete' && !('status' in ack), JSON.stringify(ack));
+        const c = await raw('tasks/get', { taskId: long.taskId }, long.taskId);
+        check(c.status === 'cancelled', JSON.stringify(c));
+        const other = await raw('tasks/get', { taskId: long.taskId }, long.taskId, {});
+        check(other.error?.code === -32021, `without the extension: ${JSON.stringify(other)}`);
     }],
     ['lifecycle: get, list, renew, pause, resume, endpoint, diagnose, doctor', async () => {
         check((await ok('get_sandbox', { sandbox_id: id })).sandbox_id === id, 'get');
