@@ -321,15 +321,20 @@ json_t *cg_usage(const struct cg_sandbox *cg)
     bool v1 = cg->mem[0] != '\0';
     uint64_t mem = v1 ? number(cg->mem, "memory.usage_in_bytes") : number(cg->v2, "memory.current");
     uint64_t pids = number(v1 ? cg->pids : cg->v2, "pids.current");
-    uint64_t cpu_us = v1 ? 0 : counter(cg->v2, "cpu.stat", "usage_usec ");
-    if (v1) {
-        char acct[LOCAL_PATH_MAX];
-        snprintf(acct, sizeof acct, "%s", cg->cpu);
-        cpu_us = number(acct, "cpuacct.usage") / 1000; /* cpu,cpuacct are usually co-mounted */
-    }
-    return json_pack("{s:I, s:I, s:f, s:I}", "memory_bytes", (json_int_t)mem, "pids",
-                     (json_int_t)pids, "cpu_seconds", (double)cpu_us / 1e6, "oom_kills",
-                     (json_int_t)cg_oom_kills(cg));
+    const char *cpu_dir = v1 ? cg->cpu : cg->v2;
+    json_t *u = json_pack("{s:I, s:I, s:I, s:I}", "memory_bytes", (json_int_t)mem, "pids",
+                          (json_int_t)pids, "oom_kills", (json_int_t)cg_oom_kills(cg),
+                          "cpu_throttled_periods",
+                          (json_int_t)counter(cpu_dir, "cpu.stat", "nr_throttled "));
+    char text[64];
+    if (!v1)
+        json_object_set_new(u, "cpu_seconds",
+                            json_real((double)counter(cg->v2, "cpu.stat", "usage_usec ") / 1e6));
+    else if (cg->cpu[0] && read_file(cg->cpu, "cpuacct.usage", text, sizeof text) == 0)
+        json_object_set_new(u, "cpu_seconds", json_real((double)strtoull(text, NULL, 10) / 1e9));
+    else /* cpuacct is a separate v1 hierarchy here, and the sandbox is not placed in it */
+        json_object_set_new(u, "cpu_seconds", json_null());
+    return u;
 }
 
 json_t *cg_to_json(const struct cg_sandbox *cg)
