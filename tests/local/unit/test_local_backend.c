@@ -406,6 +406,11 @@ TEST(pause_resume)
     run_cmd(id, "echo alive", 0, &x);
     ASSERT_STR_EQ(buf_cstr(&x.out), "alive\n");
     run_free(&x);
+    CALL(r, be->ops->get(be, id, on_result, &r, &_e));
+    json_t *usage = json_object_get(r.json, "usage");
+    ASSERT(json_integer_value(json_object_get(usage, "memory_bytes")) > 0);
+    ASSERT(json_integer_value(json_object_get(usage, "pids")) >= 1); /* the agent */
+    json_decref(r.json);
     destroy_sandbox(id);
     free(id);
 }
