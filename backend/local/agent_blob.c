@@ -3,6 +3,7 @@
  * host binary the sandbox could overwrite (CVE-2019-5736). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -23,6 +24,18 @@ __asm__(".section .rodata\n"
         ".byte 0\n"
         ".previous\n");
 
+/* The blob is read once, here. Writing it faulted its ~1 MiB of pages into mcpbox's resident
+ * set, where they would stay for the life of the server: drop the pages that lie wholly inside
+ * it (read-only file pages, so nothing is lost; a later read would fault them in again). */
+static void local_agent_blob_release(void)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t start = ((uintptr_t)local_agent_blob + page - 1) & ~(page - 1);
+    uintptr_t end = (uintptr_t)local_agent_blob_end & ~(page - 1);
+    if (end > start)
+        (void)madvise((void *)start, end - start, MADV_DONTNEED);
+}
+
 int local_agent_memfd(struct mcp_error *err)
 {
     int fd = memfd_create("mcpbox-agent", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -37,6 +50,7 @@ int local_agent_memfd(struct mcp_error *err)
         }
         off += (size_t)n;
     }
+    local_agent_blob_release();
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
         close(fd);
         return mcp_error_set(err, MCP_ERR_IO, errno, "sealing the agent memfd: %s", strerror(errno));

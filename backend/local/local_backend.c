@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -477,6 +478,17 @@ int local_backend_probe(struct mcp_error *err)
     return cg_host_detect(&h, err);
 }
 
+/* Each live sandbox costs this process a few fds (pidfd, OOM eventfd, agent socket): lift the
+ * soft limit to the hard one so that hundreds of sandboxes fit. */
+static void raise_nofile(void)
+{
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+        r.rlim_cur = r.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &r);
+    }
+}
+
 static int make_dirs(struct local_backend *lb, struct mcp_error *err)
 {
     char path[LOCAL_PATH_MAX + 16];
@@ -492,6 +504,7 @@ struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
     (void)cfg;
     if (local_backend_probe(err) < 0)
         return NULL;
+    raise_nofile();
     struct local_backend *lb = xcalloc(1, sizeof *lb);
     lb->base.ops = &local_ops;
     lb->base.loop = loop;
