@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend/opensandbox/curl_loader.h"
 #include "backend/opensandbox/osb.h"
 #include "mcp/base/cleanup.h"
 #include "mcp/base/log.h"
@@ -58,7 +59,7 @@ static curl_mime *call_mime(void *arg, CURL *easy)
 static struct curl_slist *add_header(struct curl_slist *l, const char *name, const char *value)
 {
     cleanup_free char *line = xasprintf("%s: %s", name, value);
-    return curl_slist_append(l, line);
+    return osb_curl.slist_append(l, line);
 }
 
 static struct osb_req *call_start(struct osb_backend *b, char *url, struct curl_slist *hdrs,
@@ -72,7 +73,7 @@ static struct osb_req *call_start(struct osb_backend *b, char *url, struct curl_
     if (o->json)
         hdrs = add_header(hdrs, "Content-Type", "application/json");
     else if (o->raw == NULL && o->mime_build == NULL && strcmp(o->method, "POST") == 0)
-        hdrs = curl_slist_append(hdrs, "Content-Type:"); /* empty POST: no form type */
+        hdrs = osb_curl.slist_append(hdrs, "Content-Type:"); /* empty POST: no form type */
     if (o->range)
         hdrs = add_header(hdrs, "Range", o->range);
     struct osb_req_opts ro = {
@@ -102,7 +103,7 @@ static struct osb_req *call_start(struct osb_backend *b, char *url, struct curl_
 int osb_lifecycle_call(struct osb_backend *b, const char *path, const struct osb_call_opts *o,
                        osb_call_fn *done, void *arg, struct mcp_error *err)
 {
-    struct curl_slist *hdrs = curl_slist_append(NULL, "Accept: application/json");
+    struct curl_slist *hdrs = osb_curl.slist_append(NULL, "Accept: application/json");
     if (b->api_key != NULL)
         hdrs = add_header(hdrs, "OPEN-SANDBOX-API-KEY", b->api_key);
     char *url = xasprintf("%s%s", b->base_url, path);
@@ -121,7 +122,7 @@ struct osb_req *osb_execd_call(struct osb_backend *b, const struct osb_endpoint 
             hdrs = add_header(hdrs, k, json_string_value(v));
     }
     if (o->stream)
-        hdrs = curl_slist_append(hdrs, "Accept: text/event-stream");
+        hdrs = osb_curl.slist_append(hdrs, "Accept: text/event-stream");
     char *url = xasprintf("%s%s", ep->base, path);
     return call_start(b, url, hdrs, o, true, done, arg, err);
 }
@@ -151,11 +152,11 @@ const char *osb_remote_id(const char *sandbox_id, struct mcp_error *err)
 
 char *osb_escape(const char *s)
 {
-    char *e = curl_easy_escape(NULL, s, 0);
+    char *e = osb_curl.easy_escape(NULL, s, 0);
     if (e == NULL)
         abort();
     char *out = xstrdup(e);
-    curl_free(e);
+    osb_curl.free(e);
     return out;
 }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/opensandbox/curl_loader.h"
 #include "backend/opensandbox/osb.h"
 #include "mcp/base/cleanup.h"
 #include "mcp/base/log.h"
@@ -124,20 +125,20 @@ static void fop_done(void *arg, struct osb_response *resp, const struct mcp_erro
 static curl_mime *fop_mime(void *arg, CURL *easy)
 {
     struct fop *f = arg;
-    curl_mime *mime = curl_mime_init(easy);
+    curl_mime *mime = osb_curl.mime_init(easy);
     cleanup_json json_t *meta = json_pack("{s:s,s:I}", "path", f->path, "mode",
                                           (json_int_t)osb_mode_to_execd(f->mode ? f->mode : 0644));
     cleanup_free char *meta_s = json_dumps(meta, JSON_COMPACT);
-    curl_mimepart *p = curl_mime_addpart(mime);
-    curl_mime_name(p, "metadata");
-    curl_mime_data(p, meta_s, CURL_ZERO_TERMINATED);
-    curl_mime_filename(p, "metadata"); /* execd ignores a metadata part without a filename */
-    curl_mime_type(p, "application/json");
-    p = curl_mime_addpart(mime);
-    curl_mime_name(p, "file");
-    curl_mime_data(p, f->data.data ? f->data.data : "", f->data.len);
-    curl_mime_filename(p, f->path);
-    curl_mime_type(p, "application/octet-stream");
+    curl_mimepart *p = osb_curl.mime_addpart(mime);
+    osb_curl.mime_name(p, "metadata");
+    osb_curl.mime_data(p, meta_s, CURL_ZERO_TERMINATED);
+    osb_curl.mime_filename(p, "metadata"); /* execd ignores a metadata part without a filename */
+    osb_curl.mime_type(p, "application/json");
+    p = osb_curl.mime_addpart(mime);
+    osb_curl.mime_name(p, "file");
+    osb_curl.mime_data(p, f->data.data ? f->data.data : "", f->data.len);
+    osb_curl.mime_filename(p, f->path);
+    osb_curl.mime_type(p, "application/octet-stream");
     return mime;
 }
 

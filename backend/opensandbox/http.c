@@ -6,6 +6,8 @@
 
 #include "backend/opensandbox/http.h"
 
+#include "backend/opensandbox/curl_loader.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +30,7 @@ struct osb_http {
     size_t active;
     int open_handles;     /* uv handles not yet closed (timer, polls, request timers) */
     bool closing;
-    int in_curl;          /* > 0 while inside curl_multi_socket_action (callbacks run there) */
+    int in_curl;          /* > 0 while inside osb_curl.multi_socket_action(callbacks run there) */
 };
 
 struct osb_sock {
@@ -90,7 +92,7 @@ static void http_socket_action(struct osb_http *h, curl_socket_t fd, int flags)
 {
     int running = 0;
     h->in_curl++;
-    curl_multi_socket_action(h->multi, fd, flags, &running);
+    osb_curl.multi_socket_action(h->multi, fd, flags, &running);
     h->in_curl--;
     http_check_done(h);
 }
@@ -121,7 +123,7 @@ static int curl_socket_cb(CURL *easy, curl_socket_t fd, int action, void *userp,
         if (s != NULL) {
             uv_poll_stop(&s->poll);
             uv_close((uv_handle_t *)&s->poll, sock_closed);
-            curl_multi_assign(h->multi, fd, NULL);
+            osb_curl.multi_assign(h->multi, fd, NULL);
         }
         return 0;
     }
@@ -134,7 +136,7 @@ static int curl_socket_cb(CURL *easy, curl_socket_t fd, int action, void *userp,
             return -1;
         }
         h->open_handles++;
-        curl_multi_assign(h->multi, fd, s);
+        osb_curl.multi_assign(h->multi, fd, s);
     }
     int events = 0;
     if (action == CURL_POLL_IN || action == CURL_POLL_INOUT)
@@ -161,25 +163,22 @@ static int curl_timer_cb(CURLM *multi, long timeout_ms, void *userp)
     return 0;
 }
 
-struct osb_http *osb_http_new(uv_loop_t *loop)
+struct osb_http *osb_http_new(uv_loop_t *loop, struct mcp_error *err)
 {
-    static bool global_done;
-    if (!global_done) {
-        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-            return NULL;
-        global_done = true;
-    }
+    if (osb_curl_load(err) != 0) /* the first OpenSandbox backend loads libcurl */
+        return NULL;
     struct osb_http *h = xcalloc(1, sizeof(*h));
     h->loop = loop;
-    h->multi = curl_multi_init();
+    h->multi = osb_curl.multi_init();
     if (h->multi == NULL) {
         free(h);
-        return NULL;
+        return mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0, "libcurl could not start "
+                             "(curl_multi_init failed)"), NULL;
     }
-    curl_multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, curl_socket_cb);
-    curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h);
-    curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, curl_timer_cb);
-    curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h);
+    osb_curl.multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, curl_socket_cb);
+    osb_curl.multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h);
+    osb_curl.multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, curl_timer_cb);
+    osb_curl.multi_setopt(h->multi, CURLMOPT_TIMERDATA, h);
     uv_timer_init(loop, &h->timer);
     h->timer.data = h;
     h->open_handles = 1;
@@ -261,7 +260,7 @@ static size_t on_write(char *data, size_t size, size_t n, void *userdata)
     if (r->cancelled)
         return 0;
     long code = 0;
-    curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &code);
+    osb_curl.easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &code);
     if (r->opts.sink != NULL && code >= 200 && code < 300) {
         r->delivered = true;
         if (r->opts.sink(r->opts.arg, data, len) != 0) {
@@ -332,7 +331,7 @@ double osb_http_parse_retry_after(const char *value)
     double s = strtod(value, &end);
     if (end != value && *end == '\0' && s >= 0)
         return s;
-    time_t when = curl_getdate(value, NULL);
+    time_t when = osb_curl.getdate(value, NULL);
     if (when < 0)
         return -1;
     double d = difftime(when, time(NULL));
@@ -361,9 +360,9 @@ static void req_finish(struct osb_req *r)
         r->next->prev = r->prev;
     h->active--;
     r->opts.done(r->opts.arg, &r->resp);
-    curl_easy_cleanup(r->easy);
-    curl_slist_free_all(r->headers);
-    curl_mime_free(r->mime);
+    osb_curl.easy_cleanup(r->easy);
+    osb_curl.slist_free_all(r->headers);
+    osb_curl.mime_free(r->mime);
     free(r->url);
     free(r->body);
     buf_release(&r->resp.body);
@@ -390,11 +389,11 @@ static void req_attempt(struct osb_req *r)
     response_reset_headers(&r->resp);
     r->resp.body_capped = r->resp.sink_aborted = false;
     r->errbuf[0] = '\0';
-    curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, left == UINT64_MAX ? 0L : (long)left);
+    osb_curl.easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, left == UINT64_MAX ? 0L : (long)left);
     r->resp.attempts++;
     r->in_multi = true;
     struct osb_http *h = r->h;
-    curl_multi_add_handle(h->multi, r->easy);
+    osb_curl.multi_add_handle(h->multi, r->easy);
     /* Start the transfer now rather than on the next loop iteration (curl asked for a 0 ms
      * timeout), unless we are inside curl already, where it must not be re-entered. */
     if (h->in_curl == 0 && h->active == 1 && r->opts.sink == NULL) {
@@ -418,7 +417,7 @@ static void on_req_timer(uv_timer_t *t)
     }
     if (r->cancelled) {
         if (r->in_multi) {
-            curl_multi_remove_handle(r->h->multi, r->easy);
+            osb_curl.multi_remove_handle(r->h->multi, r->easy);
             r->in_multi = false;
         }
         r->resp.status = 0;
@@ -434,11 +433,11 @@ static void on_req_timer(uv_timer_t *t)
 static void req_attempt_done(struct osb_req *r, CURLcode rc)
 {
     long status = 0;
-    curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+    osb_curl.easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
     r->resp.status = status;
     r->resp.curl_code = rc;
     snprintf(r->resp.curl_msg, sizeof(r->resp.curl_msg), "%s",
-             r->errbuf[0] ? r->errbuf : curl_easy_strerror(rc));
+             r->errbuf[0] ? r->errbuf : osb_curl.easy_strerror(rc));
     if (rc == CURLE_OPERATION_TIMEDOUT && r->opts.deadline_ms != 0 && req_remaining_ms(r) == 0)
         r->resp.deadline_hit = true;
     bool again = !r->cancelled && !r->delivered && !r->resp.deadline_hit &&
@@ -461,14 +460,14 @@ static void http_check_done(struct osb_http *h)
 {
     CURLMsg *msg;
     int left;
-    while ((msg = curl_multi_info_read(h->multi, &left)) != NULL) {
+    while ((msg = osb_curl.multi_info_read(h->multi, &left)) != NULL) {
         if (msg->msg != CURLMSG_DONE)
             continue;
         struct osb_req *r = NULL;
         CURLcode rc = msg->data.result;
         CURL *easy = msg->easy_handle;
-        curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&r);
-        curl_multi_remove_handle(h->multi, easy);
+        osb_curl.easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&r);
+        osb_curl.multi_remove_handle(h->multi, easy);
         r->in_multi = false;
         if (r->starting) { /* never complete inside the call that started it */
             r->deferred = true;
@@ -484,42 +483,42 @@ static void req_set_body(struct osb_req *r)
 {
     const char *m = r->opts.method;
     if (r->mime != NULL) {
-        curl_easy_setopt(r->easy, CURLOPT_MIMEPOST, r->mime);
+        osb_curl.easy_setopt(r->easy, CURLOPT_MIMEPOST, r->mime);
     } else if (r->body != NULL || strcmp(m, "POST") == 0) {
-        curl_easy_setopt(r->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->opts.body_len);
-        curl_easy_setopt(r->easy, CURLOPT_POSTFIELDS, r->body ? r->body : "");
+        osb_curl.easy_setopt(r->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->opts.body_len);
+        osb_curl.easy_setopt(r->easy, CURLOPT_POSTFIELDS, r->body ? r->body : "");
     }
     if (strcmp(m, "GET") == 0)
-        curl_easy_setopt(r->easy, CURLOPT_HTTPGET, 1L);
+        osb_curl.easy_setopt(r->easy, CURLOPT_HTTPGET, 1L);
     else if (strcmp(m, "HEAD") == 0)
-        curl_easy_setopt(r->easy, CURLOPT_NOBODY, 1L);
+        osb_curl.easy_setopt(r->easy, CURLOPT_NOBODY, 1L);
     else if (strcmp(m, "POST") != 0)
-        curl_easy_setopt(r->easy, CURLOPT_CUSTOMREQUEST, m);
+        osb_curl.easy_setopt(r->easy, CURLOPT_CUSTOMREQUEST, m);
 }
 
 static void req_setup_easy(struct osb_req *r)
 {
     CURL *e = r->easy;
-    curl_easy_setopt(e, CURLOPT_URL, r->url);
-    curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)r);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
-    curl_easy_setopt(e, CURLOPT_USERAGENT, OSB_HTTP_USER_AGENT);
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
-    curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(e, CURLOPT_XFERINFODATA, r);
-    curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    osb_curl.easy_setopt(e, CURLOPT_URL, r->url);
+    osb_curl.easy_setopt(e, CURLOPT_PRIVATE, (char *)r);
+    osb_curl.easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    osb_curl.easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
+    osb_curl.easy_setopt(e, CURLOPT_USERAGENT, OSB_HTTP_USER_AGENT);
+    osb_curl.easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    osb_curl.easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
+    osb_curl.easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+    osb_curl.easy_setopt(e, CURLOPT_WRITEDATA, r);
+    osb_curl.easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    osb_curl.easy_setopt(e, CURLOPT_HEADERDATA, r);
+    osb_curl.easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
+    osb_curl.easy_setopt(e, CURLOPT_XFERINFODATA, r);
+    osb_curl.easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
+    osb_curl.easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     if (r->opts.connect_timeout_ms)
-        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)r->opts.connect_timeout_ms);
+        osb_curl.easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)r->opts.connect_timeout_ms);
     if (r->opts.low_speed_s) {
-        curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-        curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)r->opts.low_speed_s);
+        osb_curl.easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        osb_curl.easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)r->opts.low_speed_s);
     }
     req_set_body(r);
 }
@@ -527,20 +526,20 @@ static void req_setup_easy(struct osb_req *r)
 struct osb_req *osb_http_start(struct osb_http *h, const struct osb_req_opts *opts)
 {
     if (h->closing) {
-        curl_slist_free_all(opts->headers);
+        osb_curl.slist_free_all(opts->headers);
         return NULL;
     }
     struct osb_req *r = xcalloc(1, sizeof(*r));
     r->h = h;
     r->opts = *opts;
     r->url = xstrdup(opts->url);
-    r->headers = curl_slist_append(opts->headers, "Expect:"); /* no 100-continue round trip */
+    r->headers = osb_curl.slist_append(opts->headers, "Expect:"); /* no 100-continue round trip */
     if (opts->body != NULL) {
         r->body = xmalloc(opts->body_len + 1);
         memcpy(r->body, opts->body, opts->body_len);
         r->body[opts->body_len] = '\0';
     }
-    r->easy = curl_easy_init();
+    r->easy = osb_curl.easy_init();
     if (r->easy == NULL)
         abort(); /* only fails on OOM, which we treat as fatal everywhere */
     if (opts->mime_build != NULL)
@@ -576,7 +575,7 @@ void osb_http_free(struct osb_http *h)
     while (h->reqs != NULL) {
         struct osb_req *r = h->reqs;
         if (r->in_multi) {
-            curl_multi_remove_handle(h->multi, r->easy);
+            osb_curl.multi_remove_handle(h->multi, r->easy);
             r->in_multi = false;
         }
         uv_timer_stop(&r->timer);
@@ -586,7 +585,7 @@ void osb_http_free(struct osb_http *h)
         snprintf(r->resp.curl_msg, sizeof(r->resp.curl_msg), "mcpbox is shutting down");
         req_finish(r);
     }
-    curl_multi_cleanup(h->multi); /* closes cached connections: their polls get REMOVE */
+    osb_curl.multi_cleanup(h->multi); /* closes cached connections: their polls get REMOVE */
     h->multi = NULL;
     uv_timer_stop(&h->timer);
     uv_close((uv_handle_t *)&h->timer, http_handle_closed);

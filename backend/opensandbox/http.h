@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "mcp/base/buf.h"
+#include "mcp/base/error.h"
 
 struct osb_http;
 struct osb_req;
@@ -67,7 +68,8 @@ struct osb_req_opts {
     void *arg;
 };
 
-struct osb_http *osb_http_new(uv_loop_t *loop);
+/* Loads libcurl on first use (curl_loader.h); NULL with err set if it cannot. */
+struct osb_http *osb_http_new(uv_loop_t *loop, struct mcp_error *err);
 /* Cancels every request (their done gets CURLE_ABORTED_BY_CALLBACK), closes the handles and
  * frees the engine after the loop has run the close callbacks. */
 void osb_http_free(struct osb_http *h);

@@ -206,10 +206,10 @@ struct backend *opensandbox_backend_new_tuned(uv_loop_t *loop, struct store *sto
                              "https, not \"%s\"", proto), NULL;
     struct osb_backend *b = xcalloc(1, sizeof(*b));
     b->base = (struct backend){&osb_ops, loop, store};
-    b->http = osb_http_new(loop);
+    b->http = osb_http_new(loop, err);
     if (b->http == NULL) {
         free(b);
-        return mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0, "libcurl could not start"), NULL;
+        return NULL;
     }
     osb_split_domain(b, cfg->opensandbox_domain, proto);
     if (cfg->opensandbox_api_key != NULL && cfg->opensandbox_api_key[0] != '\0')

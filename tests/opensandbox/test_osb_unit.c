@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/opensandbox/curl_loader.h"
 #include "backend/opensandbox/osb.h"
 #include "backend/opensandbox/sse.h"
 #include "test.h"
@@ -236,7 +237,7 @@ TEST(http_never_completes_inside_start)
 {
     uv_loop_t loop;
     uv_loop_init(&loop);
-    struct osb_http *h = osb_http_new(&loop);
+    struct osb_http *h = osb_http_new(&loop, NULL);
     long code = -1;
     struct osb_req_opts o = {.method = "GET", .url = "http://127.0.0.1:1/x", .deadline_ms = 2000,
                              .connect_timeout_ms = 1000, .body_cap = 1024,
@@ -259,8 +260,28 @@ TEST(http_never_completes_inside_start)
     ASSERT_EQ(uv_loop_close(&loop), 0);
 }
 
+/* libcurl is loaded on first use: a missing library, or one without curl's functions, is a
+ * clear error naming it, and leaves nothing loaded (a later load still works). Runs before any
+ * test that loads the real libcurl. */
+TEST(curl_loader_errors)
+{
+    struct mcp_error e = {0};
+    ASSERT_EQ(osb_curl_load_from("libcurl-mcpbox-missing.so.4", &e), -1);
+    ASSERT_EQ(e.code, MCP_ERR_UNAVAILABLE);
+    ASSERT(strstr(e.msg, "needs libcurl (libcurl-mcpbox-missing.so.4") != NULL);
+    ASSERT(osb_curl.easy_init == NULL);
+    memset(&e, 0, sizeof(e));
+    ASSERT_EQ(osb_curl_load_from("libc.so.6", &e), -1); /* loads, but is not libcurl */
+    ASSERT(strstr(e.msg, "it has no curl_global_init") != NULL);
+    ASSERT(osb_curl.easy_init == NULL);
+    ASSERT_EQ(osb_curl_load(&e), 0);
+    ASSERT(osb_curl.easy_init != NULL && osb_curl.mime_data != NULL);
+    ASSERT_EQ(osb_curl_load(&e), 0); /* once */
+}
+
 int main(void)
 {
+    RUN(curl_loader_errors);
     RUN(sse_raw_json_lines);
     RUN(sse_data_frames_comments_crlf);
     RUN(sse_ndjson_and_line_cap);

@@ -1,6 +1,7 @@
 // MCP protocol benchmark: mcpbox against a TypeScript SDK server (peer_server.mjs) doing the same
 // trivial tool (test_simple_text), same load client, same run, over HTTP and stdio.
-//   node bench.mjs --mcpbox PATH [--reps 3] [-n 3000] [--write docs/benchmarks.md] [--command "..."]
+//   node bench.mjs --mcpbox PATH [--loadgen PATH] [--reps 3] [-n 3000] [--write docs/benchmarks.md] [--command "..."]
+// --loadgen: the C load client (mcpbox-loadgen, built from loadgen.c) for the HTTP "c" rows.
 //   node bench.mjs --mcpbox PATH --smoke      (a few calls per configuration; checks, no figures)
 // Each configuration runs mcpbox and the peer alternately, --reps times; the table holds medians.
 import { spawn } from 'node:child_process';
@@ -14,6 +15,7 @@ import { summarize } from './load.mjs';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const args = parseArgs(process.argv.slice(2));
 const BIN = requireBinary(args.mcpbox);
+const LOADGEN = args.loadgen ? requireBinary(args.loadgen) : null;
 const SMOKE = Boolean(args.smoke);
 const REPS = SMOKE ? 1 : Number(args.reps ?? 3);
 const N = SMOKE ? 100 : Number(args.n ?? 3000);
@@ -23,11 +25,14 @@ const SECTION = 'mcp-protocol';
 const GOALS = { http: 10, stdio: 3, idleRssKiB: 4096 };
 
 // [transport, client, calls in flight per client process, client processes]
-const CONFIGS = SMOKE
-    ? [['http', 'net', 2, 1], ['http', 'raw', 2, 2], ['http', 'sdk', 1, 1], ['stdio', 'raw', 1, 1], ['stdio', 'sdk', 1, 1]]
-    : [['http', 'net', 1, 1], ['http', 'net', 8, 1], ['http', 'net', 8, 2], ['http', 'raw', 1, 1], ['http', 'raw', 8, 1],
+const CONFIGS = (SMOKE
+    ? [['http', 'c', 2, 1], ['http', 'net', 2, 1], ['http', 'raw', 2, 2], ['http', 'sdk', 1, 1],
+        ['stdio', 'raw', 1, 1], ['stdio', 'sdk', 1, 1]]
+    : [['http', 'c', 1, 1], ['http', 'c', 8, 1], ['http', 'c', 32, 1],
+        ['http', 'net', 1, 1], ['http', 'net', 8, 1], ['http', 'net', 8, 2], ['http', 'raw', 1, 1], ['http', 'raw', 8, 1],
         ['http', 'sdk', 1, 1], ['http', 'sdk', 8, 1],
-        ['stdio', 'raw', 1, 1], ['stdio', 'raw', 8, 1], ['stdio', 'sdk', 1, 1], ['stdio', 'sdk', 8, 1]];
+        ['stdio', 'raw', 1, 1], ['stdio', 'raw', 8, 1], ['stdio', 'sdk', 1, 1], ['stdio', 'sdk', 8, 1]])
+    .filter(([, client]) => client !== 'c' || LOADGEN);
 
 function rssKiB(pid, field = 'VmRSS') {
     const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -50,6 +55,7 @@ function startPeerHttp() {
 
 /* One load run in a fresh client process; returns its JSON summary. */
 function loadOne(target, client, c, withLatencies) {
+    if (client === 'c') return loadC(target, c);
     const a = [path.join(here, 'load.mjs'), '--json', '--client', client, '-n', String(N), '-c', String(c),
         '--warmup', String(WARMUP), '--tool', 'test_simple_text'];
     if (withLatencies) a.push('--latencies');
@@ -63,6 +69,19 @@ function loadOne(target, client, c, withLatencies) {
             try { resolve(JSON.parse(out.trim().split('\n').pop())); } catch {
                 reject(new Error(`load.mjs exited ${code}: ${out}`));
             }
+        });
+    });
+}
+
+/* The C client (HTTP only): c connections, one call in flight on each. */
+function loadC(target, c) {
+    const a = [target.url, '-n', String(N * (SMOKE ? 1 : 3)), '-c', String(c), '-w', String(WARMUP), '--json'];
+    return new Promise((resolve, reject) => {
+        const p = spawn(LOADGEN, a, { stdio: ['ignore', 'pipe', 'inherit'] });
+        let out = '';
+        p.stdout.on('data', (d) => { out += d; });
+        p.on('exit', (code) => {
+            try { resolve(JSON.parse(out.trim())); } catch { reject(new Error(`mcpbox-loadgen exited ${code}: ${out}`)); }
         });
     });
 }
@@ -89,7 +108,8 @@ function cpuUs(pid) {
 async function loadMeasured(target, pid, client, c, procs) {
     const before = cpuUs(pid);
     const r = await load(target, client, c, procs);
-    r.cpuUsPerCall = Math.round(((cpuUs(pid) - before) / ((N + WARMUP) * procs)) * 10) / 10;
+    const calls = (client === 'c' ? r.calls : N) + WARMUP;
+    r.cpuUsPerCall = Math.round(((cpuUs(pid) - before) / (calls * procs)) * 10) / 10;
     return r;
 }
 
@@ -173,7 +193,8 @@ function renderSection(rows, rss) {
         `sessions with JSON replies, its faster mode). Same client process for both, mcpbox and peer alternating, ` +
         `${REPS} runs each, medians shown. n=${N} measured calls per client process after ${WARMUP} warm-up calls; "c" = calls in flight per client process, "procs" = client processes at once (each its own session or stdio child). ` +
         'Clients (`load.mjs`): "sdk" is the SDK `Client`; "raw" a keep-alive node:http client (stdio: JSON lines by hand); ' +
-        '"net" HTTP/1.1 written and parsed by hand on keep-alive sockets (lightest). ' +
+        '"net" HTTP/1.1 written and parsed by hand on keep-alive sockets; "c" the C client `mcpbox-loadgen` ' +
+        '(`loadgen.c`: one thread and keep-alive connection per call in flight; 3x the calls per run) — the lightest. ' +
         'Client and servers share the same machine, so a fast server is partly hidden behind its client; the last column ' +
         '(HTTP only: the server process\'s CPU time over the run, warm-up included, divided by the calls) does not ' +
         'depend on the client.', '',
@@ -186,10 +207,10 @@ function renderSection(rows, rss) {
             `${r.sdk.cps} | ${r.sdk.p50} | ${r.sdk.p99} | ${r.ratio}x | ${r.mcpbox.cpu === null ? '–' : `${r.mcpbox.cpu} / ${r.sdk.cpu}`} |`),
         '',
     ];
-    const h = head('http', 'net', 8, 2);
+    const h = head('http', 'c', 8, 1) ?? head('http', 'net', 8, 2);
     const s = head('stdio', 'raw', 8, 1);
     if (h && s) {
-        lines.push('Goals, from the lightest clients (HTTP: net, c=8, 2 processes; stdio: raw, c=8), where the client is least in the way:', '',
+        lines.push(`Goals, from the lightest clients (HTTP: ${h.client}, c=${h.c}, ${h.procs} process; stdio: raw, c=8), where the client is least in the way:`, '',
             `- HTTP: ${h.ratio}x the SDK server's calls/s (goal >= ${GOALS.http}x): ${verdict(h.ratio >= GOALS.http)}; ` +
             `p99 ${h.mcpbox.p99} ms vs ${h.sdk.p99} ms: ${verdict(h.mcpbox.p99 < h.sdk.p99)}. ` +
             `Server CPU per call: ${h.mcpbox.cpu} µs vs ${h.sdk.cpu} µs (${Math.round((h.sdk.cpu / h.mcpbox.cpu) * 10) / 10}x less).`,
