@@ -104,15 +104,23 @@ static void task_free(struct task *t)
     free(t);
 }
 
-/* Drops terminal records past their TTL. */
+static void task_end_session(struct task *t);
+
+/* Drops records idle past their TTL: terminal tasks, and tasks still waiting for input that
+ * nobody answered (those are cancelled). Working tasks stay until they end. */
 static void tasks_expire(void)
 {
     int64_t now = now_wall_ms();
     for (struct task **pp = &tasks.list; *pp;) {
         struct task *t = *pp;
-        if (is_terminal(t) && now - t->updated_ms > TASK_TTL_MS) {
+        bool idle = now - t->updated_ms > TASK_TTL_MS;
+        if (idle && (is_terminal(t) || t->status == TASK_INPUT_REQUIRED)) {
             *pp = t->next;
             tasks.count--;
+            if (!is_terminal(t))
+                log_info("task %.8s: no answer within %d s; cancelled", t->id,
+                         TASK_TTL_MS / 1000);
+            task_end_session(t);
             task_free(t);
         } else {
             pp = &t->next;
