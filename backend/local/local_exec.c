@@ -10,6 +10,8 @@
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 
+#define OOM_LOOKBACK_EVENTS 200
+
 struct exec_handle {
     struct lsbx *sb;
     struct exec_observer obs;
@@ -231,6 +233,28 @@ static void ctx_free(struct call_ctx *c)
     free(c);
 }
 
+/* Whether the exec path attributed an OOM kill to this command (an "oom_kill" event). */
+static bool oom_recorded(struct lsbx *sb, const char *cmd_id)
+{
+    json_t *events = NULL;
+    struct mcp_error err;
+    bool found = false;
+    if (cmd_id == NULL || store_event_list(sb->be->base.store, sb->id, OOM_LOOKBACK_EVENTS, &events,
+                                           &err) < 0)
+        return false;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev)
+    {
+        const char *kind = json_string_value(json_object_get(ev, "kind"));
+        const char *id = json_string_value(json_object_get(json_object_get(ev, "data"), "command_id"));
+        if (kind && id && strcmp(kind, "oom_kill") == 0 && strcmp(id, cmd_id) == 0)
+            found = true;
+    }
+    json_decref(events);
+    return found;
+}
+
 static void on_status_reply(void *arg, json_t *reply, const struct mcp_error *err)
 {
     struct call_ctx *c = arg;
@@ -244,6 +268,11 @@ static void on_status_reply(void *arg, json_t *reply, const struct mcp_error *er
     const char *st = json_string_value(json_object_get(reply, "status"));
     const char *status = !st ? "exited"
                          : strcmp(st, "signaled") == 0 ? "killed" : st;
+    bool sigkill = json_integer_value(json_object_get(reply, "signal")) == SIGKILL ||
+                   json_integer_value(json_object_get(reply, "exit_code")) == 128 + SIGKILL;
+    if (sigkill && strcmp(status, "running") != 0 &&
+        oom_recorded(c->sb, json_string_value(json_object_get(reply, "command_id"))))
+        status = "oom_killed";
     json_t *res = json_pack("{s:O, s:s, s:O, s:O, s:O, s:o, s:O, s:O, s:O, s:O}", "command_id",
                             json_object_get(reply, "command_id"), "status", status, "exit_code",
                             json_object_get(reply, "exit_code"), "signal",

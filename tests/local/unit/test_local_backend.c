@@ -584,6 +584,10 @@ TEST(limits_and_confinement)
         free(dump);
     }
     ASSERT_STR_EQ(json_string_value(json_object_get(x.r.json, "status")), "oom_killed");
+    struct result g;
+    CALL(g, be->ops->command_get(be, id, x.cmd_id, 0, 0, on_result, &g, &_e));
+    ASSERT_STR_EQ(json_string_value(json_object_get(g.json, "status")), "oom_killed");
+    json_decref(g.json);
     run_free(&x);
     json_t *events = NULL;
     struct result d;
