@@ -23,6 +23,7 @@
 #define CG_PARENT_NAME "mcpbox"
 #define CG_CPU_PERIOD_US 100000
 #define CG_RMDIR_TRIES 50
+#define CG_KILL_ROUNDS 8
 
 static bool is_fs(const char *path, long magic)
 {
@@ -135,8 +136,10 @@ int cg_host_detect(struct cg_host *h, struct mcp_error *err)
         base_for(CG_ROOT "/cpu", "cpu", h->cpu_base);
     if (is_fs(CG_ROOT "/unified", CGROUP2_SUPER_MAGIC))
         base_for(CG_ROOT "/unified", "", h->v2_base);
-    const char *bases[] = {h->mem_base, h->pids_base, h->cpu_base, h->v2_base};
-    for (size_t i = 0; i < 4; i++)
+    else if (is_fs(CG_ROOT "/freezer", CGROUP_SUPER_MAGIC)) /* pure v1: freezer for pause */
+        base_for(CG_ROOT "/freezer", "freezer", h->freezer_base);
+    const char *bases[] = {h->mem_base, h->pids_base, h->cpu_base, h->v2_base, h->freezer_base};
+    for (size_t i = 0; i < 5; i++)
         if (bases[i][0] && mkdir(bases[i], 0755) < 0 && errno != EEXIST)
             return mcp_error_set(err, MCP_ERR_UNSUPPORTED, errno, "cannot create %s: %s",
                                  bases[i], strerror(errno));
@@ -204,7 +207,7 @@ int cg_create(const struct cg_host *h, const char *id, const struct cg_limits *l
     if (h->layout == CG_V2)
         return limits_v2(out, lim, err);
     if (make(h->mem_base, id, out->mem, err) < 0 || make(h->pids_base, id, out->pids, err) < 0 ||
-        make(h->cpu_base, id, out->cpu, err) < 0)
+        make(h->cpu_base, id, out->cpu, err) < 0 || make(h->freezer_base, id, out->freezer, err) < 0)
         return -1;
     return limits_v1(out, lim, err);
 }
@@ -213,8 +216,8 @@ int cg_attach_v1(const struct cg_sandbox *cg, pid_t pid, struct mcp_error *err)
 {
     char v[32];
     snprintf(v, sizeof v, "%d", (int)pid);
-    const char *dirs[] = {cg->mem, cg->pids, cg->cpu};
-    for (size_t i = 0; i < 3; i++)
+    const char *dirs[] = {cg->mem, cg->pids, cg->cpu, cg->freezer};
+    for (size_t i = 0; i < 4; i++)
         if (limit(dirs[i], "cgroup.procs", v, err) < 0)
             return -1;
     return 0;
@@ -232,24 +235,51 @@ int cg_open_v2(const struct cg_sandbox *cg)
     return cg->v2[0] ? open(cg->v2, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
 }
 
+/* Without cgroup.kill (pure v1): SIGKILL every member, a few rounds for members forked
+ * meanwhile (the pids limit bounds how many there can be). */
+static int kill_members(const char *dir)
+{
+    char path[LOCAL_PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+    for (int round = 0; round < CG_KILL_ROUNDS; round++) {
+        FILE *f = fopen(path, "re");
+        if (f == NULL)
+            return -1;
+        int pid, n = 0;
+        while (fscanf(f, "%d", &pid) == 1)
+            n += kill(pid, SIGKILL) == 0;
+        fclose(f);
+        if (n == 0)
+            return 0;
+    }
+    return 0;
+}
+
 int cg_kill(const struct cg_sandbox *cg)
 {
-    return cg->v2[0] ? write_file(cg->v2, "cgroup.kill", "1") : -1;
+    if (cg->v2[0])
+        return write_file(cg->v2, "cgroup.kill", "1");
+    if (cg->freezer[0])
+        write_file(cg->freezer, "freezer.state", "THAWED");
+    return cg->pids[0] ? kill_members(cg->pids) : -1;
 }
 
 int cg_freeze(const struct cg_sandbox *cg, bool frozen, struct mcp_error *err)
 {
-    if (cg->v2[0] == '\0')
-        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
-                             "pause needs the cgroup v2 freezer, which this host lacks");
-    return limit(cg->v2, "cgroup.freeze", frozen ? "1" : "0", err);
+    if (cg->v2[0])
+        return limit(cg->v2, "cgroup.freeze", frozen ? "1" : "0", err);
+    if (cg->freezer[0]) /* v1 freezer */
+        return limit(cg->freezer, "freezer.state", frozen ? "FROZEN" : "THAWED", err);
+    return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
+                         "pause needs a cgroup freezer (v2, or the v1 freezer controller), which "
+                         "this host lacks");
 }
 
 int cg_destroy(const struct cg_sandbox *cg)
 {
-    const char *dirs[] = {cg->v2, cg->mem, cg->pids, cg->cpu};
+    const char *dirs[] = {cg->v2, cg->mem, cg->pids, cg->cpu, cg->freezer};
     int rc = 0;
-    for (size_t i = 0; i < 4; i++) {
+    for (size_t i = 0; i < 5; i++) {
         if (dirs[i][0] == '\0')
             continue;
         int tries = 0;
@@ -339,8 +369,8 @@ json_t *cg_usage(const struct cg_sandbox *cg)
 
 json_t *cg_to_json(const struct cg_sandbox *cg)
 {
-    return json_pack("{s:s, s:s, s:s, s:s}", "v2", cg->v2, "memory", cg->mem, "pids", cg->pids,
-                     "cpu", cg->cpu);
+    return json_pack("{s:s, s:s, s:s, s:s, s:s}", "v2", cg->v2, "memory", cg->mem, "pids",
+                     cg->pids, "cpu", cg->cpu, "freezer", cg->freezer);
 }
 
 static void copy_str(json_t *j, const char *key, char *out)
@@ -355,4 +385,5 @@ void cg_from_json(json_t *j, struct cg_sandbox *out)
     copy_str(j, "memory", out->mem);
     copy_str(j, "pids", out->pids);
     copy_str(j, "cpu", out->cpu);
+    copy_str(j, "freezer", out->freezer);
 }

@@ -235,9 +235,10 @@ static json_t *planned_cgroups(const struct local_backend *lb, const char *id)
 {
     struct cg_sandbox planned;
     memset(&planned, 0, sizeof planned);
-    const char *bases[] = {lb->cg.v2_base, lb->cg.mem_base, lb->cg.pids_base, lb->cg.cpu_base};
-    char *paths[] = {planned.v2, planned.mem, planned.pids, planned.cpu};
-    for (size_t i = 0; i < 4; i++)
+    const char *bases[] = {lb->cg.v2_base, lb->cg.mem_base, lb->cg.pids_base, lb->cg.cpu_base,
+                           lb->cg.freezer_base};
+    char *paths[] = {planned.v2, planned.mem, planned.pids, planned.cpu, planned.freezer};
+    for (size_t i = 0; i < 5; i++)
         if (bases[i][0] && (i == 0 || lb->cg.layout == CG_HYBRID))
             snprintf(paths[i], LOCAL_PATH_MAX, "%s/%s", bases[i], id);
     return cg_to_json(&planned);
@@ -321,7 +322,7 @@ static int watch_startup(struct create_op *op, struct mcp_error *err)
     uv_poll_init(lb->base.loop, &op->err_poll, op->err_fd);
     op->err_poll.data = op;
     uv_poll_start(&op->err_poll, UV_READABLE | UV_DISCONNECT, on_err_pipe);
-    bool v1 = op->sb->cg.mem[0] || op->sb->cg.pids[0] || op->sb->cg.cpu[0];
+    bool v1 = op->sb->cg.mem[0] || op->sb->cg.pids[0] || op->sb->cg.cpu[0] || op->sb->cg.freezer[0];
     if (!v1 && !(op->attach_needed_v2 && op->sb->cg.v2[0])) {
         op->attach_done = true;
         return 0;

@@ -50,6 +50,7 @@ struct cg_host {
     char mem_base[LOCAL_PATH_MAX];  /* hybrid: v1 parents */
     char pids_base[LOCAL_PATH_MAX];
     char cpu_base[LOCAL_PATH_MAX];
+    char freezer_base[LOCAL_PATH_MAX]; /* v1 freezer, only when there is no v2 hierarchy */
 };
 
 /* One sandbox's cgroups (paths empty when unused). */
@@ -58,6 +59,7 @@ struct cg_sandbox {
     char mem[LOCAL_PATH_MAX];
     char pids[LOCAL_PATH_MAX];
     char cpu[LOCAL_PATH_MAX];
+    char freezer[LOCAL_PATH_MAX];
 };
 
 struct cg_limits {
