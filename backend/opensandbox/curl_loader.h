@@ -15,7 +15,7 @@
 
 /* Every libcurl function the backend calls, without the curl_ prefix. */
 #define OSB_CURL_FUNCTIONS(X)                                                                      \
-    X(global_init) X(version) X(free) X(getdate)                                                              \
+    X(global_init) X(version) X(free) X(getdate)                                                   \
     X(easy_init) X(easy_cleanup) X(easy_setopt) X(easy_getinfo) X(easy_strerror) X(easy_escape)    \
     X(multi_init) X(multi_cleanup) X(multi_setopt) X(multi_add_handle) X(multi_remove_handle)      \
     X(multi_assign) X(multi_socket_action) X(multi_info_read)                                      \
