@@ -15,7 +15,7 @@ if [ "${1:-}" = "--mcpbox" ]; then bin=$2; shift 2; fi
 # Release build of the C load client (and of mcpbox unless one was given) in build-bench/.
 targets="mcpbox-loadgen"
 [ -z "$bin" ] && targets="$targets mcpbox"
-cmake -S "$root" -B "$root/build-bench" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S "$root" -B "$root/build-bench" -DCMAKE_BUILD_TYPE=Release -DMCPBOX_TESTS=ON >/dev/null
 # shellcheck disable=SC2086
 cmake --build "$root/build-bench" --target $targets -j2 >/dev/null
 [ -z "$bin" ] && bin="$root/build-bench/mcpbox"
