@@ -50,6 +50,29 @@ static void modern_dispatch(struct http_conn *c, struct jsonrpc_msg *msg)
     session_handle(s->core, msg);
 }
 
+/* A header by lower-case name for modern_check_param_headers: NULL when absent or repeated. */
+static const char *param_header(void *arg, const char *lname)
+{
+    bool dup = false;
+    struct http_conn *c = arg;
+    const char *v = http_request_header(&c->reader.req, lname, &dup);
+    return dup ? NULL : v;
+}
+
+/* tools/call arguments mirrored into Mcp-Param-* headers (x-mcp-header) must match them. */
+static int check_param_headers(struct http_conn *c, const struct jsonrpc_msg *msg,
+                               struct mcp_error *err)
+{
+    if (strcmp(msg->method, "tools/call") != 0)
+        return 0;
+    const json_t *schema = modern_tool_input_schema(
+        c->hs->srv, json_string_value(json_object_get(msg->params, "name")));
+    if (!schema)
+        return 0; /* an unknown tool: the core answers that */
+    return modern_check_param_headers(schema, json_object_get(msg->params, "arguments"),
+                                      param_header, c, err);
+}
+
 static void modern_request(struct http_conn *c, struct jsonrpc_msg *msg, const char *version)
 {
     bool bad = false;
@@ -66,7 +89,7 @@ static void modern_request(struct http_conn *c, struct jsonrpc_msg *msg, const c
                       "Header mismatch: Mcp-Method and Mcp-Name must not repeat");
         return modern_error(c, msg->id, &err, NULL);
     }
-    if (modern_check_request(msg, &h, &data, &err) < 0)
+    if (modern_check_request(msg, &h, &data, &err) < 0 || check_param_headers(c, msg, &err) < 0)
         return modern_error(c, msg->id, &err, data);
     modern_dispatch(c, msg); /* an unknown method: -32601 from the core, sent with 404 */
 }

@@ -6,6 +6,7 @@
 #include "mcp/dispatch.h"
 #include "mcp/modern/modern.h"
 #include "mcp/modern/modern-internal.h"
+#include "mcp/registry.h"
 #include "mcp/request.h"
 #include "mcp/server.h"
 
@@ -61,6 +62,13 @@ static void method_server_discover(struct request *req, json_t *params)
                                  MODERN_PROTOCOL_VERSION, "capabilities",
                                  modern_server_capabilities(), "instructions",
                                  server_instructions(request_server(req))));
+}
+
+const json_t *modern_tool_input_schema(struct mcp_server *srv, const char *name)
+{
+    const struct registry_tool *tool = name ? registry_find_tool(server_registry(srv), name)
+                                            : NULL;
+    return tool ? tool->input_schema : NULL;
 }
 
 /* ---- tools/call: tasks ---------------------------------------------------------------------- */

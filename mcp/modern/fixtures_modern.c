@@ -299,6 +299,13 @@ static void fx_streaming_elicitation(struct tool_call *call, json_t *args)
     fx_elicitation(call, args);
 }
 
+static void fx_custom_header(struct tool_call *call, json_t *args)
+{
+    char text[FIXTURE_TEXT_MAX];
+    snprintf(text, sizeof(text), "Region: %s", json_string_value(json_object_get(args, "region")));
+    finish_text(call, text);
+}
+
 static void fx_logging_tool(struct tool_call *call, json_t *args)
 {
     static const char *const levels[] = {"info", "warning", "error"};
@@ -356,6 +363,7 @@ static const struct tool_def modern_fixture_tools[] = {
     {"test_missing_capability", fx_missing_capability},
     {"test_streaming_elicitation", fx_streaming_elicitation},
     {"test_logging_tool", fx_logging_tool},
+    {"test_custom_header", fx_custom_header},
 };
 
 int modern_fixtures_register(struct registry *reg, struct mcp_error *err)

@@ -52,6 +52,18 @@ struct modern_headers {
 int modern_check_request(const struct jsonrpc_msg *msg, const struct modern_headers *h,
                          json_t **data, struct mcp_error *err);
 
+/* SEP-2243 custom headers: a tool argument whose schema has "x-mcp-header": NAME travels in
+ * the body and, mirrored, in the header Mcp-Param-NAME (the value as text, or
+ * "=?base64?...?=" for text that is not plain ASCII). Checks every such argument of args
+ * against its header (get looks a header up by lower-case name; NULL when absent or repeated):
+ * a missing, undecodable or different header is -32020. */
+typedef const char *modern_header_fn(void *arg, const char *lname);
+int modern_check_param_headers(const json_t *input_schema, const json_t *args,
+                               modern_header_fn *get, void *arg, struct mcp_error *err);
+/* The inputSchema of tool name (borrowed), or NULL: for the HTTP layer's header checks. */
+struct mcp_server;
+const json_t *modern_tool_input_schema(struct mcp_server *srv, const char *name);
+
 /* The HTTP status a modern JSON-RPC reply travels with (200 for results). */
 int modern_http_status(const json_t *reply);
 

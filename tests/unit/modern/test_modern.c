@@ -154,6 +154,38 @@ TEST(sealed_state)
     ASSERT(modern_state_open(NULL) == NULL);
 }
 
+static const char *param_value;
+
+static const char *one_param(void *arg, const char *lname)
+{
+    return strcmp(lname, "mcp-param-region") == 0 ? param_value : NULL;
+}
+
+static int params(const char *header, const char *body_region)
+{
+    json_auto_t *schema = json_pack("{s:{s:{s:s, s:s}}}", "properties", "region", "type",
+                                    "string", "x-mcp-header", "Region");
+    json_auto_t *args = body_region ? json_pack("{s:s}", "region", body_region) : json_object();
+    struct mcp_error err;
+    param_value = header;
+    return modern_check_param_headers(schema, args, one_param, NULL, &err) < 0 ? err.code : 0;
+}
+
+TEST(custom_param_headers)
+{
+    ASSERT_EQ(params("eu-west", "eu-west"), 0);
+    ASSERT_EQ(params(" eu-west ", "eu-west"), 0);
+    ASSERT_EQ(params("=?base64?SGVsbG8=?=", "Hello"), 0);
+    ASSERT_EQ(params("=?base64?SGVsbG8?=", "Hello"), MODERN_ERR_HEADER_MISMATCH); /* padding */
+    ASSERT_EQ(params("=?base64?SGVs!!!bG8=?=", "Hello"), MODERN_ERR_HEADER_MISMATCH);
+    ASSERT_EQ(params("SGVsbG8=", "SGVsbG8="), 0);                   /* no wrapper: literal */
+    ASSERT_EQ(params("=?base64?SGVsbG8=", "=?base64?SGVsbG8="), 0); /* no suffix: literal */
+    ASSERT_EQ(params(NULL, "eu-west"), MODERN_ERR_HEADER_MISMATCH);
+    ASSERT_EQ(params("us-east", "eu-west"), MODERN_ERR_HEADER_MISMATCH);
+    ASSERT_EQ(params("eu-west", NULL), MODERN_ERR_HEADER_MISMATCH);
+    ASSERT_EQ(params(NULL, NULL), 0);
+}
+
 int main(void)
 {
     RUN(stdio_meta_rules);
@@ -163,5 +195,6 @@ int main(void)
     RUN(reply_shaping);
     RUN(capabilities_and_log_level);
     RUN(sealed_state);
+    RUN(custom_param_headers);
     return test_done();
 }
