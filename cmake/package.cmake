@@ -18,7 +18,8 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # The libraries the binary links (checked by the package_deb test against the binary's NEEDED
-# entries), with the Debian 12 versions as the floor.
+# entries), with the Debian 12 versions as the floor; libcurl4 is not linked but dlopened by the
+# OpenSandbox backend when it starts (backend/opensandbox/curl_loader.h).
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
     "libc6 (>= 2.36), libjansson4 (>= 2.14), libcurl4 (>= 7.88.1), libuv1 (>= 1.44.2), libsqlite3-0 (>= 3.40.1), libseccomp2 (>= 2.5.4), libhttp-parser2.9 (>= 2.9.4)")
 # uidmap: newuidmap/newgidmap and /etc/subuid ranges (non-root hosts); passt: the user-mode
