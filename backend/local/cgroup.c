@@ -5,6 +5,7 @@
  *    cgroup.freeze), as on most users' machines.
  * v1 parents are created under the cgroup mcpbox itself runs in (so any limit on mcpbox still
  * covers its sandboxes); the v2 parent is <v2 root>/mcpbox. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -15,6 +16,7 @@
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend/local/local_internal.h"
@@ -194,6 +196,29 @@ static int limits_v2(const struct cg_sandbox *cg, const struct cg_limits *lim, s
         return -1;
     snprintf(v, sizeof v, "%lld %d", (long long)(lim->cpu * CG_CPU_PERIOD_US), CG_CPU_PERIOD_US);
     return limit(cg->v2, "cpu.max", v, err);
+}
+
+/* Removes empty sandbox cgroups ("sbx-*") older than min_age_s under our parents: leftovers of
+ * a crash or of a cgroup that stayed busy. A live sandbox's cgroups are never empty (its init is
+ * in all of them), and rmdir refuses non-empty ones. */
+void cg_sweep(const struct cg_host *h, long min_age_s)
+{
+    const char *bases[] = {h->v2_base, h->mem_base, h->pids_base, h->cpu_base, h->freezer_base};
+    time_t now = time(NULL);
+    for (size_t i = 0; i < sizeof bases / sizeof bases[0]; i++) {
+        DIR *d = bases[i][0] ? opendir(bases[i]) : NULL;
+        struct dirent *e;
+        while (d && (e = readdir(d)) != NULL) {
+            struct stat st;
+            if (strncmp(e->d_name, "sbx-", 4) != 0 ||
+                fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                !S_ISDIR(st.st_mode) || now - st.st_mtime < min_age_s)
+                continue;
+            unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+        }
+        if (d)
+            closedir(d);
+    }
 }
 
 int cg_create(const struct cg_host *h, const char *id, const struct cg_limits *lim,

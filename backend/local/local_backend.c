@@ -201,13 +201,47 @@ void local_rmtree(const char *dir)
     rmtree_at(AT_FDCWD, dir);
 }
 
+/* A cgroup can stay busy for a moment after cgroup.kill: a helper outside the sandbox's pid
+ * namespace (pasta) is reaped by the host's init, not by us. Retry on a timer. */
+struct cg_retry {
+    uv_timer_t timer;
+    struct cg_sandbox cg;
+    int tries;
+};
+
+static void cg_retry_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void cg_retry_fire(uv_timer_t *t)
+{
+    struct cg_retry *r = t->data;
+    cg_kill(&r->cg);
+    if (cg_destroy(&r->cg) == 0 || ++r->tries >= LOCAL_CG_RETRIES) {
+        if (r->tries >= LOCAL_CG_RETRIES)
+            log_warn("a sandbox cgroup (%s) stayed busy; the next start sweeps it", r->cg.v2);
+        uv_close((uv_handle_t *)t, cg_retry_closed);
+    }
+}
+
+static void cg_destroy_later(struct local_backend *lb, const struct cg_sandbox *cg)
+{
+    struct cg_retry *r = xcalloc(1, sizeof *r);
+    r->cg = *cg;
+    uv_timer_init(lb->base.loop, &r->timer);
+    r->timer.data = r;
+    /* Referenced: a short-lived process (the CLI) finishes the cleanup before it exits. */
+    uv_timer_start(&r->timer, cg_retry_fire, LOCAL_CG_RETRY_MS, LOCAL_CG_RETRY_MS);
+}
+
 void local_release_resources(struct local_backend *lb, const char *id, const char *dir,
                              const struct cg_sandbox *cg)
 {
     struct mcp_error err;
     cg_kill(cg);
     if (cg_destroy(cg) < 0)
-        log_warn("sandbox %s: a cgroup is still busy after kill; it will be retried", id);
+        cg_destroy_later(lb, cg);
     if (dir[0])
         local_rmtree(dir);
     if (store_slot_release(lb->base.store, id, &err) < 0 && err.code != MCP_ERR_NOT_FOUND)
@@ -520,6 +554,7 @@ struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
         free(lb);
         return NULL;
     }
+    cg_sweep(&lb->cg, LOCAL_CG_SWEEP_AGE_S);
     uv_timer_init(loop, &lb->timer);
     lb->timer.data = lb;
     uv_timer_start(&lb->timer, on_timer, LOCAL_TIMER_MS, LOCAL_TIMER_MS);

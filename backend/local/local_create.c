@@ -38,6 +38,7 @@ struct create_op {
     size_t msg_len;
     uint64_t started_ms;
     uint64_t exec_ms, attach_ms; /* when the agent was exec'd / the v1 attach finished */
+    int release_fd, tree_fd;     /* network: the child waits until pasta is ready */
 };
 
 static int64_t ttl_ms(int64_t seconds)
@@ -140,12 +141,27 @@ static void on_err_pipe(uv_poll_t *p, int status, int events)
     uv_close((uv_handle_t *)p, err_poll_closed);
 }
 
+/* In a worker thread: the v1 attach (an RCU grace period per write) and, for network
+ * sandboxes, pasta's start-up; then the child may go on. */
 static void attach_work(uv_work_t *w)
 {
     struct create_op *op = w->data;
     op->attach_rc = cg_attach_v1(&op->sb->cg, op->sb->pid, &op->attach_err);
     if (op->attach_rc == 0 && op->attach_needed_v2)
         op->attach_rc = cg_attach_v2(&op->sb->cg, op->sb->pid, &op->attach_err);
+    if (op->release_fd < 0)
+        return;
+    if (op->attach_rc == 0)
+        op->attach_rc = local_start_network(op->sb->dir, op->sb->pid, &op->sb->cg, &op->attach_err);
+    if (op->attach_rc == 0 && local_spawn_release(op->release_fd, op->tree_fd) < 0)
+        op->attach_rc = mcp_error_set(&op->attach_err, MCP_ERR_IO, errno,
+                                      "releasing the sandbox init failed");
+    else if (op->attach_rc < 0) { /* the child sees EOF and gives up */
+        close(op->release_fd);
+        if (op->tree_fd >= 0)
+            close(op->tree_fd);
+    }
+    op->release_fd = op->tree_fd = -1;
 }
 
 static void attach_after(uv_work_t *w, int status)
@@ -189,11 +205,11 @@ static void create_maybe_done(struct create_op *op)
     if (!op->exec_done || !op->attach_done || op->err_fd >= 0)
         return;
     struct mcp_error err;
-    if (op->msg_len > 0) {
+    if (op->attach_rc < 0) { /* first: a failed release also makes the child complain */
+        create_fail(op, &op->attach_err);
+    } else if (op->msg_len > 0) {
         mcp_error_set(&err, MCP_ERR_BACKEND, 0, "sandbox setup failed: %s", op->msg);
         create_fail(op, &err);
-    } else if (op->attach_rc < 0) {
-        create_fail(op, &op->attach_err);
     } else {
         create_finish(op);
     }
@@ -263,6 +279,7 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
     if (res->pidfd >= 0)
         sb->pidfd = res->pidfd, sb->pid = res->pid;
     op->err_fd = res->err_fd;
+    op->release_fd = res->release_fd, op->tree_fd = res->tree_fd;
     op->attach_needed_v2 = !res->in_cgroup_v2;
     return rc;
 }
@@ -323,7 +340,7 @@ static int watch_startup(struct create_op *op, struct mcp_error *err)
     op->err_poll.data = op;
     uv_poll_start(&op->err_poll, UV_READABLE | UV_DISCONNECT, on_err_pipe);
     bool v1 = op->sb->cg.mem[0] || op->sb->cg.pids[0] || op->sb->cg.cpu[0] || op->sb->cg.freezer[0];
-    if (!v1 && !(op->attach_needed_v2 && op->sb->cg.v2[0])) {
+    if (!v1 && !(op->attach_needed_v2 && op->sb->cg.v2[0]) && op->release_fd < 0) {
         op->attach_done = true;
         return 0;
     }
@@ -346,7 +363,7 @@ int local_create(struct backend *be, const struct sandbox_spec *spec, backend_cb
                              "apt install passt); or create the sandbox without network");
     struct create_op *op = xcalloc(1, sizeof *op);
     op->started_ms = now_mono_ms();
-    op->cb = cb, op->arg = arg, op->err_fd = -1;
+    op->cb = cb, op->arg = arg, op->err_fd = -1, op->release_fd = op->tree_fd = -1;
     op->sb = xcalloc(1, sizeof *op->sb);
     op->sb->be = lb, op->sb->refs = 1, op->sb->pidfd = -1, op->sb->oom_fd = -1;
     random_id(op->sb->id, sizeof op->sb->id, "sbx-", 8);
@@ -354,6 +371,10 @@ int local_create(struct backend *be, const struct sandbox_spec *spec, backend_cb
     if (start(op, spec, &lim, disk, image_dir, err) < 0 || watch_startup(op, err) < 0) {
         if (op->err_fd >= 0)
             close(op->err_fd);
+        if (op->release_fd >= 0) /* the child sees EOF and gives up */
+            close(op->release_fd);
+        if (op->tree_fd >= 0)
+            close(op->tree_fd);
         if (op->sb->pidfd >= 0) {
             syscall(SYS_pidfd_send_signal, op->sb->pidfd, SIGKILL, NULL, 0);
             siginfo_t si;

@@ -32,6 +32,9 @@
 #define LOCAL_IMAGE_NAME_MAX 64
 #define LOCAL_TOUCH_INTERVAL_MS 1000
 #define LOCAL_KILL_WAIT_MS 2000
+#define LOCAL_CG_RETRY_MS 100
+#define LOCAL_CG_RETRIES 100
+#define LOCAL_CG_SWEEP_AGE_S 60
 
 /* ---- seccomp (seccomp_profile.c) ---- */
 struct local_seccomp {
@@ -79,6 +82,7 @@ int cg_open_v2(const struct cg_sandbox *cg); /* fd for CLONE_INTO_CGROUP, or -1 
 int cg_kill(const struct cg_sandbox *cg);
 int cg_freeze(const struct cg_sandbox *cg, bool frozen, struct mcp_error *err);
 int cg_destroy(const struct cg_sandbox *cg); /* rmdir all; -1 if one is still busy */
+void cg_sweep(const struct cg_host *h, long min_age_s);
 uint64_t cg_oom_kills(const struct cg_sandbox *cg);
 uint64_t cg_memory_limit(const struct cg_sandbox *cg);
 /* An fd that signals OOM kills: a v1 eventfd registered on memory.oom_control (readable), or
@@ -109,9 +113,13 @@ struct spawn_result {
     int pidfd;
     int err_fd;        /* read end of the CLOEXEC error pipe: EOF means the agent runs */
     bool in_cgroup_v2; /* CLONE_INTO_CGROUP worked */
+    int release_fd;    /* network: the child waits on this until local_spawn_release */
+    int tree_fd;       /* the image tree to hand over with the release, or -1 */
 };
 
 int local_spawn(const struct spawn_request *req, struct spawn_result *out, struct mcp_error *err);
+/* Lets the child go on (sending the image tree, if any); closes both fds. Thread-safe. */
+int local_spawn_release(int release_fd, int tree_fd);
 /* "/proc/<pid>/stat" field 22, to tell a live init from a reused pid; 0 if gone. */
 uint64_t local_proc_starttime(pid_t pid);
 /* network.c: opt-in egress through pasta. */

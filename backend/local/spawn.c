@@ -590,7 +590,7 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     struct child_plan p;
     int sync[2] = {-1, -1}, errp[2] = {-1, -1};
     memset(out, 0, sizeof *out);
-    out->pidfd = out->err_fd = -1;
+    out->pidfd = out->err_fd = out->release_fd = out->tree_fd = -1;
     if (prepare(&p, req, err) < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0 ||
         pipe2(errp, O_CLOEXEC) < 0) {
         if (err->msg[0] == '\0')
@@ -624,21 +624,35 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     int rc = write_map(pid, "uid_map", req->uid_base, err);
     if (rc == 0)
         rc = write_map(pid, "gid_map", req->uid_base, err);
-    if (rc == 0 && req->network)
-        rc = local_start_network(req->dir, pid, req->cg, err);
     int tree = -1;
     if (rc == 0 && req->image_dir)
         rc = tree = image_tree(req->image_dir, pid, err);
-    if (rc >= 0 && send_go(sync[1], tree) < 0)
+    if (rc >= 0 && req->network) {
+        /* pasta takes tens of milliseconds: the caller starts it off the loop, then releases
+         * the child with local_spawn_release(). */
+        out->release_fd = sync[1], out->tree_fd = tree;
+        return 0;
+    }
+    if (rc >= 0 && local_spawn_release(sync[1], tree) < 0)
         rc = mcp_error_set(err, MCP_ERR_IO, errno, "releasing the sandbox init failed");
-    if (tree >= 0)
-        close(tree);
-    close(sync[1]);
+    else if (rc < 0)
+        close(sync[1]);
     if (rc < 0) {
         syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
         return -1; /* caller reaps via pidfd and closes fds */
     }
     return 0;
+}
+
+int local_spawn_release(int release_fd, int tree_fd)
+{
+    int rc = send_go(release_fd, tree_fd);
+    int e = errno;
+    close(release_fd);
+    if (tree_fd >= 0)
+        close(tree_fd);
+    errno = e;
+    return rc;
 }
 
 uint64_t local_proc_starttime(pid_t pid)
