@@ -91,6 +91,9 @@ json_t *tool_call_request_state(const struct tool_call *call, bool *tampered);
  * {method, params} requests; state (borrowed, may be NULL) comes back sealed in the retry. */
 void tool_call_input_required(struct tool_call *call, json_t *input_requests,
                               const json_t *state);
+/* True when the call runs as a task (io.modelcontextprotocol/tasks) if it does not finish at
+ * once: the client polls for the result, so no client timeout bounds how long it may take. */
+bool tool_call_runs_as_task(const struct tool_call *call);
 /* Ends the call with the JSON-RPC error -32021 (MissingRequiredClientCapability) naming
  * capability ("sampling", "elicitation", "roots"). */
 void tool_call_missing_capability(struct tool_call *call, const char *capability);

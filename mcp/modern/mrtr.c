@@ -14,6 +14,13 @@ bool tool_call_is_stateless(const struct tool_call *call)
     return request_modern_meta(tool_call_req(call)) != NULL;
 }
 
+bool tool_call_runs_as_task(const struct tool_call *call)
+{
+    struct request *req = tool_call_req(call);
+    return session_task_of(request_session(req)) != NULL ||
+           modern_task_wanted(req, tool_call_tool_name(call));
+}
+
 json_t *tool_call_input_responses(const struct tool_call *call)
 {
     json_t *responses = json_object_get(request_params(tool_call_req(call)), "inputResponses");

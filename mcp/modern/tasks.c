@@ -259,7 +259,9 @@ static struct task *task_new(struct request *req)
 bool modern_task_wanted(struct request *req, const char *tool)
 {
     const json_t *meta = request_modern_meta(req);
-    return meta && modern_task_tool_support(tool) != TASK_SUPPORT_NONE &&
+    tasks_expire();
+    return meta && tasks.count < TASKS_MAX &&
+           modern_task_tool_support(tool) != TASK_SUPPORT_NONE &&
            modern_meta_has_capability(meta, "extensions/" MODERN_TASKS_EXTENSION) &&
            session_task_of(request_session(req)) == NULL;
 }
@@ -289,7 +291,8 @@ struct task *session_task_of(struct session *s)
  * lacks the extension or the task is unknown. */
 static struct task *task_for(struct request *req, json_t *params)
 {
-    if (!modern_meta_has_capability(request_modern_meta(req), "extensions/" MODERN_TASKS_EXTENSION)) {
+    if (!modern_meta_has_capability(request_modern_meta(req),
+                                    "extensions/" MODERN_TASKS_EXTENSION)) {
         modern_missing_extension(req, MODERN_TASKS_EXTENSION);
         return NULL;
     }

@@ -255,7 +255,11 @@ void tool_run_command(struct tool_call *call, json_t *args)
         run_cleanup(rj);
         return;
     }
-    int64_t wait_s = tools_arg_int(args, "wait_seconds", TOOLS_DEFAULT_WAIT_S, 0, TOOLS_MAX_WAIT_S);
+    /* In a task no client timeout applies: by default wait for the end (up to the maximum). */
+    int64_t wait_s = tools_arg_int(args, "wait_seconds",
+                                   tool_call_runs_as_task(call) ? TOOLS_MAX_WAIT_S
+                                                                : TOOLS_DEFAULT_WAIT_S,
+                                   0, TOOLS_MAX_WAIT_S);
     if (!rj->background)
         uv_timer_start(&rj->budget_timer, run_budget_cb, (uint64_t)wait_s * 1000, 0);
     if (tool_call_wants_progress(call))

@@ -187,7 +187,8 @@ def main():
         cases = [("2026-07-28 without initialize: discover, checks, removed methods",
                   lambda: case_modern(srv)),
                  ("MRTR over stdio: multi-round, sealed state, capability", lambda: case_mrtr(srv)),
-                 ("tasks over stdio: create, poll, update, cancel, gating", lambda: case_tasks(srv)),
+                 ("tasks over stdio: create, poll, update, cancel, gating",
+                  lambda: case_tasks(srv)),
                  ("notifications/cancelled of a stateless request", lambda: case_cancel(srv)),
                  ("initialize first: legacy semantics for the connection",
                   lambda: case_legacy(binary, state_dir))]

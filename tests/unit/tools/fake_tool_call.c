@@ -12,6 +12,8 @@ const char *tool_call_tool_name(const struct tool_call *call) { return call->nam
 bool tool_call_wants_progress(const struct tool_call *call) { return call->wants_progress; }
 bool tool_call_is_cancelled(const struct tool_call *call) { return call->cancelled; }
 bool tool_call_client_has(const struct tool_call *call, const char *cap) { return false; }
+/* The double is a 2025-11-25 call: never a task. */
+bool tool_call_runs_as_task(const struct tool_call *call) { return false; }
 
 void tool_call_progress(struct tool_call *call, double progress, double total, const char *msg)
 {
