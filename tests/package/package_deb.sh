@@ -63,8 +63,13 @@ fi
 gzip -dc "$root/usr/share/man/man1/mcpbox.1.gz" | cmp -s - "$src/docs/mcpbox.1" ||
     fail "the packaged man page differs from docs/mcpbox.1"
 
-# Every NEEDED library must come from a package named in Depends.
-for lib in $(readelf -d "$bin" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p'); do
+# Every NEEDED library, and every library the binary names for dlopen (lib*.so.N strings), must
+# come from a package named in Depends.
+needed=$(readelf -d "$bin" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p')
+if command -v strings >/dev/null 2>&1; then
+    needed="$needed $(strings "$bin" | grep -E '^lib[a-z0-9_+-]+\.so\.[0-9]+$' | sort -u)"
+fi
+for lib in $(echo $needed | tr ' ' '\n' | sort -u); do
     path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64|x86_64|64bit/ {print $NF; exit}')
     [ -n "$path" ] || path=$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')
     [ -n "$path" ] || fail "cannot locate $lib"
