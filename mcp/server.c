@@ -12,6 +12,7 @@
 #include "mcp/config.h"
 #include "mcp/context.h"
 #include "mcp/fixtures.h"
+#include "mcp/modern/modern.h"
 #include "mcp/registry.h"
 #include "mcp/session-internal.h"
 #ifdef MCPBOX_HAVE_STORE
@@ -300,6 +301,7 @@ void server_notify_list_changed(struct mcp_server *srv, const char *what)
     cleanup_free char *method = xasprintf("notifications/%s/list_changed", what);
 
     for_each_session(srv, send_list_changed, method);
+    modern_listeners_list_changed(what); /* 2026-07-28 subscriptions/listen streams */
 }
 
 static void send_updated(struct session *s, void *arg)
@@ -313,4 +315,5 @@ static void send_updated(struct session *s, void *arg)
 void server_notify_resource_updated(struct mcp_server *srv, const char *uri)
 {
     for_each_session(srv, send_updated, (void *)uri);
+    modern_listeners_resource_updated(uri);
 }

@@ -29,6 +29,7 @@ static const struct method_def modern_methods[] = {
     {"prompts/list", method_prompts_list, METHOD_BEFORE_INIT},
     {"prompts/get", method_prompts_get_modern, METHOD_BEFORE_INIT},
     {"completion/complete", method_completion_complete, METHOD_BEFORE_INIT},
+    {"subscriptions/listen", modern_method_subscriptions_listen, METHOD_BEFORE_INIT},
     {"tasks/get", modern_method_tasks_get, METHOD_BEFORE_INIT},
     {"tasks/update", modern_method_tasks_update, METHOD_BEFORE_INIT},
     {"tasks/cancel", modern_method_tasks_cancel, METHOD_BEFORE_INIT},
@@ -44,10 +45,10 @@ const struct method_def *modern_dispatch_find(const char *name)
 
 json_t *modern_server_capabilities(void)
 {
-    /* No listChanged/subscribe: a stateless client learns of changes by asking again (ttlMs 0);
-     * subscriptions/listen is not offered. */
-    return json_pack("{s:{}, s:{}, s:{}, s:{}, s:{s:{}}}", "tools", "resources", "prompts",
-                     "completions", "extensions", MODERN_TASKS_EXTENSION);
+    /* Changes reach a stateless client on a subscriptions/listen stream. */
+    return json_pack("{s:{s:b}, s:{s:b, s:b}, s:{s:b}, s:{}, s:{s:{}}}", "tools", "listChanged",
+                     1, "resources", "listChanged", 1, "subscribe", 1, "prompts", "listChanged",
+                     1, "completions", "extensions", MODERN_TASKS_EXTENSION);
 }
 
 static json_t *server_info(void)

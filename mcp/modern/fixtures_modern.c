@@ -9,6 +9,8 @@
 #include "mcp/modern/modern-internal.h"
 #include "mcp/modern/modern.h"
 #include "mcp/registry.h"
+#include "mcp/server.h"
+#include "mcp/tool_call.h"
 #include "mcp/request.h"
 #include "mcp/tool.h"
 
@@ -306,6 +308,62 @@ static void fx_custom_header(struct tool_call *call, json_t *args)
     finish_text(call, text);
 }
 
+/* ---- list changes for subscriptions/listen ---------------------------------------------------- */
+
+#define DYNAMIC_TOOL "test_dynamic_tool"
+#define DYNAMIC_PROMPT "test_dynamic_prompt"
+
+static struct registry *call_registry(struct tool_call *call)
+{
+    return server_registry(request_server(tool_call_req(call)));
+}
+
+static void fx_dynamic(struct tool_call *call, json_t *args)
+{
+    finish_text(call, "A tool that comes and goes");
+}
+
+static int dynamic_prompt(void *arg, struct mcp_context *ctx, const char *owner, json_t *args,
+                          json_t **result, struct mcp_error *err)
+{
+    *result = json_pack("{s:[{s:s, s:{s:s, s:s}}]}", "messages", "role", "user", "content",
+                        "type", "text", "text", "A prompt that comes and goes");
+    return 0;
+}
+
+/* Each call adds the dynamic tool, or removes it if present: one tools/list_changed. */
+static void fx_trigger_tool_change(struct tool_call *call, json_t *args)
+{
+    struct registry *reg = call_registry(call);
+    struct mcp_error err;
+    if (registry_find_tool(reg, DYNAMIC_TOOL)) {
+        registry_remove_tool(reg, DYNAMIC_TOOL);
+        return finish_text(call, "Removed " DYNAMIC_TOOL);
+    }
+    json_auto_t *def = json_pack("{s:s, s:s, s:{s:s, s:b}}", "name", DYNAMIC_TOOL, "description",
+                                 "Appears and disappears with test_trigger_tool_change",
+                                 "inputSchema", "type", "object", "additionalProperties", 0);
+    if (registry_add_tool(reg, def, fx_dynamic, &err) < 0)
+        return tool_call_fail(call, &err);
+    finish_text(call, "Added " DYNAMIC_TOOL);
+}
+
+/* The same for a prompt: one prompts/list_changed per call. */
+static void fx_trigger_prompt_change(struct tool_call *call, json_t *args)
+{
+    struct registry *reg = call_registry(call);
+    struct mcp_error err;
+    if (registry_find_prompt(reg, DYNAMIC_PROMPT, NULL, NULL)) {
+        registry_remove_prompt(reg, DYNAMIC_PROMPT);
+        return finish_text(call, "Removed " DYNAMIC_PROMPT);
+    }
+    json_auto_t *def = json_pack("{s:s, s:s}", "name", DYNAMIC_PROMPT, "description",
+                                 "Appears and disappears with test_trigger_prompt_change");
+    if (registry_add_prompt(reg, def, dynamic_prompt, NULL, &err) < 0)
+        return tool_call_fail(call, &err);
+    finish_text(call, "Added " DYNAMIC_PROMPT);
+}
+
 static void fx_logging_tool(struct tool_call *call, json_t *args)
 {
     static const char *const levels[] = {"info", "warning", "error"};
@@ -364,6 +422,8 @@ static const struct tool_def modern_fixture_tools[] = {
     {"test_streaming_elicitation", fx_streaming_elicitation},
     {"test_logging_tool", fx_logging_tool},
     {"test_custom_header", fx_custom_header},
+    {"test_trigger_tool_change", fx_trigger_tool_change},
+    {"test_trigger_prompt_change", fx_trigger_prompt_change},
 };
 
 int modern_fixtures_register(struct registry *reg, struct mcp_error *err)

@@ -45,6 +45,7 @@ struct task *session_task_of(struct session *s);
 bool modern_task_wanted(struct request *req, const char *tool);
 /* Turns the running req into a task: the client gets CreateTaskResult now. */
 void modern_task_escalate(struct request *req);
+void modern_method_subscriptions_listen(struct request *req, json_t *params);
 void modern_method_tasks_get(struct request *req, json_t *params);
 void modern_method_tasks_update(struct request *req, json_t *params);
 void modern_method_tasks_cancel(struct request *req, json_t *params);

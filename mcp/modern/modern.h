@@ -82,6 +82,11 @@ bool modern_meta_has_capability(const json_t *meta, const char *capability);
  * notifications/message may be sent). */
 int modern_meta_log_level(const json_t *meta);
 
+/* subscriptions/listen streams (subscriptions.c): the server's list-changed and
+ * resource-updated broadcasts also go to every open stream whose filter asks for them. */
+void modern_listeners_list_changed(const char *what /* "tools", "prompts", "resources" */);
+void modern_listeners_resource_updated(const char *uri);
+
 /* The server capabilities a modern client sees in server/discover. */
 json_t *modern_server_capabilities(void);
 

@@ -160,6 +160,32 @@ def case_cancel(srv):
         assert not any(m.get("id") == rid for m in srv.msgs), "a cancelled request was answered"
 
 
+def case_listen(srv):
+    lid = srv.request("subscriptions/listen", {"notifications": {"toolsListChanged": True}},
+                      wait=False)
+
+    def tagged(method):
+        with srv.cond:
+            return [m for m in srv.msgs if m.get("method") == method and
+                    m["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == lid]
+
+    time.sleep(0.3)
+    ack = tagged("notifications/subscriptions/acknowledged")
+    assert len(ack) == 1 and ack[0]["params"]["notifications"] == {"toolsListChanged": True}, ack
+    srv.request("tools/call", {"name": "test_trigger_prompt_change", "arguments": {}})
+    srv.request("tools/call", {"name": "test_trigger_tool_change", "arguments": {}})
+    time.sleep(0.3)
+    assert len(tagged("notifications/tools/list_changed")) == 1
+    assert tagged("notifications/prompts/list_changed") == [], "filtered out"
+    srv.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+              "params": {"requestId": lid}})
+    srv.request("tools/call", {"name": "test_trigger_tool_change", "arguments": {}})
+    time.sleep(0.3)
+    assert len(tagged("notifications/tools/list_changed")) == 1, "nothing after the cancel"
+    with srv.cond:
+        assert not any(m.get("id") == lid for m in srv.msgs), "a listen stream was answered"
+
+
 def case_legacy(binary, state_dir):
     srv = Server(binary, state_dir)
     try:
@@ -190,6 +216,7 @@ def main():
                  ("tasks over stdio: create, poll, update, cancel, gating",
                   lambda: case_tasks(srv)),
                  ("notifications/cancelled of a stateless request", lambda: case_cancel(srv)),
+                 ("subscriptions/listen: ack, filter, tagging, cancel", lambda: case_listen(srv)),
                  ("initialize first: legacy semantics for the connection",
                   lambda: case_legacy(binary, state_dir))]
         for n, (name, fn) in enumerate(cases, 1):
