@@ -407,7 +407,8 @@ void http_conn_sse_message(struct http_conn *c, const char *json, size_t len)
     struct buf ev;
     snprintf(id, sizeof(id), "%u-%u", c->stream_no, ++c->event_seq);
     buf_init(&ev, (size_t)-1);
-    sse_event(&ev, "message", id, json, len);
+    /* 2026-07-28 streams are not resumable: their events carry no id. */
+    sse_event(&ev, "message", c->sess && c->sess->stateless ? NULL : id, json, len);
     conn_write_body(c, ev.data, ev.len);
     buf_release(&ev);
 }
