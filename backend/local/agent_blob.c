@@ -40,7 +40,7 @@ int local_agent_memfd(struct mcp_error *err)
 {
     int fd = memfd_create("mcpbox-agent", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
-        return mcp_error_set(err, MCP_ERR_IO, errno, "memfd_create: %s", strerror(errno));
+        return mcp_error_set(err, MCP_ERR_IO, errno, "memfd_create");
     size_t len = (size_t)(local_agent_blob_end - local_agent_blob), off = 0;
     while (off < len) {
         ssize_t n = write(fd, local_agent_blob + off, len - off);
@@ -53,7 +53,7 @@ int local_agent_memfd(struct mcp_error *err)
     local_agent_blob_release();
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
         close(fd);
-        return mcp_error_set(err, MCP_ERR_IO, errno, "sealing the agent memfd: %s", strerror(errno));
+        return mcp_error_set(err, MCP_ERR_IO, errno, "sealing the agent memfd");
     }
     return fd;
 }

@@ -129,8 +129,9 @@ static void dispatch(struct agent_conn *c, json_t *msg)
                 if (strcmp(code, mcp_error_code_name(codes[i])) == 0)
                     ecode = codes[i];
             struct mcp_error err;
-            mcp_error_set(&err, ecode, (int)json_integer_value(json_object_get(e, "errno")), "%s",
-                          text ? text : "agent error");
+            /* The agent's message already ends with the errno text: keep the number only. */
+            mcp_error_set(&err, ecode, 0, "%s", text ? text : "agent error");
+            err.sys_errno = (int)json_integer_value(json_object_get(e, "errno"));
             p->cb(p->arg, NULL, &err);
         }
         free(p);
@@ -183,14 +184,14 @@ struct agent_conn *agent_conn_open(uv_loop_t *loop, const char *sock_path, struc
     snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock_path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
-        return mcp_error_set(err, MCP_ERR_IO, errno, "socket: %s", strerror(errno)), NULL;
+        return mcp_error_set(err, MCP_ERR_IO, errno, "socket"), NULL;
     /* A unix connect to a listening socket completes at once (or fails with EAGAIN when the
      * agent's backlog is full). */
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
         int e = errno;
         close(fd);
-        return mcp_error_set(err, MCP_ERR_UNAVAILABLE, e, "cannot reach the sandbox agent at %s: %s",
-                             sock_path, strerror(e)), NULL;
+        return mcp_error_set(err, MCP_ERR_UNAVAILABLE, e, "cannot reach the sandbox agent at %s",
+                             sock_path), NULL;
     }
     struct agent_conn *c = xcalloc(1, sizeof *c);
     buf_init(&c->rbuf, AGENT_FRAME_MAX + 4 + 65536);

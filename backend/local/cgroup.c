@@ -6,6 +6,7 @@
  * v1 parents are created under the cgroup mcpbox itself runs in (so any limit on mcpbox still
  * covers its sandboxes); the v2 parent is <v2 root>/mcpbox. */
 #include <dirent.h>
+#include <poll.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -20,12 +21,14 @@
 #include <unistd.h>
 
 #include "backend/local/local_internal.h"
+#include "mcp/base/util.h"
 
 #define CG_ROOT "/sys/fs/cgroup"
 #define CG_PARENT_NAME "mcpbox"
 #define CG_CPU_PERIOD_US 100000
 #define CG_RMDIR_TRIES 50
 #define CG_KILL_ROUNDS 8
+#define CG_V1_EMPTY_POLL_MS 5   /* v1 has no populated notification: re-read this often */
 
 static bool is_fs(const char *path, long magic)
 {
@@ -116,15 +119,15 @@ int cg_host_detect(struct cg_host *h, struct mcp_error *err)
         snprintf(h->v2_base, sizeof h->v2_base, CG_ROOT "/" CG_PARENT_NAME);
         if (mkdir(h->v2_base, 0755) < 0 && errno != EEXIST)
             return mcp_error_set(err, MCP_ERR_UNSUPPORTED, errno,
-                                 "cannot create %s: %s (mcpbox needs root or a delegated cgroup)",
-                                 h->v2_base, strerror(errno));
+                                 "cannot create %s (mcpbox needs root or a delegated cgroup)",
+                                 h->v2_base);
         /* Controllers must be enabled down to our parent (the root is exempt from the
          * no-internal-processes rule, so enabling them there is always possible as root). */
         write_file(CG_ROOT, "cgroup.subtree_control", "+memory +pids +cpu");
         if (write_file(h->v2_base, "cgroup.subtree_control", "+memory +pids +cpu") < 0)
             return mcp_error_set(err, MCP_ERR_UNSUPPORTED, errno,
-                                 "cannot enable memory, pids and cpu controllers in %s: %s",
-                                 h->v2_base, strerror(errno));
+                                 "cannot enable memory, pids and cpu controllers in %s",
+                                 h->v2_base);
         return 0;
     }
     if (!is_fs(CG_ROOT "/memory", CGROUP_SUPER_MAGIC) || !is_fs(CG_ROOT "/pids", CGROUP_SUPER_MAGIC))
@@ -143,8 +146,8 @@ int cg_host_detect(struct cg_host *h, struct mcp_error *err)
     const char *bases[] = {h->mem_base, h->pids_base, h->cpu_base, h->v2_base, h->freezer_base};
     for (size_t i = 0; i < 5; i++)
         if (bases[i][0] && mkdir(bases[i], 0755) < 0 && errno != EEXIST)
-            return mcp_error_set(err, MCP_ERR_UNSUPPORTED, errno, "cannot create %s: %s",
-                                 bases[i], strerror(errno));
+            return mcp_error_set(err, MCP_ERR_UNSUPPORTED, errno, "cannot create %s",
+                                 bases[i]);
     return 0;
 }
 
@@ -154,8 +157,7 @@ static int make(const char *base, const char *id, char *out, struct mcp_error *e
         return 0;
     snprintf(out, LOCAL_PATH_MAX, "%s/%s", base, id);
     if (mkdir(out, 0755) < 0 && errno != EEXIST)
-        return mcp_error_set(err, MCP_ERR_IO, errno, "cannot create cgroup %s: %s", out,
-                             strerror(errno));
+        return mcp_error_set(err, MCP_ERR_IO, errno, "cannot create cgroup %s", out);
     return 0;
 }
 
@@ -163,8 +165,7 @@ static int limit(const char *dir, const char *file, const char *value, struct mc
 {
     if (dir[0] == '\0' || write_file(dir, file, value) == 0)
         return 0;
-    return mcp_error_set(err, MCP_ERR_IO, errno, "cannot set %s/%s to %s: %s", dir, file, value,
-                         strerror(errno));
+    return mcp_error_set(err, MCP_ERR_IO, errno, "cannot set %s/%s to %s", dir, file, value);
 }
 
 static int limits_v1(const struct cg_sandbox *cg, const struct cg_limits *lim, struct mcp_error *err)
@@ -287,6 +288,60 @@ int cg_kill(const struct cg_sandbox *cg)
     if (cg->freezer[0])
         write_file(cg->freezer, "freezer.state", "THAWED");
     return cg->pids[0] ? kill_members(cg->pids) : -1;
+}
+
+static bool v2_populated(int fd)
+{
+    char text[256];
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    if (n <= 0)
+        return false; /* the cgroup is gone */
+    text[n] = '\0';
+    return strstr(text, "populated 1") != NULL;
+}
+
+static bool v1_populated(const char *dir)
+{
+    char path[LOCAL_PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return false;
+    int pid;
+    bool any = fscanf(f, "%d", &pid) == 1;
+    fclose(f);
+    return any;
+}
+
+/* Waits until no process is left in the sandbox's cgroups (v2: cgroup.events says
+ * "populated 0", notified through POLLPRI; v1: cgroup.procs is empty). Processes killed through
+ * the cgroup that are not our children exit a moment after the kill, and until they have the
+ * sandbox still runs code and holds its files. Returns -1 if some remain after timeout_ms. */
+int cg_wait_empty(const struct cg_sandbox *cg, int timeout_ms)
+{
+    const char *v1 = cg->pids[0] ? cg->pids : cg->mem[0] ? cg->mem : cg->cpu;
+    char path[LOCAL_PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/cgroup.events", cg->v2);
+    int fd = cg->v2[0] ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    uint64_t deadline = now_mono_ms() + (uint64_t)timeout_ms;
+    int rc = -1;
+    for (;;) {
+        if (fd >= 0 ? !v2_populated(fd) : !v1[0] || !v1_populated(v1)) {
+            rc = 0;
+            break;
+        }
+        uint64_t now = now_mono_ms();
+        if (now >= deadline)
+            break;
+        int wait = (int)(deadline - now);
+        if (fd < 0 && wait > CG_V1_EMPTY_POLL_MS)
+            wait = CG_V1_EMPTY_POLL_MS;
+        struct pollfd p = {.fd = fd, .events = POLLPRI};
+        poll(&p, fd >= 0 ? 1 : 0, wait);
+    }
+    if (fd >= 0)
+        close(fd);
+    return rc;
 }
 
 int cg_freeze(const struct cg_sandbox *cg, bool frozen, struct mcp_error *err)

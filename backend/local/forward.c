@@ -215,8 +215,7 @@ int local_forward(struct lsbx *sb, int port, struct mcp_error *err)
     snprintf(path, sizeof path, "/proc/%d/ns/net", (int)sb->pid);
     int netns = open(path, O_RDONLY | O_CLOEXEC);
     if (netns < 0)
-        return mcp_error_set(err, MCP_ERR_UNAVAILABLE, errno, "cannot open %s: %s", path,
-                             strerror(errno));
+        return mcp_error_set(err, MCP_ERR_UNAVAILABLE, errno, "cannot open %s", path);
     struct fwd *f = xcalloc(1, sizeof *f);
     f->sb = sb, f->port = port, f->netns_fd = netns;
     uv_tcp_init(sb->be->base.loop, &f->listener);

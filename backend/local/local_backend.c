@@ -240,6 +240,11 @@ void local_release_resources(struct local_backend *lb, const char *id, const cha
 {
     struct mcp_error err;
     cg_kill(cg);
+    /* Killed processes that are not our children (another mcpbox's sandbox, a half-made one,
+     * pasta) exit a moment later: what is destroyed must not run on. Bounded, then logged. */
+    if (cg_wait_empty(cg, LOCAL_KILL_WAIT_MS) < 0)
+        log_warn("sandbox %s: processes still in its cgroups %d ms after the kill", id,
+                 LOCAL_KILL_WAIT_MS);
     if (cg_destroy(cg) < 0)
         cg_destroy_later(lb, cg);
     if (dir[0])
@@ -390,11 +395,38 @@ static bool record_is_live(const struct store_sandbox *rec, pid_t *pid)
     return *pid > 0 && start != 0 && local_proc_starttime(*pid) == start;
 }
 
+/* Is the process that is creating this record still at it? By pid plus start time: a killed
+ * creator's pid may be reused (or be an unreaped zombie, which kill(pid, 0) still finds). */
 static bool creator_busy(const struct store_sandbox *rec)
 {
     pid_t creator = (pid_t)json_integer_value(json_object_get(rec->record, "creator_pid"));
-    return strcmp(rec->state, "creating") == 0 && creator > 0 && kill(creator, 0) == 0 &&
-           now_wall_ms() - rec->created_at_ms < LOCAL_CREATING_GRACE_MS;
+    uint64_t start = (uint64_t)json_integer_value(json_object_get(rec->record, "creator_start"));
+    if (strcmp(rec->state, "creating") != 0 || creator <= 0 ||
+        now_wall_ms() - rec->created_at_ms >= LOCAL_CREATING_GRACE_MS)
+        return false;
+    uint64_t now_start = local_proc_starttime(creator); /* 0: gone or a zombie */
+    return now_start != 0 && (start == 0 || now_start == start);
+}
+
+pid_t local_init_of(const char *dir, json_t *record, uint64_t *start)
+{
+    pid_t pid = (pid_t)json_integer_value(json_object_get(record, "init_pid"));
+    *start = (uint64_t)json_integer_value(json_object_get(record, "init_start"));
+    if (pid > 0)
+        return pid;
+    char path[LOCAL_PATH_MAX + 16], text[64];
+    snprintf(path, sizeof path, "%s/" LOCAL_INIT_FILE, dir);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    int p = 0;
+    unsigned long long s = 0;
+    text[n > 0 ? n : 0] = '\0';
+    if (n <= 0 || sscanf(text, "%d %llu", &p, &s) != 2)
+        p = 0, s = 0;
+    *start = s;
+    return p;
 }
 
 static void adopt(struct local_backend *lb, const struct store_sandbox *rec, pid_t pid)
@@ -444,8 +476,9 @@ static void reap_dead(struct local_backend *lb, const struct store_sandbox *rec)
     bool expired = read_marker(dir, why, sizeof why);
     bool half_made = strcmp(rec->state, "creating") == 0;
     cg_kill(&cg);
-    local_kill_init((pid_t)json_integer_value(json_object_get(rec->record, "init_pid")),
-                    (uint64_t)json_integer_value(json_object_get(rec->record, "init_start")));
+    uint64_t start;
+    pid_t pid = local_init_of(dir, rec->record, &start);
+    local_kill_init(pid, start);
     local_release_resources(lb, rec->id, dir, &cg);
     local_event(lb->base.store, rec->id, "reaped",
                     json_pack("{s:s, s:s}", "previous_state", rec->state, "reason",
@@ -528,7 +561,7 @@ static int make_dirs(struct local_backend *lb, struct mcp_error *err)
     char path[LOCAL_PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/sandboxes", lb->state_dir);
     if (mkdir(path, 0700) < 0 && errno != EEXIST)
-        return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s: %s", path, strerror(errno));
+        return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s", path);
     return 0;
 }
 

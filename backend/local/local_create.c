@@ -106,11 +106,12 @@ static json_t *make_record(const struct sandbox_spec *spec, const struct cg_limi
 {
     json_t *meta = json_is_object(spec->metadata) ? json_deep_copy(spec->metadata) : json_object();
     json_t *env = json_is_object(spec->env) ? json_deep_copy(spec->env) : json_object();
-    return json_pack("{s:s, s:{s:f, s:I, s:I, s:I}, s:b, s:o, s:o, s:i}", "image",
+    return json_pack("{s:s, s:{s:f, s:I, s:I, s:I}, s:b, s:o, s:o, s:i, s:I}", "image",
                      spec->image ? spec->image : "host",
                      "limits", "cpu", lim->cpu, "memory_bytes", (json_int_t)lim->memory_bytes,
                      "pids", (json_int_t)lim->pids, "disk_bytes", (json_int_t)disk, "network",
-                     spec->network, "metadata", meta, "env", env, "creator_pid", (int)getpid());
+                     spec->network, "metadata", meta, "env", env, "creator_pid", (int)getpid(),
+                     "creator_start", (json_int_t)local_proc_starttime(getpid()));
 }
 
 static void create_fail(struct create_op *op, const struct mcp_error *e);
@@ -319,7 +320,7 @@ static int start(struct create_op *op, const struct sandbox_spec *spec, const st
         rc = store_slot_acquire(st, sb->id, LOCAL_MAX_SLOTS, &slot, err);
     uint32_t base = LOCAL_UID_BASE + LOCAL_UID_RANGE * slot;
     if (rc == 0 && mkdir(sb->dir, 0700) < 0)
-        rc = mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s: %s", sb->dir, strerror(errno));
+        rc = mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s", sb->dir);
     if (rc == 0)
         rc = cg_create(&lb->cg, sb->id, lim, &sb->cg, err);
     if (rc == 0)
@@ -402,12 +403,12 @@ int local_destroy(struct backend *be, const char *id, backend_cb *cb, void *arg,
         return mcp_error_set(err, MCP_ERR_CONFLICT, 0, "sandbox %s is already being destroyed", id);
     }
     if (sb == NULL) { /* not live here: what is left is files, cgroups, slot and the record */
-        pid_t pid = (pid_t)json_integer_value(json_object_get(rec.record, "init_pid"));
-        uint64_t start = (uint64_t)json_integer_value(json_object_get(rec.record, "init_start"));
         struct cg_sandbox cg;
         char dir[LOCAL_PATH_MAX];
         cg_from_json(json_object_get(rec.record, "cgroups"), &cg);
         snprintf(dir, sizeof dir, "%s/sandboxes/%s", lb->state_dir, id);
+        uint64_t start;
+        pid_t pid = local_init_of(dir, rec.record, &start);
         cg_freeze(&cg, false, err);
         cg_kill(&cg);
         local_kill_init(pid, start); /* live but watched by another mcpbox process (or none) */

@@ -81,6 +81,7 @@ int cg_attach_v2(const struct cg_sandbox *cg, pid_t pid, struct mcp_error *err);
 int cg_open_v2(const struct cg_sandbox *cg); /* fd for CLONE_INTO_CGROUP, or -1 */
 int cg_kill(const struct cg_sandbox *cg);
 int cg_freeze(const struct cg_sandbox *cg, bool frozen, struct mcp_error *err);
+int cg_wait_empty(const struct cg_sandbox *cg, int timeout_ms); /* -1: still populated */
 int cg_destroy(const struct cg_sandbox *cg); /* rmdir all; -1 if one is still busy */
 void cg_sweep(const struct cg_host *h, long min_age_s);
 uint64_t cg_oom_kills(const struct cg_sandbox *cg);
@@ -122,6 +123,7 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
 int local_spawn_release(int release_fd, int tree_fd);
 /* "/proc/<pid>/stat" field 22, to tell a live init from a reused pid; 0 if gone. */
 uint64_t local_proc_starttime(pid_t pid);
+#define LOCAL_INIT_FILE "init" /* in the sandbox directory: "<pid> <start time>" */
 /* network.c: opt-in egress through pasta. */
 #define LOCAL_DNS_ADDR "169.254.1.1"
 const char *local_pasta_path(void); /* NULL when pasta is not installed */
@@ -252,6 +254,9 @@ void local_release_resources(struct local_backend *lb, const char *id, const cha
                              const struct cg_sandbox *cg);
 /* SIGKILLs a sandbox init identified by pid + start time and waits (briefly) for it to go. */
 void local_kill_init(pid_t pid, uint64_t start);
+/* The init of a sandbox from its record, or (a create that died before recording it) from
+ * <dir>/init; 0 if neither knows one. */
+pid_t local_init_of(const char *dir, json_t *record, uint64_t *start);
 /* Deletes <dir> recursively without following symlinks. */
 void local_rmtree(const char *dir);
 

@@ -84,7 +84,7 @@ int local_start_network(const char *dir, pid_t pid, const struct cg_sandbox *cg,
     int rc = posix_spawn(&child, pasta, &fa, NULL, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0)
-        return mcp_error_set(err, MCP_ERR_IO, rc, "cannot run %s: %s", pasta, strerror(rc));
+        return mcp_error_set(err, MCP_ERR_IO, rc, "cannot run %s", pasta);
     int status;
     while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
     } /* pasta forks to the background once the namespace is configured */

@@ -150,7 +150,7 @@ static int export_bpf(scmp_filter_ctx ctx, struct local_seccomp *out, struct mcp
 {
     int fd = memfd_create("mcpbox-seccomp", MFD_CLOEXEC);
     if (fd < 0)
-        return mcp_error_set(err, MCP_ERR_IO, errno, "memfd_create: %s", strerror(errno));
+        return mcp_error_set(err, MCP_ERR_IO, errno, "memfd_create");
     int rc = seccomp_export_bpf(ctx, fd);
     off_t size = rc == 0 ? lseek(fd, 0, SEEK_END) : -1;
     if (size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0) {

@@ -436,6 +436,23 @@ static void plan_usr_links(struct child_plan *p)
     }
 }
 
+/* <dir>/init = "<pid> <start time>", written before the child is released: if mcpbox dies
+ * before the record holds the init's pid, reconcile still finds (and kills) a released child
+ * that runs outside the sandbox's cgroups (CLONE_INTO_CGROUP refused). */
+static int note_init(const char *dir, pid_t pid, struct mcp_error *err)
+{
+    char path[LOCAL_PATH_MAX + 16], text[64];
+    snprintf(path, sizeof path, "%s/" LOCAL_INIT_FILE, dir);
+    int n = snprintf(text, sizeof text, "%d %llu\n", (int)pid,
+                     (unsigned long long)local_proc_starttime(pid));
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    bool ok = fd >= 0 && write(fd, text, (size_t)n) == n;
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    return ok ? 0 : mcp_error_set(err, MCP_ERR_IO, e, "writing %s", path);
+}
+
 static int write_map(pid_t pid, const char *file, uint32_t base, struct mcp_error *err)
 {
     char path[64], map[64];
@@ -446,7 +463,7 @@ static int write_map(pid_t pid, const char *file, uint32_t base, struct mcp_erro
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, e, "cannot write %s: %s", path, strerror(e));
+        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, e, "cannot write %s", path);
     }
     close(fd);
     return 0;
@@ -474,8 +491,8 @@ static int image_tree(const char *dir, pid_t pid, struct mcp_error *err)
         if (tree >= 0)
             close(tree);
         return mcp_error_set(err, MCP_ERR_UNSUPPORTED, e,
-                             "cannot make an idmapped mount of image %s: %s (needs Linux 5.12+ "
-                             "and a filesystem that supports idmapped mounts)", dir, strerror(e));
+                             "cannot make an idmapped mount of image %s (needs Linux 5.12+ "
+                             "and a filesystem that supports idmapped mounts)", dir);
     }
     return tree;
 }
@@ -521,12 +538,12 @@ static int open_logdir(const struct spawn_request *req, struct mcp_error *err)
     char path[LOCAL_PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/logs", req->dir);
     if (mkdir(path, 0700) < 0 && errno != EEXIST)
-        return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s: %s", path, strerror(errno));
+        return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s", path);
     if (chown(path, req->uid_base, req->uid_base) < 0)
-        return mcp_error_set(err, MCP_ERR_IO, errno, "chown %s: %s", path, strerror(errno));
+        return mcp_error_set(err, MCP_ERR_IO, errno, "chown %s", path);
     int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
-        return mcp_error_set(err, MCP_ERR_IO, errno, "open %s: %s", path, strerror(errno));
+        return mcp_error_set(err, MCP_ERR_IO, errno, "open %s", path);
     return fd;
 }
 
@@ -539,13 +556,12 @@ static int open_listener(const struct spawn_request *req, struct mcp_error *err)
                              "state directory path too long for a unix socket: %s", req->dir);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return mcp_error_set(err, MCP_ERR_IO, errno, "socket: %s", strerror(errno));
+        return mcp_error_set(err, MCP_ERR_IO, errno, "socket");
     unlink(sa.sun_path);
     if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 64) < 0) {
         int e = errno;
         close(fd);
-        return mcp_error_set(err, MCP_ERR_IO, e, "cannot listen on %s: %s", sa.sun_path,
-                             strerror(e));
+        return mcp_error_set(err, MCP_ERR_IO, e, "cannot listen on %s", sa.sun_path);
     }
     chmod(sa.sun_path, 0600);
     return fd;
@@ -559,7 +575,7 @@ static int prepare(struct child_plan *p, const struct spawn_request *req, struct
     p->exe_fd = req->agent_exe_fd;
     snprintf(p->rootfs, sizeof p->rootfs, "%s/rootfs", req->dir);
     if (mkdir(p->rootfs, 0700) < 0 && errno != EEXIST)
-        return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir in %s: %s", req->dir, strerror(errno));
+        return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir in %s", req->dir);
     snprintf(p->data_opts, sizeof p->data_opts, "size=%llu,mode=755",
              (unsigned long long)req->disk_bytes);
     uint64_t shm = req->memory_bytes / 4 < LOCAL_SHM_BYTES ? req->memory_bytes / 4 : LOCAL_SHM_BYTES;
@@ -594,7 +610,7 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     if (prepare(&p, req, err) < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0 ||
         pipe2(errp, O_CLOEXEC) < 0) {
         if (err->msg[0] == '\0')
-            mcp_error_set(err, MCP_ERR_IO, errno, "pipe: %s", strerror(errno));
+            mcp_error_set(err, MCP_ERR_IO, errno, "pipe");
         close_plan(&p);
         return -1;
     }
@@ -618,10 +634,12 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
         close(sync[1]), close(errp[0]);
         return mcp_error_set(err, MCP_ERR_UNSUPPORTED, clone_errno,
                              "clone3 with user, pid, mount, net, uts, ipc and cgroup namespaces "
-                             "failed: %s (run `mcpbox doctor`)", strerror(clone_errno));
+                             "failed (run `mcpbox doctor`)");
     }
     out->pid = pid, out->pidfd = pidfd, out->err_fd = errp[0];
-    int rc = write_map(pid, "uid_map", req->uid_base, err);
+    int rc = note_init(req->dir, pid, err);
+    if (rc == 0)
+        rc = write_map(pid, "uid_map", req->uid_base, err);
     if (rc == 0)
         rc = write_map(pid, "gid_map", req->uid_base, err);
     int tree = -1;

@@ -74,6 +74,10 @@ void agent_send(struct conn *c, json_t *msg); /* steals msg */
 void agent_touch(struct agent *a);
 
 /* agent_cmd.c */
+/* Splits a command that needs no shell (absolute path, literal words only) into argv inside
+ * store; returns argc, or 0 when the command must go through /bin/sh -c. */
+int agent_plain_argv(const char *command, char *store, size_t store_size, char **argv,
+                     size_t max_args);
 json_t *agent_cmd_exec(struct agent *a, struct conn *c, json_t *req, struct mcp_error *err);
 json_t *agent_cmd_status(struct agent *a, json_t *req, struct mcp_error *err);
 json_t *agent_cmd_kill(struct agent *a, json_t *req, struct mcp_error *err);

@@ -16,6 +16,8 @@
 
 #define CMD_SHELL "/bin/sh"
 #define CMD_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define CMD_PLAIN_MAX_ARGS 64     /* longer plain commands simply go through the shell */
+#define CMD_PLAIN_MAX_LEN 4096
 
 static struct cmd *cmd_find(struct agent *a, const char *id)
 {
@@ -61,14 +63,16 @@ static json_t *cmd_status_json(const struct cmd *c)
     return j;
 }
 
-/* Builds envp: base PATH/HOME/..., the sandbox env, then the request's env. */
-static char **build_env(struct agent *a, json_t *extra)
+/* Builds envp: base PATH/HOME/..., the sandbox env, then the request's env; PWD last, as the
+ * shell would set it (a directly exec'd command gets the same environment). */
+static char **build_env(struct agent *a, json_t *extra, const char *cwd)
 {
     json_t *env = json_pack("{s:s, s:s, s:s, s:s, s:s}", "PATH", CMD_DEFAULT_PATH, "HOME", "/root",
                             "LANG", "C.UTF-8", "HOSTNAME", "sandbox", "TERM", "dumb");
     json_object_update(env, a->env);
     if (json_is_object(extra))
         json_object_update(env, extra);
+    json_object_set_new(env, "PWD", json_string(cwd));
     char **envp = xcalloc(json_object_size(env) + 1, sizeof *envp);
     size_t i = 0;
     const char *k;
@@ -91,7 +95,7 @@ static void free_env(char **envp)
 
 /* In the forked child: only async-signal-safe calls until execve. */
 static void child_exec(int in_r, int out_w, int err_w, int errpipe, const char *cwd,
-                       const char *command, char **envp)
+                       const char *command, char **plain_argv, char **envp)
 {
     sigset_t none;
     sigemptyset(&none);
@@ -108,6 +112,8 @@ static void child_exec(int in_r, int out_w, int err_w, int errpipe, const char *
         goto fail;
     if (chdir(cwd) < 0)
         goto fail;
+    if (plain_argv != NULL) /* on failure the shell runs it and reports as shells do */
+        execve(plain_argv[0], plain_argv, envp);
     char *argv[] = {(char *)"sh", (char *)"-c", (char *)command, NULL};
     execve(CMD_SHELL, argv, envp);
 fail:;
@@ -124,8 +130,7 @@ static int open_logs(struct agent *a, struct cmd *c, struct mcp_error *err)
     c->f_log = openat(a->logdir_fd, name,
                       O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0600);
     if (c->f_log < 0)
-        return mcp_error_set(err, MCP_ERR_IO, errno, "agent: cannot create log %s: %s", name,
-                             strerror(errno));
+        return mcp_error_set(err, MCP_ERR_IO, errno, "agent: cannot create log %s", name);
     return 0;
 }
 
@@ -174,21 +179,24 @@ static int spawn(struct agent *a, struct cmd *c, const char *cwd, char **envp,
                  struct mcp_error *err)
 {
     int in[2], out[2], errp[2], ep[2];
+    char plain[CMD_PLAIN_MAX_LEN], *plain_argv[CMD_PLAIN_MAX_ARGS];
+    bool is_plain = agent_plain_argv(c->command, plain, sizeof plain, plain_argv,
+                                     CMD_PLAIN_MAX_ARGS) > 0;
     if (pipe2(in, O_CLOEXEC) < 0)
-        return mcp_error_set(err, MCP_ERR_IO, errno, "agent: pipe: %s", strerror(errno));
+        return mcp_error_set(err, MCP_ERR_IO, errno, "agent: pipe");
     if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0)
-        return mcp_error_set(err, MCP_ERR_IO, errno, "agent: pipe: %s", strerror(errno));
+        return mcp_error_set(err, MCP_ERR_IO, errno, "agent: pipe");
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
         close(in[0]), close(in[1]), close(out[0]), close(out[1]), close(errp[0]), close(errp[1]);
         close(ep[0]), close(ep[1]);
         return mcp_error_set(err, e == EAGAIN ? MCP_ERR_LIMIT : MCP_ERR_IO, e,
-                             "agent: fork: %s (the sandbox's pids limit may be reached)",
-                             strerror(e));
+                             "agent: fork (the sandbox's pids limit may be reached)");
     }
     if (pid == 0)
-        child_exec(in[0], out[1], errp[1], ep[1], cwd, c->command, envp);
+        child_exec(in[0], out[1], errp[1], ep[1], cwd, c->command, is_plain ? plain_argv : NULL,
+                   envp);
     close(in[0]), close(out[1]), close(errp[1]), close(ep[1]);
     int child_errno = 0;
     ssize_t r;
@@ -202,8 +210,7 @@ static int spawn(struct agent *a, struct cmd *c, const char *cwd, char **envp,
     fcntl(c->in_fd, F_SETFL, O_NONBLOCK);
     if (r == (ssize_t)sizeof child_errno)
         return mcp_error_set(err, child_errno == ENOENT ? MCP_ERR_NOT_FOUND : MCP_ERR_IO,
-                             child_errno, "cannot start command in '%s': %s", cwd,
-                             strerror(child_errno));
+                             child_errno, "cannot start command in '%s'", cwd);
     return 0;
 }
 
@@ -234,7 +241,7 @@ json_t *agent_cmd_exec(struct agent *a, struct conn *conn, json_t *req, struct m
         }
         c->in_len = outlen;
     }
-    char **envp = build_env(a, json_object_get(req, "env"));
+    char **envp = build_env(a, json_object_get(req, "env"), cwd);
     int rc = open_logs(a, c, err) < 0 ? -1 : spawn(a, c, cwd, envp, err);
     free_env(envp);
     if (rc < 0 && c->pid <= 0) { /* nothing was started: forget it */

@@ -32,7 +32,7 @@ static int fs_err(struct mcp_error *err, int e, const char *what, const char *pa
                : e == EEXIST ? MCP_ERR_CONFLICT
                : (e == ENOSPC || e == EFBIG || e == EDQUOT) ? MCP_ERR_LIMIT
                : MCP_ERR_IO;
-    return mcp_error_set(err, code, e, "%s %s: %s", what, path, strerror(e));
+    return mcp_error_set(err, code, e, "%s %s", what, path);
 }
 
 /* Relative paths start at the workspace. Normalisation is lexical; the kernel does the rest

@@ -131,9 +131,15 @@ static int exec_true(struct bench *b, const char *id)
 
 static int mode_create_exec(struct bench *b)
 {
+    double t0 = now_us();
     char *id = harness_create(&b->h, NULL);
+    double t1 = now_us();
     int rc = id != NULL ? exec_true(b, id) : -1;
     b->pending_destroy = id; /* destroyed after the clock stops */
+    if (rc == 0 && b->n_split < b->iterations) { /* warm-up rounds overwrite slot 0 */
+        b->split_create[b->n_split] = t1 - t0;
+        b->split_exec[b->n_split] = now_us() - t1;
+    }
     return rc;
 }
 
@@ -174,6 +180,8 @@ static void run_modes(struct bench *b, struct bench_mode *modes, size_t nmodes)
                 modes[m].failures++;
             else if (round >= 0)
                 modes[m].samples[modes[m].n++] = dt;
+            if (round >= 0 && rc == 0 && modes[m].fn == mode_create_exec)
+                b->n_split++;
         }
     }
 }
@@ -226,11 +234,15 @@ int main(int argc, char **argv)
     };
     for (size_t m = 0; m < ARRAY_SIZE(modes); m++)
         modes[m].samples = xcalloc((size_t)b.iterations, sizeof(double));
+    b.split_create = xcalloc((size_t)b.iterations, sizeof(double));
+    b.split_exec = xcalloc((size_t)b.iterations, sizeof(double));
     print_header(&b);
     run_modes(&b, modes, ARRAY_SIZE(modes));
-    bench_print_latency(modes, ARRAY_SIZE(modes));
+    bench_print_latency(&b, modes, ARRAY_SIZE(modes));
     harness_destroy(&b.h, b.live_id);
     free(b.live_id);
+    free(b.split_create);
+    free(b.split_exec);
     bench_memory(&b);
     bench_scale(&b);
     for (size_t m = 0; m < ARRAY_SIZE(modes); m++)

@@ -15,6 +15,10 @@ struct bench {
     int bpf_fd;
     char *live_id;
     char *pending_destroy;
+    /* create + first exec, split inside that mode (the mode before it differs from the one
+     * before "create alone", so subtracting the two modes' medians misattributes time) */
+    double *split_create, *split_exec;
+    int n_split;
 };
 
 struct bench_mode {
@@ -27,7 +31,7 @@ struct bench_mode {
 
 int bench_parse_args(struct bench *b, int argc, char **argv);
 double bench_percentile(double *v, int n, double p); /* sorts v */
-void bench_print_latency(struct bench_mode *modes, size_t n);
+void bench_print_latency(struct bench *b, struct bench_mode *modes, size_t n);
 void bench_memory(struct bench *b);
 void bench_scale(struct bench *b);
 

@@ -11,10 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include "backend/local/local.h"
+#include "backend/local/local_internal.h"
 #include "mcp/base/buf.h"
 #include "mcp/base/xalloc.h"
 #include "mcp/store/store.h"
@@ -637,6 +639,165 @@ TEST(concurrent_instance_adopts)
     free(id);
 }
 
+/* A command that is an absolute path plus literal words runs without /bin/sh (its parent is the
+ * agent, PID 1) yet behaves as under the shell: same environment (PWD too), same word
+ * splitting, and the shell's 127 when the program is missing. Anything else still uses sh. */
+TEST(plain_commands_skip_the_shell)
+{
+    char *id = create_sandbox(0);
+    struct run x;
+    run_cmd(id, "/bin/grep PPid: /proc/self/status", 0, &x);
+    ASSERT_STR_EQ(buf_cstr(&x.out), "PPid:\t1\n");
+    run_free(&x);
+    run_cmd(id, "/usr/bin/env", 0, &x);
+    ASSERT_CONTAINS(buf_cstr(&x.out), "PWD=/workspace\n");
+    ASSERT_CONTAINS(buf_cstr(&x.out), "PATH=/usr/local/sbin:");
+    run_free(&x);
+    run_cmd(id, "/bin/echo a   b\tc", 0, &x);
+    ASSERT_STR_EQ(buf_cstr(&x.out), "a b c\n");
+    run_free(&x);
+    run_cmd(id, "/bin/no-such-program x", 0, &x);
+    ASSERT_EQ(json_integer_value(json_object_get(x.r.json, "exit_code")), 127);
+    ASSERT_CONTAINS(buf_cstr(&x.err), "not found");
+    run_free(&x);
+    run_cmd(id, "/bin/echo $HOME '*'", 0, &x); /* expansion and quotes: the shell's job */
+    ASSERT_STR_EQ(buf_cstr(&x.out), "/root *\n");
+    run_free(&x);
+    destroy_sandbox(id);
+    free(id);
+}
+
+/* mcp_error_set appends the errno text itself: it must appear once, through the agent too. */
+TEST(errno_text_once)
+{
+    char *id = create_sandbox(0);
+    struct result r;
+    json_t *args = json_pack("{s:s}", "path", "missing/parent/dir");
+    CALL(r, be->ops->file_op(be, id, "mkdir", args, on_result, &r, &_e));
+    json_decref(args);
+    ASSERT(r.failed);
+    const char *text = strerror(ENOENT), *first = strstr(r.err.msg, text);
+    ASSERT(first != NULL);
+    if (strstr(first + strlen(text), text) != NULL)
+        TEST_FAIL("errno text repeated: %s", r.err.msg);
+    ASSERT_EQ(r.err.sys_errno, ENOENT);
+    destroy_sandbox(id);
+    free(id);
+}
+
+static bool pid_alive(int pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "re");
+    char state = 'X';
+    if (f != NULL && fscanf(f, "%*d (%*[^)]) %c", &state) != 1)
+        state = 'X';
+    if (f != NULL)
+        fclose(f);
+    return state != 'X' && state != 'Z';
+}
+
+/* destroy from an instance that is not the sandbox's parent (another mcpbox process that
+ * started before the sandbox existed): when the callback runs, nothing of the sandbox may still
+ * run, so its cgroups are already removed. */
+TEST(destroy_waits_for_non_children)
+{
+    struct mcp_error e;
+    struct backend *other = local_backend_new(loop, st, NULL, &e);
+    if (other == NULL)
+        TEST_FAIL("second instance: %s", e.msg);
+    char *id = create_sandbox(0);
+    struct run x;
+    run_cmd(id, "sleep 600 >/dev/null 2>&1 &", 0, &x);
+    run_free(&x);
+    struct store_sandbox rec = {0};
+    ASSERT(store_sandbox_get(st, id, &rec, &e) == 0);
+    int init = (int)json_integer_value(json_object_get(rec.record, "init_pid"));
+    json_t *cgs = json_deep_copy(json_object_get(rec.record, "cgroups"));
+    store_sandbox_release(&rec);
+    ASSERT(init > 0 && pid_alive(init));
+    struct backend *mine = be;
+    be = other;
+    destroy_sandbox(id);
+    be = mine;
+    ASSERT(!pid_alive(init));
+    const char *key;
+    json_t *path;
+    json_object_foreach(cgs, key, path)
+    {
+        const char *p = json_string_value(path);
+        if (p != NULL && p[0] != '\0' && access(p, F_OK) == 0)
+            TEST_FAIL("%s cgroup %s still there when destroy returned", key, p);
+    }
+    json_decref(cgs);
+    local_backend_free(other);
+    uv_run(loop, UV_RUN_NOWAIT);
+    free(id);
+}
+
+/* A dead creator's pid still answers kill(pid, 0) while it is an unreaped zombie. */
+static pid_t make_zombie(uint64_t *start)
+{
+    int p[2];
+    if (pipe(p) < 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        char c;
+        close(p[1]);
+        ssize_t n = read(p[0], &c, 1);
+        _exit(n < 0);
+    }
+    close(p[0]);
+    *start = local_proc_starttime(pid);
+    close(p[1]); /* the child exits now */
+    for (int i = 0; i < 2000 && pid_alive(pid); i++)
+        usleep(1000);
+    return pid;
+}
+
+/* A record left in "creating" by a creator that died after releasing the child but before
+ * recording the init's pid: a new instance must clean it up at once (never adopt it, never
+ * wait), and find the init through <dir>/init. */
+TEST(reconcile_cleans_half_made)
+{
+    struct mcp_error e;
+    char *id = create_sandbox(0);
+    struct store_sandbox rec = {0};
+    ASSERT(store_sandbox_get(st, id, &rec, &e) == 0);
+    int init = (int)json_integer_value(json_object_get(rec.record, "init_pid"));
+    json_t *cgs = json_deep_copy(json_object_get(rec.record, "cgroups"));
+    uint64_t start = 0;
+    pid_t zombie = make_zombie(&start);
+    ASSERT(zombie > 0 && start != 0);
+    json_object_set_new(rec.record, "creator_pid", json_integer(zombie));
+    json_object_set_new(rec.record, "creator_start", json_integer((json_int_t)start));
+    json_object_del(rec.record, "init_pid");
+    json_object_del(rec.record, "init_start");
+    ASSERT(store_sandbox_update(st, &rec, &e) == 0);
+    store_sandbox_release(&rec);
+    ASSERT(store_sandbox_set_state(st, id, "creating", &e) == 0);
+    struct backend *other = local_backend_new(loop, st, NULL, &e); /* reconciles */
+    if (other == NULL)
+        TEST_FAIL("second instance: %s", e.msg);
+    ASSERT(store_sandbox_get(st, id, &rec, &e) < 0 && e.code == MCP_ERR_NOT_FOUND);
+    ASSERT(!pid_alive(init));
+    const char *key;
+    json_t *path;
+    json_object_foreach(cgs, key, path)
+    {
+        const char *p = json_string_value(path);
+        if (p != NULL && p[0] != '\0' && access(p, F_OK) == 0)
+            TEST_FAIL("%s cgroup %s left", key, p);
+    }
+    json_decref(cgs);
+    waitpid(zombie, NULL, 0);
+    local_backend_free(other);
+    uv_run(loop, UV_RUN_NOWAIT);
+    free(id);
+}
+
 struct http_get {
     int port;
     bool done;
@@ -756,6 +917,10 @@ int main(void)
     RUN(idle_timeout_enforced_by_agent);
     RUN(reconnect_from_second_instance);
     RUN(concurrent_instance_adopts);
+    RUN(plain_commands_skip_the_shell);
+    RUN(errno_text_once);
+    RUN(destroy_waits_for_non_children);
+    RUN(reconcile_cleans_half_made);
     RUN(endpoint_forwards_from_host);
     RUN(network_egress_blocks_private_ranges);
     RUN(limits_and_confinement);
