@@ -34,6 +34,8 @@ struct request {
     tool_cancel_fn *cancel_fn;
     void *cancel_arg;
     json_t *modern_meta;    /* owned: params._meta of a 2026-07-28 request, else NULL */
+    int holds;              /* > 0 while request_cancel runs callbacks: defer the free */
+    bool finished;          /* unlinked and released while held: only the struct is left */
     struct request *prev, *next;
 };
 
@@ -172,7 +174,22 @@ static void request_cancel(struct request *req, const char *why)
     if (req->cancelled || req->answered)
         return;
     req->cancelled = true;
-    fail_pending(req->session, req, why);
+    struct session *s = req->session;
+    /* Tell the transport now, while req (and its id) certainly exist: the calls below may
+     * finish and free it. */
+    if (s->ops && !s->closed && s->ops->request_dropped) {
+        s->busy++;
+        s->ops->request_dropped(s->transport_arg, req->id);
+        s->busy--;
+    }
+    /* A failed server-to-client request's callback may finish (and so free) req: hold it. */
+    req->holds++;
+    fail_pending(s, req, why);
+    req->holds--;
+    if (req->finished) {
+        free(req);
+        return;
+    }
     if (req->cancel_fn) {
         tool_cancel_fn *fn = req->cancel_fn;
         req->cancel_fn = NULL;
@@ -318,7 +335,10 @@ static void request_unlink_free(struct request *req)
     json_decref(req->progress_token);
     json_decref(req->modern_meta);
     free(req->method);
-    free(req);
+    if (req->holds > 0)
+        req->finished = true; /* request_cancel frees it once its callbacks return */
+    else
+        free(req);
     maybe_free(s);
 }
 

@@ -24,6 +24,12 @@ struct session_transport_ops {
      *           a message unrelated to any request (list_changed, resource updates).
      *  final:   true when msg is the response that completes `related`. */
     void (*send)(void *transport_arg, json_t *msg, const json_t *related, bool final);
+    /* Optional (may be NULL): the client request `id` is over and gets no response (the client
+     * cancelled it, so the core drops its reply). Called once per such request, as soon as it
+     * is cancelled; nothing related to it is sent afterwards. A transport that keeps a stream
+     * open per request (HTTP) ends that stream here. Not called for requests cut short by
+     * session_close (the transport is going away). */
+    void (*request_dropped)(void *transport_arg, const json_t *id);
 };
 
 /* owner: the caller identity for tool calls (see tool_call_owner). Copied. */

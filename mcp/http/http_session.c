@@ -82,8 +82,27 @@ static void sess_send(void *arg, json_t *msg, const json_t *related, bool final)
     deliver(s, c, msg, final);
 }
 
+/* The core dropped a cancelled request's reply: end its exchange now rather than leave the
+ * stream (and the connection) open until the session goes. A stream already started simply
+ * ends, as it would after a response; a reply not yet started becomes an empty event stream,
+ * without a priming event so that the client has nothing to resume. */
+static void sess_request_dropped(void *arg, const json_t *id)
+{
+    struct http_sess *s = arg;
+    cleanup_free char *key = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY);
+    struct http_conn *c = key ? find_exchange(s, key) : NULL;
+    if (!c || c->closing)
+        return;
+    if (c->mode == EX_PENDING) {
+        c->mode = EX_SSE;
+        http_conn_sse_start(c, false);
+    }
+    http_conn_sse_end(c);
+}
+
 static const struct session_transport_ops sess_ops = {
     .send = sess_send,
+    .request_dropped = sess_request_dropped,
 };
 
 struct http_sess *http_sess_create(struct http_server *hs)

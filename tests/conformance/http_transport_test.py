@@ -190,7 +190,12 @@ class Transport(unittest.TestCase):
                 c.close()
 
     def new_session(self, conn=None):
-        status, headers, body = self.roundtrip(request("POST", port=self.port, body=INIT), conn)
+        return self.new_session_with({}, conn)
+
+    def new_session_with(self, capabilities, conn=None):
+        init = json.loads(json.dumps(INIT))
+        init["params"]["capabilities"] = capabilities
+        status, headers, body = self.roundtrip(request("POST", port=self.port, body=init), conn)
         self.assertEqual(status, 200, body)
         sid = headers.get("mcp-session-id")
         self.assertIsNotNone(sid)
@@ -337,6 +342,74 @@ class Transport(unittest.TestCase):
         self.assertIn("result", msgs[-1])
         ids = re.findall(r"^id: (\S+)$", text, re.M)
         self.assertEqual(len(ids), len(set(ids)))
+
+    def cancel(self, sid, request_id):
+        st, _, _ = self.call(sid, {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                   "params": {"requestId": request_id, "reason": "test"}})
+        self.assertEqual(st, 202)
+
+    def test_cancelled_sse_stream_ends(self):
+        # The sampling fixture waits for the client's answer, so the cancellation always
+        # arrives while the request runs: its SSE stream must end without a response, and the
+        # connection must stay usable.
+        sid = self.new_session_with({"sampling": {}})
+        c = Conn(self.port)
+        try:
+            c.send(request("POST", port=self.port,
+                           headers={"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"},
+                           body={"jsonrpc": "2.0", "id": "s1", "method": "tools/call",
+                                 "params": {"name": "test_sampling",
+                                            "arguments": {"prompt": "hi"}}}))
+            st, h = c.read_head()
+            self.assertEqual(st, 200)
+            self.assertTrue(h["content-type"].startswith("text/event-stream"))
+            body = b""
+            while b"sampling/createMessage" not in body:
+                body += c.read_chunk()
+            self.cancel(sid, "s1")
+            while True:
+                chunk = c.read_chunk()   # times out (10 s) if the stream never ends
+                if not chunk:
+                    break
+                body += chunk
+            self.assertFalse([m for m in sse_messages(body) if m.get("id") == "s1"])
+            c.send(request("POST", port=self.port,
+                           headers={"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"},
+                           body={"jsonrpc": "2.0", "id": "p", "method": "ping"}))
+            st, _, body = c.read_response()
+            self.assertEqual((st, json.loads(body)["id"]), (200, "p"))
+        finally:
+            c.close()
+
+    def test_cancelled_before_reply_gets_empty_stream(self):
+        # Without a progress token the call sends nothing before its result (150 ms later), so
+        # its reply has not started when the cancellation comes: the POST gets an event stream
+        # with no events and no priming id (nothing to resume). A slow machine may let the call
+        # finish first; then its result arrives and the attempt is repeated.
+        sid = self.new_session()
+        for attempt in range(5):
+            rid = "q%d" % attempt
+            c = Conn(self.port)
+            try:
+                c.send(request("POST", port=self.port,
+                               headers={"Mcp-Session-Id": sid,
+                                        "MCP-Protocol-Version": "2025-11-25"},
+                               body={"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                                     "params": {"name": "test_tool_with_progress",
+                                                "arguments": {}}}))
+                time.sleep(0.01)
+                self.cancel(sid, rid)
+                st, h, body = c.read_response()
+            finally:
+                c.close()
+            self.assertEqual(st, 200)
+            if h["content-type"] == "application/json":
+                self.assertEqual(json.loads(body)["id"], rid)   # the call won the race
+                continue
+            self.assertTrue(h["content-type"].startswith("text/event-stream"))
+            self.assertEqual(body, b"")
+            return
+        self.fail("the call always finished before its cancellation")
 
     def test_keep_alive_and_pipelining(self):
         c = Conn(self.port)

@@ -18,6 +18,7 @@
 
 struct fake {
     json_t *sent;    /* array of {msg, related, final} */
+    json_t *dropped; /* array of the ids given to request_dropped */
     struct session *s;
 };
 
@@ -38,7 +39,15 @@ static void fake_send(void *arg, json_t *msg, const json_t *related, bool final)
                                              "final", final));
 }
 
-static const struct session_transport_ops fake_ops = {.send = fake_send};
+static void fake_dropped(void *arg, const json_t *id)
+{
+    struct fake *f = arg;
+
+    json_array_append_new(f->dropped, json_deep_copy(id));
+}
+
+static const struct session_transport_ops fake_ops = {.send = fake_send,
+                                                      .request_dropped = fake_dropped};
 
 static void fake_server_start(void)
 {
@@ -74,6 +83,7 @@ static void fake_server_stop(void)
 static void fake_open(struct fake *f)
 {
     f->sent = json_array();
+    f->dropped = json_array();
     f->s = session_new(fake_srv, &fake_ops, f, "local:uid:1000");
 }
 
@@ -82,6 +92,7 @@ static void fake_close(struct fake *f)
     session_close(f->s);
     uv_run(server_loop(fake_srv), UV_RUN_NOWAIT);
     json_decref(f->sent);
+    json_decref(f->dropped);
 }
 
 static void fake_feed(struct fake *f, const char *line)

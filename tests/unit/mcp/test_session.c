@@ -235,10 +235,43 @@ TEST(cancellation_calls_handler_and_suppresses_reply)
         json_t *id = json_object_get(json_object_get(e, "msg"), "id");
         ASSERT(!json_is_string(id)); /* no reply to "c1" */
     }
+    /* the transport learnt once that "c1" gets no reply (so HTTP can end its stream) */
+    ASSERT_EQ(json_array_size(f.dropped), 1);
+    ASSERT_STR_EQ(json_string_value(json_array_get(f.dropped, 0)), "c1");
     /* cancelling an unknown or finished id is ignored */
     fake_feed(&f, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
                   "\"requestId\":\"c1\"}}");
+    ASSERT_EQ(json_array_size(f.dropped), 1);
+    /* a request answered normally is never reported dropped */
+    fake_feed(&f, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{"
+                  "\"name\":\"test_tool_with_progress\"}}");
+    ASSERT(fake_wait(&f, 2));
+    ASSERT_EQ(json_array_size(f.dropped), 1);
     fake_close(&f);
+}
+
+TEST(cancel_while_waiting_for_the_client)
+{
+    struct fake f;
+    fake_open(&f);
+    fake_initialize(&f, INIT_CAPS);
+    fake_feed(&f, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":"
+                  "\"test_sampling\",\"arguments\":{\"prompt\":\"hello\"}}}");
+    ASSERT_EQ(session_inflight(f.s), 1);
+    /* failing the pending sampling request finishes the call inside the cancellation */
+    fake_feed(&f, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+                  "\"requestId\":5}}");
+    ASSERT_EQ(session_inflight(f.s), 0);
+    ASSERT(!fake_reply(&f, 5));
+    ASSERT_EQ(json_array_size(f.dropped), 1);
+    ASSERT_EQ(json_integer_value(json_array_get(f.dropped, 0)), 5);
+    /* requests cut short by the session's end are not reported (the transport is going) */
+    fake_feed(&f, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":{\"name\":"
+                  "\"test_sampling\",\"arguments\":{\"prompt\":\"hello\"}}}");
+    json_t *dropped = json_incref(f.dropped);
+    fake_close(&f);
+    ASSERT_EQ(json_array_size(dropped), 1);
+    json_decref(dropped);
 }
 
 TEST(sampling_round_trip)
@@ -300,7 +333,9 @@ TEST(session_close_fails_pending_client_requests)
     size_t n = json_array_size(f.sent);
     session_close(f.s); /* the sampling callback finishes the call; its reply is dropped */
     ASSERT_EQ(json_array_size(f.sent), n);
+    ASSERT_EQ(json_array_size(f.dropped), 0);
     json_decref(f.sent);
+    json_decref(f.dropped);
 }
 
 TEST(pending_client_request_limit_and_input_closed)
@@ -433,6 +468,7 @@ int main(void)
     RUN(progress_with_integer_and_string_tokens);
     RUN(logging_respects_level);
     RUN(cancellation_calls_handler_and_suppresses_reply);
+    RUN(cancel_while_waiting_for_the_client);
     RUN(sampling_round_trip);
     RUN(elicitation_error_reply_and_missing_capability);
     RUN(session_close_fails_pending_client_requests);
