@@ -249,6 +249,27 @@ int cg_attach_v1(const struct cg_sandbox *cg, pid_t pid, struct mcp_error *err)
     return 0;
 }
 
+/* Re-applies limits to existing cgroups (a pooled set made with the defaults). */
+int cg_set_limits(const struct cg_sandbox *cg, const struct cg_limits *lim, struct mcp_error *err)
+{
+    if (cg->mem[0] || cg->pids[0] || cg->cpu[0])
+        return limits_v1(cg, lim, err);
+    return cg->v2[0] ? limits_v2(cg, lim, err) : 0;
+}
+
+/* Moves one thread (v1 "tasks", not the whole process) into the v1 cgroups: children it
+ * clones start there, with no migration of their own. */
+int cg_join_v1_thread(const struct cg_sandbox *cg, pid_t tid, struct mcp_error *err)
+{
+    char v[32];
+    snprintf(v, sizeof v, "%d", (int)tid);
+    const char *dirs[] = {cg->mem, cg->pids, cg->cpu, cg->freezer};
+    for (size_t i = 0; i < 4; i++)
+        if (dirs[i][0] && limit(dirs[i], "tasks", v, err) < 0)
+            return -1;
+    return 0;
+}
+
 int cg_attach_v2(const struct cg_sandbox *cg, pid_t pid, struct mcp_error *err)
 {
     char v[32];

@@ -623,6 +623,8 @@ void local_backend_free(struct backend *be)
         return;
     struct local_backend *lb = (struct local_backend *)be;
     local_shutdown(be);
+    local_spawner_stop(lb->spawner);
+    lb->spawner = NULL;
     if (lb->agent_fd >= 0)
         close(lb->agent_fd);
     lb->agent_fd = -1;

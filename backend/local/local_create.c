@@ -38,6 +38,8 @@ struct create_op {
     size_t msg_len;
     uint64_t started_ms;
     uint64_t exec_ms, attach_ms; /* when the agent was exec'd / the v1 attach finished */
+    int pool_slot;               /* a spawner thread's prepared cgroups, or -1 */
+    bool v1_attached;            /* cloned by that thread: already in the v1 cgroups */
     int release_fd, tree_fd;     /* network: the child waits until pasta is ready */
 };
 
@@ -147,7 +149,7 @@ static void on_err_pipe(uv_poll_t *p, int status, int events)
 static void attach_work(uv_work_t *w)
 {
     struct create_op *op = w->data;
-    op->attach_rc = cg_attach_v1(&op->sb->cg, op->sb->pid, &op->attach_err);
+    op->attach_rc = op->v1_attached ? 0 : cg_attach_v1(&op->sb->cg, op->sb->pid, &op->attach_err);
     if (op->attach_rc == 0 && op->attach_needed_v2)
         op->attach_rc = cg_attach_v2(&op->sb->cg, op->sb->pid, &op->attach_err);
     if (op->release_fd < 0)
@@ -275,7 +277,14 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
                                 .agent_config = cfg, .agent_exe_fd = lb->agent_fd,
                                 .image_dir = image_dir[0] ? image_dir : NULL,
                                 .seccomp = &lb->seccomp, .cg = &sb->cg};
-    int rc = local_spawn(&req, res, err);
+    int rc;
+    if (op->pool_slot >= 0) {
+        rc = local_spawner_spawn(lb->spawner, op->pool_slot, &req, res, err);
+        op->pool_slot = -1;
+        op->v1_attached = true;
+    } else {
+        rc = local_spawn(&req, res, err);
+    }
     free(cfg);
     if (res->pidfd >= 0)
         sb->pidfd = res->pidfd, sb->pid = res->pid;
@@ -322,7 +331,8 @@ static int start(struct create_op *op, const struct sandbox_spec *spec, const st
     if (rc == 0 && mkdir(sb->dir, 0700) < 0)
         rc = mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s", sb->dir);
     if (rc == 0)
-        rc = cg_create(&lb->cg, sb->id, lim, &sb->cg, err);
+        rc = op->pool_slot >= 0 ? cg_set_limits(&sb->cg, lim, err)
+                                : cg_create(&lb->cg, sb->id, lim, &sb->cg, err);
     if (rc == 0)
         rc = spawn_child(op, spec, lim, disk, image_dir, base, &rec, &res, err);
     if (rc == 0) {
@@ -340,7 +350,8 @@ static int watch_startup(struct create_op *op, struct mcp_error *err)
     uv_poll_init(lb->base.loop, &op->err_poll, op->err_fd);
     op->err_poll.data = op;
     uv_poll_start(&op->err_poll, UV_READABLE | UV_DISCONNECT, on_err_pipe);
-    bool v1 = op->sb->cg.mem[0] || op->sb->cg.pids[0] || op->sb->cg.cpu[0] || op->sb->cg.freezer[0];
+    bool v1 = !op->v1_attached &&
+              (op->sb->cg.mem[0] || op->sb->cg.pids[0] || op->sb->cg.cpu[0] || op->sb->cg.freezer[0]);
     if (!v1 && !(op->attach_needed_v2 && op->sb->cg.v2[0]) && op->release_fd < 0) {
         op->attach_done = true;
         return 0;
@@ -367,9 +378,20 @@ int local_create(struct backend *be, const struct sandbox_spec *spec, backend_cb
     op->cb = cb, op->arg = arg, op->err_fd = -1, op->release_fd = op->tree_fd = -1;
     op->sb = xcalloc(1, sizeof *op->sb);
     op->sb->be = lb, op->sb->refs = 1, op->sb->pidfd = -1, op->sb->oom_fd = -1;
-    random_id(op->sb->id, sizeof op->sb->id, "sbx-", 8);
+    /* From the second create on: a one-shot process (the CLI's create) would only pay for
+     * preparing sets it never uses. MCPBOX_LOCAL_SPAWNER=0: off, to compare (benchmarks). */
+    if (!lb->spawner_tried && lb->creates++ > 0) {
+        const char *sw = getenv("MCPBOX_LOCAL_SPAWNER");
+        lb->spawner_tried = true;
+        lb->spawner = sw && strcmp(sw, "0") == 0 ? NULL : local_spawner_start(&lb->cg);
+    }
+    op->pool_slot = local_spawner_take(lb->spawner, op->sb->id, &op->sb->cg);
+    if (op->pool_slot < 0)
+        random_id(op->sb->id, sizeof op->sb->id, "sbx-", 8);
     struct mcp_error e2;
     if (start(op, spec, &lim, disk, image_dir, err) < 0 || watch_startup(op, err) < 0) {
+        if (op->pool_slot >= 0) /* failed before the spawn: the thread moves on */
+            local_spawner_spawn(lb->spawner, op->pool_slot, NULL, NULL, &e2);
         if (op->err_fd >= 0)
             close(op->err_fd);
         if (op->release_fd >= 0) /* the child sees EOF and gives up */

@@ -81,6 +81,8 @@ int cg_attach_v2(const struct cg_sandbox *cg, pid_t pid, struct mcp_error *err);
 int cg_open_v2(const struct cg_sandbox *cg); /* fd for CLONE_INTO_CGROUP, or -1 */
 int cg_kill(const struct cg_sandbox *cg);
 int cg_freeze(const struct cg_sandbox *cg, bool frozen, struct mcp_error *err);
+int cg_set_limits(const struct cg_sandbox *cg, const struct cg_limits *lim, struct mcp_error *err);
+int cg_join_v1_thread(const struct cg_sandbox *cg, pid_t tid, struct mcp_error *err);
 int cg_wait_empty(const struct cg_sandbox *cg, int timeout_ms); /* -1: still populated */
 int cg_destroy(const struct cg_sandbox *cg); /* rmdir all; -1 if one is still busy */
 void cg_sweep(const struct cg_host *h, long min_age_s);
@@ -155,9 +157,23 @@ void agent_unwatch(struct agent_conn *c, const char *cmd_id);
 struct lsbx;
 struct fwd;
 
+/* Spawner threads (spawner.c): hybrid hosts pre-attach the next sandboxes' v1 cgroups. */
+#define LOCAL_SPAWNERS 2
+struct local_spawner;
+struct local_spawner *local_spawner_start(const struct cg_host *host); /* NULL: not needed */
+/* Reserves a prepared id + cgroup set; returns its slot, or -1 if none is ready. */
+int local_spawner_take(struct local_spawner *s, char *id, struct cg_sandbox *cg);
+/* local_spawn in the reserved thread (req NULL: give the set back unused). */
+int local_spawner_spawn(struct local_spawner *s, int slot, const struct spawn_request *req,
+                        struct spawn_result *res, struct mcp_error *err);
+void local_spawner_stop(struct local_spawner *s);
+
 struct local_backend {
     struct backend base;
     struct cg_host cg;
+    struct local_spawner *spawner; /* NULL unless hybrid; started by the first create */
+    bool spawner_tried;
+    unsigned creates;              /* the spawner starts at the second one */
     struct local_seccomp seccomp;
     int agent_fd;                 /* sealed memfd of the agent binary */
     char state_dir[LOCAL_PATH_MAX];

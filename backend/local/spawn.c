@@ -399,9 +399,12 @@ __attribute__((noreturn)) static void child_main(struct child_plan *p)
     park_fds(p);
     receive_go(p); /* the parent wrote the maps (and sent the image tree, if any) */
     enter_root(p);
-    CHECK(setgroups(0, NULL) == 0, "setgroups", NULL);
-    CHECK(setresgid(0, 0, 0) == 0, "setresgid", NULL);
-    CHECK(setresuid(0, 0, 0) == 0, "setresuid", NULL);
+    /* Raw system calls: glibc's wrappers broadcast to every thread glibc believes the process
+     * has (setxid). This child of a multithreaded mcpbox has one thread, and if another thread
+     * was half-created at clone time the wrapper waits for it forever. */
+    CHECK(syscall(SYS_setgroups, 0, NULL) == 0, "setgroups", NULL);
+    CHECK(syscall(SYS_setresgid, 0, 0, 0) == 0, "setresgid", NULL);
+    CHECK(syscall(SYS_setresuid, 0, 0, 0) == 0, "setresuid", NULL);
     make_root(p);
     loopback_up(p);
     const char *failed = NULL;

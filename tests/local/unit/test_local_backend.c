@@ -736,6 +736,58 @@ TEST(destroy_waits_for_non_children)
     free(id);
 }
 
+static bool procs_has(const char *dir, int pid)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+    FILE *f = fopen(path, "re");
+    int p;
+    bool found = false;
+    while (f != NULL && !found && fscanf(f, "%d", &p) == 1)
+        found = p == pid;
+    if (f != NULL)
+        fclose(f);
+    return found;
+}
+
+/* Whether cloned by a spawner thread that sat in the v1 cgroups beforehand or attached by pid
+ * afterwards (back-to-back creates use both), the init is in every cgroup its record names,
+ * and no mcpbox thread stays in them. */
+TEST(init_in_its_cgroups)
+{
+    enum { N = 4 };
+    char *ids[N];
+    for (int i = 0; i < N; i++)
+        ids[i] = create_sandbox(0);
+    for (int i = 0; i < N; i++) {
+        struct mcp_error e;
+        struct store_sandbox rec = {0};
+        ASSERT(store_sandbox_get(st, ids[i], &rec, &e) == 0);
+        int init = (int)json_integer_value(json_object_get(rec.record, "init_pid"));
+        json_t *cgs = json_object_get(rec.record, "cgroups");
+        const char *key;
+        json_t *path;
+        json_object_foreach(cgs, key, path)
+        {
+            const char *p = json_string_value(path);
+            if (p == NULL || p[0] == '\0')
+                continue;
+            if (!procs_has(p, init))
+                TEST_FAIL("init %d is not in its %s cgroup %s", init, key, p);
+            /* the spawner thread moves on to the next set in the background (a grace period) */
+            for (int ms = 0; ms < 2000 && procs_has(p, (int)getpid()); ms += 10)
+                usleep(10000);
+            if (procs_has(p, (int)getpid()))
+                TEST_FAIL("an mcpbox thread stays in the %s cgroup %s", key, p);
+        }
+        store_sandbox_release(&rec);
+    }
+    for (int i = 0; i < N; i++) {
+        destroy_sandbox(ids[i]);
+        free(ids[i]);
+    }
+}
+
 /* A dead creator's pid still answers kill(pid, 0) while it is an unreaped zombie. */
 static pid_t make_zombie(uint64_t *start)
 {
@@ -921,6 +973,7 @@ int main(void)
     RUN(errno_text_once);
     RUN(destroy_waits_for_non_children);
     RUN(reconcile_cleans_half_made);
+    RUN(init_in_its_cgroups);
     RUN(endpoint_forwards_from_host);
     RUN(network_egress_blocks_private_ranges);
     RUN(limits_and_confinement);

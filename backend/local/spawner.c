@@ -1,0 +1,204 @@
+/* Spawner threads: the v1 cgroup attach, off the critical path (hybrid hosts only).
+ *
+ * Moving a process into a v1 cgroup write-locks cgroup_threadgroup_rwsem, and that waits out an
+ * RCU grace period (LOCAL-ISOLATION.md §3.3): milliseconds, tens of them on a loaded host, and
+ * it was the longest part of create. A child, though, starts in the cgroups of the thread that
+ * clones it, with no migration at all. So each spawner thread prepares the next sandbox ahead
+ * of time: it picks the sandbox id, creates its cgroups and moves itself (v1 "tasks": this
+ * thread only) into the v1 ones, paying the grace period while nobody waits. create then hands
+ * it the spawn request; the clone3 it makes lands in the sandbox's v1 cgroups at once, and in
+ * the v2 one through CLONE_INTO_CGROUP. The thread then moves on to the next sandbox's cgroups,
+ * which also takes it out of the used ones.
+ *
+ * The thread's memory is mcpbox's (charged to mcpbox's memcg); while it sits in a prepared set
+ * it only counts as one task there. A prepared set that is never used is removed at shutdown,
+ * or after a crash by the sweep of empty "sbx-*" cgroups. create falls back to cloning on the
+ * loop and attaching in a worker when no spawner is ready. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define LOG_MODULE "local"
+#include "backend/local/local_internal.h"
+#include "mcp/base/log.h"
+#include "mcp/base/util.h"
+#include "mcp/base/xalloc.h"
+
+enum spawner_state {
+    SP_PREPARING, /* the thread is making the next cgroup set */
+    SP_READY,     /* a set is ready: take() may reserve it */
+    SP_TAKEN,     /* reserved by a create on the loop */
+    SP_REQUEST,   /* a spawn request (or a give-back) is waiting for the thread */
+    SP_DONE,      /* the thread has answered the request */
+    SP_BROKEN,    /* preparing failed: this thread stays out of the way */
+};
+
+struct spawner_slot {
+    const struct cg_host *host;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    enum spawner_state state;
+    bool stop, started;
+    char id[LOCAL_ID_LEN];
+    struct cg_sandbox cg;
+    const struct spawn_request *req; /* NULL: give the set back unused */
+    struct spawn_result *res;
+    struct mcp_error err;
+    int rc;
+};
+
+struct local_spawner {
+    struct cg_host host;
+    struct spawner_slot slots[LOCAL_SPAWNERS];
+};
+
+/* Back to mcpbox's own v1 cgroups (the parents of our "mcpbox" ones), so that a thread that
+ * cannot prepare a new set does not stay in the last sandbox's. */
+static void leave(const struct cg_host *h)
+{
+    struct cg_sandbox own;
+    memset(&own, 0, sizeof own);
+    const char *bases[] = {h->mem_base, h->pids_base, h->cpu_base, h->freezer_base};
+    char *dirs[] = {own.mem, own.pids, own.cpu, own.freezer};
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(dirs[i], LOCAL_PATH_MAX, "%s", bases[i]);
+        char *slash = strrchr(dirs[i], '/');
+        if (slash != NULL)
+            *slash = '\0';
+    }
+    struct mcp_error err;
+    if (cg_join_v1_thread(&own, (pid_t)gettid(), &err) < 0)
+        log_warn("spawner: %s", err.msg);
+}
+
+/* In the thread: a fresh id, its cgroups (default limits; create sets the real ones) and this
+ * thread inside the v1 ones. */
+static int prepare(struct spawner_slot *sl)
+{
+    static const struct cg_limits defaults = {.memory_bytes = LOCAL_DEFAULT_MEMORY,
+                                              .pids = LOCAL_DEFAULT_PIDS, .cpu = LOCAL_DEFAULT_CPU};
+    char id[LOCAL_ID_LEN];
+    struct cg_sandbox cg;
+    struct mcp_error err;
+    random_id(id, sizeof id, "sbx-", 8);
+    if (cg_create(sl->host, id, &defaults, &cg, &err) < 0 ||
+        cg_join_v1_thread(&cg, (pid_t)gettid(), &err) < 0) {
+        log_warn("spawner: %s (creates attach cgroups by pid instead)", err.msg);
+        leave(sl->host);
+        cg_destroy(&cg);
+        return -1;
+    }
+    memcpy(sl->id, id, sizeof id);
+    sl->cg = cg;
+    return 0;
+}
+
+static void *spawner_main(void *arg)
+{
+    struct spawner_slot *sl = arg;
+    pthread_mutex_lock(&sl->mu);
+    for (;;) {
+        pthread_mutex_unlock(&sl->mu);
+        int ok = prepare(sl);
+        pthread_mutex_lock(&sl->mu);
+        sl->state = ok == 0 ? SP_READY : SP_BROKEN;
+        while (!sl->stop && sl->state != SP_REQUEST)
+            pthread_cond_wait(&sl->cv, &sl->mu);
+        if (sl->stop && sl->state != SP_REQUEST)
+            break;
+        if (sl->req != NULL)
+            sl->rc = local_spawn(sl->req, sl->res, &sl->err);
+        sl->state = SP_DONE;
+        pthread_cond_broadcast(&sl->cv);
+        while (sl->state == SP_DONE) /* until the loop has copied the answer */
+            pthread_cond_wait(&sl->cv, &sl->mu);
+        if (sl->stop)
+            break;
+    }
+    pthread_mutex_unlock(&sl->mu);
+    return NULL;
+}
+
+struct local_spawner *local_spawner_start(const struct cg_host *host)
+{
+    if (host->layout != CG_HYBRID || host->v2_base[0] == '\0')
+        return NULL; /* pure v2 has CLONE_INTO_CGROUP for everything */
+    struct local_spawner *s = xcalloc(1, sizeof *s);
+    s->host = *host;
+    for (int i = 0; i < LOCAL_SPAWNERS; i++) {
+        struct spawner_slot *sl = &s->slots[i];
+        sl->host = &s->host;
+        pthread_mutex_init(&sl->mu, NULL);
+        pthread_cond_init(&sl->cv, NULL);
+        sl->state = SP_PREPARING;
+        sl->started = pthread_create(&sl->thread, NULL, spawner_main, sl) == 0;
+        if (!sl->started)
+            sl->state = SP_BROKEN;
+    }
+    return s;
+}
+
+/* On the loop: reserves a prepared set; its id and cgroups become the new sandbox's. */
+int local_spawner_take(struct local_spawner *s, char *id, struct cg_sandbox *cg)
+{
+    for (int i = 0; s != NULL && i < LOCAL_SPAWNERS; i++) {
+        struct spawner_slot *sl = &s->slots[i];
+        pthread_mutex_lock(&sl->mu);
+        bool ready = sl->state == SP_READY;
+        if (ready) {
+            sl->state = SP_TAKEN;
+            memcpy(id, sl->id, LOCAL_ID_LEN);
+            *cg = sl->cg;
+        }
+        pthread_mutex_unlock(&sl->mu);
+        if (ready)
+            return i;
+    }
+    return -1;
+}
+
+/* On the loop: the reserved thread runs local_spawn (req NULL: the set is not used after all);
+ * blocks as long as local_spawn itself would, then the thread moves on to the next set. */
+int local_spawner_spawn(struct local_spawner *s, int slot, const struct spawn_request *req,
+                        struct spawn_result *res, struct mcp_error *err)
+{
+    struct spawner_slot *sl = &s->slots[slot];
+    pthread_mutex_lock(&sl->mu);
+    sl->req = req, sl->res = res, sl->rc = 0;
+    memset(&sl->err, 0, sizeof sl->err);
+    sl->state = SP_REQUEST;
+    pthread_cond_broadcast(&sl->cv);
+    while (sl->state != SP_DONE)
+        pthread_cond_wait(&sl->cv, &sl->mu);
+    int rc = sl->rc;
+    if (rc < 0)
+        mcp_error_copy(err, &sl->err);
+    sl->state = SP_PREPARING;
+    pthread_cond_broadcast(&sl->cv);
+    pthread_mutex_unlock(&sl->mu);
+    return rc;
+}
+
+void local_spawner_stop(struct local_spawner *s)
+{
+    if (s == NULL)
+        return;
+    for (int i = 0; i < LOCAL_SPAWNERS; i++) {
+        struct spawner_slot *sl = &s->slots[i];
+        if (!sl->started)
+            continue;
+        pthread_mutex_lock(&sl->mu);
+        sl->stop = true;
+        pthread_cond_broadcast(&sl->cv);
+        pthread_mutex_unlock(&sl->mu);
+        pthread_join(sl->thread, NULL);
+        if (sl->state == SP_READY) /* prepared, never used: empty once the thread is gone */
+            cg_destroy(&sl->cg);
+        pthread_mutex_destroy(&sl->mu);
+        pthread_cond_destroy(&sl->cv);
+    }
+    free(s);
+}
