@@ -4,6 +4,8 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "mcp/base/json_in.h"
+
 static const char *json_type_name(const json_t *v)
 {
     switch (json_typeof(v)) {
@@ -110,7 +112,10 @@ void jsonrpc_parse(const char *data, size_t len, struct jsonrpc_msg *out)
     json_error_t jerr;
 
     memset(out, 0, sizeof(*out));
-    out->root = json_loadb(data, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+    /* The fast path takes the common case; jansson decides (and words errors) for the rest. */
+    out->root = json_in_parse(data, len);
+    if (!out->root)
+        out->root = json_loadb(data, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
     if (!out->root) {
         out->kind = JSONRPC_INVALID;
         mcp_error_set(&out->err, MCP_ERR_PARSE, 0, "Parse error: %s (line %d, column %d)",
@@ -144,10 +149,16 @@ static json_t *id_or_null(const json_t *id)
     return id ? json_deep_copy(id) : json_null();
 }
 
+/* Built member by member: every reply goes through here, and json_pack's format parsing and
+ * key checks cost more than the object itself. Keys stay in the order jsonrpc, id, result. */
 json_t *jsonrpc_result(const json_t *id, json_t *result)
 {
-    return json_pack("{s:s, s:o, s:o}", "jsonrpc", "2.0", "id", id_or_null(id), "result",
-                     result ? result : json_object());
+    json_t *msg = json_object();
+
+    json_object_set_new_nocheck(msg, "jsonrpc", json_string_nocheck("2.0"));
+    json_object_set_new_nocheck(msg, "id", id_or_null(id));
+    json_object_set_new_nocheck(msg, "result", result ? result : json_object());
+    return msg;
 }
 
 json_t *jsonrpc_error(const json_t *id, int code, const char *message, json_t *data)

@@ -11,6 +11,7 @@
 
 #include "mcp/base/buf.h"
 #include "mcp/base/cleanup.h"
+#include "mcp/base/json_out.h"
 #include "mcp/base/log.h"
 #include "mcp/base/xalloc.h"
 #include "mcp/jsonrpc.h"
@@ -120,12 +121,11 @@ static void write_msg(struct stdio_transport *t, json_t *msg)
     if (t->out_failed)
         return;
     size_t len;
-    char *data = json_dumps(msg, JSON_COMPACT | JSON_ENCODE_ANY);
+    char *data = json_out_dump(msg, &len);
     if (!data) {
         log_error("cannot serialise an outgoing message (invalid UTF-8?)");
         return;
     }
-    len = strlen(data);
     data = xrealloc(data, len + 2);
     data[len++] = '\n';
     data[len] = '\0';

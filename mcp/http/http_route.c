@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "mcp/base/json_out.h"
 #include "mcp/base/util.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/session.h"
@@ -128,7 +129,7 @@ static struct http_sess *post_session(struct http_conn *c, const char *sid,
 /* A request: its reply (JSON or an SSE stream) comes through the session's send callback. */
 static void post_request(struct http_conn *c, struct http_sess *s, struct jsonrpc_msg *msg)
 {
-    char *key = json_dumps(msg->id, JSON_COMPACT | JSON_ENCODE_ANY);
+    char *key = json_out_dump(msg->id, NULL);
     if (http_sess_has_key(s, key)) {
         free(key);
         http_conn_error(c, 409, -32600, msg->id, NULL,

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "mcp/base/cleanup.h"
+#include "mcp/base/json_out.h"
 #include "mcp/base/log.h"
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
@@ -40,21 +41,22 @@ static bool has_error(json_t *msg)
  * into an SSE stream. */
 static void deliver(struct http_sess *s, struct http_conn *c, json_t *msg, bool final)
 {
-    cleanup_free char *text = json_dumps(msg, JSON_COMPACT);
+    size_t len;
+    cleanup_free char *text = json_out_dump(msg, &len);
     if (!text)
         return;
     if (final && c->is_initialize && has_error(msg))
         s->init_failed = true;
     if (c->mode == EX_PENDING && final && !c->prefer_sse) {
         http_conn_respond(c, s->stateless ? modern_http_status(msg) : 200, "application/json",
-                          NULL, text, strlen(text));
+                          NULL, text, len);
         return;
     }
     if (c->mode == EX_PENDING) {
         c->mode = EX_SSE;
         http_conn_sse_start(c, http_protocol_has_priming(session_protocol_version(s->core)));
     }
-    http_conn_sse_message(c, text, strlen(text));
+    http_conn_sse_message(c, text, len);
     if (final && !c->closing)
         http_conn_sse_end(c);
 }
@@ -72,7 +74,7 @@ static void sess_send(void *arg, json_t *msg, const json_t *related, bool final)
         }
         return;
     }
-    cleanup_free char *key = json_dumps(related, JSON_COMPACT | JSON_ENCODE_ANY);
+    cleanup_free char *key = json_out_dump(related, NULL);
     struct http_conn *c = key ? find_exchange(s, key) : NULL;
     if (!c) {
         log_debug("session %.8s: request %s has no open stream; dropping a message", s->id,
