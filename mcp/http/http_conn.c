@@ -320,11 +320,30 @@ void http_conn_exchange_done(struct http_conn *c)
         http_conn_schedule_resume(c);
 }
 
+/* Decimal digits by hand: every response's head is built here, and printf is most of its cost. */
+static void append_uint(struct buf *h, unsigned long long v)
+{
+    char digits[24];
+    size_t i = sizeof(digits);
+    do {
+        digits[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    buf_append(h, digits + i, sizeof(digits) - i);
+}
+
 static void append_head(struct buf *h, struct http_conn *c, int status, const char *extra)
 {
-    buf_printf(h, "HTTP/1.1 %d %s\r\n", status, http_status_str((enum http_status)status));
-    if (c->sess && !c->sess->stateless)
-        buf_printf(h, "Mcp-Session-Id: %s\r\n", c->sess->id);
+    buf_append_str(h, "HTTP/1.1 ");
+    append_uint(h, (unsigned)status);
+    buf_append_str(h, " ");
+    buf_append_str(h, http_status_str((enum http_status)status));
+    buf_append_str(h, "\r\n");
+    if (c->sess && !c->sess->stateless) {
+        buf_append_str(h, "Mcp-Session-Id: ");
+        buf_append_str(h, c->sess->id);
+        buf_append_str(h, "\r\n");
+    }
     if (extra)
         buf_append_str(h, extra);
 }
@@ -335,10 +354,15 @@ void http_conn_respond(struct http_conn *c, int status, const char *content_type
     struct buf h;
     buf_init(&h, HTTP_MAX_HEADER_BYTES);
     append_head(&h, c, status, extra);
-    if (content_type)
-        buf_printf(&h, "Content-Type: %s\r\n", content_type);
-    buf_printf(&h, "Content-Length: %zu\r\nConnection: %s\r\n\r\n", len,
-               c->keep_alive ? "keep-alive" : "close");
+    if (content_type) {
+        buf_append_str(&h, "Content-Type: ");
+        buf_append_str(&h, content_type);
+        buf_append_str(&h, "\r\n");
+    }
+    buf_append_str(&h, "Content-Length: ");
+    append_uint(&h, len);
+    buf_append_str(&h, c->keep_alive ? "\r\nConnection: keep-alive\r\n\r\n"
+                                     : "\r\nConnection: close\r\n\r\n");
     conn_write3(c, buf_cstr(&h), body, len, "");
     buf_release(&h);
     http_conn_exchange_done(c);

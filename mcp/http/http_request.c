@@ -127,12 +127,23 @@ static void resolve_headers(struct http_reader *r)
 
 /* RFC 9110 token characters: http-parser's lenient mode lets spaces into field names, which
  * is how requests get smuggled past proxies. */
+static bool is_token_char(unsigned char ch)
+{
+    static bool table[256], ready;
+    if (!ready) { /* one loop, one thread: filled once on first use */
+        for (int i = 0; i < 256; i++)
+            table[i] = isalnum(i) || (i && strchr("!#$%&'*+-.^_`|~", i));
+        ready = true;
+    }
+    return table[ch];
+}
+
 static bool is_token(const char *s)
 {
     if (!*s)
         return false;
     for (; *s; s++)
-        if (!isalnum((unsigned char)*s) && !strchr("!#$%&'*+-.^_`|~", *s))
+        if (!is_token_char((unsigned char)*s))
             return false;
     return true;
 }
