@@ -139,7 +139,42 @@ static bool matches(struct vctx *c, const json_t *schema, const json_t *inst)
 
 /* ---- $ref ----------------------------------------------------------------------------------- */
 
-/* Resolves a local JSON pointer ("#", "#/$defs/address") against the root schema. */
+/* Keywords whose values are instances, not schemas (an "$anchor" inside them names nothing). */
+static bool is_data_keyword(const char *key)
+{
+    return strcmp(key, "const") == 0 || strcmp(key, "enum") == 0 ||
+           strcmp(key, "default") == 0 || strcmp(key, "examples") == 0;
+}
+
+/* The subschema of root (searched depth-first, at most MCP_SCHEMA_MAX_DEPTH levels down)
+ * whose "$anchor" is name, or NULL. */
+static const json_t *find_anchor(const json_t *node, const char *name, int depth)
+{
+    const json_t *v, *hit;
+    const char *key;
+    size_t i;
+
+    if (depth > MCP_SCHEMA_MAX_DEPTH)
+        return NULL;
+    if (json_is_object(node)) {
+        const char *anchor = json_string_value(json_object_get(node, "$anchor"));
+        if (anchor && strcmp(anchor, name) == 0)
+            return node;
+        json_object_foreach((json_t *)node, key, v) {
+            if (!is_data_keyword(key) && (hit = find_anchor(v, name, depth + 1)))
+                return hit;
+        }
+    } else if (json_is_array(node)) {
+        json_array_foreach(node, i, v) {
+            if ((hit = find_anchor(v, name, depth + 1)))
+                return hit;
+        }
+    }
+    return NULL;
+}
+
+/* Resolves a local JSON pointer ("#", "#/$defs/address") or a plain-name fragment naming a
+ * "$anchor" ("#addressDef") against the root schema. */
 static const json_t *resolve_ref(const json_t *root, const char *ref)
 {
     const json_t *cur = root;
@@ -147,6 +182,8 @@ static const json_t *resolve_ref(const json_t *root, const char *ref)
     if (ref[0] != '#')
         return NULL;
     ref++;
+    if (*ref != '\0' && *ref != '/')
+        return find_anchor(root, ref, 0);
     while (*ref == '/') {
         ref++;
         size_t n = strcspn(ref, "/");
@@ -473,6 +510,18 @@ static int check_combinators(struct vctx *c, const json_t *schema, const json_t 
     return 0;
 }
 
+/* if/then/else: the instance must match "then" when it matches "if", else "else" (an absent
+ * branch allows anything; "then"/"else" without "if" mean nothing). */
+static int check_conditional(struct vctx *c, const json_t *schema, const json_t *inst)
+{
+    const json_t *cond = json_object_get(schema, "if");
+
+    if (!cond)
+        return 0;
+    const json_t *branch = json_object_get(schema, matches(c, cond, inst) ? "then" : "else");
+    return branch ? validate(c, branch, inst) : 0;
+}
+
 static int validate(struct vctx *c, const json_t *schema, const json_t *inst)
 {
     if (json_is_true(schema))
@@ -497,7 +546,9 @@ static int validate(struct vctx *c, const json_t *schema, const json_t *inst)
         goto out;
     if (json_is_object(inst) && check_object(c, schema, inst) < 0)
         goto out;
-    r = check_combinators(c, schema, inst);
+    if (check_combinators(c, schema, inst) < 0)
+        goto out;
+    r = check_conditional(c, schema, inst);
 out:
     c->depth--;
     return r;

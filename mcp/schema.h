@@ -2,9 +2,12 @@
  * type, enum, const, minimum/maximum/exclusiveMinimum/exclusiveMaximum/multipleOf,
  * minLength/maxLength (code points), pattern (POSIX extended regex), items/prefixItems,
  * minItems/maxItems/uniqueItems, properties, required, additionalProperties (false or a schema),
- * minProperties/maxProperties, allOf/anyOf/oneOf/not, $ref to "#", "#/$defs/..." or any
- * local JSON pointer, and boolean schemas. Annotations (title, description, default, format,
- * examples, $schema, $id, $comment) are ignored. Pure: a fuzz target (tests/fuzz/fuzz_schema.c).
+ * minProperties/maxProperties, allOf/anyOf/oneOf/not, if/then/else, $ref to "#",
+ * "#/$defs/..." or any local JSON pointer or to a "$anchor" ("#name"), and boolean schemas.
+ * Annotations (title, description, default, format, examples, $schema, $id, $comment) are
+ * ignored. Not enforced: $dynamicRef/$dynamicAnchor, dependentRequired/dependentSchemas,
+ * patternProperties, propertyNames, contains, unevaluated*, and $refs to other documents
+ * (these fail as unresolvable). Pure: a fuzz target (tests/fuzz/fuzz_schema.c).
  */
 #ifndef MCPBOX_SCHEMA_H
 #define MCPBOX_SCHEMA_H

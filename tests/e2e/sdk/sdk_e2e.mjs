@@ -135,12 +135,13 @@ test('tools/list: every fixture, with descriptions and input schemas', async () 
         assert.equal(t.inputSchema?.type, 'object', `${t.name} inputSchema is an object schema`);
     }
     const js = tools.find((t) => t.name === 'json_schema_2020_12_tool');
-    assert.deepEqual(js.inputSchema, {
-        $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object',
-        $defs: { address: { type: 'object', properties: { street: { type: 'string' }, city: { type: 'string' } } } },
-        properties: { name: { type: 'string' }, address: { $ref: '#/$defs/address' } },
-        additionalProperties: false,
-    }, 'json_schema_2020_12_tool inputSchema is served verbatim');
+    const fixture = path.resolve(path.dirname(fileURLToPath(import.meta.url)),
+        '../../../schemas/fixtures/json_schema_2020_12_tool.json');
+    const expected = JSON.parse(fs.readFileSync(fixture, 'utf8')).inputSchema;
+    assert.deepEqual(js.inputSchema, expected, 'json_schema_2020_12_tool inputSchema is served verbatim');
+    assert.equal(js.inputSchema.$defs.address.$anchor, 'addressDef', 'SEP-2106 $anchor kept');
+    assert.ok(js.inputSchema.allOf[0].anyOf && js.inputSchema.if && js.inputSchema.then && js.inputSchema.else,
+        'SEP-2106 allOf/anyOf and if/then/else kept');
     await c.close();
 });
 

@@ -199,6 +199,9 @@ class StdioTest(unittest.TestCase):
         self.assertEqual(js["$schema"], "https://json-schema.org/draft/2020-12/schema")
         self.assertEqual(js["$defs"]["address"]["type"], "object")
         self.assertIs(js["additionalProperties"], False)
+        self.assertEqual(js["$defs"]["address"]["$anchor"], "addressDef")   # SEP-2106
+        self.assertIn("anyOf", js["allOf"][0])
+        self.assertTrue({"if", "then", "else"} <= set(js))
 
     def test_fixtures_absent_without_flag(self):
         state = tempfile.mkdtemp(prefix="mcpbox-e2e-")
@@ -234,6 +237,14 @@ class StdioTest(unittest.TestCase):
         r = self.srv.call("tools/call", {"name": "json_schema_2020_12_tool",
                                          "arguments": {"name": "x", "extra": 1}})
         self.assertIn('unknown property "extra"', r["result"]["content"][0]["text"])
+        r = self.srv.call("tools/call", {"name": "json_schema_2020_12_tool",
+                                         "arguments": {"name": "x", "contactMethod": "phone",
+                                                       "email": "x@example.com"}})
+        self.assertIn('missing required property "phone"', r["result"]["content"][0]["text"])
+        args = {"name": "x", "contactMethod": "phone", "phone": "+1 555 0100",
+                "address": {"city": "c"}}
+        r = self.srv.call("tools/call", {"name": "json_schema_2020_12_tool", "arguments": args})
+        self.assertEqual(r["result"]["structuredContent"], args)
         # unknown tool: a JSON-RPC error
         self.assertError(self.srv.call("tools/call", {"name": "nope"}), -32602, "nope")
 

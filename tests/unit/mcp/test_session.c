@@ -122,6 +122,13 @@ TEST(tools_list_sorted_with_fixtures_verbatim)
                   "https://json-schema.org/draft/2020-12/schema");
     ASSERT(json_object_get(json_object_get(schema2020, "$defs"), "address"));
     ASSERT(json_is_false(json_object_get(schema2020, "additionalProperties")));
+    /* SEP-2106 keywords, served verbatim */
+    ASSERT_STR_EQ(json_string_value(json_object_get(
+                      json_object_get(json_object_get(schema2020, "$defs"), "address"), "$anchor")),
+                  "addressDef");
+    ASSERT(json_object_get(json_array_get(json_object_get(schema2020, "allOf"), 0), "anyOf"));
+    ASSERT(json_object_get(schema2020, "if") && json_object_get(schema2020, "then") &&
+           json_object_get(schema2020, "else"));
     fake_close(&f);
 }
 
@@ -148,10 +155,20 @@ TEST(tools_call_results_and_errors)
     ASSERT(json_is_true(json_object_get(result_of(fake_reply(&f, 4)), "isError")));
     fake_feed(&f, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":"
                   "\"json_schema_2020_12_tool\",\"arguments\":{\"name\":\"n\",\"address\":{"
-                  "\"city\":\"c\"}}}}");
+                  "\"city\":\"c\"},\"email\":\"n@example.com\"}}}");
     json_t *sc = json_object_get(result_of(fake_reply(&f, 5)), "structuredContent");
     ASSERT_STR_EQ(json_string_value(json_object_get(sc, "name")), "n");
     ASSERT_CONTAINS(first_text(fake_reply(&f, 5)), "\"city\":\"c\"");
+    /* the schema's anyOf and if/then/else are enforced */
+    fake_feed(&f, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":{\"name\":"
+                  "\"json_schema_2020_12_tool\",\"arguments\":{\"name\":\"n\"}}}");
+    ASSERT(json_is_true(json_object_get(result_of(fake_reply(&f, 6)), "isError")));
+    ASSERT_CONTAINS(first_text(fake_reply(&f, 6)), "(anyOf)");
+    fake_feed(&f, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":"
+                  "\"json_schema_2020_12_tool\",\"arguments\":{\"contactMethod\":\"phone\","
+                  "\"email\":\"n@example.com\"}}}");
+    ASSERT(json_is_true(json_object_get(result_of(fake_reply(&f, 7)), "isError")));
+    ASSERT_CONTAINS(first_text(fake_reply(&f, 7)), "missing required property \"phone\"");
     fake_close(&f);
 }
 
