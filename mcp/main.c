@@ -1,6 +1,7 @@
 /* mcpbox: argv -> subcommand -> its main. `serve` is here; other subcommands live with their
  * owners and are listed in the table. */
 #define LOG_MODULE "main"
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -87,12 +88,13 @@ int cli_serve_main(int argc, char **argv)
         r = -1;
     if (r < 0)
         fprintf(stderr, "mcpbox serve: %s\n", err.msg);
+    bool done = r == 1; /* --help printed */
     if (r == 0) {
         log_set_level(cfg.log_level);
-        r = serve(&cfg);
+        r = serve(&cfg); /* 1 when the server could not start */
     }
     config_release(&cfg);
-    return r < 0 ? 2 : r == 1 ? 0 : r;
+    return r < 0 ? 2 : done ? 0 : r;
 }
 
 static void print_version(void)

@@ -184,6 +184,7 @@ int registry_add_tool(struct registry *reg, json_t *def, tool_handler_fn *handle
     t->input_schema = json_object_get(def, "inputSchema");
     t->output_schema = json_object_get(def, "outputSchema");
     t->handler = handler;
+    t->needs_sandboxes = false;
     changed(reg, "tools");
     return 0;
 }
@@ -282,6 +283,8 @@ int registry_load_tools(struct registry *reg, const char *dir, const struct tool
                                  defs[i].name, defs[i].name);
         if (registry_add_tool(reg, def, defs[i].handler, err) < 0)
             return mcp_error_prefix(err, "schemas/%s/%s.json", dir, defs[i].name);
+        struct registry_tool *t = vec_at(&reg->tools, tool_lower_bound(reg, name));
+        t->needs_sandboxes = strcmp(dir, "tools") == 0;
     }
     warn_orphan_schemas(dir, defs, n);
     return 0;

@@ -38,6 +38,8 @@ struct registry_tool {
     json_t *input_schema;       /* borrowed from def */
     json_t *output_schema;      /* borrowed from def, or NULL */
     tool_handler_fn *handler;
+    bool needs_sandboxes;       /* a sandbox tool (schemas/tools/): the store and backends must
+                                 * be started before its handler runs (server_sandbox_context) */
 };
 
 /* def: a complete MCP Tool object {name, description, inputSchema, ...} (borrowed; kept by

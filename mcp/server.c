@@ -43,6 +43,7 @@ struct mcp_server {
     size_t n_hooks;
     uv_signal_t sigint, sigterm;
     bool stopping;
+    bool sandboxes_started; /* the store is open and the backends made (server_sandbox_context) */
 };
 
 static const char server_instructions_text[] =
@@ -76,6 +77,17 @@ static int open_store(struct mcp_server *srv, struct mcp_error *err)
     srv->ctx.store = store_open(srv->cfg->state_dir, err);
     if (!srv->ctx.store)
         return mcp_error_prefix(err, "opening the state store in %s", srv->cfg->state_dir);
+#endif
+    return 0;
+}
+
+/* At start only the state directory is checked (a bad --state-dir fails at once); the
+ * database is opened with the backends, on first use. */
+static int check_state_dir(struct mcp_server *srv, struct mcp_error *err)
+{
+#ifdef MCPBOX_HAVE_STORE
+    if (store_check_state_dir(srv->cfg->state_dir, err) < 0)
+        return -1; /* the message names the directory */
 #endif
     return 0;
 }
@@ -130,9 +142,8 @@ struct mcp_server *server_new(const struct mcp_config *cfg, struct mcp_error *er
     srv->ctx.config = cfg;
     /* Changes before any session exists broadcast to nobody, so one listener serves both. */
     srv->reg = registry_new(on_registry_change, srv);
-    if (open_store(srv, err) < 0)
+    if (check_state_dir(srv, err) < 0)
         goto fail;
-    create_backends(srv);
     if (cfg->conformance_fixtures && fixtures_register(srv->reg, err) < 0)
         goto fail;
     start_signals(srv);
@@ -218,6 +229,24 @@ uv_loop_t *server_loop(struct mcp_server *srv)
 
 struct mcp_context *server_context(struct mcp_server *srv)
 {
+    return &srv->ctx;
+}
+
+/* The state store (SQLite: ~1 MiB of library pages and heap once open) and the backends are
+ * started on the first request that needs them, not at start, so that an idle server stays
+ * small. A store that cannot be opened fails that request and is tried again on the next. */
+struct mcp_context *server_sandbox_context(struct mcp_server *srv, struct mcp_error *err)
+{
+    if (srv->sandboxes_started)
+        return &srv->ctx;
+    if (srv->stopping) {
+        mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0, "the server is shutting down");
+        return NULL;
+    }
+    if (open_store(srv, err) < 0)
+        return NULL;
+    create_backends(srv);
+    srv->sandboxes_started = true;
     return &srv->ctx;
 }
 

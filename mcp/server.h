@@ -23,9 +23,10 @@ struct registry;
 struct session;
 struct mcp_server;
 
-/* Creates the loop, opens the store (when built with one), creates the enabled backends and
- * fills the registry (sandbox tools; fixtures with --conformance-fixtures). cfg is borrowed and
- * must outlive the server. */
+/* Creates the loop, checks the state directory (the store and the backends start later: see
+ * server_sandbox_context) and fills the registry (fixtures with --conformance-fixtures; the
+ * sandbox tools come with server_add_sandbox_tools). cfg is borrowed and must outlive the
+ * server. */
 struct mcp_server *server_new(const struct mcp_config *cfg, struct mcp_error *err);
 /* Runs the loop until server_stop() and every handle has closed. Returns 0. */
 int server_run(struct mcp_server *srv);
@@ -36,7 +37,12 @@ void server_stop(struct mcp_server *srv);
 void server_free(struct mcp_server *srv);
 
 uv_loop_t *server_loop(struct mcp_server *srv);
+/* The context as it is: its store and backends are NULL until server_sandbox_context. */
 struct mcp_context *server_context(struct mcp_server *srv);
+/* The context with the state store open and the enabled backends made: done on the first call
+ * (the first request that touches sandboxes), so an idle server never loads SQLite. NULL with
+ * err when the store cannot be opened (tried again on the next call) or the server stops. */
+struct mcp_context *server_sandbox_context(struct mcp_server *srv, struct mcp_error *err);
 const struct mcp_config *server_config(const struct mcp_server *srv);
 struct registry *server_registry(struct mcp_server *srv);
 bool server_is_stopping(const struct mcp_server *srv);

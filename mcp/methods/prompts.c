@@ -58,8 +58,9 @@ void method_prompts_get(struct request *req, json_t *params)
         return request_error(req, MCP_ERR_INVALID_PARAMS, NULL,
                              "Invalid params: unknown prompt \"%s\" (see prompts/list)", name);
     json_auto_t *given = args ? json_incref(args) : json_object();
-    if (check_prompt_args(def, given, &err) < 0 ||
-        fn(arg, server_context(srv), request_owner(req), given, &result, &err) < 0)
+    struct mcp_context *ctx;
+    if (check_prompt_args(def, given, &err) < 0 || !(ctx = server_sandbox_context(srv, &err)) ||
+        fn(arg, ctx, request_owner(req), given, &result, &err) < 0)
         return request_fail(req, &err);
     request_reply(req, result);
 }
@@ -107,9 +108,10 @@ void method_completion_complete(struct request *req, json_t *params)
         (context && params_object(context, "arguments", false, &ctx_args, &err) < 0))
         return request_fail(req, &err);
     json_auto_t *values = json_array();
+    struct mcp_context *ctx;
     if (registry_find_completion(server_registry(srv), type, name, &fn, &fn_arg) &&
-        fn(fn_arg, server_context(srv), request_owner(req), arg_name, value, ctx_args, values,
-           &err) < 0)
+        (!(ctx = server_sandbox_context(srv, &err)) ||
+         fn(fn_arg, ctx, request_owner(req), arg_name, value, ctx_args, values, &err) < 0))
         return request_fail(req, &err);
     request_reply(req, completion_result(values));
 }

@@ -50,6 +50,11 @@ void method_resources_read(struct request *req, json_t *params)
     if (!registry_match_resource(server_registry(request_server(req)), uri, &m))
         return request_error(req, MCP_ERR_RESOURCE_NOT_FOUND, json_pack("{s:s}", "uri", uri),
                              "Resource not found: %s", uri);
+    /* sandbox files need the store: a read of any resource starts it (once) */
+    if (!server_sandbox_context(request_server(req), &err)) {
+        json_decref(m.vars);
+        return request_fail(req, &err);
+    }
     struct resource_read *rr = xcalloc(1, sizeof(*rr));
     rr->req = req;
     m.fn(rr, uri, m.vars, m.arg);

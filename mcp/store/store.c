@@ -367,13 +367,18 @@ static int store_open_db(struct store *st, struct mcp_error *err)
     return 0;
 }
 
+int store_check_state_dir(const char *state_dir, struct mcp_error *err)
+{
+    if (state_dir == NULL || *state_dir == '\0')
+        return mcp_error_set(err, MCP_ERR_INVALID, 0, "no state directory given");
+    if (store_mkdirs(state_dir, err) < 0 || store_check_dir(state_dir, err) < 0)
+        return -1;
+    return 0;
+}
+
 struct store *store_open(const char *state_dir, struct mcp_error *err)
 {
-    if (state_dir == NULL || *state_dir == '\0') {
-        mcp_error_set(err, MCP_ERR_INVALID, 0, "no state directory given");
-        return NULL;
-    }
-    if (store_mkdirs(state_dir, err) < 0 || store_check_dir(state_dir, err) < 0)
+    if (store_check_state_dir(state_dir, err) < 0)
         return NULL;
     struct store *st = xcalloc(1, sizeof(*st));
     st->state_dir = xstrdup(state_dir);

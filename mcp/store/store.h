@@ -23,6 +23,9 @@ struct sqlite3;
 
 /* Opens (creating if needed, mode 0700) state_dir and state_dir/mcpbox.db, applies migrations. */
 struct store *store_open(const char *state_dir, struct mcp_error *err);
+/* What store_open checks of state_dir (created mode 0700 if missing; a directory of this user)
+ * without opening the database: a cheap check at start for a server that opens it later. */
+int store_check_state_dir(const char *state_dir, struct mcp_error *err);
 void store_close(struct store *st);
 const char *store_state_dir(const struct store *st);
 /* The raw handle, for modules with their own tables. Borrowed. */

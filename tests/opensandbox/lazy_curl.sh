@@ -14,7 +14,13 @@ cleanup() {
 trap cleanup EXIT
 SETTLE_TRIES=50 # x 0.1 s: until the server logs that its backends are up
 
-# maps_of LABEL [serve options...]: start an idle stdio server, copy its /proc/PID/maps, stop it
+# The backends start with the first request that needs them (not at server start): this asks.
+FIRST_SANDBOX_REQUEST='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"lazy_curl","version":"1"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_sandboxes","arguments":{}}}'
+
+# maps_of LABEL [serve options...]: start a stdio server, make it start its backends, copy its
+# /proc/PID/maps, stop it
 maps_of() {
     label=$1
     shift
@@ -24,6 +30,7 @@ maps_of() {
         <"$TMP/in" >/dev/null 2>"$TMP/$label.err" &
     pid=$!
     exec 3>"$TMP/in"
+    printf '%s\n' "$FIRST_SANDBOX_REQUEST" >&3
     i=0
     until grep -q 'backends:' "$TMP/$label.err"; do
         i=$((i + 1))

@@ -33,8 +33,11 @@ def init_params(version="2025-11-25", caps=None):
 class Server:
     """mcpbox serve over pipes; stdout lines are parsed on a reader thread."""
 
-    def __init__(self, *args, stdin=subprocess.PIPE):
+    def __init__(self, *args, stdin=subprocess.PIPE, db=None):
         self.state = tempfile.mkdtemp(prefix="mcpbox-e2e-")
+        if db is not None:  # bytes to find in the state database file at start
+            with open(os.path.join(self.state, "mcpbox.db"), "wb") as f:
+                f.write(db)
         cmd = [MCPBOX, "serve", "--conformance-fixtures", "--no-local",
                "--state-dir", self.state] + list(args)
         self.proc = subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.PIPE,
@@ -450,6 +453,42 @@ class StdioTest(unittest.TestCase):
             except BrokenPipeError:
                 pass
             shutil.rmtree(state, ignore_errors=True)
+
+    # ---- the state store opens on first use -------------------------------------------------
+
+    def test_store_opened_by_the_first_sandbox_request(self):
+        db = os.path.join(self.srv.state, "mcpbox.db")
+        self.srv.initialize()
+        self.assertIn("tools", self.srv.call("tools/list")["result"])
+        self.assertIn("content", self.srv.call("tools/call", {"name": "test_simple_text"})["result"])
+        self.assertIn("prompts", self.srv.call("prompts/list")["result"])
+        self.assertTrue(os.path.isdir(self.srv.state))
+        self.assertFalse(os.path.exists(db), "the store was opened before it was needed")
+        r = self.srv.call("tools/call", {"name": "list_sandboxes", "arguments": {}})["result"]
+        self.assertFalse(r.get("isError"), r)
+        self.assertTrue(os.path.exists(db))
+
+    def test_unopenable_store_fails_the_request_not_the_server(self):
+        self.srv.close()
+        junk = b"definitely not SQLite " * 50
+        self.srv = Server(db=junk)
+        self.srv.initialize()
+        for _ in range(2):  # tried again on each request, and each fails the same way
+            r = self.srv.call("tools/call", {"name": "list_sandboxes", "arguments": {}})["result"]
+            self.assertIs(r["isError"], True)
+            self.assertIn("corrupt or not a SQLite database", r["content"][0]["text"])
+        self.assertIn("content", self.srv.call("tools/call", {"name": "test_simple_text"})["result"])
+        self.assertAlive()
+        with open(os.path.join(self.srv.state, "mcpbox.db"), "rb") as f:
+            self.assertEqual(f.read(), junk)
+
+    def test_bad_state_dir_fails_at_start(self):
+        with tempfile.NamedTemporaryFile(prefix="mcpbox-e2e-file-") as f:
+            p = subprocess.run([MCPBOX, "serve", "--no-local", "--state-dir", f.name],
+                               stdin=subprocess.DEVNULL, capture_output=True, timeout=TIMEOUT)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn(b"is not a directory", p.stderr)
+        self.assertEqual(p.stdout, b"")
 
     def test_sigterm_exits_cleanly(self):
         self.srv.initialize()
