@@ -49,17 +49,61 @@ static void on_write(uv_write_t *req, int status)
 }
 
 /* Queues prefix+data+suffix as one write (any may be empty). */
+/* Writes what the kernel takes at once (nothing is queued: uv_try_write refuses then), so the
+ * common reply costs one writev and no request. A completed uv_write costs an epoll_ctl on the
+ * next loop turn (libuv re-arms the watcher when it drops POLLOUT), a syscall per reply.
+ * Returns how many bytes went out, or -1 after closing the connection on an error. */
+static ssize_t conn_try_write(struct http_conn *c, const char *prefix, size_t plen,
+                              const char *data, size_t len, const char *suffix, size_t slen)
+{
+    if (c->queued > 0)
+        return 0;
+    uv_buf_t b[3];
+    unsigned n = 0;
+    if (plen)
+        b[n++] = uv_buf_init((char *)prefix, (unsigned)plen);
+    if (len)
+        b[n++] = uv_buf_init((char *)data, (unsigned)len);
+    if (slen)
+        b[n++] = uv_buf_init((char *)suffix, (unsigned)slen);
+    int rc = n ? uv_try_write((uv_stream_t *)&c->tcp, b, n) : 0;
+    if (rc == UV_EAGAIN || rc == UV_ENOSYS)
+        return 0;
+    if (rc < 0) {
+        http_conn_close(c);
+        return -1;
+    }
+    c->last_write_ms = now_mono_ms();
+    return rc;
+}
+
+/* Copies what is left of prefix + data + suffix after the first `skip` bytes into dst. */
+static void copy_rest(char *dst, size_t skip, const char *prefix, size_t plen, const char *data,
+                      size_t len, const char *suffix, size_t slen)
+{
+    const char *part[3] = {prefix, data, suffix};
+    size_t part_len[3] = {plen, len, slen};
+    for (int i = 0; i < 3; i++) {
+        size_t from = skip < part_len[i] ? skip : part_len[i];
+        skip -= from;
+        if (part_len[i] > from)
+            memcpy(dst, part[i] + from, part_len[i] - from);
+        dst += part_len[i] - from;
+    }
+}
+
 static void conn_write3(struct http_conn *c, const char *prefix, const char *data, size_t len,
                         const char *suffix)
 {
     if (c->closing)
         return;
-    size_t plen = strlen(prefix), slen = strlen(suffix), total = plen + len + slen;
+    size_t plen = strlen(prefix), slen = strlen(suffix);
+    ssize_t sent = conn_try_write(c, prefix, plen, data, len, suffix, slen);
+    if (sent < 0 || (size_t)sent == plen + len + slen)
+        return;
+    size_t total = plen + len + slen - (size_t)sent;
     struct write_req *w = xmalloc(sizeof(*w) + total);
-    memcpy(w->data, prefix, plen);
-    if (len)
-        memcpy(w->data + plen, data, len);
-    memcpy(w->data + plen + len, suffix, slen);
+    copy_rest(w->data, (size_t)sent, prefix, plen, data, len, suffix, slen);
     w->c = c;
     w->len = total;
     if (c->queued == 0)
