@@ -188,17 +188,21 @@ static void create_finish(struct create_op *op)
     }
     json_t *info = local_info(&rec);
     store_sandbox_release(&rec);
-    local_event(lb->base.store, sb->id, "created",
-                    json_pack("{s:i, s:I, s:I, s:I, s:s}", "init_pid", (int)sb->pid, "create_ms",
-                              (json_int_t)(now_mono_ms() - op->started_ms), "agent_exec_ms",
-                              (json_int_t)(op->exec_ms - op->started_ms), "cgroup_attach_ms",
-                              (json_int_t)(op->attach_ms ? op->attach_ms - op->started_ms : 0),
-                              "cgroups", cg_layout_name(lb->cg.layout)), &err);
+    json_t *ev = json_pack("{s:i, s:I, s:I, s:I, s:s, s:b}", "init_pid", (int)sb->pid, "create_ms",
+                           (json_int_t)(now_mono_ms() - op->started_ms), "agent_exec_ms",
+                           (json_int_t)(op->exec_ms - op->started_ms), "cgroup_attach_ms",
+                           (json_int_t)(op->attach_ms ? op->attach_ms - op->started_ms : 0),
+                           "cgroups", cg_layout_name(lb->cg.layout), "spawner", op->v1_attached);
     sb->next = lb->sandboxes;
     lb->sandboxes = sb;
     sb->in_list = true;
     local_watch_exit(sb);
+    char id[LOCAL_ID_LEN];
+    memcpy(id, sb->id, sizeof id);
     op->cb(op->arg, info, NULL);
+    /* After the reply: the caller need not wait for this write. Before the loop runs anything
+     * else, so an operation on the new sandbox still finds it. */
+    local_event(lb->base.store, id, "created", ev, &err);
     json_decref(info);
     free(op);
 }

@@ -33,6 +33,8 @@ section=$(mktemp)
     echo "Goals (issue 3): create + first exec p50 no slower than the \`unshare\` CLI; exec in a live"
     echo "sandbox within 2x of bare fork+exec; under 1 MiB of host memory per idle sandbox; 1,000 live"
     echo "sandboxes with create p99 under 20 ms."
+    echo
+    cat "$here/tests/bench/local/history.md"
     echo "$end"
 } >"$section"
 if [ -f "$doc" ] && grep -qF "$begin" "$doc"; then
