@@ -92,6 +92,9 @@ INIT = [
         "clientInfo": {"name": "check-examples", "version": "1"}}},
     {"jsonrpc": "2.0", "method": "notifications/initialized"},
     {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    # A sandbox tool: the server starts its backends on the first request that needs them, and
+    # logs which ones it enabled (doctor only inspects this host).
+    {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "doctor", "arguments": {}}},
 ]
 
 
@@ -121,13 +124,15 @@ def smoke_server(binary, args, env_add, where):
         if isinstance(msg, dict) and "id" in msg:
             replies[msg["id"]] = msg
     tools = replies.get(2, {}).get("result", {}).get("tools")
-    if p.returncode != 0 or 1 not in replies or not tools:
+    if p.returncode != 0 or 1 not in replies or not tools or 3 not in replies:
         err(where, f"`mcpbox {' '.join(args)}` did not serve (exit {p.returncode}, "
                    f"replies {sorted(replies)}): {p.stderr.strip()[-300:]}")
         return
     wants_osb = "OPEN_SANDBOX_DOMAIN" in env_add or "--opensandbox-domain" in args
     m = re.search(r"opensandbox (enabled|disabled)", p.stderr)
-    if wants_osb and m and m.group(1) != "enabled":
+    if wants_osb and not m:
+        err(where, f"no 'opensandbox enabled|disabled' line in the server's log: {p.stderr.strip()[-300:]}")
+    elif wants_osb and m.group(1) != "enabled":
         err(where, f"this configuration leaves the OpenSandbox backend off: {p.stderr.strip()[-300:]}")
 
 
