@@ -145,6 +145,7 @@ struct http_server {
     char token_owner[32]; /* "token:<16 hex>" when a token is set */
     struct http_conn *conns;
     size_t nconns;
+    char *read_buf; /* shared by every connection's reads; NULL while no connection is open */
     struct http_sess *sessions;
     size_t nsessions;
 };

@@ -141,6 +141,10 @@ static void on_close(uv_handle_t *h)
     if (c->next)
         c->next->prev = c->prev;
     hs->nconns--;
+    if (hs->nconns == 0) { /* an idle server holds no read buffer */
+        free(hs->read_buf);
+        hs->read_buf = NULL;
+    }
     http_reader_release(&c->reader);
     buf_release(&c->input);
     free(full_of(c));
@@ -197,9 +201,15 @@ static void conn_end(struct http_conn *c)
     }
 }
 
+/* One buffer for all connections: libuv calls on_read right after on_alloc, and on_read copies
+ * the bytes into the connection's input. (A 64 KiB malloc and free per read made glibc
+ * consolidate its fast bins every time.) */
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
 {
-    b->base = xmalloc(HTTP_READ_CHUNK);
+    struct http_server *hs = ((struct http_conn *)h->data)->hs;
+    if (!hs->read_buf)
+        hs->read_buf = xmalloc(HTTP_READ_CHUNK);
+    b->base = hs->read_buf;
     b->len = HTTP_READ_CHUNK;
 }
 
@@ -218,7 +228,6 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
             c->read_stopped = true;
         }
     }
-    free(b->base);
 }
 
 static void conn_start_reading(struct http_conn *c)
