@@ -8,7 +8,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 build_pkgs=(build-essential cmake pkg-config libjansson-dev libcurl4-openssl-dev libuv1-dev
             libsqlite3-dev libseccomp-dev libhttp-parser-dev)
 run_pkgs=(passt)
-test_pkgs=(clang libclang-rt-14-dev python3 sqlite3 curl iproute2 procps util-linux)
+test_pkgs=(clang libclang-rt-14-dev python3 sqlite3 curl iproute2 procps util-linux graphviz groff-base bubblewrap)
 # Node.js may come from elsewhere than Debian (its own npm included): only ask apt when absent.
 if [ "${1:-}" = "--test" ] && ! command -v npm >/dev/null; then
     test_pkgs+=(nodejs npm)
