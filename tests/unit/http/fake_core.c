@@ -3,7 +3,9 @@
  *
  * Methods: initialize -> {protocolVersion}; echo -> params; later -> params after 100 ms;
  * flood {count,size} -> count related notifications of size bytes, never a reply;
- * broadcast -> an unrelated notification, then {}. notifications/cancelled is counted. */
+ * broadcast -> an unrelated notification, then {}; hold {notify?} -> (one related notification,
+ * then) no reply until notifications/cancelled names it, which reports it dropped to the
+ * transport (request_dropped). notifications/cancelled is counted. */
 #include "fake_core.h"
 
 #include <stdlib.h>
@@ -24,6 +26,7 @@ struct session {
     void *arg;
     bool closed, initialized;
     int pending_timers;
+    json_t *held; /* ids of "hold" requests awaiting their cancellation */
 };
 
 struct later {
@@ -69,14 +72,17 @@ struct session *session_new(struct mcp_server *srv, const struct session_transpo
     struct session *s = xcalloc(1, sizeof(*s));
     s->ops = ops;
     s->arg = transport_arg;
+    s->held = json_array();
     __atomic_add_fetch(&fake_sessions_open, 1, __ATOMIC_SEQ_CST);
     return s;
 }
 
 static void maybe_free(struct session *s)
 {
-    if (s->closed && s->pending_timers == 0)
+    if (s->closed && s->pending_timers == 0) {
+        json_decref(s->held);
         free(s);
+    }
 }
 
 static void send_msg(struct session *s, json_t *msg, const json_t *related, bool final)
@@ -142,6 +148,13 @@ static void handle_request(struct session *s, struct jsonrpc_msg *msg)
         start_later(s, msg->id, msg->params);
     } else if (strcmp(msg->method, "flood") == 0) {
         flood(s, msg->id, msg->params);
+    } else if (strcmp(msg->method, "hold") == 0) {
+        if (json_is_true(json_object_get(msg->params, "notify")))
+            send_msg(s, jsonrpc_notification("notifications/message",
+                                             json_pack("{s:s, s:s}", "level", "info", "data",
+                                                       "held")),
+                     msg->id, false);
+        json_array_append(s->held, msg->id);
     } else if (strcmp(msg->method, "broadcast") == 0) {
         send_msg(s, jsonrpc_notification("notifications/tools/list_changed", NULL), NULL, false);
         send_msg(s, jsonrpc_result(msg->id, json_object()), msg->id, true);
@@ -150,13 +163,32 @@ static void handle_request(struct session *s, struct jsonrpc_msg *msg)
     }
 }
 
+/* A held request named by a cancellation is over: its reply will never come. */
+static void drop_held(struct session *s, const json_t *params)
+{
+    const json_t *id = json_object_get(params, "requestId");
+    size_t i;
+    json_t *held;
+
+    json_array_foreach(s->held, i, held) {
+        if (id && json_equal(held, (json_t *)id)) {
+            if (!s->closed && s->ops->request_dropped)
+                s->ops->request_dropped(s->arg, held);
+            json_array_remove(s->held, i);
+            return;
+        }
+    }
+}
+
 void session_handle(struct session *s, struct jsonrpc_msg *msg)
 {
-    if (msg->kind == JSONRPC_REQUEST)
+    if (msg->kind == JSONRPC_REQUEST) {
         handle_request(s, msg);
-    else if (msg->kind == JSONRPC_NOTIFICATION &&
-             strcmp(msg->method, "notifications/cancelled") == 0)
+    } else if (msg->kind == JSONRPC_NOTIFICATION &&
+               strcmp(msg->method, "notifications/cancelled") == 0) {
         __atomic_add_fetch(&fake_cancelled, 1, __ATOMIC_SEQ_CST);
+        drop_held(s, msg->params);
+    }
     jsonrpc_msg_release(msg);
 }
 

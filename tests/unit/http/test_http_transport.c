@@ -248,6 +248,52 @@ TEST(post_closed_before_reply)
     close(fd);
 }
 
+static void cancel(const char *id_json)
+{
+    char body[160];
+    int fd = dial();
+    snprintf(body, sizeof(body), "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+                                 "\"params\":{\"requestId\":%s}}", id_json);
+    request(fd, sid, body);
+    ASSERT(expect(fd, "HTTP/1.1 202", 2000));
+    close(fd);
+}
+
+TEST(cancelled_requests_end_their_exchange)
+{
+    static char buf[CLIENT_BUF];
+    size_t len = 0;
+    new_session();
+    /* an SSE stream already started ends (the terminating chunk); the connection stays up */
+    int a = dial();
+    request(a, sid, "{\"jsonrpc\":\"2.0\",\"id\":40,\"method\":\"hold\",\"params\":{"
+                    "\"notify\":true}}");
+    ASSERT(expect(a, "\"data\":\"held\"", 2000));
+    cancel("40");
+    ASSERT(expect(a, "0\r\n\r\n", 2000)); /* the last chunk (the data's came before) */
+    request(a, sid, "{\"jsonrpc\":\"2.0\",\"id\":41,\"method\":\"echo\"}");
+    ASSERT(expect(a, "\"id\":41", 2000));
+    close(a);
+    /* a reply not yet started: an event stream with no events, not even a priming one */
+    int b = dial();
+    request(b, sid, "{\"jsonrpc\":\"2.0\",\"id\":\"h\",\"method\":\"hold\"}");
+    struct pollfd quiet = {.fd = b, .events = POLLIN};
+    ASSERT_EQ(poll(&quiet, 1, 100), 0); /* held: nothing comes */
+    cancel("\"h\"");
+    ASSERT(read_until(b, buf, &len, "\r\n0\r\n\r\n", 2000));
+    ASSERT_CONTAINS(buf, "Content-Type: text/event-stream");
+    ASSERT(strstr(buf, "retry:") == NULL && strstr(buf, "data:") == NULL);
+    close(b);
+    /* end the session now: the session cap test below needs the room */
+    int d = dial();
+    char *del = xasprintf("DELETE /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                          "Mcp-Session-Id: %s\r\n\r\n", port, sid);
+    send_str(d, del);
+    free(del);
+    ASSERT(expect(d, "HTTP/1.1 200", 2000));
+    close(d);
+}
+
 TEST(concurrent_posts_on_one_session)
 {
     new_session();
@@ -295,6 +341,7 @@ static void *client_main(void *arg)
     RUN(client_that_stops_reading_is_dropped_and_cancelled);
     RUN(stalled_reader_is_dropped_and_cancelled);
     RUN(post_closed_before_reply);
+    RUN(cancelled_requests_end_their_exchange);
     RUN(concurrent_posts_on_one_session);
     RUN(session_expiry_and_cap);
     uv_async_send(&done_async);

@@ -183,7 +183,8 @@ TEST(conditionals)
                     "\"required\":[\"m\"]},\"then\":{\"required\":[\"phone\"]},\"else\":{"
                     "\"required\":[\"email\"]}}";
     VALID(s, "{\"m\":\"phone\",\"phone\":\"1\"}");
-    INVALID(s, "{\"m\":\"phone\",\"email\":\"e\"}", "arguments: missing required property \"phone\"");
+    INVALID(s, "{\"m\":\"phone\",\"email\":\"e\"}",
+            "arguments: missing required property \"phone\"");
     VALID(s, "{\"m\":\"email\",\"email\":\"e\"}");
     INVALID(s, "{\"phone\":\"1\"}", "arguments: missing required property \"email\"");
     /* an absent branch allows anything; then/else without if mean nothing */
