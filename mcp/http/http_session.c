@@ -91,7 +91,7 @@ static void sess_send(void *arg, json_t *msg, const json_t *related, bool final)
 static void sess_request_dropped(void *arg, const json_t *id)
 {
     struct http_sess *s = arg;
-    cleanup_free char *key = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY);
+    cleanup_free char *key = json_out_dump(id, NULL); /* keyed as in sess_send */
     struct http_conn *c = key ? find_exchange(s, key) : NULL;
     if (!c || c->closing)
         return;
