@@ -5,28 +5,7 @@
 #include <string.h>
 
 #include "mcp/base/json_in.h"
-
-static const char *json_type_name(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        return "object";
-    case JSON_ARRAY:
-        return "array";
-    case JSON_STRING:
-        return "string";
-    case JSON_INTEGER:
-        return "integer";
-    case JSON_REAL:
-        return "number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "boolean";
-    case JSON_NULL:
-        return "null";
-    }
-    return "unknown";
-}
+#include "mcp/base/json_kind.h"
 
 static bool id_is_valid(const json_t *id)
 {
@@ -49,11 +28,11 @@ static void classify_call(json_t *root, struct jsonrpc_msg *out)
     if (!json_is_string(method))
         return set_invalid(out, MCP_ERR_INVALID_REQUEST,
                            "Invalid Request: \"method\" must be a string, got %s",
-                           json_type_name(method));
+                           json_kind_name(method));
     if (params && !json_is_object(params) && !json_is_array(params))
         return set_invalid(out, MCP_ERR_INVALID_REQUEST,
                            "Invalid Request: \"params\" must be an object, got %s",
-                           json_type_name(params));
+                           json_kind_name(params));
     if (json_object_get(root, "result") || json_object_get(root, "error"))
         return set_invalid(out, MCP_ERR_INVALID_REQUEST, "%s",
                            "Invalid Request: a request cannot carry \"result\" or \"error\"");
@@ -78,7 +57,7 @@ static void classify_response(json_t *root, struct jsonrpc_msg *out)
     if (error && !json_is_object(error))
         return set_invalid(out, MCP_ERR_INVALID_REQUEST,
                            "Invalid Request: \"error\" must be an object, got %s",
-                           json_type_name(error));
+                           json_kind_name(error));
     if (!id || (!id_is_valid(id) && !(error && json_is_null(id))))
         return set_invalid(out, MCP_ERR_INVALID_REQUEST, "%s",
                            "Invalid Request: a response needs a string or integer \"id\"");
@@ -100,7 +79,7 @@ static void classify(json_t *root, struct jsonrpc_msg *out)
     if (id && !id_is_valid(id) && json_object_get(root, "method"))
         return set_invalid(out, MCP_ERR_INVALID_REQUEST,
                            "Invalid Request: \"id\" must be a string or an integer, got %s",
-                           json_type_name(id));
+                           json_kind_name(id));
     if (json_object_get(root, "method"))
         classify_call(root, out);
     else
@@ -130,7 +109,7 @@ void jsonrpc_parse(const char *data, size_t len, struct jsonrpc_msg *out)
     }
     if (!json_is_object(out->root)) {
         set_invalid(out, MCP_ERR_INVALID_REQUEST, "Invalid Request: expected a JSON object, got %s",
-                    json_type_name(out->root));
+                    json_kind_name(out->root));
         return;
     }
     classify(out->root, out);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "mcp/base/cleanup.h"
+#include "mcp/base/json_kind.h"
 #include "mcp/base/xalloc.h"
 #include "mcp/limits.h"
 
@@ -38,28 +39,6 @@ static int fail(struct vctx *c, const char *fmt, ...)
     if (c->err)
         mcp_error_set(c->err, MCP_ERR_INVALID_PARAMS, 0, "%s: %s", c->path, msg);
     return -1;
-}
-
-static const char *type_of(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        return "object";
-    case JSON_ARRAY:
-        return "array";
-    case JSON_STRING:
-        return "string";
-    case JSON_INTEGER:
-        return "integer";
-    case JSON_REAL:
-        return "number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "boolean";
-    case JSON_NULL:
-        return "null";
-    }
-    return "unknown";
 }
 
 /* A short rendering of a value for messages. */
@@ -241,7 +220,7 @@ static bool type_matches(const char *type, const json_t *v)
         return json_is_number(v);
     if (strcmp(type, "boolean") == 0)
         return json_is_boolean(v);
-    return strcmp(type, type_of(v)) == 0;
+    return strcmp(type, json_kind_name(v)) == 0;
 }
 
 static int check_type(struct vctx *c, const json_t *schema, const json_t *inst)
@@ -255,7 +234,7 @@ static int check_type(struct vctx *c, const json_t *schema, const json_t *inst)
             return 0;
         return fail(c, "must be %s %s, got %s", strchr("aeiou", json_string_value(type)[0])
                                                    ? "an" : "a",
-                    json_string_value(type), type_of(inst));
+                    json_string_value(type), json_kind_name(inst));
     }
     if (!json_is_array(type))
         return 0;
@@ -265,7 +244,7 @@ static int check_type(struct vctx *c, const json_t *schema, const json_t *inst)
     }
     char allowed[128];
     render(type, allowed, sizeof(allowed));
-    return fail(c, "must be one of the types %s, got %s", allowed, type_of(inst));
+    return fail(c, "must be one of the types %s, got %s", allowed, json_kind_name(inst));
 }
 
 static bool values_equal(const json_t *a, const json_t *b)

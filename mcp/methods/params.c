@@ -1,30 +1,6 @@
 /* Param readers with precise errors (see params.h). */
 #include "mcp/methods/params.h"
 
-const char *params_type_name(const json_t *v)
-{
-    if (!v)
-        return "nothing";
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        return "object";
-    case JSON_ARRAY:
-        return "array";
-    case JSON_STRING:
-        return "string";
-    case JSON_INTEGER:
-        return "integer";
-    case JSON_REAL:
-        return "number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "boolean";
-    case JSON_NULL:
-        return "null";
-    }
-    return "unknown";
-}
-
 static int check(json_t *params, const char *key, bool required, json_type type,
                  const char *type_name, json_t **out, struct mcp_error *err)
 {
@@ -37,7 +13,7 @@ static int check(json_t *params, const char *key, bool required, json_type type,
     if (v && json_typeof(v) != type)
         return mcp_error_set(err, MCP_ERR_INVALID_PARAMS, 0,
                              "Invalid params: \"%s\" must be %s, got %s", key, type_name,
-                             params_type_name(v));
+                             json_kind_name(v));
     *out = v;
     return 0;
 }

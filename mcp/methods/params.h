@@ -7,12 +7,12 @@
 #include <stdbool.h>
 
 #include "mcp/base/error.h"
+#include "mcp/base/json_kind.h"
 
 /* *out is borrowed from params (NULL if absent and not required). */
 int params_string(json_t *params, const char *key, bool required, const char **out,
                   struct mcp_error *err);
 int params_object(json_t *params, const char *key, bool required, json_t **out,
                   struct mcp_error *err);
-const char *params_type_name(const json_t *v);
 
 #endif

@@ -29,7 +29,7 @@ static int check_prompt_args(json_t *def, json_t *args, struct mcp_error *err)
         if (!json_is_string(v))
             return mcp_error_set(err, MCP_ERR_INVALID_PARAMS, 0,
                                  "Invalid params: arguments.%s must be a string, got %s", key,
-                                 params_type_name(v));
+                                 json_kind_name(v));
     }
     json_array_foreach(json_object_get(def, "arguments"), i, a) {
         const char *name = json_string_value(json_object_get(a, "name"));
