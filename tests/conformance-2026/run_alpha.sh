@@ -19,27 +19,9 @@ if [ ! -x "$node" ] || [ ! -f "$suite" ]; then
     echo "SKIP: $nodedir/node_modules lacks conformance-alpha (run scripts/install-deps.sh --test)"
     exit 77
 fi
-tmp=$(mktemp -d)
-server_pid=
-cleanup() {
-    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-"$bin" serve --http 127.0.0.1:0 --conformance-fixtures --state-dir "$tmp/state" \
-    2>"$tmp/server.log" &
-server_pid=$!
-url=
-for _ in $(seq 1 100); do
-    url=$(sed -n 's/^listening on \(http:[^ ]*\)$/\1/p' "$tmp/server.log" | head -n1)
-    [ -n "$url" ] && break
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-done
-if [ -z "$url" ]; then
-    echo "FAIL: mcpbox did not report its address"; cat "$tmp/server.log"; exit 1
-fi
+# shellcheck source=../conformance/serve_fixtures.sh
+. "$(dirname "$0")/../conformance/serve_fixtures.sh"
+serve_fixtures "$bin"
 echo "# server at $url, requirements $revision"
 
 PATH=$(dirname "$node"):$PATH timeout 600 "$node" "$suite" server --url "$url" \
