@@ -390,17 +390,27 @@ static uint32_t arg_mode(json_t *args, uint32_t dflt)
     return dflt;
 }
 
+/* The JSON array execd answered for op on f->path, or NULL with e filled. New reference. */
+static json_t *resp_array(struct fop *f, struct osb_response *resp, const char *op,
+                          struct mcp_error *e)
+{
+    json_t *arr = osb_resp_json(resp, op, e);
+    if (json_is_array(arr))
+        return arr;
+    if (arr != NULL)
+        mcp_error_set(e, MCP_ERR_BACKEND, 0, "%s %s: unexpected answer from execd", op, f->path);
+    json_decref(arr);
+    return NULL;
+}
+
 static void list_done(struct fop *f, struct osb_response *resp, const struct mcp_error *err)
 {
     struct mcp_error e;
     if (err != NULL)
         return file_not_found(f, err);
-    cleanup_json json_t *arr = osb_resp_json(resp, "list", &e);
-    if (!json_is_array(arr)) {
-        if (arr != NULL)
-            mcp_error_set(&e, MCP_ERR_BACKEND, 0, "list %s: unexpected answer", f->path);
+    cleanup_json json_t *arr = resp_array(f, resp, "list", &e);
+    if (arr == NULL)
         return fop_finish(f, NULL, &e);
-    }
     size_t max = (size_t)arg_int(f->args, "max_entries", OSB_LIST_DEFAULT_ENTRIES);
     if (max > OSB_ENTRIES_MAX)
         max = OSB_ENTRIES_MAX;
@@ -421,12 +431,9 @@ static void search_done(struct fop *f, struct osb_response *resp, const struct m
     struct mcp_error e;
     if (err != NULL)
         return file_not_found(f, err);
-    cleanup_json json_t *arr = osb_resp_json(resp, "search", &e);
-    if (!json_is_array(arr)) {
-        if (arr != NULL)
-            mcp_error_set(&e, MCP_ERR_BACKEND, 0, "search %s: unexpected answer", f->path);
+    cleanup_json json_t *arr = resp_array(f, resp, "search", &e);
+    if (arr == NULL)
         return fop_finish(f, NULL, &e);
-    }
     size_t max = (size_t)arg_int(f->args, "max_results", OSB_SEARCH_DEFAULT_RESULTS);
     json_t *matches = json_array();
     size_t i;
