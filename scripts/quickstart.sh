@@ -11,7 +11,14 @@ cmake --build build -j"$(nproc)" >/dev/null
 listen=127.0.0.1:8765
 args=("$@")
 [ ${#args[@]} -eq 0 ] && args=(--http "$listen")
-if [ ${#args[@]} -eq 2 ]; then
+# The address actually served, for the connection hints (only when serving HTTP).
+for ((i = 0; i < ${#args[@]}; i++)); do
+    case "${args[$i]}" in
+    --http) listen=${args[$((i + 1))]:-} ;;
+    --http=*) listen=${args[$i]#--http=} ;;
+    esac
+done
+if printf '%s\n' "${args[@]}" | grep -q -- '^--http'; then
     cat >&2 <<MSG
 
 mcpbox is starting on http://$listen/mcp (local backend; state in ${XDG_STATE_HOME:-$HOME/.local/state}/mcpbox).

@@ -87,7 +87,7 @@ static void listener_end(void *arg)
 
 void modern_method_subscriptions_listen(struct request *req, json_t *params)
 {
-    json_t *filter;
+    json_t *filter = NULL;
     struct mcp_error err;
 
     if (agreed_filter(json_object_get(params, "notifications"), &filter, &err) < 0)
