@@ -61,6 +61,11 @@ static json_t *op_config(struct agent *a, json_t *req, struct mcp_error *err)
         a->expires_at_ms = json_integer_value(e);
     if (json_is_integer(i))
         a->idle_timeout_s = json_integer_value(i);
+    json_t *env = json_object_get(req, "env"); /* a pooled sandbox gets its owner's env here */
+    if (json_is_object(env)) {
+        json_decref(a->env);
+        a->env = json_incref(env);
+    }
     return op_hello(a, req, err);
 }
 
