@@ -66,6 +66,9 @@ struct sandbox_spec {
     bool network;             /* false: loopback only; true: egress (public internet only) */
     int64_t timeout_seconds;  /* absolute TTL from now; 0 = default; < 0 = none */
     int64_t idle_timeout_seconds; /* 0 = default; < 0 = none */
+    /* Restore from this snapshot instead of image (only backends with ops->snapshot; the tool
+     * layer refuses it for the others). Owner-checked by the backend. */
+    const char *snapshot_id;
 };
 
 /* Completion for most operations: exactly one of result/err is non-NULL. Both borrowed. */
@@ -130,6 +133,38 @@ typedef void backend_read_cb(void *arg, const struct file_read_result *res,
 typedef int backend_file_op_fn(struct backend *be, const char *sandbox_id, const char *op,
                                json_t *args, backend_cb *cb, void *arg, struct mcp_error *err);
 
+/* ---- optional operations: snapshots, metrics, code interpreter --------------------------------
+ * A backend leaves these NULL when it cannot do them; the tool layer then answers with a tool
+ * error naming the backend and what to use instead.
+ *
+ * snapshot(owner, action, args): args are the snapshot tool's arguments.
+ *   "create" {sandbox_id, name?}  -> snapshot info, once ready (state "creating" with a note when
+ *                                    it is not ready within the backend's wait; err if it failed)
+ *   "list"   {sandbox_id?, state?} -> {snapshots:[info...]} of owner's snapshots
+ *   "delete" {snapshot_id}         -> {snapshot_id, deleted:true}
+ * snapshot info: {snapshot_id, sandbox_id, name|null, state:"creating"|"ready"|"failed"|
+ *                 "deleting"|other lower-case, reason?, message?, created_at}
+ *
+ * metrics -> {sandbox_id, cpu_count|null, cpu_used_pct|null, memory_used_bytes,
+ *             memory_total_bytes|null, pids?, timestamp} (RFC 3339; null: not known)
+ *
+ * code_context(action, args) on a sandbox whose image has a code interpreter:
+ *   "list"      {language?}   -> {contexts:[{context_id, language}]}
+ *   "delete"    {context_id}  -> {context_id, deleted:true}
+ *   "interrupt" {context_id}  -> {context_id, interrupted:true}
+ * code_run: on_started(context_id) once the code runs, on_output per chunk, on_done with
+ *   {context_id, language, status:"ok"|"error"|"interrupted"|"timed_out"|"lost",
+ *    execution_count|null, results:[{mime type: value}...], error:{name, value, traceback:[]}|null,
+ *    duration_ms}
+ * or err (no interpreter in the image, unknown context, ...). No context_id: the language's
+ * default context, created on demand. Cancel by code_context "interrupt". */
+struct code_request {
+    const char *language;   /* "python" (default), "javascript", "bash", ... */
+    const char *code;
+    const char *context_id; /* NULL: the language's default context */
+    int64_t timeout_ms;     /* interrupt after this long; 0 = never */
+};
+
 /* ---- the vtable ------------------------------------------------------------------------------ */
 
 struct backend_ops {
@@ -185,6 +220,16 @@ struct backend_ops {
     /* what: "summary"|"logs"|"events"|"inspect" */
     int (*diagnose)(struct backend *be, const char *sandbox_id, const char *what, backend_cb *cb,
                     void *arg, struct mcp_error *err);
+
+    /* Optional (NULL: unsupported); shapes above the vtable. */
+    int (*snapshot)(struct backend *be, const char *owner, const char *action, json_t *args,
+                    backend_cb *cb, void *arg, struct mcp_error *err);
+    int (*metrics)(struct backend *be, const char *sandbox_id, backend_cb *cb, void *arg,
+                   struct mcp_error *err);
+    int (*code_context)(struct backend *be, const char *sandbox_id, const char *action,
+                        json_t *args, backend_cb *cb, void *arg, struct mcp_error *err);
+    int (*code_run)(struct backend *be, const char *sandbox_id, const struct code_request *req,
+                    const struct exec_observer *obs, struct mcp_error *err);
 };
 
 /* Implementations embed this first and recover themselves with container_of. */

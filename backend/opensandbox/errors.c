@@ -100,6 +100,36 @@ static int code_error(const struct server_error *se, const char *what, struct mc
     return 0;
 }
 
+/* SNAPSHOT::* codes (PROTOCOL.md §3.6): nonzero if err was filled. */
+static int snapshot_error(const struct server_error *se, const char *what, const char *sid,
+                          struct mcp_error *err)
+{
+    const char *c = se->code, *m = se->message[0] ? se->message : "no details";
+    if (strncmp(c, "SNAPSHOT::", 10) != 0)
+        return 0;
+    if (strstr(c, "NOT_IMPLEMENTED") != NULL)
+        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
+                             "%s: this OpenSandbox runtime cannot snapshot sandboxes (%s: %s); "
+                             "snapshots need the Docker runtime. To keep the work, copy files "
+                             "out with read_file or archive them with run_command (tar)", what,
+                             c, m);
+    if (strstr(c, "INVALID_SOURCE_STATE") != NULL)
+        return mcp_error_set(err, MCP_ERR_CONFLICT, 0,
+                             "%s: sandbox %s must be running to be snapshotted (%s: %s); if it "
+                             "is paused, call resume_sandbox first", what, sid ? sid : "", c, m);
+    if (strstr(c, "INVALID_STATE") != NULL)
+        return mcp_error_set(err, MCP_ERR_CONFLICT, 0,
+                             "%s: the snapshot is still being created (%s: %s); wait until "
+                             "snapshot_sandbox action \"list\" shows it ready or failed, then "
+                             "try again", what, c, m);
+    if (strstr(c, "NOT_FOUND") != NULL)
+        return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
+                             "%s: no such snapshot on the OpenSandbox server (%s: %s); call "
+                             "snapshot_sandbox with action \"list\"", what, c, m);
+    return mcp_error_set(err, MCP_ERR_BACKEND, 0, "%s: the snapshot request failed (%s: %s)",
+                         what, c, m);
+}
+
 static int auth_error(const struct osb_response *resp, const struct server_error *se,
                       const char *what, const char *sid, bool execd, struct mcp_error *err)
 {
@@ -120,7 +150,7 @@ static int status_error(const struct osb_response *resp, const struct server_err
     long st = resp->status;
     const char *c = se->code, *m = se->message[0] ? se->message : "no details";
     const char *s = sid ? sid : "";
-    if (code_error(se, what, err))
+    if (code_error(se, what, err) || snapshot_error(se, what, sid, err))
         return -1;
     if (st == 401 || st == 403)
         return auth_error(resp, se, what, sid, execd, err);

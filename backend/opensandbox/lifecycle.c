@@ -415,6 +415,16 @@ static int check_strings(json_t *obj, const char *what, struct mcp_error *err)
     return 0;
 }
 
+/* The start source: an image (with the SDKs' idle entrypoint), or a snapshot to restore, for
+ * which the server defaults the entrypoint itself (PROTOCOL.md §3.2). */
+static json_t *create_source(const struct sandbox_spec *spec, const char *image)
+{
+    if (spec->snapshot_id != NULL)
+        return json_pack("{s:s}", "snapshotId", spec->snapshot_id);
+    return json_pack("{s:{s:s},s:[sss]}", "image", "uri", image, "entrypoint", "tail", "-f",
+                     "/dev/null");
+}
+
 static json_t *create_body(const struct sandbox_spec *spec, json_t **record, struct mcp_error *err)
 {
     int64_t timeout = spec->timeout_seconds == 0 ? OSB_DEFAULT_TIMEOUT_S : spec->timeout_seconds;
@@ -434,8 +444,8 @@ static json_t *create_body(const struct sandbox_spec *spec, json_t **record, str
         return NULL;
     const char *image = spec->image ? spec->image : OSB_DEFAULT_IMAGE;
     json_t *rec_limits = NULL;
-    json_t *body = json_pack("{s:{s:s},s:[sss],s:o}", "image", "uri", image, "entrypoint", "tail",
-                             "-f", "/dev/null", "resourceLimits", create_limits(spec, &rec_limits));
+    json_t *body = create_source(spec, image);
+    json_object_set_new(body, "resourceLimits", create_limits(spec, &rec_limits));
     if (timeout > 0)
         json_object_set_new(body, "timeout", json_integer(timeout));
     if (spec->env != NULL && json_object_size(spec->env) > 0)
@@ -452,6 +462,8 @@ static json_t *create_body(const struct sandbox_spec *spec, json_t **record, str
                             json_pack("{s:s,s:[]}", "defaultAction", "deny", "egress"));
     *record = json_pack("{s:s,s:o,s:b}", "image", image, "limits", rec_limits, "network",
                         spec->network);
+    if (spec->snapshot_id != NULL)
+        json_object_set_new(*record, "image", json_sprintf("snapshot:%s", spec->snapshot_id));
     return body;
 }
 
@@ -460,6 +472,10 @@ int osb_create(struct backend *be, const struct sandbox_spec *spec, backend_cb *
 {
     struct osb_backend *b = osb_of(be);
     json_t *record = NULL;
+    if (spec->snapshot_id != NULL &&
+        (osb_snapshot_id_check(spec->snapshot_id, err) != 0 ||
+         osb_snap_owned(b, spec->snapshot_id, spec->owner ? spec->owner : "", err) != 0))
+        return -1;
     cleanup_json json_t *body = create_body(spec, &record, err);
     if (body == NULL)
         return -1;

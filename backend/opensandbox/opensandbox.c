@@ -164,13 +164,39 @@ static void v_shutdown(struct backend *be)
     b->http = NULL;
 }
 
+static int v_snapshot(struct backend *be, const char *owner, const char *action, json_t *args,
+                      backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    GUARD(be, err);
+    return osb_snapshot(be, owner, action, args, cb, arg, err);
+}
+static int v_metrics(struct backend *be, const char *id, backend_cb *cb, void *arg,
+                     struct mcp_error *err)
+{
+    GUARD(be, err);
+    return osb_metrics(be, id, cb, arg, err);
+}
+static int v_code_context(struct backend *be, const char *id, const char *action, json_t *args,
+                          backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    GUARD(be, err);
+    return osb_code_context(be, id, action, args, cb, arg, err);
+}
+static int v_code_run(struct backend *be, const char *id, const struct code_request *req,
+                      const struct exec_observer *obs, struct mcp_error *err)
+{
+    GUARD(be, err);
+    return osb_code_run(be, id, req, obs, err);
+}
+
 static const struct backend_ops osb_ops = {
     .name = "opensandbox", .id_prefix = OSB_ID_PREFIX, .shutdown = v_shutdown,
     .create = v_create, .destroy = v_destroy, .list = v_list, .get = v_get, .renew = v_renew,
     .pause = v_pause, .resume = v_resume, .exec = v_exec, .exec_detach = osb_exec_detach,
     .command_get = v_command_get, .command_kill = v_command_kill, .file_read = v_file_read,
     .file_write = v_file_write, .file_op = v_file_op, .endpoint = v_endpoint,
-    .diagnose = v_diagnose,
+    .diagnose = v_diagnose, .snapshot = v_snapshot, .metrics = v_metrics,
+    .code_context = v_code_context, .code_run = v_code_run,
 };
 
 /* OPEN_SANDBOX_DOMAIN may carry a scheme ("https://host"), which then wins over the protocol. */

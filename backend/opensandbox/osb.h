@@ -60,6 +60,7 @@ struct osb_backend {
     /* Prism (contract mocks) flags requests that break the spec with `sl-violations`; a real
      * server never sends it. Counted and logged so tests and operators see it. */
     unsigned contract_violations;
+    bool snapshots_migrated; /* the snapshot owner table exists (snapshot_store.c) */
     char last_violation[OSB_HDR_VALUE_MAX + 160];
 };
 
@@ -180,6 +181,34 @@ char *osb_sandbox_path(const char *path);
 /* execd's "mode" (octal digits written as a decimal number, 644) <-> permission bits. */
 uint32_t osb_mode_from_execd(int64_t digits);
 int64_t osb_mode_to_execd(uint32_t bits);
+
+/* ---- snapshots.c, snapshot_store.c ------------------------------------------------------------ */
+
+int osb_snapshot(struct backend *be, const char *owner, const char *action, json_t *args,
+                 backend_cb *cb, void *arg, struct mcp_error *err);
+/* Remote Snapshot -> the backend's snapshot info (backend.h). */
+json_t *osb_snapshot_info(json_t *remote);
+/* Snapshot ids: letters, digits, '-', '_', '.' (they go into URL paths). */
+int osb_snapshot_id_check(const char *id, struct mcp_error *err);
+/* Owner records (no-ops without a store): record on create, check (NOT_FOUND unless owned),
+ * forget on delete, and the set {id:true} of owner's ids (json null without a store). */
+int osb_snap_record(struct osb_backend *b, const char *id, const char *owner, const char *sid,
+                    struct mcp_error *err);
+int osb_snap_owned(struct osb_backend *b, const char *id, const char *owner,
+                   struct mcp_error *err);
+void osb_snap_forget(struct osb_backend *b, const char *id);
+json_t *osb_snap_owned_set(struct osb_backend *b, const char *owner, struct mcp_error *err);
+
+/* ---- metrics.c, code.c ------------------------------------------------------------------------ */
+
+int osb_metrics(struct backend *be, const char *sandbox_id, backend_cb *cb, void *arg,
+                struct mcp_error *err);
+/* execd's /metrics answer -> the backend's metrics shape (exposed for unit tests). */
+json_t *osb_metrics_info(const char *sandbox_id, json_t *execd_metrics);
+int osb_code_context(struct backend *be, const char *sandbox_id, const char *action, json_t *args,
+                     backend_cb *cb, void *arg, struct mcp_error *err);
+int osb_code_run(struct backend *be, const char *sandbox_id, const struct code_request *req,
+                 const struct exec_observer *obs, struct mcp_error *err);
 
 /* ---- diag.c ---------------------------------------------------------------------------------- */
 
