@@ -292,3 +292,10 @@ bool tools_arg_bool(json_t *args, const char *key, bool def)
     json_t *v = json_object_get(args, key);
     return json_is_boolean(v) ? json_is_true(v) : def;
 }
+
+int tools_unsupported(struct mcp_error *err, const struct backend *be, const char *what,
+                      const char *instead)
+{
+    return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0, "the %s backend has no %s; %s",
+                         be && be->ops ? be->ops->name : "selected", what, instead);
+}

@@ -25,14 +25,34 @@ void tool_get_endpoint(struct tool_call *call, json_t *args)
         tool_job_fail(job, &err);
 }
 
+/* Metrics are a diagnosis "what": {sandbox_id, what:"metrics", metrics:{...}}. */
+static void metrics_done_cb(void *arg, json_t *result, const struct mcp_error *err)
+{
+    struct tool_job *job = arg;
+    if (err != NULL || !json_is_object(result))
+        return tool_job_done_cb(job, result, err);
+    tool_job_finish(job, json_pack("{s:s,s:s,s:O}", "sandbox_id", job->sandbox_id, "what",
+                                   "metrics", "metrics", result));
+}
+
 void tool_diagnose_sandbox(struct tool_call *call, json_t *args)
 {
     struct tool_job *job = tool_job_new(call, args);
     struct mcp_error err;
     const char *what = tools_arg_str(args, "what", "summary");
+    bool metrics = strcmp(what, "metrics") == 0;
     tool_job_set_detail(job, "what=%s", what);
-    if (tool_job_bind(job, tools_arg_str(args, "sandbox_id", ""), TOOL_NEED_ANY, &err) < 0 ||
-        job->be->ops->diagnose(job->be, job->sandbox_id, what, tool_job_done_cb, job, &err) < 0)
+    if (tool_job_bind(job, tools_arg_str(args, "sandbox_id", ""),
+                      metrics ? TOOL_NEED_RUNNING : TOOL_NEED_ANY, &err) < 0)
+        return tool_job_fail(job, &err);
+    if (metrics && job->be->ops->metrics == NULL) {
+        tools_unsupported(&err, job->be, "live metrics", "call get_sandbox for what it records "
+                          "of the sandbox's usage");
+        return tool_job_fail(job, &err);
+    }
+    if ((metrics ? job->be->ops->metrics(job->be, job->sandbox_id, metrics_done_cb, job, &err)
+                 : job->be->ops->diagnose(job->be, job->sandbox_id, what, tool_job_done_cb, job,
+                                          &err)) < 0)
         tool_job_fail(job, &err);
 }
 

@@ -30,6 +30,7 @@ static int spec_from_args(json_t *args, const char *owner, struct sandbox_spec *
     spec->network = tools_arg_bool(args, "network", false);
     spec->timeout_seconds = tools_arg_int(args, "timeout_seconds", 0, -1, INT64_MAX);
     spec->idle_timeout_seconds = tools_arg_int(args, "idle_timeout_seconds", 0, -1, INT64_MAX);
+    spec->snapshot_id = tools_arg_str(args, "snapshot_id", NULL);
     return 0;
 }
 
@@ -50,13 +51,18 @@ void tool_create_sandbox(struct tool_call *call, json_t *args)
     struct tool_job *job = tool_job_new(call, args);
     struct mcp_error err;
     struct sandbox_spec spec;
-    const char *name = tools_arg_str(args, "backend", "local");
+    /* a snapshot lives on a backend: restoring one defaults to the backend that has them */
+    bool restore = json_object_get(args, "snapshot_id") != NULL;
+    const char *name = tools_arg_str(args, "backend", restore ? "opensandbox" : "local");
     struct backend *be = backend_by_name(&job->ctx->backends, name, &err);
+    if (be != NULL && restore && be->ops->snapshot == NULL)
+        be = (tools_unsupported(&err, be, "snapshots to restore", TOOLS_NO_SNAPSHOT_HINT), NULL);
     if (be == NULL || spec_from_args(args, job->owner, &spec, &err) < 0) {
         tool_job_fail(job, &err);
         return;
     }
-    tool_job_set_detail(job, "backend=%s image=%s", name, spec.image ? spec.image : "default");
+    tool_job_set_detail(job, "backend=%s %s=%s", name, restore ? "snapshot" : "image",
+                        restore ? spec.snapshot_id : spec.image ? spec.image : "default");
     job->be = be;
     if (be->ops->create(be, &spec, create_done_cb, job, &err) < 0)
         tool_job_fail(job, &err);

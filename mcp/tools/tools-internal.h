@@ -35,6 +35,7 @@ struct store;
 #define TOOLS_MAX_WRITE_BYTES        (24u << 20)  /* decoded write_file payload */
 #define TOOLS_DEFAULT_LIST_ENTRIES   500
 #define TOOLS_DEFAULT_SEARCH_RESULTS 200
+#define TOOLS_DEFAULT_CODE_TIMEOUT_S 50          /* run_code: interrupted after this */
 #define TOOLS_RESOURCE_MAX_BYTES     (1u << 20)   /* resources/read of a sandbox file */
 
 /* ---- one tool call in progress ------------------------------------------------------------ */
@@ -85,6 +86,10 @@ int tools_error_no_sandbox(struct mcp_error *err, const char *sandbox_id);
 /* err for a sandbox whose stored state does not allow need, or 0 if it does. */
 int tools_state_check(const char *sandbox_id, const char *state, enum tool_need need,
                       struct mcp_error *err);
+/* err for an optional backend operation the sandbox's backend lacks (a NULL op): names the
+ * backend, what it lacks and what to use instead. */
+int tools_unsupported(struct mcp_error *err, const struct backend *be, const char *what,
+                      const char *instead);
 /* Audit outcome for an error: "error:not_found", ... (static storage). */
 const char *tools_outcome(const struct mcp_error *err);
 
@@ -139,5 +144,14 @@ tool_handler_fn tool_run_command, tool_get_command, tool_kill_command;
 tool_handler_fn tool_write_file, tool_read_file, tool_list_files, tool_search_files,
     tool_replace_in_file, tool_move_path, tool_delete_path, tool_make_directory;
 tool_handler_fn tool_get_endpoint, tool_diagnose_sandbox, tool_doctor;
+tool_handler_fn tool_snapshot_sandbox, tool_run_code;
+
+/* What to use instead, for backends without snapshots / code contexts (the local backend). */
+#define TOOLS_NO_SNAPSHOT_HINT                                                                     \
+    "keep work by copying files out with read_file or archiving them with run_command (tar); "    \
+    "snapshots need an OpenSandbox sandbox (create_sandbox backend \"opensandbox\")"
+#define TOOLS_NO_CODE_HINT                                                                         \
+    "run code with run_command (python3 -c '...', or a script written with write_file); "         \
+    "stateful contexts need an OpenSandbox sandbox from a code-interpreter image"
 
 #endif

@@ -25,6 +25,8 @@ const struct tool_def sandbox_tools[] = {
     {"get_endpoint", tool_get_endpoint},
     {"diagnose_sandbox", tool_diagnose_sandbox},
     {"doctor", tool_doctor},
+    {"snapshot_sandbox", tool_snapshot_sandbox},
+    {"run_code", tool_run_code},
 };
 
 const size_t sandbox_tools_count = sizeof(sandbox_tools) / sizeof(sandbox_tools[0]);

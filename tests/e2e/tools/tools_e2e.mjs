@@ -65,12 +65,12 @@ console.log(`# sandbox ${id} (${kind})`);
 const sameButId = (m, ident) => m.replaceAll(ident, '<id>');
 
 const cases = [
-    ['tools/list has all 21 tools with output schemas', async () => {
+    ['tools/list has all 23 tools with output schemas', async () => {
         for (const n of ['create_sandbox', 'list_sandboxes', 'get_sandbox', 'destroy_sandbox',
             'renew_sandbox', 'pause_sandbox', 'resume_sandbox', 'run_command', 'get_command',
             'kill_command', 'write_file', 'read_file', 'list_files', 'search_files',
             'replace_in_file', 'move_path', 'delete_path', 'make_directory', 'get_endpoint',
-            'diagnose_sandbox', 'doctor']) {
+            'diagnose_sandbox', 'doctor', 'snapshot_sandbox', 'run_code']) {
             check(A.tools.has(n), `tool ${n} listed`);
             check(A.tools.get(n).outputSchema, `${n} has an outputSchema`);
             check(A.tools.get(n).inputSchema.additionalProperties === false, `${n} closed input`);
@@ -240,6 +240,19 @@ const cases = [
             await ok(A, 'diagnose_sandbox', { sandbox_id: id, what });
         const d = await ok(A, 'doctor', {});
         check(d.ok === true && d.checks.length > 0, 'this host passed create, so doctor agrees');
+    }],
+    ['local backend: snapshots and code contexts answer with what to use instead', async () => {
+        await fails(A, 'snapshot_sandbox', { action: 'create', sandbox_id: id },
+            /local backend has no snapshots.*read_file.*opensandbox/);
+        await fails(A, 'snapshot_sandbox', { action: 'list' }, /opensandbox backend.*OPEN_SANDBOX_DOMAIN/);
+        await fails(A, 'snapshot_sandbox', { action: 'delete', snapshot_id: 'snap_1' }, /opensandbox/);
+        await fails(A, 'create_sandbox', { backend: 'local', snapshot_id: 'snap_1' },
+            /local backend has no snapshots/);
+        await fails(A, 'run_code', { sandbox_id: id, code: 'print(1)' },
+            /local backend has no code interpreter contexts.*run_command/);
+        await fails(A, 'run_code', { sandbox_id: id, action: 'list' }, /code interpreter/);
+        await fails(A, 'run_code', { sandbox_id: MISSING, code: '1' }, /no sandbox|not found|list_sandboxes/i);
+        await fails(A, 'snapshot_sandbox', { action: 'bogus' }, /action|enum/i);
     }],
     ['bad input: wrong types, missing fields, unknown fields are errors', async () => {
         await fails(A, 'run_command', { sandbox_id: 42, command: 'true' }, /sandbox_id|type|string/i);

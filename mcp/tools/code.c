@@ -1,0 +1,184 @@
+/* run_code: code in a stateful interpreter context (OpenSandbox code-interpreter images), with
+ * progress heartbeats while it runs (as run_command), capped output, an interrupt after
+ * timeout_seconds (the backend's) and on cancellation; actions list, delete and interrupt manage
+ * the contexts. */
+#define LOG_MODULE "tools"
+#include "mcp/tools/tools-internal.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "mcp/base/log.h"
+#include "mcp/base/util.h"
+#include "mcp/base/xalloc.h"
+#include "mcp/context.h"
+
+struct code_job {
+    struct tool_job *job;
+    char *context_id;
+    struct out_capture out, err, tail;
+    uv_timer_t progress_timer;
+    uint64_t started_ms;
+    double last_progress;
+    bool finished;
+};
+
+static void code_free_cb(uv_handle_t *h)
+{
+    struct code_job *cj = h->data;
+    out_capture_release(&cj->out);
+    out_capture_release(&cj->err);
+    out_capture_release(&cj->tail);
+    free(cj->context_id);
+    free(cj);
+}
+
+static void code_on_started(void *arg, const char *context_id)
+{
+    struct code_job *cj = arg;
+    free(cj->context_id);
+    cj->context_id = xstrdup(context_id ? context_id : "");
+}
+
+static void code_on_output(void *arg, enum exec_stream stream, const char *data, size_t len)
+{
+    struct code_job *cj = arg;
+    out_capture_add(stream == EXEC_STDERR ? &cj->err : &cj->out, data, len);
+    out_capture_add(&cj->tail, data, len);
+}
+
+static const char *code_note(const char *status, bool truncated)
+{
+    if (strcmp(status, "timed_out") == 0)
+        return "interrupted after timeout_seconds; the context keeps its state: raise "
+               "timeout_seconds, or run it with run_command background:true";
+    if (strcmp(status, "lost") == 0)
+        return "the connection to the interpreter broke; the code may still run: call run_code "
+               "with action \"interrupt\" or try again";
+    if (truncated)
+        return "output cut in the middle (max_output_bytes); print less, or write it to a file";
+    return NULL;
+}
+
+static void code_on_done(void *arg, json_t *result, const struct mcp_error *err)
+{
+    struct code_job *cj = arg;
+    cj->finished = true;
+    uv_timer_stop(&cj->progress_timer);
+    struct mcp_error e;
+    if (err == NULL && !json_is_object(result))
+        err = (tools_no_result(&e), &e);
+    if (err != NULL) {
+        tool_job_fail(cj->job, err);
+    } else {
+        bool t_out = false, t_err = false;
+        json_t *res = json_deep_copy(result);
+        json_object_set_new(res, "stdout", out_capture_render(&cj->out, &t_out));
+        json_object_set_new(res, "stderr", out_capture_render(&cj->err, &t_err));
+        json_object_set_new(res, "truncated", json_boolean(t_out || t_err));
+        const char *status = json_string_value(json_object_get(res, "status"));
+        const char *note = code_note(status ? status : "", t_out || t_err);
+        if (note != NULL)
+            json_object_set_new(res, "note", json_string(note));
+        tool_job_set_detail(cj->job, "context_id=%s status=%s",
+                            json_string_value(json_object_get(res, "context_id")),
+                            status ? status : "?");
+        tool_job_finish(cj->job, res);
+    }
+    cj->job = NULL;
+    uv_close((uv_handle_t *)&cj->progress_timer, code_free_cb);
+}
+
+static void code_progress_cb(uv_timer_t *t)
+{
+    struct code_job *cj = t->data;
+    if (cj->finished)
+        return;
+    double elapsed = (double)(now_mono_ms() - cj->started_ms) / 1000.0;
+    if (elapsed <= cj->last_progress)
+        elapsed = cj->last_progress + 0.001;
+    cj->last_progress = elapsed;
+    char *tail = out_capture_tail_text(&cj->tail, TOOLS_PROGRESS_TAIL_BYTES);
+    char *msg = xasprintf("running code for %.0f s, %" PRIu64 " bytes of output%s%s", elapsed,
+                          cj->tail.total, *tail ? "; last output: " : "", tail);
+    tool_call_progress(cj->job->call, elapsed, 0, msg);
+    free(msg);
+    free(tail);
+}
+
+static void interrupt_done_cb(void *arg, json_t *result, const struct mcp_error *err)
+{
+    if (err != NULL)
+        log_info("interrupting cancelled code: %s", err->msg);
+}
+
+/* The client cancelled: interrupt the kernel; the run then ends and finishes the call. */
+static void code_cancel_cb(void *arg)
+{
+    struct code_job *cj = arg;
+    struct mcp_error err;
+    if (cj->finished || cj->context_id == NULL)
+        return;
+    struct backend *be = cj->job->be;
+    json_t *a = json_pack("{s:s}", "context_id", cj->context_id);
+    if (be->ops->code_context(be, cj->job->sandbox_id, "interrupt", a, interrupt_done_cb, NULL,
+                              &err) < 0)
+        log_info("interrupting cancelled code: %s", err.msg);
+    json_decref(a);
+}
+
+static void code_run(struct tool_job *job, json_t *args)
+{
+    struct mcp_error err;
+    struct code_request req = {
+        .language = tools_arg_str(args, "language", NULL),
+        .code = tools_arg_str(args, "code", NULL),
+        .context_id = tools_arg_str(args, "context_id", NULL),
+        .timeout_ms = tools_arg_int(args, "timeout_seconds", TOOLS_DEFAULT_CODE_TIMEOUT_S, 1,
+                                    TOOLS_MAX_WAIT_S) * 1000,
+    };
+    if (req.code == NULL) {
+        mcp_error_set(&err, MCP_ERR_INVALID, 0, "run_code needs code (or an action: list, "
+                      "delete, interrupt)");
+        return tool_job_fail(job, &err);
+    }
+    struct code_job *cj = xcalloc(1, sizeof(*cj));
+    cj->job = job;
+    size_t cap = (size_t)tools_arg_int(args, "max_output_bytes", TOOLS_DEFAULT_OUTPUT_CAP,
+                                       TOOLS_MIN_OUTPUT_CAP, TOOLS_MAX_OUTPUT_CAP);
+    out_capture_init(&cj->out, cap);
+    out_capture_init(&cj->err, cap);
+    out_capture_init_split(&cj->tail, 0, TOOLS_PROGRESS_TAIL_BYTES * 4);
+    cj->started_ms = now_mono_ms();
+    uv_timer_init(job->ctx->loop, &cj->progress_timer);
+    cj->progress_timer.data = cj;
+    struct exec_observer obs = {code_on_started, code_on_output, code_on_done, cj};
+    if (job->be->ops->code_run(job->be, job->sandbox_id, &req, &obs, &err) < 0) {
+        tool_job_fail(job, &err);
+        uv_close((uv_handle_t *)&cj->progress_timer, code_free_cb);
+        return;
+    }
+    if (tool_call_wants_progress(job->call))
+        uv_timer_start(&cj->progress_timer, code_progress_cb, TOOLS_PROGRESS_INTERVAL_MS,
+                       TOOLS_PROGRESS_INTERVAL_MS);
+    tool_call_on_cancel(job->call, code_cancel_cb, cj);
+}
+
+void tool_run_code(struct tool_call *call, json_t *args)
+{
+    struct tool_job *job = tool_job_new(call, args);
+    struct mcp_error err;
+    const char *action = tools_arg_str(args, "action", "run");
+    tool_job_set_detail(job, "action=%s", action);
+    if (tool_job_bind(job, tools_arg_str(args, "sandbox_id", ""), TOOL_NEED_RUNNING, &err) < 0)
+        return tool_job_fail(job, &err);
+    if (job->be->ops->code_run == NULL || job->be->ops->code_context == NULL) {
+        tools_unsupported(&err, job->be, "code interpreter contexts", TOOLS_NO_CODE_HINT);
+        return tool_job_fail(job, &err);
+    }
+    if (strcmp(action, "run") == 0)
+        return code_run(job, args);
+    if (job->be->ops->code_context(job->be, job->sandbox_id, action, args, tool_job_done_cb, job,
+                                   &err) < 0)
+        tool_job_fail(job, &err);
+}

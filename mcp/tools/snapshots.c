@@ -1,0 +1,60 @@
+/* snapshot_sandbox: create (of a running sandbox), list and delete snapshots on backends that
+ * have them (OpenSandbox); restoring is create_sandbox {snapshot_id}. */
+#define LOG_MODULE "tools"
+#include "mcp/tools/tools-internal.h"
+
+#include <string.h>
+
+#include "mcp/context.h"
+
+/* The backend that holds snapshots: the sandbox's, or OpenSandbox when no sandbox is named. */
+static struct backend *snapshot_backend(struct tool_job *job, const char *sandbox_id,
+                                        struct mcp_error *err)
+{
+    struct backend *be = sandbox_id
+        ? backend_for_sandbox_id(&job->ctx->backends, sandbox_id, err)
+        : job->ctx->backends.opensandbox;
+    if (be == NULL && sandbox_id == NULL)
+        mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0, "snapshots need the opensandbox backend, "
+                      "which is not configured (set OPEN_SANDBOX_DOMAIN); the local backend "
+                      "has none: " TOOLS_NO_SNAPSHOT_HINT);
+    else if (be != NULL && be->ops->snapshot == NULL)
+        return tools_unsupported(err, be, "snapshots", TOOLS_NO_SNAPSHOT_HINT), NULL;
+    return be;
+}
+
+static void snapshot_done_cb(void *arg, json_t *result, const struct mcp_error *err)
+{
+    struct tool_job *job = arg;
+    const char *id = json_string_value(json_object_get(result, "snapshot_id"));
+    if (err == NULL && id != NULL)
+        tool_job_set_detail(job, "action=%s snapshot_id=%s",
+                            tools_arg_str(job->args, "action", "create"), id);
+    tool_job_done_cb(job, result, err);
+}
+
+void tool_snapshot_sandbox(struct tool_call *call, json_t *args)
+{
+    struct tool_job *job = tool_job_new(call, args);
+    struct mcp_error err;
+    const char *action = tools_arg_str(args, "action", "create");
+    const char *sandbox_id = tools_arg_str(args, "sandbox_id", NULL);
+    tool_job_set_detail(job, "action=%s", action);
+    if (strcmp(action, "create") == 0) {
+        /* ownership and "running" first: the backend is asked only about the caller's own */
+        if (sandbox_id == NULL)
+            mcp_error_set(&err, MCP_ERR_INVALID, 0, "action \"create\" needs sandbox_id");
+        if (sandbox_id == NULL ||
+            tool_job_bind(job, sandbox_id, TOOL_NEED_RUNNING, &err) < 0)
+            return tool_job_fail(job, &err);
+        if (job->be->ops->snapshot == NULL) {
+            tools_unsupported(&err, job->be, "snapshots", TOOLS_NO_SNAPSHOT_HINT);
+            return tool_job_fail(job, &err);
+        }
+    } else if ((job->be = snapshot_backend(job, sandbox_id, &err)) == NULL) {
+        return tool_job_fail(job, &err);
+    }
+    if (job->be->ops->snapshot(job->be, job->owner, action, args, snapshot_done_cb, job,
+                               &err) < 0)
+        tool_job_fail(job, &err);
+}
