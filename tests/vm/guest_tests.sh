@@ -1,0 +1,185 @@
+#!/bin/bash
+# Runs inside the test guest (see initramfs_init.sh), on the host's own files, as root, in a
+# cgroup layout that is pure v2 or pure v1. Prints TAP. Environment (from the plan file that
+# vm_run.sh writes): MCPBOX_VM_LAYOUT (v2|v1), MCPBOX_BIN, and MCPBOX_VM_BINARIES: lines of
+# "name timeout_s path [args...]", the project's own local-backend test programs to run here.
+set -u
+layout=$MCPBOX_VM_LAYOUT
+mcpbox=$MCPBOX_BIN
+state=/tmp/vm-state
+cg=/sys/fs/cgroup
+n=0
+failed=0
+
+comment() { sed 's/^/#   /'; }
+# check NAME FUNCTION: one TAP line per check; the function's output becomes TAP comments.
+check() {
+    n=$((n + 1))
+    local rc
+    "$2" > /tmp/check.out 2>&1 # not in a subshell: a check may set ID for the next ones
+    rc=$?
+    comment < /tmp/check.out
+    if [ $rc -eq 0 ]; then
+        echo "ok $n - $layout: $1"
+    else
+        echo "not ok $n - $layout: $1"
+        failed=$((failed + 1))
+    fi
+}
+fail() { echo "FAIL: $*"; return 1; }
+sbx() { "$mcpbox" sandbox --state-dir "$state" "$@"; }
+# The sandbox's cgroup directories, one per hierarchy (v2: one), found by its id.
+cg_dirs() { find $cg -mindepth 2 -maxdepth 7 -type d -name "$1" 2>/dev/null; }
+cg_dir() { cg_dirs "$1" | grep -E "$2" | head -1; }
+value() { cat "$1" 2>/dev/null || echo "(unreadable $1)"; }
+expect_eq() { [ "$(value "$1")" = "$2" ] || fail "$1 is '$(value "$1")', expected '$2'"; }
+counter() { awk -v k="$2" '$1 == k { print $2 }' "$1" 2>/dev/null; }
+
+check_layout() {
+    local m
+    m=$(awk '$9 ~ /^cgroup2?$/ { print $9, $5 }' /proc/self/mountinfo)
+    printf '%s\n' "$m"
+    if [ "$layout" = v2 ]; then
+        [ "$(printf '%s\n' "$m")" = "cgroup2 $cg" ] || fail "not a pure v2 mount table"
+    else
+        ! grep -q '^cgroup2' <<< "$m" || fail "a cgroup2 mount exists"
+        grep -q "^cgroup $cg/memory" <<< "$m" || fail "no v1 memory mount"
+    fi
+    grep -E '^[0-9]+:' /proc/self/cgroup | head -3
+}
+
+check_doctor() {
+    local out rc
+    out=$("$mcpbox" doctor 2>&1)
+    rc=$?
+    printf '%s\n' "$out"
+    [ $rc -eq 0 ] || fail "mcpbox doctor exited $rc"
+    grep -E "^cgroup_layout +ok +$layout:" <<< "$out" >/dev/null ||
+        fail "cgroup_layout does not report '$layout' as ok"
+    grep -E "^cgroup_delegation +ok" <<< "$out" >/dev/null || fail "cgroup_delegation not ok"
+    grep -E "^local_backend +ok" <<< "$out" >/dev/null || fail "the backend's own probe failed"
+}
+
+ID=
+create_limited() {
+    ID=$(sbx create -q --memory 64M --pids 24 --cpu 0.2) || fail "create failed"
+    echo "sandbox $ID"
+    cg_dirs "$ID"
+}
+
+check_limits_written() {
+    create_limited || return 1
+    if [ "$layout" = v2 ]; then
+        local d=$cg/mcpbox/$ID
+        expect_eq $d/memory.max 67108864 && expect_eq $d/pids.max 24 &&
+            expect_eq $d/cpu.max "20000 100000" && expect_eq $d/memory.swap.max 0 || return 1
+        [ -n "$(cat $d/cgroup.procs)" ] || fail "no process in $d"
+    else
+        expect_eq "$(cg_dir "$ID" /memory/)/memory.limit_in_bytes" 67108864 &&
+            expect_eq "$(cg_dir "$ID" /pids/)/pids.max" 24 &&
+            expect_eq "$(cg_dir "$ID" /cpu,cpuacct/)/cpu.cfs_quota_us" 20000 || return 1
+        [ -n "$(cat "$(cg_dir "$ID" /pids/)/cgroup.procs")" ] || fail "no process in the pids cgroup"
+    fi
+}
+
+check_exec() {
+    local out
+    out=$(sbx exec "$ID" -- 'echo hello; id -u; cat /proc/self/cgroup') || fail "exec failed"
+    printf '%s\n' "$out"
+    [ "$(head -1 <<< "$out")" = hello ] || fail "no hello"
+}
+
+check_cpu_throttled() {
+    local stat
+    sbx exec "$ID" -- 'timeout 3 sh -c "while :; do :; done"; true' || fail "busy loop"
+    if [ "$layout" = v2 ]; then stat=$cg/mcpbox/$ID/cpu.stat; else stat=$(cg_dir "$ID" /cpu,cpuacct/)/cpu.stat; fi
+    cat "$stat"
+    [ "$(counter "$stat" nr_throttled)" -gt 0 ] || fail "no throttled period at cpu 0.2"
+}
+
+check_oom_reported() {
+    local rc events
+    sbx exec "$ID" -- 'dd if=/dev/zero of=/dev/null bs=300M count=1'
+    rc=$?
+    [ $rc -eq 137 ] || fail "memory hog exited $rc, expected 137 (OOM-killed)" || return 1
+    if [ "$layout" = v2 ]; then events=$cg/mcpbox/$ID/memory.events; else
+        events=$(cg_dir "$ID" /memory/)/memory.oom_control; fi
+    cat "$events"
+    [ "$(counter "$events" oom_kill)" -ge 1 ] || fail "no oom_kill counted in $events"
+    sbx logs "$ID" 2>&1 | tail -5
+    sbx logs "$ID" 2>&1 | grep -qi oom || fail "the sandbox's logs do not report the OOM kill"
+}
+
+check_pids_limit() {
+    local out events
+    out=$(sbx exec "$ID" -- 'for i in $(seq 1 40); do sleep 2 & done 2>&1 | grep -ci "fork\|resource"; wait')
+    echo "failed forks: $out"
+    [ "${out:-0}" -gt 0 ] || fail "40 forks under pids.max=24 all succeeded"
+    if [ "$layout" = v2 ]; then events=$cg/mcpbox/$ID/pids.events; else
+        events=$(cg_dir "$ID" /pids/)/pids.events; fi
+    cat "$events"
+    [ "$(counter "$events" max)" -ge 1 ] || fail "pids.events counted no refusal"
+}
+
+check_pause_resume() {
+    sbx pause "$ID" || fail "pause failed" || return 1
+    if [ "$layout" = v2 ]; then
+        grep -q '^frozen 1' $cg/mcpbox/$ID/cgroup.events || fail "cgroup.events not frozen" || return 1
+    else
+        expect_eq "$(cg_dir "$ID" /freezer/)/freezer.state" FROZEN || return 1
+    fi
+    ! sbx exec "$ID" -- true 2>/dev/null || fail "exec ran in a paused sandbox" || return 1
+    sbx resume "$ID" || fail "resume failed" || return 1
+    [ "$(sbx exec "$ID" -- echo back)" = back ] || fail "no exec after resume"
+}
+
+check_rm_kills_and_cleans() {
+    sbx exec "$ID" -- 'setsid sleep 600 > /dev/null 2>&1 < /dev/null & echo started' || return 1
+    local dirs pids
+    dirs=$(cg_dirs "$ID")
+    pids=$(cat $(sed 's|$|/cgroup.procs|' <<< "$dirs") | sort -u)
+    echo "members before rm:" $pids
+    [ "$(wc -w <<< "$pids")" -ge 2 ] || fail "expected the init and the sleeper"
+    sbx rm "$ID" || fail "rm failed" || return 1
+    for p in $pids; do
+        [ ! -d /proc/$p ] || fail "process $p survived rm" || return 1
+    done
+    [ -z "$(cg_dirs "$ID")" ] || fail "cgroups left: $(cg_dirs "$ID")"
+}
+
+check_binary() { # name timeout path args...
+    local name=$1 t=$2
+    shift 2
+    timeout -k 5 "$t" "$@"
+    local rc=$?
+    [ $rc -eq 0 ] || fail "$name exited $rc (77 = skipped: the layout was not exercised)"
+}
+
+check_no_leftovers() {
+    local left
+    left=$(find $cg -mindepth 2 -maxdepth 7 -type d -name 'sbx-*' 2>/dev/null)
+    [ -z "$left" ] || fail "sandbox cgroups left behind: $left"
+    left=$(ps -eo pid,args | grep -E 'mcpbox|sleep 600' | grep -v grep)
+    [ -z "$left" ] || fail "processes left behind: $left"
+}
+
+mkdir -p "$state"
+echo "# guest kernel $(uname -r), layout $layout, cgroup $(grep -E '^0::|memory' /proc/self/cgroup | head -1)"
+check "cgroup mounts are pure $layout" check_layout
+check "mcpbox doctor passes and names the layout" check_doctor
+check "create writes memory, pids and cpu limits" check_limits_written
+[ -n "$ID" ] || { echo "Bail out! no sandbox"; exit 1; }
+check "exec in the sandbox" check_exec
+check "cpu limit throttles a busy loop" check_cpu_throttled
+check "memory hog is OOM-killed, counted and reported" check_oom_reported
+check "pids limit refuses forks and counts them" check_pids_limit
+check "pause freezes, resume thaws" check_pause_resume
+check "rm kills every member and removes the cgroups" check_rm_kills_and_cleans
+while read -r name t path args; do
+    [ -n "$name" ] || continue
+    check_one() { check_binary "$name" "$t" "$path" $args; }
+    check "$name (the project's test program, unchanged)" check_one
+done <<< "${MCPBOX_VM_BINARIES:-}"
+check "no cgroup or process left behind" check_no_leftovers
+echo "1..$n"
+exit $((failed > 0))
