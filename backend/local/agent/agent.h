@@ -37,6 +37,8 @@ struct conn {
 
 enum cmd_state { CMD_RUNNING, CMD_DONE };
 
+struct sigwatch; /* agent_cmd.c: a forwarded signal's delivery being checked */
+
 struct cmd {
     char id[24];
     pid_t pid;
@@ -52,6 +54,7 @@ struct cmd {
     int exit_code, term_signal;      /* -1 when not applicable */
     bool timed_out, kill_requested;
     struct conn *watch;              /* connection that receives events, or NULL */
+    struct sigwatch *sigwatch;       /* a signal's delivery being checked, or NULL */
     char *command;
     struct cmd *next;
 };

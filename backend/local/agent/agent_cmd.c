@@ -1,5 +1,6 @@
 /* Commands inside the sandbox: /bin/sh -c with cwd, env, stdin, timeout; output kept in the
  * agent's private log directory (outside the sandbox's view) so any part can be read later. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "backend/local/agent/agent.h"
+#include "mcp/base/cleanup.h"
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 
@@ -141,12 +143,231 @@ static void close_fd(int *fd)
     *fd = -1;
 }
 
+/* ---- signals to a command's process group, and the case where the shell loses them ---------
+ *
+ * dash (/bin/sh on Debian) starts each command with vfork. Until the child execs, it runs with
+ * the shell's signal handlers, and SIGINT is caught in a shell run with -c: a SIGINT delivered
+ * to the child then only sets a flag that the exec discards. The parent shell, which got the
+ * signal too, waits for its foreground child to end before acting on it. So a Ctrl-C forwarded
+ * just as the shell starts a command was lost: the command ran to its end (seen in the
+ * local_cli test about one time in ten). The kernel says nothing of a signal taken by a
+ * handler, so the agent looks: when it signals a group, each process that is at that moment
+ * such a child (it still runs its parent's program, catches the signal, and the parent waits
+ * for it in vfork) is followed for a short while. If it becomes another program that still
+ * runs with the signal at its default action, not blocked and not pending, the signal never
+ * reached that program, and it is sent again to that process alone. Processes that start after
+ * the signal (a trap's cleanup, say) are never resent anything. */
+#define SIGWATCH_MAX_PROCS 8     /* vfork children followed per signal (a shell has one) */
+#define SIGWATCH_STEP_MS 5       /* how often they are looked at */
+#define SIGWATCH_SPAN_MS 3000    /* how long: an exec takes far less, even on a loaded host */
+#define PROC_STAT_MAX 1024
+#define PROC_STATUS_MAX 4096
+#define PROC_STAT_START_FIELD 19 /* starttime, counted from the state field (0) */
+
+/* What /proc says of one process. */
+struct proc_img {
+    pid_t pid, ppid, pgrp;
+    char state;
+    unsigned long long start; /* tells a process from a later one with the same pid */
+    char comm[32], exe[256];  /* the program it runs: either changes at exec */
+    uint64_t pending, blocked, ignored, caught;
+};
+
+struct sigwatch {
+    int sig;
+    uint64_t next_ms, until_ms;
+    size_t n;
+    struct proc_img procs[SIGWATCH_MAX_PROCS];
+};
+
+static void sigwatch_free(struct sigwatch **w)
+{
+    free(*w);
+    *w = NULL;
+}
+
+static ssize_t read_small(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, size - 1);
+    close(fd);
+    if (n >= 0)
+        buf[n] = '\0';
+    return n;
+}
+
+/* /proc/PID/stat: comm, state, ppid, pgrp and start time. */
+static int proc_stat(pid_t pid, struct proc_img *p)
+{
+    char path[64], buf[PROC_STAT_MAX];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (read_small(path, buf, sizeof buf) <= 0)
+        return -1;
+    char *open_paren = strchr(buf, '('), *close_paren = strrchr(buf, ')');
+    if (open_paren == NULL || close_paren == NULL || close_paren[1] != ' ')
+        return -1;
+    snprintf(p->comm, sizeof p->comm, "%.*s", (int)(close_paren - open_paren - 1), open_paren + 1);
+    char *f = close_paren + 2, *end;
+    p->pid = pid;
+    p->state = *f;
+    for (int i = 0; i < PROC_STAT_START_FIELD && f; i++) {
+        if (i == 1 || i == 2)
+            *(i == 1 ? &p->ppid : &p->pgrp) = (pid_t)strtol(f, NULL, 10);
+        f = strchr(f, ' ');
+        f = f ? f + 1 : NULL;
+    }
+    if (f == NULL)
+        return -1;
+    p->start = strtoull(f, &end, 10);
+    return end == f ? -1 : 0;
+}
+
+/* The signal masks of /proc/PID/status and the program of /proc/PID/exe ("" if unreadable). */
+static int proc_sigs(struct proc_img *p)
+{
+    char path[64], buf[PROC_STATUS_MAX];
+    static const char *const keys[] = {"SigPnd:", "ShdPnd:", "SigBlk:", "SigIgn:", "SigCgt:"};
+    uint64_t v[5] = {0};
+    snprintf(path, sizeof path, "/proc/%d/status", (int)p->pid);
+    if (read_small(path, buf, sizeof buf) <= 0)
+        return -1;
+    for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+        const char *at = strstr(buf, keys[i]);
+        if (at == NULL)
+            return -1;
+        v[i] = strtoull(at + strlen(keys[i]), NULL, 16);
+    }
+    p->pending = v[0] | v[1], p->blocked = v[2], p->ignored = v[3], p->caught = v[4];
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)p->pid);
+    ssize_t n = readlink(path, p->exe, sizeof p->exe - 1);
+    p->exe[n > 0 ? n : 0] = '\0';
+    return 0;
+}
+
+static int proc_read(pid_t pid, struct proc_img *p)
+{
+    memset(p, 0, sizeof *p);
+    return proc_stat(pid, p) < 0 || proc_sigs(p) < 0 ? -1 : 0;
+}
+
+static bool same_program(const struct proc_img *a, const struct proc_img *b)
+{
+    return strcmp(a->comm, b->comm) == 0 && strcmp(a->exe, b->exe) == 0;
+}
+
+static uint64_t sig_bit(int sig)
+{
+    return 1ull << (sig - 1);
+}
+
+/* A vfork child that has not exec'd yet and catches sig with its parent's handler: it runs the
+ * parent's program and the parent is about to wait for it (R) or waits in vfork (D). With
+ * parent_pending, the parent also holds sig blocked: it has not acted on the signal yet (a
+ * shell blocks everything around vfork), so this is not, say, a trap's cleanup it started. */
+static bool is_vfork_child(const struct proc_img *p, int sig, bool parent_pending)
+{
+    struct proc_img parent;
+    if (!(p->caught & sig_bit(sig)) || p->ppid <= 1 || proc_read(p->ppid, &parent) < 0)
+        return false;
+    return (parent.state == 'D' || parent.state == 'R') && same_program(p, &parent) &&
+           (!parent_pending || (parent.pending & sig_bit(sig)));
+}
+
+/* Adds the members of process group pgrp that are such children to w (once each). */
+static void scan_group(struct sigwatch *w, pid_t pgrp, bool parent_pending)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d != NULL && w->n < SIGWATCH_MAX_PROCS && (e = readdir(d)) != NULL) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        struct proc_img *p = &w->procs[w->n];
+        if (*end != '\0' || pid <= 1 || proc_read((pid_t)pid, p) < 0 || p->pgrp != pgrp ||
+            !is_vfork_child(p, w->sig, parent_pending))
+            continue;
+        size_t i = 0;
+        while (i < w->n && (w->procs[i].pid != p->pid || w->procs[i].start != p->start))
+            i++;
+        w->n += i == w->n;
+    }
+    if (d != NULL)
+        closedir(d);
+}
+
+/* Signals whose default action leaves the process running: a live process proves nothing. */
+static bool default_keeps_running(int sig)
+{
+    return sig == SIGCHLD || sig == SIGCONT || sig == SIGURG || sig == SIGWINCH ||
+           sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+
+/* Children seen before the kill may take the signal into their handler; those seen after it
+ * with the parent still holding it were forked too late to get it at all. Either way the
+ * program they exec runs without it. */
+static void sigwatch_send(struct sigwatch **w, pid_t pgrp, int sig)
+{
+    sigwatch_free(w);
+    struct sigwatch *nw = xcalloc(1, sizeof *nw);
+    nw->sig = sig;
+    bool follow = sig > 0 && sig < 64 && !default_keeps_running(sig);
+    if (follow)
+        scan_group(nw, pgrp, false);
+    if (kill(-pgrp, sig) < 0) /* the whole group: the shell and what it started */
+        kill(pgrp, sig);
+    if (follow)
+        scan_group(nw, pgrp, true);
+    if (nw->n == 0) {
+        free(nw);
+        return;
+    }
+    nw->next_ms = now_mono_ms() + SIGWATCH_STEP_MS;
+    nw->until_ms = nw->next_ms + SIGWATCH_SPAN_MS;
+    *w = nw;
+}
+
+/* True while p must still be followed; resends the signal when p's new program missed it. */
+static bool follow_one(const struct proc_img *p, int sig)
+{
+    struct proc_img now;
+    if (proc_read(p->pid, &now) < 0 || now.start != p->start || now.state == 'Z')
+        return false; /* gone */
+    if (same_program(&now, p))
+        return true; /* not exec'd yet */
+    uint64_t bit = sig_bit(sig);
+    if (((now.caught | now.ignored | now.blocked | now.pending) & bit) == 0)
+        kill(p->pid, sig);
+    return false;
+}
+
+static void sigwatch_poll(struct sigwatch **w, uint64_t now_ms)
+{
+    struct sigwatch *sw = *w;
+    if (sw == NULL || now_ms < sw->next_ms)
+        return;
+    size_t kept = 0;
+    for (size_t i = 0; i < sw->n; i++)
+        if (follow_one(&sw->procs[i], sw->sig))
+            sw->procs[kept++] = sw->procs[i];
+    sw->n = kept;
+    sw->next_ms = now_ms + SIGWATCH_STEP_MS;
+    if (sw->n == 0 || now_ms >= sw->until_ms)
+        sigwatch_free(w);
+}
+
+static uint64_t sigwatch_next(const struct sigwatch *w)
+{
+    return w ? w->next_ms : 0;
+}
+
 static void cmd_free(struct agent *a, struct cmd *c)
 {
     char name[64];
     snprintf(name, sizeof name, "%s.log", c->id);
     unlinkat(a->logdir_fd, name, 0);
     a->log_bytes -= c->n_log;
+    sigwatch_free(&c->sigwatch);
     free(c->in_data);
     free(c->command);
     free(c);
@@ -372,6 +593,7 @@ static void finish(struct agent *a, struct cmd *c, int status)
         drain(a, c, c->err_fd);
     close_fd(&c->out_fd), close_fd(&c->err_fd), close_fd(&c->in_fd);
     close_fd(&c->f_log);
+    sigwatch_free(&c->sigwatch);
     c->state = CMD_DONE;
     c->end_ms = now_mono_ms();
     if (WIFEXITED(status))
@@ -403,6 +625,7 @@ void agent_cmd_timeouts(struct agent *a)
 {
     uint64_t now = now_mono_ms();
     for (struct cmd *c = a->cmds; c; c = c->next) {
+        sigwatch_poll(&c->sigwatch, now);
         if (c->state == CMD_RUNNING && c->deadline_ms && now >= c->deadline_ms && !c->timed_out) {
             c->timed_out = true;
             kill(-c->pid, SIGKILL);
@@ -414,10 +637,14 @@ void agent_cmd_timeouts(struct agent *a)
 uint64_t agent_cmd_next_deadline(struct agent *a)
 {
     uint64_t next = 0;
-    for (struct cmd *c = a->cmds; c; c = c->next)
+    for (struct cmd *c = a->cmds; c; c = c->next) {
+        uint64_t w = sigwatch_next(c->sigwatch);
         if (c->state == CMD_RUNNING && c->deadline_ms && !c->timed_out &&
             (next == 0 || c->deadline_ms < next))
             next = c->deadline_ms;
+        if (w && (next == 0 || w < next))
+            next = w;
+    }
     return next;
 }
 
@@ -485,8 +712,7 @@ json_t *agent_cmd_kill(struct agent *a, json_t *req, struct mcp_error *err)
         sig = SIGKILL;
     if (c->state == CMD_RUNNING) {
         c->kill_requested = true;
-        kill(-c->pid, (int)sig); /* the whole process group: the shell and what it started */
-        kill(c->pid, (int)sig);
+        sigwatch_send(&c->sigwatch, c->pid, (int)sig);
     }
     return json_pack("{s:s, s:i, s:s}", "command_id", c->id, "signal", (int)sig, "status",
                      cmd_status_name(c));
