@@ -3,7 +3,15 @@
 // server's wire behaviour from shared/opensandbox/PROTOCOL.md: 202 create then Pending->Running,
 // FastAPI 422 {"detail":[...]}, {"code","message"} errors, execd's raw-JSON event stream with a
 // ping every FAKE_PING_MS and a FAKE_GRACE_MS tail, exit codes in error.evalue, background logs
-// by byte cursor, multipart upload with the metadata filename rule, Range downloads.
+// by byte cursor, multipart upload with the metadata filename rule, Range downloads; snapshots
+// (202 Creating -> Ready after FAKE_SNAPSHOT_MS, a copy of the sandbox's files that a restore
+// gets back; 409 SNAPSHOT::INVALID_SOURCE_STATE / INVALID_STATE, 404 SNAPSHOT::NOT_FOUND, 501
+// SNAPSHOT::NOT_IMPLEMENTED with {snapshots:"unsupported"}; an image "snapfail*" fails to
+// snapshot); execd /metrics (this host's figures, as execd reads /proc); the code interpreter on
+// images whose name contains "code-interpreter": contexts, streamed runs (init, stdout chunks,
+// execution_count, result, error, execution_complete) in a persistent python3 per context
+// standing for a Jupyter kernel, interrupt by SIGINT. Other images have no Jupyter: creating a
+// context fails after a moment, or hangs as the real execd's retries do with {noJupyter:"hang"}.
 //
 // Commands really run (sh -c, on this host, inside a per-sandbox directory that stands for the
 // sandbox's root): this is a test double on loopback, not an isolation boundary.
@@ -11,26 +19,32 @@
 // Control (not part of OpenSandbox): POST /_faults [{match, kind, times, status, retryAfter,
 // ms}] injects faults into requests whose "METHOD /path?query" contains `match`; GET /_log lists
 // the requests seen (method, url, headers); POST /_reset clears faults and the log;
-// POST /_config {route:"path"|"header"|"proxy-only", sse:"raw"|"data", pageMax:N}.
+// POST /_config {route:"path"|"header"|"proxy-only", sse:"raw"|"data", pageMax:N,
+// snapshots:"unsupported", noJupyter:"hang"}.
 //
 // Prints "listening PORT" on stdout. Env: FAKE_API_KEY, FAKE_PING_MS (3000), FAKE_GRACE_MS
-// (1000), FAKE_START_MS (150), FAKE_QUOTA (sandboxes per server, unlimited).
+// (1000), FAKE_START_MS (150), FAKE_QUOTA (sandboxes per server, unlimited), FAKE_SNAPSHOT_MS
+// (300).
 import http from 'node:http';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import crypto from 'node:crypto';
 import { spawn } from 'node:child_process';
+import { Writable } from 'node:stream';
 
 const API_KEY = process.env.FAKE_API_KEY || '';
 const PING_MS = +(process.env.FAKE_PING_MS || 3000);
 const GRACE_MS = +(process.env.FAKE_GRACE_MS || 1000);
 const START_MS = +(process.env.FAKE_START_MS || 150);
 const QUOTA = +(process.env.FAKE_QUOTA || 0);
+const SNAPSHOT_MS = +(process.env.FAKE_SNAPSHOT_MS || 300);
 const ROOT = fs.mkdtempSync(path.join(os.tmpdir(), 'fake-osb-'));
 
 const sandboxes = new Map(); // id -> sandbox
 const commands = new Map();  // id -> command
+const snapshots = new Map(); // id -> snapshot
+const contexts = new Map();  // code context id -> context
 let faults = [];
 let reqlog = [];
 const config = { route: 'path', sse: 'raw' };
@@ -97,7 +111,8 @@ function fileInfo(sb, hp) {
 
 function sandboxJson(sb) {
   const o = {
-    id: sb.id, image: { uri: sb.image }, status: { state: sandboxState(sb) },
+    id: sb.id, ...(sb.snapshotId ? { snapshotId: sb.snapshotId } : { image: { uri: sb.image } }),
+    status: { state: sandboxState(sb) },
     metadata: sb.metadata, entrypoint: sb.entrypoint, createdAt: nowIso(sb.created),
   };
   if (sb.reason) Object.assign(o.status, { reason: sb.reason, message: sb.message });
@@ -120,9 +135,14 @@ function sandboxState(sb) {
 function validateCreate(b) {
   if (typeof b !== 'object' || b === null || Array.isArray(b)) return 'body must be an object';
   if (!!b.image === !!b.snapshotId) return 'Value error, Exactly one of image or snapshotId must be provided.';
-  if (typeof b.image?.uri !== 'string' || !b.image.uri) return 'image.uri must be a string';
-  for (const k of Object.keys(b.image)) if (!['uri', 'auth'].includes(k)) return `image.${k}: extra field`;
-  if (!Array.isArray(b.entrypoint) || b.entrypoint.length < 1) return 'entrypoint is required with image';
+  if (b.snapshotId !== undefined) {
+    if (typeof b.snapshotId !== 'string') return 'snapshotId must be a string';
+    if (b.entrypoint !== undefined && (!Array.isArray(b.entrypoint) || b.entrypoint.length < 1)) return 'entrypoint must be a non-empty list';
+  } else {
+    if (typeof b.image?.uri !== 'string' || !b.image.uri) return 'image.uri must be a string';
+    for (const k of Object.keys(b.image)) if (!['uri', 'auth'].includes(k)) return `image.${k}: extra field`;
+    if (!Array.isArray(b.entrypoint) || b.entrypoint.length < 1) return 'entrypoint is required with image';
+  }
   if (typeof b.resourceLimits !== 'object' || b.resourceLimits === null) return 'resourceLimits is required';
   for (const [k, v] of Object.entries(b.resourceLimits)) if (typeof v !== 'string') return `resourceLimits.${k} must be a string`;
   if (b.timeout !== undefined && b.timeout !== null && !(Number.isInteger(b.timeout) && b.timeout >= 60))
@@ -137,17 +157,27 @@ function validateCreate(b) {
 function createSandbox(req, res, b) {
   const bad = validateCreate(b);
   if (bad) return detail(res, bad);
+  let snap = null;
+  if (b.snapshotId) {
+    snap = snapshots.get(b.snapshotId);
+    if (!snap) return err(res, 404, 'SNAPSHOT::NOT_FOUND', `Snapshot ${b.snapshotId} not found.`);
+    if (snapshotState(snap) !== 'Ready') return err(res, 409, 'SNAPSHOT::INVALID_STATE', `Snapshot ${snap.id} is ${snap.state}, not Ready.`);
+    b.image = { uri: snap.image };
+    b.entrypoint = b.entrypoint || ['tail', '-f', '/dev/null']; // the server's default for restores
+  }
   if (b.image.uri.startsWith('pullfail'))
     return err(res, 500, 'DOCKER::SANDBOX_IMAGE_PULL_FAILED', `Failed to pull image ${b.image.uri}: manifest unknown`);
   if (QUOTA && [...sandboxes.values()].length >= QUOTA)
     return err(res, 403, 'SANDBOX::QUOTA_EXCEEDED', `sandbox quota of ${QUOTA} exceeded`);
   const id = crypto.randomUUID();
   const root = path.join(ROOT, id);
+  if (snap) fs.cpSync(snap.dir, root, { recursive: true });
   fs.mkdirSync(path.join(root, 'tmp'), { recursive: true });
   const sb = {
     id, root, image: b.image.uri, entrypoint: b.entrypoint, metadata: b.metadata || {},
     env: b.env || {}, created: Date.now(), state: 'Pending', network: b.networkPolicy,
     expires: b.timeout ? Date.now() + b.timeout * 1000 : 0, limits: b.resourceLimits,
+    snapshotId: snap ? snap.id : undefined,
   };
   sandboxes.set(id, sb);
   send(res, 202, sandboxJson(sb), { Location: `/v1/sandboxes/${id}` });
@@ -185,6 +215,69 @@ function endpointFor(req, sb, p, url) {
   return { endpoint: `${host}/direct/${sb.id}/proxy/${p}` };
 }
 
+function snapshotState(s) {
+  if (s.state === 'Creating' && Date.now() - s.created >= SNAPSHOT_MS) {
+    s.transition = Date.now();
+    if (s.image.startsWith('snapfail')) Object.assign(s, { state: 'Failed', reason: 'snapshot_capture_failed', message: 'docker commit failed: no space left on device' });
+    else Object.assign(s, { state: 'Ready', reason: 'snapshot_ready', message: undefined });
+  }
+  return s.state;
+}
+function snapshotJson(s) {
+  const status = { state: snapshotState(s), reason: s.reason, lastTransitionAt: nowIso(s.transition) };
+  if (s.message) status.message = s.message;
+  const o = { id: s.id, sandboxId: s.sandboxId, status, createdAt: nowIso(s.created) };
+  if (s.name) o.name = s.name;
+  return o;
+}
+
+function createSnapshot(req, res, sb, buf) {
+  if (config.snapshots === 'unsupported')
+    return err(res, 501, 'SNAPSHOT::NOT_IMPLEMENTED', 'Snapshots are not supported by the kubernetes runtime.');
+  let b = {};
+  if (buf.length) { b = jsonBody(req, res, buf); if (b === undefined) return; }
+  if (typeof b !== 'object' || b === null || Array.isArray(b)) return detail(res, 'body must be an object');
+  for (const k of Object.keys(b)) if (k !== 'name') return detail(res, `${k}: Extra inputs are not permitted`);
+  if (b.name !== undefined && (typeof b.name !== 'string' || !b.name)) return detail(res, 'name must be a non-empty string');
+  if (sandboxState(sb) !== 'Running')
+    return err(res, 409, 'SNAPSHOT::INVALID_SOURCE_STATE', `Sandbox ${sb.id} is ${sb.state}; snapshots need a Running sandbox.`);
+  const id = 'snap_' + crypto.randomBytes(8).toString('hex');
+  const dir = path.join(ROOT, '_snapshots', id);
+  fs.cpSync(sb.root, dir, { recursive: true, filter: (src) => !path.basename(src).startsWith('.cmd-') });
+  const s = { id, sandboxId: sb.id, name: b.name, image: sb.image, dir, created: Date.now(), transition: Date.now(), state: 'Creating', reason: 'snapshot_accepted' };
+  snapshots.set(id, s);
+  send(res, 202, snapshotJson(s), { Location: `/v1/snapshots/${id}` });
+}
+
+function snapshotsApi(req, res, url, rest) {
+  const m = req.method;
+  if (rest === '/snapshots' && m === 'GET') {
+    const q = url.searchParams, states = q.getAll('state').map((x) => x.toLowerCase());
+    const page = +(q.get('page') || 1), size = +(q.get('pageSize') || 20);
+    if (!(page >= 1) || !(size >= 1) || size > 200) return detail(res, 'invalid pagination', ['query', 'pageSize']);
+    const all = [...snapshots.values()]
+      .filter((x) => !q.has('sandboxId') || x.sandboxId === q.get('sandboxId'))
+      .filter((x) => !states.length || states.includes(snapshotState(x).toLowerCase()))
+      .sort((a, b) => b.created - a.created);
+    const step = config.pageMax ? Math.min(size, config.pageMax) : size;
+    const totalPages = Math.max(1, Math.ceil(all.length / step));
+    return send(res, 200, { items: all.slice((page - 1) * step, page * step).map(snapshotJson),
+      pagination: { page, pageSize: step, totalItems: all.length, totalPages, hasNextPage: page < totalPages } });
+  }
+  const mm = rest.match(/^\/snapshots\/([^/]+)$/);
+  if (!mm) return err(res, 404, 'GENERAL::UNKNOWN_ERROR', 'Not Found');
+  const s = snapshots.get(mm[1]);
+  if (!s) return err(res, 404, 'SNAPSHOT::NOT_FOUND', `Snapshot ${mm[1]} not found.`);
+  if (m === 'GET') return send(res, 200, snapshotJson(s));
+  if (m === 'DELETE') {
+    if (snapshotState(s) === 'Creating') return err(res, 409, 'SNAPSHOT::INVALID_STATE', `Snapshot ${s.id} is still being created.`);
+    snapshots.delete(s.id);
+    fs.rmSync(s.dir, { recursive: true, force: true });
+    res.writeHead(204); return res.end();
+  }
+  err(res, 404, 'GENERAL::UNKNOWN_ERROR', 'Not Found');
+}
+
 async function lifecycle(req, res, url, rest) {
   const key = req.headers['open-sandbox-api-key'];
   if (API_KEY && !key) return err(res, 401, 'MISSING_API_KEY', 'Authentication credentials are missing. Provide API key via OPEN-SANDBOX-API-KEY header.');
@@ -196,6 +289,7 @@ async function lifecycle(req, res, url, rest) {
     return b === undefined ? undefined : createSandbox(req, res, b);
   }
   if (rest === '/sandboxes' && m === 'GET') return listSandboxes(req, res, url);
+  if (rest.startsWith('/snapshots')) return snapshotsApi(req, res, url, rest);
   const mm = rest.match(/^\/sandboxes\/([^/]+)(\/.*)?$/);
   if (!mm) return err(res, 404, 'GENERAL::UNKNOWN_ERROR', 'Not Found');
   const sb = sandboxes.get(mm[1]);
@@ -204,6 +298,7 @@ async function lifecycle(req, res, url, rest) {
   if (sub === '' && m === 'GET') return send(res, 200, sandboxJson(sb));
   if (sub === '' && m === 'DELETE') {
     sandboxes.delete(sb.id);
+    for (const c of contexts.values()) if (c.sb === sb.id) { c.proc.kill('SIGKILL'); contexts.delete(c.id); }
     fs.rmSync(sb.root, { recursive: true, force: true });
     res.writeHead(204); return res.end();
   }
@@ -227,6 +322,7 @@ async function lifecycle(req, res, url, rest) {
     sb.expires = t;
     return send(res, 200, { expiresAt: nowIso(t) });
   }
+  if (sub === '/snapshots' && m === 'POST') return createSnapshot(req, res, sb, buf);
   const ep = sub.match(/^\/endpoints\/(\d+)$/);
   if (ep && m === 'GET') return send(res, 200, endpointFor(req, sb, +ep[1], url));
   const dg = sub.match(/^\/diagnostics\/(logs|events|inspect|summary)$/);
@@ -394,11 +490,175 @@ function walk(dir, depth, out) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// execd: metrics and the code interpreter
+
+let cpuSample = null;
+function cpuUsedPct() {
+  const now = os.cpus().map((c) => c.times);
+  const sum = (t) => t.user + t.nice + t.sys + t.irq + t.idle;
+  let pct = 0;
+  if (cpuSample) {
+    let busy = 0, total = 0;
+    now.forEach((t, i) => { const p = cpuSample[i] || t; total += sum(t) - sum(p); busy += sum(t) - sum(p) - (t.idle - p.idle); });
+    pct = total > 0 ? Math.round((busy / total) * 1000) / 10 : 0;
+  }
+  cpuSample = now;
+  return pct;
+}
+function metrics() {
+  const MiB = 1024 * 1024;
+  return { cpu_count: os.cpus().length, cpu_used_pct: cpuUsedPct(), mem_total_mib: os.totalmem() / MiB,
+    mem_used_mib: Math.round((os.totalmem() - os.freemem()) / MiB * 10) / 10, timestamp: Date.now() };
+}
+
+// A Python "kernel": one persistent python3 per context, globals kept between runs, the value of
+// a trailing expression reported as the result (as Jupyter does), stdout streamed as written.
+const KERNEL = String.raw`
+import ast, json, os, sys, traceback
+out = os.fdopen(os.dup(1), 'w', buffering=1)
+def emit(**kw): out.write(json.dumps(kw) + '\n'); out.flush()
+class Stream:
+    def __init__(self, name): self.name = name
+    def write(self, s):
+        if s: emit(t=self.name, text=s)
+        return len(s)
+    def flush(self): pass
+sys.stdout, sys.stderr = Stream('stdout'), Stream('stderr')
+g, n = {'__name__': '__main__'}, 0
+while True:
+    try:
+        line = sys.stdin.readline()
+    except KeyboardInterrupt:
+        continue
+    if not line: break
+    n += 1
+    try:
+        tree = ast.parse(json.loads(line)['code'])
+        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        exec(compile(tree, '<cell>', 'exec'), g)
+        v = eval(compile(ast.Expression(last.value), '<cell>', 'eval'), g) if last else None
+        emit(t='count', n=n)
+        if v is not None: emit(t='result', text=repr(v))
+        emit(t='done')
+    except BaseException as e:
+        emit(t='count', n=n)
+        emit(t='error', ename=type(e).__name__, evalue=str(e), traceback=traceback.format_exception(e))
+`;
+const isJupyter = (sb) => sb.image.includes('code-interpreter');
+const NO_JUPYTER = 'failed to connect to jupyter server at 127.0.0.1:44771: dial tcp 127.0.0.1:44771: connect: connection refused';
+const LANGUAGES = ['python', 'java', 'go', 'typescript', 'javascript', 'bash'];
+
+function newContext(sb, language) {
+  const id = crypto.randomBytes(16).toString('hex');
+  const proc = spawn('python3', ['-u', '-c', KERNEL], { cwd: sb.root, stdio: ['pipe', 'pipe', 'inherit'] });
+  const ctx = { id, language, sb: sb.id, proc, busy: null };
+  proc.stdout.pipe(lineSplitterStream((line) => ctx.busy?.(line)));
+  proc.on('exit', () => {
+    contexts.delete(id);
+    ctx.busy?.(JSON.stringify({ t: 'error', ename: 'DeadKernelError', evalue: 'the kernel died', traceback: [] }));
+  });
+  contexts.set(id, ctx);
+  return ctx;
+}
+function lineSplitterStream(onLine) {
+  let pending = '';
+  return new Writable({ write(chunk, enc, cb) {
+    pending += chunk.toString('utf8');
+    let i;
+    while ((i = pending.indexOf('\n')) >= 0) { const l = pending.slice(0, i); pending = pending.slice(i + 1); if (l) onLine(l); }
+    cb();
+  } });
+}
+
+// Creating a context: Jupyter answers at once; without Jupyter execd retries for a long time.
+function createContext(sb, b, res) {
+  const language = b?.language || 'python';
+  if (!isJupyter(sb)) {
+    if (config.noJupyter === 'hang') return; // accepted, never answered (execd's retries)
+    return void setTimeout(() => err(res, 500, 'RUNTIME_ERROR', `error creating context: ${NO_JUPYTER}`), 100);
+  }
+  if (!LANGUAGES.includes(language)) return err(res, 400, 'INVALID_REQUEST_BODY', `unsupported language ${language}`);
+  if (language !== 'python') return err(res, 500, 'RUNTIME_ERROR', `the fake only has a python kernel, not ${language}`);
+  const ctx = newContext(sb, language);
+  send(res, 200, { id: ctx.id, language });
+}
+
+function runCode(sb, b, res) {
+  if (typeof b.code !== 'string') return err(res, 400, 'INVALID_REQUEST_BODY', 'code is required');
+  if (!b.context || !b.context.language) // the spec's "stateless" form: a shell command
+    return runCommand(sb, { command: b.code, cwd: '/' }, res, null);
+  let ctx = b.context.id ? contexts.get(b.context.id) : [...contexts.values()].find((c) => c.sb === sb.id && c.language === b.context.language);
+  if (b.context.id && (!ctx || ctx.sb !== sb.id)) return err(res, 500, 'RUNTIME_ERROR', `error running code: context not found: ${b.context.id}`);
+  if (!ctx) {
+    if (!isJupyter(sb)) return config.noJupyter === 'hang' ? undefined : err(res, 500, 'RUNTIME_ERROR', `error running code: ${NO_JUPYTER}`);
+    ctx = newContext(sb, b.context.language);
+  }
+  if (ctx.busy) return err(res, 500, 'RUNTIME_ERROR', 'error running code: session is busy');
+  const started = Date.now();
+  sseWrite(res, { type: 'init', text: ctx.id });
+  const ping = setInterval(() => sseWrite(res, { type: 'ping', text: 'pong' }), PING_MS);
+  const end = () => { clearInterval(ping); ctx.busy = null; setTimeout(() => res.end(), GRACE_MS); };
+  ctx.busy = (line) => {
+    const m = JSON.parse(line);
+    if (m.t === 'stdout' || m.t === 'stderr') sseWrite(res, { type: m.t, text: m.text });
+    else if (m.t === 'count') sseWrite(res, { type: 'execution_count', execution_count: m.n });
+    else if (m.t === 'result') sseWrite(res, { type: 'result', results: { text: m.text } });
+    else if (m.t === 'error') {
+      sseWrite(res, { type: 'status', text: 'error' });
+      sseWrite(res, { type: 'error', error: { ename: m.ename, evalue: m.evalue, traceback: m.traceback } });
+      // Jupyter may also send execution_complete after an error: the error is authoritative
+      sseWrite(res, { type: 'execution_complete', execution_time: Date.now() - started });
+      end();
+    } else if (m.t === 'done') {
+      sseWrite(res, { type: 'execution_complete', execution_time: Date.now() - started });
+      end();
+    }
+  };
+  res.on('close', () => clearInterval(ping));
+  ctx.proc.stdin.write(JSON.stringify({ code: b.code }) + '\n');
+}
+
+function codeApi(sb, req, res, rest, q, json) {
+  const m = req.method;
+  if (rest === '/code/context' && m === 'POST') { const b = json(); return b === undefined ? undefined : createContext(sb, b, res); }
+  if (rest === '/code' && m === 'POST') { const b = json(); return b === undefined ? undefined : runCode(sb, b, res); }
+  if (rest === '/code' && m === 'DELETE') {
+    const id = q.get('id');
+    if (!id) return err(res, 400, 'MISSING_QUERY', 'missing query parameter id');
+    const ctx = contexts.get(id);
+    if (!ctx || ctx.sb !== sb.id) return err(res, 500, 'RUNTIME_ERROR', `error interrupting code: context not found: ${id}`);
+    if (ctx.busy) ctx.proc.kill('SIGINT');
+    return send(res, 200, '');
+  }
+  const mine = (lang) => [...contexts.values()].filter((c) => c.sb === sb.id && (!lang || c.language === lang));
+  if (rest === '/code/contexts' && m === 'GET') {
+    if (!q.get('language')) return err(res, 400, 'MISSING_QUERY', 'missing query parameter language');
+    return send(res, 200, mine(q.get('language')).map((c) => ({ id: c.id, language: c.language })));
+  }
+  if (rest === '/code/contexts' && m === 'DELETE') {
+    if (!q.get('language')) return err(res, 400, 'MISSING_QUERY', 'missing query parameter language');
+    for (const c of mine(q.get('language'))) { c.proc.kill('SIGKILL'); contexts.delete(c.id); }
+    return send(res, 200, '');
+  }
+  const mm = rest.match(/^\/code\/contexts\/([^/]+)$/);
+  if (mm && (m === 'GET' || m === 'DELETE')) {
+    const ctx = contexts.get(mm[1]);
+    if (!ctx || ctx.sb !== sb.id) return err(res, 404, 'CONTEXT_NOT_FOUND', `context ${mm[1]} not found`);
+    if (m === 'GET') return send(res, 200, { id: ctx.id, language: ctx.language });
+    ctx.proc.kill('SIGKILL'); contexts.delete(ctx.id);
+    return send(res, 200, '');
+  }
+  return null;
+}
+
 async function execd(req, res, url, sb, rest, fault) {
   const buf = await readBody(req);
   const m = req.method, q = url.searchParams;
   const json = () => { try { return JSON.parse(buf.toString('utf8')); } catch { err(res, 400, 'INVALID_REQUEST_BODY', 'error parsing request, MAYBE invalid body format.'); return undefined; } };
   if (rest === '/ping') return send(res, 200, '');
+  if (rest === '/metrics' && m === 'GET') return send(res, 200, metrics());
+  if (rest.startsWith('/code') && codeApi(sb, req, res, rest, q, json) !== null) return;
   if (rest === '/command' && m === 'POST') {
     const b = json(); if (b === undefined) return;
     if (typeof b.command !== 'string' || !b.command) return err(res, 400, 'INVALID_REQUEST_BODY', 'command is required');
@@ -563,7 +823,7 @@ const server = http.createServer(async (req, res) => {
     const buf = await readBody(req);
     if (url.pathname === '/_faults' && req.method === 'POST') { faults.push(...JSON.parse(buf.toString())); return send(res, 200, {}); }
     if (url.pathname === '/_log') return send(res, 200, reqlog);
-    if (url.pathname === '/_reset') { faults = []; reqlog = []; Object.assign(config, { route: 'path', sse: 'raw', pageMax: 0 }); return send(res, 200, {}); }
+    if (url.pathname === '/_reset') { faults = []; reqlog = []; Object.assign(config, { route: 'path', sse: 'raw', pageMax: 0, snapshots: '', noJupyter: '' }); return send(res, 200, {}); }
     if (url.pathname === '/_config') { Object.assign(config, JSON.parse(buf.toString())); return send(res, 200, {}); }
     if (url.pathname === '/_stats') return send(res, 200, { sandboxes: sandboxes.size, faults });
     return send(res, 404, {});
@@ -600,6 +860,7 @@ server.listen(0, '127.0.0.1', () => {
 });
 const stop = () => {
   for (const c of commands.values()) if (c.running) { try { process.kill(-c.child.pid, 'SIGKILL'); } catch { } }
+  for (const c of contexts.values()) c.proc.kill('SIGKILL');
   fs.rmSync(ROOT, { recursive: true, force: true });
   process.exit(0);
 };

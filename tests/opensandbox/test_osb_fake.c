@@ -849,6 +849,300 @@ TEST(server_proxy_mode)
     free_backend(px);
 }
 
+/* ---- snapshots, metrics, code interpreter ---------------------------------------------------- */
+
+static void snap_call(const char *owner, const char *action, json_t *args)
+{
+    struct mcp_error e;
+    osb_wait_reset(&w);
+    if (be->ops->snapshot(be, owner, action, args, osb_wait_cb, &w, &e) != 0) {
+        w.done = w.failed = true;
+        w.err = e;
+    }
+    json_decref(args);
+    WAIT(&w, 8000);
+}
+
+static void write_text(const char *id, const char *path, const char *text)
+{
+    struct mcp_error e;
+    osb_wait_reset(&w);
+    ASSERT_EQ(be->ops->file_write(be, id, path, text, strlen(text), 0644, false, osb_wait_cb, &w,
+                                  &e), 0);
+    WAIT(&w, 3000);
+    EXPECT_OK(&w);
+}
+
+static void destroy_quietly(const char *id)
+{
+    struct mcp_error e;
+    osb_wait_reset(&w);
+    if (be->ops->destroy(be, id, osb_wait_cb, &w, &e) == 0)
+        WAIT(&w, 3000);
+}
+
+TEST(snapshot_create_list_restore)
+{
+    write_text(sid, "snap.txt", "before");
+    snap_call(OWNER, "create", json_pack("{s:s,s:s}", "sandbox_id", sid, "name", "cp1"));
+    EXPECT_OK(&w);
+    ASSERT_STR_EQ(jstr(w.result, "state"), "ready");
+    ASSERT_STR_EQ(jstr(w.result, "name"), "cp1");
+    ASSERT_STR_EQ(jstr(w.result, "sandbox_id"), sid);
+    ASSERT(json_is_string(json_object_get(w.result, "created_at")));
+    char snap[160];
+    snprintf(snap, sizeof(snap), "%s", jstr(w.result, "snapshot_id"));
+    ASSERT(strncmp(snap, "snap_", 5) == 0);
+    ASSERT(count_requests("GET /v1/snapshots/snap_") >= 1); /* polled until Ready */
+    write_text(sid, "snap.txt", "after"); /* the snapshot keeps what was there before */
+
+    snap_call(OWNER, "list", json_pack("{s:s,s:s}", "sandbox_id", sid, "state", "ready"));
+    EXPECT_OK(&w);
+    json_t *items = json_object_get(w.result, "snapshots");
+    ASSERT_EQ(json_array_size(items), 1);
+    ASSERT_STR_EQ(jstr(json_array_get(items, 0), "snapshot_id"), snap);
+    ASSERT(count_requests("state=Ready") == 1);
+    snap_call("local:uid:4242", "list", json_object()); /* another owner sees none of them */
+    EXPECT_OK(&w);
+    ASSERT_EQ(json_array_size(json_object_get(w.result, "snapshots")), 0);
+
+    /* restore: a sandbox from the snapshot has the file as it was */
+    struct sandbox_spec spec = {.owner = OWNER, .snapshot_id = snap, .network = true};
+    struct mcp_error e;
+    osb_wait_reset(&w);
+    ASSERT_EQ(be->ops->create(be, &spec, osb_wait_cb, &w, &e), 0);
+    WAIT(&w, 8000);
+    EXPECT_OK(&w);
+    char restored[160];
+    snprintf(restored, sizeof(restored), "%s", jstr(w.result, "sandbox_id"));
+    ASSERT_STR_EQ(jstr(w.result, "state"), "running");
+    osb_wait_reset(&w);
+    ASSERT_EQ(be->ops->file_read(be, restored, "snap.txt", 0, 0, osb_read_cb, &w, &e), 0);
+    WAIT(&w, 3000);
+    EXPECT_OK(&w);
+    ASSERT_STR_EQ(w.data, "before");
+    destroy_quietly(restored);
+    spec.owner = "local:uid:4242"; /* not theirs: exactly like a missing one */
+    ASSERT_EQ(be->ops->create(be, &spec, osb_wait_cb, &w, &e), -1);
+    ASSERT_EQ(e.code, MCP_ERR_NOT_FOUND);
+    ASSERT_CONTAINS(e.msg, "no snapshot");
+
+    snap_call(OWNER, "delete", json_pack("{s:s}", "snapshot_id", snap));
+    EXPECT_OK(&w);
+    ASSERT(json_is_true(json_object_get(w.result, "deleted")));
+    snap_call(OWNER, "delete", json_pack("{s:s}", "snapshot_id", snap));
+    EXPECT_ERR(&w, MCP_ERR_NOT_FOUND);
+    ASSERT_CONTAINS(w.err.msg, "action \"list\"");
+}
+
+TEST(snapshot_errors)
+{
+    /* not ready within the wait: returned as "creating" with a note; delete is 409 until ready */
+    struct osb_backend *b = osb_of(be);
+    uint32_t saved = b->t.ready_timeout_ms;
+    b->t.ready_timeout_ms = 1;
+    snap_call(OWNER, "create", json_pack("{s:s}", "sandbox_id", sid));
+    b->t.ready_timeout_ms = saved;
+    EXPECT_OK(&w);
+    ASSERT_STR_EQ(jstr(w.result, "state"), "creating");
+    ASSERT_CONTAINS(jstr(w.result, "note"), "still being created");
+    ASSERT(json_is_null(json_object_get(w.result, "name")));
+    char snap[160];
+    snprintf(snap, sizeof(snap), "%s", jstr(w.result, "snapshot_id"));
+    snap_call(OWNER, "delete", json_pack("{s:s}", "snapshot_id", snap));
+    EXPECT_ERR(&w, MCP_ERR_CONFLICT);
+    ASSERT_CONTAINS(w.err.msg, "still being created");
+    usleep(400 * 1000);
+    snap_call(OWNER, "delete", json_pack("{s:s}", "snapshot_id", snap));
+    EXPECT_OK(&w);
+
+    /* the server's 404, for an id mcpbox believes exists */
+    struct mcp_error e;
+    ASSERT_EQ(osb_snap_record(b, "snap_gone", OWNER, sid, &e), 0);
+    snap_call(OWNER, "delete", json_pack("{s:s}", "snapshot_id", "snap_gone"));
+    EXPECT_ERR(&w, MCP_ERR_NOT_FOUND);
+    ASSERT_CONTAINS(w.err.msg, "SNAPSHOT::NOT_FOUND");
+    snap_call(OWNER, "delete", json_pack("{s:s}", "snapshot_id", "../x"));
+    EXPECT_ERR(&w, MCP_ERR_NOT_FOUND);
+
+    /* a runtime without snapshots */
+    json_decref(fake_control(&fs, "POST", "/_config", "{\"snapshots\":\"unsupported\"}"));
+    snap_call(OWNER, "create", json_pack("{s:s}", "sandbox_id", sid));
+    fake_reset(&fs);
+    EXPECT_ERR(&w, MCP_ERR_UNSUPPORTED);
+    ASSERT_CONTAINS(w.err.msg, "cannot snapshot");
+    ASSERT_CONTAINS(w.err.msg, "read_file");
+
+    /* a paused source */
+    osb_wait_reset(&w);
+    ASSERT_EQ(be->ops->pause(be, sid, osb_wait_cb, &w, &e), 0);
+    WAIT(&w, 3000);
+    snap_call(OWNER, "create", json_pack("{s:s}", "sandbox_id", sid));
+    EXPECT_ERR(&w, MCP_ERR_CONFLICT);
+    ASSERT_CONTAINS(w.err.msg, "resume_sandbox");
+    osb_wait_reset(&w);
+    ASSERT_EQ(be->ops->resume(be, sid, osb_wait_cb, &w, &e), 0);
+    WAIT(&w, 5000);
+    EXPECT_OK(&w);
+
+    /* a capture that fails */
+    create_sandbox(be, "snapfail:1", NULL);
+    EXPECT_OK(&w);
+    char bad[160];
+    snprintf(bad, sizeof(bad), "%s", jstr(w.result, "sandbox_id"));
+    snap_call(OWNER, "create", json_pack("{s:s}", "sandbox_id", bad));
+    EXPECT_ERR(&w, MCP_ERR_BACKEND);
+    ASSERT_CONTAINS(w.err.msg, "snapshot_capture_failed");
+    destroy_quietly(bad);
+    snap_call(OWNER, "bogus", json_object());
+    EXPECT_ERR(&w, MCP_ERR_INVALID);
+}
+
+TEST(metrics)
+{
+    struct mcp_error e;
+    osb_wait_reset(&w);
+    ASSERT_EQ(be->ops->metrics(be, sid, osb_wait_cb, &w, &e), 0);
+    WAIT(&w, 3000);
+    EXPECT_OK(&w);
+    ASSERT_STR_EQ(jstr(w.result, "sandbox_id"), sid);
+    ASSERT(jint(w.result, "cpu_count") >= 1);
+    ASSERT(jint(w.result, "memory_used_bytes") > 0);
+    ASSERT(jint(w.result, "memory_total_bytes") >= jint(w.result, "memory_used_bytes"));
+    ASSERT(json_is_number(json_object_get(w.result, "cpu_used_pct")));
+    ASSERT(json_is_string(json_object_get(w.result, "timestamp")));
+    fake_fault(&fs, "[{\"match\":\"GET /direct/\",\"kind\":\"badjson\"}]");
+    osb_wait_reset(&w);
+    ASSERT_EQ(be->ops->metrics(be, sid, osb_wait_cb, &w, &e), 0);
+    WAIT(&w, 3000);
+    EXPECT_ERR(&w, MCP_ERR_BACKEND);
+    fake_reset(&fs);
+}
+
+static void code_start(struct run *r, const char *id, const struct code_request *req)
+{
+    memset(r, 0, sizeof(*r));
+    osb_wait_reset(&r->done);
+    buf_init(&r->out, 1 << 24);
+    buf_init(&r->err, 1 << 24);
+    struct exec_observer obs = {on_started, on_output, on_done, r};
+    struct mcp_error e;
+    if (be->ops->code_run(be, id, req, &obs, &e) != 0) {
+        r->done.done = r->done.failed = true;
+        r->done.err = e;
+    }
+    WAIT(&r->done, 8000);
+}
+
+static void ctx_call(const char *id, const char *action, json_t *args)
+{
+    struct mcp_error e;
+    osb_wait_reset(&w);
+    if (be->ops->code_context(be, id, action, args, osb_wait_cb, &w, &e) != 0) {
+        w.done = w.failed = true;
+        w.err = e;
+    }
+    json_decref(args);
+    WAIT(&w, 5000);
+}
+
+static void code_runs(const char *cid)
+{
+    struct run r;
+    struct code_request req = {.code = "x = 21\nprint('hi')\nx * 2", .timeout_ms = 5000};
+    code_start(&r, cid, &req);
+    EXPECT_OK(&r.done);
+    ASSERT_STR_EQ(jstr(r.done.result, "status"), "ok");
+    ASSERT_STR_EQ(buf_cstr(&r.out), "hi\n");
+    ASSERT_EQ(jint(r.done.result, "execution_count"), 1);
+    ASSERT_STR_EQ(jstr(json_array_get(json_object_get(r.done.result, "results"), 0), "text"), "42");
+    ASSERT_STR_EQ(jstr(r.done.result, "context_id"), r.id);
+    ASSERT_STR_EQ(jstr(r.done.result, "language"), "python");
+    ASSERT(r.done.elapsed_ms < FAKE_GRACE_MS - 500); /* at the final event, not the close */
+    run_release(&r);
+    /* the default context is found again: state kept, no second context */
+    struct code_request again = {.code = "x"};
+    code_start(&r, cid, &again);
+    EXPECT_OK(&r.done);
+    ASSERT_STR_EQ(jstr(json_array_get(json_object_get(r.done.result, "results"), 0), "text"), "21");
+    ASSERT_EQ(jint(r.done.result, "execution_count"), 2);
+    ASSERT_EQ(count_requests("POST /direct/"), 3); /* one context, two runs */
+    run_release(&r);
+    struct code_request boom = {.code = "1 / 0"};
+    code_start(&r, cid, &boom);
+    EXPECT_OK(&r.done);
+    ASSERT_STR_EQ(jstr(r.done.result, "status"), "error");
+    ASSERT_STR_EQ(jstr(json_object_get(r.done.result, "error"), "name"), "ZeroDivisionError");
+    run_release(&r);
+}
+
+static void code_timeout_and_contexts(const char *cid)
+{
+    struct run r;
+    struct code_request slow = {.code = "import time\nfor i in range(100):\n    print(i)\n"
+                                        "    time.sleep(0.05)\n",
+                                .timeout_ms = 700};
+    code_start(&r, cid, &slow);
+    EXPECT_OK(&r.done);
+    ASSERT_STR_EQ(jstr(r.done.result, "status"), "timed_out");
+    ASSERT_STR_EQ(jstr(json_object_get(r.done.result, "error"), "name"), "KeyboardInterrupt");
+    ASSERT(r.chunks > 3); /* streamed as it ran */
+    ASSERT(r.done.elapsed_ms >= 600 && r.done.elapsed_ms < 700 + SLACK_MS);
+    char ctx[80];
+    snprintf(ctx, sizeof(ctx), "%s", r.id);
+    run_release(&r);
+
+    ctx_call(cid, "list", json_pack("{s:s}", "language", "python"));
+    EXPECT_OK(&w);
+    ASSERT_STR_EQ(jstr(json_array_get(json_object_get(w.result, "contexts"), 0), "context_id"), ctx);
+    ctx_call(cid, "interrupt", json_pack("{s:s}", "context_id", ctx));
+    EXPECT_OK(&w);
+    ASSERT(json_is_true(json_object_get(w.result, "interrupted")));
+    ctx_call(cid, "delete", json_pack("{s:s}", "context_id", ctx));
+    EXPECT_OK(&w);
+    ctx_call(cid, "delete", json_pack("{s:s}", "context_id", ctx));
+    EXPECT_ERR(&w, MCP_ERR_NOT_FOUND);
+    ASSERT_CONTAINS(w.err.msg, "no code context");
+    struct code_request unknown = {.code = "1", .context_id = ctx};
+    code_start(&r, cid, &unknown);
+    EXPECT_ERR(&r.done, MCP_ERR_NOT_FOUND);
+    run_release(&r);
+    ctx_call(cid, "delete", json_object());
+    EXPECT_ERR(&w, MCP_ERR_INVALID);
+}
+
+TEST(code_interpreter)
+{
+    create_sandbox(be, "opensandbox/code-interpreter:v1.0.1", NULL);
+    EXPECT_OK(&w);
+    char cid[160];
+    snprintf(cid, sizeof(cid), "%s", jstr(w.result, "sandbox_id"));
+    fake_reset(&fs);
+    code_runs(cid);
+    code_timeout_and_contexts(cid);
+    destroy_quietly(cid);
+}
+
+TEST(code_without_jupyter)
+{
+    struct run r;
+    struct code_request req = {.code = "print(1)"};
+    code_start(&r, sid, &req);
+    EXPECT_ERR(&r.done, MCP_ERR_UNSUPPORTED);
+    ASSERT_CONTAINS(r.done.err.msg, "no code interpreter");
+    ASSERT_CONTAINS(r.done.err.msg, "run_command");
+    run_release(&r);
+    /* execd retrying its kernel connection forever: the call's deadline ends it */
+    json_decref(fake_control(&fs, "POST", "/_config", "{\"noJupyter\":\"hang\"}"));
+    code_start(&r, sid, &req);
+    fake_reset(&fs);
+    EXPECT_ERR(&r.done, MCP_ERR_UNSUPPORTED);
+    ASSERT_CONTAINS(r.done.err.msg, "code-interpreter");
+    ASSERT(r.done.elapsed_ms >= REQUEST_TIMEOUT_MS - 50 &&
+           r.done.elapsed_ms < REQUEST_TIMEOUT_MS + SLACK_MS);
+    run_release(&r);
+}
+
 TEST(shutdown_with_requests_in_flight)
 {
     struct backend *b = new_backend(API_KEY, false);
@@ -918,6 +1212,11 @@ int main(void)
         RUN(fault_streams);
         RUN(fault_auth_refused_image_quota);
         RUN(server_proxy_mode);
+        RUN(snapshot_create_list_restore);
+        RUN(snapshot_errors);
+        RUN(metrics);
+        RUN(code_interpreter);
+        RUN(code_without_jupyter);
         RUN(shutdown_with_requests_in_flight);
         RUN(destroy);
     }
