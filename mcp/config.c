@@ -49,6 +49,9 @@ void config_init(struct mcp_config *cfg)
     set_str(&cfg->token, getenv("MCPBOX_TOKEN") && *getenv("MCPBOX_TOKEN")
                              ? getenv("MCPBOX_TOKEN") : NULL);
     cfg->local_enabled = true;
+    cfg->local_pool = CONFIG_LOCAL_POOL_DEFAULT;
+    if ((v = getenv("MCPBOX_LOCAL_POOL")) && *v && atoi(v) >= 0)
+        cfg->local_pool = atoi(v) > CONFIG_LOCAL_POOL_MAX ? CONFIG_LOCAL_POOL_MAX : atoi(v);
     set_str(&cfg->opensandbox_domain, getenv("OPEN_SANDBOX_DOMAIN"));
     set_str(&cfg->opensandbox_api_key, getenv("OPEN_SANDBOX_API_KEY"));
     set_str(&cfg->opensandbox_protocol, getenv("OPEN_SANDBOX_PROTOCOL"));
@@ -135,6 +138,18 @@ static int set_os_domain(struct mcp_config *cfg, const char *v, struct mcp_error
     return 0;
 }
 
+static int set_local_pool(struct mcp_config *cfg, const char *v, struct mcp_error *err)
+{
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (!*v || *end || n < 0 || n > CONFIG_LOCAL_POOL_MAX)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "--local-pool must be a number from 0 (off) to %d (got \"%s\")",
+                             CONFIG_LOCAL_POOL_MAX, v);
+    cfg->local_pool = (int)n;
+    return 0;
+}
+
 static int set_os_protocol(struct mcp_config *cfg, const char *v, struct mcp_error *err)
 {
     if (strcmp(v, "http") != 0 && strcmp(v, "https") != 0)
@@ -155,6 +170,8 @@ static const struct option options[] = {
     {"conformance-fixtures", NULL, set_fixtures,
      "also serve the MCP conformance suite's fixture tools, resources and prompts"},
     {"no-local", NULL, set_no_local, "disable the local (namespace + seccomp) backend"},
+    {"local-pool", "N", set_local_pool,
+     "pre-created local sandboxes kept ready for fast creates (default 2, 0 = off)"},
     {"opensandbox-domain", "HOST:PORT", set_os_domain,
      "enable the OpenSandbox backend at this server (or env OPEN_SANDBOX_DOMAIN)"},
     {"opensandbox-protocol", "PROTO", set_os_protocol, "http (default) or https"},

@@ -10,6 +10,9 @@
 
 #include "mcp/base/log.h"
 
+#define CONFIG_LOCAL_POOL_DEFAULT 2
+#define CONFIG_LOCAL_POOL_MAX 64
+
 struct mcp_config {
     char *state_dir;        /* owned; default $XDG_STATE_HOME/mcpbox or ~/.local/state/mcpbox */
     enum log_level log_level;
@@ -19,6 +22,9 @@ struct mcp_config {
 
     /* Local backend. */
     bool local_enabled;     /* default true */
+    /* Pre-created sandboxes for the default spec (--local-pool N, env MCPBOX_LOCAL_POOL);
+     * 0 = off. A zeroed struct (tests) has the pool off. */
+    int local_pool;
 
     /* OpenSandbox backend: enabled when opensandbox_domain is set. */
     char *opensandbox_domain;   /* OPEN_SANDBOX_DOMAIN, e.g. "localhost:8080" */
@@ -30,7 +36,7 @@ struct mcp_config {
 
 struct mcp_error;
 
-/* Defaults, then the environment (MCPBOX_TOKEN, MCPBOX_LOG_LEVEL, XDG_STATE_HOME, HOME,
+/* Defaults, then the environment (MCPBOX_TOKEN, MCPBOX_LOG_LEVEL, MCPBOX_LOCAL_POOL, XDG_STATE_HOME, HOME,
  * OPEN_SANDBOX_DOMAIN, OPEN_SANDBOX_API_KEY, OPEN_SANDBOX_PROTOCOL,
  * OPEN_SANDBOX_REQUEST_TIMEOUT, OPEN_SANDBOX_USE_SERVER_PROXY). Release with config_release. */
 void config_init(struct mcp_config *cfg);

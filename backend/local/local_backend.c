@@ -21,6 +21,7 @@
 #include "mcp/base/log.h"
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
+#include "mcp/config.h"
 
 #define LOCAL_TIMER_MS 5000
 #define LOCAL_CREATING_GRACE_MS 60000 /* a "creating" record younger than this may be live */
@@ -135,11 +136,24 @@ static void list_remove(struct lsbx *sb)
 static bool record_is_live(const struct store_sandbox *rec, pid_t *pid);
 static void adopt(struct local_backend *lb, const struct store_sandbox *rec, pid_t pid);
 
+int local_record_get(struct store *st, const char *id, struct store_sandbox *rec,
+                     struct mcp_error *err)
+{
+    if (store_sandbox_get(st, id, rec, err) < 0)
+        return -1;
+    if (strcmp(rec->state, LOCAL_POOL_STATE) != 0)
+        return 0;
+    store_sandbox_release(rec); /* pooled: not anyone's yet */
+    memset(rec, 0, sizeof *rec);
+    return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
+                         "no sandbox %s (list_sandboxes shows the ones that exist)", id);
+}
+
 struct lsbx *lsbx_for_op(struct local_backend *lb, const char *id, bool allow_paused,
                          struct mcp_error *err)
 {
     struct store_sandbox rec = {0};
-    if (store_sandbox_get(lb->base.store, id, &rec, err) < 0)
+    if (local_record_get(lb->base.store, id, &rec, err) < 0)
         return NULL;
     struct lsbx *sb = lsbx_find(lb, id);
     pid_t pid;
@@ -358,6 +372,9 @@ static void on_init_exit(struct lsbx *sb)
         op->cb(op->arg, res, NULL);
         json_decref(res);
         free(op);
+    } else if (sb->pooled) { /* never given out: nobody to tell, nothing to keep */
+        local_pool_forget(sb);
+        store_sandbox_delete(lb->base.store, sb->id, &err);
     } else {
         /* No record: another mcpbox process destroyed it; nothing to report. */
         if (store_sandbox_set_state(lb->base.store, sb->id, expired ? "expired" : "stopped",
@@ -372,6 +389,18 @@ static void on_init_exit(struct lsbx *sb)
 static void on_exit_readable(uv_poll_t *p, int status, int events)
 {
     on_init_exit(p->data);
+}
+
+void local_kill_now(struct lsbx *sb)
+{
+    if (sb->gone)
+        return;
+    cg_kill(&sb->cg); /* never frozen: pooled or half-taken */
+    syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+    /* The pidfd is non-blocking (libuv's poll made it so): wait with poll, on_init_exit reaps. */
+    struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+    poll(&p, 1, LOCAL_KILL_WAIT_MS); /* SIGKILL: at once */
+    on_init_exit(sb);
 }
 
 void local_watch_exit(struct lsbx *sb)
@@ -401,8 +430,9 @@ static bool creator_busy(const struct store_sandbox *rec)
 {
     pid_t creator = (pid_t)json_integer_value(json_object_get(rec->record, "creator_pid"));
     uint64_t start = (uint64_t)json_integer_value(json_object_get(rec->record, "creator_start"));
-    if (strcmp(rec->state, "creating") != 0 || creator <= 0 ||
-        now_wall_ms() - rec->created_at_ms >= LOCAL_CREATING_GRACE_MS)
+    bool pooled = strcmp(rec->state, LOCAL_POOL_STATE) == 0; /* as long as its creator lives */
+    if (creator <= 0 || (!pooled && (strcmp(rec->state, "creating") != 0 ||
+                                     now_wall_ms() - rec->created_at_ms >= LOCAL_CREATING_GRACE_MS)))
         return false;
     uint64_t now_start = local_proc_starttime(creator); /* 0: gone or a zombie */
     return now_start != 0 && (start == 0 || now_start == start);
@@ -475,6 +505,7 @@ static void reap_dead(struct local_backend *lb, const struct store_sandbox *rec)
     snprintf(dir, sizeof dir, "%s/sandboxes/%s", lb->state_dir, rec->id);
     bool expired = read_marker(dir, why, sizeof why);
     bool half_made = strcmp(rec->state, "creating") == 0;
+    bool pooled = strcmp(rec->state, LOCAL_POOL_STATE) == 0;
     cg_kill(&cg);
     uint64_t start;
     pid_t pid = local_init_of(dir, rec->record, &start);
@@ -483,7 +514,8 @@ static void reap_dead(struct local_backend *lb, const struct store_sandbox *rec)
     local_event(lb->base.store, rec->id, "reaped",
                     json_pack("{s:s, s:s}", "previous_state", rec->state, "reason",
                               expired ? why : half_made ? "its creator died during create"
-                                                        : "init gone at reconcile"), &err);
+                              : pooled ? "pooled, and the process that pooled it is gone"
+                                       : "init gone at reconcile"), &err);
     store_sandbox_delete(lb->base.store, rec->id, &err);
     log_info("sandbox %s (%s) was gone; cleaned up", rec->id, rec->state);
 }
@@ -497,8 +529,9 @@ static int reconcile(struct local_backend *lb, struct mcp_error *err)
     for (size_t i = 0; i < n; i++) {
         pid_t pid;
         if (creator_busy(&list[i]))
-            continue; /* another process is creating it right now */
-        if (strcmp(list[i].state, "creating") != 0 && record_is_live(&list[i], &pid))
+            continue; /* another process is creating it right now, or holds it in its pool */
+        if (strcmp(list[i].state, "creating") != 0 &&
+            strcmp(list[i].state, LOCAL_POOL_STATE) != 0 && record_is_live(&list[i], &pid))
             adopt(lb, &list[i], pid);
         else
             reap_dead(lb, &list[i]);
@@ -568,7 +601,6 @@ static int make_dirs(struct local_backend *lb, struct mcp_error *err)
 struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
                                   const struct mcp_config *cfg, struct mcp_error *err)
 {
-    (void)cfg;
     if (local_backend_probe(err) < 0)
         return NULL;
     raise_nofile();
@@ -577,6 +609,9 @@ struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
     lb->base.loop = loop;
     lb->base.store = store;
     lb->agent_fd = -1;
+    lb->pool_size = cfg ? cfg->local_pool : 0;
+    const char *ttl = getenv("MCPBOX_LOCAL_POOL_TTL"); /* seconds; for tests of the drain */
+    lb->pool_ttl_s = ttl && atoi(ttl) > 0 ? atoi(ttl) : LOCAL_POOL_TTL_S;
     snprintf(lb->state_dir, sizeof lb->state_dir, "%s", store_state_dir(store));
     if (cg_host_detect(&lb->cg, err) < 0 || make_dirs(lb, err) < 0 ||
         local_seccomp_build(&lb->seccomp, err) < 0 || (lb->agent_fd = local_agent_memfd(err)) < 0 ||
@@ -607,6 +642,7 @@ static void timer_closed(uv_handle_t *h)
 static void local_shutdown(struct backend *be)
 {
     struct local_backend *lb = (struct local_backend *)be;
+    local_pool_drain(lb); /* untaken pooled sandboxes go with the process that pooled them */
     while (lb->sandboxes) {
         struct lsbx *sb = lb->sandboxes;
         agent_conn_close(sb->conn);
@@ -623,6 +659,11 @@ void local_backend_free(struct backend *be)
         return;
     struct local_backend *lb = (struct local_backend *)be;
     local_shutdown(be);
+    /* A pooled create in flight (its spawn in a worker, or its agent starting) ends within
+     * milliseconds, then local_pool_filled destroys it: let it, so that nothing is left. Only a
+     * process that made two creates can have one; free is called with the loop stopped. */
+    while (lb->pool_filling > 0 && uv_run(lb->base.loop, UV_RUN_ONCE) != 0)
+        ;
     local_spawner_stop(lb->spawner);
     lb->spawner = NULL;
     if (lb->agent_fd >= 0)

@@ -41,16 +41,29 @@ struct create_op {
     int pool_slot;               /* a spawner thread's prepared cgroups, or -1 */
     bool v1_attached;            /* cloned by that thread: already in the v1 cgroups */
     int release_fd, tree_fd;     /* network: the child waits until pasta is ready */
+    /* A pooled create (the pool's refill): spawned in a worker thread, never replied to. */
+    bool pooled;
+    struct spawn_request req;
+    struct spawn_result res;
+    struct store_sandbox rec;    /* record json owned until the spawn is recorded */
+    uint32_t slot;
+    char *agent_cfg;
 };
 
-static int64_t ttl_ms(int64_t seconds)
+int64_t local_ttl_ms(int64_t seconds)
 {
     if (seconds < 0)
         return 0;
     return now_wall_ms() + (seconds == 0 ? LOCAL_DEFAULT_TTL_S : seconds) * 1000;
 }
 
-static int check_spec(const struct sandbox_spec *spec, struct cg_limits *lim, uint64_t *disk,
+int64_t local_idle_s(const struct sandbox_spec *spec)
+{
+    return spec->idle_timeout_seconds < 0 ? 0
+           : spec->idle_timeout_seconds ? spec->idle_timeout_seconds : LOCAL_DEFAULT_IDLE_S;
+}
+
+int local_spec_limits(const struct sandbox_spec *spec, struct cg_limits *lim, uint64_t *disk,
                       struct mcp_error *err)
 {
     lim->memory_bytes = spec->memory_bytes ? spec->memory_bytes : LOCAL_DEFAULT_MEMORY;
@@ -103,8 +116,8 @@ static int resolve_image(struct local_backend *lb, const char *name, char *dir,
     return 0;
 }
 
-static json_t *make_record(const struct sandbox_spec *spec, const struct cg_limits *lim,
-                           uint64_t disk)
+json_t *local_make_record(const struct sandbox_spec *spec, const struct cg_limits *lim,
+                          uint64_t disk)
 {
     json_t *meta = json_is_object(spec->metadata) ? json_deep_copy(spec->metadata) : json_object();
     json_t *env = json_is_object(spec->env) ? json_deep_copy(spec->env) : json_object();
@@ -175,12 +188,34 @@ static void attach_after(uv_work_t *w, int status)
     create_maybe_done(op);
 }
 
+/* A pooled create is done: the sandbox waits, watched, in the pool (state still "pooled"). */
+static void pooled_finish(struct create_op *op)
+{
+    struct lsbx *sb = op->sb;
+    struct local_backend *lb = sb->be;
+    struct mcp_error err;
+    local_event(lb->base.store, sb->id, "pooled",
+                json_pack("{s:i, s:I}", "init_pid", (int)sb->pid, "create_ms",
+                          (json_int_t)(now_mono_ms() - op->started_ms)), &err);
+    sb->pooled = true;
+    sb->next = lb->sandboxes;
+    lb->sandboxes = sb;
+    sb->in_list = true;
+    local_watch_exit(sb);
+    free(op);
+    local_pool_filled(lb, sb);
+}
+
 static void create_finish(struct create_op *op)
 {
     struct lsbx *sb = op->sb;
     struct local_backend *lb = sb->be;
     struct mcp_error err;
     struct store_sandbox rec = {0};
+    if (op->pooled) {
+        pooled_finish(op);
+        return;
+    }
     if (store_sandbox_set_state(lb->base.store, sb->id, "running", &err) < 0 ||
         store_sandbox_get(lb->base.store, sb->id, &rec, &err) < 0) {
         create_fail(op, &err);
@@ -205,6 +240,7 @@ static void create_finish(struct create_op *op)
     local_event(lb->base.store, id, "created", ev, &err);
     json_decref(info);
     free(op);
+    local_pool_refill(lb); /* after the reply: off the critical path */
 }
 
 static void create_maybe_done(struct create_op *op)
@@ -237,7 +273,10 @@ static void create_fail(struct create_op *op, const struct mcp_error *e)
     local_event(lb->base.store, sb->id, "create_failed", json_pack("{s:s}", "error", e->msg),
                     &err);
     store_sandbox_delete(lb->base.store, sb->id, &err);
-    op->cb(op->arg, NULL, e);
+    if (op->pooled)
+        local_pool_fill_failed(lb, e);
+    else
+        op->cb(op->arg, NULL, e);
     lsbx_unref(sb);
     free(op);
 }
@@ -308,40 +347,48 @@ static void record_started(json_t *r, const struct spawn_result *res, uint32_t s
     json_object_set_new(r, "cgroups", cg_to_json(cg));
 }
 
-/* Record first (so a crash from here on is found by reconcile), then slot, directory, cgroups
- * and the child. */
-static int start(struct create_op *op, const struct sandbox_spec *spec, const struct cg_limits *lim,
-                 uint64_t disk, const char *image_dir, struct mcp_error *err)
+/* Record first (so a crash from here on is found by reconcile), then slot, directory and
+ * cgroups. rec->record stays the caller's. */
+static int start_record(struct create_op *op, const struct sandbox_spec *spec,
+                        const struct cg_limits *lim, uint64_t disk, struct store_sandbox *rec,
+                        struct mcp_error *err)
 {
     struct lsbx *sb = op->sb;
     struct local_backend *lb = sb->be;
     struct store *st = lb->base.store;
-    int64_t idle = spec->idle_timeout_seconds < 0 ? 0
-                   : spec->idle_timeout_seconds ? spec->idle_timeout_seconds : LOCAL_DEFAULT_IDLE_S;
-    struct store_sandbox rec = {.id = sb->id, .backend = (char *)"local",
-                                .owner = (char *)(spec->owner ? spec->owner : ""),
-                                .state = (char *)"creating", .created_at_ms = now_wall_ms(),
-                                .expires_at_ms = ttl_ms(spec->timeout_seconds),
-                                .idle_timeout_s = idle, .last_active_ms = now_wall_ms(),
-                                .record = make_record(spec, lim, disk)};
+    *rec = (struct store_sandbox){.id = sb->id, .backend = (char *)"local",
+                                  .owner = (char *)(spec->owner ? spec->owner : ""),
+                                  .state = (char *)(op->pooled ? LOCAL_POOL_STATE : "creating"),
+                                  .created_at_ms = now_wall_ms(),
+                                  .expires_at_ms = local_ttl_ms(spec->timeout_seconds),
+                                  .idle_timeout_s = local_idle_s(spec),
+                                  .last_active_ms = now_wall_ms(),
+                                  .record = local_make_record(spec, lim, disk)};
     snprintf(sb->dir, sizeof sb->dir, "%s/sandboxes/%s", lb->state_dir, sb->id);
-    json_object_set_new(rec.record, "cgroups", planned_cgroups(lb, sb->id));
-    uint32_t slot = 0;
-    struct spawn_result res;
-    int rc = store_sandbox_insert(st, &rec, err);
+    json_object_set_new(rec->record, "cgroups", planned_cgroups(lb, sb->id));
+    int rc = store_sandbox_insert(st, rec, err);
     if (rc == 0)
-        rc = store_slot_acquire(st, sb->id, LOCAL_MAX_SLOTS, &slot, err);
-    uint32_t base = LOCAL_UID_BASE + LOCAL_UID_RANGE * slot;
+        rc = store_slot_acquire(st, sb->id, LOCAL_MAX_SLOTS, &op->slot, err);
     if (rc == 0 && mkdir(sb->dir, 0700) < 0)
         rc = mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s", sb->dir);
     if (rc == 0)
         rc = op->pool_slot >= 0 ? cg_set_limits(&sb->cg, lim, err)
                                 : cg_create(&lb->cg, sb->id, lim, &sb->cg, err);
+    return rc;
+}
+
+static int start(struct create_op *op, const struct sandbox_spec *spec, const struct cg_limits *lim,
+                 uint64_t disk, const char *image_dir, struct mcp_error *err)
+{
+    struct store_sandbox rec;
+    struct spawn_result res;
+    int rc = start_record(op, spec, lim, disk, &rec, err);
+    uint32_t base = LOCAL_UID_BASE + LOCAL_UID_RANGE * op->slot;
     if (rc == 0)
         rc = spawn_child(op, spec, lim, disk, image_dir, base, &rec, &res, err);
     if (rc == 0) {
-        record_started(rec.record, &res, slot, base, &sb->cg);
-        rc = store_sandbox_update(st, &rec, err);
+        record_started(rec.record, &res, op->slot, base, &op->sb->cg);
+        rc = store_sandbox_update(op->sb->be->base.store, &rec, err);
     }
     json_decref(rec.record);
     return rc;
@@ -364,27 +411,59 @@ static int watch_startup(struct create_op *op, struct mcp_error *err)
     return uv_queue_work(lb->base.loop, &op->work, attach_work, attach_after) < 0 ? -1 : 0;
 }
 
-int local_create(struct backend *be, const struct sandbox_spec *spec, backend_cb *cb, void *arg,
-                 struct mcp_error *err)
+static struct create_op *create_op_new(struct local_backend *lb, backend_cb *cb, void *arg)
 {
-    struct local_backend *lb = (struct local_backend *)be;
+    struct create_op *op = xcalloc(1, sizeof *op);
+    op->started_ms = now_mono_ms();
+    op->cb = cb, op->arg = arg, op->err_fd = -1, op->release_fd = op->tree_fd = -1;
+    op->pool_slot = -1;
+    op->sb = xcalloc(1, sizeof *op->sb);
+    op->sb->be = lb, op->sb->refs = 1, op->sb->pidfd = -1, op->sb->oom_fd = -1;
+    return op;
+}
+
+/* A create that failed before its startup was watched: undo what was done. */
+static void create_abort(struct create_op *op)
+{
+    struct local_backend *lb = op->sb->be;
+    struct mcp_error e2;
+    if (op->pool_slot >= 0) /* failed before the spawn: the thread moves on */
+        local_spawner_spawn(lb->spawner, op->pool_slot, NULL, NULL, &e2);
+    if (op->err_fd >= 0)
+        close(op->err_fd);
+    if (op->release_fd >= 0) /* the child sees EOF and gives up */
+        close(op->release_fd);
+    if (op->tree_fd >= 0)
+        close(op->tree_fd);
+    if (op->sb->pidfd >= 0) {
+        syscall(SYS_pidfd_send_signal, op->sb->pidfd, SIGKILL, NULL, 0);
+        siginfo_t si;
+        syscall(SYS_waitid, P_PIDFD, op->sb->pidfd, &si, WEXITED, NULL);
+    }
+    local_release_resources(lb, op->sb->id, op->sb->dir, &op->sb->cg);
+    store_sandbox_delete(lb->base.store, op->sb->id, &e2);
+    lsbx_unref(op->sb);
+    free(op->agent_cfg);
+    free(op);
+}
+
+int local_create_cold(struct local_backend *lb, const struct sandbox_spec *spec, backend_cb *cb,
+                      void *arg, struct mcp_error *err)
+{
     struct cg_limits lim;
     uint64_t disk;
     char image_dir[LOCAL_PATH_MAX];
-    if (check_spec(spec, &lim, &disk, err) < 0 || resolve_image(lb, spec->image, image_dir, err) < 0)
+    if (local_spec_limits(spec, &lim, &disk, err) < 0 ||
+        resolve_image(lb, spec->image, image_dir, err) < 0)
         return -1;
     if (spec->network && local_pasta_path() == NULL)
         return mcp_error_set(err, MCP_ERR_UNSUPPORTED, ENOENT,
                              "network: true needs pasta, which is not installed (Debian/Ubuntu: "
                              "apt install passt); or create the sandbox without network");
-    struct create_op *op = xcalloc(1, sizeof *op);
-    op->started_ms = now_mono_ms();
-    op->cb = cb, op->arg = arg, op->err_fd = -1, op->release_fd = op->tree_fd = -1;
-    op->sb = xcalloc(1, sizeof *op->sb);
-    op->sb->be = lb, op->sb->refs = 1, op->sb->pidfd = -1, op->sb->oom_fd = -1;
+    struct create_op *op = create_op_new(lb, cb, arg);
     /* From the second create on: a one-shot process (the CLI's create) would only pay for
      * preparing sets it never uses. MCPBOX_LOCAL_SPAWNER=0: off, to compare (benchmarks). */
-    if (!lb->spawner_tried && lb->creates++ > 0) {
+    if (!lb->spawner_tried && lb->creates > 1) {
         const char *sw = getenv("MCPBOX_LOCAL_SPAWNER");
         lb->spawner_tried = true;
         lb->spawner = sw && strcmp(sw, "0") == 0 ? NULL : local_spawner_start(&lb->cg);
@@ -392,26 +471,99 @@ int local_create(struct backend *be, const struct sandbox_spec *spec, backend_cb
     op->pool_slot = local_spawner_take(lb->spawner, op->sb->id, &op->sb->cg);
     if (op->pool_slot < 0)
         random_id(op->sb->id, sizeof op->sb->id, "sbx-", 8);
-    struct mcp_error e2;
     if (start(op, spec, &lim, disk, image_dir, err) < 0 || watch_startup(op, err) < 0) {
-        if (op->pool_slot >= 0) /* failed before the spawn: the thread moves on */
-            local_spawner_spawn(lb->spawner, op->pool_slot, NULL, NULL, &e2);
-        if (op->err_fd >= 0)
-            close(op->err_fd);
-        if (op->release_fd >= 0) /* the child sees EOF and gives up */
-            close(op->release_fd);
-        if (op->tree_fd >= 0)
-            close(op->tree_fd);
-        if (op->sb->pidfd >= 0) {
-            syscall(SYS_pidfd_send_signal, op->sb->pidfd, SIGKILL, NULL, 0);
-            siginfo_t si;
-            syscall(SYS_waitid, P_PIDFD, op->sb->pidfd, &si, WEXITED, NULL);
-        }
-        local_release_resources(lb, op->sb->id, op->sb->dir, &op->sb->cg);
-        store_sandbox_delete(be->store, op->sb->id, &e2);
-        lsbx_unref(op->sb);
-        free(op);
+        create_abort(op);
         return -1;
+    }
+    return 0;
+}
+
+int local_create(struct backend *be, const struct sandbox_spec *spec, backend_cb *cb, void *arg,
+                 struct mcp_error *err)
+{
+    struct local_backend *lb = (struct local_backend *)be;
+    /* The pool, like the spawner, starts with the second create: a one-shot process (the
+     * CLI's create) never fills it. */
+    if (++lb->creates > 1 && lb->pool_size > 0)
+        lb->pool_started = true;
+    int taken = local_pool_take(lb, spec, cb, arg, err);
+    if (taken != 0)
+        return taken < 0 ? -1 : 0;
+    return local_create_cold(lb, spec, cb, arg, err);
+}
+
+/* ---- pooled creates: the pool's refills ------------------------------------------------------ */
+
+/* In a worker thread: the whole spawn, and the v1 attach, so the loop stays free. */
+static void pooled_spawn_work(uv_work_t *w)
+{
+    struct create_op *op = w->data;
+    op->attach_rc = local_spawn(&op->req, &op->res, &op->attach_err);
+    if (op->attach_rc == 0)
+        op->attach_rc = cg_attach_v1(&op->sb->cg, op->res.pid, &op->attach_err);
+    if (op->attach_rc == 0 && !op->res.in_cgroup_v2)
+        op->attach_rc = cg_attach_v2(&op->sb->cg, op->res.pid, &op->attach_err);
+}
+
+static void pooled_spawn_after(uv_work_t *w, int status)
+{
+    struct create_op *op = w->data;
+    struct lsbx *sb = op->sb;
+    struct mcp_error err;
+    if (op->res.pidfd >= 0)
+        sb->pidfd = op->res.pidfd, sb->pid = op->res.pid;
+    op->err_fd = op->res.err_fd;
+    int rc = op->attach_rc;
+    if (rc < 0)
+        mcp_error_copy(&err, &op->attach_err);
+    uint32_t base = LOCAL_UID_BASE + LOCAL_UID_RANGE * op->slot;
+    if (rc == 0) {
+        record_started(op->rec.record, &op->res, op->slot, base, &sb->cg);
+        rc = store_sandbox_update(sb->be->base.store, &op->rec, &err);
+    }
+    json_decref(op->rec.record);
+    op->rec.record = NULL;
+    free(op->agent_cfg);
+    op->agent_cfg = NULL;
+    op->v1_attached = true, op->attach_needed_v2 = false;
+    op->attach_done = true, op->attach_ms = now_mono_ms();
+    if (rc < 0 || watch_startup(op, &err) < 0) {
+        struct local_backend *lb = sb->be;
+        create_abort(op);
+        local_pool_fill_failed(lb, &err);
+    }
+}
+
+int local_create_pooled(struct local_backend *lb, struct mcp_error *err)
+{
+    /* The default spec; TTL and idle timeout of the pool until taken. */
+    struct sandbox_spec spec = {.owner = "", .timeout_seconds = lb->pool_ttl_s,
+                                .idle_timeout_seconds = -1};
+    struct cg_limits lim;
+    uint64_t disk;
+    if (local_spec_limits(&spec, &lim, &disk, err) < 0)
+        return -1;
+    struct create_op *op = create_op_new(lb, NULL, NULL);
+    op->pooled = true;
+    random_id(op->sb->id, sizeof op->sb->id, "sbx-", 8);
+    if (start_record(op, &spec, &lim, disk, &op->rec, err) < 0) {
+        json_decref(op->rec.record);
+        create_abort(op);
+        return -1;
+    }
+    op->agent_cfg = agent_config(&spec, op->rec.expires_at_ms, op->rec.idle_timeout_s);
+    op->req = (struct spawn_request){.id = op->sb->id, .dir = op->sb->dir,
+                                     .uid_base = LOCAL_UID_BASE + LOCAL_UID_RANGE * op->slot,
+                                     .disk_bytes = disk, .memory_bytes = lim.memory_bytes,
+                                     .pids = lim.pids, .agent_config = op->agent_cfg,
+                                     .agent_exe_fd = lb->agent_fd, .seccomp = &lb->seccomp,
+                                     .cg = &op->sb->cg};
+    op->res.pidfd = op->res.err_fd = op->res.release_fd = op->res.tree_fd = -1;
+    op->work.data = op;
+    if (uv_queue_work(lb->base.loop, &op->work, pooled_spawn_work, pooled_spawn_after) < 0) {
+        json_decref(op->rec.record);
+        create_abort(op);
+        return mcp_error_set(err, MCP_ERR_INTERNAL, 0, "cannot queue a pooled create");
     }
     return 0;
 }
@@ -421,7 +573,7 @@ int local_destroy(struct backend *be, const char *id, backend_cb *cb, void *arg,
 {
     struct local_backend *lb = (struct local_backend *)be;
     struct store_sandbox rec = {0};
-    if (store_sandbox_get(be->store, id, &rec, err) < 0)
+    if (local_record_get(be->store, id, &rec, err) < 0)
         return -1;
     struct lsbx *sb = lsbx_find(lb, id);
     if (sb && sb->destroying) {

@@ -168,8 +168,19 @@ int local_spawner_spawn(struct local_spawner *s, int slot, const struct spawn_re
                         struct spawn_result *res, struct mcp_error *err);
 void local_spawner_stop(struct local_spawner *s);
 
+/* The pool (local_pool.c): sandboxes pre-created for the default spec (image host, no network,
+ * default limits), taken by create; refilled in the background. */
+#define LOCAL_POOL_TTL_S 600 /* an untaken pooled sandbox ends itself after this */
+#define LOCAL_POOL_STATE "pooled"
+
 struct local_backend {
     struct backend base;
+    int pool_size;                 /* the target; 0 = off */
+    int64_t pool_ttl_s;            /* LOCAL_POOL_TTL_S (MCPBOX_LOCAL_POOL_TTL: tests) */
+    int pool_filling;              /* pooled creates in flight */
+    bool pool_started;             /* from the second create on */
+    bool closing;                  /* shutdown: no more refills */
+    struct lsbx *pool;             /* ready, untaken (linked by pool_next) */
     struct cg_host cg;
     struct local_spawner *spawner; /* NULL unless hybrid; started by the first create */
     bool spawner_tried;
@@ -204,11 +215,16 @@ struct lsbx {
     struct destroy_op *destroying;
     struct fwd *forwards;         /* host-side TCP forwarders (forward.c) */
     uint64_t touched_ms;          /* last store_sandbox_touch (monotonic) */
+    bool pooled;                  /* ready in the pool, not given to anyone yet */
+    struct lsbx *pool_next;
     int refs;
     struct lsbx *next;
 };
 
 struct lsbx *lsbx_find(struct local_backend *lb, const char *id);
+/* store_sandbox_get for the API: a pooled sandbox is NOT_FOUND (it is nobody's yet). */
+int local_record_get(struct store *st, const char *id, struct store_sandbox *rec,
+                     struct mcp_error *err);
 /* forward.c: the host port (127.0.0.1) relaying to 127.0.0.1:port inside the sandbox. */
 int local_forward(struct lsbx *sb, int port, struct mcp_error *err);
 void local_forwards_close(struct lsbx *sb);
@@ -264,6 +280,31 @@ int local_endpoint(struct backend *be, const char *id, int port, backend_cb *cb,
                    struct mcp_error *err);
 int local_diagnose(struct backend *be, const char *id, const char *what, backend_cb *cb,
                    void *arg, struct mcp_error *err);
+
+/* local_create.c: the create path, split so the pool can use it. */
+int local_create_cold(struct local_backend *lb, const struct sandbox_spec *spec, backend_cb *cb,
+                      void *arg, struct mcp_error *err);
+/* Starts one pooled create (spawned off the loop); local_pool_filled/_fill_failed end it. */
+int local_create_pooled(struct local_backend *lb, struct mcp_error *err);
+/* The record and agent config create computes for spec (shared with the pool's take). */
+int local_spec_limits(const struct sandbox_spec *spec, struct cg_limits *lim, uint64_t *disk,
+                      struct mcp_error *err);
+json_t *local_make_record(const struct sandbox_spec *spec, const struct cg_limits *lim,
+                          uint64_t disk);
+int64_t local_ttl_ms(int64_t seconds);
+int64_t local_idle_s(const struct sandbox_spec *spec);
+
+/* local_pool.c */
+/* 1: taken (cb called later), 0: not from the pool (spec not pooled, pool empty), -1: err. */
+int local_pool_take(struct local_backend *lb, const struct sandbox_spec *spec, backend_cb *cb,
+                    void *arg, struct mcp_error *err);
+void local_pool_refill(struct local_backend *lb);
+void local_pool_filled(struct local_backend *lb, struct lsbx *sb);
+void local_pool_fill_failed(struct local_backend *lb, const struct mcp_error *e);
+void local_pool_forget(struct lsbx *sb);  /* a pooled sandbox ended (its TTL, a kill) */
+void local_pool_drain(struct local_backend *lb); /* shutdown: destroy every untaken one */
+/* local_backend.c: SIGKILL a sandbox this process watches and clean up at once (synchronous). */
+void local_kill_now(struct lsbx *sb);
 
 /* Removes a dead sandbox's leftovers: cgroups, directory, uid slot (not the record). */
 void local_release_resources(struct local_backend *lb, const char *id, const char *dir,

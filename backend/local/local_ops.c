@@ -35,6 +35,8 @@ int local_list(struct backend *be, const char *owner, json_t *filter, backend_cb
     json_t *meta = json_object_get(filter, "metadata");
     json_t *items = json_array();
     for (size_t i = 0; i < n; i++) {
+        if (strcmp(list[i].state, LOCAL_POOL_STATE) == 0)
+            continue; /* nobody's yet */
         json_t *info = local_info(&list[i]);
         if ((state && strcmp(state, list[i].state) != 0) ||
             (json_is_object(meta) && !metadata_matches(info, meta)))
@@ -52,7 +54,7 @@ int local_list(struct backend *be, const char *owner, json_t *filter, backend_cb
 static json_t *info_with_usage(struct local_backend *lb, const char *id, struct mcp_error *err)
 {
     struct store_sandbox rec = {0};
-    if (store_sandbox_get(lb->base.store, id, &rec, err) < 0)
+    if (local_record_get(lb->base.store, id, &rec, err) < 0)
         return NULL;
     json_t *info = local_info(&rec);
     struct lsbx *sb = lsbx_find(lb, id);
@@ -269,7 +271,7 @@ int local_diagnose(struct backend *be, const char *id, const char *what, backend
         return mcp_error_set(err, MCP_ERR_INVALID, 0,
                              "what must be summary, logs, events or inspect");
     json_t *events = NULL;
-    if (store_sandbox_get(be->store, id, &rec, err) < 0 ||
+    if (local_record_get(be->store, id, &rec, err) < 0 ||
         store_event_list(be->store, id, DIAG_EVENTS_MAX, &events, err) < 0) {
         store_sandbox_release(&rec);
         return -1;

@@ -64,15 +64,38 @@ static bool harness_host_refuses(const char *state_dir)
     return refused;
 }
 
+/* The server's default pool unless MCPBOX_LOCAL_POOL says otherwise (0: off). */
+int harness_pool_size(void)
+{
+    const char *v = getenv("MCPBOX_LOCAL_POOL");
+    return v && *v ? atoi(v) : CONFIG_LOCAL_POOL_DEFAULT;
+}
+
+int harness_reopen_backend(struct harness *h, int pool)
+{
+    local_backend_free(h->be);
+    h->be = NULL;
+    uv_run(&h->loop, UV_RUN_NOWAIT); /* close callbacks */
+    struct mcp_config cfg = {.state_dir = h->state_dir, .local_enabled = true, .local_pool = pool};
+    h->be = local_backend_new(&h->loop, h->store, &cfg, &h->err);
+    return h->be ? 0 : -1;
+}
+
 int harness_open(struct harness *h)
 {
+    return harness_open_dir(h, NULL, harness_pool_size());
+}
+
+int harness_open_dir(struct harness *h, const char *dir, int pool)
+{
     memset(h, 0, sizeof(*h));
-    snprintf(h->state_dir, sizeof(h->state_dir), "/tmp/mbxt-XXXXXX");
-    if (mkdtemp(h->state_dir) == NULL || uv_loop_init(&h->loop) != 0)
+    snprintf(h->state_dir, sizeof(h->state_dir), "%s", dir ? dir : "/tmp/mbxt-XXXXXX");
+    if ((dir == NULL && mkdtemp(h->state_dir) == NULL) || uv_loop_init(&h->loop) != 0)
         return -1;
     if (harness_host_refuses(h->state_dir))
         return HARNESS_SKIP;
-    struct mcp_config cfg = {.state_dir = h->state_dir, .local_enabled = true};
+    struct mcp_config cfg = {.state_dir = h->state_dir, .local_enabled = true,
+                             .local_pool = pool};
     h->store = store_open(h->state_dir, &h->err);
     if (h->store == NULL) {
         fprintf(stderr, "store_open: %s\n", h->err.msg);

@@ -29,7 +29,13 @@ struct harness {
 /* Opens everything in a fresh state directory; returns 77 (skip, reason printed) if this host
  * cannot run local sandboxes, -1 on another failure, 0 on success. */
 int harness_open(struct harness *h);
+/* The same on an existing state directory (NULL: a fresh one), with this pool size. */
+int harness_open_dir(struct harness *h, const char *dir, int pool);
 void harness_close(struct harness *h); /* destroys nothing; removes the state dir if empty */
+/* The backend freed (which destroys its untaken pooled sandboxes) and opened again on the same
+ * store, as a restarted mcpbox would (reconcile runs); pool = its pool size. */
+int harness_reopen_backend(struct harness *h, int pool);
+int harness_pool_size(void); /* MCPBOX_LOCAL_POOL, else the server's default */
 
 /* Creates a sandbox (spec may be NULL for defaults); returns its id (malloc'd) or NULL. */
 char *harness_create(struct harness *h, const struct sandbox_spec *spec);
