@@ -149,6 +149,7 @@ typedef int backend_file_op_fn(struct backend *be, const char *sandbox_id, const
  *             memory_total_bytes|null, pids?, timestamp} (RFC 3339; null: not known)
  *
  * code_context(action, args) on a sandbox whose image has a code interpreter:
+ *   "create"    {language?}   -> {context_id, language} (a fresh context)
  *   "list"      {language?}   -> {contexts:[{context_id, language}]}
  *   "delete"    {context_id}  -> {context_id, deleted:true}
  *   "interrupt" {context_id}  -> {context_id, interrupted:true}

@@ -403,7 +403,14 @@ static void ctx_done(void *arg, struct osb_response *resp, const struct mcp_erro
         c->cb(c->arg, NULL, &e);
         return ctx_free(c);
     }
-    if (strcmp(c->action, "list") == 0) {
+    if (strcmp(c->action, "create") == 0) {
+        cleanup_json json_t *j = osb_resp_json(resp, "creating a code context", &e);
+        const char *id = json_string_value(json_object_get(j, "id"));
+        if (j != NULL && id == NULL)
+            mcp_error_set(&e, MCP_ERR_BACKEND, 0, "creating a code context: execd's answer has "
+                          "no \"id\"");
+        res = id ? json_pack("{s:s,s:s}", "context_id", id, "language", c->language) : NULL;
+    } else if (strcmp(c->action, "list") == 0) {
         cleanup_json json_t *j = osb_resp_json(resp, "listing code contexts", &e);
         if (j != NULL && !json_is_array(j))
             mcp_error_set(&e, MCP_ERR_BACKEND, 0, "listing code contexts: execd's answer is not "
@@ -429,6 +436,11 @@ static void ctx_with_endpoint(void *arg, const struct osb_endpoint *ep, const st
     }
     if (strcmp(c->action, "interrupt") == 0) {
         interrupt_request(c->b, ep, c->sid, c->ctx, ctx_done, c, &e, &ok);
+    } else if (strcmp(c->action, "create") == 0) {
+        cleanup_json json_t *body = json_pack("{s:s}", "language", c->language);
+        struct osb_call_opts o = {.method = "POST", .what = "creating a code context",
+                                  .sandbox_id = c->sid, .json = body, .retry = OSB_RETRY_SAFE};
+        ok = osb_execd_call(c->b, ep, "/code/context", &o, ctx_done, c, &e) != NULL;
     } else {
         cleanup_free char *q = osb_escape(c->ctx ? c->ctx : c->language);
         cleanup_free char *path = c->ctx ? xasprintf("/code/contexts/%s", q)
@@ -449,14 +461,14 @@ int osb_code_context(struct backend *be, const char *sandbox_id, const char *act
                      backend_cb *cb, void *arg, struct mcp_error *err)
 {
     struct osb_backend *b = osb_of(be);
-    bool list = strcmp(action, "list") == 0;
+    bool list = strcmp(action, "list") == 0 || strcmp(action, "create") == 0; /* no id */
     const char *ctx = json_string_value(json_object_get(args, "context_id"));
     const char *lang = json_string_value(json_object_get(args, "language"));
     if (osb_remote_id(sandbox_id, err) == NULL)
         return -1;
     if (!list && strcmp(action, "delete") != 0 && strcmp(action, "interrupt") != 0)
         return mcp_error_set(err, MCP_ERR_INVALID, 0, "unknown code context action \"%s\"; "
-                             "use list, delete or interrupt", action);
+                             "use create, list, delete or interrupt", action);
     if (!list && (ctx == NULL || *ctx == '\0'))
         return mcp_error_set(err, MCP_ERR_INVALID, 0, "action \"%s\" needs context_id (run_code "
                              "returns it; action \"list\" lists them)", action);

@@ -138,7 +138,7 @@ static void code_run(struct tool_job *job, json_t *args)
                                     TOOLS_MAX_WAIT_S) * 1000,
     };
     if (req.code == NULL) {
-        mcp_error_set(&err, MCP_ERR_INVALID, 0, "run_code needs code (or an action: list, "
+        mcp_error_set(&err, MCP_ERR_INVALID, 0, "run_code needs code (or an action: create, list, "
                       "delete, interrupt)");
         return tool_job_fail(job, &err);
     }

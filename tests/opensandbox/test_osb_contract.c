@@ -157,6 +157,58 @@ TEST(execd_requests)
     CALL(be->ops->destroy(be, MOCK_SANDBOX, osb_wait_cb, &w, E));
 }
 
+TEST(snapshot_requests)
+{
+    json_t *a = json_pack("{s:s,s:s}", "sandbox_id", MOCK_SANDBOX, "name", "checkpoint");
+    CALL(be->ops->snapshot(be, "local:uid:1", "create", a, osb_wait_cb, &w, E));
+    json_decref(a);
+    if (w.failed)
+        TEST_FAIL("snapshot create: %s", w.err.msg);
+    char snap[160];
+    snprintf(snap, sizeof(snap), "%s", json_string_value(json_object_get(w.result, "snapshot_id")));
+    a = json_pack("{s:s}", "sandbox_id", MOCK_SANDBOX); /* unnamed: body {} */
+    CALL(be->ops->snapshot(be, "local:uid:1", "create", a, osb_wait_cb, &w, E));
+    json_decref(a);
+    a = json_pack("{s:s,s:s}", "sandbox_id", MOCK_SANDBOX, "state", "ready");
+    CALL(be->ops->snapshot(be, "local:uid:1", "list", a, osb_wait_cb, &w, E));
+    json_decref(a);
+    if (w.failed)
+        TEST_FAIL("snapshot list: %s", w.err.msg);
+    a = json_pack("{s:s}", "snapshot_id", snap);
+    CALL(be->ops->snapshot(be, "local:uid:1", "delete", a, osb_wait_cb, &w, E));
+    json_decref(a);
+    struct sandbox_spec spec = {.owner = "local:uid:1", .snapshot_id = snap, .cpu = 0.5,
+                                .memory_bytes = 256u << 20, .timeout_seconds = 600};
+    CALL(be->ops->create(be, &spec, osb_wait_cb, &w, E));
+    if (w.failed)
+        TEST_FAIL("restore: %s", w.err.msg);
+}
+
+TEST(metrics_and_code_requests)
+{
+    CALL(be->ops->metrics(be, MOCK_SANDBOX, osb_wait_cb, &w, E));
+    if (w.failed)
+        TEST_FAIL("metrics: %s", w.err.msg);
+    struct code_request req = {.code = "print('hi')\n2+2", .language = "python",
+                               .timeout_ms = 30000};
+    struct exec_observer obs = {NULL, NULL, obs_done, &w};
+    CALL(be->ops->code_run(be, MOCK_SANDBOX, &req, &obs, E)); /* list, create?, run */
+    req.context_id = "session-abc123";
+    CALL(be->ops->code_run(be, MOCK_SANDBOX, &req, &obs, E));
+    json_t *a = json_pack("{s:s}", "language", "python");
+    CALL(be->ops->code_context(be, MOCK_SANDBOX, "create", a, osb_wait_cb, &w, E));
+    if (w.failed)
+        TEST_FAIL("code context create: %s", w.err.msg);
+    CALL(be->ops->code_context(be, MOCK_SANDBOX, "list", a, osb_wait_cb, &w, E));
+    json_decref(a);
+    if (w.failed)
+        TEST_FAIL("code contexts: %s", w.err.msg);
+    a = json_pack("{s:s}", "context_id", "session-abc123");
+    CALL(be->ops->code_context(be, MOCK_SANDBOX, "interrupt", a, osb_wait_cb, &w, E));
+    CALL(be->ops->code_context(be, MOCK_SANDBOX, "delete", a, osb_wait_cb, &w, E));
+    json_decref(a);
+}
+
 static int prism(const char *verb, int lp, int ep)
 {
     char cmd[8192];
@@ -201,6 +253,8 @@ int main(void)
     RUN(violations_are_detected);
     RUN(lifecycle_requests);
     RUN(execd_requests);
+    RUN(snapshot_requests);
+    RUN(metrics_and_code_requests);
     osb_wait_reset(&w);
     opensandbox_backend_free(be);
     uv_run(&loop, UV_RUN_NOWAIT);

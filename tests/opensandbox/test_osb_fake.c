@@ -1109,6 +1109,15 @@ static void code_timeout_and_contexts(const char *cid)
     run_release(&r);
     ctx_call(cid, "delete", json_object());
     EXPECT_ERR(&w, MCP_ERR_INVALID);
+    ctx_call(cid, "create", json_object()); /* a fresh context: nothing from before */
+    EXPECT_OK(&w);
+    struct code_request fresh = {.code = "'x' in globals()",
+                                 .context_id = jstr(w.result, "context_id")};
+    code_start(&r, cid, &fresh);
+    EXPECT_OK(&r.done);
+    ASSERT_STR_EQ(jstr(json_array_get(json_object_get(r.done.result, "results"), 0), "text"),
+                  "False");
+    run_release(&r);
 }
 
 TEST(code_interpreter)
