@@ -9,6 +9,8 @@ build_pkgs=(build-essential cmake pkg-config libjansson-dev libcurl4-openssl-dev
             libsqlite3-dev libseccomp-dev libhttp-parser-dev)
 run_pkgs=(passt)
 test_pkgs=(clang libclang-rt-14-dev python3 sqlite3 curl iproute2 procps util-linux graphviz groff-base bubblewrap)
+# tests/vm boots a kernel in qemu to test the local backend on pure cgroup v2 and v1 layouts.
+test_pkgs+=(qemu-system-x86 busybox-static)
 # Node.js may come from elsewhere than Debian (its own npm included): only ask apt when absent.
 if [ "${1:-}" = "--test" ] && ! command -v npm >/dev/null; then
     test_pkgs+=(nodejs npm)
@@ -37,6 +39,11 @@ if [ "${1:-}" = "--test" ]; then
         (cd "$here/tests/node" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
         touch "$here/tests/node/node_modules/.installed"
     fi
+fi
+
+# The kernel for tests/vm, unpacked into a cache directory (not installed on this host).
+if [ "${1:-}" = "--test" ]; then
+    "$here/tests/vm/fetch_kernel.sh" || echo "install-deps: no kernel for tests/vm (they will skip)" >&2
 fi
 
 # Prism, for the OpenSandbox contract tests against the official specs (only when ../shared, which
