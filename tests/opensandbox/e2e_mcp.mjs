@@ -135,6 +135,104 @@ await test('get_endpoint and diagnose_sandbox', async () => {
     await ok(conn, 'diagnose_sandbox', { sandbox_id: sid, what });
 });
 
+await test('snapshot_sandbox: create, list, restore with create_sandbox, delete', async () => {
+  await ok(conn, 'write_file', { sandbox_id: sid, path: 'keep.txt', content: 'v1' });
+  const c = await ok(conn, 'snapshot_sandbox', { action: 'create', sandbox_id: sid, name: 'before-v2' });
+  check(c.state === 'ready' && /^snap_/.test(c.snapshot_id) && c.name === 'before-v2' && c.sandbox_id === sid, JSON.stringify(c));
+  await ok(conn, 'write_file', { sandbox_id: sid, path: 'keep.txt', content: 'v2' });
+  const l = await ok(conn, 'snapshot_sandbox', { action: 'list', sandbox_id: sid, state: 'ready' });
+  check(l.snapshots.length === 1 && l.snapshots[0].snapshot_id === c.snapshot_id, JSON.stringify(l));
+  const r = await ok(conn, 'create_sandbox', { snapshot_id: c.snapshot_id }); // backend follows the snapshot
+  check(/^osb-/.test(r.sandbox_id) && r.state === 'running' && r.sandbox_id !== sid, JSON.stringify(r));
+  check((await ok(conn, 'read_file', { sandbox_id: r.sandbox_id, path: 'keep.txt' })).content === 'v1', 'restored content');
+  await ok(conn, 'destroy_sandbox', { sandbox_id: r.sandbox_id });
+  check((await ok(conn, 'snapshot_sandbox', { action: 'delete', snapshot_id: c.snapshot_id })).deleted === true, 'deleted');
+  await fails(conn, 'snapshot_sandbox', { action: 'delete', snapshot_id: c.snapshot_id }, /no snapshot.*list/);
+  await fails(conn, 'create_sandbox', { snapshot_id: c.snapshot_id }, /no snapshot/);
+  await fails(conn, 'snapshot_sandbox', { action: 'create' }, /needs sandbox_id/);
+  await fails(conn, 'snapshot_sandbox', { action: 'delete' }, /needs snapshot_id/);
+});
+
+await test('snapshot_sandbox errors: paused source, a runtime without snapshots', async () => {
+  await ok(conn, 'pause_sandbox', { sandbox_id: sid });
+  await fails(conn, 'snapshot_sandbox', { action: 'create', sandbox_id: sid }, /paused.*resume_sandbox/);
+  await ok(conn, 'resume_sandbox', { sandbox_id: sid });
+  await control(fake.port, '/_config', { snapshots: 'unsupported' });
+  await fails(conn, 'snapshot_sandbox', { action: 'create', sandbox_id: sid }, /cannot snapshot.*read_file/, 5000);
+  await control(fake.port, '/_reset', {});
+});
+
+await test('diagnose_sandbox what=metrics', async () => {
+  const m = await ok(conn, 'diagnose_sandbox', { sandbox_id: sid, what: 'metrics' });
+  check(m.what === 'metrics' && m.metrics.memory_used_bytes > 0 && m.metrics.cpu_count >= 1, JSON.stringify(m));
+  check(m.metrics.memory_total_bytes >= m.metrics.memory_used_bytes && typeof m.metrics.timestamp === 'string', JSON.stringify(m));
+});
+
+await test('run_code: default context keeps state, results, errors, progress, timeout', async () => {
+  const cs = await ok(conn, 'create_sandbox', { backend: 'opensandbox', image: 'opensandbox/code-interpreter:v1.0.1' });
+  const cid = cs.sandbox_id;
+  try {
+    const a = await ok(conn, 'run_code', { sandbox_id: cid, code: 'x = 20\nprint("hello")\nx + 1' });
+    check(a.status === 'ok' && a.stdout === 'hello\n' && a.results[0].text === '21' && a.execution_count === 1, JSON.stringify(a));
+    check(a.language === 'python' && a.error === null && a.context_id, JSON.stringify(a));
+    const b = await ok(conn, 'run_code', { sandbox_id: cid, code: 'x * 2' });
+    check(b.results[0].text === '40' && b.context_id === a.context_id, JSON.stringify(b));
+    const e = await ok(conn, 'run_code', { sandbox_id: cid, code: 'undefined_name' });
+    check(e.status === 'error' && e.error.name === 'NameError', JSON.stringify(e));
+    const progress = [];
+    const p = await ok(conn, 'run_code', { sandbox_id: cid, code: 'import time\nfor i in range(5):\n    print("step", i)\n    time.sleep(0.7)' },
+      { onprogress: (x) => progress.push(x), resetTimeoutOnProgress: true });
+    check(p.status === 'ok' && p.stdout.includes('step 4'), JSON.stringify(p));
+    check(progress.length >= 1 && /running code/.test(progress[0].message), JSON.stringify(progress));
+    const t0 = Date.now();
+    const t = await ok(conn, 'run_code', { sandbox_id: cid, code: 'import time\ntime.sleep(30)', timeout_seconds: 1 });
+    check(t.status === 'timed_out' && /timeout_seconds/.test(t.note) && Date.now() - t0 < 6000, JSON.stringify(t));
+    check((await ok(conn, 'run_code', { sandbox_id: cid, code: 'x' })).results[0].text === '20', 'state kept after the interrupt');
+  } finally {
+    await ok(conn, 'destroy_sandbox', { sandbox_id: cid });
+  }
+});
+
+await test('run_code: contexts (create, list, interrupt, delete) and cancellation interrupts', async () => {
+  const cs = await ok(conn, 'create_sandbox', { backend: 'opensandbox', image: 'opensandbox/code-interpreter:v1.0.1' });
+  const cid = cs.sandbox_id;
+  try {
+    const c = await ok(conn, 'run_code', { sandbox_id: cid, action: 'create', language: 'python' });
+    check(c.context_id && c.language === 'python', JSON.stringify(c));
+    const r = await ok(conn, 'run_code', { sandbox_id: cid, context_id: c.context_id, code: 'y = 5\ny' });
+    check(r.context_id === c.context_id && r.results[0].text === '5', JSON.stringify(r));
+    const l = await ok(conn, 'run_code', { sandbox_id: cid, action: 'list' });
+    check(l.contexts.some((x) => x.context_id === c.context_id), JSON.stringify(l));
+    check((await ok(conn, 'run_code', { sandbox_id: cid, action: 'interrupt', context_id: c.context_id })).interrupted === true, 'interrupt');
+    // a cancelled call interrupts its code: the context is free again at once
+    const ac = new AbortController();
+    const slow = call(conn, 'run_code', { sandbox_id: cid, context_id: c.context_id, code: 'import time\ntime.sleep(30)' }, { signal: ac.signal }).catch((e) => e);
+    await new Promise((ok2) => setTimeout(ok2, 700));
+    ac.abort();
+    await slow;
+    let after;
+    for (let i = 0; i < 20; i++) { // the interrupt reaches the kernel shortly after the cancel
+      after = await call(conn, 'run_code', { sandbox_id: cid, context_id: c.context_id, code: 'y + 1' });
+      if (!after.isError) break;
+      await new Promise((ok2) => setTimeout(ok2, 100));
+    }
+    check(!after.isError && after.structuredContent.results[0].text === '6', `after cancel: ${text(after)}`);
+    check((await ok(conn, 'run_code', { sandbox_id: cid, action: 'delete', context_id: c.context_id })).deleted === true, 'delete');
+    await fails(conn, 'run_code', { sandbox_id: cid, context_id: c.context_id, code: '1' }, /no code context/);
+    await fails(conn, 'run_code', { sandbox_id: cid, action: 'delete' }, /needs context_id/);
+    await fails(conn, 'run_code', { sandbox_id: cid }, /needs code/);
+  } finally {
+    await ok(conn, 'destroy_sandbox', { sandbox_id: cid });
+  }
+});
+
+await test('run_code on an image without Jupyter: a clear error within the deadline', async () => {
+  await fails(conn, 'run_code', { sandbox_id: sid, code: 'print(1)' }, /no code interpreter.*code-interpreter.*run_command/, 5000);
+  await control(fake.port, '/_config', { noJupyter: 'hang' });
+  await fails(conn, 'run_code', { sandbox_id: sid, code: 'print(1)' }, /no code interpreter.*did not answer/, 8000);
+  await control(fake.port, '/_reset', {});
+});
+
 await test('faults end in clear tool errors within their deadlines', async () => {
   await control(fake.port, '/_faults', [{ match: 'GET /v1/sandboxes/', kind: 'status', status: 500, message: 'database on fire' }]);
   await fails(conn, 'get_sandbox', { sandbox_id: sid }, /500.*database on fire/);
