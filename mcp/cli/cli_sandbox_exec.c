@@ -27,6 +27,7 @@
 struct cli_exec {
     struct cli_sandbox *c;
     char command_id[128];
+    int early_signal; /* caught before the command id was known: forwarded once it is */
     bool verbose;
     uv_signal_t sigint, sigterm;
     const char *sandbox_id;
@@ -45,14 +46,6 @@ static void write_all(int fd, const char *data, size_t len)
     }
 }
 
-static void exec_on_started(void *arg, const char *command_id)
-{
-    struct cli_exec *x = arg;
-    snprintf(x->command_id, sizeof(x->command_id), "%s", command_id);
-    if (x->verbose)
-        fprintf(stderr, "mcpbox: command %s started\n", command_id);
-}
-
 static void exec_on_output(void *arg, enum exec_stream stream, const char *data, size_t len)
 {
     write_all(stream == EXEC_STDERR ? STDERR_FILENO : STDOUT_FILENO, data, len);
@@ -65,16 +58,33 @@ static void exec_kill_cb(void *arg, json_t *result, const struct mcp_error *err)
         fprintf(stderr, "mcpbox: could not signal the command: %s\n", err->msg);
 }
 
-/* Ctrl-C / SIGTERM: pass the signal on to the command; its end ends us. */
+static void exec_forward(struct cli_exec *x, int signum)
+{
+    struct mcp_error err = {0};
+    if (x->c->be->ops->command_kill(x->c->be, x->sandbox_id, x->command_id, signum, exec_kill_cb,
+                                    x, &err) < 0)
+        fprintf(stderr, "mcpbox: could not signal the command: %s\n", err.msg);
+}
+
+/* Ctrl-C / SIGTERM: pass the signal on to the command; its end ends us. One that comes before
+ * the agent has named the command waits for the name (see exec_on_started). */
 static void exec_on_signal(uv_signal_t *h, int signum)
 {
     struct cli_exec *x = h->data;
-    struct mcp_error err = {0};
-    if (x->command_id[0] == '\0' ||
-        x->c->be->ops->command_kill(x->c->be, x->sandbox_id, x->command_id, signum,
-                                    exec_kill_cb, x, &err) < 0)
-        fprintf(stderr, "mcpbox: could not signal the command%s%s\n", err.msg[0] ? ": " : "",
-                err.msg);
+    if (x->command_id[0] == '\0')
+        x->early_signal = signum;
+    else
+        exec_forward(x, signum);
+}
+
+static void exec_on_started(void *arg, const char *command_id)
+{
+    struct cli_exec *x = arg;
+    snprintf(x->command_id, sizeof(x->command_id), "%s", command_id);
+    if (x->verbose)
+        fprintf(stderr, "mcpbox: command %s started\n", command_id);
+    if (x->early_signal != 0)
+        exec_forward(x, x->early_signal);
 }
 
 /* The exit status for a finished command, as a shell would give it. */
@@ -217,12 +227,10 @@ static int exec_run(struct cli_sandbox *c, struct exec_opts *o, const char *id)
                                 .arg = &x};
     struct exec_handle *h = NULL;
     cli_sandbox_op_reset(c);
-    if (c->be->ops->exec(c->be, id, &o->req, &obs, &h, &c->err) < 0) {
-        cli_sandbox_fail("exec", &c->err);
-        return CLI_EXIT_EXEC_FAILED;
-    }
+    /* Armed before the request goes out: from then on a Ctrl-C must reach the command, not
+     * end this process and leave the command running. */
     exec_signals(&x, true);
-    int r = cli_sandbox_wait(c);
+    int r = c->be->ops->exec(c->be, id, &o->req, &obs, &h, &c->err) < 0 ? -1 : cli_sandbox_wait(c);
     exec_signals(&x, false);
     uv_run(&c->loop, UV_RUN_NOWAIT); /* let the signal handles close while x is alive */
     if (r < 0) {
