@@ -674,6 +674,7 @@ void local_backend_free(struct backend *be)
 
 /* ---- vtable ---------------------------------------------------------------------------------- */
 
+int local_metrics(struct backend *, const char *, backend_cb *, void *, struct mcp_error *);
 const struct backend_ops local_ops = {
     .name = "local",
     .id_prefix = "sbx-",
@@ -694,4 +695,5 @@ const struct backend_ops local_ops = {
     .file_op = local_file_op,
     .endpoint = local_endpoint,
     .diagnose = local_diagnose,
+    .metrics = local_metrics,
 };
