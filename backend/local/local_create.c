@@ -486,6 +486,7 @@ int local_create(struct backend *be, const struct sandbox_spec *spec, backend_cb
      * CLI's create) never fills it. */
     if (++lb->creates > 1 && lb->pool_size > 0)
         lb->pool_started = true;
+    lb->last_create_ms = now_mono_ms();
     int taken = local_pool_take(lb, spec, cb, arg, err);
     if (taken != 0)
         return taken < 0 ? -1 : 0;

@@ -172,6 +172,10 @@ void local_spawner_stop(struct local_spawner *s);
  * default limits), taken by create; refilled in the background. */
 #define LOCAL_POOL_TTL_S 600 /* an untaken pooled sandbox ends itself after this */
 #define LOCAL_POOL_STATE "pooled"
+/* A refill starts once no create has begun for this long: creates that come back to back get
+ * the CPU to themselves (no refill racing them), and a create's first exec, which usually
+ * follows within milliseconds, does not share it with a refill either. */
+#define LOCAL_POOL_REFILL_IDLE_MS 50
 
 struct local_backend {
     struct backend base;
@@ -181,6 +185,8 @@ struct local_backend {
     bool pool_started;             /* from the second create on */
     bool closing;                  /* shutdown: no more refills */
     struct lsbx *pool;             /* ready, untaken (linked by pool_next) */
+    uv_timer_t *pool_timer;        /* the deferred refill (own allocation: closed at free) */
+    uint64_t last_create_ms;       /* monotonic: when the last create began */
     struct cg_host cg;
     struct local_spawner *spawner; /* NULL unless hybrid; started by the first create */
     bool spawner_tried;

@@ -4,7 +4,9 @@
  *   floor        fork + execve /bin/true + waitpid
  *   unshare      unshare -U -r -p -f -m -n -u -i -C --mount-proc /bin/true
  *   bwrap        bwrap with equivalent options and mcpbox's own seccomp filter (if installed)
- *   create+exec  mcpbox: create a sandbox and run /bin/true in it (destroy untimed)
+ *   create+exec  mcpbox: create a sandbox and run /bin/true in it (destroy untimed), from the
+ *                pool (the default configuration) and cold (pool off), and sustained: several
+ *                back to back, faster than the pool refills
  *   create       mcpbox: create alone (how create + first exec splits)
  *   exec-live    mcpbox: run /bin/true in a sandbox that is already running
  *
@@ -39,6 +41,7 @@ extern char **environ;
 
 #define BWRAP_SECCOMP_FD 10
 #define WARMUP_ROUNDS 5
+#define LOOP_TURNS 3 /* non-blocking loop turns between samples */
 
 static double now_us(void)
 {
@@ -120,47 +123,98 @@ static int bwrap_setup(struct bench *b)
 
 /* ---- the mcpbox modes -------------------------------------------------------------------- */
 
-static int exec_true(struct bench *b, const char *id)
+static int exec_true(struct harness *h, const char *id)
 {
     struct harness_exec x;
-    int rc = harness_exec(&b->h, id, "/bin/true", &x);
+    int rc = harness_exec(h, id, "/bin/true", &x);
     rc = rc == 0 && x.exit_code == 0 ? 0 : -1;
     harness_exec_release(&x);
     return rc;
 }
 
-static int mode_create_exec(struct bench *b)
+static void pend_destroy(struct bench *b, struct harness *h, char *id)
+{
+    b->pending_h = h;
+    if (id != NULL && b->n_pending < SUSTAINED_BURST)
+        b->pending[b->n_pending++] = id;
+}
+
+/* create + first exec on h; the split is recorded in the current mode. */
+static int create_exec_on(struct bench *b, struct harness *h, double *out_us)
 {
     double t0 = now_us();
-    char *id = harness_create(&b->h, NULL);
+    char *id = harness_create(h, NULL);
     double t1 = now_us();
-    int rc = id != NULL ? exec_true(b, id) : -1;
-    b->pending_destroy = id; /* destroyed after the clock stops */
-    if (rc == 0 && b->n_split < b->iterations) { /* warm-up rounds overwrite slot 0 */
-        b->split_create[b->n_split] = t1 - t0;
-        b->split_exec[b->n_split] = now_us() - t1;
+    int rc = id != NULL ? exec_true(h, id) : -1;
+    double t2 = now_us();
+    pend_destroy(b, h, id); /* destroyed after the clock stops */
+    struct bench_mode *m = b->cur;
+    if (rc == 0 && !b->warmup && m->n_split < b->iterations * SUSTAINED_BURST) {
+        m->split_create[m->n_split] = t1 - t0;
+        m->split_exec[m->n_split++] = t2 - t1;
+    }
+    if (out_us)
+        *out_us = t2 - t0;
+    return rc;
+}
+
+static int mode_create_exec_pooled(struct bench *b)
+{
+    return create_exec_on(b, &b->h, NULL);
+}
+
+static int mode_create_exec_cold(struct bench *b)
+{
+    return create_exec_on(b, &b->cold, NULL);
+}
+
+/* SUSTAINED_BURST creates + first execs back to back on the pooled backend: more than the pool
+ * holds, with no pause for it to refill; each one is a sample. */
+static int mode_sustained(struct bench *b)
+{
+    int rc = 0;
+    for (int i = 0; i < SUSTAINED_BURST; i++) {
+        double us;
+        if (create_exec_on(b, &b->h, &us) < 0)
+            rc = -1;
+        else if (!b->warmup)
+            b->cur->samples[b->cur->n++] = us;
     }
     return rc;
 }
 
 /* create alone, to split create + first exec into its two parts */
-static int mode_create(struct bench *b)
+static int mode_create_pooled(struct bench *b)
 {
-    b->pending_destroy = harness_create(&b->h, NULL);
-    return b->pending_destroy != NULL ? 0 : -1;
+    char *id = harness_create(&b->h, NULL);
+    pend_destroy(b, &b->h, id);
+    return id != NULL ? 0 : -1;
+}
+
+static int mode_create_cold(struct bench *b)
+{
+    char *id = harness_create(&b->cold, NULL);
+    pend_destroy(b, &b->cold, id);
+    return id != NULL ? 0 : -1;
 }
 
 static int mode_exec_live(struct bench *b)
 {
-    return exec_true(b, b->live_id);
+    return exec_true(&b->h, b->live_id);
 }
 
+/* Untimed: destroys what the sample made, then lets both backends' loops turn once, as a
+ * server's loop would between requests (the pool's refill progresses there). */
 static void after_sample(struct bench *b)
 {
-    if (b->pending_destroy != NULL) {
-        harness_destroy(&b->h, b->pending_destroy);
-        free(b->pending_destroy);
-        b->pending_destroy = NULL;
+    for (int i = 0; i < b->n_pending; i++) {
+        harness_destroy(b->pending_h, b->pending[i]);
+        free(b->pending[i]);
+    }
+    b->n_pending = 0;
+    for (int i = 0; i < LOOP_TURNS; i++) {
+        uv_run(&b->h.loop, UV_RUN_NOWAIT);
+        uv_run(&b->cold.loop, UV_RUN_NOWAIT);
     }
 }
 
@@ -169,19 +223,19 @@ static void after_sample(struct bench *b)
 static void run_modes(struct bench *b, struct bench_mode *modes, size_t nmodes)
 {
     for (int round = -WARMUP_ROUNDS; round < b->iterations; round++) {
+        b->warmup = round < 0;
         for (size_t m = 0; m < nmodes; m++) {
             if (!modes[m].enabled)
                 continue;
+            b->cur = &modes[m];
             double t0 = now_us();
             int rc = modes[m].fn(b);
             double dt = now_us() - t0;
             after_sample(b);
             if (rc < 0)
                 modes[m].failures++;
-            else if (round >= 0)
+            else if (round >= 0 && !modes[m].self_timed)
                 modes[m].samples[modes[m].n++] = dt;
-            if (round >= 0 && rc == 0 && modes[m].fn == mode_create_exec)
-                b->n_split++;
         }
     }
 }
@@ -203,6 +257,22 @@ static void print_header(const struct bench *b)
            u.release, cpus, load, b->iterations, WARMUP_ROUNDS);
 }
 
+static int open_backends(struct bench *b)
+{
+    b->pool = harness_pool_size();
+    int rc = harness_open_dir(&b->h, NULL, b->pool);
+    if (rc == 0)
+        rc = harness_open_dir(&b->cold, NULL, 0);
+    if (rc != 0)
+        return rc == 77 ? 77 : 1;
+    b->live_id = harness_create(&b->h, NULL);
+    if (b->live_id == NULL) {
+        fprintf(stderr, "create: %s\n", b->h.err.msg);
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     xalloc_install();
@@ -213,40 +283,55 @@ int main(int argc, char **argv)
     getrlimit(RLIMIT_NOFILE, &rl);
     rl.rlim_cur = rl.rlim_max; /* every live sandbox holds a few descriptors */
     setrlimit(RLIMIT_NOFILE, &rl);
-    int rc = harness_open(&b.h);
+    int rc = open_backends(&b);
     if (rc != 0) {
         harness_close(&b.h);
-        return rc == 77 ? 77 : 1;
+        harness_close(&b.cold);
+        return rc;
     }
-    b.live_id = harness_create(&b.h, NULL);
-    if (b.live_id == NULL) {
-        fprintf(stderr, "create: %s\n", b.h.err.msg);
-        harness_close(&b.h);
-        return 1;
-    }
-    struct bench_mode modes[] = {
-        {"fork+exec /bin/true (floor)", mode_floor, true, NULL, 0, 0},
-        {"unshare -U -r -p -f -m -n -u -i -C --mount-proc", mode_unshare, true, NULL, 0, 0},
-        {"bwrap, equivalent options + mcpbox's seccomp BPF", mode_bwrap, bwrap_setup(&b) == 0, NULL, 0, 0},
-        {"mcpbox create + first exec", mode_create_exec, true, NULL, 0, 0},
-        {"mcpbox create alone (part of the above)", mode_create, true, NULL, 0, 0},
-        {"mcpbox exec in a live sandbox", mode_exec_live, true, NULL, 0, 0},
+    char pooled_name[96], cold_name[96], sustained_name[160];
+    snprintf(pooled_name, sizeof(pooled_name), "mcpbox create + first exec, pooled (pool of %d)",
+             b.pool);
+    snprintf(cold_name, sizeof(cold_name), "mcpbox create + first exec, cold (pool off)");
+    snprintf(sustained_name, sizeof(sustained_name),
+             "mcpbox create + first exec, sustained: %d back to back (pool of %d)",
+             SUSTAINED_BURST, b.pool);
+    bool bwrap_ok = bwrap_setup(&b) == 0;
+    struct bench_mode modes[BM_COUNT] = {
+        [BM_FLOOR] = {.name = "fork+exec /bin/true (floor)", .fn = mode_floor},
+        [BM_UNSHARE] = {.name = "unshare -U -r -p -f -m -n -u -i -C --mount-proc",
+                        .fn = mode_unshare},
+        [BM_BWRAP] = {.name = "bwrap, equivalent options + mcpbox's seccomp BPF",
+                      .fn = mode_bwrap},
+        [BM_POOLED] = {.name = pooled_name, .fn = mode_create_exec_pooled},
+        [BM_COLD] = {.name = cold_name, .fn = mode_create_exec_cold},
+        [BM_SUSTAINED] = {.name = sustained_name, .fn = mode_sustained, .self_timed = true},
+        [BM_ALONE_POOLED] = {.name = "mcpbox create alone, pooled", .fn = mode_create_pooled},
+        [BM_ALONE_COLD] = {.name = "mcpbox create alone, cold", .fn = mode_create_cold},
+        [BM_LIVE] = {.name = "mcpbox exec in a live sandbox", .fn = mode_exec_live},
     };
     for (size_t m = 0; m < ARRAY_SIZE(modes); m++)
-        modes[m].samples = xcalloc((size_t)b.iterations, sizeof(double));
-    b.split_create = xcalloc((size_t)b.iterations, sizeof(double));
-    b.split_exec = xcalloc((size_t)b.iterations, sizeof(double));
+        modes[m].enabled = m != BM_BWRAP || bwrap_ok;
+    size_t per_mode = (size_t)b.iterations * SUSTAINED_BURST;
+    for (size_t m = 0; m < ARRAY_SIZE(modes); m++) {
+        modes[m].samples = xcalloc(per_mode, sizeof(double));
+        modes[m].split_create = xcalloc(per_mode, sizeof(double));
+        modes[m].split_exec = xcalloc(per_mode, sizeof(double));
+    }
     print_header(&b);
     run_modes(&b, modes, ARRAY_SIZE(modes));
     bench_print_latency(&b, modes, ARRAY_SIZE(modes));
     harness_destroy(&b.h, b.live_id);
     free(b.live_id);
-    free(b.split_create);
-    free(b.split_exec);
     bench_memory(&b);
-    bench_scale(&b);
-    for (size_t m = 0; m < ARRAY_SIZE(modes); m++)
+    bench_scale(&b, &b.h, pooled_name + strlen("mcpbox create + first exec, "));
+    bench_scale(&b, &b.cold, "cold (pool off)");
+    for (size_t m = 0; m < ARRAY_SIZE(modes); m++) {
         free(modes[m].samples);
+        free(modes[m].split_create);
+        free(modes[m].split_exec);
+    }
     harness_close(&b.h);
+    harness_close(&b.cold);
     return 0;
 }

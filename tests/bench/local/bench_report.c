@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "bench_local.h"
+#include "mcp/base/cleanup.h"
 #include "mcp/base/xalloc.h"
 #include "mcp/store/store.h"
 
@@ -46,6 +47,11 @@ double bench_percentile(double *v, int n, double p)
     return v[i < n ? i : n - 1];
 }
 
+static double ratio(struct bench_mode *modes, enum bench_mode_id m, double base)
+{
+    return base > 0 ? bench_percentile(modes[m].samples, modes[m].n, 50) / base : 0;
+}
+
 void bench_print_latency(struct bench *b, struct bench_mode *modes, size_t n)
 {
     double floor50 = bench_percentile(modes[0].samples, modes[0].n, 50);
@@ -65,17 +71,23 @@ void bench_print_latency(struct bench *b, struct bench_mode *modes, size_t n)
                bench_percentile(md->samples, md->n, 90), bench_percentile(md->samples, md->n, 99),
                md->n ? sum / md->n : 0, floor50 > 0 ? p50 / floor50 : 0, md->failures);
     }
-    double unshare50 = bench_percentile(modes[1].samples, modes[1].n, 50);
-    double create50 = bench_percentile(modes[3].samples, modes[3].n, 50);
-    double live50 = bench_percentile(modes[n - 1].samples, modes[n - 1].n, 50);
-    double alone50 = bench_percentile(modes[4].samples, modes[4].n, 50);
-    double split_c50 = bench_percentile(b->split_create, b->n_split, 50);
-    double split_e50 = bench_percentile(b->split_exec, b->n_split, 50);
-    printf("\nRatios (p50): create+first exec / unshare = %.2f; exec in a live sandbox / floor "
-           "= %.2f. Split of create+first exec, timed inside that mode (p50): create %.0f us, "
-           "first exec %.0f us (create alone, its own mode: %.0f us; a later exec: %.0f us).\n\n",
-           unshare50 > 0 ? create50 / unshare50 : 0, floor50 > 0 ? live50 / floor50 : 0,
-           split_c50, split_e50, alone50, live50);
+    double unshare50 = bench_percentile(modes[BM_UNSHARE].samples, modes[BM_UNSHARE].n, 50);
+    double live50 = bench_percentile(modes[BM_LIVE].samples, modes[BM_LIVE].n, 50);
+    printf("\nRatios (p50) to the `unshare` CLI: create + first exec pooled %.2f, cold %.2f, "
+           "sustained %.2f; exec in a live sandbox / floor = %.2f.\n",
+           ratio(modes, BM_POOLED, unshare50), ratio(modes, BM_COLD, unshare50),
+           ratio(modes, BM_SUSTAINED, unshare50), floor50 > 0 ? live50 / floor50 : 0);
+    static const enum bench_mode_id split_modes[] = {BM_POOLED, BM_COLD, BM_SUSTAINED};
+    printf("Split of create + first exec, timed inside each mode (p50 create / first exec, us):");
+    for (size_t i = 0; i < ARRAY_SIZE(split_modes); i++) {
+        struct bench_mode *md = &modes[split_modes[i]];
+        printf("%s %s %.0f / %.0f", i ? ";" : "", i == 0 ? "pooled" : i == 1 ? "cold" : "sustained",
+               bench_percentile(md->split_create, md->n_split, 50),
+               bench_percentile(md->split_exec, md->n_split, 50));
+    }
+    printf(". Sustained create alone p50 / p99: %.0f / %.0f us.\n\n",
+           bench_percentile(modes[BM_SUSTAINED].split_create, modes[BM_SUSTAINED].n_split, 50),
+           bench_percentile(modes[BM_SUSTAINED].split_create, modes[BM_SUSTAINED].n_split, 99));
     fflush(stdout);
 }
 
@@ -136,11 +148,11 @@ static long cgroup_usage_kb(int pid)
     return v;
 }
 
-static int init_pid_of(struct bench *b, const char *id)
+static int init_pid_of(struct harness *h, const char *id)
 {
     struct store_sandbox rec;
     struct mcp_error err;
-    if (store_sandbox_get(b->h.store, id, &rec, &err) < 0)
+    if (store_sandbox_get(h->store, id, &rec, &err) < 0)
         return -1;
     int pid = (int)json_integer_value(json_object_get(rec.record, "init_pid"));
     store_sandbox_release(&rec);
@@ -158,6 +170,8 @@ static void memory_report(double *rss, double *cg, int n, long avail_drop_kb)
            n ? (double)avail_drop_kb / n : 0);
 }
 
+/* On the pool-off backend, so that refills do not blur the MemAvailable figure (an idle pooled
+ * sandbox is the same sandbox). */
 void bench_memory(struct bench *b)
 {
     char **ids = xcalloc((size_t)b->idle, sizeof(char *));
@@ -166,18 +180,18 @@ void bench_memory(struct bench *b)
     long avail0 = meminfo_kb("MemAvailable");
     int n = 0;
     for (; n < b->idle; n++)
-        if ((ids[n] = harness_create(&b->h, NULL)) == NULL)
+        if ((ids[n] = harness_create(&b->cold, NULL)) == NULL)
             break;
     usleep(IDLE_SETTLE_US);
     long avail1 = meminfo_kb("MemAvailable");
     for (int i = 0; i < n; i++) {
-        int pid = init_pid_of(b, ids[i]);
+        int pid = init_pid_of(&b->cold, ids[i]);
         rss[i] = (double)proc_rss_kb(pid);
         cg[i] = (double)cgroup_usage_kb(pid);
     }
     memory_report(rss, cg, n, avail0 - avail1);
     for (int i = 0; i < n; i++) {
-        harness_destroy(&b->h, ids[i]);
+        harness_destroy(&b->cold, ids[i]);
         free(ids[i]);
     }
     free(ids);
@@ -194,7 +208,7 @@ static double mono_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-void bench_scale(struct bench *b)
+void bench_scale(struct bench *b, struct harness *h, const char *label)
 {
     char **ids = xcalloc((size_t)b->live, sizeof(char *));
     double *lat = xcalloc((size_t)b->live, sizeof(double));
@@ -203,8 +217,8 @@ void bench_scale(struct bench *b)
     double t0 = mono_ms();
     for (; n < b->live; n++) {
         double t = mono_ms();
-        if ((ids[n] = harness_create(&b->h, NULL)) == NULL) {
-            fprintf(stderr, "create #%d failed: %s\n", n + 1, b->h.err.msg);
+        if ((ids[n] = harness_create(h, NULL)) == NULL) {
+            fprintf(stderr, "create #%d failed: %s\n", n + 1, h->err.msg);
             break;
         }
         lat[n] = mono_ms() - t;
@@ -212,19 +226,19 @@ void bench_scale(struct bench *b)
     double total = mono_ms() - t0;
     long avail1 = meminfo_kb("MemAvailable");
     struct harness_exec x;
-    bool alive = n > 0 && harness_exec(&b->h, ids[0], "echo alive", &x) == 0 && x.exit_code == 0;
+    bool alive = n > 0 && harness_exec(h, ids[0], "echo alive", &x) == 0 && x.exit_code == 0;
     if (n > 0)
         harness_exec_release(&x);
     double td = mono_ms();
     for (int i = 0; i < n; i++) {
-        harness_destroy(&b->h, ids[i]);
+        harness_destroy(h, ids[i]);
         free(ids[i]);
     }
     double destroy = mono_ms() - td;
-    printf("%d of %d sandboxes alive at once: create p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max "
+    printf("%s: %d of %d sandboxes alive at once: create p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max "
            "%.1f ms (all %d in %.1f s); the first still ran a command at the end: %s; host "
            "MemAvailable dropped %.0f MiB (%.0f KiB each); destroying all took %.1f s.\n",
-           n, b->live, bench_percentile(lat, n, 50), bench_percentile(lat, n, 90),
+           label, n, b->live, bench_percentile(lat, n, 50), bench_percentile(lat, n, 90),
            bench_percentile(lat, n, 99), bench_percentile(lat, n, 100), n, total / 1000,
            alive ? "yes" : "NO", (double)(avail0 - avail1) / 1024,
            n ? (double)(avail0 - avail1) / n : 0, destroy / 1000);
