@@ -238,6 +238,13 @@ const cases = [
         check(typeof e.url === 'string' && e.url.length > 0, JSON.stringify(e));
         for (const what of ['summary', 'events', 'logs', 'inspect'])
             await ok(A, 'diagnose_sandbox', { sandbox_id: id, what });
+        // metrics from the sandbox's cgroups, CPU sampled while a busy loop runs in it
+        const busy = await ok(A, 'run_command', { sandbox_id: id, command: 'i=0; while [ $i -lt 3000000 ]; do i=$((i+1)); done', background: true });
+        const m = (await ok(A, 'diagnose_sandbox', { sandbox_id: id, what: 'metrics' })).metrics;
+        check(m.sandbox_id === id && m.memory_used_bytes > 0 && m.pids >= 1 && m.cpu_count > 0, JSON.stringify(m));
+        check(m.memory_total_bytes === null || m.memory_total_bytes >= m.memory_used_bytes, JSON.stringify(m));
+        check(m.cpu_used_pct === null || (m.cpu_used_pct > 0 && m.cpu_used_pct <= 110), `busy cpu ${JSON.stringify(m)}`);
+        await ok(A, 'kill_command', { sandbox_id: id, command_id: busy.command_id });
         const d = await ok(A, 'doctor', {});
         check(d.ok === true && d.checks.length > 0, 'this host passed create, so doctor agrees');
     }],
