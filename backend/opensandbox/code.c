@@ -46,8 +46,7 @@ static void code_error(const struct code_run *r, const struct mcp_error *err,
 {
     mcp_error_copy(out, err);
     bool no_kernel = err->code == MCP_ERR_TIMEOUT || err->code == MCP_ERR_UNSUPPORTED ||
-                     strcasestr(err->msg, "jupyter") != NULL ||
-                     strcasestr(err->msg, "kernel") != NULL;
+                     strcasestr(err->msg, "jupyter") != NULL;
     if (strcasestr(err->msg, "context not found") != NULL || strstr(err->msg, "CONTEXT_NOT_FOUND"))
         mcp_error_set(out, MCP_ERR_NOT_FOUND, 0, "no code context %s in sandbox %s; leave "
                       "context_id out (a default one is made) or call run_code with action "
