@@ -218,6 +218,65 @@ TEST(error_mapping)
     ASSERT_CONTAINS(e.msg, "***");
 }
 
+TEST(snapshot_error_mapping)
+{
+    struct mcp_error e;
+    map(501, "{\"code\":\"SNAPSHOT::NOT_IMPLEMENTED\",\"message\":\"k8s cannot\"}", false, &e);
+    ASSERT_EQ(e.code, MCP_ERR_UNSUPPORTED);
+    ASSERT_CONTAINS(e.msg, "cannot snapshot");
+    ASSERT_CONTAINS(e.msg, "read_file");
+    map(409, "{\"code\":\"SNAPSHOT::INVALID_SOURCE_STATE\",\"message\":\"paused\"}", false, &e);
+    ASSERT_EQ(e.code, MCP_ERR_CONFLICT);
+    ASSERT_CONTAINS(e.msg, "resume_sandbox");
+    map(409, "{\"code\":\"SNAPSHOT::INVALID_STATE\",\"message\":\"creating\"}", false, &e);
+    ASSERT_EQ(e.code, MCP_ERR_CONFLICT);
+    ASSERT_CONTAINS(e.msg, "still being created");
+    map(404, "{\"code\":\"SNAPSHOT::NOT_FOUND\",\"message\":\"gone\"}", false, &e);
+    ASSERT_EQ(e.code, MCP_ERR_NOT_FOUND);
+    ASSERT_CONTAINS(e.msg, "snapshot_sandbox");
+    ASSERT(strstr(e.msg, "list_sandboxes") == NULL); /* not mistaken for a lost sandbox */
+}
+
+TEST(snapshot_and_metrics_shapes)
+{
+    json_t *remote = json_loads("{\"id\":\"snap_1\",\"sandboxId\":\"abc\",\"status\":{\"state\":"
+                                "\"Failed\",\"reason\":\"snapshot_capture_failed\",\"message\":"
+                                "\"disk\"},\"createdAt\":\"2026-01-02T03:04:05.123456Z\"}",
+                                0, NULL);
+    json_t *info = osb_snapshot_info(remote);
+    ASSERT_STR_EQ(json_string_value(json_object_get(info, "snapshot_id")), "snap_1");
+    ASSERT_STR_EQ(json_string_value(json_object_get(info, "sandbox_id")), "osb-abc");
+    ASSERT_STR_EQ(json_string_value(json_object_get(info, "state")), "failed");
+    ASSERT_STR_EQ(json_string_value(json_object_get(info, "reason")), "snapshot_capture_failed");
+    ASSERT_STR_EQ(json_string_value(json_object_get(info, "created_at")),
+                  "2026-01-02T03:04:05.123Z");
+    ASSERT(json_is_null(json_object_get(info, "name")));
+    json_decref(info);
+    json_decref(remote);
+    struct mcp_error e;
+    ASSERT_EQ(osb_snapshot_id_check("snap_0-1.a", &e), 0);
+    ASSERT_EQ(osb_snapshot_id_check("../etc", &e), -1);
+    ASSERT_EQ(osb_snapshot_id_check("a/b", &e), -1);
+    ASSERT_EQ(osb_snapshot_id_check("", &e), -1);
+
+    json_t *m = json_loads("{\"cpu_count\":4.0,\"cpu_used_pct\":45.5,\"mem_total_mib\":8192.0,"
+                           "\"mem_used_mib\":1.5,\"timestamp\":1700000000000}", 0, NULL);
+    json_t *out = osb_metrics_info("osb-x", m);
+    ASSERT_EQ(json_integer_value(json_object_get(out, "cpu_count")), 4);
+    ASSERT(json_real_value(json_object_get(out, "cpu_used_pct")) == 45.5);
+    ASSERT_EQ(json_integer_value(json_object_get(out, "memory_total_bytes")), 8192LL << 20);
+    ASSERT_EQ(json_integer_value(json_object_get(out, "memory_used_bytes")), 3LL << 19);
+    ASSERT_STR_EQ(json_string_value(json_object_get(out, "timestamp")), "2023-11-14T22:13:20.000Z");
+    json_decref(out);
+    json_decref(m);
+    m = json_loads("{\"mem_used_mib\":2}", 0, NULL); /* missing figures are null, not 0 */
+    out = osb_metrics_info("osb-x", m);
+    ASSERT(json_is_null(json_object_get(out, "cpu_count")));
+    ASSERT(json_is_null(json_object_get(out, "memory_total_bytes")));
+    json_decref(out);
+    json_decref(m);
+}
+
 TEST(json_text_sanitises)
 {
     json_t *j = osb_json_text("ok\xff\xc3(\0z", 7);
@@ -290,6 +349,8 @@ int main(void)
     RUN(remote_ids);
     RUN(command_body);
     RUN(error_mapping);
+    RUN(snapshot_error_mapping);
+    RUN(snapshot_and_metrics_shapes);
     RUN(json_text_sanitises);
     RUN(http_never_completes_inside_start);
     return test_done();
