@@ -20,7 +20,7 @@ struct code_job {
     uv_timer_t progress_timer;
     uint64_t started_ms;
     double last_progress;
-    bool finished;
+    bool finished, cancel_pending;
 };
 
 static void code_free_cb(uv_handle_t *h)
@@ -33,11 +33,15 @@ static void code_free_cb(uv_handle_t *h)
     free(cj);
 }
 
+static void code_interrupt(struct code_job *cj);
+
 static void code_on_started(void *arg, const char *context_id)
 {
     struct code_job *cj = arg;
     free(cj->context_id);
     cj->context_id = xstrdup(context_id ? context_id : "");
+    if (cj->cancel_pending)
+        code_interrupt(cj); /* cancelled before the code had a context */
 }
 
 static void code_on_output(void *arg, enum exec_stream stream, const char *data, size_t len)
@@ -112,19 +116,28 @@ static void interrupt_done_cb(void *arg, json_t *result, const struct mcp_error 
         log_info("interrupting cancelled code: %s", err->msg);
 }
 
-/* The client cancelled: interrupt the kernel; the run then ends and finishes the call. */
-static void code_cancel_cb(void *arg)
+static void code_interrupt(struct code_job *cj)
 {
-    struct code_job *cj = arg;
     struct mcp_error err;
-    if (cj->finished || cj->context_id == NULL)
-        return;
     struct backend *be = cj->job->be;
     json_t *a = json_pack("{s:s}", "context_id", cj->context_id);
     if (be->ops->code_context(be, cj->job->sandbox_id, "interrupt", a, interrupt_done_cb, NULL,
                               &err) < 0)
         log_info("interrupting cancelled code: %s", err.msg);
     json_decref(a);
+}
+
+/* The client cancelled: interrupt the kernel (as soon as the run has a context); the run then
+ * ends and finishes the call, whose reply is dropped. */
+static void code_cancel_cb(void *arg)
+{
+    struct code_job *cj = arg;
+    if (cj->finished)
+        return;
+    if (cj->context_id == NULL)
+        cj->cancel_pending = true;
+    else
+        code_interrupt(cj);
 }
 
 static void code_run(struct tool_job *job, json_t *args)

@@ -149,6 +149,31 @@ TEST(other_owner_looks_like_missing)
     ASSERT_CONTAINS(c->text, "list_sandboxes");
 }
 
+/* A backend without the optional operations: each tool names the backend and the alternative,
+ * after the ownership and state checks (no existence oracle through them). */
+TEST(optional_ops_unsupported)
+{
+    struct tool_call *c = call_tool("alice", "snapshot_sandbox",
+                                    "{\"action\":\"create\",\"sandbox_id\":\"sbx-a1\"}");
+    ASSERT(c->is_error);
+    ASSERT_CONTAINS(c->text, "the local backend has no snapshots");
+    ASSERT_CONTAINS(c->text, "read_file");
+    c = call_tool("alice", "snapshot_sandbox", "{\"action\":\"create\",\"sandbox_id\":\"sbx-b1\"}");
+    ASSERT_CONTAINS(c->text, "no sandbox sbx-b1 among yours");
+    c = call_tool("alice", "snapshot_sandbox", "{\"action\":\"list\"}");
+    ASSERT_CONTAINS(c->text, "OPEN_SANDBOX_DOMAIN");
+    c = call_tool("alice", "create_sandbox", "{\"snapshot_id\":\"snap_1\",\"backend\":\"local\"}");
+    ASSERT_CONTAINS(c->text, "the local backend has no snapshots to restore");
+    c = call_tool("alice", "run_code", "{\"sandbox_id\":\"sbx-a1\",\"code\":\"1\"}");
+    ASSERT_CONTAINS(c->text, "the local backend has no code interpreter contexts");
+    ASSERT_CONTAINS(c->text, "run_command");
+    c = call_tool("alice", "run_code", "{\"sandbox_id\":\"sbx-p1\",\"code\":\"1\"}");
+    ASSERT_STR_EQ(c->text, "sandbox sbx-p1 is paused; call resume_sandbox first");
+    c = call_tool("alice", "diagnose_sandbox", "{\"sandbox_id\":\"sbx-a1\",\"what\":\"metrics\"}");
+    ASSERT_CONTAINS(c->text, "the local backend has no live metrics");
+    ASSERT_CONTAINS(c->text, "get_sandbox");
+}
+
 TEST(paused_sandbox_refuses_commands)
 {
     struct tool_call *c = call_tool("alice", "run_command",
@@ -407,6 +432,7 @@ int main(void)
     RUN(table_matches_schema_files);
     RUN(other_owner_looks_like_missing);
     RUN(paused_sandbox_refuses_commands);
+    RUN(optional_ops_unsupported);
     RUN(run_command_completes);
     RUN(run_command_budget_goes_background_with_progress);
     RUN(run_command_background_returns_at_once);
