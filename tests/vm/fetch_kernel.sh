@@ -8,7 +8,9 @@ if ls "$cache"/kernel/boot/vmlinuz-* >/dev/null 2>&1; then
     exit 0
 fi
 # linux-image-amd64 is a metapackage: the kernel is its linux-image-<version> dependency.
-pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/ { print $2; exit }')
+kernel_pkg() { apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/ { print $2; exit }'; }
+pkg=$(kernel_pkg)
+[ -n "$pkg" ] || { apt-get update -qq && pkg=$(kernel_pkg); }
 if [ -z "$pkg" ]; then
     echo "fetch_kernel: no linux-image-amd64 in apt's lists (run apt-get update)" >&2
     exit 1

@@ -76,7 +76,8 @@ v1) # systemd's "legacy" layout (Debian 10, CentOS 7, hosts booted with
     for c in cpu,cpuacct cpuset memory devices freezer net_cls,net_prio blkio pids perf_event; do
         mkdir -p $CG/$c
         mount -t cgroup -o $c cgroup $CG/$c || die "mount v1 $c"
-        mkdir -p $CG/$c/$SVC
+        # (no service cgroup in cpuset: a new v1 cpuset has no cpus and takes no process)
+        [ $c = cpuset ] || mkdir -p $CG/$c/$SVC
     done
     ln -s cpu,cpuacct $CG/cpu
     ln -s cpu,cpuacct $CG/cpuacct
