@@ -109,6 +109,9 @@ struct spawn_request {
     int agent_exe_fd;         /* the sealed memfd */
     const struct local_seccomp *seccomp;
     const struct cg_sandbox *cg;
+    /* The cloning thread already sits in a fresh network namespace with lo up (a spawner made
+     * it ahead of time): clone3 without CLONE_NEWNET, the child inherits that one. */
+    bool netns_ready;
 };
 
 struct spawn_result {

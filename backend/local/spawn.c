@@ -1,5 +1,6 @@
-/* Spawning a sandbox: clone3 into fresh user, pid, mount, net, uts, ipc and cgroup namespaces,
- * build the root filesystem, drop every privilege, load the precompiled seccomp filter and exec
+/* Spawning a sandbox: clone3 into fresh user, pid, mount, net, uts, ipc and cgroup namespaces
+ * (the network namespace may be one a spawner thread made ahead of time: spawner.c), build the
+ * root filesystem, drop every privilege, load the precompiled seccomp filter and exec
  * the agent from its sealed memfd as PID 1.
  *
  * The child is a copy of a (possibly multi-threaded) process: between clone3 and execveat it
@@ -406,7 +407,8 @@ __attribute__((noreturn)) static void child_main(struct child_plan *p)
     CHECK(syscall(SYS_setresgid, 0, 0, 0) == 0, "setresgid", NULL);
     CHECK(syscall(SYS_setresuid, 0, 0, 0) == 0, "setresuid", NULL);
     make_root(p);
-    loopback_up(p);
+    if (!p->req->netns_ready) /* a pre-made one has lo up already (and is not ours to change) */
+        loopback_up(p);
     const char *failed = NULL;
     if (p->req->network && local_block_private_routes(&failed) < 0)
         child_fail(p->err_fd, "route", failed);
@@ -522,8 +524,8 @@ static pid_t do_clone(struct child_plan *p, int cgroup_fd, int *pidfd)
 {
     struct clone_args args;
     memset(&args, 0, sizeof args);
-    args.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWUTS |
-                 CLONE_NEWIPC | CLONE_NEWCGROUP | CLONE_PIDFD;
+    args.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC |
+                 CLONE_NEWCGROUP | CLONE_PIDFD | (p->req->netns_ready ? 0 : CLONE_NEWNET);
     args.pidfd = (uint64_t)(uintptr_t)pidfd;
     args.exit_signal = SIGCHLD;
     if (cgroup_fd >= 0) {

@@ -42,6 +42,7 @@ extern char **environ;
 #define BWRAP_SECCOMP_FD 10
 #define WARMUP_ROUNDS 5
 #define LOOP_TURNS 3 /* non-blocking loop turns between samples */
+#define REFILL_WAIT_US 3e6
 
 static double now_us(void)
 {
@@ -168,6 +169,26 @@ static int mode_create_exec_cold(struct bench *b)
     return create_exec_on(b, &b->cold, NULL);
 }
 
+/* Untimed, after a burst: the pool refills (the server's loop runs, as it would while an agent
+ * thinks), so that the next round's pooled rows measure a pool in its steady state. */
+static void wait_pool_refilled(struct bench *b)
+{
+    double end = now_us() + REFILL_WAIT_US;
+    while (now_us() < end) {
+        uv_run(&b->h.loop, UV_RUN_NOWAIT);
+        struct store_sandbox *list = NULL;
+        size_t n = 0, pooled = 0;
+        struct mcp_error err;
+        if (store_sandbox_list(b->h.store, "local", NULL, &list, &n, &err) == 0)
+            for (size_t i = 0; i < n; i++)
+                pooled += strcmp(list[i].state, "pooled") == 0;
+        store_sandbox_list_free(list, n);
+        if ((int)pooled >= b->pool)
+            return;
+        usleep(1000);
+    }
+}
+
 /* SUSTAINED_BURST creates + first execs back to back on the pooled backend: more than the pool
  * holds, with no pause for it to refill; each one is a sample. */
 static int mode_sustained(struct bench *b)
@@ -180,6 +201,7 @@ static int mode_sustained(struct bench *b)
         else if (!b->warmup)
             b->cur->samples[b->cur->n++] = us;
     }
+    b->refill_wait = true; /* after the destroys, untimed */
     return rc;
 }
 
@@ -212,6 +234,9 @@ static void after_sample(struct bench *b)
         free(b->pending[i]);
     }
     b->n_pending = 0;
+    if (b->refill_wait)
+        wait_pool_refilled(b);
+    b->refill_wait = false;
     for (int i = 0; i < LOOP_TURNS; i++) {
         uv_run(&b->h.loop, UV_RUN_NOWAIT);
         uv_run(&b->cold.loop, UV_RUN_NOWAIT);

@@ -13,8 +13,8 @@ struct bench;
 
 /* The latency modes, in round-robin order. */
 enum bench_mode_id {
-    BM_FLOOR, BM_UNSHARE, BM_BWRAP, BM_POOLED, BM_COLD, BM_SUSTAINED, BM_ALONE_POOLED,
-    BM_ALONE_COLD, BM_LIVE, BM_COUNT
+    BM_FLOOR, BM_UNSHARE, BM_BWRAP, BM_POOLED, BM_COLD, BM_ALONE_POOLED, BM_ALONE_COLD,
+    BM_SUSTAINED, BM_LIVE, BM_COUNT
 };
 
 struct bench_mode {
@@ -44,6 +44,7 @@ struct bench {
     int n_pending;
     struct bench_mode *cur;
     bool warmup;
+    bool refill_wait; /* after this sample: let the pool refill (untimed) */
 };
 
 int bench_parse_args(struct bench *b, int argc, char **argv);

@@ -9,14 +9,18 @@
  *     and after kill -9 of their mcpbox the next start's reconcile removes them;
  *   - pool 0 is off.
  * Exits 77 where local sandboxes cannot run. */
+#include <fcntl.h>
 #include <glob.h>
+#include <linux/nsfs.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -169,8 +173,15 @@ TEST(taken_sandbox_is_like_a_fresh_one)
     snprintf(sql, sizeof(sql), "SELECT expires_at_ms FROM sandboxes WHERE id = '%s'", a);
     int64_t exp = sql_int(&pooled, sql);
     ASSERT(exp >= t0 + 123000 && exp <= now_wall_ms() + 123000);
+    /* (a refill may be under way: its record has no uid_base yet) */
     ASSERT_EQ(sql_int(&pooled, "SELECT COUNT(DISTINCT json_extract(record, '$.uid_base')) FROM "
-                               "sandboxes"), sql_int(&pooled, "SELECT COUNT(*) FROM sandboxes"));
+                               "sandboxes"),
+              sql_int(&pooled, "SELECT COUNT(*) FROM sandboxes WHERE "
+                               "json_extract(record, '$.uid_base') IS NOT NULL"));
+    snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM sandboxes WHERE id <> '%s' AND "
+             "json_extract(record, '$.uid_base') = (SELECT json_extract(record, '$.uid_base') "
+             "FROM sandboxes WHERE id = '%s')", a, a);
+    ASSERT_EQ(sql_int(&pooled, sql), 0);
     json_decref(env);
     json_decref(meta);
     harness_destroy(&pooled, a);
@@ -319,16 +330,11 @@ TEST(kill_9_then_restart_reaps_the_pool)
 
 static const char *battery_path;
 
-/* The escape and hardening battery (tests/local/battery) passes in a sandbox that came from the
- * pool, as it does in a cold one (run_battery.py). */
-TEST(battery_passes_in_a_pooled_sandbox)
+static char *read_file(const char *path, size_t *len)
 {
-    if (battery_path == NULL)
-        SKIP("no battery binary given");
-    size_t len = 0;
-    cleanup_free char *bin = NULL;
-    FILE *f = fopen(battery_path, "re");
-    ASSERT(f != NULL);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return NULL;
     struct buf b;
     buf_init(&b, 64u << 20);
     char chunk[65536];
@@ -336,7 +342,16 @@ TEST(battery_passes_in_a_pooled_sandbox)
     while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
         buf_append(&b, chunk, n);
     fclose(f);
-    bin = buf_steal(&b, &len);
+    return buf_steal(&b, len);
+}
+
+/* The escape and hardening battery (tests/local/battery), as run_battery.py runs it: every check
+ * must pass. */
+static void run_battery_in(struct harness *h, const char *id)
+{
+    size_t len = 0;
+    cleanup_free char *bin = read_file(battery_path, &len);
+    ASSERT(bin != NULL);
     char name[64];
     snprintf(name, sizeof(name), "sbx-battery-pool-%d", (int)getpid());
     int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -345,19 +360,13 @@ TEST(battery_passes_in_a_pooled_sandbox)
     ASSERT_EQ(bind(ls, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
                                                            1 + strlen(name))), 0);
     ASSERT_EQ(listen(ls, 8), 0);
-    struct harness h;
-    ASSERT_EQ(harness_open_dir(&h, NULL, POOL), 0);
-    char *w1 = harness_create(&h, NULL), *w2 = harness_create(&h, NULL);
-    ASSERT(wait_pooled(&h, POOL));
-    char *id = harness_create(&h, NULL);
-    ASSERT(id && was_pooled(&h, id));
-    ASSERT_EQ(harness_write(&h, id, "/workspace/battery", bin, len), 0);
+    ASSERT_EQ(harness_write(h, id, "/workspace/battery", bin, len), 0);
     char cmd[1024];
     snprintf(cmd, sizeof(cmd), "chmod 555 /workspace/battery && BATTERY_ABSTRACT_NAME=%s "
              "BATTERY_HOST_PATHS=%s:%s/mcpbox.db:%s/sandboxes /workspace/battery", name,
-             h.state_dir, h.state_dir, h.state_dir);
+             h->state_dir, h->state_dir, h->state_dir);
     struct harness_exec x;
-    ASSERT_EQ(harness_exec(&h, id, cmd, &x), 0);
+    ASSERT_EQ(harness_exec(h, id, cmd, &x), 0);
     cleanup_free char *out = buf_steal(&x.out, NULL);
     int pass = 0, fail = 0;
     for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
@@ -367,16 +376,105 @@ TEST(battery_passes_in_a_pooled_sandbox)
             fail++;
         }
     }
-    printf("# battery in pooled sandbox %s: %d pass, %d fail\n", id, pass, fail);
+    printf("# battery in %s: %d pass, %d fail\n", id, pass, fail);
     ASSERT_EQ(fail, 0);
     ASSERT(pass >= 51);
     ASSERT_EQ(x.exit_code, 0);
     harness_exec_release(&x);
     close(ls);
+}
+
+/* ... in a sandbox that came from the pool, */
+TEST(battery_passes_in_a_pooled_sandbox)
+{
+    if (battery_path == NULL)
+        SKIP("no battery binary given");
+    struct harness h;
+    ASSERT_EQ(harness_open_dir(&h, NULL, POOL), 0);
+    char *w1 = harness_create(&h, NULL), *w2 = harness_create(&h, NULL);
+    ASSERT(wait_pooled(&h, POOL));
+    char *id = harness_create(&h, NULL);
+    ASSERT(id && was_pooled(&h, id));
+    run_battery_in(&h, id);
     harness_destroy(&h, id);
     harness_destroy(&h, w1);
     harness_destroy(&h, w2);
     free(id), free(w1), free(w2);
+    harness_close(&h);
+}
+
+static bool made_by_spawner(struct harness *h, const char *id)
+{
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "SELECT COUNT(*) FROM events WHERE sandbox_id = '%s' AND kind = 'created' AND "
+             "json_extract(data, '$.spawner') = 1", id);
+    return sql_int(h, sql) == 1;
+}
+
+/* Whose user namespace owns the sandbox init's netns: the host's means a spawner made it. */
+static bool netns_owned_by_host_userns(struct harness *h, const char *id)
+{
+    char sql[256], path[64];
+    snprintf(sql, sizeof(sql), "SELECT json_extract(record, '$.init_pid') FROM sandboxes "
+                               "WHERE id = '%s'", id);
+    snprintf(path, sizeof(path), "/proc/%lld/ns/net", (long long)sql_int(h, sql));
+    int net = open(path, O_RDONLY | O_CLOEXEC);
+    int owner = net >= 0 ? ioctl(net, NS_GET_USERNS) : -1;
+    struct stat a, b;
+    bool host = owner >= 0 && fstat(owner, &a) == 0 && stat("/proc/self/ns/user", &b) == 0 &&
+                a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+    if (owner >= 0)
+        close(owner);
+    if (net >= 0)
+        close(net);
+    return host;
+}
+
+#define LOOPBACK_PROBE                                                                            \
+    "readlink /proc/self/ns/net; python3 -c \"import socket; s = socket.socket(); "               \
+    "s.bind(('127.0.0.1', 0)); s.listen(); c = socket.create_connection(s.getsockname()); "       \
+    "a, _ = s.accept(); c.send(b'x'); print('loopback', a.recv(1).decode())\""
+
+/* ... and in a cold sandbox whose network namespace a spawner thread made ahead of time (owned
+ * by the host's user namespace): its own netns, different from every other's, with a working
+ * loopback. */
+TEST(spawner_netns_is_private_with_loopback)
+{
+    if (battery_path == NULL)
+        SKIP("no battery binary given");
+    struct harness h;
+    ASSERT_EQ(harness_open_dir(&h, NULL, 0), 0);
+    char *w1 = harness_create(&h, NULL), *w2 = harness_create(&h, NULL); /* starts the spawners */
+    char *ids[2];
+    char *ns[2];
+    for (int i = 0; i < 2; i++) {
+        usleep(300000); /* a spawner gets ready (cgroups, grace period, netns) */
+        ids[i] = harness_create(&h, NULL);
+        ASSERT(ids[i] != NULL);
+        if (!made_by_spawner(&h, ids[i]))
+            SKIP("no spawner thread here (pure cgroup v2 host): clone3 makes the netns");
+        struct harness_exec x;
+        ASSERT_EQ(harness_exec(&h, ids[i], LOOPBACK_PROBE, &x), 0);
+        ns[i] = buf_steal(&x.out, NULL);
+        printf("# %s: %s", ids[i], ns[i]);
+        ASSERT_CONTAINS(ns[i], "loopback x");
+        harness_exec_release(&x);
+    }
+    ASSERT(netns_owned_by_host_userns(&h, ids[0])); /* the pre-made one was used */
+    char host_ns[64] = "";
+    ASSERT(readlink("/proc/self/ns/net", host_ns, sizeof(host_ns) - 1) > 0);
+    ASSERT(strncmp(ns[0], ns[1], strcspn(ns[0], "\n")) != 0);
+    ASSERT(strncmp(ns[0], host_ns, strlen(host_ns)) != 0);
+    run_battery_in(&h, ids[0]);
+    for (int i = 0; i < 2; i++) {
+        harness_destroy(&h, ids[i]);
+        free(ids[i]);
+        free(ns[i]);
+    }
+    harness_destroy(&h, w1);
+    harness_destroy(&h, w2);
+    free(w1), free(w2);
     harness_close(&h);
 }
 
@@ -414,5 +512,6 @@ int main(int argc, char **argv)
     RUN(kill_9_then_restart_reaps_the_pool);
     RUN(pool_zero_is_off);
     RUN(battery_passes_in_a_pooled_sandbox);
+    RUN(spawner_netns_is_private_with_loopback);
     return test_done();
 }
