@@ -15,14 +15,14 @@ comment() { sed 's/^/#   /'; }
 # check NAME FUNCTION: one TAP line per check; the function's output becomes TAP comments.
 check() {
     n=$((n + 1))
-    local rc
+    local rc t0=$SECONDS
     "$2" > /tmp/check.out 2>&1 # not in a subshell: a check may set ID for the next ones
     rc=$?
     comment < /tmp/check.out
     if [ $rc -eq 0 ]; then
-        echo "ok $n - $layout: $1"
+        echo "ok $n - $layout: $1 # $((SECONDS - t0)) s"
     else
-        echo "not ok $n - $layout: $1"
+        echo "not ok $n - $layout: $1 # $((SECONDS - t0)) s"
         failed=$((failed + 1))
     fi
 }
