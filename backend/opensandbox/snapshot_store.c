@@ -29,7 +29,7 @@ static int snap_db(struct osb_backend *b, sqlite3 **db, struct mcp_error *err)
 static int snap_exec(struct osb_backend *b, const char *sql, const char *a, const char *o,
                      const char *s, struct mcp_error *err)
 {
-    sqlite3 *db;
+    sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
     if (snap_db(b, &db, err) != 0)
         return -1;
@@ -85,7 +85,7 @@ void osb_snap_forget(struct osb_backend *b, const char *id)
 
 json_t *osb_snap_owned_set(struct osb_backend *b, const char *owner, struct mcp_error *err)
 {
-    sqlite3 *db;
+    sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
     if (b->base.store == NULL)
         return json_null();
