@@ -253,9 +253,13 @@ static void check_attach_speed(struct doctor_report *r, const struct cg_layout *
         doctor_pass(c, "%s: attaching to v1 cgroups is fast",
                     fav ? "cgroup2 favordynmods" : "rcu_expedited=1");
     } else {
-        doctor_fail(c,
-                    "echo 1 | sudo tee /sys/kernel/rcu_expedited (or sudo mount -o "
-                    "remount,favordynmods /sys/fs/cgroup/unified)",
+        /* favordynmods can be switched on by a remount of cgroup2 only (a v1 remount is
+         * refused: "option or name mismatch"), so a pure v1 host gets rcu_expedited alone. */
+        char fix[CG_PATH_MAX + 128] = "echo 1 | sudo tee /sys/kernel/rcu_expedited";
+        if (l->v2 != NULL)
+            snprintf(fix + strlen(fix), sizeof(fix) - strlen(fix),
+                     " (or sudo mount -o remount,favordynmods %s)", l->v2->dir);
+        doctor_fail(c, fix,
                     "v1 cgroups with rcu_expedited=0 and no favordynmods: each sandbox start "
                     "may wait ~10 ms for an RCU grace period");
     }
