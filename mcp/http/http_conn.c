@@ -18,11 +18,20 @@
 
 /* Bytes read from the socket at a time. */
 #define HTTP_READ_CHUNK (64u * 1024u)
+/* Pipelined requests answered in one resume before the other connections get the loop. */
+#define HTTP_PIPELINE_BATCH 16
+/* Output held back while a resume runs (one writev for all its replies); a larger write first
+ * sends what is held and then goes out by itself. */
+#define HTTP_CORK_MAX_BYTES (64u * 1024u)
 
 struct conn_full {
     struct http_conn c;
     uv_shutdown_t shutdown_req;
     enum http_reader_state timed_state; /* reader state the current deadline belongs to */
+    bool in_resume;    /* http_conn_resume is running for this connection */
+    bool resume_again; /* an exchange ended inside it and more input is buffered */
+    bool corked;       /* writes go to `cork` until the resume ends */
+    struct buf cork;
 };
 
 struct write_req {
@@ -93,11 +102,48 @@ static void copy_rest(char *dst, size_t skip, const char *prefix, size_t plen, c
 }
 
 static void conn_write3(struct http_conn *c, const char *prefix, const char *data, size_t len,
+                        const char *suffix);
+
+/* Sends what a resume held back (see HTTP_CORK_MAX_BYTES). */
+static void conn_uncork(struct http_conn *c)
+{
+    struct conn_full *f = full_of(c);
+    bool corked = f->corked;
+    size_t n = f->cork.len;
+    if (n == 0)
+        return;
+    f->cork.len = 0; /* taken (a failed write closes the connection, which uncorks again) */
+    f->corked = false;
+    conn_write3(c, "", f->cork.data, n, "");
+    f->corked = corked;
+}
+
+/* Holds prefix+data+suffix back while corked; false if it must be written now. */
+static bool conn_hold(struct http_conn *c, const char *prefix, size_t plen, const char *data,
+                      size_t len, const char *suffix, size_t slen)
+{
+    struct conn_full *f = full_of(c);
+    /* Nothing else buffered to answer in this resume: no reason to hold this back. */
+    if (!f->corked || (f->cork.len == 0 && c->input.len == 0))
+        return false;
+    if (f->cork.len + plen + len + slen > HTTP_CORK_MAX_BYTES) {
+        conn_uncork(c); /* keep the order: what is held goes first */
+        return false;
+    }
+    buf_append(&f->cork, prefix, plen);
+    buf_append(&f->cork, data, len);
+    buf_append(&f->cork, suffix, slen);
+    return true;
+}
+
+static void conn_write3(struct http_conn *c, const char *prefix, const char *data, size_t len,
                         const char *suffix)
 {
     if (c->closing)
         return;
     size_t plen = strlen(prefix), slen = strlen(suffix);
+    if (conn_hold(c, prefix, plen, data, len, suffix, slen))
+        return;
     ssize_t sent = conn_try_write(c, prefix, plen, data, len, suffix, slen);
     if (sent < 0 || (size_t)sent == plen + len + slen)
         return;
@@ -147,6 +193,7 @@ static void on_close(uv_handle_t *h)
     }
     http_reader_release(&c->reader);
     buf_release(&c->input);
+    buf_release(&full_of(c)->cork);
     free(full_of(c));
     if (hs->stopping && hs->nconns == 0 && hs->open_handles == 0)
         free(hs);
@@ -157,6 +204,10 @@ static void conn_close(struct http_conn *c, bool reset)
 {
     if (c->closing)
         return;
+    if (reset)
+        buf_reset(&full_of(c)->cork);
+    else
+        conn_uncork(c); /* replies already made go out before the close, as unheld ones did */
     if (c->sess)
         http_sess_detach(c); /* a dropped POST is not a cancellation: its output is dropped */
     c->mode = EX_NONE;
@@ -187,6 +238,7 @@ static void conn_end(struct http_conn *c)
 {
     if (c->closing || c->phase == CONN_DRAINING)
         return;
+    conn_uncork(c); /* the shutdown must follow every reply */
     c->phase = CONN_DRAINING;
     c->deadline = now_mono_ms() + HTTP_LINGER_MS;
     buf_reset(&c->input);
@@ -255,7 +307,7 @@ static void update_deadline(struct http_conn *c)
     }
 }
 
-void http_conn_resume(struct http_conn *c)
+static void conn_resume_one(struct http_conn *c)
 {
     if (c->closing || c->phase != CONN_READING || c->input.len == 0)
         return;
@@ -274,6 +326,29 @@ void http_conn_resume(struct http_conn *c)
         c->chunked = c->reader.req.http_minor >= 1;
         http_route_request(c);
     }
+}
+
+/* Parses and routes buffered requests. Pipelined requests answered at once are taken in a row
+ * (up to HTTP_PIPELINE_BATCH) and their replies held back and sent with one writev: a loop turn
+ * (epoll_wait) and a write per request otherwise. */
+void http_conn_resume(struct http_conn *c)
+{
+    struct conn_full *f = full_of(c);
+    if (f->in_resume)
+        return;
+    f->in_resume = true;
+    f->corked = true;
+    for (int i = 0; i < HTTP_PIPELINE_BATCH; i++) {
+        f->resume_again = false;
+        conn_resume_one(c);
+        if (!f->resume_again || c->closing)
+            break;
+    }
+    f->in_resume = false;
+    f->corked = false;
+    conn_uncork(c);
+    if (f->resume_again && !c->closing)
+        http_conn_schedule_resume(c); /* batch used up: the rest on the next loop turn */
 }
 
 static void on_idle(uv_idle_t *idle)
@@ -329,6 +404,7 @@ void http_conn_accept(struct http_server *hs)
     hs->nconns++;
     http_reader_init(&c->reader);
     buf_init(&c->input, HTTP_MAX_PENDING_INPUT + HTTP_READ_CHUNK);
+    buf_init(&f->cork, HTTP_CORK_MAX_BYTES);
     if (uv_accept((uv_stream_t *)&hs->listener, (uv_stream_t *)&c->tcp) < 0) {
         http_conn_close(c);
         return;
@@ -369,7 +445,9 @@ void http_conn_exchange_done(struct http_conn *c)
         c->read_stopped = false;
         conn_start_reading(c);
     }
-    if (c->input.len > 0)
+    if (c->input.len > 0 && full_of(c)->in_resume)
+        full_of(c)->resume_again = true; /* http_conn_resume takes it in its loop */
+    else if (c->input.len > 0)
         http_conn_schedule_resume(c);
 }
 

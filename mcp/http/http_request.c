@@ -102,32 +102,9 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
     return store_append(r, at, len);
 }
 
-static void trim_trailing_space(char *s)
-{
-    size_t n = strlen(s);
-    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t'))
-        s[--n] = '\0';
-}
-
-/* The store no longer grows once the headers are complete, so pointers into it are stable. */
-static void resolve_headers(struct http_reader *r)
-{
-    struct http_request *req = &r->req;
-    req->target = req->store.data;
-    for (size_t i = 0; i < req->nheaders; i++) {
-        char *name = req->store.data + r->name_off[i];
-        char *value = req->store.data + r->value_off[i];
-        for (char *c = name; *c; c++)
-            *c = (char)tolower((unsigned char)*c);
-        trim_trailing_space(value);
-        req->headers[i].name = name;
-        req->headers[i].value = value;
-    }
-}
-
 /* RFC 9110 token characters: http-parser's lenient mode lets spaces into field names, which
  * is how requests get smuggled past proxies. */
-static bool is_token_char(unsigned char ch)
+static const bool *token_table(void)
 {
     static bool table[256], ready;
     if (!ready) { /* one loop, one thread: filled once on first use */
@@ -135,34 +112,58 @@ static bool is_token_char(unsigned char ch)
             table[i] = isalnum(i) || (i && strchr("!#$%&'*+-.^_`|~", i));
         ready = true;
     }
-    return table[ch];
+    return table;
 }
 
-static bool is_token(const char *s)
+/* Lowercases a field name in place; false if it is empty or not a token. */
+static bool lower_token(char *s, const bool *token)
 {
     if (!*s)
         return false;
-    for (; *s; s++)
-        if (!is_token_char((unsigned char)*s))
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (!token[ch])
             return false;
+        if (ch >= 'A' && ch <= 'Z')
+            *s = (char)(ch + ('a' - 'A'));
+    }
     return true;
 }
 
-static bool is_field_value(const char *s)
+/* Checks a field value's characters and cuts its trailing blanks, in one pass. */
+static bool trim_field_value(char *s)
 {
-    for (; *s; s++)
-        if (((unsigned char)*s < 0x20 && *s != '\t') || *s == 0x7f)
+    char *end = s; /* just past the last character that is not a blank */
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
             return false;
+        if (ch != ' ' && ch != '\t')
+            end = s + 1;
+    }
+    *end = '\0';
     return true;
 }
 
-static int check_headers(struct http_reader *r)
+/* The store no longer grows once the headers are complete, so pointers into it are stable.
+ * Names are lowercased and values trimmed here, and both checked (one pass over each: this runs
+ * for every request). */
+static int resolve_headers(struct http_reader *r)
 {
-    for (size_t i = 0; i < r->req.nheaders; i++) {
-        if (!is_token(r->req.headers[i].name))
-            return fail(r, 400, "invalid character in header field name");
-        if (!is_field_value(r->req.headers[i].value))
-            return fail(r, 400, "invalid character in header field value");
+    struct http_request *req = &r->req;
+    const bool *token = token_table();
+    req->target = req->store.data;
+    for (size_t i = 0; i < req->nheaders; i++) {
+        char *name = req->store.data + r->name_off[i];
+        char *value = req->store.data + r->value_off[i];
+        req->headers[i].name = name;
+        req->headers[i].value = value;
+        bool name_ok = lower_token(name, token);
+        if (!name_ok || !trim_field_value(value)) {
+            req->nheaders = i + 1; /* no pointer left unset behind a failed request */
+            return fail(r, 400, name_ok ? "invalid character in header field value"
+                                        : "invalid character in header field name");
+        }
     }
     return 0;
 }
@@ -172,8 +173,7 @@ static int on_headers_complete(http_parser *p)
     struct http_reader *r = reader_of(p);
     if (finish_string(r) < 0)
         return -1;
-    resolve_headers(r);
-    if (check_headers(r) < 0)
+    if (resolve_headers(r) < 0)
         return -1;
     r->req.method = (enum http_method)p->method;
     r->req.http_major = p->http_major;
@@ -277,7 +277,8 @@ const char *http_request_header(const struct http_request *req, const char *lnam
     if (dup)
         *dup = false;
     for (size_t i = 0; i < req->nheaders; i++) {
-        if (strcmp(req->headers[i].name, lname) != 0)
+        /* First byte before strcmp: this runs several times per request. */
+        if (req->headers[i].name[0] != lname[0] || strcmp(req->headers[i].name, lname) != 0)
             continue;
         if (found) {
             if (dup)

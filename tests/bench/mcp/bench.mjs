@@ -24,11 +24,13 @@ const NODE = process.execPath;
 const SECTION = 'mcp-protocol';
 const GOALS = { http: 10, stdio: 3, idleRssKiB: 4096 };
 
-// [transport, client, calls in flight per client process, client processes]
+// [transport, client, connections (or calls in flight) per client process, client processes,
+//  requests in flight per connection (HTTP/1.1 pipelining; the C client only)]
 const CONFIGS = (SMOKE
-    ? [['http', 'c', 2, 1], ['http', 'net', 2, 1], ['http', 'raw', 2, 2], ['http', 'sdk', 1, 1],
+    ? [['http', 'c', 2, 1], ['http', 'c', 2, 1, 4], ['http', 'net', 2, 1], ['http', 'raw', 2, 2], ['http', 'sdk', 1, 1],
         ['stdio', 'raw', 1, 1], ['stdio', 'sdk', 1, 1]]
-    : [['http', 'c', 1, 1], ['http', 'c', 8, 1], ['http', 'c', 32, 1],
+    : [['http', 'c', 1, 1], ['http', 'c', 8, 1], ['http', 'c', 32, 1], ['http', 'c', 1, 1, 8], ['http', 'c', 4, 1, 8],
+        ['http', 'c', 8, 1, 8],
         ['http', 'net', 1, 1], ['http', 'net', 8, 1], ['http', 'net', 8, 2], ['http', 'raw', 1, 1], ['http', 'raw', 8, 1],
         ['http', 'sdk', 1, 1], ['http', 'sdk', 8, 1],
         ['stdio', 'raw', 1, 1], ['stdio', 'raw', 8, 1], ['stdio', 'sdk', 1, 1], ['stdio', 'sdk', 8, 1]])
@@ -54,8 +56,8 @@ function startPeerHttp() {
 }
 
 /* One load run in a fresh client process; returns its JSON summary. */
-function loadOne(target, client, c, withLatencies) {
-    if (client === 'c') return loadC(target, c);
+function loadOne(target, client, c, withLatencies, depth) {
+    if (client === 'c') return loadC(target, c, depth);
     const a = [path.join(here, 'load.mjs'), '--json', '--client', client, '-n', String(N), '-c', String(c),
         '--warmup', String(WARMUP), '--tool', 'test_simple_text'];
     if (withLatencies) a.push('--latencies');
@@ -73,9 +75,9 @@ function loadOne(target, client, c, withLatencies) {
     });
 }
 
-/* The C client (HTTP only): c connections, one call in flight on each. */
-function loadC(target, c) {
-    const a = [target.url, '-n', String(N * (SMOKE ? 1 : 3)), '-c', String(c), '-w', String(WARMUP), '--json'];
+/* The C client (HTTP only): c connections, `depth` calls in flight on each (pipelined above 1). */
+function loadC(target, c, depth = 1) {
+    const a = [target.url, '-n', String(N * (SMOKE ? 1 : 3)), '-c', String(c), '-p', String(depth), '-w', String(WARMUP), '--json'];
     return new Promise((resolve, reject) => {
         const p = spawn(LOADGEN, a, { stdio: ['ignore', 'pipe', 'inherit'] });
         let out = '';
@@ -88,8 +90,8 @@ function loadC(target, c) {
 
 /* procs client processes at once (each its own session or child, c calls in flight each);
  * throughput is all calls over the longest wall time, percentiles over all latencies. */
-async function load(target, client, c, procs) {
-    if (procs === 1) return loadOne(target, client, c, false);
+async function load(target, client, c, procs, depth) {
+    if (procs === 1) return loadOne(target, client, c, false, depth);
     const parts = await Promise.all(Array.from({ length: procs }, () => loadOne(target, client, c, true)));
     const lat = parts.flatMap((x) => x.latencies);
     const wall = Math.max(...parts.map((x) => x.wallMs));
@@ -105,9 +107,9 @@ function cpuUs(pid) {
 }
 
 /* A load run against a long-running HTTP server, with the server's CPU time per call. */
-async function loadMeasured(target, pid, client, c, procs) {
+async function loadMeasured(target, pid, client, c, procs, depth) {
     const before = cpuUs(pid);
-    const r = await load(target, client, c, procs);
+    const r = await load(target, client, c, procs, depth);
     const calls = (client === 'c' ? r.calls : N) + WARMUP;
     r.cpuUsPerCall = Math.round(((cpuUs(pid) - before) / (calls * procs)) * 10) / 10;
     return r;
@@ -142,31 +144,31 @@ async function main() {
     const rows = [];
     let failures = 0;
     try {
-        for (const [transport, client, c, procs] of CONFIGS) {
+        for (const [transport, client, c, procs, depth = 1] of CONFIGS) {
             const runs = { mcpbox: [], sdk: [] };
             for (let r = 0; r < REPS; r++) {
-                runs.mcpbox.push(transport === 'http' ? await loadMeasured({ url: box.url }, box.child.pid, client, c, procs)
+                runs.mcpbox.push(transport === 'http' ? await loadMeasured({ url: box.url }, box.child.pid, client, c, procs, depth)
                     : await load({ cmd: boxStdio }, client, c, procs));
-                runs.sdk.push(transport === 'http' ? await loadMeasured({ url: peer.url }, peer.child.pid, client, c, procs)
+                runs.sdk.push(transport === 'http' ? await loadMeasured({ url: peer.url }, peer.child.pid, client, c, procs, depth)
                     : await load({ cmd: peerStdio }, client, c, procs));
             }
             for (const side of ['mcpbox', 'sdk']) {
                 for (const x of runs[side]) {
                     if (x.errors > 0 || x.isError > 0) {
                         failures++;
-                        console.error(`# ${side} ${transport}/${client}/c=${c}x${procs}: ${x.errors} errors, ${x.isError} isError, first ${JSON.stringify(x.firstError)}`);
+                        console.error(`# ${side} ${transport}/${client}/c=${c}x${procs}/p=${depth}: ${x.errors} errors, ${x.isError} isError, first ${JSON.stringify(x.firstError)}`);
                     }
                 }
             }
             const m = (side, k) => median(runs[side].map((x) => x[k]));
-            const row = { transport, client, c, procs, reps: REPS };
+            const row = { transport, client, c, procs, depth, reps: REPS };
             for (const side of ['mcpbox', 'sdk']) {
                 row[side] = { cps: m(side, 'callsPerSec'), p50: m(side, 'p50'), p99: m(side, 'p99'),
                     cpu: transport === 'http' ? m(side, 'cpuUsPerCall') : null };
             }
             row.ratio = Math.round((row.mcpbox.cps / row.sdk.cps) * 10) / 10;
             rows.push(row);
-            console.log(`${transport.padEnd(5)} ${client.padEnd(3)} c=${c}x${procs}  mcpbox ${row.mcpbox.cps} calls/s p50 ${row.mcpbox.p50} p99 ${row.mcpbox.p99} cpu ${row.mcpbox.cpu}` +
+            console.log(`${transport.padEnd(5)} ${client.padEnd(3)} c=${c}x${procs} p=${depth}  mcpbox ${row.mcpbox.cps} calls/s p50 ${row.mcpbox.p50} p99 ${row.mcpbox.p99} cpu ${row.mcpbox.cpu}` +
                 `  | sdk ${row.sdk.cps} calls/s p50 ${row.sdk.p50} p99 ${row.sdk.p99} cpu ${row.sdk.cpu}  | ratio ${row.ratio}x`);
         }
         rss.boxHttpAfter = rssKiB(box.child.pid);
@@ -184,7 +186,7 @@ function verdict(ok) { return ok ? 'met' : '**not met**'; }
 
 function renderSection(rows, rss) {
     const cmd = args.command || `node tests/bench/mcp/bench.mjs --mcpbox ${args.mcpbox} --write ${args.write}`;
-    const head = (t, cl, c, procs) => rows.find((r) => r.transport === t && r.client === cl && r.c === c && r.procs === procs);
+    const head = (t, cl, c, procs) => rows.find((r) => r.transport === t && r.client === cl && r.c === c && r.procs === procs && r.depth === 1);
     const lines = [
         `<!-- BEGIN ${SECTION} (written by tests/bench/mcp/bench.mjs; edit the script, not this section) -->`,
         '## MCP protocol: mcpbox vs the TypeScript SDK server', '',
@@ -194,34 +196,39 @@ function renderSection(rows, rss) {
         `${REPS} runs each, medians shown. n=${N} measured calls per client process after ${WARMUP} warm-up calls; "c" = calls in flight per client process, "procs" = client processes at once (each its own session or stdio child). ` +
         'Clients (`load.mjs`): "sdk" is the SDK `Client`; "raw" a keep-alive node:http client (stdio: JSON lines by hand); ' +
         '"net" HTTP/1.1 written and parsed by hand on keep-alive sockets; "c" the C client `mcpbox-loadgen` ' +
-        '(`loadgen.c`: one thread and keep-alive connection per call in flight; 3x the calls per run) — the lightest. ' +
+        '(`loadgen.c`: one thread driving c keep-alive connections with epoll; 3x the calls per run) — the lightest. ' +
+        '"pipelined" (C client only): requests in flight per connection, sent back to back (HTTP/1.1 pipelining; ' +
+        'calls in flight = c x pipelined); the client checks that every reply carries the id of the oldest request ' +
+        'in flight on its connection, so replies out of order would count as failed calls. ' +
         'Client and servers share the same machine, so a fast server is partly hidden behind its client; the last column ' +
         '(HTTP only: the server process\'s CPU time over the run, warm-up included, divided by the calls) does not ' +
         'depend on the client.', '',
         `Measured ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC on ${os.cpus().length} CPUs ` +
         `(${os.cpus()[0]?.model ?? 'unknown'}), Node ${process.version}. Command:`, '',
         '```', cmd, '```', '',
-        '| transport | client | c | procs | mcpbox calls/s | mcpbox p50 ms | mcpbox p99 ms | SDK calls/s | SDK p50 ms | SDK p99 ms | ratio | server CPU µs/call mcpbox / SDK |',
-        '|---|---|---|---|---|---|---|---|---|---|---|---|',
-        ...rows.map((r) => `| ${r.transport} | ${r.client} | ${r.c} | ${r.procs} | ${r.mcpbox.cps} | ${r.mcpbox.p50} | ${r.mcpbox.p99} | ` +
+        '| transport | client | c | procs | pipelined | mcpbox calls/s | mcpbox p50 ms | mcpbox p99 ms | SDK calls/s | SDK p50 ms | SDK p99 ms | ratio | server CPU µs/call mcpbox / SDK |',
+        '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+        ...rows.map((r) => `| ${r.transport} | ${r.client} | ${r.c} | ${r.procs} | ${r.depth > 1 ? r.depth : '–'} | ${r.mcpbox.cps} | ${r.mcpbox.p50} | ${r.mcpbox.p99} | ` +
             `${r.sdk.cps} | ${r.sdk.p50} | ${r.sdk.p99} | ${r.ratio}x | ${r.mcpbox.cpu === null ? '–' : `${r.mcpbox.cpu} / ${r.sdk.cpu}`} |`),
         '',
     ];
     const h = head('http', 'c', 8, 1) ?? head('http', 'net', 8, 2);
     const s = head('stdio', 'raw', 8, 1);
     if (h && s) {
-        const peak = (t, side) => rows.filter((r) => r.transport === t).reduce((b, r) => (r[side].cps > b[side].cps ? r : b));
         const ratio = (a, b) => Math.round((a / b) * 10) / 10;
-        const goal = (t, want) => {
-            const m = peak(t, 'mcpbox');
-            const k = peak(t, 'sdk');
+        const goal = (t, want, keep = () => true) => {
+            const sub = rows.filter(keep);
+            const best = (side) => sub.filter((r) => r.transport === t).reduce((b, r) => (r[side].cps > b[side].cps ? r : b));
+            const m = best('mcpbox');
+            const k = best('sdk');
             const x = ratio(m.mcpbox.cps, k.sdk.cps);
-            return `peak calls/s ${m.mcpbox.cps} (${m.client}, c=${m.c}) vs the SDK server's peak ${k.sdk.cps} ` +
-                `(${k.client}, c=${k.c}): ${x}x (goal >= ${want}x): ${verdict(x >= want)}`;
+            const at = (r) => `${r.client}, c=${r.c}${r.procs > 1 ? ` x${r.procs}` : ''}${r.depth > 1 ? `, pipelined ${r.depth}` : ''}`;
+            return `peak calls/s ${m.mcpbox.cps} (${at(m)}) vs the SDK server's peak ${k.sdk.cps} ` +
+                `(${at(k)}): ${x}x (goal >= ${want}x): ${verdict(x >= want)}`;
         };
         lines.push('Goals. Throughput: each server at its best row (the load that gave it the most calls/s). ' +
             `Latency and CPU: the same load for both (HTTP: ${h.client} client, c=${h.c}; stdio: raw, c=8).`, '',
-            `- HTTP: ${goal('http', GOALS.http)}. At ${h.client}/c=${h.c}: ${h.ratio}x; ` +
+            `- HTTP: ${goal('http', GOALS.http)}. Without pipelining: ${goal('http', GOALS.http, (r) => r.depth === 1)}. At ${h.client}/c=${h.c}: ${h.ratio}x; ` +
             `p99 ${h.mcpbox.p99} ms vs ${h.sdk.p99} ms: ${verdict(h.mcpbox.p99 < h.sdk.p99)}; server CPU per call ` +
             `${h.mcpbox.cpu} µs vs ${h.sdk.cpu} µs (${ratio(h.sdk.cpu, h.mcpbox.cpu)}x less).`,
             `- stdio: ${goal('stdio', GOALS.stdio)}. At raw/c=8: ${s.ratio}x; ` +

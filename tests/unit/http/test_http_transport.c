@@ -16,6 +16,7 @@
 #include <uv.h>
 
 #include "fake_core.h"
+#include "mcp/base/buf.h"
 #include "mcp/base/xalloc.h"
 #include "mcp/config.h"
 #include "mcp/http/http_server.h"
@@ -312,6 +313,50 @@ TEST(concurrent_posts_on_one_session)
     }
 }
 
+/* Pipelined requests in one send, more than one resume takes at a time (16), with a reply
+ * that comes later in the middle and a last request asking to close: every reply arrives, in
+ * order, each exactly once, and the connection closes only after the last one. */
+TEST(pipelined_requests_answered_in_order)
+{
+    enum { N = 40, LATER_AT = 20 };
+    static char buf[CLIENT_BUF];
+    size_t len = 0;
+    new_session();
+    int fd = dial();
+    struct buf all;
+    buf_init(&all, (size_t)-1);
+    for (int i = 0; i < N; i++) {
+        char body[128];
+        snprintf(body, sizeof(body), "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"%s\"}", 100 + i,
+                 i == LATER_AT ? "later" : "echo");
+        char *r = post(sid, body);
+        const char *line = "POST /mcp HTTP/1.1\r\n";
+        ASSERT(strncmp(r, line, strlen(line)) == 0);
+        buf_append_str(&all, line);
+        if (i == N - 1) /* the last one ends the connection */
+            buf_append_str(&all, "Connection: close\r\n");
+        buf_append_str(&all, r + strlen(line));
+        free(r);
+    }
+    send_str(fd, buf_cstr(&all));
+    buf_release(&all);
+    char last[64];
+    snprintf(last, sizeof(last), "\"id\":%d,\"result\"", 100 + N - 1);
+    ASSERT(read_until(fd, buf, &len, last, 3000));
+    const char *at = buf;
+    for (int i = 0; i < N; i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "\"id\":%d,\"result\"", 100 + i);
+        const char *hit = strstr(at, want);
+        ASSERT(hit != NULL);
+        ASSERT(strstr(hit + 1, want) == NULL); /* exactly once */
+        at = hit;
+    }
+    ASSERT(strstr(at, "Connection: close") == NULL); /* the last head precedes its body */
+    ASSERT(closed_within(fd, 2000));
+    close(fd);
+}
+
 TEST(session_expiry_and_cap)
 {
     new_session();
@@ -343,6 +388,7 @@ static void *client_main(void *arg)
     RUN(post_closed_before_reply);
     RUN(cancelled_requests_end_their_exchange);
     RUN(concurrent_posts_on_one_session);
+    RUN(pipelined_requests_answered_in_order);
     RUN(session_expiry_and_cap);
     uv_async_send(&done_async);
     return NULL;
