@@ -13,6 +13,10 @@
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 
+/* How long create waits for Ready: below the 60 s many MCP clients wait for a reply. A snapshot
+ * still Creating then is returned as it is, with a note to list it until it is ready. */
+#define OSB_SNAPSHOT_WAIT_MS 45000u
+
 struct snap_op {
     struct osb_backend *b;
     backend_cb *cb;
@@ -179,7 +183,9 @@ static void create_posted(void *arg, struct osb_response *resp, const struct mcp
     op->snap_id = xstrdup(id);
     if (osb_snap_record(op->b, id, op->owner, op->sid, &e) != 0)
         log_warn("recording snapshot %s: %s", id, e.msg);
-    op->deadline_ms = now_mono_ms() + op->b->t.ready_timeout_ms;
+    uint32_t wait = op->b->t.ready_timeout_ms < OSB_SNAPSHOT_WAIT_MS ? op->b->t.ready_timeout_ms
+                                                                       : OSB_SNAPSHOT_WAIT_MS;
+    op->deadline_ms = now_mono_ms() + wait;
     snap_state_check(op, j);
 }
 

@@ -935,6 +935,34 @@ TEST(snapshot_create_list_restore)
     ASSERT_CONTAINS(w.err.msg, "action \"list\"");
 }
 
+TEST(snapshot_pages_and_retries)
+{
+    /* polling survives a 503 burst (reads are retried) */
+    fake_reset(&fs);
+    fake_fault(&fs, "[{\"match\":\"GET /v1/snapshots/\",\"kind\":\"status\",\"status\":503,"
+                    "\"times\":2}]");
+    snap_call(OWNER, "create", json_pack("{s:s}", "sandbox_id", sid));
+    EXPECT_OK(&w);
+    ASSERT_STR_EQ(jstr(w.result, "state"), "ready");
+    char a[160], b[160];
+    snprintf(a, sizeof(a), "%s", jstr(w.result, "snapshot_id"));
+    snap_call(OWNER, "create", json_pack("{s:s}", "sandbox_id", sid));
+    EXPECT_OK(&w);
+    snprintf(b, sizeof(b), "%s", jstr(w.result, "snapshot_id"));
+    /* one snapshot per page: every page is read */
+    json_decref(fake_control(&fs, "POST", "/_config", "{\"pageMax\":1}"));
+    snap_call(OWNER, "list", json_pack("{s:s}", "sandbox_id", sid));
+    EXPECT_OK(&w);
+    ASSERT_EQ(json_array_size(json_object_get(w.result, "snapshots")), 2);
+    ASSERT(count_requests("/v1/snapshots?sandboxId=") >= 2);
+    ASSERT(count_requests("page=2") >= 1);
+    fake_reset(&fs);
+    snap_call(OWNER, "delete", json_pack("{s:s}", "snapshot_id", a));
+    EXPECT_OK(&w);
+    snap_call(OWNER, "delete", json_pack("{s:s}", "snapshot_id", b));
+    EXPECT_OK(&w);
+}
+
 TEST(snapshot_errors)
 {
     /* not ready within the wait: returned as "creating" with a note; delete is 409 until ready */
@@ -1222,6 +1250,7 @@ int main(void)
         RUN(fault_auth_refused_image_quota);
         RUN(server_proxy_mode);
         RUN(snapshot_create_list_restore);
+        RUN(snapshot_pages_and_retries);
         RUN(snapshot_errors);
         RUN(metrics);
         RUN(code_interpreter);
