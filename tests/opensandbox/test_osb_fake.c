@@ -1122,7 +1122,8 @@ static void code_timeout_and_contexts(const char *cid)
 
     ctx_call(cid, "list", json_pack("{s:s}", "language", "python"));
     EXPECT_OK(&w);
-    ASSERT_STR_EQ(jstr(json_array_get(json_object_get(w.result, "contexts"), 0), "context_id"), ctx);
+    json_t *first = json_array_get(json_object_get(w.result, "contexts"), 0);
+    ASSERT_STR_EQ(jstr(first, "context_id"), ctx);
     ctx_call(cid, "interrupt", json_pack("{s:s}", "context_id", ctx));
     EXPECT_OK(&w);
     ASSERT(json_is_true(json_object_get(w.result, "interrupted")));
