@@ -358,7 +358,7 @@ int osb_code_run(struct backend *be, const char *sandbox_id, const struct code_r
     return 0;
 }
 
-/* ---- contexts: create, list, delete, interrupt ------------------------------------------------ */
+/* ---- contexts: create, list, delete, interrupt ----------------------------------------------- */
 
 struct ctx_op {
     struct osb_backend *b;
