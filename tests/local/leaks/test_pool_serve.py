@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""The local pool through the real server: `mcpbox serve` over stdio, create_sandbox three times
+(the pool starts with the second create; the third, after a pause, comes from it), then the
+client goes away (stdin closed) and the server exits: no pooled sandbox, record, directory,
+cgroup or process may remain. Then the same with kill -9 instead of a clean exit, and a
+`mcpbox sandbox ls` as the restart that reconciles.
+
+usage: test_pool_serve.py --mcpbox PATH   (exit 77 where local sandboxes cannot run)
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from mcpbox_cli import Cli, skip  # noqa: E402
+
+TIMEOUT = 60
+POOL = 2
+
+
+class Serve:
+    def __init__(self, mcpbox, state):
+        self.proc = subprocess.Popen([mcpbox, "serve", "--state-dir", state, "--local-pool",
+                                      str(POOL)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL)
+        self.next_id = 1
+        self.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                 "clientInfo": {"name": "pool-test", "version": "1"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, msg):
+        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def call(self, method, params):
+        rid = self.next_id
+        self.next_id += 1
+        self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        while True:
+            line = self.proc.stdout.readline()
+            assert line, f"server closed stdout during {method}"
+            msg = json.loads(line)
+            if msg.get("id") == rid:
+                assert "error" not in msg, f"{method}: {msg['error']}"
+                return msg["result"]
+
+    def create(self):
+        res = self.call("tools/call", {"name": "create_sandbox", "arguments": {}})
+        assert not res.get("isError"), f"create_sandbox: {res}"
+        return res["structuredContent"]["sandbox_id"]
+
+
+def db_rows(state, sql):
+    con = sqlite3.connect(os.path.join(state, "mcpbox.db"))
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def wait_pooled(state, n):
+    end = time.time() + TIMEOUT
+    while time.time() < end:
+        if db_rows(state, "SELECT COUNT(*) FROM sandboxes s WHERE state = 'pooled' AND EXISTS "
+                          "(SELECT 1 FROM events e WHERE e.sandbox_id = s.id AND "
+                          "e.kind = 'pooled')")[0][0] == n:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"the pool did not reach {n}")
+
+
+def leftovers(state):
+    """Everything of any sandbox this state directory has seen that still exists."""
+    ids = [r[0] for r in db_rows(state, "SELECT DISTINCT sandbox_id FROM events")]
+    left = [f"record {r[0]} ({r[1]})" for r in db_rows(state, "SELECT id, state FROM sandboxes")]
+    left += [f"dir {d}" for d in os.listdir(os.path.join(state, "sandboxes"))]
+    for sid in ids:
+        left += [f"cgroup {c}" for c in glob.glob(f"/sys/fs/cgroup/*/mcpbox/{sid}") +
+                 glob.glob(f"/sys/fs/cgroup/*/*/*/mcpbox/{sid}") +
+                 glob.glob(f"/sys/fs/cgroup/mcpbox/{sid}")]
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cgroup") as f:
+                cg = f.read()
+        except OSError:
+            continue
+        left += [f"process {pid} of {sid}" for sid in ids if sid in cg]
+    return ids, left
+
+
+def wait_nothing_left(state):
+    end = time.time() + 10
+    while True:
+        ids, left = leftovers(state)
+        if not left or time.time() > end:
+            return ids, left
+        time.sleep(0.1)
+
+
+def session(mcpbox, state):
+    """Three creates; the third must come from the pool. Returns the server and its ids."""
+    srv = Serve(mcpbox, state)
+    ids = [srv.create(), srv.create()]
+    wait_pooled(state, POOL)
+    ids.append(srv.create())
+    pooled = db_rows(state, "SELECT json_extract(data, '$.pooled') FROM events WHERE "
+                            f"kind = 'created' AND sandbox_id = '{ids[2]}'")
+    assert pooled == [(1,)], f"the third create was not pooled: {pooled}"
+    wait_pooled(state, POOL)  # refilled after the pause
+    for sid in ids:
+        srv.call("tools/call", {"name": "destroy_sandbox", "arguments": {"sandbox_id": sid}})
+    return srv
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mcpbox", required=True)
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        skip("the local backend needs root here")
+    state = tempfile.mkdtemp(prefix="mbxp-", dir="/tmp")
+    try:
+        with Cli(args.mcpbox, state_dir=state) as cli:
+            cli.create()  # skips (77) where sandboxes cannot run; also makes the layout
+            cli.run("rm", cli.created.pop(), check=True)
+        # 1. A clean exit: the client closes stdin.
+        srv = session(args.mcpbox, state)
+        srv.proc.stdin.close()
+        assert srv.proc.wait(timeout=TIMEOUT) == 0, "serve did not exit cleanly"
+        ids, left = wait_nothing_left(state)
+        assert not left, "left after a clean exit:\n  " + "\n  ".join(left)
+        print(f"clean exit: {len(ids)} sandboxes seen, nothing left")
+        # 2. kill -9, then a restart (the CLI's ls reconciles).
+        srv = session(args.mcpbox, state)
+        srv.proc.kill()
+        srv.proc.wait()
+        p = subprocess.run([args.mcpbox, "sandbox", "--state-dir", state, "ls"],
+                           capture_output=True, timeout=TIMEOUT)
+        assert p.returncode == 0, p.stderr.decode(errors="replace")
+        ids, left = wait_nothing_left(state)
+        assert not left, "left after kill -9 and a restart:\n  " + "\n  ".join(left)
+        reaped = db_rows(state, "SELECT COUNT(*) FROM events WHERE kind = 'reaped'")[0][0]
+        assert reaped == POOL, f"expected {POOL} reaped pooled sandboxes, got {reaped}"
+        print(f"kill -9 + restart: {len(ids)} sandboxes seen, {reaped} pooled ones reaped, "
+              "nothing left")
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
