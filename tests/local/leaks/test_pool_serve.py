@@ -110,8 +110,13 @@ def session(mcpbox, state):
     ids = [srv.create(), srv.create()]
     wait_pooled(state, POOL)
     ids.append(srv.create())
-    pooled = db_rows(state, "SELECT json_extract(data, '$.pooled') FROM events WHERE "
-                            f"kind = 'created' AND sandbox_id = '{ids[2]}'")
+    end = time.time() + 10
+    while True:  # the created event is written just after the reply
+        pooled = db_rows(state, "SELECT json_extract(data, '$.pooled') FROM events WHERE "
+                                f"kind = 'created' AND sandbox_id = '{ids[2]}'")
+        if pooled or time.time() > end:
+            break
+        time.sleep(0.02)
     assert pooled == [(1,)], f"the third create was not pooled: {pooled}"
     wait_pooled(state, POOL)  # refilled after the pause
     for sid in ids:
