@@ -126,6 +126,7 @@ static void on_take_config(void *arg, json_t *reply, const struct mcp_error *e)
     struct mcp_error err;
     if (lb->closing) {
         mcp_error_set(&err, MCP_ERR_UNAVAILABLE, 0, "the local backend is shutting down");
+        local_kill_now(sb); /* nobody's yet: it goes with the pool */
         t->cb(t->arg, NULL, &err);
     } else if (e != NULL || sb->gone || take_record(t, &rec, &err) < 0) {
         if (e == NULL && sb->gone)
@@ -235,6 +236,9 @@ void local_pool_filled(struct local_backend *lb, struct lsbx *sb)
         local_kill_now(sb);
         return;
     }
+    struct mcp_error err;
+    if (lsbx_conn(sb, &err) == NULL) /* connected now: the take only sends */
+        log_warn("pooled sandbox %s: %s", sb->id, err.msg);
     sb->pool_next = lb->pool;
     lb->pool = sb;
     local_pool_refill(lb);
