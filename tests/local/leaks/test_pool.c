@@ -130,11 +130,55 @@ static struct sandbox_spec user_spec(json_t *env, json_t *meta)
                                  .timeout_seconds = 123, .idle_timeout_seconds = 77};
 }
 
+/* Harnesses a test opened: after a failed check (which skips the test's own cleanup) main
+ * destroys their sandboxes and closes them, so that a failure leaks nothing either. */
+#define MAX_OPEN 4
+static struct harness *opened[MAX_OPEN];
+
+static int open_tracked(struct harness *h, const char *dir, int pool)
+{
+    int rc = harness_open_dir(h, dir, pool);
+    for (int i = 0; i < MAX_OPEN; i++)
+        if (opened[i] == NULL) {
+            opened[i] = h;
+            break;
+        }
+    return rc;
+}
+
+static void close_tracked(struct harness *h)
+{
+    for (int i = 0; i < MAX_OPEN; i++)
+        if (opened[i] == h)
+            opened[i] = NULL;
+    sqlite3_stmt *s = NULL;
+    char *ids[64];
+    int n = 0;
+    if (h->store && sqlite3_prepare_v2(store_db(h->store), "SELECT id FROM sandboxes WHERE "
+                                       "state <> 'pooled'", -1, &s, NULL) == SQLITE_OK)
+        while (n < 64 && sqlite3_step(s) == SQLITE_ROW)
+            ids[n++] = xstrdup((const char *)sqlite3_column_text(s, 0));
+    sqlite3_finalize(s);
+    for (int i = 0; i < n; i++) {
+        if (h->be)
+            harness_destroy(h, ids[i]);
+        free(ids[i]);
+    }
+    harness_close(h); /* frees the backend: the pooled ones go */
+}
+
+static void close_leftovers(void)
+{
+    for (int i = 0; i < MAX_OPEN; i++)
+        if (opened[i] != NULL)
+            close_tracked(opened[i]);
+}
+
 TEST(taken_sandbox_is_like_a_fresh_one)
 {
-    struct harness pooled, cold;
-    ASSERT_EQ(harness_open_dir(&pooled, NULL, POOL), 0);
-    ASSERT_EQ(harness_open_dir(&cold, NULL, 0), 0);
+    static struct harness pooled, cold;
+    ASSERT_EQ(open_tracked(&pooled, NULL, POOL), 0);
+    ASSERT_EQ(open_tracked(&cold, NULL, 0), 0);
     /* The pool starts with a process's second create. */
     char *warm[2] = {harness_create(&pooled, NULL), harness_create(&pooled, NULL)};
     ASSERT(warm[0] && warm[1]);
@@ -189,19 +233,19 @@ TEST(taken_sandbox_is_like_a_fresh_one)
     harness_destroy(&pooled, warm[0]);
     harness_destroy(&pooled, warm[1]);
     free(a), free(b), free(warm[0]), free(warm[1]);
-    harness_close(&cold);
+    close_tracked(&cold);
     /* A normal exit takes the untaken ones along. */
     ASSERT_EQ(harness_reopen_backend(&pooled, 0), 0);
     ASSERT_EQ(sql_int(&pooled, "SELECT COUNT(*) FROM sandboxes"), 0);
     ASSERT_EQ(sql_int(&pooled, "SELECT COUNT(*) FROM slots"), 0);
-    harness_close(&pooled);
+    close_tracked(&pooled);
 }
 
 /* The agent of a taken sandbox enforces the caller's TTL, not the pool's. */
 TEST(taken_sandbox_keeps_the_callers_ttl)
 {
-    struct harness h;
-    ASSERT_EQ(harness_open_dir(&h, NULL, POOL), 0);
+    static struct harness h;
+    ASSERT_EQ(open_tracked(&h, NULL, POOL), 0);
     char *w1 = harness_create(&h, NULL), *w2 = harness_create(&h, NULL);
     ASSERT(wait_pooled(&h, POOL));
     struct sandbox_spec spec = {.owner = "alice", .timeout_seconds = 2};
@@ -225,16 +269,16 @@ TEST(taken_sandbox_keeps_the_callers_ttl)
     harness_destroy(&h, w1);
     harness_destroy(&h, w2);
     free(id), free(w1), free(w2);
-    harness_close(&h);
+    close_tracked(&h);
 }
 
 /* Untaken pooled sandboxes end with their own (pool) TTL, and are not made again until the
  * next create: an idle server holds none. */
 TEST(untaken_sandboxes_expire_and_the_pool_drains)
 {
-    struct harness h;
+    static struct harness h;
     setenv("MCPBOX_LOCAL_POOL_TTL", SHORT_TTL, 1);
-    ASSERT_EQ(harness_open_dir(&h, NULL, POOL), 0);
+    ASSERT_EQ(open_tracked(&h, NULL, POOL), 0);
     unsetenv("MCPBOX_LOCAL_POOL_TTL");
     char *w1 = harness_create(&h, NULL), *w2 = harness_create(&h, NULL);
     harness_destroy(&h, w1);
@@ -251,7 +295,7 @@ TEST(untaken_sandboxes_expire_and_the_pool_drains)
     uv_run(&h.loop, UV_RUN_NOWAIT);
     ASSERT_EQ(sql_int(&h, "SELECT COUNT(*) FROM sandboxes"), 0);
     free(w1), free(w2);
-    harness_close(&h);
+    close_tracked(&h);
 }
 
 static int cgroups_of(const char *id)
@@ -301,8 +345,8 @@ TEST(kill_9_then_restart_reaps_the_pool)
     ASSERT(n > 0);
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
-    struct harness h;
-    ASSERT_EQ(harness_open_dir(&h, dir, 0), 0); /* the restart: reconcile runs */
+    static struct harness h;
+    ASSERT_EQ(open_tracked(&h, dir, 0), 0); /* the restart: reconcile runs */
     ASSERT_EQ(pooled_count(&h), 0);
     ASSERT_EQ(sql_int(&h, "SELECT COUNT(*) FROM sandboxes"), 2); /* the two real ones live on */
     ASSERT_EQ(sql_int(&h, "SELECT COUNT(*) FROM events WHERE kind = 'reaped'"), POOL);
@@ -325,7 +369,7 @@ TEST(kill_9_then_restart_reaps_the_pool)
     ASSERT_EQ(seen, 2 + POOL);
     ASSERT_EQ(sql_int(&h, "SELECT COUNT(*) FROM sandboxes"), 0);
     ASSERT_EQ(sql_int(&h, "SELECT COUNT(*) FROM slots"), 0);
-    harness_close(&h);
+    close_tracked(&h);
 }
 
 static const char *battery_path;
@@ -389,8 +433,8 @@ TEST(battery_passes_in_a_pooled_sandbox)
 {
     if (battery_path == NULL)
         SKIP("no battery binary given");
-    struct harness h;
-    ASSERT_EQ(harness_open_dir(&h, NULL, POOL), 0);
+    static struct harness h;
+    ASSERT_EQ(open_tracked(&h, NULL, POOL), 0);
     char *w1 = harness_create(&h, NULL), *w2 = harness_create(&h, NULL);
     ASSERT(wait_pooled(&h, POOL));
     char *id = harness_create(&h, NULL);
@@ -400,7 +444,7 @@ TEST(battery_passes_in_a_pooled_sandbox)
     harness_destroy(&h, w1);
     harness_destroy(&h, w2);
     free(id), free(w1), free(w2);
-    harness_close(&h);
+    close_tracked(&h);
 }
 
 static bool made_by_spawner(struct harness *h, const char *id)
@@ -443,8 +487,8 @@ TEST(spawner_netns_is_private_with_loopback)
 {
     if (battery_path == NULL)
         SKIP("no battery binary given");
-    struct harness h;
-    ASSERT_EQ(harness_open_dir(&h, NULL, 0), 0);
+    static struct harness h;
+    ASSERT_EQ(open_tracked(&h, NULL, 0), 0);
     char *w1 = harness_create(&h, NULL), *w2 = harness_create(&h, NULL); /* starts the spawners */
     char *ids[2];
     char *ns[2];
@@ -475,13 +519,13 @@ TEST(spawner_netns_is_private_with_loopback)
     harness_destroy(&h, w1);
     harness_destroy(&h, w2);
     free(w1), free(w2);
-    harness_close(&h);
+    close_tracked(&h);
 }
 
 TEST(pool_zero_is_off)
 {
-    struct harness h;
-    ASSERT_EQ(harness_open_dir(&h, NULL, 0), 0);
+    static struct harness h;
+    ASSERT_EQ(open_tracked(&h, NULL, 0), 0);
     char *ids[3];
     for (int i = 0; i < 3; i++) {
         ids[i] = harness_create(&h, NULL);
@@ -493,7 +537,7 @@ TEST(pool_zero_is_off)
         harness_destroy(&h, ids[i]);
         free(ids[i]);
     }
-    harness_close(&h);
+    close_tracked(&h);
 }
 
 int main(int argc, char **argv)
@@ -507,11 +551,18 @@ int main(int argc, char **argv)
     if (rc != 0)
         return rc == 77 ? 77 : 1;
     RUN(taken_sandbox_is_like_a_fresh_one);
+    close_leftovers();
     RUN(taken_sandbox_keeps_the_callers_ttl);
+    close_leftovers();
     RUN(untaken_sandboxes_expire_and_the_pool_drains);
+    close_leftovers();
     RUN(kill_9_then_restart_reaps_the_pool);
+    close_leftovers();
     RUN(pool_zero_is_off);
+    close_leftovers();
     RUN(battery_passes_in_a_pooled_sandbox);
+    close_leftovers();
     RUN(spawner_netns_is_private_with_loopback);
+    close_leftovers();
     return test_done();
 }

@@ -11,11 +11,9 @@ import argparse
 import glob
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -124,39 +122,47 @@ def session(mcpbox, state):
     return srv
 
 
+def run(mcpbox, state, servers):
+    # 1. A clean exit: the client closes stdin.
+    srv = session(mcpbox, state)
+    servers.append(srv)
+    srv.proc.stdin.close()
+    assert srv.proc.wait(timeout=TIMEOUT) == 0, "serve did not exit cleanly"
+    ids, left = wait_nothing_left(state)
+    assert not left, "left after a clean exit:\n  " + "\n  ".join(left)
+    print(f"clean exit: {len(ids)} sandboxes seen, nothing left")
+    # 2. kill -9, then a restart (the CLI's ls reconciles).
+    srv = session(mcpbox, state)
+    servers.append(srv)
+    srv.proc.kill()
+    srv.proc.wait()
+    p = subprocess.run([mcpbox, "sandbox", "--state-dir", state, "ls"], capture_output=True,
+                       timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")
+    ids, left = wait_nothing_left(state)
+    assert not left, "left after kill -9 and a restart:\n  " + "\n  ".join(left)
+    reaped = db_rows(state, "SELECT COUNT(*) FROM events WHERE kind = 'reaped'")[0][0]
+    assert reaped == POOL, f"expected {POOL} reaped pooled sandboxes, got {reaped}"
+    print(f"kill -9 + restart: {len(ids)} sandboxes seen, {reaped} pooled ones reaped, "
+          "nothing left")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
     args = ap.parse_args()
     if os.geteuid() != 0:
         skip("the local backend needs root here")
-    state = tempfile.mkdtemp(prefix="mbxp-", dir="/tmp")
-    try:
-        with Cli(args.mcpbox, state_dir=state) as cli:
-            cli.create()  # skips (77) where sandboxes cannot run; also makes the layout
-            cli.run("rm", cli.created.pop(), check=True)
-        # 1. A clean exit: the client closes stdin.
-        srv = session(args.mcpbox, state)
-        srv.proc.stdin.close()
-        assert srv.proc.wait(timeout=TIMEOUT) == 0, "serve did not exit cleanly"
-        ids, left = wait_nothing_left(state)
-        assert not left, "left after a clean exit:\n  " + "\n  ".join(left)
-        print(f"clean exit: {len(ids)} sandboxes seen, nothing left")
-        # 2. kill -9, then a restart (the CLI's ls reconciles).
-        srv = session(args.mcpbox, state)
-        srv.proc.kill()
-        srv.proc.wait()
-        p = subprocess.run([args.mcpbox, "sandbox", "--state-dir", state, "ls"],
-                           capture_output=True, timeout=TIMEOUT)
-        assert p.returncode == 0, p.stderr.decode(errors="replace")
-        ids, left = wait_nothing_left(state)
-        assert not left, "left after kill -9 and a restart:\n  " + "\n  ".join(left)
-        reaped = db_rows(state, "SELECT COUNT(*) FROM events WHERE kind = 'reaped'")[0][0]
-        assert reaped == POOL, f"expected {POOL} reaped pooled sandboxes, got {reaped}"
-        print(f"kill -9 + restart: {len(ids)} sandboxes seen, {reaped} pooled ones reaped, "
-              "nothing left")
-    finally:
-        shutil.rmtree(state, ignore_errors=True)
+    servers = []
+    with Cli(args.mcpbox) as cli:  # its close destroys whatever a failure leaves, then the dir
+        try:
+            cli.rm(cli.create())  # skips (77) where sandboxes cannot run
+            run(args.mcpbox, cli.state_dir, servers)
+        finally:
+            for srv in servers:  # a failed check may leave a server running
+                if srv.proc.poll() is None:
+                    srv.proc.kill()
+                    srv.proc.wait()
     return 0
 
 
