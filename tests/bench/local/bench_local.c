@@ -298,6 +298,36 @@ static int open_backends(struct bench *b)
     return 0;
 }
 
+static char pooled_name[96], sustained_name[160];
+
+static void setup_modes(struct bench *b, struct bench_mode *modes)
+{
+    snprintf(pooled_name, sizeof(pooled_name), "mcpbox create + first exec, pooled (pool of %d)",
+             b->pool);
+    snprintf(sustained_name, sizeof(sustained_name),
+             "mcpbox create + first exec, sustained: %d back to back (pool of %d)",
+             SUSTAINED_BURST, b->pool);
+    bool bwrap_ok = bwrap_setup(b) == 0;
+    struct bench_mode all[BM_COUNT] = {
+        [BM_FLOOR] = {.name = "fork+exec /bin/true (floor)", .fn = mode_floor},
+        [BM_UNSHARE] = {.name = "unshare -U -r -p -f -m -n -u -i -C --mount-proc",
+                        .fn = mode_unshare},
+        [BM_BWRAP] = {.name = "bwrap, equivalent options + mcpbox's seccomp BPF",
+                      .fn = mode_bwrap},
+        [BM_POOLED] = {.name = pooled_name, .fn = mode_create_exec_pooled},
+        [BM_COLD] = {.name = "mcpbox create + first exec, cold (pool off)",
+                     .fn = mode_create_exec_cold},
+        [BM_ALONE_POOLED] = {.name = "mcpbox create alone, pooled", .fn = mode_create_pooled},
+        [BM_ALONE_COLD] = {.name = "mcpbox create alone, cold", .fn = mode_create_cold},
+        [BM_SUSTAINED] = {.name = sustained_name, .fn = mode_sustained, .self_timed = true},
+        [BM_LIVE] = {.name = "mcpbox exec in a live sandbox", .fn = mode_exec_live},
+    };
+    for (size_t m = 0; m < BM_COUNT; m++) {
+        modes[m] = all[m];
+        modes[m].enabled = m != BM_BWRAP || bwrap_ok;
+    }
+}
+
 int main(int argc, char **argv)
 {
     xalloc_install();
@@ -311,32 +341,12 @@ int main(int argc, char **argv)
     int rc = open_backends(&b);
     if (rc != 0) {
         harness_close(&b.h);
-        harness_close(&b.cold);
+        if (b.cold.state_dir[0]) /* opened (or tried to) */
+            harness_close(&b.cold);
         return rc;
     }
-    char pooled_name[96], cold_name[96], sustained_name[160];
-    snprintf(pooled_name, sizeof(pooled_name), "mcpbox create + first exec, pooled (pool of %d)",
-             b.pool);
-    snprintf(cold_name, sizeof(cold_name), "mcpbox create + first exec, cold (pool off)");
-    snprintf(sustained_name, sizeof(sustained_name),
-             "mcpbox create + first exec, sustained: %d back to back (pool of %d)",
-             SUSTAINED_BURST, b.pool);
-    bool bwrap_ok = bwrap_setup(&b) == 0;
-    struct bench_mode modes[BM_COUNT] = {
-        [BM_FLOOR] = {.name = "fork+exec /bin/true (floor)", .fn = mode_floor},
-        [BM_UNSHARE] = {.name = "unshare -U -r -p -f -m -n -u -i -C --mount-proc",
-                        .fn = mode_unshare},
-        [BM_BWRAP] = {.name = "bwrap, equivalent options + mcpbox's seccomp BPF",
-                      .fn = mode_bwrap},
-        [BM_POOLED] = {.name = pooled_name, .fn = mode_create_exec_pooled},
-        [BM_COLD] = {.name = cold_name, .fn = mode_create_exec_cold},
-        [BM_SUSTAINED] = {.name = sustained_name, .fn = mode_sustained, .self_timed = true},
-        [BM_ALONE_POOLED] = {.name = "mcpbox create alone, pooled", .fn = mode_create_pooled},
-        [BM_ALONE_COLD] = {.name = "mcpbox create alone, cold", .fn = mode_create_cold},
-        [BM_LIVE] = {.name = "mcpbox exec in a live sandbox", .fn = mode_exec_live},
-    };
-    for (size_t m = 0; m < ARRAY_SIZE(modes); m++)
-        modes[m].enabled = m != BM_BWRAP || bwrap_ok;
+    struct bench_mode modes[BM_COUNT];
+    setup_modes(&b, modes);
     size_t per_mode = (size_t)b.iterations * SUSTAINED_BURST;
     for (size_t m = 0; m < ARRAY_SIZE(modes); m++) {
         modes[m].samples = xcalloc(per_mode, sizeof(double));
