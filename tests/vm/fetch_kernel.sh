@@ -3,7 +3,8 @@
 # (MCPBOX_VM_CACHE, default ~/.cache/mcpbox-vm), unpacked from the package without installing
 # it: the host's /boot and /lib/modules stay as they are. Idempotent; needs apt's package lists.
 set -euo pipefail
-cache=${MCPBOX_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mcpbox-vm}
+home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
+cache=${MCPBOX_VM_CACHE:-${XDG_CACHE_HOME:-$home/.cache}/mcpbox-vm}
 if ls "$cache"/kernel/boot/vmlinuz-* >/dev/null 2>&1; then
     exit 0
 fi

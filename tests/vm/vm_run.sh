@@ -15,9 +15,10 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 layout=${1:?layout}
 work=${2:?workdir}
-mcpbox=${3:?mcpbox}
+mcpbox=$(realpath "${3:?mcpbox}")
 shift 3
-cache=${MCPBOX_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mcpbox-vm}
+home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
+cache=${MCPBOX_VM_CACHE:-${XDG_CACHE_HOME:-$home/.cache}/mcpbox-vm}
 timeout_s=${MCPBOX_VM_TIMEOUT:-600}
 
 skip() { echo "1..0 # SKIP $*"; exit 77; }
@@ -48,7 +49,8 @@ find_kernel() {
 
 qemu=$(command -v qemu-system-x86_64) || skip "qemu-system-x86_64 missing (Debian: qemu-system-x86)"
 busybox=$(command -v busybox) || skip "busybox missing (Debian: busybox-static)"
-file -L "$busybox" 2>/dev/null | grep -q 'dynamically linked' &&
+# A dynamic binary names its loader near its start; the initramfs has no libraries.
+head -c 8192 "$busybox" | grep -qa 'ld-linux' &&
     skip "$busybox is dynamically linked (Debian: busybox-static)"
 find_kernel || skip "no kernel with 9p modules (run tests/vm/fetch_kernel.sh, or set MCPBOX_VM_KERNEL)"
 [ "$(uname -m)" = x86_64 ] || skip "the VM tests boot an x86_64 guest"
@@ -86,6 +88,7 @@ cpu=max
 [ "$accel" = kvm ] && cpu=host
 
 mkdir -p "$work"
+work=$(realpath "$work")
 plan=$work/plan.sh
 console=$work/console.log
 tap=$work/tap.out
@@ -101,11 +104,14 @@ rm -f "$console" "$tap"
 
 # Paths the guest must see through its own tmpfs /tmp, /run, /root, /var/tmp (a build tree
 # under /tmp, say): bind-mounted back from the host's copy by the init.
+# Kept whole: the top directory under the tmpfs (/tmp/ci-checkout for /tmp/ci-checkout/build/x).
 keep=
-for p in "$work" "$here" "$mcpbox" "$@"; do
-    p=${p#* * } # a BINARY_SPEC's path
-    p=${p%% *}
-    case "$p" in /tmp/* | /run/* | /root/* | /var/tmp/*) keep="$keep${keep:+:}$(dirname "$p")" ;; esac
+for p in $work $here $mcpbox $*; do
+    case "$p" in
+    /tmp/?* | /run/?* | /root/?* | /var/tmp/?*)
+        p=$(sed -E 's|^(/var/tmp/[^/]+\|/[^/]+/[^/]+).*|\1|' <<< "$p")
+        case ":$keep:" in *":$p:"*) ;; *) keep="$keep${keep:+:}$p" ;; esac ;;
+    esac
 done
 
 echo "# $layout guest: kernel $kernel, accel $accel, log $console"
@@ -132,5 +138,7 @@ fail() {
 [ $qrc -eq 124 ] && fail "the guest did not finish within ${timeout_s}s"
 grep -qE '^1\.\.[0-9]+' "$tap" 2>/dev/null || fail "no TAP plan from the guest (crashed?)"
 grep -qE '^not ok' "$tap" && fail "$(grep -cE '^not ok' "$tap") check(s) failed in the $layout guest"
-[ "$(grep -cE '^ok' "$tap")" -ge 1 ] || fail "no check ran"
+planned=$(sed -nE 's/^1\.\.([0-9]+).*/\1/p' "$tap" | tail -1)
+[ "$(grep -cE '^ok' "$tap")" -eq "$planned" ] || fail "the guest planned $planned checks but ran others"
+[ "$planned" -ge 1 ] || fail "no check ran"
 exit 0
