@@ -169,6 +169,23 @@ static int mode_create_exec_cold(struct bench *b)
     return create_exec_on(b, &b->cold, NULL);
 }
 
+/* A pooled record is ready once its "pooled" event is written (a refill under way has the
+ * record already). */
+static bool pool_ready(struct bench *b, const char *id)
+{
+    json_t *events = NULL;
+    struct mcp_error err;
+    bool ready = false;
+    if (store_event_list(b->h.store, id, 16, &events, &err) < 0)
+        return false;
+    size_t i;
+    json_t *e;
+    json_array_foreach(events, i, e)
+        ready = ready || strcmp(json_string_value(json_object_get(e, "kind")) ?: "", "pooled") == 0;
+    json_decref(events);
+    return ready;
+}
+
 /* Untimed, after a burst: the pool refills (the server's loop runs, as it would while an agent
  * thinks), so that the next round's pooled rows measure a pool in its steady state. */
 static void wait_pool_refilled(struct bench *b)
@@ -181,7 +198,7 @@ static void wait_pool_refilled(struct bench *b)
         struct mcp_error err;
         if (store_sandbox_list(b->h.store, "local", NULL, &list, &n, &err) == 0)
             for (size_t i = 0; i < n; i++)
-                pooled += strcmp(list[i].state, "pooled") == 0;
+                pooled += strcmp(list[i].state, "pooled") == 0 && pool_ready(b, list[i].id);
         store_sandbox_list_free(list, n);
         if ((int)pooled >= b->pool)
             return;
@@ -199,9 +216,13 @@ static int mode_sustained(struct bench *b)
         double us;
         if (create_exec_on(b, &b->h, &us) < 0)
             rc = -1;
-        else if (!b->warmup)
+        else if (!b->warmup) {
             b->cur->samples[b->cur->n++] = us;
+            b->burst[i][b->n_burst] = us;
+        }
     }
+    if (!b->warmup && rc == 0)
+        b->n_burst++;
     b->refill_wait = true; /* after the destroys, untimed */
     return rc;
 }
@@ -354,6 +375,8 @@ int main(int argc, char **argv)
         modes[m].split_create = xcalloc(per_mode, sizeof(double));
         modes[m].split_exec = xcalloc(per_mode, sizeof(double));
     }
+    for (int i = 0; i < SUSTAINED_BURST; i++)
+        b.burst[i] = xcalloc((size_t)b.iterations, sizeof(double));
     print_header(&b);
     run_modes(&b, modes, ARRAY_SIZE(modes));
     bench_print_latency(&b, modes, ARRAY_SIZE(modes));
@@ -367,6 +390,8 @@ int main(int argc, char **argv)
         free(modes[m].split_create);
         free(modes[m].split_exec);
     }
+    for (int i = 0; i < SUSTAINED_BURST; i++)
+        free(b.burst[i]);
     harness_close(&b.h);
     harness_close(&b.cold);
     return 0;

@@ -45,6 +45,8 @@ struct bench {
     struct bench_mode *cur;
     bool warmup;
     bool refill_wait; /* after this sample: let the pool refill (untimed) */
+    double *burst[SUSTAINED_BURST]; /* sustained mode: create + first exec by position */
+    int n_burst;
 };
 
 int bench_parse_args(struct bench *b, int argc, char **argv);

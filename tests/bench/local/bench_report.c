@@ -85,9 +85,13 @@ void bench_print_latency(struct bench *b, struct bench_mode *modes, size_t n)
                bench_percentile(md->split_create, md->n_split, 50),
                bench_percentile(md->split_exec, md->n_split, 50));
     }
-    printf(". Sustained create alone p50 / p99: %.0f / %.0f us.\n\n",
+    printf(". Sustained create alone p50 / p99: %.0f / %.0f us; create + first exec by "
+           "position in the burst (p50, us):",
            bench_percentile(modes[BM_SUSTAINED].split_create, modes[BM_SUSTAINED].n_split, 50),
            bench_percentile(modes[BM_SUSTAINED].split_create, modes[BM_SUSTAINED].n_split, 99));
+    for (int i = 0; i < SUSTAINED_BURST; i++)
+        printf(" %s%.0f", i ? "/ " : "", bench_percentile(b->burst[i], b->n_burst, 50));
+    printf(".\n\n");
     fflush(stdout);
 }
 
