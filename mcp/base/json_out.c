@@ -87,6 +87,11 @@ static void put_string(struct out *o, const char *s, size_t n, bool is_key)
 
     out_char(o, '"');
     while (i < n) {
+        /* The common case first: printable ASCII that needs no escape (tight loop). */
+        while (i < n && u[i] >= 0x20 && u[i] < 0x80 && u[i] != '"' && u[i] != '\\')
+            i++;
+        if (i == n)
+            break;
         if (u[i] >= 0x80) {
             size_t j = i;
             while (j < n && u[j] >= 0x80)
