@@ -208,6 +208,8 @@ static void conn_close(struct http_conn *c, bool reset)
         buf_reset(&full_of(c)->cork);
     else
         conn_uncork(c); /* replies already made go out before the close, as unheld ones did */
+    if (c->closing)
+        return; /* that write failed and closed the connection */
     if (c->sess)
         http_sess_detach(c); /* a dropped POST is not a cancellation: its output is dropped */
     c->mode = EX_NONE;
@@ -239,6 +241,8 @@ static void conn_end(struct http_conn *c)
     if (c->closing || c->phase == CONN_DRAINING)
         return;
     conn_uncork(c); /* the shutdown must follow every reply */
+    if (c->closing)
+        return;
     c->phase = CONN_DRAINING;
     c->deadline = now_mono_ms() + HTTP_LINGER_MS;
     buf_reset(&c->input);

@@ -126,6 +126,18 @@ static void request(int fd, const char *sid, const char *body)
 
 static char sid[128];
 
+/* DELETE of the current session (sid). */
+static void end_session(void)
+{
+    int d = dial();
+    char *del = xasprintf("DELETE /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                          "Mcp-Session-Id: %s\r\n\r\n", port, sid);
+    send_str(d, del);
+    free(del);
+    ASSERT(expect(d, "HTTP/1.1 200", 2000));
+    close(d);
+}
+
 static void new_session(void)
 {
     static char buf[CLIENT_BUF];
@@ -285,14 +297,7 @@ TEST(cancelled_requests_end_their_exchange)
     ASSERT_CONTAINS(buf, "Content-Type: text/event-stream");
     ASSERT(strstr(buf, "retry:") == NULL && strstr(buf, "data:") == NULL);
     close(b);
-    /* end the session now: the session cap test below needs the room */
-    int d = dial();
-    char *del = xasprintf("DELETE /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
-                          "Mcp-Session-Id: %s\r\n\r\n", port, sid);
-    send_str(d, del);
-    free(del);
-    ASSERT(expect(d, "HTTP/1.1 200", 2000));
-    close(d);
+    end_session(); /* now: the session cap test below needs the room */
 }
 
 TEST(concurrent_posts_on_one_session)
@@ -355,6 +360,7 @@ TEST(pipelined_requests_answered_in_order)
     ASSERT(strstr(at, "Connection: close") == NULL); /* the last head precedes its body */
     ASSERT(closed_within(fd, 2000));
     close(fd);
+    end_session(); /* the session cap test below needs the room */
 }
 
 TEST(session_expiry_and_cap)
