@@ -74,6 +74,7 @@ build_initramfs() {
     (cd "$tmp" && find . | "$busybox" cpio -o -H newc 2>/dev/null) > "$tmp.cpio"
     mv "$tmp.cpio" "$initramfs" # atomic: parallel runs may race to build the same file
     rm -rf "$tmp"
+    find "$cache" -maxdepth 1 -name 'initramfs-*.cpio' ! -name "${initramfs##*/}" -mmin +60 -delete
 }
 build_initramfs
 
