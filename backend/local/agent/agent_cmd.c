@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend/local/agent/agent.h"
@@ -150,14 +151,16 @@ static void close_fd(int *fd)
  * to the child then only sets a flag that the exec discards. The parent shell, which got the
  * signal too, waits for its foreground child to end before acting on it. So a Ctrl-C forwarded
  * just as the shell starts a command was lost: the command ran to its end (seen in the
- * local_cli test about one time in ten). The kernel says nothing of a signal taken by a
- * handler, so the agent looks: when it signals a group, each process that is at that moment
- * such a child (it still runs its parent's program, catches the signal, and the parent waits
- * for it in vfork) is followed for a short while. If it becomes another program that still
- * runs with the signal at its default action, not blocked and not pending, the signal never
- * reached that program, and it is sent again to that process alone. Processes that start after
- * the signal (a trap's cleanup, say) are never resent anything. */
-#define SIGWATCH_MAX_PROCS 8     /* vfork children followed per signal (a shell has one) */
+ * local_cli test about one time in ten). The same happens when the signal reaches the shell
+ * while it waits in vfork with every signal blocked: the child, already there, takes its copy
+ * into the inherited handler. The kernel says nothing of a signal taken by a handler, so the
+ * agent looks: when it signals a group, each process that is at that moment such a child (it
+ * still runs its parent's program and catches the signal, or its parent waits in vfork) is
+ * followed for a short while. If it becomes another program that runs with the signal at its
+ * default action, not blocked and not pending, the signal never reached that program, and it
+ * is sent again to that process alone. Processes that start after the signal (a trap's
+ * cleanup, say) are never resent anything. */
+#define SIGWATCH_MAX_PROCS 8     /* processes followed per signal (a shell has one child) */
 #define SIGWATCH_STEP_MS 5       /* how often they are looked at */
 #define SIGWATCH_SPAN_MS 3000    /* how long: an exec takes far less, even on a loaded host */
 #define PROC_STAT_MAX 1024
@@ -168,16 +171,33 @@ static void close_fd(int *fd)
 struct proc_img {
     pid_t pid, ppid, pgrp;
     char state;
-    unsigned long long start; /* tells a process from a later one with the same pid */
+    unsigned long long start; /* clock ticks since boot: tells a process from a later one */
     char comm[32], exe[256];  /* the program it runs: either changes at exec */
     uint64_t pending, blocked, ignored, caught;
+};
+
+/* A process that was between vfork and exec when the signal was sent. */
+struct sigwatch_proc {
+    pid_t pid;
+    unsigned long long start;
+    char comm[32], exe[256]; /* its parent's program, which it runs until it execs */
 };
 
 struct sigwatch {
     int sig;
     uint64_t next_ms, until_ms;
     size_t n;
-    struct proc_img procs[SIGWATCH_MAX_PROCS];
+    struct sigwatch_proc procs[SIGWATCH_MAX_PROCS];
+};
+
+/* One look at the group, before the kill (after == false) or just after it. */
+struct group_scan {
+    pid_t pgrp;
+    int sig;
+    bool after;
+    unsigned long long kill_tick;
+    struct proc_img vforking[SIGWATCH_MAX_PROCS]; /* members in D, catching sig, before */
+    size_t nv;
 };
 
 static void sigwatch_free(struct sigwatch **w)
@@ -262,35 +282,66 @@ static uint64_t sig_bit(int sig)
     return 1ull << (sig - 1);
 }
 
-/* A vfork child that has not exec'd yet and catches sig with its parent's handler: it runs the
- * parent's program and the parent is about to wait for it (R) or waits in vfork (D). With
- * parent_pending, the parent also holds sig blocked: it has not acted on the signal yet (a
- * shell blocks everything around vfork), so this is not, say, a trap's cleanup it started. */
-static bool is_vfork_child(const struct proc_img *p, int sig, bool parent_pending)
+/* Now, in clock ticks since boot (the unit of a process's start time in /proc). */
+static unsigned long long boot_ticks(void)
 {
-    struct proc_img parent;
-    if (!(p->caught & sig_bit(sig)) || p->ppid <= 1 || proc_read(p->ppid, &parent) < 0)
-        return false;
-    return (parent.state == 'D' || parent.state == 'R') && same_program(p, &parent) &&
-           (!parent_pending || (parent.pending & sig_bit(sig)));
+    struct timespec ts;
+    long hz = sysconf(_SC_CLK_TCK);
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (unsigned long long)ts.tv_sec * (unsigned long long)hz +
+           (unsigned long long)ts.tv_nsec / (1000000000ull / (unsigned long long)hz);
 }
 
-/* Adds the members of process group pgrp that are such children to w (once each). */
-static void scan_group(struct sigwatch *w, pid_t pgrp, bool parent_pending)
+static void watch_add(struct sigwatch *w, const struct proc_img *p, const struct proc_img *parent)
+{
+    for (size_t i = 0; i < w->n; i++)
+        if (w->procs[i].pid == p->pid && w->procs[i].start == p->start)
+            return;
+    if (w->n == SIGWATCH_MAX_PROCS)
+        return;
+    struct sigwatch_proc *s = &w->procs[w->n++];
+    s->pid = p->pid;
+    s->start = p->start;
+    memcpy(s->comm, parent->comm, sizeof s->comm);
+    memcpy(s->exe, parent->exe, sizeof s->exe);
+}
+
+/* p runs its parent's program and the parent is about to wait for it (R) or waits in vfork (D). */
+static bool vfork_parent(const struct proc_img *p, struct proc_img *parent)
+{
+    return p->ppid > 1 && proc_read(p->ppid, parent) == 0 &&
+           (parent->state == 'D' || parent->state == 'R') && same_program(p, parent);
+}
+
+/* Which members to follow: a child not exec'd yet that catches the signal with its parent's
+ * handler (after the kill: only while the parent still holds the signal blocked, so not, say,
+ * a trap's cleanup it started); and, after the kill, a child (already there at the kill) of a
+ * member that was waiting in vfork (D) before it, exec'd or not. */
+static void look_at(struct sigwatch *w, struct group_scan *g, const struct proc_img *p)
+{
+    uint64_t bit = sig_bit(g->sig);
+    struct proc_img parent;
+    if (!g->after && (p->caught & bit) && p->state == 'D' && g->nv < SIGWATCH_MAX_PROCS)
+        g->vforking[g->nv++] = *p;
+    if ((p->caught & bit) && vfork_parent(p, &parent) && (!g->after || (parent.pending & bit))) {
+        watch_add(w, p, &parent);
+        return;
+    }
+    for (size_t i = 0; g->after && p->start <= g->kill_tick && i < g->nv; i++)
+        if (g->vforking[i].pid == p->ppid)
+            watch_add(w, p, &g->vforking[i]);
+}
+
+static void scan_group(struct sigwatch *w, struct group_scan *g)
 {
     DIR *d = opendir("/proc");
     struct dirent *e;
-    while (d != NULL && w->n < SIGWATCH_MAX_PROCS && (e = readdir(d)) != NULL) {
+    while (d != NULL && (e = readdir(d)) != NULL) {
         char *end;
         long pid = strtol(e->d_name, &end, 10);
-        struct proc_img *p = &w->procs[w->n];
-        if (*end != '\0' || pid <= 1 || proc_read((pid_t)pid, p) < 0 || p->pgrp != pgrp ||
-            !is_vfork_child(p, w->sig, parent_pending))
-            continue;
-        size_t i = 0;
-        while (i < w->n && (w->procs[i].pid != p->pid || w->procs[i].start != p->start))
-            i++;
-        w->n += i == w->n;
+        struct proc_img p;
+        if (*end == '\0' && pid > 1 && proc_read((pid_t)pid, &p) == 0 && p.pgrp == g->pgrp)
+            look_at(w, g, &p);
     }
     if (d != NULL)
         closedir(d);
@@ -300,24 +351,24 @@ static void scan_group(struct sigwatch *w, pid_t pgrp, bool parent_pending)
 static bool default_keeps_running(int sig)
 {
     return sig == SIGCHLD || sig == SIGCONT || sig == SIGURG || sig == SIGWINCH ||
-           sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+           sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU || sig == SIGKILL;
 }
 
-/* Children seen before the kill may take the signal into their handler; those seen after it
- * with the parent still holding it were forked too late to get it at all. Either way the
- * program they exec runs without it. */
 static void sigwatch_send(struct sigwatch **w, pid_t pgrp, int sig)
 {
+    struct group_scan g = {.pgrp = pgrp, .sig = sig};
+    bool follow = sig > 0 && sig < 64 && !default_keeps_running(sig);
     sigwatch_free(w);
     struct sigwatch *nw = xcalloc(1, sizeof *nw);
     nw->sig = sig;
-    bool follow = sig > 0 && sig < 64 && !default_keeps_running(sig);
     if (follow)
-        scan_group(nw, pgrp, false);
+        scan_group(nw, &g);
     if (kill(-pgrp, sig) < 0) /* the whole group: the shell and what it started */
         kill(pgrp, sig);
+    g.after = true;
+    g.kill_tick = boot_ticks();
     if (follow)
-        scan_group(nw, pgrp, true);
+        scan_group(nw, &g);
     if (nw->n == 0) {
         free(nw);
         return;
@@ -328,15 +379,14 @@ static void sigwatch_send(struct sigwatch **w, pid_t pgrp, int sig)
 }
 
 /* True while p must still be followed; resends the signal when p's new program missed it. */
-static bool follow_one(const struct proc_img *p, int sig)
+static bool follow_one(const struct sigwatch_proc *p, int sig)
 {
     struct proc_img now;
     if (proc_read(p->pid, &now) < 0 || now.start != p->start || now.state == 'Z')
         return false; /* gone */
-    if (same_program(&now, p))
+    if (strcmp(now.comm, p->comm) == 0 && strcmp(now.exe, p->exe) == 0)
         return true; /* not exec'd yet */
-    uint64_t bit = sig_bit(sig);
-    if (((now.caught | now.ignored | now.blocked | now.pending) & bit) == 0)
+    if (((now.caught | now.ignored | now.blocked | now.pending) & sig_bit(sig)) == 0)
         kill(p->pid, sig);
     return false;
 }
