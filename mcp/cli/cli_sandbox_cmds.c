@@ -222,6 +222,22 @@ static int simple_opts(struct cli_sandbox *c, int argc, char **argv, const char 
     return -1;
 }
 
+/* simple_opts, then exactly one operand, the sandbox id: returns -1 with *id set to go on, else
+ * an exit code. */
+static int one_id_opts(struct cli_sandbox *c, int argc, char **argv, const char *usage,
+                       const char **id)
+{
+    int rc = simple_opts(c, argc, argv, usage, NULL);
+    if (rc >= 0)
+        return rc;
+    if (optind + 1 != argc) {
+        fputs(usage, stderr);
+        return CLI_EXIT_USAGE;
+    }
+    *id = argv[optind];
+    return -1;
+}
+
 /* Removes a flag of ours from argv (getopt sees the rest); true if it was there. */
 static bool take_flag(int *argc, char **argv, const char *flag)
 {
@@ -259,16 +275,12 @@ int cli_sandbox_ls(struct cli_sandbox *c, int argc, char **argv)
 
 int cli_sandbox_get(struct cli_sandbox *c, int argc, char **argv)
 {
-    const char *usage = "Usage: mcpbox sandbox get ID [-o table|json]\n";
-    int rc = simple_opts(c, argc, argv, usage, NULL);
+    const char *id;
+    int rc = one_id_opts(c, argc, argv, "Usage: mcpbox sandbox get ID [-o table|json]\n", &id);
     if (rc >= 0)
         return rc;
-    if (optind + 1 != argc) {
-        fputs(usage, stderr);
-        return CLI_EXIT_USAGE;
-    }
     cli_sandbox_op_reset(c);
-    if (c->be->ops->get(c->be, argv[optind], cli_sandbox_op_cb, c, &c->err) < 0 ||
+    if (c->be->ops->get(c->be, id, cli_sandbox_op_cb, c, &c->err) < 0 ||
         cli_sandbox_wait(c) < 0)
         return cli_sandbox_fail("get", &c->err);
     cli_print_info(c, c->result);
@@ -308,16 +320,13 @@ int cli_sandbox_pause(struct cli_sandbox *c, int argc, char **argv)
     bool resume = strcmp(argv[0], "resume") == 0;
     const char *usage = resume ? "Usage: mcpbox sandbox resume ID [-o table|json]\n"
                                : "Usage: mcpbox sandbox pause ID [-o table|json]\n";
-    int rc = simple_opts(c, argc, argv, usage, NULL);
+    const char *id;
+    int rc = one_id_opts(c, argc, argv, usage, &id);
     if (rc >= 0)
         return rc;
-    if (optind + 1 != argc) {
-        fputs(usage, stderr);
-        return CLI_EXIT_USAGE;
-    }
     cli_sandbox_op_reset(c);
-    int r = resume ? c->be->ops->resume(c->be, argv[optind], cli_sandbox_op_cb, c, &c->err)
-                   : c->be->ops->pause(c->be, argv[optind], cli_sandbox_op_cb, c, &c->err);
+    int r = resume ? c->be->ops->resume(c->be, id, cli_sandbox_op_cb, c, &c->err)
+                   : c->be->ops->pause(c->be, id, cli_sandbox_op_cb, c, &c->err);
     if (r < 0 || cli_sandbox_wait(c) < 0)
         return cli_sandbox_fail(argv[0], &c->err);
     cli_print_info(c, c->result);
@@ -352,16 +361,13 @@ int cli_sandbox_logs(struct cli_sandbox *c, int argc, char **argv)
 {
     const char *usage = "Usage: mcpbox sandbox logs ID [--events] [-o table|json]\n";
     bool events = take_flag(&argc, argv, "--events");
-    int rc = simple_opts(c, argc, argv, usage, NULL);
+    const char *id;
+    int rc = one_id_opts(c, argc, argv, usage, &id);
     if (rc >= 0)
         return rc;
-    if (optind + 1 != argc) {
-        fputs(usage, stderr);
-        return CLI_EXIT_USAGE;
-    }
     const char *what = events ? "events" : "logs";
     cli_sandbox_op_reset(c);
-    if (c->be->ops->diagnose(c->be, argv[optind], what, cli_sandbox_op_cb, c, &c->err) < 0 ||
+    if (c->be->ops->diagnose(c->be, id, what, cli_sandbox_op_cb, c, &c->err) < 0 ||
         cli_sandbox_wait(c) < 0)
         return cli_sandbox_fail("logs", &c->err);
     if (c->json)
