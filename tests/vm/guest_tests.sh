@@ -103,6 +103,20 @@ check_cpu_throttled() {
     [ "$(counter "$stat" nr_throttled)" -gt 0 ] || fail "no throttled period at cpu 0.5"
 }
 
+# get's usage comes from the layout's own files (v2 memory.current/cpu.stat; v1 usage_in_bytes
+# and cpuacct.usage, which a systemd v1 host co-mounts with cpu).
+check_usage() {
+    sbx get "$ID" -o json > /tmp/get.json || fail "get failed" || return 1
+    python3 - /tmp/get.json <<'PY' || fail "usage is incomplete"
+import json, sys
+u = json.load(open(sys.argv[1]))["usage"]
+print(u)
+ok = u["memory_bytes"] > 0 and u["pids"] >= 1 and u["cpu_throttled_periods"] > 0
+ok = ok and isinstance(u["cpu_seconds"], float) and u["cpu_seconds"] > 0.5
+sys.exit(0 if ok else 1)
+PY
+}
+
 check_oom_reported() {
     local rc events
     sbx exec "$ID" -- 'dd if=/dev/zero of=/dev/null bs=300M count=1'
@@ -153,6 +167,22 @@ check_rm_kills_and_cleans() {
     [ -z "$(cg_dirs "$ID")" ] || fail "cgroups left: $(cg_dirs "$ID")"
 }
 
+# v1 cannot kill frozen tasks (they stay in the kernel until thawed); v2's cgroup.kill can.
+check_rm_paused() {
+    local id dirs pids
+    id=$(sbx create -q) || fail "create failed" || return 1
+    sbx exec "$id" -- 'setsid sleep 600 > /dev/null 2>&1 < /dev/null &' || fail "exec failed"
+    dirs=$(cg_dirs "$id")
+    pids=$(cat $(sed 's|$|/cgroup.procs|' <<< "$dirs") | sort -u)
+    echo "$id members:" $pids
+    sbx pause "$id" || fail "pause failed"
+    sbx rm "$id" || fail "rm of a paused sandbox failed"
+    for p in $pids; do
+        [ ! -d /proc/$p ] || fail "process $p survived rm ($(cat /proc/$p/status | grep State))"
+    done
+    [ -z "$(cg_dirs "$id")" ] || fail "cgroups left: $(cg_dirs "$id")"
+}
+
 check_binary() { # name timeout path args...
     local name=$1 t=$2
     shift 2
@@ -177,10 +207,12 @@ check "create writes memory, pids and cpu limits" check_limits_written
 [ -n "$ID" ] || { echo "Bail out! no sandbox"; exit 1; }
 check "exec in the sandbox" check_exec
 check "cpu limit throttles a busy loop" check_cpu_throttled
+check "get reports usage from the cgroup files" check_usage
 check "memory hog is OOM-killed, counted and reported" check_oom_reported
 check "pids limit refuses forks and counts them" check_pids_limit
 check "pause freezes, resume thaws" check_pause_resume
 check "rm kills every member and removes the cgroups" check_rm_kills_and_cleans
+check "rm of a paused sandbox kills and removes it" check_rm_paused
 while read -r name t path args; do
     [ -n "$name" ] || continue
     check_one() { check_binary "$name" "$t" "$path" $args; }
