@@ -50,8 +50,10 @@ void config_init(struct mcp_config *cfg)
                              ? getenv("MCPBOX_TOKEN") : NULL);
     cfg->local_enabled = true;
     cfg->local_pool = CONFIG_LOCAL_POOL_DEFAULT;
-    if ((v = getenv("MCPBOX_LOCAL_POOL")) && *v && atoi(v) >= 0)
-        cfg->local_pool = atoi(v) > CONFIG_LOCAL_POOL_MAX ? CONFIG_LOCAL_POOL_MAX : atoi(v);
+    char *end;
+    long pool = (v = getenv("MCPBOX_LOCAL_POOL")) && *v ? strtol(v, &end, 10) : -1;
+    if (pool >= 0 && pool <= CONFIG_LOCAL_POOL_MAX && *end == '\0') /* else the default */
+        cfg->local_pool = (int)pool;
     set_str(&cfg->opensandbox_domain, getenv("OPEN_SANDBOX_DOMAIN"));
     set_str(&cfg->opensandbox_api_key, getenv("OPEN_SANDBOX_API_KEY"));
     set_str(&cfg->opensandbox_protocol, getenv("OPEN_SANDBOX_PROTOCOL"));

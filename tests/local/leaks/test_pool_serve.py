@@ -147,6 +147,16 @@ def run(mcpbox, state, servers):
           "nothing left")
 
 
+def bad_values_refused(mcpbox):
+    """A bad --local-pool stops serve with status 2 and a message naming the option."""
+    for bad in ("-1", "65", "abc", ""):
+        p = subprocess.run([mcpbox, "serve", "--local-pool", bad], stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=TIMEOUT)
+        err = p.stderr.decode(errors="replace")
+        assert p.returncode == 2 and "--local-pool" in err, \
+            f"--local-pool {bad!r}: exit {p.returncode}, {err!r}"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
@@ -156,6 +166,7 @@ def main():
     servers = []
     with Cli(args.mcpbox) as cli:  # its close destroys whatever a failure leaves, then the dir
         try:
+            bad_values_refused(args.mcpbox)
             cli.rm(cli.create())  # skips (77) where sandboxes cannot run
             run(args.mcpbox, cli.state_dir, servers)
         finally:
