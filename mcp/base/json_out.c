@@ -76,6 +76,11 @@ static const char *escape_of(unsigned char ch, char tmp[8])
     return tmp;
 }
 
+/* Printable ASCII other than '"' (0x22) and '\\' (0x5c): written as it is. */
+static const bool plain_ascii[256] = {
+    [0x20 ... 0x21] = true, [0x23 ... 0x5b] = true, [0x5d ... 0x7f] = true,
+};
+
 /* Runs of plain bytes are copied at once; each run of non-ASCII bytes must be whole, valid
  * UTF-8 code points (a valid string's runs always are), as jansson requires. jansson fails on
  * an invalid value but writes an invalid key cut short: a key like that is left to it. */
@@ -88,7 +93,7 @@ static void put_string(struct out *o, const char *s, size_t n, bool is_key)
     out_char(o, '"');
     while (i < n) {
         /* The common case first: printable ASCII that needs no escape (tight loop). */
-        while (i < n && u[i] >= 0x20 && u[i] < 0x80 && u[i] != '"' && u[i] != '\\')
+        while (i < n && plain_ascii[u[i]])
             i++;
         if (i == n)
             break;

@@ -32,6 +32,7 @@ struct conn_full {
     bool resume_again; /* an exchange ended inside it and more input is buffered */
     bool corked;       /* writes go to `cork` until the resume ends */
     struct buf cork;
+    struct buf head; /* response heads are built here (kept: no allocation per reply) */
 };
 
 struct write_req {
@@ -194,6 +195,7 @@ static void on_close(uv_handle_t *h)
     http_reader_release(&c->reader);
     buf_release(&c->input);
     buf_release(&full_of(c)->cork);
+    buf_release(&full_of(c)->head);
     free(full_of(c));
     if (hs->stopping && hs->nconns == 0 && hs->open_handles == 0)
         free(hs);
@@ -409,6 +411,7 @@ void http_conn_accept(struct http_server *hs)
     http_reader_init(&c->reader);
     buf_init(&c->input, HTTP_MAX_PENDING_INPUT + HTTP_READ_CHUNK);
     buf_init(&f->cork, HTTP_CORK_MAX_BYTES);
+    buf_init(&f->head, HTTP_MAX_HEADER_BYTES);
     if (uv_accept((uv_stream_t *)&hs->listener, (uv_stream_t *)&c->tcp) < 0) {
         http_conn_close(c);
         return;
@@ -486,20 +489,19 @@ static void append_head(struct buf *h, struct http_conn *c, int status, const ch
 void http_conn_respond(struct http_conn *c, int status, const char *content_type,
                        const char *extra, const char *body, size_t len)
 {
-    struct buf h;
-    buf_init(&h, HTTP_MAX_HEADER_BYTES);
-    append_head(&h, c, status, extra);
+    struct buf *h = &full_of(c)->head;
+    buf_reset(h);
+    append_head(h, c, status, extra);
     if (content_type) {
-        buf_append_str(&h, "Content-Type: ");
-        buf_append_str(&h, content_type);
-        buf_append_str(&h, "\r\n");
+        buf_append_str(h, "Content-Type: ");
+        buf_append_str(h, content_type);
+        buf_append_str(h, "\r\n");
     }
-    buf_append_str(&h, "Content-Length: ");
-    append_uint(&h, len);
-    buf_append_str(&h, c->keep_alive ? "\r\nConnection: keep-alive\r\n\r\n"
-                                     : "\r\nConnection: close\r\n\r\n");
-    conn_write3(c, buf_cstr(&h), body, len, "");
-    buf_release(&h);
+    buf_append_str(h, "Content-Length: ");
+    append_uint(h, len);
+    buf_append_str(h, c->keep_alive ? "\r\nConnection: keep-alive\r\n\r\n"
+                                    : "\r\nConnection: close\r\n\r\n");
+    conn_write3(c, buf_cstr(h), body, len, ""); /* copies whatever it cannot send now */
     http_conn_exchange_done(c);
 }
 

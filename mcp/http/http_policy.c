@@ -187,6 +187,16 @@ static int accept_find(const char *accept, const char *type, int *q)
     }
 }
 
+/* a (listed at pa with q qa) over b: a higher q value, or the same q and listed first. */
+static bool prefers(int pa, int qa, int pb, int qb)
+{
+    if (pa < 0 || qa == 0)
+        return false;
+    if (pb < 0 || qa != qb)
+        return pb < 0 || qa > qb;
+    return pa < pb;
+}
+
 bool http_accept_prefers(const char *accept, const char *a, const char *b)
 {
     int qa = 0, qb = 0;
@@ -194,11 +204,34 @@ bool http_accept_prefers(const char *accept, const char *a, const char *b)
         return false;
     int pa = accept_find(accept, a, &qa);
     int pb = accept_find(accept, b, &qb);
-    if (pa < 0 || qa == 0)
+    return prefers(pa, qa, pb, qb);
+}
+
+/* One pass over the list for what every POST asks (http_accepts for both types, then
+ * http_accept_prefers): each element is compared with the two types as it goes by. */
+bool http_accept_post(const char *accept, bool *prefer_sse)
+{
+    static const char json[] = "application/json", sse[] = "text/event-stream";
+    int pj = -1, ps = -1, qj = 0, qs = 0;
+    *prefer_sse = false;
+    if (!accept)
         return false;
-    if (pb < 0 || qa != qb)
-        return pb < 0 || qa > qb;
-    return pa < pb;
+    const char *p = accept;
+    for (int pos = 0;; pos++) {
+        size_t len = strcspn(p, ",");
+        if (pj < 0 && element_is(p, len, json)) {
+            pj = pos;
+            qj = element_q(p, len);
+        } else if (ps < 0 && element_is(p, len, sse)) {
+            ps = pos;
+            qs = element_q(p, len);
+        }
+        if (p[len] == '\0')
+            break;
+        p += len + 1;
+    }
+    *prefer_sse = prefers(ps, qs, pj, qj);
+    return pj >= 0 && ps >= 0;
 }
 
 bool http_content_type_is_json(const char *content_type)

@@ -26,6 +26,10 @@ bool http_accepts(const char *accept, const char *type);
 /* Whether the Accept header prefers media type a over b: a higher q value, or the same q and
  * listed first. False when a is not listed. */
 bool http_accept_prefers(const char *accept, const char *a, const char *b);
+/* For a POST: whether Accept lists both application/json and text/event-stream, and in
+ * *prefer_sse whether it prefers the latter (http_accepts twice and http_accept_prefers, in
+ * one pass). */
+bool http_accept_post(const char *accept, bool *prefer_sse);
 /* Whether Content-Type is application/json (parameters such as charset allowed). */
 bool http_content_type_is_json(const char *content_type);
 /* MCP-Protocol-Version values this transport accepts. */

@@ -3,7 +3,6 @@
  * limits and stops at the end of each message so that pipelined requests wait their turn. */
 #include "mcp/http/http_request.h"
 
-#include <ctype.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -104,25 +103,26 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
 
 /* RFC 9110 token characters: http-parser's lenient mode lets spaces into field names, which
  * is how requests get smuggled past proxies. */
-static const bool *token_table(void)
-{
-    static bool table[256], ready;
-    if (!ready) { /* one loop, one thread: filled once on first use */
-        for (int i = 0; i < 256; i++)
-            table[i] = isalnum(i) || (i && strchr("!#$%&'*+-.^_`|~", i));
-        ready = true;
-    }
-    return table;
-}
+static const bool token_char[256] = {
+    ['0' ... '9'] = true, ['A' ... 'Z'] = true, ['a' ... 'z'] = true, ['!'] = true,
+    ['#'] = true, ['$'] = true, ['%'] = true, ['&'] = true, ['\''] = true, ['*'] = true,
+    ['+'] = true, ['-'] = true, ['.'] = true, ['^'] = true, ['_'] = true, ['`'] = true,
+    ['|'] = true, ['~'] = true,
+};
+
+/* Field value bytes: HTAB, SP, visible ASCII and obs-text (not NUL, other controls or DEL). */
+static const bool value_char[256] = {
+    ['\t'] = true, [0x20 ... 0x7e] = true, [0x80 ... 0xff] = true,
+};
 
 /* Lowercases a field name in place; false if it is empty or not a token. */
-static bool lower_token(char *s, const bool *token)
+static bool lower_token(char *s)
 {
     if (!*s)
         return false;
     for (; *s; s++) {
         unsigned char ch = (unsigned char)*s;
-        if (!token[ch])
+        if (!token_char[ch])
             return false;
         if (ch >= 'A' && ch <= 'Z')
             *s = (char)(ch + ('a' - 'A'));
@@ -130,18 +130,17 @@ static bool lower_token(char *s, const bool *token)
     return true;
 }
 
-/* Checks a field value's characters and cuts its trailing blanks, in one pass. */
+/* Checks a field value's characters, then cuts its trailing blanks. */
 static bool trim_field_value(char *s)
 {
-    char *end = s; /* just past the last character that is not a blank */
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
-            return false;
-        if (ch != ' ' && ch != '\t')
-            end = s + 1;
-    }
-    *end = '\0';
+    char *p = s;
+    while (value_char[(unsigned char)*p])
+        p++;
+    if (*p)
+        return false; /* stopped at a forbidden byte, not at the end */
+    while (p > s && (p[-1] == ' ' || p[-1] == '\t'))
+        p--;
+    *p = '\0';
     return true;
 }
 
@@ -151,14 +150,13 @@ static bool trim_field_value(char *s)
 static int resolve_headers(struct http_reader *r)
 {
     struct http_request *req = &r->req;
-    const bool *token = token_table();
     req->target = req->store.data;
     for (size_t i = 0; i < req->nheaders; i++) {
         char *name = req->store.data + r->name_off[i];
         char *value = req->store.data + r->value_off[i];
         req->headers[i].name = name;
         req->headers[i].value = value;
-        bool name_ok = lower_token(name, token);
+        bool name_ok = lower_token(name);
         if (!name_ok || !trim_field_value(value)) {
             req->nheaders = i + 1; /* no pointer left unset behind a failed request */
             return fail(r, 400, name_ok ? "invalid character in header field value"

@@ -94,8 +94,8 @@ static struct http_sess *known_session(struct http_conn *c, const char *sid)
 
 static bool post_headers_ok(struct http_conn *c)
 {
-    const char *accept = http_request_header(req_of(c), "accept", NULL);
-    if (!http_accepts(accept, "application/json") || !http_accepts(accept, "text/event-stream")) {
+    /* prefer_sse is kept for post_request (reset when the exchange ends). */
+    if (!http_accept_post(http_request_header(req_of(c), "accept", NULL), &c->prefer_sse)) {
         http_conn_error(c, 406, -32000, NULL, NULL,
                         "Not Acceptable: Client must accept both application/json and "
                         "text/event-stream");
@@ -136,9 +136,7 @@ static void post_request(struct http_conn *c, struct http_sess *s, struct jsonrp
                         "Conflict: a request with this id is already in progress");
         return;
     }
-    c->key = key;
-    c->prefer_sse = http_accept_prefers(http_request_header(req_of(c), "accept", NULL),
-                                        "text/event-stream", "application/json");
+    c->key = key; /* c->prefer_sse: set by post_headers_ok */
     http_sess_attach(s, c, EX_PENDING);
     session_handle(s->core, msg);
 }

@@ -233,8 +233,8 @@ void http_sess_destroy(struct http_sess *s)
 
 void http_sess_sweep(struct http_sess *s, uint64_t now)
 {
-    if (s->exchanges)
-        return; /* a request or a stream is open: the session is in use */
+    if (s->exchanges || s->ncancels > 0)
+        return; /* a request or a stream is open, or cancels wait for the loop: in use */
     /* last_active may be later than now (set during this sweep): no unsigned wrap-around. */
     if (s->init_failed || (now > s->last_active && now - s->last_active > HTTP_SESSION_IDLE_MS))
         http_sess_destroy(s);

@@ -105,6 +105,29 @@ TEST(accept_preference)
     ASSERT(!http_accept_prefers(NULL, sse, json));
 }
 
+/* The one-pass POST check agrees with http_accepts (both types) and http_accept_prefers. */
+TEST(accept_post_matches_the_separate_checks)
+{
+    static const char *const lists[] = {
+        "application/json, text/event-stream", "text/event-stream, application/json",
+        "application/json;q=0.5, text/event-stream", "text/event-stream;q=0, application/json",
+        "text/event-stream;q=0.2, application/json;q=0.9", "text/event-stream",
+        "application/json", "", "text/html, */*", "Text/Event-Stream ; q=1,APPLICATION/json",
+        "application/json, application/json;q=0, text/event-stream;q=0.5",
+        "text/event-stream;q=0.5, text/event-stream, application/json;q=0.5",
+    };
+    const char *sse = "text/event-stream", *json = "application/json";
+    for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+        bool prefer = true;
+        bool both = http_accepts(lists[i], json) && http_accepts(lists[i], sse);
+        ASSERT_EQ(http_accept_post(lists[i], &prefer), both);
+        ASSERT_EQ(prefer, http_accept_prefers(lists[i], sse, json));
+    }
+    bool prefer = true;
+    ASSERT(!http_accept_post(NULL, &prefer));
+    ASSERT(!prefer);
+}
+
 TEST(content_type)
 {
     ASSERT(http_content_type_is_json("application/json"));
@@ -139,6 +162,7 @@ int main(void)
     RUN(bearer_token);
     RUN(accept_header);
     RUN(accept_preference);
+    RUN(accept_post_matches_the_separate_checks);
     RUN(content_type);
     RUN(protocol_version);
     return test_done();
