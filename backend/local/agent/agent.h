@@ -37,7 +37,7 @@ struct conn {
 
 enum cmd_state { CMD_RUNNING, CMD_DONE };
 
-struct sigwatch; /* agent_cmd.c: a forwarded signal's delivery being checked */
+struct sigwatch; /* agent_sigwatch.c: a forwarded signal's delivery being checked */
 
 struct cmd {
     char id[24];
@@ -92,6 +92,13 @@ void agent_cmd_on_fd(struct agent *a, struct cmd *cmd, int fd, short revents);
 void agent_cmd_forget_conn(struct agent *a, struct conn *c);
 uint64_t agent_cmd_next_deadline(struct agent *a);
 size_t agent_cmd_running(struct agent *a);
+
+/* agent_sigwatch.c: signals a command's process group, and resends the signal to a process
+ * that a shell's vfork child swallowed it for; poll and next drive the follow-up. */
+void agent_sigwatch_send(struct sigwatch **w, pid_t pgrp, int sig);
+void agent_sigwatch_poll(struct sigwatch **w, uint64_t now_ms);
+uint64_t agent_sigwatch_next(const struct sigwatch *w);
+void agent_sigwatch_free(struct sigwatch **w);
 
 /* agent_fs.c */
 json_t *agent_fs_op(struct agent *a, const char *op, json_t *req, struct mcp_error *err);
