@@ -2,7 +2,7 @@
  * seccomp filter, spawned by mcpbox itself (no daemon) in a few milliseconds.
  *
  * Each sandbox runs an agent as its PID 1 (a static binary embedded in mcpbox, run from a sealed
- * memfd). mcpbox talks to it over <state_dir>/sandboxes/<id>/agent.sock, a socket the sandbox
+ * memfd). mcpbox talks to it over <runtime_dir>/<id>/agent.sock (runtime_dir.c), a socket the sandbox
  * cannot see. Sandboxes outlive the mcpbox process that made them: another mcpbox process with
  * the same state directory finds them through the store and reconnects. local_backend_new()
  * reconciles the store with reality: records whose sandbox is gone are cleaned up (cgroups,

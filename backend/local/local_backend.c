@@ -261,16 +261,27 @@ void local_release_resources(struct local_backend *lb, const char *id, const cha
                  LOCAL_KILL_WAIT_MS);
     if (cg_destroy(cg) < 0)
         cg_destroy_later(lb, cg);
+    char logs[LOCAL_PATH_MAX], run[LOCAL_PATH_MAX];
+    local_sandbox_dirs(lb, id, run, logs);
     if (dir[0])
         local_rmtree(dir);
+    local_rmtree(logs);
     if (store_slot_release(lb->base.store, id, &err) < 0 && err.code != MCP_ERR_NOT_FOUND)
         log_warn("sandbox %s: releasing uid slot: %s", id, err.msg);
 }
 
-static bool read_marker(const char *dir, char *why, size_t size)
+void local_sandbox_dirs(const struct local_backend *lb, const char *id, char dir[LOCAL_PATH_MAX],
+                        char logs[LOCAL_PATH_MAX])
+{
+    snprintf(dir, LOCAL_PATH_MAX, "%s/%s", lb->run_dir, id);
+    snprintf(logs, LOCAL_PATH_MAX, "%s/sandboxes/%s", lb->state_dir, id);
+}
+
+/* The agent's marker in its logs directory: why it ended itself (ttl, idle). */
+static bool read_marker(const char *logs, char *why, size_t size)
 {
     char path[LOCAL_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/logs/expired", dir);
+    snprintf(path, sizeof path, "%s/expired", logs);
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return false;
@@ -358,7 +369,7 @@ static void on_init_exit(struct lsbx *sb)
     siginfo_t si = {0};
     syscall(SYS_waitid, P_PIDFD, sb->pidfd, &si, WEXITED | WNOHANG, NULL);
     char why[64] = "";
-    bool expired = read_marker(sb->dir, why, sizeof why);
+    bool expired = read_marker(sb->logs_dir, why, sizeof why);
     sb->gone = true;
     agent_conn_close(sb->conn);
     sb->conn = NULL;
@@ -471,7 +482,7 @@ static void adopt(struct local_backend *lb, const struct store_sandbox *rec, pid
     struct lsbx *sb = xcalloc(1, sizeof *sb);
     sb->be = lb;
     snprintf(sb->id, sizeof sb->id, "%s", rec->id);
-    snprintf(sb->dir, sizeof sb->dir, "%s/sandboxes/%s", lb->state_dir, rec->id);
+    local_sandbox_dirs(lb, rec->id, sb->dir, sb->logs_dir);
     sb->pid = pid, sb->pidfd = pidfd, sb->refs = 1, sb->in_list = true;
     cg_from_json(json_object_get(rec->record, "cgroups"), &sb->cg);
     sb->next = lb->sandboxes;
@@ -500,10 +511,10 @@ static void reap_dead(struct local_backend *lb, const struct store_sandbox *rec)
 {
     struct mcp_error err;
     struct cg_sandbox cg;
-    char dir[LOCAL_PATH_MAX], why[64] = "";
+    char dir[LOCAL_PATH_MAX], logs[LOCAL_PATH_MAX], why[64] = "";
     cg_from_json(json_object_get(rec->record, "cgroups"), &cg);
-    snprintf(dir, sizeof dir, "%s/sandboxes/%s", lb->state_dir, rec->id);
-    bool expired = read_marker(dir, why, sizeof why);
+    local_sandbox_dirs(lb, rec->id, dir, logs);
+    bool expired = read_marker(logs, why, sizeof why);
     bool half_made = strcmp(rec->state, "creating") == 0;
     bool pooled = strcmp(rec->state, LOCAL_POOL_STATE) == 0;
     cg_kill(&cg);
@@ -595,7 +606,7 @@ static int make_dirs(struct local_backend *lb, struct mcp_error *err)
     snprintf(path, sizeof path, "%s/sandboxes", lb->state_dir);
     if (mkdir(path, 0700) < 0 && errno != EEXIST)
         return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s", path);
-    return 0;
+    return local_runtime_dir(lb->state_dir, lb->run_dir, sizeof lb->run_dir, err);
 }
 
 struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
@@ -666,6 +677,8 @@ void local_backend_free(struct backend *be)
         ;
     local_spawner_stop(lb->spawner);
     lb->spawner = NULL;
+    /* Only if empty: no sandbox of this state directory left (another process recreates it). */
+    rmdir(lb->run_dir);
     if (lb->agent_fd >= 0)
         close(lb->agent_fd);
     lb->agent_fd = -1;

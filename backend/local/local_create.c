@@ -314,7 +314,8 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
     struct lsbx *sb = op->sb;
     struct local_backend *lb = sb->be;
     char *cfg = agent_config(spec, rec->expires_at_ms, rec->idle_timeout_s);
-    struct spawn_request req = {.id = sb->id, .dir = sb->dir, .uid_base = base,
+    struct spawn_request req = {.id = sb->id, .dir = sb->dir, .logs_dir = sb->logs_dir,
+                                .uid_base = base,
                                 .disk_bytes = disk, .memory_bytes = lim->memory_bytes,
                                 .pids = lim->pids, .network = spec->network,
                                 .agent_config = cfg, .agent_exe_fd = lb->agent_fd,
@@ -349,6 +350,21 @@ static void record_started(json_t *r, const struct spawn_result *res, uint32_t s
 
 /* Record first (so a crash from here on is found by reconcile), then slot, directory and
  * cgroups. rec->record stays the caller's. */
+/* <run_dir>/<id>. The runtime directory itself is removed when the last process on the state
+ * directory exits with no sandbox left: another process may have just done so. */
+static int make_sandbox_dir(struct local_backend *lb, const char *dir, struct mcp_error *err)
+{
+    if (mkdir(dir, 0700) == 0)
+        return 0;
+    if (errno != ENOENT)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s", dir);
+    if (local_runtime_dir(lb->state_dir, lb->run_dir, sizeof lb->run_dir, err) < 0)
+        return -1; /* both levels again (same path: it is derived from the state directory) */
+    if (mkdir(dir, 0700) < 0)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s", dir);
+    return 0;
+}
+
 static int start_record(struct create_op *op, const struct sandbox_spec *spec,
                         const struct cg_limits *lim, uint64_t disk, struct store_sandbox *rec,
                         struct mcp_error *err)
@@ -364,13 +380,13 @@ static int start_record(struct create_op *op, const struct sandbox_spec *spec,
                                   .idle_timeout_s = local_idle_s(spec),
                                   .last_active_ms = now_wall_ms(),
                                   .record = local_make_record(spec, lim, disk)};
-    snprintf(sb->dir, sizeof sb->dir, "%s/sandboxes/%s", lb->state_dir, sb->id);
+    local_sandbox_dirs(lb, sb->id, sb->dir, sb->logs_dir);
     json_object_set_new(rec->record, "cgroups", planned_cgroups(lb, sb->id));
     int rc = store_sandbox_insert(st, rec, err);
     if (rc == 0)
         rc = store_slot_acquire(st, sb->id, LOCAL_MAX_SLOTS, &op->slot, err);
-    if (rc == 0 && mkdir(sb->dir, 0700) < 0)
-        rc = mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s", sb->dir);
+    if (rc == 0)
+        rc = make_sandbox_dir(lb, sb->dir, err);
     if (rc == 0)
         rc = op->pool_slot >= 0 ? cg_set_limits(&sb->cg, lim, err)
                                 : cg_create(&lb->cg, sb->id, lim, &sb->cg, err);
@@ -554,6 +570,7 @@ int local_create_pooled(struct local_backend *lb, struct mcp_error *err)
     }
     op->agent_cfg = agent_config(&spec, op->rec.expires_at_ms, op->rec.idle_timeout_s);
     op->req = (struct spawn_request){.id = op->sb->id, .dir = op->sb->dir,
+                                     .logs_dir = op->sb->logs_dir,
                                      .uid_base = LOCAL_UID_BASE + LOCAL_UID_RANGE * op->slot,
                                      .disk_bytes = disk, .memory_bytes = lim.memory_bytes,
                                      .pids = lim.pids, .agent_config = op->agent_cfg,
@@ -583,9 +600,9 @@ int local_destroy(struct backend *be, const char *id, backend_cb *cb, void *arg,
     }
     if (sb == NULL) { /* not live here: what is left is files, cgroups, slot and the record */
         struct cg_sandbox cg;
-        char dir[LOCAL_PATH_MAX];
+        char dir[LOCAL_PATH_MAX], logs[LOCAL_PATH_MAX];
         cg_from_json(json_object_get(rec.record, "cgroups"), &cg);
-        snprintf(dir, sizeof dir, "%s/sandboxes/%s", lb->state_dir, id);
+        local_sandbox_dirs(lb, id, dir, logs);
         uint64_t start;
         pid_t pid = local_init_of(dir, rec.record, &start);
         cg_freeze(&cg, false, err);

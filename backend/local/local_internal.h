@@ -98,7 +98,8 @@ void cg_from_json(json_t *j, struct cg_sandbox *out);
 /* ---- spawning (spawn.c) ---- */
 struct spawn_request {
     const char *id;
-    const char *dir;          /* <state>/sandboxes/<id> */
+    const char *dir;          /* <runtime dir>/<id>: mount point, agent socket, init file */
+    const char *logs_dir;     /* <state>/sandboxes/<id>: the agent's command logs (on disk) */
     uint32_t uid_base;
     uint64_t disk_bytes;
     uint64_t memory_bytes;
@@ -197,6 +198,7 @@ struct local_backend {
     struct local_seccomp seccomp;
     int agent_fd;                 /* sealed memfd of the agent binary */
     char state_dir[LOCAL_PATH_MAX];
+    char run_dir[LOCAL_PATH_MAX]; /* runtime_dir.c: per-sandbox files that need no disk */
     struct lsbx *sandboxes;       /* live sandboxes this process watches */
     uv_timer_t timer;             /* paused sandboxes' TTL */
 };
@@ -211,7 +213,8 @@ struct destroy_op {
 struct lsbx {
     struct local_backend *be;
     char id[LOCAL_ID_LEN];
-    char dir[LOCAL_PATH_MAX];
+    char dir[LOCAL_PATH_MAX];      /* <run_dir>/<id> */
+    char logs_dir[LOCAL_PATH_MAX]; /* <state_dir>/sandboxes/<id> */
     pid_t pid;
     int pidfd;
     uv_poll_t exit_poll;
@@ -315,7 +318,16 @@ void local_pool_drain(struct local_backend *lb); /* shutdown: destroy every unta
 /* local_backend.c: SIGKILL a sandbox this process watches and clean up at once (synchronous). */
 void local_kill_now(struct lsbx *sb);
 
-/* Removes a dead sandbox's leftovers: cgroups, directory, uid slot (not the record). */
+/* runtime_dir.c: the runtime directory of a state directory (same for every process on it;
+ * on a tmpfs when /run or /dev/shm is one, else <state_dir>/run), created and checked. */
+int local_runtime_dir(const char *state_dir, char *out, size_t size, struct mcp_error *err);
+/* mkdir 0700 if missing; refuses a non-directory (symlink), another owner, mode other than 0700. */
+int local_private_dir(const char *dir, struct mcp_error *err);
+/* A sandbox's two directories: dir = <run_dir>/<id>, logs = <state_dir>/sandboxes/<id>. */
+void local_sandbox_dirs(const struct local_backend *lb, const char *id, char dir[LOCAL_PATH_MAX],
+                        char logs[LOCAL_PATH_MAX]);
+
+/* Removes a dead sandbox's leftovers: cgroups, directories, uid slot (not the record). */
 void local_release_resources(struct local_backend *lb, const char *id, const char *dir,
                              const struct cg_sandbox *cg);
 /* SIGKILLs a sandbox init identified by pid + start time and waits (briefly) for it to go. */

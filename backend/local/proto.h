@@ -1,6 +1,6 @@
 /* The mcpbox <-> sandbox agent protocol (shared by the agent and the backend).
  *
- * Transport: a unix stream socket created by mcpbox at <state_dir>/sandboxes/<id>/agent.sock
+ * Transport: a unix stream socket created by mcpbox at <runtime_dir>/<id>/agent.sock
  * before the sandbox's root is pivoted (so the sandbox cannot see it). Every message is a frame:
  * a 4-byte big-endian length followed by that many bytes of one JSON object.
  *

@@ -540,8 +540,7 @@ static pid_t do_clone(struct child_plan *p, int cgroup_fd, int *pidfd)
 
 static int open_logdir(const struct spawn_request *req, struct mcp_error *err)
 {
-    char path[LOCAL_PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/logs", req->dir);
+    const char *path = req->logs_dir;
     if (mkdir(path, 0700) < 0 && errno != EEXIST)
         return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s", path);
     if (chown(path, req->uid_base, req->uid_base) < 0)
@@ -558,7 +557,7 @@ static int open_listener(const struct spawn_request *req, struct mcp_error *err)
     int n = snprintf(sa.sun_path, sizeof sa.sun_path, "%s/agent.sock", req->dir);
     if (n < 0 || (size_t)n >= sizeof sa.sun_path)
         return mcp_error_set(err, MCP_ERR_INVALID, 0,
-                             "state directory path too long for a unix socket: %s", req->dir);
+                             "runtime directory path too long for a unix socket: %s", req->dir);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return mcp_error_set(err, MCP_ERR_IO, errno, "socket");

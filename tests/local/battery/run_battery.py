@@ -18,7 +18,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from mcpbox_cli import Cli, skip, text  # noqa: E402
+from mcpbox_cli import Cli, runtime_dirs, sandbox_runtime_dir, skip, text  # noqa: E402
 
 LINE = re.compile(r"^(PASS|FAIL|SKIP)\s+(\d+)\s+(\S+)\s+(\S+)\s+(.*)$")
 # Unconfined (host root in private mount+uts namespaces) these must fail: the battery's core.
@@ -127,12 +127,14 @@ def main():
     name = f"sbx-battery-host-{os.getpid()}"
     listener = abstract_listener(name)
     with Cli(args.mcpbox) as cli:
-        agent_socks = os.path.join(cli.state_dir, "sandboxes")
+        logs = os.path.join(cli.state_dir, "sandboxes")
         env = {"BATTERY_ABSTRACT_NAME": name,
                "BATTERY_HOST_PATHS": ":".join([cli.state_dir, os.path.join(cli.state_dir, "mcpbox.db"),
-                                               agent_socks, args.mcpbox])}
+                                               logs, args.mcpbox] + runtime_dirs(cli.state_dir))}
         sid, rc, inside = run_in_sandbox(cli, args.battery, env)
-        sock = os.path.join(agent_socks, sid, "agent.sock")
+        run_dir = sandbox_runtime_dir(cli.state_dir, sid)
+        assert run_dir, f"no runtime directory for {sid} in {runtime_dirs(cli.state_dir)}"
+        sock = os.path.join(run_dir, "agent.sock")
         assert os.path.exists(sock), f"expected the agent socket at {sock} on the host"
         check_sandbox_results(inside, args.image)
         assert rc == 0, f"battery exited {rc} inside the sandbox"

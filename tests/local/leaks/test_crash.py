@@ -15,7 +15,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from mcpbox_cli import Cli, text  # noqa: E402
+from mcpbox_cli import Cli, runtime_left, sandbox_runtime_dir, text  # noqa: E402
 
 KILL_DELAYS_MS = (0, 5, 10, 20, 40, 60, 90, 130, 180, 250)
 EXIT_GRACE_S = 3.0
@@ -93,6 +93,7 @@ def check_gone(cli, sid, ids, slots):
     assert sid not in ids, f"{sid}: record kept but not listed"
     assert sid not in slots, f"{sid}: uid slot leaked"
     assert not os.path.exists(os.path.join(cli.state_dir, "sandboxes", sid)), f"{sid}: dir leaked"
+    assert not sandbox_runtime_dir(cli.state_dir, sid), f"{sid}: runtime dir leaked"
     assert not cgroup_dirs(sid), f"{sid}: cgroups leaked: {cgroup_dirs(sid)}"
     wait_processes_gone(sid)
     assert not processes_of(sid), f"{sid}: processes leaked: {processes_of(sid)}"
@@ -162,6 +163,8 @@ def check_nothing_left(state_dir, all_ids, before_mounts):
         assert not cgroup_dirs(sid), f"{sid}: cgroups left after rm: {cgroup_dirs(sid)}"
         wait_processes_gone(sid)
         assert not processes_of(sid), f"{sid}: processes left after rm: {processes_of(sid)}"
+    left = runtime_left(state_dir)
+    assert not left, f"left in the runtime directory: {left}"
     assert mountinfo() == before_mounts, "host mount table changed"
 
 

@@ -195,6 +195,7 @@ TEST(create_destroy_cycles_leave_nothing)
     ASSERT_EQ(count_rows("SELECT COUNT(*) FROM sandboxes"), 0);
     ASSERT_EQ(count_rows("SELECT COUNT(*) FROM slots"), 0);
     ASSERT_EQ(sandbox_dirs_left(), 0);
+    ASSERT_EQ(harness_runtime_left(&h), 0);
     ASSERT_EQ(waitpid(-1, NULL, WNOHANG), -1); /* no child of ours, zombie or alive */
 }
 

@@ -369,6 +369,7 @@ TEST(kill_9_then_restart_reaps_the_pool)
     ASSERT_EQ(seen, 2 + POOL);
     ASSERT_EQ(sql_int(&h, "SELECT COUNT(*) FROM sandboxes"), 0);
     ASSERT_EQ(sql_int(&h, "SELECT COUNT(*) FROM slots"), 0);
+    ASSERT_EQ(harness_runtime_left(&h), 0); /* nor in the runtime directory (a tmpfs) */
     close_tracked(&h);
 }
 
@@ -405,10 +406,11 @@ static void run_battery_in(struct harness *h, const char *id)
                                                            1 + strlen(name))), 0);
     ASSERT_EQ(listen(ls, 8), 0);
     ASSERT_EQ(harness_write(h, id, "/workspace/battery", bin, len), 0);
-    char cmd[1024];
+    char cmd[2048], run[1024];
+    ASSERT_EQ(harness_runtime_dir(h, run, sizeof(run)), 0);
     snprintf(cmd, sizeof(cmd), "chmod 555 /workspace/battery && BATTERY_ABSTRACT_NAME=%s "
-             "BATTERY_HOST_PATHS=%s:%s/mcpbox.db:%s/sandboxes /workspace/battery", name,
-             h->state_dir, h->state_dir, h->state_dir);
+             "BATTERY_HOST_PATHS=%s:%s/mcpbox.db:%s/sandboxes:%s /workspace/battery", name,
+             h->state_dir, h->state_dir, h->state_dir, run);
     struct harness_exec x;
     ASSERT_EQ(harness_exec(h, id, cmd, &x), 0);
     cleanup_free char *out = buf_steal(&x.out, NULL);

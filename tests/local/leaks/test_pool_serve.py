@@ -17,7 +17,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from mcpbox_cli import Cli, skip  # noqa: E402
+from mcpbox_cli import Cli, runtime_left, skip  # noqa: E402
 
 TIMEOUT = 60
 POOL = 2
@@ -79,6 +79,7 @@ def leftovers(state):
     ids = [r[0] for r in db_rows(state, "SELECT DISTINCT sandbox_id FROM events")]
     left = [f"record {r[0]} ({r[1]})" for r in db_rows(state, "SELECT id, state FROM sandboxes")]
     left += [f"dir {d}" for d in os.listdir(os.path.join(state, "sandboxes"))]
+    left += [f"runtime {d}" for d in runtime_left(state)]
     for sid in ids:
         left += [f"cgroup {c}" for c in glob.glob(f"/sys/fs/cgroup/*/mcpbox/{sid}") +
                  glob.glob(f"/sys/fs/cgroup/*/*/*/mcpbox/{sid}") +

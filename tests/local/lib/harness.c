@@ -1,6 +1,8 @@
 /* The synchronous test harness over the local backend (see harness.h). */
 #include "harness.h"
 
+#include <dirent.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +10,7 @@
 
 #include "backend/local/doctor.h"
 #include "backend/local/local.h"
+#include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 #include "mcp/config.h"
 #include "mcp/store/store.h"
@@ -129,6 +132,55 @@ void harness_close(struct harness *h)
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", h->state_dir);
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", h->state_dir);
+}
+
+static int entries_left(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.' && ++n)
+            printf("# left in the runtime directory: %s/%s\n", dir, e->d_name);
+    if (d)
+        closedir(d);
+    return n;
+}
+
+#define HARNESS_RUNTIME_CANDIDATES 3
+
+/* The i-th place the backend may keep this state directory's runtime files; -1 if none. */
+static int runtime_candidate(const struct harness *h, int i, char *out, size_t size)
+{
+    char real[PATH_MAX], hash[65];
+    if (realpath(h->state_dir, real) == NULL)
+        return -1; /* no state directory, so no runtime directory either */
+    sha256_hex(real, strlen(real), hash);
+    hash[16] = '\0';
+    if (i == 0 || i == 1)
+        snprintf(out, size, "%s/mcpbox-%u/%s", i == 0 ? "/run" : "/dev/shm", (unsigned)geteuid(),
+                 hash);
+    else
+        snprintf(out, size, "%s/run", real);
+    return 0;
+}
+
+int harness_runtime_dir(const struct harness *h, char *out, size_t size)
+{
+    for (int i = 0; i < HARNESS_RUNTIME_CANDIDATES; i++)
+        if (runtime_candidate(h, i, out, size) == 0 && access(out, F_OK) == 0)
+            return 0;
+    return -1;
+}
+
+int harness_runtime_left(const struct harness *h)
+{
+    char dir[PATH_MAX + 32];
+    int n = 0;
+    for (int i = 0; i < HARNESS_RUNTIME_CANDIDATES; i++)
+        if (runtime_candidate(h, i, dir, sizeof dir) == 0)
+            n += entries_left(dir);
+    return n;
 }
 
 char *harness_create(struct harness *h, const struct sandbox_spec *spec)

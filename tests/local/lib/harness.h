@@ -32,6 +32,13 @@ int harness_open(struct harness *h);
 /* The same on an existing state directory (NULL: a fresh one), with this pool size. */
 int harness_open_dir(struct harness *h, const char *dir, int pool);
 void harness_close(struct harness *h); /* destroys nothing; removes the state dir if empty */
+/* Entries left in the places the backend may keep this state directory's runtime files
+ * (backend/local/runtime_dir.c: /run/mcpbox-<euid>/<hash>, /dev/shm/mcpbox-<euid>/<hash>,
+ * <state>/run);
+ * each one is printed as a TAP comment. */
+int harness_runtime_left(const struct harness *h);
+/* The runtime directory in use (the first of those places that exists); -1 if none. */
+int harness_runtime_dir(const struct harness *h, char *out, size_t size);
 /* The backend freed (which destroys its untaken pooled sandboxes) and opened again on the same
  * store, as a restarted mcpbox would (reconcile runs); pool = its pool size. */
 int harness_reopen_backend(struct harness *h, int pool);

@@ -4,6 +4,7 @@ Each test gets a private, short state directory (agent socket paths must fit in 
 removes its sandboxes and the directory at the end. A host that cannot run local sandboxes makes
 the test exit 77 (skipped) with the reason mcpbox gave.
 """
+import hashlib
 import json
 import os
 import shutil
@@ -18,6 +19,30 @@ EXIT_UNAVAILABLE = 4  # mcpbox sandbox: local sandboxes unavailable on this host
 def skip(reason):
     print(f"SKIP: {reason}")
     sys.exit(SKIP)
+
+
+def runtime_dirs(state_dir):
+    """Where the backend may keep this state directory's runtime files (sockets, mount points,
+    pid files; backend/local/runtime_dir.c): a tmpfs directory named by the state directory's
+    real path, else <state>/run. Every candidate is returned; at most one is in use."""
+    real = os.path.realpath(state_dir)
+    h = hashlib.sha256(real.encode()).hexdigest()[:16]
+    uid = os.geteuid()
+    return [f"/run/mcpbox-{uid}/{h}", f"/dev/shm/mcpbox-{uid}/{h}", os.path.join(real, "run")]
+
+
+def runtime_left(state_dir):
+    """Entries left in any runtime directory of this state directory."""
+    return [os.path.join(d, e) for d in runtime_dirs(state_dir) if os.path.isdir(d)
+            for e in os.listdir(d)]
+
+
+def sandbox_runtime_dir(state_dir, sid):
+    """The runtime directory of a live sandbox (its agent socket is there), or None."""
+    for d in runtime_dirs(state_dir):
+        if os.path.isdir(os.path.join(d, sid)):
+            return os.path.join(d, sid)
+    return None
 
 
 class Cli:
