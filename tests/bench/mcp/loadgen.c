@@ -11,8 +11,8 @@
  * server must answer in order (RFC 9112, 9.3.2). A call's latency runs from the write of its
  * request to the parse of its reply. Replies must be framed by Content-Length or chunked encoding
  * (JSON replies; SSE is not parsed). Exit status 1 if any call failed. Bench tool only: loopback,
- * IPv4. (Before 2026-11-26 it ran one thread with a blocking socket per connection: two context
- * switches and a futex-free but scheduler-heavy wake-up per call on a 2-core machine.) */
+ * IPv4. (Until 2026-11-26 it ran a thread with a blocking socket per connection: two context
+ * switches per call, on a 2-core machine that the server shares.) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
