@@ -1,4 +1,5 @@
 /* resources/list, resources/templates/list, resources/read, resources/(un)subscribe. */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,17 +40,33 @@ static int read_uri(json_t *params, const char **uri, struct mcp_error *err)
     return 0;
 }
 
+/* Reads params.uri and matches it against the registry; on failure the request is answered
+ * (invalid params, or resource not found) and false is returned. */
+static bool match_requested_resource(struct request *req, json_t *params, const char **uri,
+                                     struct registry_resource_match *m)
+{
+    struct mcp_error err;
+
+    if (read_uri(params, uri, &err) < 0) {
+        request_fail(req, &err);
+        return false;
+    }
+    if (!registry_match_resource(server_registry(request_server(req)), *uri, m)) {
+        request_error(req, MCP_ERR_RESOURCE_NOT_FOUND, json_pack("{s:s}", "uri", *uri),
+                      "Resource not found: %s", *uri);
+        return false;
+    }
+    return true;
+}
+
 void method_resources_read(struct request *req, json_t *params)
 {
     struct registry_resource_match m;
     const char *uri;
     struct mcp_error err;
 
-    if (read_uri(params, &uri, &err) < 0)
-        return request_fail(req, &err);
-    if (!registry_match_resource(server_registry(request_server(req)), uri, &m))
-        return request_error(req, MCP_ERR_RESOURCE_NOT_FOUND, json_pack("{s:s}", "uri", uri),
-                             "Resource not found: %s", uri);
+    if (!match_requested_resource(req, params, &uri, &m))
+        return;
     /* sandbox files need the store: a read of any resource starts it (once) */
     if (!server_sandbox_context(request_server(req), &err)) {
         json_decref(m.vars);
@@ -105,11 +122,8 @@ void method_resources_subscribe(struct request *req, json_t *params)
     const char *uri;
     struct mcp_error err;
 
-    if (read_uri(params, &uri, &err) < 0)
-        return request_fail(req, &err);
-    if (!registry_match_resource(server_registry(request_server(req)), uri, &m))
-        return request_error(req, MCP_ERR_RESOURCE_NOT_FOUND, json_pack("{s:s}", "uri", uri),
-                             "Resource not found: %s", uri);
+    if (!match_requested_resource(req, params, &uri, &m))
+        return;
     json_decref(m.vars);
     if (session_subscribe(request_session(req), uri, &err) < 0)
         return request_fail(req, &err);
