@@ -214,6 +214,10 @@ static json_t *diag_inspect(struct local_backend *lb, const struct store_sandbox
     json_object_set_new(r, "cgroup_layout", json_string(cg_layout_name(lb->cg.layout)));
     json_object_set_new(r, "live_here", json_boolean(lsbx_find(lb, rec->id) != NULL));
     json_object_set_new(r, "seccomp_instructions", json_integer(lb->seccomp.len));
+    char dir[LOCAL_PATH_MAX], logs[LOCAL_PATH_MAX];
+    local_sandbox_dirs(lb, rec->id, dir, logs);
+    json_object_set_new(r, "runtime_dir", json_string(dir)); /* host paths, for the operator */
+    json_object_set_new(r, "logs_dir", json_string(logs));
     return r;
 }
 

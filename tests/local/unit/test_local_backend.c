@@ -11,9 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <uv.h>
+
+#include <linux/magic.h>
 
 #include "backend/local/local.h"
 #include "backend/local/local_internal.h"
@@ -184,11 +187,27 @@ TEST(create_exec_destroy)
     ASSERT_CONTAINS(buf_cstr(&x.out), "sandbox\n0\nsandbox\n");
     ASSERT_CONTAINS(buf_cstr(&x.out), "No such file");
     run_free(&x);
-    char dir[512];
+    char dir[512], run[512], sock[600];
     snprintf(dir, sizeof dir, "%s/sandboxes/%s", state_dir, id);
     ASSERT_EQ(access(dir, F_OK), 0);
+    /* the runtime files: where inspect says, on a tmpfs where the host has one */
+    struct result r0;
+    CALL(r0, be->ops->diagnose(be, id, "inspect", on_result, &r0, &_e));
+    ASSERT(!r0.failed);
+    json_t *insp = json_object_get(r0.json, "inspect");
+    snprintf(run, sizeof run, "%s", json_string_value(json_object_get(insp, "runtime_dir")) ?: "");
+    ASSERT_STR_EQ(json_string_value(json_object_get(insp, "logs_dir")), dir);
+    json_decref(r0.json);
+    snprintf(sock, sizeof sock, "%s/agent.sock", run);
+    ASSERT_EQ(access(sock, F_OK), 0);
+    struct statfs fs;
+    bool tmpfs_host = (statfs("/run", &fs) == 0 && fs.f_type == TMPFS_MAGIC) ||
+                      (statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC);
+    ASSERT_EQ(statfs(run, &fs), 0);
+    ASSERT_EQ(fs.f_type == TMPFS_MAGIC, tmpfs_host);
     destroy_sandbox(id);
     ASSERT(access(dir, F_OK) < 0);
+    ASSERT(access(run, F_OK) < 0);
     struct result r;
     struct mcp_error e;
     ASSERT(be->ops->get(be, id, on_result, &r, &e) < 0);
