@@ -81,6 +81,7 @@ void doctor_run(const char *state_dir, struct doctor_report *out)
     doctor_check_userns(out);
     doctor_check_cgroups(out);
     doctor_check_state_dir(out, state_dir);
+    doctor_check_runtime_dir(out, state_dir);
 }
 
 void doctor_report_release(struct doctor_report *r)

@@ -57,5 +57,7 @@ void doctor_check_userns(struct doctor_report *r);
 void doctor_check_cgroups(struct doctor_report *r);
 void doctor_check_kernel(struct doctor_report *r);
 void doctor_check_state_dir(struct doctor_report *r, const char *state_dir);
+/* Where the sandboxes' runtime files go (backend/local/runtime_dir.h); reports, creates nothing. */
+void doctor_check_runtime_dir(struct doctor_report *r, const char *state_dir);
 
 #endif

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backend/local/doctor.h"
+#include "backend/local/runtime_dir.h"
 
 /* The errno the seccomp probe's filter returns for getpgid: one getpgid never returns. */
 #define DOCTOR_SECCOMP_PROBE_ERRNO EXFULL
@@ -243,4 +244,32 @@ void doctor_check_state_dir(struct doctor_report *r, const char *state_dir)
         return;
     }
     doctor_pass(c, "%s is writable", state_dir);
+}
+
+/* The runtime directory is reported, never created here (a doctor run by another user must not
+ * make it theirs): where it is, whether on a tmpfs, and whether what is there would be refused. */
+void doctor_check_runtime_dir(struct doctor_report *r, const char *state_dir)
+{
+    struct doctor_check *c = doctor_add(r, "runtime_dir", false);
+    char root[512], dir[512];
+    int on_tmpfs = state_dir ? local_runtime_path(state_dir, root, sizeof root, dir, sizeof dir) : -1;
+    if (on_tmpfs < 0) {
+        doctor_fail(c, "fix the state directory first (see state_dir)",
+                    "no runtime directory: state directory %s not found", state_dir ? state_dir : "");
+        return;
+    }
+    const char *paths[] = {on_tmpfs ? root : dir, dir};
+    for (size_t i = 0; i < 2; i++) {
+        struct stat st;
+        if (lstat(paths[i], &st) < 0)
+            continue; /* made (0700) by the first backend that needs it */
+        if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+            doctor_fail(c, "remove it (mcpbox makes it again, mode 0700)",
+                        "%s exists but is not a mode 0700 directory of uid %u: mcpbox would "
+                        "refuse it", paths[i], (unsigned)geteuid());
+            return;
+        }
+    }
+    doctor_pass(c, "%s (%s)", dir,
+                on_tmpfs ? "tmpfs" : "no tmpfs at /run or /dev/shm: on the state directory's disk");
 }

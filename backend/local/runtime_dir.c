@@ -6,35 +6,16 @@
  *
  * Every mcpbox process on one state directory must find the same runtime directory, and two
  * state directories must never share one: it is derived from the state directory's real path
- * (sha256): <root>/mcpbox-<euid>/<hash> under the first tmpfs of run_roots, else
+ * (sha256): <tmpfs>/mcpbox-<euid>/<hash> on the first tmpfs of /run, /dev/shm, else
  * <state_dir>/run. */
 #include <errno.h>
-#include <limits.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
-#include <linux/magic.h>
-
 #include "local_internal.h"
-#include "mcp/base/util.h"
+#include "runtime_dir.h"
 
-#define LOCAL_RUN_NAME "mcpbox-"       /* <root>/mcpbox-<euid>/<hash> */
-#define LOCAL_RUN_FALLBACK "run"       /* <state_dir>/run when no tmpfs is usable */
-#define LOCAL_RUN_HASH_HEX 16          /* hex digits of sha256(real state dir path) */
 #define LOCAL_RUN_MODE 0700
-
-/* /run first (root-only writable); /dev/shm is world-writable with the sticky bit, so a
- * directory made there by someone else is refused below, never used. */
-static const char *const run_roots[] = {"/run", "/dev/shm"};
-
-static bool on_tmpfs(const char *path)
-{
-    struct statfs s;
-    return statfs(path, &s) == 0 && s.f_type == TMPFS_MAGIC;
-}
 
 /* Makes dir (0700) if missing, then refuses anything we would not have made ourselves: a
  * symlink or other non-directory, another owner, any access for group or others. */
@@ -63,22 +44,13 @@ int local_private_dir(const char *dir, struct mcp_error *err)
 
 int local_runtime_dir(const char *state_dir, char *out, size_t size, struct mcp_error *err)
 {
-    char real[PATH_MAX], hash[65], root[LOCAL_PATH_MAX];
-    if (realpath(state_dir, real) == NULL)
+    char root[LOCAL_PATH_MAX];
+    int on_tmpfs = local_runtime_path(state_dir, root, sizeof root, out, size);
+    if (on_tmpfs < 0)
         return mcp_error_set(err, MCP_ERR_IO, errno, "state directory %s", state_dir);
-    sha256_hex(real, strlen(real), hash);
-    hash[LOCAL_RUN_HASH_HEX] = '\0';
-    for (size_t i = 0; i < sizeof run_roots / sizeof run_roots[0]; i++) {
-        if (!on_tmpfs(run_roots[i]))
-            continue;
-        snprintf(root, sizeof root, "%s/" LOCAL_RUN_NAME "%u", run_roots[i], (unsigned)geteuid());
-        if (local_private_dir(root, err) < 0)
-            return -1;
-        if ((size_t)snprintf(out, size, "%s/%s", root, hash) >= size)
-            return mcp_error_set(err, MCP_ERR_INVALID, 0, "runtime directory path too long");
-        return local_private_dir(out, err);
-    }
-    if ((size_t)snprintf(out, size, "%s/" LOCAL_RUN_FALLBACK, real) >= size)
-        return mcp_error_set(err, MCP_ERR_INVALID, 0, "state directory path too long: %s", real);
+    if (strlen(out) + 1 >= size)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0, "runtime directory path too long: %s", out);
+    if (on_tmpfs && local_private_dir(root, err) < 0)
+        return -1;
     return local_private_dir(out, err);
 }

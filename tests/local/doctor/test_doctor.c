@@ -6,10 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "backend/local/doctor.h"
+#include "backend/local/runtime_dir.h"
 #include "mcp/base/cleanup.h"
 #include "mcp/base/xalloc.h"
 #include "test.h"
@@ -18,7 +20,7 @@ static const char *const expected_checks[] = {
     "kernel",          "seccomp",           "openat2",          "overlayfs",
     "user_mode_network", "host_hardening",  "user_namespaces",  "unprivileged_userns_clone",
     "apparmor_userns", "namespaces_probe",  "uid_mapping",      "cgroup_layout",
-    "cgroup_kill",     "cgroup_attach_speed", "state_dir",
+    "cgroup_kill",     "cgroup_attach_speed", "state_dir",         "runtime_dir",
 };
 
 static char scratch[128];
@@ -174,6 +176,35 @@ TEST(cgroup_layouts_from_mountinfo)
     ASSERT(strcmp(here, "none") != 0);
 }
 
+/* Reported where backend/local/runtime_dir.c puts it, created by nobody here; one mcpbox would
+ * refuse (mode 755) makes the check fail with a fix. */
+TEST(runtime_dir_reported_and_a_bad_one_refused)
+{
+    char root[512], dir[512];
+    int on_tmpfs = local_runtime_path(scratch, root, sizeof(root), dir, sizeof(dir));
+    ASSERT(on_tmpfs >= 0);
+    struct doctor_report r;
+    doctor_run(scratch, &r);
+    const struct doctor_check *c = must_find(&r, "runtime_dir");
+    ASSERT(c->ok);
+    ASSERT_CONTAINS(c->detail, dir);
+    ASSERT_CONTAINS(c->detail, on_tmpfs ? "(tmpfs)" : "no tmpfs");
+    doctor_report_release(&r);
+    ASSERT_EQ(access(dir, F_OK), -1); /* the doctor made nothing */
+    bool made_root = on_tmpfs && mkdir(root, 0700) == 0;
+    ASSERT_EQ(mkdir(dir, 0700), 0);
+    ASSERT_EQ(chmod(dir, 0755), 0);
+    doctor_run(scratch, &r);
+    c = must_find(&r, "runtime_dir");
+    ASSERT(!c->ok);
+    ASSERT_CONTAINS(c->detail, dir);
+    ASSERT(c->fix[0] != '\0');
+    doctor_report_release(&r);
+    rmdir(dir);
+    if (made_root)
+        rmdir(root);
+}
+
 int main(void)
 {
     xalloc_install();
@@ -185,6 +216,7 @@ int main(void)
     RUN(bad_state_dirs_fail_with_fix);
     RUN(json_shape);
     RUN(cgroup_layouts_from_mountinfo);
+    RUN(runtime_dir_reported_and_a_bad_one_refused);
     rmdir(scratch);
     return test_done();
 }
