@@ -74,7 +74,7 @@ struct osb_http *osb_http_new(uv_loop_t *loop, struct mcp_error *err);
  * frees the engine after the loop has run the close callbacks. */
 void osb_http_free(struct osb_http *h);
 
-/* Starts a request. Returns NULL only if h is shutting down (then nothing is called). */
+/* Starts a request. Returns NULL only if h is NULL or shutting down (then nothing is called). */
 struct osb_req *osb_http_start(struct osb_http *h, const struct osb_req_opts *opts);
 /* Stops a request early: its done is called (later, from the loop) with CURLE_ABORTED. */
 void osb_http_cancel(struct osb_req *r);

@@ -1197,6 +1197,29 @@ TEST(shutdown_with_requests_in_flight)
     fake_reset(&fs);
 }
 
+/* A shutdown while a snapshot waits between polls: the poll timer then fires with no HTTP
+ * client left, and the wait must end with an error (it dereferenced a NULL client). */
+TEST(shutdown_during_snapshot_wait)
+{
+    struct backend *b = new_backend(API_KEY, false);
+    osb_of(b)->t.state_poll_ms = 1000; /* the POST answers long before the first poll */
+    struct mcp_error e;
+    osb_wait_reset(&w);
+    json_t *args = json_pack("{s:s}", "sandbox_id", sid);
+    ASSERT_EQ(b->ops->snapshot(b, OWNER, "create", args, osb_wait_cb, &w, &e), 0);
+    json_decref(args);
+    for (int i = 0; i < 50 && !w.done; i++) {
+        uv_run(&loop, UV_RUN_NOWAIT);
+        usleep(5 * 1000);
+    }
+    ASSERT(!w.done); /* 202 Creating: waiting for the poll timer */
+    b->ops->shutdown(b);
+    WAIT(&w, 3000);
+    EXPECT_ERR(&w, MCP_ERR_UNAVAILABLE);
+    ASSERT_CONTAINS(w.err.msg, "shutting down");
+    free_backend(b);
+}
+
 TEST(destroy)
 {
     struct mcp_error e;
@@ -1257,6 +1280,7 @@ int main(void)
         RUN(code_interpreter);
         RUN(code_without_jupyter);
         RUN(shutdown_with_requests_in_flight);
+        RUN(shutdown_during_snapshot_wait);
         RUN(destroy);
     }
     osb_wait_reset(&w);
