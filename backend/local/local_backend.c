@@ -687,7 +687,6 @@ void local_backend_free(struct backend *be)
 
 /* ---- vtable ---------------------------------------------------------------------------------- */
 
-int local_metrics(struct backend *, const char *, backend_cb *, void *, struct mcp_error *);
 const struct backend_ops local_ops = {
     .name = "local",
     .id_prefix = "sbx-",

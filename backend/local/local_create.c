@@ -348,8 +348,6 @@ static void record_started(json_t *r, const struct spawn_result *res, uint32_t s
     json_object_set_new(r, "cgroups", cg_to_json(cg));
 }
 
-/* Record first (so a crash from here on is found by reconcile), then slot, directory and
- * cgroups. rec->record stays the caller's. */
 /* <run_dir>/<id>. The runtime directory itself is removed when the last process on the state
  * directory exits with no sandbox left: another process may have just done so. */
 static int make_sandbox_dir(struct local_backend *lb, const char *dir, struct mcp_error *err)
@@ -365,6 +363,8 @@ static int make_sandbox_dir(struct local_backend *lb, const char *dir, struct mc
     return 0;
 }
 
+/* Record first (so a crash from here on is found by reconcile), then slot, directory and
+ * cgroups. rec->record stays the caller's. */
 static int start_record(struct create_op *op, const struct sandbox_spec *spec,
                         const struct cg_limits *lim, uint64_t disk, struct store_sandbox *rec,
                         struct mcp_error *err)

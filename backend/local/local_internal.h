@@ -292,6 +292,9 @@ int local_endpoint(struct backend *be, const char *id, int port, backend_cb *cb,
                    struct mcp_error *err);
 int local_diagnose(struct backend *be, const char *id, const char *what, backend_cb *cb,
                    void *arg, struct mcp_error *err);
+/* local_metrics.c: memory, pids and CPU use of a sandbox live in this process. */
+int local_metrics(struct backend *be, const char *id, backend_cb *cb, void *arg,
+                  struct mcp_error *err);
 
 /* local_create.c: the create path, split so the pool can use it. */
 int local_create_cold(struct local_backend *lb, const struct sandbox_spec *spec, backend_cb *cb,

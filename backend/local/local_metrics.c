@@ -11,9 +11,6 @@
 
 #define LOCAL_METRICS_SAMPLE_MS 250
 
-int local_metrics(struct backend *be, const char *id, backend_cb *cb, void *arg,
-                  struct mcp_error *err);
-
 struct metrics_op {
     struct local_backend *lb;
     char id[LOCAL_ID_LEN];
