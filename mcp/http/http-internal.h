@@ -105,6 +105,7 @@ struct http_conn {
     size_t queued;       /* bytes handed to uv_write and not yet written */
     uint64_t last_write_ms;
     bool closing, read_stopped, resume_pending, keep_alive, chunked;
+    bool output_backlog; /* replies queued past HTTP_MAX_QUEUED_OUTPUT: not reading (see on_write) */
 
     /* The exchange (see enum http_exchange_mode). */
     enum http_exchange_mode mode;

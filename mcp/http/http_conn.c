@@ -47,6 +47,8 @@ static struct conn_full *full_of(struct http_conn *c)
     return container_of(c, struct conn_full, c);
 }
 
+static void conn_end_backlog(struct http_conn *c);
+
 static void on_write(uv_write_t *req, int status)
 {
     struct write_req *w = container_of(req, struct write_req, req);
@@ -56,6 +58,8 @@ static void on_write(uv_write_t *req, int status)
     free(w);
     if (status < 0 && !c->closing)
         http_conn_close(c);
+    else if (c->output_backlog && !c->closing && c->queued <= HTTP_MAX_QUEUED_OUTPUT / 2)
+        conn_end_backlog(c);
 }
 
 /* Queues prefix+data+suffix as one write (any may be empty). */
@@ -294,6 +298,33 @@ static void conn_start_reading(struct http_conn *c)
         http_conn_close(c);
 }
 
+/* A client that pipelines requests without reading the replies would make the server queue
+ * them without end: past HTTP_MAX_QUEUED_OUTPUT, its requests are neither read nor parsed (TCP
+ * pushes back on it) until it has read half of the queue. The write-stall sweep still drops a
+ * client that reads nothing at all. */
+static bool conn_start_backlog(struct http_conn *c)
+{
+    if (c->queued <= HTTP_MAX_QUEUED_OUTPUT)
+        return false;
+    if (!c->read_stopped) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->read_stopped = true;
+    }
+    c->output_backlog = true;
+    c->deadline = 0; /* waiting on the client's reads, not on its next request */
+    return true;
+}
+
+static void conn_end_backlog(struct http_conn *c)
+{
+    c->output_backlog = false;
+    c->deadline = now_mono_ms() + HTTP_KEEPALIVE_TIMEOUT_MS;
+    c->read_stopped = false;
+    conn_start_reading(c);
+    if (c->input.len > 0)
+        http_conn_schedule_resume(c);
+}
+
 static void update_deadline(struct http_conn *c)
 {
     struct conn_full *f = full_of(c);
@@ -315,7 +346,7 @@ static void update_deadline(struct http_conn *c)
 
 static void conn_resume_one(struct http_conn *c)
 {
-    if (c->closing || c->phase != CONN_READING || c->input.len == 0)
+    if (c->closing || c->phase != CONN_READING || c->input.len == 0 || c->output_backlog)
         return;
     size_t n = http_reader_feed(&c->reader, c->input.data, c->input.len);
     buf_consume(&c->input, n);
@@ -448,6 +479,8 @@ void http_conn_exchange_done(struct http_conn *c)
     full_of(c)->timed_state = HTTP_READER_IDLE;
     c->phase = CONN_READING;
     c->deadline = now_mono_ms() + HTTP_KEEPALIVE_TIMEOUT_MS;
+    if (conn_start_backlog(c))
+        return; /* on_write goes on once the client has read half of it */
     if (c->read_stopped) {
         c->read_stopped = false;
         conn_start_reading(c);

@@ -5,6 +5,7 @@
  * reading (dropped, its request cancelled), a POST closed before its reply, concurrent POSTs,
  * session expiry and the session cap. The loop runs on the main thread; the client on another. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -363,6 +364,55 @@ TEST(pipelined_requests_answered_in_order)
     end_session(); /* the session cap test below needs the room */
 }
 
+/* A client that pipelines requests and reads none of the replies: once the replies queued for
+ * it pass HTTP_MAX_QUEUED_OUTPUT, the server stops reading its requests (the client's sends
+ * block) instead of queueing replies without end. Before, it read and answered every request
+ * and queued all the replies until the write-stall timeout dropped the client. */
+TEST(pipelining_client_that_never_reads_is_pushed_back)
+{
+    enum { N = 2000, PARAM = 32 * 1024 };
+    new_session();
+    int fd = dial();
+    char *param = xmalloc(PARAM + 1);
+    memset(param, 'x', PARAM);
+    param[PARAM] = '\0';
+    int sent = 0;
+    size_t off = 0;
+    char *req = NULL;
+    long blocked_since = 0;
+    bool pushed_back = false;
+    while (!pushed_back && sent < N) {
+        if (req == NULL) {
+            char *body = xasprintf("{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"echo\","
+                                   "\"params\":{\"p\":\"%s\"}}", sent, param);
+            req = post(sid, body), off = 0;
+            free(body);
+        }
+        ssize_t w = send(fd, req + off, strlen(req) - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) {
+            blocked_since = 0;
+            if ((off += (size_t)w) == strlen(req))
+                free(req), req = NULL, sent++;
+            continue;
+        }
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            break; /* dropped while the server was still reading: no push-back */
+        if (!blocked_since)
+            blocked_since = now_ms();
+        pushed_back = now_ms() - blocked_since > 200; /* well before the write-stall drop */
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        poll(&p, 1, 1);
+    }
+    free(req);
+    free(param);
+    printf("# %d of %d requests sent before the server pushed back\n", sent, N);
+    ASSERT(pushed_back);
+    ASSERT(sent < N);
+    ASSERT(closed_within(fd, 3000)); /* reading lets it answer the rest, then idle-close */
+    close(fd);
+    end_session();
+}
+
 TEST(session_expiry_and_cap)
 {
     new_session();
@@ -395,6 +445,7 @@ static void *client_main(void *arg)
     RUN(cancelled_requests_end_their_exchange);
     RUN(concurrent_posts_on_one_session);
     RUN(pipelined_requests_answered_in_order);
+    RUN(pipelining_client_that_never_reads_is_pushed_back);
     RUN(session_expiry_and_cap);
     uv_async_send(&done_async);
     return NULL;
