@@ -21,6 +21,9 @@
 
 #define OSB_CODE_DEFAULT_LANGUAGE "python"
 #define OSB_CODE_MAX (1u << 20) /* source text per run */
+/* Bytes of result values (compact JSON; images come base64) kept per run, the budget of one
+ * output stream at its largest (max_output_bytes' maximum): results past it are counted, not kept. */
+#define OSB_CODE_RESULTS_MAX (1u << 20)
 
 struct code_run {
     struct osb_backend *b;
@@ -32,6 +35,8 @@ struct code_run {
     struct osb_endpoint ep;   /* copy: the cache entry may be forgotten meanwhile */
     json_t *results, *error;
     int64_t count;            /* -1: no execution_count seen */
+    size_t results_bytes;     /* kept so far, <= OSB_CODE_RESULTS_MAX */
+    int64_t results_dropped;
     uint64_t started_ms;
     bool starting, start_failed, started, finished, timed_out, has_timer;
     struct mcp_error start_err;
@@ -92,10 +97,11 @@ static const char *run_status(const struct code_run *r)
 
 static json_t *run_result(struct code_run *r, const char *status)
 {
-    return json_pack("{s:s,s:s,s:s,s:o,s:O,s:O,s:I}", "context_id", r->ctx ? r->ctx : "",
+    return json_pack("{s:s,s:s,s:s,s:o,s:O,s:I,s:O,s:I}", "context_id", r->ctx ? r->ctx : "",
                      "language", r->language, "status", status, "execution_count",
                      r->count >= 0 ? json_integer(r->count) : json_null(), "results",
-                     r->results, "error", r->error ? r->error : json_null(), "duration_ms",
+                     r->results, "results_dropped", (json_int_t)r->results_dropped, "error",
+                     r->error ? r->error : json_null(), "duration_ms",
                      (json_int_t)(now_mono_ms() - r->started_ms));
 }
 
@@ -137,6 +143,20 @@ static void error_event(struct code_run *r, json_t *ev)
                          json_is_array(tb) ? json_incref(tb) : json_array());
 }
 
+/* Keeps a result while the run's results fit OSB_CODE_RESULTS_MAX; counts the others. */
+static void keep_result(struct code_run *r, json_t *res)
+{
+    if (!json_is_object(res))
+        return;
+    size_t n = json_dumpb(res, NULL, 0, JSON_COMPACT);
+    if (n > OSB_CODE_RESULTS_MAX - r->results_bytes) {
+        r->results_dropped++;
+        return;
+    }
+    r->results_bytes += n;
+    json_array_append(r->results, res);
+}
+
 static int run_event(void *arg, json_t *ev)
 {
     struct code_run *r = arg;
@@ -157,9 +177,7 @@ static int run_event(void *arg, json_t *ev)
         if (json_is_integer(c))
             r->count = json_integer_value(c);
     } else if (strcmp(type, "result") == 0) {
-        json_t *res = json_object_get(ev, "results");
-        if (json_is_object(res))
-            json_array_append(r->results, res);
+        keep_result(r, json_object_get(ev, "results"));
     } else if (strcmp(type, "error") == 0) {
         error_event(r, ev); /* authoritative even if execution_complete follows */
         run_finish(r, run_status(r), NULL);

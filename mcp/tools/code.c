@@ -51,7 +51,7 @@ static void code_on_output(void *arg, enum exec_stream stream, const char *data,
     out_capture_add(&cj->tail, data, len);
 }
 
-static const char *code_note(const char *status, bool truncated)
+static const char *code_note(const char *status, bool truncated, bool dropped)
 {
     if (strcmp(status, "timed_out") == 0)
         return "interrupted after timeout_seconds; the context keeps its state: raise "
@@ -59,6 +59,10 @@ static const char *code_note(const char *status, bool truncated)
     if (strcmp(status, "lost") == 0)
         return "the connection to the interpreter broke; the code may still run: call run_code "
                "with action \"interrupt\" or try again";
+    if (dropped)
+        return "results (such as images) were left out past 1 MiB of results (count in "
+               "results_dropped); save large values to files in the sandbox (e.g. savefig) "
+               "and fetch them with read_file";
     if (truncated)
         return "output cut in the middle (max_output_bytes); print less, or write it to a file";
     return NULL;
@@ -79,9 +83,10 @@ static void code_on_done(void *arg, json_t *result, const struct mcp_error *err)
         json_t *res = json_deep_copy(result);
         json_object_set_new(res, "stdout", out_capture_render(&cj->out, &t_out));
         json_object_set_new(res, "stderr", out_capture_render(&cj->err, &t_err));
-        json_object_set_new(res, "truncated", json_boolean(t_out || t_err));
+        bool dropped = json_integer_value(json_object_get(res, "results_dropped")) > 0;
+        json_object_set_new(res, "truncated", json_boolean(t_out || t_err || dropped));
         const char *status = json_string_value(json_object_get(res, "status"));
-        const char *note = code_note(status ? status : "", t_out || t_err);
+        const char *note = code_note(status ? status : "", t_out || t_err, dropped);
         if (note != NULL)
             json_object_set_new(res, "note", json_string(note));
         tool_job_set_detail(cj->job, "context_id=%s status=%s",

@@ -179,6 +179,10 @@ await test('run_code: default context keeps state, results, errors, progress, ti
     check(b.results[0].text === '40' && b.context_id === a.context_id, JSON.stringify(b));
     const e = await ok(conn, 'run_code', { sandbox_id: cid, code: 'undefined_name' });
     check(e.status === 'error' && e.error.name === 'NameError', JSON.stringify(e));
+    const big = await ok(conn, 'run_code', { sandbox_id: cid, code: 'for i in range(5): display(str(i) * 300000)' });
+    check(big.results.length === 3 && big.results_dropped === 2 && big.truncated === true && /results_dropped/.test(big.note),
+      JSON.stringify({ ...big, results: big.results.length }));
+    check(b.results_dropped === 0 && b.truncated === false && b.note === undefined, JSON.stringify(b));
     const progress = [];
     const p = await ok(conn, 'run_code', { sandbox_id: cid, code: 'import time\nfor i in range(5):\n    print("step", i)\n    time.sleep(0.7)' },
       { onprogress: (x) => progress.push(x), resetTimeoutOnProgress: true });

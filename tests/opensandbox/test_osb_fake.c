@@ -1102,6 +1102,15 @@ static void code_runs(const char *cid)
     ASSERT_STR_EQ(jstr(r.done.result, "status"), "error");
     ASSERT_STR_EQ(jstr(json_object_get(r.done.result, "error"), "name"), "ZeroDivisionError");
     run_release(&r);
+    /* results are kept up to 1 MiB (images come base64): the rest are counted, not kept */
+    struct code_request big = {.code = "for i in range(5): display(str(i) * 300000)"};
+    code_start(&r, cid, &big);
+    EXPECT_OK(&r.done);
+    json_t *results = json_object_get(r.done.result, "results");
+    ASSERT_EQ(json_array_size(results), 3);
+    ASSERT_EQ(strlen(jstr(json_array_get(results, 2), "text")), 300000);
+    ASSERT_EQ(jint(r.done.result, "results_dropped"), 2);
+    run_release(&r);
 }
 
 static void code_timeout_and_contexts(const char *cid)
