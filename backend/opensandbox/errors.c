@@ -100,6 +100,27 @@ static int code_error(const struct server_error *se, const char *what, struct mc
     return 0;
 }
 
+/* SNAPSHOT::INVALID_STATE: the snapshot is not Ready, either still Creating (wait) or Failed or
+ * Deleting (it never will be: use another). The server's message names the state. */
+static int snapshot_state_error(const char *c, const char *m, const char *what,
+                                struct mcp_error *err)
+{
+    if (strcasestr(m, "fail") != NULL || strcasestr(m, "delet") != NULL)
+        return mcp_error_set(err, MCP_ERR_CONFLICT, 0,
+                             "%s: the snapshot failed or is being deleted and cannot be used "
+                             "(%s: %s); call snapshot_sandbox with action \"list\" and pick a "
+                             "ready snapshot, or create a new one", what, c, m);
+    if (strcasestr(m, "creat") != NULL || strcasestr(m, "pending") != NULL)
+        return mcp_error_set(err, MCP_ERR_CONFLICT, 0,
+                             "%s: the snapshot is still being created (%s: %s); wait until "
+                             "snapshot_sandbox action \"list\" shows it ready or failed, then "
+                             "try again", what, c, m);
+    return mcp_error_set(err, MCP_ERR_CONFLICT, 0,
+                         "%s: the snapshot is not ready (%s: %s); call snapshot_sandbox with "
+                         "action \"list\": wait while it is creating, and if it failed pick a "
+                         "ready snapshot or create a new one", what, c, m);
+}
+
 /* SNAPSHOT::* codes (PROTOCOL.md §3.6): nonzero if err was filled. */
 static int snapshot_error(const struct server_error *se, const char *what, const char *sid,
                           struct mcp_error *err)
@@ -118,10 +139,7 @@ static int snapshot_error(const struct server_error *se, const char *what, const
                              "%s: sandbox %s must be running to be snapshotted (%s: %s); if it "
                              "is paused, call resume_sandbox first", what, sid ? sid : "", c, m);
     if (strstr(c, "INVALID_STATE") != NULL)
-        return mcp_error_set(err, MCP_ERR_CONFLICT, 0,
-                             "%s: the snapshot is still being created (%s: %s); wait until "
-                             "snapshot_sandbox action \"list\" shows it ready or failed, then "
-                             "try again", what, c, m);
+        return snapshot_state_error(c, m, what, err);
     if (strstr(c, "NOT_FOUND") != NULL)
         return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
                              "%s: no such snapshot on the OpenSandbox server (%s: %s); call "

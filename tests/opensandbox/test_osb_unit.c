@@ -231,6 +231,15 @@ TEST(snapshot_error_mapping)
     map(409, "{\"code\":\"SNAPSHOT::INVALID_STATE\",\"message\":\"creating\"}", false, &e);
     ASSERT_EQ(e.code, MCP_ERR_CONFLICT);
     ASSERT_CONTAINS(e.msg, "still being created");
+    /* restoring from (or deleting) a Failed or Deleting snapshot: it never becomes ready */
+    map(409, "{\"code\":\"SNAPSHOT::INVALID_STATE\",\"message\":\"Snapshot s1 is Failed, not "
+        "Ready.\"}", false, &e);
+    ASSERT_EQ(e.code, MCP_ERR_CONFLICT);
+    ASSERT(strstr(e.msg, "still being created") == NULL);
+    ASSERT_CONTAINS(e.msg, "pick a ready snapshot, or create a new one");
+    map(409, "{\"code\":\"SNAPSHOT::INVALID_STATE\",\"message\":\"Snapshot s1 is Deleting\"}",
+        false, &e);
+    ASSERT_CONTAINS(e.msg, "failed or is being deleted");
     map(404, "{\"code\":\"SNAPSHOT::NOT_FOUND\",\"message\":\"gone\"}", false, &e);
     ASSERT_EQ(e.code, MCP_ERR_NOT_FOUND);
     ASSERT_CONTAINS(e.msg, "snapshot_sandbox");
