@@ -97,8 +97,14 @@ json_t *osb_snap_owned_set(struct osb_backend *b, const char *owner, struct mcp_
                              sqlite3_errmsg(db)), NULL;
     sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
     json_t *set = json_object();
-    while (sqlite3_step(st) == SQLITE_ROW)
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
         json_object_set_new(set, (const char *)sqlite3_column_text(st, 0), json_true());
     sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) { /* a partial set would hide the owner's other snapshots */
+        json_decref(set);
+        return mcp_error_set(err, MCP_ERR_IO, 0, "snapshot table: %s",
+                             sqlite3_errmsg(db)), NULL;
+    }
     return set;
 }

@@ -27,6 +27,8 @@ struct snap_op {
     json_t *owned;    /* list: owner's snapshot ids (null: no store, keep all) */
     int page;
     uint64_t deadline_ms;
+    bool unrecorded;              /* create: the owner could not be recorded */
+    struct mcp_error record_err;
     uv_timer_t timer;
 };
 
@@ -55,8 +57,40 @@ static struct snap_op *snap_new(struct osb_backend *b, const char *owner, backen
     return op;
 }
 
+static void orphan_deleted(void *arg, struct osb_response *resp, const struct mcp_error *err)
+{
+    char *id = arg;
+    if (err != NULL)
+        log_warn("deleting snapshot %s, whose owner was not recorded: %s", id, err->msg);
+    free(id);
+}
+
+/* A snapshot whose owner could not be recorded would be invisible to its owner and never
+ * cleaned up: delete it (best effort; once it left Creating, since the server refuses before). */
+static void orphan_delete(struct snap_op *op)
+{
+    cleanup_free char *path = xasprintf("/snapshots/%s", op->snap_id);
+    struct osb_call_opts o = {.method = "DELETE", .what = "deleting an unrecorded snapshot",
+                              .retry = OSB_RETRY_IDEMPOTENT};
+    char *id = xstrdup(op->snap_id);
+    struct mcp_error e;
+    if (osb_lifecycle_call(op->b, path, &o, orphan_deleted, id, &e) != 0) {
+        log_warn("deleting snapshot %s, whose owner was not recorded: %s", id, e.msg);
+        free(id);
+    }
+}
+
 static void snap_finish(struct snap_op *op, json_t *result, const struct mcp_error *err)
 {
+    struct mcp_error e;
+    if (op->unrecorded) {
+        orphan_delete(op);
+        mcp_error_set(&e, op->record_err.code, 0, "snapshotting sandbox %s: mcpbox could not "
+                      "record snapshot %s as yours (%s) and asked the server to delete it; try "
+                      "again, and if this persists run doctor", op->sid, op->snap_id,
+                      op->record_err.msg);
+        err = &e;
+    }
     op->cb(op->arg, err ? NULL : result, err);
     json_decref(result);
     uv_close((uv_handle_t *)&op->timer, snap_closed);
@@ -181,8 +215,8 @@ static void create_posted(void *arg, struct osb_response *resp, const struct mcp
         return snap_finish(op, NULL, &e);
     }
     op->snap_id = xstrdup(id);
-    if (osb_snap_record(op->b, id, op->owner, op->sid, &e) != 0)
-        log_warn("recording snapshot %s: %s", id, e.msg);
+    if (osb_snap_record(op->b, id, op->owner, op->sid, &op->record_err) != 0)
+        op->unrecorded = true; /* failed once the server is done with it (snap_finish) */
     uint32_t wait = op->b->t.ready_timeout_ms < OSB_SNAPSHOT_WAIT_MS ? op->b->t.ready_timeout_ms
                                                                        : OSB_SNAPSHOT_WAIT_MS;
     op->deadline_ms = now_mono_ms() + wait;
@@ -283,6 +317,8 @@ static int snap_list(struct snap_op *op, json_t *args, struct mcp_error *err)
 static void delete_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
 {
     struct snap_op *op = arg;
+    if (err != NULL && err->code == MCP_ERR_NOT_FOUND)
+        osb_snap_forget(op->b, op->snap_id); /* gone on the server: gone for its owner too */
     if (err != NULL)
         return snap_finish(op, NULL, err);
     osb_snap_forget(op->b, op->snap_id);

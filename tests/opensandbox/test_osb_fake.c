@@ -3,6 +3,7 @@
  * (500, 429 + Retry-After, a stream cut mid-command, accept-and-never-answer, slow trickle,
  * malformed JSON, refused connections) ending in a clear error within its deadline. Run under
  * ASan, this also checks that nothing leaks. */
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -963,6 +964,26 @@ TEST(snapshot_pages_and_retries)
     EXPECT_OK(&w);
 }
 
+/* The owner cannot be recorded: the snapshot made on the server is deleted, the call fails. */
+static void snapshot_unrecorded(void)
+{
+    sqlite3 *db = store_db(store);
+    ASSERT_EQ(sqlite3_exec(db, "CREATE TEMP TRIGGER snap_full BEFORE INSERT ON osb_snapshots "
+                           "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END",
+                           NULL, NULL, NULL), SQLITE_OK);
+    int deletes = count_requests("DELETE /v1/snapshots/");
+    snap_call(OWNER, "create", json_pack("{s:s}", "sandbox_id", sid));
+    ASSERT_EQ(sqlite3_exec(db, "DROP TRIGGER snap_full", NULL, NULL, NULL), SQLITE_OK);
+    EXPECT_ERR(&w, MCP_ERR_IO);
+    ASSERT_CONTAINS(w.err.msg, "could not record snapshot");
+    ASSERT_CONTAINS(w.err.msg, "disk is full");
+    for (int i = 0; i < 100 && count_requests("DELETE /v1/snapshots/") == deletes; i++) {
+        uv_run(&loop, UV_RUN_NOWAIT);
+        usleep(20 * 1000);
+    }
+    ASSERT_EQ(count_requests("DELETE /v1/snapshots/"), deletes + 1);
+}
+
 TEST(snapshot_errors)
 {
     /* not ready within the wait: returned as "creating" with a note; delete is 409 until ready */
@@ -990,8 +1011,12 @@ TEST(snapshot_errors)
     snap_call(OWNER, "delete", json_pack("{s:s}", "snapshot_id", "snap_gone"));
     EXPECT_ERR(&w, MCP_ERR_NOT_FOUND);
     ASSERT_CONTAINS(w.err.msg, "SNAPSHOT::NOT_FOUND");
+    ASSERT_EQ(osb_snap_owned(b, "snap_gone", OWNER, &e), -1); /* its owner row went too */
+    ASSERT_EQ(e.code, MCP_ERR_NOT_FOUND);
     snap_call(OWNER, "delete", json_pack("{s:s}", "snapshot_id", "../x"));
     EXPECT_ERR(&w, MCP_ERR_NOT_FOUND);
+
+    snapshot_unrecorded();
 
     /* a runtime without snapshots */
     json_decref(fake_control(&fs, "POST", "/_config", "{\"snapshots\":\"unsupported\"}"));
