@@ -53,6 +53,12 @@ void tool_create_sandbox(struct tool_call *call, json_t *args)
     struct sandbox_spec spec;
     /* a snapshot lives on a backend: restoring one defaults to the backend that has them */
     bool restore = json_object_get(args, "snapshot_id") != NULL;
+    if (restore && json_object_get(args, "image") != NULL) { /* the snapshot has its own image */
+        mcp_error_set(&err, MCP_ERR_INVALID, 0, "create_sandbox takes image or snapshot_id, not "
+                      "both: pass snapshot_id alone to restore a snapshot (it brings its image), "
+                      "or image alone for a fresh sandbox");
+        return tool_job_fail(job, &err);
+    }
     const char *name = tools_arg_str(args, "backend", restore ? "opensandbox" : "local");
     struct backend *be = backend_by_name(&job->ctx->backends, name, &err);
     if (be != NULL && restore && be->ops->snapshot == NULL)

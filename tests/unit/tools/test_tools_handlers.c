@@ -164,6 +164,11 @@ TEST(optional_ops_unsupported)
     ASSERT_CONTAINS(c->text, "OPEN_SANDBOX_DOMAIN");
     c = call_tool("alice", "create_sandbox", "{\"snapshot_id\":\"snap_1\",\"backend\":\"local\"}");
     ASSERT_CONTAINS(c->text, "the local backend has no snapshots to restore");
+    /* image and snapshot_id: refused on every backend, before any backend is asked */
+    c = call_tool("alice", "create_sandbox", "{\"snapshot_id\":\"snap_1\",\"image\":\"alpine\","
+                  "\"backend\":\"local\"}");
+    ASSERT(c->is_error);
+    ASSERT_CONTAINS(c->text, "image or snapshot_id, not both");
     c = call_tool("alice", "run_code", "{\"sandbox_id\":\"sbx-a1\",\"code\":\"1\"}");
     ASSERT_CONTAINS(c->text, "the local backend has no code interpreter contexts");
     ASSERT_CONTAINS(c->text, "run_command");
