@@ -5,7 +5,6 @@
 #define LOG_MODULE "tools"
 #include "mcp/tools/tools-internal.h"
 
-#include <inttypes.h>
 #include <string.h>
 
 #include "mcp/base/log.h"
@@ -101,18 +100,9 @@ static void code_on_done(void *arg, json_t *result, const struct mcp_error *err)
 static void code_progress_cb(uv_timer_t *t)
 {
     struct code_job *cj = t->data;
-    if (cj->finished)
-        return;
-    double elapsed = (double)(now_mono_ms() - cj->started_ms) / 1000.0;
-    if (elapsed <= cj->last_progress)
-        elapsed = cj->last_progress + 0.001;
-    cj->last_progress = elapsed;
-    char *tail = out_capture_tail_text(&cj->tail, TOOLS_PROGRESS_TAIL_BYTES);
-    char *msg = xasprintf("running code for %.0f s, %" PRIu64 " bytes of output%s%s", elapsed,
-                          cj->tail.total, *tail ? "; last output: " : "", tail);
-    tool_call_progress(cj->job->call, elapsed, 0, msg);
-    free(msg);
-    free(tail);
+    if (!cj->finished)
+        tools_progress_heartbeat(cj->job->call, "running code", cj->started_ms,
+                                 &cj->last_progress, &cj->tail);
 }
 
 static void interrupt_done_cb(void *arg, json_t *result, const struct mcp_error *err)

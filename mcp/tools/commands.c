@@ -4,7 +4,6 @@
 #define LOG_MODULE "tools"
 #include "mcp/tools/tools-internal.h"
 
-#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -176,18 +175,9 @@ static void run_budget_cb(uv_timer_t *t)
 static void run_progress_cb(uv_timer_t *t)
 {
     struct run_job *rj = t->data;
-    if (rj->finished)
-        return;
-    double elapsed = (double)(now_mono_ms() - rj->started_ms) / 1000.0;
-    if (elapsed <= rj->last_progress)
-        elapsed = rj->last_progress + 0.001;
-    rj->last_progress = elapsed;
-    char *tail = out_capture_tail_text(&rj->tail, TOOLS_PROGRESS_TAIL_BYTES);
-    char *msg = xasprintf("running for %.0f s, %" PRIu64 " bytes of output%s%s", elapsed,
-                          rj->tail.total, *tail ? "; last output: " : "", tail);
-    tool_call_progress(rj->job->call, elapsed, 0, msg);
-    free(msg);
-    free(tail);
+    if (!rj->finished)
+        tools_progress_heartbeat(rj->job->call, "running", rj->started_ms, &rj->last_progress,
+                                 &rj->tail);
 }
 
 static void run_cancel_cb(void *arg)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "mcp/base/buf.h"
+#include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 
 #define REPLACEMENT_CHAR "\xEF\xBF\xBD" /* U+FFFD */
@@ -243,4 +244,19 @@ char *out_capture_tail_text(const struct out_capture *oc, size_t max)
     free(tail);
     buf_release(&tb);
     return buf_steal(&clean, NULL);
+}
+
+void tools_progress_heartbeat(struct tool_call *call, const char *what, uint64_t started_ms,
+                              double *last, const struct out_capture *tail)
+{
+    double elapsed = (double)(now_mono_ms() - started_ms) / 1000.0;
+    if (elapsed <= *last)
+        elapsed = *last + 0.001; /* MCP: progress must increase with each notification */
+    *last = elapsed;
+    char *text = out_capture_tail_text(tail, TOOLS_PROGRESS_TAIL_BYTES);
+    char *msg = xasprintf("%s for %.0f s, %" PRIu64 " bytes of output%s%s", what, elapsed,
+                          tail->total, *text ? "; last output: " : "", text);
+    tool_call_progress(call, elapsed, 0, msg);
+    free(msg);
+    free(text);
 }

@@ -135,6 +135,10 @@ size_t utf8_complete_prefix(const char *data, size_t len);
 size_t utf8_skip_continuation(const char *data, size_t len);
 /* The last at most max kept bytes as valid UTF-8 without NUL (malloc'd C string). */
 char *out_capture_tail_text(const struct out_capture *oc, size_t max);
+/* One progress heartbeat of a running job: "<what> for N s, B bytes of output; last output: ..."
+ * with the seconds since started_ms as progress, kept strictly increasing through *last. */
+void tools_progress_heartbeat(struct tool_call *call, const char *what, uint64_t started_ms,
+                              double *last, const struct out_capture *tail);
 
 /* ---- handlers -------------------------------------------------------------------------------- */
 

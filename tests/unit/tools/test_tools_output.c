@@ -4,6 +4,7 @@
 
 #include "mcp/base/buf.h"
 #include "mcp/base/util.h"
+#include "fake.h"
 #include "mcp/tools/tools-internal.h"
 #include "test.h"
 
@@ -217,6 +218,23 @@ TEST(progress_tail_text)
     out_capture_release(&oc);
 }
 
+TEST(progress_heartbeat)
+{
+    struct tool_call call = {0};
+    struct out_capture oc;
+    out_capture_init_split(&oc, 0, 64);
+    out_capture_add(&oc, "hello", 5);
+    double last = 0;
+    tools_progress_heartbeat(&call, "running code", now_mono_ms(), &last, &oc);
+    ASSERT_STR_EQ(call.last_progress, "running code for 0 s, 5 bytes of output; last output: hello");
+    double first = last;
+    ASSERT(first > 0); /* strictly above the previous (0) even within the same millisecond */
+    tools_progress_heartbeat(&call, "running", now_mono_ms(), &last, &oc);
+    ASSERT(last > first);
+    ASSERT_EQ(call.progress_count, 2);
+    out_capture_release(&oc);
+}
+
 int main(void)
 {
     RUN(small_output_is_whole);
@@ -228,5 +246,6 @@ int main(void)
     RUN(random_chunks_match_reference);
     RUN(utf8_helpers);
     RUN(progress_tail_text);
+    RUN(progress_heartbeat);
     return test_done();
 }
