@@ -159,8 +159,8 @@ static int complete_sandbox_id(void *arg, struct mcp_context *ctx, const char *o
     if (store_sandbox_list(ctx->store, NULL, owner, &list, &n, err) < 0)
         return -1;
     size_t plen = value ? strlen(value) : 0;
-    for (size_t i = n; i-- > 0;) { /* newest first */
-        if (strcmp(list[i].state, "destroyed") != 0 &&
+    for (size_t i = n; i-- > 0;) { /* newest first; pool records (owner "") are nobody's yet */
+        if (strcmp(list[i].state, "destroyed") != 0 && strcmp(list[i].state, "pooled") != 0 &&
             strncmp(list[i].id, value ? value : "", plen) == 0)
             json_array_append_new(values, json_string(list[i].id));
     }
