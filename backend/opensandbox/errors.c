@@ -144,8 +144,9 @@ static int snapshot_error(const struct server_error *se, const char *what, const
         return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
                              "%s: no such snapshot on the OpenSandbox server (%s: %s); call "
                              "snapshot_sandbox with action \"list\"", what, c, m);
-    return mcp_error_set(err, MCP_ERR_BACKEND, 0, "%s: the snapshot request failed (%s: %s)",
-                         what, c, m);
+    return mcp_error_set(err, MCP_ERR_BACKEND, 0, "%s: the snapshot request failed (%s: %s); "
+                         "call snapshot_sandbox with action \"list\" to see the snapshot's "
+                         "state, then try again or call diagnose_sandbox", what, c, m);
 }
 
 static int auth_error(const struct osb_response *resp, const struct server_error *se,

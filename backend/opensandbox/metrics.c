@@ -57,7 +57,9 @@ static void metrics_done(void *arg, struct osb_response *resp, const struct mcp_
     cleanup_json json_t *j = err ? NULL : osb_resp_json(resp, "reading the metrics", &e);
     if (j != NULL && !json_is_number(json_object_get(j, "mem_used_mib"))) {
         mcp_error_set(&e, MCP_ERR_BACKEND, 0, "reading the metrics: execd's answer has no "
-                      "\"mem_used_mib\"");
+                      "\"mem_used_mib\" (an execd without metrics?); read usage inside the "
+                      "sandbox instead with run_command (cat /proc/meminfo, top -bn1), or call "
+                      "get_sandbox for its limits");
         json_decref(steal_ptr(&j));
     }
     if (j == NULL) {

@@ -1069,6 +1069,14 @@ TEST(metrics)
     ASSERT_EQ(be->ops->metrics(be, sid, osb_wait_cb, &w, &e), 0);
     WAIT(&w, 3000);
     EXPECT_ERR(&w, MCP_ERR_BACKEND);
+    /* JSON without mem_used_mib: said so, with where else to look */
+    fake_fault(&fs, "[{\"match\":\"GET /direct/\",\"kind\":\"status\",\"status\":200}]");
+    osb_wait_reset(&w);
+    ASSERT_EQ(be->ops->metrics(be, sid, osb_wait_cb, &w, &e), 0);
+    WAIT(&w, 3000);
+    EXPECT_ERR(&w, MCP_ERR_BACKEND);
+    ASSERT_CONTAINS(w.err.msg, "no \"mem_used_mib\"");
+    ASSERT_CONTAINS(w.err.msg, "run_command");
     fake_reset(&fs);
 }
 

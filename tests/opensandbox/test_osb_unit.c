@@ -244,6 +244,10 @@ TEST(snapshot_error_mapping)
     ASSERT_EQ(e.code, MCP_ERR_NOT_FOUND);
     ASSERT_CONTAINS(e.msg, "snapshot_sandbox");
     ASSERT(strstr(e.msg, "list_sandboxes") == NULL); /* not mistaken for a lost sandbox */
+    map(500, "{\"code\":\"SNAPSHOT::UNKNOWN_ERROR\",\"message\":\"commit failed\"}", false, &e);
+    ASSERT_EQ(e.code, MCP_ERR_BACKEND);
+    ASSERT_CONTAINS(e.msg, "commit failed");
+    ASSERT_CONTAINS(e.msg, "then try again"); /* says what to do next */
 }
 
 TEST(snapshot_and_metrics_shapes)
