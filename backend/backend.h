@@ -155,7 +155,7 @@ typedef int backend_file_op_fn(struct backend *be, const char *sandbox_id, const
  *   "interrupt" {context_id}  -> {context_id, interrupted:true}
  * code_run: on_started(context_id) once the code runs, on_output per chunk, on_done with
  *   {context_id, language, status:"ok"|"error"|"interrupted"|"timed_out"|"lost",
- *    execution_count|null, results:[{mime type: value}...] (capped by the backend: 1 MiB for opensandbox),
+ *    execution_count|null, results:[{mime type: value}...] (capped: 1 MiB on opensandbox),
  *    results_dropped (how many did not fit), error:{name, value, traceback:[]}|null, duration_ms}
  * or err (no interpreter in the image, unknown context, ...). No context_id: the language's
  * default context, created on demand. Cancel by code_context "interrupt". */
