@@ -633,6 +633,7 @@ struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
         free(lb);
         return NULL;
     }
+    local_spawner_reap(lb->run_dir);
     cg_sweep(&lb->cg, LOCAL_CG_SWEEP_AGE_S);
     uv_timer_init(loop, &lb->timer);
     lb->timer.data = lb;

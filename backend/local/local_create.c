@@ -482,7 +482,7 @@ int local_create_cold(struct local_backend *lb, const struct sandbox_spec *spec,
     if (!lb->spawner_tried && lb->creates > 1) {
         const char *sw = getenv("MCPBOX_LOCAL_SPAWNER");
         lb->spawner_tried = true;
-        lb->spawner = sw && strcmp(sw, "0") == 0 ? NULL : local_spawner_start(&lb->cg);
+        lb->spawner = sw && strcmp(sw, "0") == 0 ? NULL : local_spawner_start(&lb->cg, lb->run_dir);
     }
     op->pool_slot = local_spawner_take(lb->spawner, op->sb->id, &op->sb->cg);
     if (op->pool_slot < 0)

@@ -164,13 +164,18 @@ struct fwd;
 /* Spawner threads (spawner.c): hybrid hosts pre-attach the next sandboxes' v1 cgroups. */
 #define LOCAL_SPAWNERS 2
 struct local_spawner;
-struct local_spawner *local_spawner_start(const struct cg_host *host); /* NULL: not needed */
+/* NULL: not needed. Prepared sets are marked in run_dir (spawner_marker.c). */
+struct local_spawner *local_spawner_start(const struct cg_host *host, const char *run_dir);
 /* Reserves a prepared id + cgroup set; returns its slot, or -1 if none is ready. */
 int local_spawner_take(struct local_spawner *s, char *id, struct cg_sandbox *cg);
 /* local_spawn in the reserved thread (req NULL: give the set back unused). */
 int local_spawner_spawn(struct local_spawner *s, int slot, const struct spawn_request *req,
                         struct spawn_result *res, struct mcp_error *err);
 void local_spawner_stop(struct local_spawner *s);
+void spawner_marker_write(const char *run_dir, const char *id, const struct cg_sandbox *cg);
+void spawner_marker_remove(const char *run_dir, const char *id);
+/* At start: removes the prepared sets of processes that are gone (kill -9). */
+void local_spawner_reap(const char *run_dir);
 
 /* The pool (local_pool.c): sandboxes pre-created for the default spec (image host, no network,
  * default limits), taken by create; refilled in the background. */

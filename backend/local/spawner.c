@@ -12,7 +12,7 @@
  *
  * The thread's memory is mcpbox's (charged to mcpbox's memcg); while it sits in a prepared set
  * it only counts as one task there. A prepared set that is never used is removed at shutdown,
- * or after a crash by the sweep of empty "sbx-*" cgroups. create falls back to cloning on the
+ * or after a kill -9 by the next start, from its marker (spawner_marker.c). create falls back to cloning on the
  * loop and attaching in a worker when no spawner is ready. */
 #include <errno.h>
 #include <net/if.h>
@@ -42,6 +42,7 @@ enum spawner_state {
 
 struct spawner_slot {
     const struct cg_host *host;
+    const char *run_dir; /* where prepared sets are marked */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -59,6 +60,7 @@ struct spawner_slot {
 
 struct local_spawner {
     struct cg_host host;
+    char run_dir[LOCAL_PATH_MAX];
     struct spawner_slot slots[LOCAL_SPAWNERS];
 };
 
@@ -100,6 +102,7 @@ static int prepare(struct spawner_slot *sl)
     }
     memcpy(sl->id, id, sizeof id);
     sl->cg = cg;
+    spawner_marker_write(sl->run_dir, id, &cg);
     return 0;
 }
 
@@ -175,15 +178,17 @@ static void *spawner_main(void *arg)
     return NULL;
 }
 
-struct local_spawner *local_spawner_start(const struct cg_host *host)
+struct local_spawner *local_spawner_start(const struct cg_host *host, const char *run_dir)
 {
     if (host->layout != CG_HYBRID || host->v2_base[0] == '\0')
         return NULL; /* pure v2 has CLONE_INTO_CGROUP for everything */
     struct local_spawner *s = xcalloc(1, sizeof *s);
     s->host = *host;
+    snprintf(s->run_dir, sizeof s->run_dir, "%s", run_dir);
     for (int i = 0; i < LOCAL_SPAWNERS; i++) {
         struct spawner_slot *sl = &s->slots[i];
         sl->host = &s->host;
+        sl->run_dir = s->run_dir;
         pthread_mutex_init(&sl->mu, NULL);
         pthread_cond_init(&sl->cv, NULL);
         sl->state = SP_PREPARING;
@@ -205,6 +210,7 @@ int local_spawner_take(struct local_spawner *s, char *id, struct cg_sandbox *cg)
             sl->state = SP_TAKEN;
             memcpy(id, sl->id, LOCAL_ID_LEN);
             *cg = sl->cg;
+            spawner_marker_remove(s->run_dir, sl->id); /* the create's record covers it now */
         }
         pthread_mutex_unlock(&sl->mu);
         if (ready)
@@ -248,8 +254,10 @@ void local_spawner_stop(struct local_spawner *s)
         pthread_cond_broadcast(&sl->cv);
         pthread_mutex_unlock(&sl->mu);
         pthread_join(sl->thread, NULL);
-        if (sl->state == SP_READY) /* prepared, never used: empty once the thread is gone */
+        if (sl->state == SP_READY) { /* prepared, never used: empty once the thread is gone */
             cg_destroy(&sl->cg);
+            spawner_marker_remove(s->run_dir, sl->id);
+        }
         pthread_mutex_destroy(&sl->mu);
         pthread_cond_destroy(&sl->cv);
     }

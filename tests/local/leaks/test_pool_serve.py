@@ -3,7 +3,8 @@
 (the pool starts with the second create; the third, after a pause, comes from it), then the
 client goes away (stdin closed) and the server exits: no pooled sandbox, record, directory,
 cgroup or process may remain. Then the same with kill -9 instead of a clean exit, and a
-`mcpbox sandbox ls` as the restart that reconciles. Last, a spawner's prepared cgroups swept
+`mcpbox sandbox ls` as the restart that reconciles (it must also remove the cgroup sets the
+spawner threads had prepared). Last, a spawner's prepared cgroups swept
 away under a live server (as another mcpbox's start-up sweep does) must not fail a create.
 
 usage: test_pool_serve.py --mcpbox PATH   (exit 77 where local sandboxes cannot run)
@@ -75,6 +76,12 @@ def wait_pooled(state, n):
     raise AssertionError(f"the pool did not reach {n}")
 
 
+def cgroups_of(sid):
+    return (glob.glob(f"/sys/fs/cgroup/*/mcpbox/{sid}") +
+            glob.glob(f"/sys/fs/cgroup/*/*/*/mcpbox/{sid}") +
+            glob.glob(f"/sys/fs/cgroup/mcpbox/{sid}"))
+
+
 def leftovers(state):
     """Everything of any sandbox this state directory has seen that still exists."""
     ids = [r[0] for r in db_rows(state, "SELECT DISTINCT sandbox_id FROM events")]
@@ -82,9 +89,7 @@ def leftovers(state):
     left += [f"dir {d}" for d in os.listdir(os.path.join(state, "sandboxes"))]
     left += [f"runtime {d}" for d in runtime_left(state)]
     for sid in ids:
-        left += [f"cgroup {c}" for c in glob.glob(f"/sys/fs/cgroup/*/mcpbox/{sid}") +
-                 glob.glob(f"/sys/fs/cgroup/*/*/*/mcpbox/{sid}") +
-                 glob.glob(f"/sys/fs/cgroup/mcpbox/{sid}")]
+        left += [f"cgroup {c}" for c in cgroups_of(sid)]
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cgroup") as f:
@@ -136,6 +141,7 @@ def run(mcpbox, state, servers):
     # 2. kill -9, then a restart (the CLI's ls reconciles).
     srv = session(mcpbox, state)
     servers.append(srv)
+    prepared = prepared_sets(srv.proc.pid)  # hybrid hosts: the spawner threads' next sets
     srv.proc.kill()
     srv.proc.wait()
     p = subprocess.run([mcpbox, "sandbox", "--state-dir", state, "ls"], capture_output=True,
@@ -143,10 +149,13 @@ def run(mcpbox, state, servers):
     assert p.returncode == 0, p.stderr.decode(errors="replace")
     ids, left = wait_nothing_left(state)
     assert not left, "left after kill -9 and a restart:\n  " + "\n  ".join(left)
+    left = [c for sid in prepared for c in cgroups_of(sid)]
+    assert not left, "prepared cgroup sets left after kill -9 and a restart:\n  " + \
+        "\n  ".join(left)
     reaped = db_rows(state, "SELECT COUNT(*) FROM events WHERE kind = 'reaped'")[0][0]
     assert reaped == POOL, f"expected {POOL} reaped pooled sandboxes, got {reaped}"
     print(f"kill -9 + restart: {len(ids)} sandboxes seen, {reaped} pooled ones reaped, "
-          "nothing left")
+          f"{len(prepared)} prepared cgroup sets removed, nothing left")
 
 
 def prepared_sets(pid):
