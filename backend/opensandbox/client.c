@@ -172,6 +172,19 @@ json_t *osb_resp_json(struct osb_response *resp, const char *what, struct mcp_er
     return j;
 }
 
+json_t *osb_resp_member(struct osb_response *resp, const char *what, const char *field,
+                        json_type type, json_t **doc, struct mcp_error *err)
+{
+    *doc = osb_resp_json(resp, what, err);
+    json_t *v = json_object_get(*doc, field);
+    if (*doc != NULL && (v == NULL || json_typeof(v) != type)) {
+        mcp_error_set(err, MCP_ERR_BACKEND, 0, "%s: no \"%s\" in the server's answer", what,
+                      field);
+        return NULL;
+    }
+    return v;
+}
+
 char *osb_endpoint_url(const char *protocol, const char *endpoint)
 {
     char *url;

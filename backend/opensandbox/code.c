@@ -271,11 +271,9 @@ static void context_created(void *arg, struct osb_response *resp, const struct m
 {
     struct code_run *r = arg;
     struct mcp_error e;
-    cleanup_json json_t *j = err ? NULL : osb_resp_json(resp, "creating a code context", &e);
-    const char *id = json_string_value(json_object_get(j, "id"));
-    if (j != NULL && id == NULL)
-        mcp_error_set(&e, MCP_ERR_BACKEND, 0, "creating a code context: execd's answer has no "
-                      "\"id\"");
+    cleanup_json json_t *j = NULL;
+    const char *id = err ? NULL : json_string_value(osb_resp_member(
+                                      resp, "creating a code context", "id", JSON_STRING, &j, &e));
     if (id == NULL) {
         run_fail(r, err ? err : &e);
         return run_free(r);
@@ -421,11 +419,9 @@ static void ctx_done(void *arg, struct osb_response *resp, const struct mcp_erro
         return ctx_free(c);
     }
     if (strcmp(c->action, "create") == 0) {
-        cleanup_json json_t *j = osb_resp_json(resp, "creating a code context", &e);
-        const char *id = json_string_value(json_object_get(j, "id"));
-        if (j != NULL && id == NULL)
-            mcp_error_set(&e, MCP_ERR_BACKEND, 0, "creating a code context: execd's answer has "
-                          "no \"id\"");
+        cleanup_json json_t *j = NULL;
+        const char *id = json_string_value(
+            osb_resp_member(resp, "creating a code context", "id", JSON_STRING, &j, &e));
         res = id ? json_pack("{s:s,s:s}", "context_id", id, "language", c->language) : NULL;
     } else if (strcmp(c->action, "list") == 0) {
         cleanup_json json_t *j = osb_resp_json(resp, "listing code contexts", &e);

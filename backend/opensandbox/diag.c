@@ -47,11 +47,9 @@ static void endpoint_done(void *arg, struct osb_response *resp, const struct mcp
 {
     struct diag_op *d = arg;
     struct mcp_error e;
-    cleanup_json json_t *j = err ? NULL : osb_resp_json(resp, "getting the endpoint", &e);
-    const char *ep = json_string_value(json_object_get(j, "endpoint"));
-    if (j != NULL && ep == NULL)
-        mcp_error_set(&e, MCP_ERR_BACKEND, 0, "getting the endpoint: no \"endpoint\" in the "
-                      "server's answer");
+    cleanup_json json_t *j = NULL;
+    const char *ep = err ? NULL : json_string_value(osb_resp_member(
+                                      resp, "getting the endpoint", "endpoint", JSON_STRING, &j, &e));
     if (ep == NULL) {
         d->cb(d->arg, NULL, err ? err : &e);
         return diag_free(d);

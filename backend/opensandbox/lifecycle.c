@@ -612,13 +612,10 @@ static void list_done(void *arg, struct osb_response *resp, const struct mcp_err
     struct mcp_error e;
     if (err != NULL)
         return lc_fail(op, err);
-    cleanup_json json_t *j = osb_resp_json(resp, "listing sandboxes", &e);
-    json_t *items = json_object_get(j, "items");
-    if (!json_is_array(items)) {
-        if (j != NULL)
-            mcp_error_set(&e, MCP_ERR_BACKEND, 0, "listing sandboxes: no \"items\" in the answer");
+    cleanup_json json_t *j = NULL;
+    json_t *items = osb_resp_member(resp, "listing sandboxes", "items", JSON_ARRAY, &j, &e);
+    if (items == NULL)
         return lc_fail(op, &e);
-    }
     size_t i;
     json_t *it;
     json_array_foreach(items, i, it) {

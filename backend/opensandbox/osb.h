@@ -110,6 +110,10 @@ const char *osb_remote_id(const char *sandbox_id, struct mcp_error *err);
 char *osb_escape(const char *s);
 /* Parses a 2xx JSON body; NULL with err if it is not JSON. */
 json_t *osb_resp_json(struct osb_response *resp, const char *what, struct mcp_error *err);
+/* The answer's member `field` if it has the JSON type `type` (borrowed from *doc), else NULL with
+ * err set: malformed JSON, or the member missing. *doc owns the parsed answer either way. */
+json_t *osb_resp_member(struct osb_response *resp, const char *what, const char *field,
+                        json_type type, json_t **doc, struct mcp_error *err);
 /* A url like "http://h:p/x" from an endpoint string, which may lack a scheme and carry a path. */
 char *osb_endpoint_url(const char *protocol, const char *endpoint);
 /* Calls cb(arg, result, err) from the loop soon (never from inside the caller); takes result. */

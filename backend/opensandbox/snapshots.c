@@ -248,11 +248,9 @@ static void list_done(void *arg, struct osb_response *resp, const struct mcp_err
     struct mcp_error e;
     if (err != NULL)
         return snap_finish(op, NULL, err);
-    cleanup_json json_t *j = osb_resp_json(resp, "listing snapshots", &e);
-    json_t *items = json_object_get(j, "items");
-    if (j != NULL && !json_is_array(items))
-        mcp_error_set(&e, MCP_ERR_BACKEND, 0, "listing snapshots: no \"items\" in the answer");
-    if (!json_is_array(items))
+    cleanup_json json_t *j = NULL;
+    json_t *items = osb_resp_member(resp, "listing snapshots", "items", JSON_ARRAY, &j, &e);
+    if (items == NULL)
         return snap_finish(op, NULL, &e);
     size_t i;
     json_t *it;
