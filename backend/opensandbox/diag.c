@@ -48,8 +48,9 @@ static void endpoint_done(void *arg, struct osb_response *resp, const struct mcp
     struct diag_op *d = arg;
     struct mcp_error e;
     cleanup_json json_t *j = NULL;
-    const char *ep = err ? NULL : json_string_value(osb_resp_member(
-                                      resp, "getting the endpoint", "endpoint", JSON_STRING, &j, &e));
+    json_t *v = err ? NULL : osb_resp_member(resp, "getting the endpoint", "endpoint",
+                                             JSON_STRING, &j, &e);
+    const char *ep = json_string_value(v);
     if (ep == NULL) {
         d->cb(d->arg, NULL, err ? err : &e);
         return diag_free(d);
