@@ -76,7 +76,8 @@ struct child_plan {
     char *agent_argv[2];
     char *agent_env;          /* MCPBOX_AGENT_CONFIG=<json> (malloc'd by the parent) */
     int sync_fd, err_fd, listen_fd, logdir_fd, exe_fd;
-    int image_fd; /* child: the idmapped image tree received from the parent, or -1 */
+    int image_fds[LOCAL_MAX_IMAGE_LAYERS]; /* child: the idmapped layers from the parent */
+    unsigned n_image_fds;                  /* 0: image "host" */
     int parent_sync_fd, parent_err_fd; /* the parent's ends: the child closes them first */
 };
 
@@ -258,10 +259,20 @@ static void make_image_root(const struct child_plan *p)
         CHECK(mkdir(dirs[i], 0755) == 0, "mkdir", dirs[i]);
     chmod(".data/tmp", 01777);
     CHECK(mkdir(".lower", 0755) == 0 && mkdir(".root", 0755) == 0, "mkdir", ".root");
-    CHECK(syscall(SYS_move_mount, p->image_fd, "", AT_FDCWD, ".lower",
-                  MOVE_MOUNT_F_EMPTY_PATH) == 0, "attach image", NULL);
-    CHECK(mount("overlay", ".root", "overlay", MS_NOSUID | MS_NODEV,
-                "lowerdir=.lower,upperdir=.data/upper,workdir=.data/work,userxattr") == 0,
+    /* lowerdir lists the top layer first: .lower/<n-1>:...:.lower/0 */
+    char opts[LOCAL_MAX_IMAGE_LAYERS * 12 + 80], *o = opts;
+    o += sprintf(o, "lowerdir=");
+    for (unsigned i = 0; i < p->n_image_fds; i++) {
+        char dir[24];
+        snprintf(dir, sizeof dir, ".lower/%u", i);
+        CHECK(mkdir(dir, 0755) == 0, "mkdir", dir);
+        CHECK(syscall(SYS_move_mount, p->image_fds[i], "", AT_FDCWD, dir,
+                      MOVE_MOUNT_F_EMPTY_PATH) == 0, "attach image layer", dir);
+    }
+    for (unsigned i = p->n_image_fds; i-- > 0;)
+        o += sprintf(o, ".lower/%u%s", i, i ? ":" : "");
+    sprintf(o, ",upperdir=.data/upper,workdir=.data/work,userxattr");
+    CHECK(mount("overlay", ".root", "overlay", MS_NOSUID | MS_NODEV, opts) == 0,
           "mount overlay", NULL);
     static const char *const binds[][2] = {{".data/workspace", ".root/workspace"},
                                            {".data/tmp", ".root/tmp"},
@@ -284,11 +295,13 @@ static void make_image_root(const struct child_plan *p)
     CHECK(umount2(".", MNT_DETACH) == 0, "detach old root", NULL);
     CHECK(chdir("/") == 0, "chdir", "/");
     set_attr("/dev", MOUNT_ATTR_RDONLY, 0);
+    if (p->req->run_uid || p->req->run_gid) /* the image's User owns the workspace */
+        CHECK(chown("/workspace", p->req->run_uid, p->req->run_gid) == 0, "chown", "/workspace");
 }
 
 static void make_root(const struct child_plan *p)
 {
-    if (p->image_fd >= 0) {
+    if (p->n_image_fds > 0) {
         make_image_root(p);
         return;
     }
@@ -327,6 +340,14 @@ static void drop_privileges(const struct child_plan *p)
     for (int cap = 0; cap <= 63; cap++)
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
             child_fail(p->err_fd, "drop bounding cap", NULL);
+    /* An image's User: the agent (and so every command) runs as it, as under `docker run`.
+     * Leaving uid 0 clears the remaining capabilities by itself. */
+    if (p->req->run_uid || p->req->run_gid) {
+        CHECK(syscall(SYS_setresgid, p->req->run_gid, p->req->run_gid, p->req->run_gid) == 0,
+              "setresgid", "image user");
+        CHECK(syscall(SYS_setresuid, p->req->run_uid, p->req->run_uid, p->req->run_uid) == 0,
+              "setresuid", "image user");
+    }
     CHECK(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == 0 || errno == EINVAL,
           "clear ambient caps", NULL);
     struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
@@ -380,15 +401,17 @@ static void park_fds(struct child_plan *p)
 
 static void receive_go(struct child_plan *p)
 {
-    char go, ctl[CMSG_SPACE(sizeof(int))];
+    char go, ctl[CMSG_SPACE(sizeof(int) * LOCAL_MAX_IMAGE_LAYERS)];
     struct iovec iov = {.iov_base = &go, .iov_len = 1};
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
                          .msg_controllen = sizeof ctl};
     CHECK(recvmsg(p->sync_fd, &msg, MSG_CMSG_CLOEXEC) == 1, "wait for uid map", NULL);
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    p->image_fd = -1;
-    if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-        memcpy(&p->image_fd, CMSG_DATA(c), sizeof(int));
+    p->n_image_fds = 0;
+    if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+        p->n_image_fds = (unsigned)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        memcpy(p->image_fds, CMSG_DATA(c), p->n_image_fds * sizeof(int));
+    }
 }
 
 __attribute__((noreturn)) static void child_main(struct child_plan *p)
@@ -502,20 +525,20 @@ static int image_tree(const char *dir, pid_t pid, struct mcp_error *err)
     return tree;
 }
 
-static int send_go(int sock, int fd)
+static int send_go(int sock, const struct image_trees *t)
 {
-    char go = 'g', ctl[CMSG_SPACE(sizeof(int))];
+    char go = 'g', ctl[CMSG_SPACE(sizeof(int) * LOCAL_MAX_IMAGE_LAYERS)];
     struct iovec iov = {.iov_base = &go, .iov_len = 1};
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (fd >= 0) {
+    if (t && t->n > 0) {
         memset(ctl, 0, sizeof ctl);
         msg.msg_control = ctl;
-        msg.msg_controllen = sizeof ctl;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * t->n);
         struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+        c->cmsg_len = CMSG_LEN(sizeof(int) * t->n);
+        memcpy(CMSG_DATA(c), t->fd, sizeof(int) * t->n);
     }
     return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
 }
@@ -543,7 +566,7 @@ static int open_logdir(const struct spawn_request *req, struct mcp_error *err)
     const char *path = req->logs_dir;
     if (mkdir(path, 0700) < 0 && errno != EEXIST)
         return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s", path);
-    if (chown(path, req->uid_base, req->uid_base) < 0)
+    if (chown(path, req->uid_base + req->run_uid, req->uid_base + req->run_gid) < 0)
         return mcp_error_set(err, MCP_ERR_IO, errno, "chown %s", path);
     int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
@@ -610,7 +633,8 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     struct child_plan p;
     int sync[2] = {-1, -1}, errp[2] = {-1, -1};
     memset(out, 0, sizeof *out);
-    out->pidfd = out->err_fd = out->release_fd = out->tree_fd = -1;
+    out->pidfd = out->err_fd = out->release_fd = -1;
+    out->trees.n = 0;
     if (prepare(&p, req, err) < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0 ||
         pipe2(errp, O_CLOEXEC) < 0) {
         if (err->msg[0] == '\0')
@@ -646,19 +670,24 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
         rc = write_map(pid, "uid_map", req->uid_base, err);
     if (rc == 0)
         rc = write_map(pid, "gid_map", req->uid_base, err);
-    int tree = -1;
-    if (rc == 0 && req->image_dir)
-        rc = tree = image_tree(req->image_dir, pid, err);
+    struct image_trees *trees = &out->trees;
+    for (size_t i = 0; rc == 0 && i < req->n_image_dirs && i < LOCAL_MAX_IMAGE_LAYERS; i++) {
+        int tree = image_tree(req->image_dirs[i], pid, err);
+        if (tree < 0)
+            rc = -1;
+        else
+            trees->fd[trees->n++] = tree;
+    }
     if (rc >= 0 && req->network) {
         /* pasta takes tens of milliseconds: the caller starts it off the loop, then releases
          * the child with local_spawn_release(). */
-        out->release_fd = sync[1], out->tree_fd = tree;
+        out->release_fd = sync[1];
         return 0;
     }
-    if (rc >= 0 && local_spawn_release(sync[1], tree) < 0)
+    if (rc >= 0 && local_spawn_release(sync[1], trees) < 0)
         rc = mcp_error_set(err, MCP_ERR_IO, errno, "releasing the sandbox init failed");
     else if (rc < 0)
-        close(sync[1]);
+        close(sync[1]), local_image_trees_close(trees);
     if (rc < 0) {
         syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
         return -1; /* caller reaps via pidfd and closes fds */
@@ -666,13 +695,20 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     return 0;
 }
 
-int local_spawn_release(int release_fd, int tree_fd)
+void local_image_trees_close(struct image_trees *t)
 {
-    int rc = send_go(release_fd, tree_fd);
+    for (unsigned i = 0; i < t->n; i++)
+        close(t->fd[i]);
+    t->n = 0;
+}
+
+int local_spawn_release(int release_fd, struct image_trees *trees)
+{
+    int rc = send_go(release_fd, trees);
     int e = errno;
     close(release_fd);
-    if (tree_fd >= 0)
-        close(tree_fd);
+    if (trees)
+        local_image_trees_close(trees);
     errno = e;
     return rc;
 }
