@@ -21,6 +21,7 @@
 #include "backend/local/local.h"
 #include "backend/local/local_internal.h"
 #include "mcp/base/buf.h"
+#include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 #include "mcp/store/store.h"
 #include "test.h"
@@ -449,6 +450,47 @@ TEST(ttl_enforced_by_agent)
     snprintf(dir, sizeof dir, "%s/sandboxes/%s", state_dir, id);
     ASSERT(access(dir, F_OK) < 0); /* resources released at expiry */
     destroy_sandbox(id);           /* removes the record */
+    free(id);
+}
+
+static const char *state_of(const char *id)
+{
+    static char state[32];
+    struct result r;
+    CALL(r, be->ops->get(be, id, on_result, &r, &_e));
+    ASSERT(!r.failed);
+    snprintf(state, sizeof state, "%s", json_string_value(json_object_get(r.json, "state")));
+    json_decref(r.json);
+    return state;
+}
+
+/* Issue #18.2: a lifetime, idle time or renewal of 2^62 s wrapped (s * 1000) into a deadline in
+ * the past, and the sandbox expired at once; now they saturate to MAX_DURATION_S. */
+TEST(huge_durations_saturate)
+{
+    struct result r;
+    struct sandbox_spec spec = {.owner = "test", .timeout_seconds = INT64_C(1) << 62,
+                                .idle_timeout_seconds = INT64_C(1) << 62,
+                                .memory_bytes = 128u << 20, .disk_bytes = 8u << 20};
+    CALL(r, be->ops->create(be, &spec, on_result, &r, &_e));
+    if (r.failed)
+        TEST_FAIL("create: %s", r.err.msg);
+    char *id = xstrdup(json_string_value(json_object_get(r.json, "sandbox_id")));
+    json_decref(r.json);
+    sleep_loop(2500);
+    ASSERT_STR_EQ(state_of(id), "running");
+    struct mcp_error e;
+    struct store_sandbox rec = {0};
+    ASSERT(store_sandbox_get(st, id, &rec, &e) == 0);
+    ASSERT(rec.expires_at_ms > now_wall_ms() + (MAX_DURATION_S - 60) * 1000);
+    ASSERT_EQ(rec.idle_timeout_s, MAX_DURATION_S);
+    store_sandbox_release(&rec);
+    CALL(r, be->ops->renew(be, id, INT64_C(1) << 62, on_result, &r, &_e));
+    ASSERT(!r.failed);
+    json_decref(r.json);
+    sleep_loop(2500);
+    ASSERT_STR_EQ(state_of(id), "running");
+    destroy_sandbox(id);
     free(id);
 }
 
@@ -1039,6 +1081,7 @@ int main(void)
     RUN(file_operations);
     RUN(pause_resume);
     RUN(ttl_enforced_by_agent);
+    RUN(huge_durations_saturate);
     RUN(registered_image_overlay);
     RUN(idle_timeout_enforced_by_agent);
     RUN(reconnect_from_second_instance);
