@@ -807,6 +807,61 @@ TEST(init_in_its_cgroups)
     }
 }
 
+static unsigned long long cgroup_number(const char *dir, const char *file)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "re");
+    unsigned long long v = 0;
+    if (f == NULL || fscanf(f, "%llu", &v) != 1)
+        v = 0;
+    if (f != NULL)
+        fclose(f);
+    return v;
+}
+
+/* Issue #18.1: on a warm server (from its second create on, spawner threads prepare cgroup sets
+ * with the default limits, memory.memsw.limit_in_bytes included) a sandbox above the default
+ * memory failed with EINVAL from memory.limit_in_bytes; a smaller one must still work after. */
+static void create_with_memory(uint64_t bytes)
+{
+    sleep_loop(1500); /* the spawner threads have a prepared set ready */
+    struct result r;
+    struct sandbox_spec spec = {.owner = "test", .memory_bytes = bytes, .disk_bytes = 64u << 20};
+    CALL(r, be->ops->create(be, &spec, on_result, &r, &_e));
+    if (r.failed)
+        TEST_FAIL("create with memory %llu: %s", (unsigned long long)bytes, r.err.msg);
+    char *id = xstrdup(json_string_value(json_object_get(r.json, "sandbox_id")));
+    json_decref(r.json);
+    struct mcp_error e;
+    struct store_sandbox rec = {0};
+    ASSERT(store_sandbox_get(st, id, &rec, &e) == 0);
+    const char *mem = json_string_value(json_object_get(json_object_get(rec.record, "cgroups"),
+                                                        "memory"));
+    if (mem != NULL && mem[0] != '\0') {
+        ASSERT_EQ(cgroup_number(mem, "memory.limit_in_bytes"), (unsigned long long)bytes);
+        unsigned long long memsw = cgroup_number(mem, "memory.memsw.limit_in_bytes");
+        if (memsw != 0) /* 0: no swap accounting */
+            ASSERT_EQ(memsw, (unsigned long long)bytes);
+    }
+    store_sandbox_release(&rec);
+    destroy_sandbox(id);
+    free(id);
+}
+
+TEST(memory_above_and_below_default_on_warm_server)
+{
+    char *a = create_sandbox(0), *b = create_sandbox(0);
+    create_with_memory(2ULL << 30);
+    create_with_memory(2ULL << 30);
+    create_with_memory(96ULL << 20);
+    create_with_memory(3ULL << 30);
+    destroy_sandbox(a);
+    destroy_sandbox(b);
+    free(a);
+    free(b);
+}
+
 /* A dead creator's pid still answers kill(pid, 0) while it is an unreaped zombie. */
 static pid_t make_zombie(uint64_t *start)
 {
@@ -993,6 +1048,7 @@ int main(void)
     RUN(destroy_waits_for_non_children);
     RUN(reconcile_cleans_half_made);
     RUN(init_in_its_cgroups);
+    RUN(memory_above_and_below_default_on_warm_server);
     RUN(endpoint_forwards_from_host);
     RUN(network_egress_blocks_private_ranges);
     RUN(limits_and_confinement);
