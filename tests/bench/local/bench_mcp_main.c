@@ -1,5 +1,5 @@
 /* The local benchmark's MCP phase alone (bench_local runs it too, after its C-API modes):
- *   bench_mcp [-n ROUNDS] [--quick] */
+ *   bench_local_mcp [-n ROUNDS] [--quick] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
