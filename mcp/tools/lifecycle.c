@@ -57,7 +57,8 @@ void tool_create_sandbox(struct tool_call *call, json_t *args)
         mcp_error_set(&err, MCP_ERR_INVALID, 0, "create_sandbox takes image or snapshot_id, not "
                       "both: pass snapshot_id alone to restore a snapshot (it brings its image), "
                       "or image alone for a fresh sandbox");
-        return tool_job_fail(job, &err);
+        tool_job_fail(job, &err);
+        return;
     }
     const char *name = tools_arg_str(args, "backend", restore ? "opensandbox" : "local");
     struct backend *be = backend_by_name(&job->ctx->backends, name, &err);
