@@ -54,13 +54,13 @@ int64_t local_ttl_ms(int64_t seconds)
 {
     if (seconds < 0)
         return 0;
-    return now_wall_ms() + (seconds == 0 ? LOCAL_DEFAULT_TTL_S : seconds) * 1000;
+    return now_wall_ms() + duration_ms(seconds == 0 ? LOCAL_DEFAULT_TTL_S : seconds);
 }
 
 int64_t local_idle_s(const struct sandbox_spec *spec)
 {
-    return spec->idle_timeout_seconds < 0 ? 0
-           : spec->idle_timeout_seconds ? spec->idle_timeout_seconds : LOCAL_DEFAULT_IDLE_S;
+    int64_t s = spec->idle_timeout_seconds;
+    return s < 0 ? 0 : s == 0 ? LOCAL_DEFAULT_IDLE_S : s > MAX_DURATION_S ? MAX_DURATION_S : s;
 }
 
 int local_spec_limits(const struct sandbox_spec *spec, struct cg_limits *lim, uint64_t *disk,

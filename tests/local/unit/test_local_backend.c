@@ -21,6 +21,7 @@
 #include "backend/local/local.h"
 #include "backend/local/local_internal.h"
 #include "mcp/base/buf.h"
+#include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 #include "mcp/store/store.h"
 #include "test.h"
@@ -453,6 +454,47 @@ TEST(ttl_enforced_by_agent)
     free(id);
 }
 
+static const char *state_of(const char *id)
+{
+    static char state[32];
+    struct result r;
+    CALL(r, be->ops->get(be, id, on_result, &r, &_e));
+    ASSERT(!r.failed);
+    snprintf(state, sizeof state, "%s", json_string_value(json_object_get(r.json, "state")));
+    json_decref(r.json);
+    return state;
+}
+
+/* Issue #18.2: a lifetime, idle time or renewal of 2^62 s wrapped (s * 1000) into a deadline in
+ * the past, and the sandbox expired at once; now they saturate to MAX_DURATION_S. */
+TEST(huge_durations_saturate)
+{
+    struct result r;
+    struct sandbox_spec spec = {.owner = "test", .timeout_seconds = INT64_C(1) << 62,
+                                .idle_timeout_seconds = INT64_C(1) << 62,
+                                .memory_bytes = 128u << 20, .disk_bytes = 8u << 20};
+    CALL(r, be->ops->create(be, &spec, on_result, &r, &_e));
+    if (r.failed)
+        TEST_FAIL("create: %s", r.err.msg);
+    char *id = xstrdup(json_string_value(json_object_get(r.json, "sandbox_id")));
+    json_decref(r.json);
+    sleep_loop(2500);
+    ASSERT_STR_EQ(state_of(id), "running");
+    struct mcp_error e;
+    struct store_sandbox rec = {0};
+    ASSERT(store_sandbox_get(st, id, &rec, &e) == 0);
+    ASSERT(rec.expires_at_ms > now_wall_ms() + (MAX_DURATION_S - 60) * 1000);
+    ASSERT_EQ(rec.idle_timeout_s, MAX_DURATION_S);
+    store_sandbox_release(&rec);
+    CALL(r, be->ops->renew(be, id, INT64_C(1) << 62, on_result, &r, &_e));
+    ASSERT(!r.failed);
+    json_decref(r.json);
+    sleep_loop(2500);
+    ASSERT_STR_EQ(state_of(id), "running");
+    destroy_sandbox(id);
+    free(id);
+}
+
 static void copy_file(const char *from, const char *to)
 {
     char cmd[1024];
@@ -808,6 +850,61 @@ TEST(init_in_its_cgroups)
     }
 }
 
+static unsigned long long cgroup_number(const char *dir, const char *file)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "re");
+    unsigned long long v = 0;
+    if (f == NULL || fscanf(f, "%llu", &v) != 1)
+        v = 0;
+    if (f != NULL)
+        fclose(f);
+    return v;
+}
+
+/* Issue #18.1: on a warm server (from its second create on, spawner threads prepare cgroup sets
+ * with the default limits, memory.memsw.limit_in_bytes included) a sandbox above the default
+ * memory failed with EINVAL from memory.limit_in_bytes; a smaller one must still work after. */
+static void create_with_memory(uint64_t bytes)
+{
+    sleep_loop(1500); /* the spawner threads have a prepared set ready */
+    struct result r;
+    struct sandbox_spec spec = {.owner = "test", .memory_bytes = bytes, .disk_bytes = 64u << 20};
+    CALL(r, be->ops->create(be, &spec, on_result, &r, &_e));
+    if (r.failed)
+        TEST_FAIL("create with memory %llu: %s", (unsigned long long)bytes, r.err.msg);
+    char *id = xstrdup(json_string_value(json_object_get(r.json, "sandbox_id")));
+    json_decref(r.json);
+    struct mcp_error e;
+    struct store_sandbox rec = {0};
+    ASSERT(store_sandbox_get(st, id, &rec, &e) == 0);
+    const char *mem = json_string_value(json_object_get(json_object_get(rec.record, "cgroups"),
+                                                        "memory"));
+    if (mem != NULL && mem[0] != '\0') {
+        ASSERT_EQ(cgroup_number(mem, "memory.limit_in_bytes"), (unsigned long long)bytes);
+        unsigned long long memsw = cgroup_number(mem, "memory.memsw.limit_in_bytes");
+        if (memsw != 0) /* 0: no swap accounting */
+            ASSERT_EQ(memsw, (unsigned long long)bytes);
+    }
+    store_sandbox_release(&rec);
+    destroy_sandbox(id);
+    free(id);
+}
+
+TEST(memory_above_and_below_default_on_warm_server)
+{
+    char *a = create_sandbox(0), *b = create_sandbox(0);
+    create_with_memory(2ULL << 30);
+    create_with_memory(2ULL << 30);
+    create_with_memory(96ULL << 20);
+    create_with_memory(3ULL << 30);
+    destroy_sandbox(a);
+    destroy_sandbox(b);
+    free(a);
+    free(b);
+}
+
 /* A dead creator's pid still answers kill(pid, 0) while it is an unreaped zombie. */
 static pid_t make_zombie(uint64_t *start)
 {
@@ -985,6 +1082,7 @@ int main(void)
     RUN(file_operations);
     RUN(pause_resume);
     RUN(ttl_enforced_by_agent);
+    RUN(huge_durations_saturate);
     RUN(registered_image_overlay);
     RUN(idle_timeout_enforced_by_agent);
     RUN(reconnect_from_second_instance);
@@ -994,6 +1092,7 @@ int main(void)
     RUN(destroy_waits_for_non_children);
     RUN(reconcile_cleans_half_made);
     RUN(init_in_its_cgroups);
+    RUN(memory_above_and_below_default_on_warm_server);
     RUN(endpoint_forwards_from_host);
     RUN(network_egress_blocks_private_ranges);
     RUN(limits_and_confinement);
