@@ -231,7 +231,8 @@ void tool_run_command(struct tool_call *call, json_t *args)
 {
     struct tool_job *job = tool_job_new(call, args);
     struct mcp_error err;
-    if (tool_job_bind(job, tools_arg_str(args, "sandbox_id", ""), TOOL_NEED_RUNNING, &err) < 0) {
+    if (tools_pairs_to_object(args, "env", &err) < 0 ||
+        tool_job_bind(job, tools_arg_str(args, "sandbox_id", ""), TOOL_NEED_RUNNING, &err) < 0) {
         tool_job_fail(job, &err);
         return;
     }

@@ -495,6 +495,82 @@ TEST(huge_durations_saturate)
     free(id);
 }
 
+/* Creates with env; returns the id, or NULL with the error message in msg. */
+static char *create_with_env(json_t *env, char *msg, size_t size)
+{
+    struct result r;
+    struct mcp_error e;
+    struct sandbox_spec spec = {.owner = "test", .env = env, .memory_bytes = 128u << 20,
+                                .disk_bytes = 8u << 20};
+    memset(&r, 0, sizeof r);
+    msg[0] = '\0';
+    if (be->ops->create(be, &spec, on_result, &r, &e) < 0) {
+        snprintf(msg, size, "%s", e.msg);
+        return NULL;
+    }
+    if (!run_until(&r.done, WAIT_MS))
+        TEST_FAIL("create: no callback");
+    if (r.failed) {
+        snprintf(msg, size, "%s", r.err.msg);
+        return NULL;
+    }
+    char *id = xstrdup(json_string_value(json_object_get(r.json, "sandbox_id")));
+    json_decref(r.json);
+    return id;
+}
+
+static json_t *env_of(int vars, size_t value_len)
+{
+    json_t *env = json_object();
+    char *value = xmalloc(value_len + 1);
+    memset(value, 'x', value_len);
+    value[value_len] = '\0';
+    for (int i = 0; i < vars; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "BIG%d", i);
+        json_object_set_new(env, name, json_string(value));
+    }
+    free(value);
+    return env;
+}
+
+/* Issue #18.5: a 1 MB env value was accepted and then every command failed with "Argument list
+ * too long"; create refuses what exec cannot pass, naming the limit. */
+TEST(env_that_exec_cannot_pass_is_refused)
+{
+    char msg[512];
+    json_t *env = env_of(1, 1 << 20);
+    char *id = create_with_env(env, msg, sizeof msg);
+    json_decref(env);
+    if (id != NULL)
+        TEST_FAIL("a 1 MiB env value was accepted (%s)", id);
+    ASSERT_CONTAINS(msg, "MAX_ARG_STRLEN");
+    ASSERT_CONTAINS(msg, "write_file");
+    /* each fits, together they pass what the agent's configuration can carry */
+    env = env_of(2, 100 << 10);
+    id = create_with_env(env, msg, sizeof msg);
+    json_decref(env);
+    if (id != NULL)
+        TEST_FAIL("2 x 100 KiB of env was accepted (%s)", id);
+    ASSERT_CONTAINS(msg, "MAX_ARG_STRLEN");
+    struct mcp_error e; /* the limit every backend shares (OpenSandbox's commands run on Linux) */
+    env = env_of(9, 120 << 10);
+    ASSERT_EQ(backend_check_env(env, "env", &e), -1);
+    ASSERT_CONTAINS(e.msg, "ARG_MAX");
+    json_decref(env);
+    env = env_of(4, 30 << 10); /* what is accepted works */
+    id = create_with_env(env, msg, sizeof msg);
+    json_decref(env);
+    if (id == NULL)
+        TEST_FAIL("4 x 30 KiB of env refused: %s", msg);
+    struct run x;
+    run_cmd(id, "echo ${#BIG0} ${#BIG3}", 0, &x);
+    ASSERT_STR_EQ(buf_cstr(&x.out), "30720 30720\n");
+    run_free(&x);
+    destroy_sandbox(id);
+    free(id);
+}
+
 static void copy_file(const char *from, const char *to)
 {
     char cmd[1024];
@@ -1083,6 +1159,7 @@ int main(void)
     RUN(pause_resume);
     RUN(ttl_enforced_by_agent);
     RUN(huge_durations_saturate);
+    RUN(env_that_exec_cannot_pass_is_refused);
     RUN(registered_image_overlay);
     RUN(idle_timeout_enforced_by_agent);
     RUN(reconnect_from_second_instance);
