@@ -26,17 +26,22 @@ static void classify_call(json_t *root, struct jsonrpc_msg *out)
     json_t *params = json_object_get(root, "params");
     json_t *id = json_object_get(root, "id");
 
-    if (!json_is_string(method))
-        return set_invalid(out, MCP_ERR_INVALID_REQUEST,
-                           "Invalid Request: \"method\" must be a string, got %s",
-                           json_kind_name(method));
-    if (params && !json_is_object(params) && !json_is_array(params))
-        return set_invalid(out, MCP_ERR_INVALID_REQUEST,
-                           "Invalid Request: \"params\" must be an object, got %s",
-                           json_kind_name(params));
-    if (json_object_get(root, "result") || json_object_get(root, "error"))
-        return set_invalid(out, MCP_ERR_INVALID_REQUEST, "%s",
-                           "Invalid Request: a request cannot carry \"result\" or \"error\"");
+    if (!json_is_string(method)) {
+        set_invalid(out, MCP_ERR_INVALID_REQUEST,
+                    "Invalid Request: \"method\" must be a string, got %s", json_kind_name(method));
+        return;
+    }
+    if (params && !json_is_object(params) && !json_is_array(params)) {
+        set_invalid(out, MCP_ERR_INVALID_REQUEST,
+                    "Invalid Request: \"params\" must be an object, got %s",
+                    json_kind_name(params));
+        return;
+    }
+    if (json_object_get(root, "result") || json_object_get(root, "error")) {
+        set_invalid(out, MCP_ERR_INVALID_REQUEST, "%s",
+                    "Invalid Request: a request cannot carry \"result\" or \"error\"");
+        return;
+    }
     out->method = json_string_value(method);
     out->params = params;
     out->kind = id ? JSONRPC_REQUEST : JSONRPC_NOTIFICATION;
@@ -49,19 +54,26 @@ static void classify_response(json_t *root, struct jsonrpc_msg *out)
     json_t *error = json_object_get(root, "error");
     json_t *id = json_object_get(root, "id");
 
-    if (!result && !error)
-        return set_invalid(out, MCP_ERR_INVALID_REQUEST, "%s",
-                           "Invalid Request: missing \"method\" (and no \"result\" or \"error\")");
-    if (result && error)
-        return set_invalid(out, MCP_ERR_INVALID_REQUEST, "%s",
-                           "Invalid Request: a response has \"result\" or \"error\", not both");
-    if (error && !json_is_object(error))
-        return set_invalid(out, MCP_ERR_INVALID_REQUEST,
-                           "Invalid Request: \"error\" must be an object, got %s",
-                           json_kind_name(error));
-    if (!id || (!id_is_valid(id) && !(error && json_is_null(id))))
-        return set_invalid(out, MCP_ERR_INVALID_REQUEST, "%s",
-                           "Invalid Request: a response needs a string or integer \"id\"");
+    if (!result && !error) {
+        set_invalid(out, MCP_ERR_INVALID_REQUEST, "%s",
+                    "Invalid Request: missing \"method\" (and no \"result\" or \"error\")");
+        return;
+    }
+    if (result && error) {
+        set_invalid(out, MCP_ERR_INVALID_REQUEST, "%s",
+                    "Invalid Request: a response has \"result\" or \"error\", not both");
+        return;
+    }
+    if (error && !json_is_object(error)) {
+        set_invalid(out, MCP_ERR_INVALID_REQUEST,
+                    "Invalid Request: \"error\" must be an object, got %s", json_kind_name(error));
+        return;
+    }
+    if (!id || (!id_is_valid(id) && !(error && json_is_null(id)))) {
+        set_invalid(out, MCP_ERR_INVALID_REQUEST, "%s",
+                    "Invalid Request: a response needs a string or integer \"id\"");
+        return;
+    }
     out->result = result;
     out->error = error;
     out->kind = JSONRPC_RESPONSE;
@@ -74,13 +86,17 @@ static void classify(json_t *root, struct jsonrpc_msg *out)
 
     if (id && id_is_valid(id))
         out->id = id;
-    if (!json_is_string(version) || strcmp(json_string_value(version), "2.0") != 0)
-        return set_invalid(out, MCP_ERR_INVALID_REQUEST, "%s",
-                           "Invalid Request: \"jsonrpc\" must be exactly \"2.0\"");
-    if (id && !id_is_valid(id) && json_object_get(root, "method"))
-        return set_invalid(out, MCP_ERR_INVALID_REQUEST,
-                           "Invalid Request: \"id\" must be a string or an integer, got %s",
-                           json_kind_name(id));
+    if (!json_is_string(version) || strcmp(json_string_value(version), "2.0") != 0) {
+        set_invalid(out, MCP_ERR_INVALID_REQUEST, "%s",
+                    "Invalid Request: \"jsonrpc\" must be exactly \"2.0\"");
+        return;
+    }
+    if (id && !id_is_valid(id) && json_object_get(root, "method")) {
+        set_invalid(out, MCP_ERR_INVALID_REQUEST,
+                    "Invalid Request: \"id\" must be a string or an integer, got %s",
+                    json_kind_name(id));
+        return;
+    }
     if (json_object_get(root, "method"))
         classify_call(root, out);
     else

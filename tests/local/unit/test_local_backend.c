@@ -196,7 +196,8 @@ TEST(create_exec_destroy)
     CALL(r0, be->ops->diagnose(be, id, "inspect", on_result, &r0, &_e));
     ASSERT(!r0.failed);
     json_t *insp = json_object_get(r0.json, "inspect");
-    snprintf(run, sizeof run, "%s", json_string_value(json_object_get(insp, "runtime_dir")) ?: "");
+    const char *runtime_dir = json_string_value(json_object_get(insp, "runtime_dir"));
+    snprintf(run, sizeof run, "%s", runtime_dir ? runtime_dir : "");
     ASSERT_STR_EQ(json_string_value(json_object_get(insp, "logs_dir")), dir);
     json_decref(r0.json);
     snprintf(sock, sizeof sock, "%s/agent.sock", run);
