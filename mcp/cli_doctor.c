@@ -27,7 +27,7 @@ static void doctor_usage(FILE *out)
           "\n"
           "Checks that this host can run local sandboxes: user namespaces (and the sysctls and\n"
           "AppArmor rules that restrict them), uid mapping, cgroup layout and delegation,\n"
-          "seccomp, openat2, overlayfs, pasta/slirp4netns and the state directory. Each failed\n"
+          "seccomp, openat2, overlayfs, pasta (for network=true) and the state directory. Each failed\n"
           "check prints the command that fixes it.\n"
           "\n"
           "  -o, --output FORMAT   table (default) or json\n"
