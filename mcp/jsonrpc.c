@@ -2,6 +2,7 @@
 #include "mcp/jsonrpc.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "mcp/base/json_in.h"
@@ -102,6 +103,47 @@ static void classify(json_t *root, struct jsonrpc_msg *out)
         classify_response(root, out);
 }
 
+/* The first string value holding a NUL, as a path ("params.arguments.content", "params.x[2]")
+ * into path; false if there is none. */
+static bool find_nul(const json_t *v, char *path, size_t size)
+{
+    size_t n = strlen(path);
+    if (json_is_string(v))
+        return memchr(json_string_value(v), '\0', json_string_length(v)) != NULL;
+    if (json_is_object(v)) {
+        const char *k;
+        json_t *m;
+        json_object_foreach((json_t *)v, k, m) {
+            snprintf(path + n, size - n, "%s%s", n ? "." : "", k);
+            if (find_nul(m, path, size))
+                return true;
+        }
+    } else if (json_is_array(v)) {
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            snprintf(path + n, size - n, "[%zu]", i);
+            if (find_nul(json_array_get(v, i), path, size))
+                return true;
+        }
+    }
+    path[n] = '\0';
+    return false;
+}
+
+/* A request or notification may carry \u0000 (valid JSON); the C strings everything below here
+ * works on cannot, and cutting them short would change what the caller asked for. So it is
+ * refused as invalid params, naming the argument. Responses (a client's own text) pass: a
+ * NUL there only shortens what the server reads. */
+static void refuse_nul(struct jsonrpc_msg *out)
+{
+    char path[256] = "";
+    if ((out->kind == JSONRPC_REQUEST || out->kind == JSONRPC_NOTIFICATION) &&
+        find_nul(out->root, path, sizeof path))
+        set_invalid(out, MCP_ERR_INVALID_PARAMS,
+                    "Invalid params: %s contains NUL (\\u0000), which no argument may: send "
+                    "bytes with NUL as base64 (write_file encoding \"base64\") or from a file",
+                    path);
+}
+
 void jsonrpc_parse(const char *data, size_t len, struct jsonrpc_msg *out)
 {
     json_error_t jerr;
@@ -110,7 +152,15 @@ void jsonrpc_parse(const char *data, size_t len, struct jsonrpc_msg *out)
     /* The fast path takes the common case; jansson decides (and words errors) for the rest. */
     out->root = json_in_parse(data, len);
     if (!out->root)
-        out->root = json_loadb(data, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+        out->root = json_loadb(data, len,
+                               JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
+    if (!out->root && strstr(jerr.text, "NUL byte in object key") != NULL) { /* valid JSON */
+        out->kind = JSONRPC_INVALID;
+        mcp_error_set(&out->err, MCP_ERR_INVALID_PARAMS, 0,
+                      "Invalid params: an object key contains NUL (\\u0000), which no key may "
+                      "(line %d, column %d)", jerr.line, jerr.column);
+        return;
+    }
     if (!out->root) {
         out->kind = JSONRPC_INVALID;
         mcp_error_set(&out->err, MCP_ERR_PARSE, 0, "Parse error: %s (line %d, column %d)",
@@ -129,6 +179,7 @@ void jsonrpc_parse(const char *data, size_t len, struct jsonrpc_msg *out)
         return;
     }
     classify(out->root, out);
+    refuse_nul(out);
 }
 
 void jsonrpc_msg_release(struct jsonrpc_msg *msg)
