@@ -168,13 +168,31 @@ static int limit(const char *dir, const char *file, const char *value, struct mc
     return mcp_error_set(err, MCP_ERR_IO, errno, "cannot set %s/%s to %s", dir, file, value);
 }
 
+static uint64_t number(const char *dir, const char *file);
+
+/* The kernel refuses a memory.limit_in_bytes above memory.memsw.limit_in_bytes (EINVAL) and a
+ * memsw limit below the memory limit, so the order of the two writes follows the direction of
+ * the change: a spawner's prepared set already holds the defaults, and a larger limit must
+ * raise memsw first. memsw is absent without swap accounting. */
+static int memory_v1(const char *dir, uint64_t bytes, struct mcp_error *err)
+{
+    char v[64];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)bytes);
+    bool raising = dir[0] != '\0' && bytes > number(dir, "memory.limit_in_bytes");
+    if (raising)
+        write_file(dir, "memory.memsw.limit_in_bytes", v);
+    if (limit(dir, "memory.limit_in_bytes", v, err) < 0)
+        return -1;
+    if (!raising)
+        write_file(dir, "memory.memsw.limit_in_bytes", v);
+    return 0;
+}
+
 static int limits_v1(const struct cg_sandbox *cg, const struct cg_limits *lim, struct mcp_error *err)
 {
     char v[64];
-    snprintf(v, sizeof v, "%llu", (unsigned long long)lim->memory_bytes);
-    if (limit(cg->mem, "memory.limit_in_bytes", v, err) < 0)
+    if (memory_v1(cg->mem, lim->memory_bytes, err) < 0)
         return -1;
-    write_file(cg->mem, "memory.memsw.limit_in_bytes", v); /* absent without swap accounting */
     snprintf(v, sizeof v, "%u", lim->pids);
     if (limit(cg->pids, "pids.max", v, err) < 0)
         return -1;
@@ -411,8 +429,6 @@ uint64_t cg_oom_kills(const struct cg_sandbox *cg)
         return counter(cg->mem, "memory.oom_control", "oom_kill ");
     return counter(cg->v2, "memory.events", "oom_kill ");
 }
-
-static uint64_t number(const char *dir, const char *file);
 
 uint64_t cg_memory_limit(const struct cg_sandbox *cg)
 {

@@ -440,7 +440,8 @@ static json_t *create_body(const struct sandbox_spec *spec, json_t **record, str
                              spec->pids > 0 ? "pids" : spec->disk_bytes > 0 ? "disk"
                                                                             : "idle time"),
                NULL;
-    if (check_strings(spec->env, "env", err) || check_strings(spec->metadata, "metadata", err))
+    if (check_strings(spec->env, "env", err) || check_strings(spec->metadata, "metadata", err) ||
+        backend_check_env(spec->env, "env", err))
         return NULL;
     const char *image = spec->image ? spec->image : OSB_DEFAULT_IMAGE;
     json_t *rec_limits = NULL;

@@ -21,6 +21,7 @@
 #include "backend/local/local.h"
 #include "backend/local/local_internal.h"
 #include "mcp/base/buf.h"
+#include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 #include "mcp/store/store.h"
 #include "test.h"
@@ -452,6 +453,123 @@ TEST(ttl_enforced_by_agent)
     free(id);
 }
 
+static const char *state_of(const char *id)
+{
+    static char state[32];
+    struct result r;
+    CALL(r, be->ops->get(be, id, on_result, &r, &_e));
+    ASSERT(!r.failed);
+    snprintf(state, sizeof state, "%s", json_string_value(json_object_get(r.json, "state")));
+    json_decref(r.json);
+    return state;
+}
+
+/* Issue #18.2: a lifetime, idle time or renewal of 2^62 s wrapped (s * 1000) into a deadline in
+ * the past, and the sandbox expired at once; now they saturate to MAX_DURATION_S. */
+TEST(huge_durations_saturate)
+{
+    struct result r;
+    struct sandbox_spec spec = {.owner = "test", .timeout_seconds = INT64_C(1) << 62,
+                                .idle_timeout_seconds = INT64_C(1) << 62,
+                                .memory_bytes = 128u << 20, .disk_bytes = 8u << 20};
+    CALL(r, be->ops->create(be, &spec, on_result, &r, &_e));
+    if (r.failed)
+        TEST_FAIL("create: %s", r.err.msg);
+    char *id = xstrdup(json_string_value(json_object_get(r.json, "sandbox_id")));
+    json_decref(r.json);
+    sleep_loop(2500);
+    ASSERT_STR_EQ(state_of(id), "running");
+    struct mcp_error e;
+    struct store_sandbox rec = {0};
+    ASSERT(store_sandbox_get(st, id, &rec, &e) == 0);
+    ASSERT(rec.expires_at_ms > now_wall_ms() + (MAX_DURATION_S - 60) * 1000);
+    ASSERT_EQ(rec.idle_timeout_s, MAX_DURATION_S);
+    store_sandbox_release(&rec);
+    CALL(r, be->ops->renew(be, id, INT64_C(1) << 62, on_result, &r, &_e));
+    ASSERT(!r.failed);
+    json_decref(r.json);
+    sleep_loop(2500);
+    ASSERT_STR_EQ(state_of(id), "running");
+    destroy_sandbox(id);
+    free(id);
+}
+
+/* Creates with env; returns the id, or NULL with the error message in msg. */
+static char *create_with_env(json_t *env, char *msg, size_t size)
+{
+    struct result r;
+    struct mcp_error e;
+    struct sandbox_spec spec = {.owner = "test", .env = env, .memory_bytes = 128u << 20,
+                                .disk_bytes = 8u << 20};
+    memset(&r, 0, sizeof r);
+    msg[0] = '\0';
+    if (be->ops->create(be, &spec, on_result, &r, &e) < 0) {
+        snprintf(msg, size, "%s", e.msg);
+        return NULL;
+    }
+    if (!run_until(&r.done, WAIT_MS))
+        TEST_FAIL("create: no callback");
+    if (r.failed) {
+        snprintf(msg, size, "%s", r.err.msg);
+        return NULL;
+    }
+    char *id = xstrdup(json_string_value(json_object_get(r.json, "sandbox_id")));
+    json_decref(r.json);
+    return id;
+}
+
+static json_t *env_of(int vars, size_t value_len)
+{
+    json_t *env = json_object();
+    char *value = xmalloc(value_len + 1);
+    memset(value, 'x', value_len);
+    value[value_len] = '\0';
+    for (int i = 0; i < vars; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "BIG%d", i);
+        json_object_set_new(env, name, json_string(value));
+    }
+    free(value);
+    return env;
+}
+
+/* Issue #18.5: a 1 MB env value was accepted and then every command failed with "Argument list
+ * too long"; create refuses what exec cannot pass, naming the limit. */
+TEST(env_that_exec_cannot_pass_is_refused)
+{
+    char msg[512];
+    json_t *env = env_of(1, 1 << 20);
+    char *id = create_with_env(env, msg, sizeof msg);
+    json_decref(env);
+    if (id != NULL)
+        TEST_FAIL("a 1 MiB env value was accepted (%s)", id);
+    ASSERT_CONTAINS(msg, "MAX_ARG_STRLEN");
+    ASSERT_CONTAINS(msg, "write_file");
+    /* each fits, together they pass what the agent's configuration can carry */
+    env = env_of(2, 100 << 10);
+    id = create_with_env(env, msg, sizeof msg);
+    json_decref(env);
+    if (id != NULL)
+        TEST_FAIL("2 x 100 KiB of env was accepted (%s)", id);
+    ASSERT_CONTAINS(msg, "MAX_ARG_STRLEN");
+    struct mcp_error e; /* the limit every backend shares (OpenSandbox's commands run on Linux) */
+    env = env_of(9, 120 << 10);
+    ASSERT_EQ(backend_check_env(env, "env", &e), -1);
+    ASSERT_CONTAINS(e.msg, "ARG_MAX");
+    json_decref(env);
+    env = env_of(4, 30 << 10); /* what is accepted works */
+    id = create_with_env(env, msg, sizeof msg);
+    json_decref(env);
+    if (id == NULL)
+        TEST_FAIL("4 x 30 KiB of env refused: %s", msg);
+    struct run x;
+    run_cmd(id, "echo ${#BIG0} ${#BIG3}", 0, &x);
+    ASSERT_STR_EQ(buf_cstr(&x.out), "30720 30720\n");
+    run_free(&x);
+    destroy_sandbox(id);
+    free(id);
+}
+
 static void copy_file(const char *from, const char *to)
 {
     char cmd[1024];
@@ -807,6 +925,61 @@ TEST(init_in_its_cgroups)
     }
 }
 
+static unsigned long long cgroup_number(const char *dir, const char *file)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "re");
+    unsigned long long v = 0;
+    if (f == NULL || fscanf(f, "%llu", &v) != 1)
+        v = 0;
+    if (f != NULL)
+        fclose(f);
+    return v;
+}
+
+/* Issue #18.1: on a warm server (from its second create on, spawner threads prepare cgroup sets
+ * with the default limits, memory.memsw.limit_in_bytes included) a sandbox above the default
+ * memory failed with EINVAL from memory.limit_in_bytes; a smaller one must still work after. */
+static void create_with_memory(uint64_t bytes)
+{
+    sleep_loop(1500); /* the spawner threads have a prepared set ready */
+    struct result r;
+    struct sandbox_spec spec = {.owner = "test", .memory_bytes = bytes, .disk_bytes = 64u << 20};
+    CALL(r, be->ops->create(be, &spec, on_result, &r, &_e));
+    if (r.failed)
+        TEST_FAIL("create with memory %llu: %s", (unsigned long long)bytes, r.err.msg);
+    char *id = xstrdup(json_string_value(json_object_get(r.json, "sandbox_id")));
+    json_decref(r.json);
+    struct mcp_error e;
+    struct store_sandbox rec = {0};
+    ASSERT(store_sandbox_get(st, id, &rec, &e) == 0);
+    const char *mem = json_string_value(json_object_get(json_object_get(rec.record, "cgroups"),
+                                                        "memory"));
+    if (mem != NULL && mem[0] != '\0') {
+        ASSERT_EQ(cgroup_number(mem, "memory.limit_in_bytes"), (unsigned long long)bytes);
+        unsigned long long memsw = cgroup_number(mem, "memory.memsw.limit_in_bytes");
+        if (memsw != 0) /* 0: no swap accounting */
+            ASSERT_EQ(memsw, (unsigned long long)bytes);
+    }
+    store_sandbox_release(&rec);
+    destroy_sandbox(id);
+    free(id);
+}
+
+TEST(memory_above_and_below_default_on_warm_server)
+{
+    char *a = create_sandbox(0), *b = create_sandbox(0);
+    create_with_memory(2ULL << 30);
+    create_with_memory(2ULL << 30);
+    create_with_memory(96ULL << 20);
+    create_with_memory(3ULL << 30);
+    destroy_sandbox(a);
+    destroy_sandbox(b);
+    free(a);
+    free(b);
+}
+
 /* A dead creator's pid still answers kill(pid, 0) while it is an unreaped zombie. */
 static pid_t make_zombie(uint64_t *start)
 {
@@ -984,6 +1157,8 @@ int main(void)
     RUN(file_operations);
     RUN(pause_resume);
     RUN(ttl_enforced_by_agent);
+    RUN(huge_durations_saturate);
+    RUN(env_that_exec_cannot_pass_is_refused);
     RUN(registered_image_overlay);
     RUN(idle_timeout_enforced_by_agent);
     RUN(reconnect_from_second_instance);
@@ -993,6 +1168,7 @@ int main(void)
     RUN(destroy_waits_for_non_children);
     RUN(reconcile_cleans_half_made);
     RUN(init_in_its_cgroups);
+    RUN(memory_above_and_below_default_on_warm_server);
     RUN(endpoint_forwards_from_host);
     RUN(network_egress_blocks_private_ranges);
     RUN(limits_and_confinement);

@@ -1,0 +1,28 @@
+/* The image config blob: what of it applies to every command (Env, WorkingDir, User). */
+#ifndef MCPBOX_IMAGE_CONFIG_H
+#define MCPBOX_IMAGE_CONFIG_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "mcp/base/error.h"
+
+#define IMAGE_USER_MAX 256
+#define IMAGE_WORKDIR_MAX 1024
+
+struct image_config {
+    json_t *env;                       /* {"PATH": "...", ...}: the config's Env */
+    char workdir[IMAGE_WORKDIR_MAX];   /* "" when the image sets none */
+    char user[IMAGE_USER_MAX];         /* "", "1000", "1000:1000", "app", "app:staff" */
+    size_t n_diff_ids;                 /* rootfs.diff_ids: one per layer */
+};
+
+/* -1 with err if the blob is not a config for Linux or has malformed fields. */
+int image_config_parse(const char *body, size_t len, struct image_config *cfg,
+                       struct mcp_error *err);
+void image_config_free(struct image_config *cfg);
+
+/* The config's values as the record keeps them: {"env": {...}, "workdir": "...", "user": "..."}. */
+json_t *image_config_to_json(const struct image_config *cfg);
+
+#endif
