@@ -84,6 +84,11 @@ int local_spec_limits(const struct sandbox_spec *spec, struct cg_limits *lim, ui
                              "disk (%llu bytes) must be below memory (%llu bytes): the local "
                              "backend's writable space is RAM-backed and counts against memory",
                              (unsigned long long)*disk, (unsigned long long)lim->memory_bytes);
+    if (lim->pids < LOCAL_MIN_PIDS)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "pids must be at least %u (the sandbox's agent, a command's shell "
+                             "and a small pipeline need that many); leave pids out for the "
+                             "default %u", LOCAL_MIN_PIDS, LOCAL_DEFAULT_PIDS);
     if (lim->cpu > 1024 || lim->pids > 1u << 22)
         return mcp_error_set(err, MCP_ERR_INVALID, 0, "cpu or pids out of range");
     if (backend_check_env(spec->env, "env", err) < 0)

@@ -196,7 +196,8 @@ TEST(create_exec_destroy)
     CALL(r0, be->ops->diagnose(be, id, "inspect", on_result, &r0, &_e));
     ASSERT(!r0.failed);
     json_t *insp = json_object_get(r0.json, "inspect");
-    snprintf(run, sizeof run, "%s", json_string_value(json_object_get(insp, "runtime_dir")) ?: "");
+    const char *runtime_dir = json_string_value(json_object_get(insp, "runtime_dir"));
+    snprintf(run, sizeof run, "%s", runtime_dir ? runtime_dir : "");
     ASSERT_STR_EQ(json_string_value(json_object_get(insp, "logs_dir")), dir);
     json_decref(r0.json);
     snprintf(sock, sizeof sock, "%s/agent.sock", run);
@@ -568,6 +569,36 @@ TEST(env_that_exec_cannot_pass_is_refused)
     run_free(&x);
     destroy_sandbox(id);
     free(id);
+}
+
+/* Issue #18.9: pids 1 was accepted and failed in clone3 with advice to run mcpbox doctor (or
+ * the sandbox could not run a pipeline); too few are refused with the minimum. */
+TEST(too_few_pids_refused_with_the_minimum)
+{
+    for (uint32_t pids = 1; pids <= LOCAL_MIN_PIDS; pids++) {
+        struct result r;
+        struct mcp_error e;
+        struct sandbox_spec spec = {.owner = "test", .pids = pids, .memory_bytes = 128u << 20,
+                                    .disk_bytes = 8u << 20};
+        memset(&r, 0, sizeof r);
+        int rc = be->ops->create(be, &spec, on_result, &r, &e);
+        if (pids < LOCAL_MIN_PIDS) {
+            if (rc == 0)
+                TEST_FAIL("pids %u accepted", pids);
+            ASSERT_CONTAINS(e.msg, "pids must be at least 8");
+            continue;
+        }
+        if (rc < 0 || !run_until(&r.done, WAIT_MS) || r.failed)
+            TEST_FAIL("pids %u refused: %s", pids, rc < 0 ? e.msg : r.err.msg);
+        char *id = xstrdup(json_string_value(json_object_get(r.json, "sandbox_id")));
+        json_decref(r.json);
+        struct run x;
+        run_cmd(id, "echo hi | cat | cat", 0, &x);
+        ASSERT_STR_EQ(buf_cstr(&x.out), "hi\n");
+        run_free(&x);
+        destroy_sandbox(id);
+        free(id);
+    }
 }
 
 static void copy_file(const char *from, const char *to)
@@ -1159,6 +1190,7 @@ int main(void)
     RUN(ttl_enforced_by_agent);
     RUN(huge_durations_saturate);
     RUN(env_that_exec_cannot_pass_is_refused);
+    RUN(too_few_pids_refused_with_the_minimum);
     RUN(registered_image_overlay);
     RUN(idle_timeout_enforced_by_agent);
     RUN(reconnect_from_second_instance);
