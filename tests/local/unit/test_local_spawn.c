@@ -41,8 +41,11 @@ TEST(pipe_failure_closes_the_socketpair_and_says_why)
     snprintf(dir, sizeof dir, "%s/sb", base);
     snprintf(logs, sizeof logs, "%s/logs", base);
     ASSERT_EQ(mkdir(dir, 0700), 0);
+    struct local_identity ident = {.mode = LOCAL_ID_SINGLE, .uid_base = (uint32_t)geteuid(),
+                                   .uid_count = 1, .gid_base = (uint32_t)getegid(),
+                                   .gid_count = 1};
     struct spawn_request req = {.id = "sb", .dir = dir, .logs_dir = logs,
-                                .uid_base = (uint32_t)geteuid(), .disk_bytes = 1 << 20,
+                                .ident = &ident, .disk_bytes = 1 << 20,
                                 .memory_bytes = 64 << 20, .pids = 16, .agent_config = "{}",
                                 .agent_exe_fd = -1};
     int held[1024], n_held;
