@@ -129,8 +129,7 @@ int local_renew(struct backend *be, const char *id, int64_t timeout_seconds, bac
     struct store_sandbox rec = {0};
     if (store_sandbox_get(be->store, id, &rec, err) < 0)
         return -1;
-    rec.expires_at_ms = timeout_seconds < 0 ? 0
-                        : now_wall_ms() + (timeout_seconds ? timeout_seconds : LOCAL_DEFAULT_TTL_S) * 1000;
+    rec.expires_at_ms = local_ttl_ms(timeout_seconds);
     int rc = store_sandbox_update(be->store, &rec, err);
     bool paused = strcmp(rec.state, "paused") == 0;
     store_sandbox_release(&rec);

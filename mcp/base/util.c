@@ -20,6 +20,11 @@ int64_t now_wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t duration_ms(int64_t seconds)
+{
+    return (seconds < 0 ? 0 : seconds > MAX_DURATION_S ? MAX_DURATION_S : seconds) * 1000;
+}
+
 void format_rfc3339_ms(int64_t wall_ms, char out[32])
 {
     time_t secs = (time_t)(wall_ms / 1000);

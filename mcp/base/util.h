@@ -10,6 +10,13 @@
 uint64_t now_mono_ms(void);
 int64_t now_wall_ms(void);
 
+/* The longest duration anything accepts (sandbox lifetime and idle time, command timeouts): ten
+ * years. The tool schemas say it as their "maximum"; code saturates to it, so that a huge value
+ * can never wrap into a deadline in the past (issue #18.2). */
+#define MAX_DURATION_S (10LL * 365 * 86400)
+/* seconds clamped into [0, MAX_DURATION_S], in milliseconds (never overflows). */
+int64_t duration_ms(int64_t seconds);
+
 /* RFC 3339 UTC with milliseconds: "2026-11-25T22:12:12.123Z". out must hold 32 bytes. */
 void format_rfc3339_ms(int64_t wall_ms, char out[32]);
 /* Parses RFC 3339 (any fraction, Z or +hh:mm offset) into wall ms; -1 if malformed. */

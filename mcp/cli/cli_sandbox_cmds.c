@@ -136,6 +136,7 @@ static void create_usage(FILE *out)
 static int create_opt(struct cli_sandbox *c, struct cli_create_opts *o, int opt, const char *arg)
 {
     uint64_t size;
+    int64_t ms;
     switch (opt) {
     case 'i': o->spec.image = arg; return -1;
     case 'c': o->spec.cpu = atof(arg); return o->spec.cpu > 0 ? -1 : CLI_EXIT_USAGE;
@@ -143,8 +144,12 @@ static int create_opt(struct cli_sandbox *c, struct cli_create_opts *o, int opt,
     case 'd': return cli_parse_size(arg, &size) == 0 ? (o->spec.disk_bytes = size, -1) : 2;
     case 'p': o->spec.pids = (uint32_t)strtoul(arg, NULL, 10); return -1;
     case 'n': o->spec.network = true; return -1;
-    case 't': o->spec.timeout_seconds = strtoll(arg, NULL, 10); return -1;
-    case 'T': o->spec.idle_timeout_seconds = strtoll(arg, NULL, 10); return -1;
+    case 't':
+        return cli_parse_seconds(arg, &ms) == 0 ? (o->spec.timeout_seconds = ms / 1000, -1)
+                                                 : CLI_EXIT_USAGE;
+    case 'T':
+        return cli_parse_seconds(arg, &ms) == 0 ? (o->spec.idle_timeout_seconds = ms / 1000, -1)
+                                                 : CLI_EXIT_USAGE;
     case 'e': return cli_parse_kv(o->env, arg) == 0 ? -1 : CLI_EXIT_USAGE;
     case 'l': return cli_parse_kv(o->metadata, arg) == 0 ? -1 : CLI_EXIT_USAGE;
     case 'q': o->quiet = true; return -1;

@@ -224,14 +224,15 @@ static void exec_request_from_args(json_t *args, struct exec_request *req)
         req->stdin_data = json_string_value(in);
         req->stdin_len = json_string_length(in);
     }
-    req->timeout_ms = tools_arg_int(args, "timeout_seconds", 0, 0, INT64_MAX / 1000) * 1000;
+    req->timeout_ms = duration_ms(tools_arg_int(args, "timeout_seconds", 0, 0, MAX_DURATION_S));
 }
 
 void tool_run_command(struct tool_call *call, json_t *args)
 {
     struct tool_job *job = tool_job_new(call, args);
     struct mcp_error err;
-    if (tool_job_bind(job, tools_arg_str(args, "sandbox_id", ""), TOOL_NEED_RUNNING, &err) < 0) {
+    if (tools_pairs_to_object(args, "env", &err) < 0 ||
+        tool_job_bind(job, tools_arg_str(args, "sandbox_id", ""), TOOL_NEED_RUNNING, &err) < 0) {
         tool_job_fail(job, &err);
         return;
     }

@@ -95,6 +95,10 @@ const char *tools_outcome(const struct mcp_error *err);
 
 /* Sizes: a JSON integer (bytes) or a string "512m", "1.5g", "2GiB", "100k", "4096". */
 int tools_parse_size(json_t *v, const char *field, uint64_t *out, struct mcp_error *err);
+/* Replaces args[key], a list of "KEY=VALUE" strings as the schemas advertise env and metadata,
+ * with the object {KEY: VALUE} the backends take (args is the call's own copy); the last of two
+ * equal keys wins. -1 with err on an entry without "=". */
+int tools_pairs_to_object(json_t *args, const char *key, struct mcp_error *err);
 /* Octal permission string "755" / "0644" -> bits. */
 int tools_parse_mode(const char *s, uint32_t *out, struct mcp_error *err);
 /* "KILL", "TERM", ... -> signal number; -1 if unknown. */

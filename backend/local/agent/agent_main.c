@@ -233,7 +233,7 @@ static void check_expiry(struct agent *a)
     if (a->expires_at_ms > 0 && now_wall_ms() >= a->expires_at_ms)
         expire(a, "ttl");
     if (a->idle_timeout_s > 0 && agent_cmd_running(a) == 0 &&
-        now_mono_ms() - a->last_active_ms >= (uint64_t)a->idle_timeout_s * 1000u)
+        now_mono_ms() - a->last_active_ms >= (uint64_t)duration_ms(a->idle_timeout_s))
         expire(a, "idle");
     if (agent_cmd_running(a) > 0)
         agent_touch(a); /* a running command is activity */
