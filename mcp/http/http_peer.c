@@ -79,7 +79,9 @@ static int ask_kernel(const struct inet_diag_req_v2 *r, uid_t *uid)
         else if (!NLMSG_OK(h, (size_t)n))
             rc = -EPROTO;
         else if (h->nlmsg_type == NLMSG_ERROR)
-            rc = ((const struct nlmsgerr *)NLMSG_DATA(h))->error ?: -ENOENT;
+            rc = ((const struct nlmsgerr *)NLMSG_DATA(h))->error < 0
+                     ? ((const struct nlmsgerr *)NLMSG_DATA(h))->error
+                     : -ENOENT;
         else if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY &&
                  h->nlmsg_len >= NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
             *uid = ((const struct inet_diag_msg *)NLMSG_DATA(h))->idiag_uid;
