@@ -251,7 +251,6 @@ static void cg_destroy_later(struct local_backend *lb, const struct cg_sandbox *
 void local_release_resources(struct local_backend *lb, const char *id, const char *dir,
                              const struct cg_sandbox *cg)
 {
-    struct mcp_error err;
     cg_kill(cg);
     /* Killed processes that are not our children (another mcpbox's sandbox, a half-made one,
      * pasta) exit a moment later: what is destroyed must not run on. Bounded, then logged. */
@@ -265,6 +264,31 @@ void local_release_resources(struct local_backend *lb, const char *id, const cha
     if (dir[0])
         local_rmtree(dir);
     local_rmtree(logs);
+    local_release_slot(lb, id);
+}
+
+int local_take_slot(struct local_backend *lb, const char *id, uint32_t *slot,
+                    struct mcp_error *err)
+{
+    *slot = 0;
+    if (lb->ident.mode != LOCAL_ID_SLICES)
+        return 0; /* one mapping shared by all of this user's sandboxes */
+    if (local_slot_lease(lb->slots_dir, id, LOCAL_MAX_SLOTS, slot, err) < 0)
+        return -1;
+    if (store_slot_claim(lb->base.store, id, *slot, err) == 0)
+        return 0;
+    local_slot_unlease(lb->slots_dir, *slot, id);
+    return -1;
+}
+
+void local_release_slot(struct local_backend *lb, const char *id)
+{
+    struct mcp_error err;
+    uint32_t slot;
+    if (lb->ident.mode != LOCAL_ID_SLICES)
+        return;
+    if (store_slot_of(lb->base.store, id, &slot, &err) == 1)
+        local_slot_unlease(lb->slots_dir, slot, id);
     if (store_slot_release(lb->base.store, id, &err) < 0 && err.code != MCP_ERR_NOT_FOUND)
         log_warn("sandbox %s: releasing uid slot: %s", id, err.msg);
 }
@@ -623,7 +647,13 @@ struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
     const char *ttl = getenv("MCPBOX_LOCAL_POOL_TTL"); /* seconds; for tests of the drain */
     lb->pool_ttl_s = ttl && atoi(ttl) > 0 ? atoi(ttl) : LOCAL_POOL_TTL_S;
     snprintf(lb->state_dir, sizeof lb->state_dir, "%s", store_state_dir(store));
+    local_identity_detect(&lb->ident);
+    if (lb->ident.mode == LOCAL_ID_SINGLE)
+        log_warn("local sandboxes run in single-uid mode: sandbox root is your own uid (%s)",
+                 lb->ident.why);
     if (cg_host_detect(&lb->cg, err) < 0 || make_dirs(lb, err) < 0 ||
+        (lb->ident.mode == LOCAL_ID_SLICES &&
+         local_slots_dir(lb->slots_dir, sizeof lb->slots_dir, err) < 0) ||
         local_seccomp_build(&lb->seccomp, err) < 0 || (lb->agent_fd = local_agent_memfd(err)) < 0 ||
         reconcile(lb, err) < 0) {
         local_seccomp_free(&lb->seccomp);
