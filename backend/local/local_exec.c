@@ -174,7 +174,8 @@ int local_exec(struct backend *be, const char *id, const struct exec_request *re
     uint64_t now = now_mono_ms();
     if (now - sb->touched_ms >= LOCAL_TOUCH_INTERVAL_MS) { /* a store write per exec is too dear */
         struct mcp_error e2;
-        store_sandbox_touch(be->store, id, &e2);
+        if (store_sandbox_touch(be->store, id, &e2) < 0)
+            log_warn("sandbox %s: its last use was not recorded: %s", id, e2.msg);
         sb->touched_ms = now;
     }
     if (out)
