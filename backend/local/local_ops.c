@@ -38,6 +38,8 @@ int local_list(struct backend *be, const char *owner, json_t *filter, backend_cb
         if (strcmp(list[i].state, LOCAL_POOL_STATE) == 0)
             continue; /* nobody's yet */
         json_t *info = local_info(&list[i]);
+        if (owner == NULL) /* everyone's (the CLI's ls --all): say whose */
+            json_object_set_new(info, "owner", json_string(list[i].owner));
         if ((state && strcmp(state, list[i].state) != 0) ||
             (json_is_object(meta) && !metadata_matches(info, meta)))
             json_decref(info);
@@ -127,8 +129,7 @@ int local_renew(struct backend *be, const char *id, int64_t timeout_seconds, bac
     struct store_sandbox rec = {0};
     if (store_sandbox_get(be->store, id, &rec, err) < 0)
         return -1;
-    rec.expires_at_ms = timeout_seconds < 0 ? 0
-                        : now_wall_ms() + (timeout_seconds ? timeout_seconds : LOCAL_DEFAULT_TTL_S) * 1000;
+    rec.expires_at_ms = local_ttl_ms(timeout_seconds);
     int rc = store_sandbox_update(be->store, &rec, err);
     bool paused = strcmp(rec.state, "paused") == 0;
     store_sandbox_release(&rec);

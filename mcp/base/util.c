@@ -20,6 +20,11 @@ int64_t now_wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t duration_ms(int64_t seconds)
+{
+    return (seconds < 0 ? 0 : seconds > MAX_DURATION_S ? MAX_DURATION_S : seconds) * 1000;
+}
+
 void format_rfc3339_ms(int64_t wall_ms, char out[32])
 {
     time_t secs = (time_t)(wall_ms / 1000);
@@ -287,40 +292,3 @@ void sha256_hex(const void *data, size_t len, char out[65])
     hex_encode(d, 32, out);
 }
 
-bool utf8_is_text(const char *data, size_t len)
-{
-    const unsigned char *p = (const unsigned char *)data;
-    size_t i = 0;
-    while (i < len) {
-        unsigned char c = p[i];
-        size_t n;
-        uint32_t cp;
-        if (c == 0)
-            return false;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xE0) == 0xC0) {
-            n = 1;
-            cp = c & 0x1F;
-        } else if ((c & 0xF0) == 0xE0) {
-            n = 2;
-            cp = c & 0x0F;
-        } else if ((c & 0xF8) == 0xF0) {
-            n = 3;
-            cp = c & 0x07;
-        } else {
-            return false;
-        }
-        for (size_t k = 1; k <= n; k++) {
-            if (i + k >= len || (p[i + k] & 0xC0) != 0x80)
-                return false;
-            cp = cp << 6 | (p[i + k] & 0x3F);
-        }
-        if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-            cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            return false;
-        i += n + 1;
-    }
-    return true;
-}

@@ -6,9 +6,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mcp/base/utf8.h" /* utf8_is_text lived here */
+
 /* Milliseconds on CLOCK_MONOTONIC (for deadlines) and CLOCK_REALTIME (for records). */
 uint64_t now_mono_ms(void);
 int64_t now_wall_ms(void);
+
+/* The longest duration anything accepts (sandbox lifetime and idle time, command timeouts): ten
+ * years. The tool schemas say it as their "maximum"; code saturates to it, so that a huge value
+ * can never wrap into a deadline in the past (issue #18.2). */
+#define MAX_DURATION_S (10LL * 365 * 86400)
+/* seconds clamped into [0, MAX_DURATION_S], in milliseconds (never overflows). */
+int64_t duration_ms(int64_t seconds);
 
 /* RFC 3339 UTC with milliseconds: "2026-11-25T22:12:12.123Z". out must hold 32 bytes. */
 void format_rfc3339_ms(int64_t wall_ms, char out[32]);
@@ -43,7 +52,5 @@ void sha256_final(struct sha256_ctx *c, unsigned char digest[32]);
 /* Hex digest of a whole buffer; out holds 65 bytes. */
 void sha256_hex(const void *data, size_t len, char out[65]);
 
-/* True if the bytes are valid UTF-8 without NUL bytes (safe to return as JSON text). */
-bool utf8_is_text(const char *data, size_t len);
 
 #endif

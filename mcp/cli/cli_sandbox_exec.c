@@ -162,8 +162,8 @@ static int exec_parse(struct exec_opts *o, int argc, char **argv)
             o->req.cwd = optarg;
         else if (opt == 'e' && cli_parse_kv(o->env, optarg) == 0)
             continue;
-        else if (opt == 't')
-            o->req.timeout_ms = (int64_t)(atof(optarg) * 1000);
+        else if (opt == 't' && cli_parse_seconds(optarg, &o->req.timeout_ms) == 0)
+            o->req.timeout_ms = o->req.timeout_ms < 0 ? 0 : o->req.timeout_ms;
         else if (opt == 'i')
             o->read_stdin = true;
         else if (opt == 'v')

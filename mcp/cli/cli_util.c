@@ -1,11 +1,14 @@
 /* Helpers shared by the CLI commands: state directory, exit codes, output formats, tables. */
 #include "mcp/cli/cli_util.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "mcp/base/error.h"
+#include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 
 char *cli_state_dir(const char *flag)
@@ -39,6 +42,19 @@ int cli_parse_output(const char *value, bool *json)
         *json = false;
     else
         return -1;
+    return 0;
+}
+
+int cli_parse_seconds(const char *s, int64_t *ms)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || isnan(v))
+        return -1;
+    if (v < 0)
+        *ms = -1000;
+    else /* compared as a double first: a huge value must not overflow the conversion */
+        *ms = v >= (double)MAX_DURATION_S ? MAX_DURATION_S * 1000 : (int64_t)(v * 1000);
     return 0;
 }
 

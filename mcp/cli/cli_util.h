@@ -4,6 +4,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* Exit codes of the CLI commands (exec returns the command's own code instead). */
@@ -28,6 +29,11 @@ int cli_exit_for_error(int code);
 
 /* "-o json" / "--output json" / "-o table": returns 0 and sets *json, -1 for a bad value. */
 int cli_parse_output(const char *value, bool *json);
+
+/* A duration in seconds (a fraction allowed): saturated to MAX_DURATION_S (mcp/base/util.h)
+ * above it, and to -1 below it when negative values mean "never"; -1 for a malformed value.
+ * Returns milliseconds in *ms. */
+int cli_parse_seconds(const char *s, int64_t *ms);
 
 /* Parses KEY=VALUE into obj (string value); -1 if there is no '=' or the key is empty. */
 int cli_parse_kv(json_t *obj, const char *kv);

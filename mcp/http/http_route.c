@@ -31,14 +31,13 @@ static const char *single_header(struct http_conn *c, const char *name, bool *ba
     return v;
 }
 
-/* Host, Origin and the token; answers and returns false when the request is refused. */
-static bool admit(struct http_conn *c)
+/* Host and Origin; answers and returns false when the request is refused. */
+static bool admit_origin(struct http_conn *c)
 {
     const struct http_policy *pol = &c->hs->policy;
     bool bad = false;
     const char *host = single_header(c, "host", &bad);
     const char *origin = single_header(c, "origin", &bad);
-    const char *auth = single_header(c, "authorization", &bad);
     if (bad)
         return false;
     if (!http_policy_host_ok(pol, host)) {
@@ -51,12 +50,41 @@ static bool admit(struct http_conn *c)
                         origin);
         return false;
     }
-    if (!http_policy_auth_ok(pol, auth)) {
+    return true;
+}
+
+/* The token; answers and returns false when the request is refused. The body says what to send:
+ * a person reads it in the client's error (Claude Code shows it verbatim). */
+static bool admit_token(struct http_conn *c)
+{
+    bool bad = false;
+    const char *auth = single_header(c, "authorization", &bad);
+    if (bad)
+        return false;
+    if (!http_policy_auth_ok(&c->hs->policy, auth)) {
         http_conn_error(c, 401, -32000, NULL, "WWW-Authenticate: Bearer realm=\"mcpbox\"\r\n",
-                        "Unauthorized: a valid bearer token is required");
+                        "Unauthorized: send Authorization: Bearer <token>, the token this server "
+                        "was started with (mcpbox serve --token or MCPBOX_TOKEN); this server "
+                        "does not use OAuth");
         return false;
     }
     return true;
+}
+
+/* OAuth discovery and registration paths (RFC 9728 protected resource metadata, RFC 8414
+ * authorization server metadata, the 2025-03-26 default endpoints). This server has no OAuth:
+ * they answer 404 even without a token, as the MCP authorization spec expects of a server
+ * without authorization, so that clients stop there instead of reading a 401 as "OAuth needed"
+ * and trying dynamic client registration (Claude Code did). */
+static bool is_oauth_path(const char *path)
+{
+    static const char *const exact[] = {"/register", "/authorize", "/token"};
+    if (strncmp(path, "/.well-known/", strlen("/.well-known/")) == 0)
+        return true;
+    for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
+        if (strcmp(path, exact[i]) == 0)
+            return true;
+    return false;
 }
 
 /* MCP-Protocol-Version and Mcp-Session-Id; on success *sid is the session id or NULL. */
@@ -85,6 +113,8 @@ static struct http_sess *known_session(struct http_conn *c, const char *sid)
         return NULL;
     }
     struct http_sess *s = http_sess_find(c->hs, sid);
+    if (s && !http_sess_peer_ok(s, c))
+        s = NULL; /* another user's session: as unknown to this one as a missing session */
     if (!s)
         http_conn_error(c, 404, -32001, NULL, NULL, "Session not found");
     else
@@ -116,7 +146,7 @@ static struct http_sess *post_session(struct http_conn *c, const char *sid,
     bool is_init = msg->kind == JSONRPC_REQUEST && strcmp(msg->method, "initialize") == 0;
     if (sid || !is_init)
         return known_session(c, sid);
-    struct http_sess *s = http_sess_create(c->hs);
+    struct http_sess *s = http_sess_create(c->hs, c);
     if (!s)
         http_conn_error(c, 503, -32000, msg->id, "Retry-After: 60\r\n",
                         "Service Unavailable: too many sessions (limit %d); end unused "
@@ -200,9 +230,20 @@ static void route_delete(struct http_conn *c)
 void http_route_request(struct http_conn *c)
 {
     char path[HTTP_PATH_MAX];
-    if (!admit(c))
+    if (!admit_origin(c))
         return;
-    if (http_request_path(req_of(c), path, sizeof(path)) < 0 || strcmp(path, HTTP_ENDPOINT) != 0) {
+    bool have_path = http_request_path(req_of(c), path, sizeof(path)) == 0;
+    if (have_path && is_oauth_path(path)) {
+        http_conn_error(c, 404, -32000, NULL, NULL,
+                        "Not Found: this MCP server does not use OAuth%s",
+                        c->hs->policy.token ? "; send Authorization: Bearer <token>, the token it "
+                                              "was started with"
+                                            : "");
+        return;
+    }
+    if (!admit_token(c))
+        return;
+    if (!have_path || strcmp(path, HTTP_ENDPOINT) != 0) {
         http_conn_error(c, 404, -32000, NULL, NULL, "Not Found: the MCP endpoint is %s",
                         HTTP_ENDPOINT);
         return;

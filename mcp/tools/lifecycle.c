@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 #include "mcp/context.h"
 
@@ -14,6 +15,9 @@ static int spec_from_args(json_t *args, const char *owner, struct sandbox_spec *
                           struct mcp_error *err)
 {
     memset(spec, 0, sizeof(*spec));
+    if (tools_pairs_to_object(args, "env", err) < 0 ||
+        tools_pairs_to_object(args, "metadata", err) < 0)
+        return -1;
     spec->owner = owner;
     spec->image = tools_arg_str(args, "image", NULL);
     spec->env = json_object_get(args, "env");
@@ -29,8 +33,8 @@ static int spec_from_args(json_t *args, const char *owner, struct sandbox_spec *
         return -1;
     spec->pids = (uint32_t)tools_arg_int(args, "pids", 0, 0, UINT32_MAX);
     spec->network = tools_arg_bool(args, "network", false);
-    spec->timeout_seconds = tools_arg_int(args, "timeout_seconds", 0, -1, INT64_MAX);
-    spec->idle_timeout_seconds = tools_arg_int(args, "idle_timeout_seconds", 0, -1, INT64_MAX);
+    spec->timeout_seconds = tools_arg_int(args, "timeout_seconds", 0, -1, MAX_DURATION_S);
+    spec->idle_timeout_seconds = tools_arg_int(args, "idle_timeout_seconds", 0, -1, MAX_DURATION_S);
     spec->snapshot_id = tools_arg_str(args, "snapshot_id", NULL);
     return 0;
 }
@@ -71,7 +75,8 @@ void tool_create_sandbox(struct tool_call *call, json_t *args)
         mcp_error_set(&err, MCP_ERR_INVALID, 0, "create_sandbox takes image or snapshot_id, not "
                       "both: pass snapshot_id alone to restore a snapshot (it brings its image), "
                       "or image alone for a fresh sandbox");
-        return tool_job_fail(job, &err);
+        tool_job_fail(job, &err);
+        return;
     }
     const char *name = tools_arg_str(args, "backend", restore ? "opensandbox" : "local");
     struct backend *be = backend_by_name(&job->ctx->backends, name, &err);
@@ -134,6 +139,11 @@ static void list_cb(void *arg, json_t *result, const struct mcp_error *err)
 void tool_list_sandboxes(struct tool_call *call, json_t *args)
 {
     struct tool_job *job = tool_job_new(call, args);
+    struct mcp_error perr;
+    if (tools_pairs_to_object(args, "metadata", &perr) < 0) {
+        tool_job_fail(job, &perr);
+        return;
+    }
     struct list_job *lj = xcalloc(1, sizeof(*lj));
     lj->job = job;
     lj->sandboxes = json_array();
@@ -182,7 +192,7 @@ static void sandbox_op(struct tool_call *call, json_t *args, enum sandbox_op op)
     case OP_GET: rc = ops->get(job->be, id, tool_job_done_cb, job, &err); break;
     case OP_DESTROY: rc = ops->destroy(job->be, id, destroy_cb, job, &err); break;
     case OP_RENEW:
-        rc = ops->renew(job->be, id, tools_arg_int(args, "timeout_seconds", 1, 1, INT64_MAX),
+        rc = ops->renew(job->be, id, tools_arg_int(args, "timeout_seconds", 1, 1, MAX_DURATION_S),
                         tool_job_done_cb, job, &err);
         break;
     case OP_PAUSE: rc = ops->pause(job->be, id, tool_job_done_cb, job, &err); break;

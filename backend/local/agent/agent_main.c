@@ -218,8 +218,9 @@ static void sweep_conns(struct agent *a)
  * marker file tells mcpbox (now or at its next start) why the sandbox is gone. */
 static void expire(struct agent *a, const char *why)
 {
+    /* 0644: a rootless mcpbox (the directory's owner, not this uid) reads it. */
     int fd = openat(a->logdir_fd, "expired", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-                    0600);
+                    0644);
     if (fd >= 0) {
         ssize_t w = write(fd, why, strlen(why));
         (void)w;
@@ -233,7 +234,7 @@ static void check_expiry(struct agent *a)
     if (a->expires_at_ms > 0 && now_wall_ms() >= a->expires_at_ms)
         expire(a, "ttl");
     if (a->idle_timeout_s > 0 && agent_cmd_running(a) == 0 &&
-        now_mono_ms() - a->last_active_ms >= (uint64_t)a->idle_timeout_s * 1000u)
+        now_mono_ms() - a->last_active_ms >= (uint64_t)duration_ms(a->idle_timeout_s))
         expire(a, "idle");
     if (agent_cmd_running(a) > 0)
         agent_touch(a); /* a running command is activity */

@@ -44,6 +44,7 @@ def check_usage(cli):
     assert cli.run("exec").returncode == EXIT_USAGE
     assert cli.run("cp", "a", "b").returncode == EXIT_USAGE  # neither side is ID:PATH
     assert cli.run("create", "--memory", "lots").returncode == EXIT_USAGE
+    assert cli.run("create", "--timeout", "soon").returncode == EXIT_USAGE
     for sub in ("create", "ls", "get", "exec", "cp", "logs", "rm", "pause", "resume"):
         assert cli.run(sub, "--help").returncode == 0, sub
 
@@ -77,6 +78,19 @@ def check_create_get_ls(cli):
     assert table.splitlines()[0].split()[:2] == ["ID", "STATE"] and sid in table
     assert cli.run("get", "sbx-00000000deadbeef").returncode == EXIT_NOT_FOUND
     return sid
+
+
+def check_huge_timeout(cli):
+    """Issue #18.2: --timeout 2^62 wrapped into a deadline in the past (gone 1.5 s later); it
+    saturates to the longest duration, ten years."""
+    sid = cli.create("--timeout", "4611686018427387904", "--idle-timeout", "4611686018427387904")
+    time.sleep(2.5)
+    info = cli.get_json(sid)
+    assert info["state"] == "running", info
+    assert info["expires_at"] > time.strftime("%Y-%m-%d", time.gmtime(time.time() + 9 * 365 * 86400))
+    p = cli.exec(sid, "echo ok", "-t", "1e30")
+    assert p.returncode == 0 and p.stdout == b"ok\n", p
+    cli.rm(sid)
 
 
 def check_exec(cli, sid):
@@ -223,6 +237,7 @@ def main():
         if not report["ok"]:
             skip("doctor says this host cannot run local sandboxes")
         sid = check_create_get_ls(cli)
+        check_huge_timeout(cli)
         check_exec(cli, sid)
         check_streaming(cli, sid)
         check_sigint_forwarded(cli, sid)

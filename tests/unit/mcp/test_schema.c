@@ -3,6 +3,7 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "mcp/base/util.h"
 #include "mcp/embedded_schemas.h"
 #include "mcp/schema.h"
 #include "test.h"
@@ -242,6 +243,59 @@ TEST(every_embedded_schema_accepts_an_empty_object_or_names_what_is_missing)
     ASSERT(checked > 0);
 }
 
+/* Issue #18.2: every duration a tool takes (a property named *_seconds) has a maximum no larger
+ * than what the code saturates to, and a huge one is refused naming it (2^62 s used to wrap
+ * into a deadline in the past). */
+TEST(every_duration_is_bounded)
+{
+    size_t checked = 0;
+    for (size_t i = 0; i < embedded_schemas_count; i++) {
+        if (strncmp(embedded_schemas[i].path, "tools/", 6) != 0)
+            continue;
+        json_t *def = json_loadb(embedded_schemas[i].data, embedded_schemas[i].len, 0, NULL);
+        json_t *in = json_object_get(def, "inputSchema");
+        const char *name;
+        json_t *prop;
+        json_object_foreach(json_object_get(in, "properties"), name, prop)
+        {
+            size_t n = strlen(name);
+            if (n < 8 || strcmp(name + n - 8, "_seconds") != 0)
+                continue;
+            json_t *max = json_object_get(prop, "maximum");
+            if (!json_is_integer(max) || json_integer_value(max) > MAX_DURATION_S)
+                TEST_FAIL("%s: %s has no maximum <= %lld", embedded_schemas[i].path, name,
+                          (long long)MAX_DURATION_S);
+            json_t *huge = json_pack("{s:I}", name, (json_int_t)1 << 62);
+            struct mcp_error err;
+            ASSERT_EQ(schema_validate(prop, json_object_get(huge, name), name, &err), -1);
+            ASSERT_CONTAINS(err.msg, "must be <=");
+            json_decref(huge);
+            checked++;
+        }
+        json_decref(def);
+    }
+    ASSERT(checked >= 4); /* create (lifetime, idle), renew, run_command, run_code, get_command */
+}
+
+/* Issue #18.9: pids 1 passed the schema and failed deep in clone3; the schema says the minimum
+ * (LOCAL_MIN_PIDS, which the local backend checks too). */
+TEST(too_few_pids_refused_by_the_schema)
+{
+    const struct embedded_schema *s = embedded_schema_find("tools/create_sandbox.json");
+    ASSERT(s != NULL);
+    json_t *def = json_loadb(s->data, s->len, 0, NULL);
+    json_t *pids = json_object_get(json_object_get(json_object_get(def, "inputSchema"),
+                                                   "properties"), "pids");
+    json_t *one = json_integer(1), *eight = json_integer(8);
+    struct mcp_error err;
+    ASSERT_EQ(schema_validate(pids, one, "pids", &err), -1);
+    ASSERT_CONTAINS(err.msg, "must be >= 8");
+    ASSERT_EQ(schema_validate(pids, eight, "pids", &err), 0);
+    json_decref(one);
+    json_decref(eight);
+    json_decref(def);
+}
+
 int main(void)
 {
     RUN(types);
@@ -257,5 +311,7 @@ int main(void)
     RUN(anchors);
     RUN(boolean_schemas_and_annotations);
     RUN(every_embedded_schema_accepts_an_empty_object_or_names_what_is_missing);
+    RUN(every_duration_is_bounded);
+    RUN(too_few_pids_refused_by_the_schema);
     return test_done();
 }
