@@ -312,6 +312,42 @@ TEST(exec_timeout_and_background)
     free(id);
 }
 
+/* A command's log file is made at its first output (a spare made ahead of time is renamed into
+ * place): one that prints nothing has none and reads as empty; each log holds its own bytes. */
+TEST(command_logs_made_at_first_output)
+{
+    char *id = create_sandbox(0);
+    char path[700];
+    struct run x;
+    struct result r;
+    run_cmd(id, "true", 0, &x);
+    snprintf(path, sizeof path, "%s/sandboxes/%s/%s.log", state_dir, id, x.cmd_id);
+    ASSERT(access(path, F_OK) < 0);
+    CALL(r, be->ops->command_get(be, id, x.cmd_id, 0, 0, on_result, &r, &_e));
+    ASSERT(!r.failed);
+    ASSERT_STR_EQ(json_string_value(json_object_get(r.json, "output")), "");
+    ASSERT(json_is_true(json_object_get(r.json, "eof")));
+    json_decref(r.json);
+    run_free(&x);
+    for (int i = 0; i < 4; i++) { /* with and without a spare ready */
+        char cmd[64], want[32];
+        snprintf(cmd, sizeof cmd, "echo out%d; echo more%d", i, i);
+        snprintf(want, sizeof want, "out%d\nmore%d\n", i, i);
+        run_cmd(id, cmd, 0, &x);
+        snprintf(path, sizeof path, "%s/sandboxes/%s/%s.log", state_dir, id, x.cmd_id);
+        ASSERT_EQ(access(path, F_OK), 0);
+        CALL(r, be->ops->command_get(be, id, x.cmd_id, 0, 0, on_result, &r, &_e));
+        ASSERT_STR_EQ(json_string_value(json_object_get(r.json, "output")), want);
+        ASSERT_EQ(json_integer_value(json_object_get(r.json, "total_bytes")), (json_int_t)strlen(want));
+        json_decref(r.json);
+        run_free(&x);
+        if (i % 2)
+            sleep_loop(50);
+    }
+    destroy_sandbox(id);
+    free(id);
+}
+
 struct read_result {
     bool done, failed;
     struct mcp_error err;
@@ -1078,6 +1114,7 @@ int main(void)
     RUN(create_exec_destroy);
     RUN(uid_map_not_host_root);
     RUN(exec_timeout_and_background);
+    RUN(command_logs_made_at_first_output);
     RUN(file_operations);
     RUN(pause_resume);
     RUN(ttl_enforced_by_agent);
