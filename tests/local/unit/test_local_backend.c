@@ -110,6 +110,23 @@ static char *create_sandbox(int64_t ttl)
     return create_sandbox_net(ttl, false);
 }
 
+/* destroy answers once the record is gone for callers (state "destroyed"); the release
+ * (init's exit, cgroups, directories, slot) follows on the loop and ends by deleting the
+ * record: wait for that, so that what a test checks next is released. */
+static void wait_released(const char *id)
+{
+    for (int i = 0; i < WAIT_MS / 10; i++) {
+        struct store_sandbox rec = {0};
+        struct mcp_error e;
+        if (store_sandbox_get(st, id, &rec, &e) < 0)
+            return;
+        ASSERT_STR_EQ(rec.state, "destroyed");
+        store_sandbox_release(&rec);
+        sleep_loop(10);
+    }
+    TEST_FAIL("the release of %s did not finish", id);
+}
+
 static void destroy_sandbox(const char *id)
 {
     struct result r;
@@ -118,6 +135,10 @@ static void destroy_sandbox(const char *id)
         TEST_FAIL("destroy: %s", r.err.msg);
     ASSERT(json_is_true(json_object_get(r.json, "destroyed")));
     json_decref(r.json);
+    struct mcp_error e;
+    ASSERT(be->ops->get(be, id, on_result, &r, &e) < 0); /* gone for callers at once */
+    ASSERT_EQ(e.code, MCP_ERR_NOT_FOUND);
+    wait_released(id);
 }
 
 struct run {
@@ -796,8 +817,8 @@ static bool pid_alive(int pid)
 }
 
 /* destroy from an instance that is not the sandbox's parent (another mcpbox process that
- * started before the sandbox existed): when the callback runs, nothing of the sandbox may still
- * run, so its cgroups are already removed. */
+ * started before the sandbox existed): when its release is done (the record deleted), nothing of
+ * the sandbox may still run, so its cgroups are already removed. */
 TEST(destroy_waits_for_non_children)
 {
     struct mcp_error e;
@@ -825,7 +846,7 @@ TEST(destroy_waits_for_non_children)
     {
         const char *p = json_string_value(path);
         if (p != NULL && p[0] != '\0' && access(p, F_OK) == 0)
-            TEST_FAIL("%s cgroup %s still there when destroy returned", key, p);
+            TEST_FAIL("%s cgroup %s still there when the release was done", key, p);
     }
     json_decref(cgs);
     local_backend_free(other);
