@@ -12,6 +12,7 @@
 #include "mcp/registry.h"
 #include "mcp/request.h"
 #include "mcp/schema.h"
+#include "mcp/tool_args.h"
 #include "mcp/server.h"
 #include "mcp/tool.h"
 
@@ -21,31 +22,46 @@ struct tool_call {
     char *name;                       /* owned copy (the registry may change meanwhile) */
     json_t *args;                     /* owned reference */
     json_t *output_schema;            /* owned reference, or NULL */
+    json_t *ignored;                  /* owned: unknown argument names the result reports */
 };
 
 static void call_free(struct tool_call *call)
 {
     json_decref(call->args);
     json_decref(call->output_schema);
+    json_decref(call->ignored);
     free(call->name);
     free(call);
+}
+
+/* The sandbox tools (schemas/tools/) follow the argument policy of mcp/tool_args.h; the
+ * protocol fixtures keep plain validation (the conformance suites expect it). */
+static json_t *arguments(const struct registry_tool *tool, json_t *args, json_t *ignored)
+{
+    if (tool->needs_sandboxes)
+        return tool_args_normalize(tool->input_schema, args, ignored);
+    return args ? json_incref(args) : json_object();
 }
 
 void tool_call_start(struct request *req, const struct registry_tool *tool, json_t *args)
 {
     struct mcp_error err;
-    json_auto_t *given = args ? json_incref(args) : json_object();
+    json_auto_t *ignored = json_array();
+    json_auto_t *given = arguments(tool, args, ignored);
 
     if (schema_validate(tool->input_schema, given, "arguments", &err) < 0) {
         log_debug("tools/call %s: invalid arguments: %s", tool->name, err.msg);
-        json_t *text = json_pack("{s:s, s:s+}", "type", "text", "text", "Invalid arguments: ",
-                                 err.msg);
-        return request_reply(req, json_pack("{s:[o], s:b}", "content", text, "isError", 1));
+        cleanup_free char *note = tool_args_ignored_note(tool->name, ignored);
+        json_t *text = json_pack("{s:s, s:s+++}", "type", "text", "text", "Invalid arguments: ",
+                                 err.msg, note ? "; " : "", note ? note : "");
+        request_reply(req, json_pack("{s:[o], s:b}", "content", text, "isError", 1));
+        return;
     }
     if (tool->needs_sandboxes && !server_sandbox_context(request_server(req), &err)) {
         log_warn("tools/call %s: %s", tool->name, err.msg);
         json_t *text = json_pack("{s:s, s:s}", "type", "text", "text", err.msg);
-        return request_reply(req, json_pack("{s:[o], s:b}", "content", text, "isError", 1));
+        request_reply(req, json_pack("{s:[o], s:b}", "content", text, "isError", 1));
+        return;
     }
     struct tool_call *call = xcalloc(1, sizeof(*call));
     call->req = req;
@@ -53,6 +69,7 @@ void tool_call_start(struct request *req, const struct registry_tool *tool, json
     call->name = xstrdup(tool->name);
     call->args = json_incref(given);
     call->output_schema = tool->output_schema ? json_incref(tool->output_schema) : NULL;
+    call->ignored = json_incref(ignored);
     tool->handler(call, call->args);
 }
 
@@ -121,6 +138,21 @@ int tool_call_request_client(struct tool_call *call, const char *method, json_t 
     return request_send_client(call->req, method, params, cb, arg, err);
 }
 
+/* Unknown arguments are not an error (docs/tools-design.md, "Arguments") but must not go
+ * unseen: a text block says so, and structuredContent names them (outputs are open objects). */
+static void note_ignored(const struct tool_call *call, json_t *result)
+{
+    cleanup_free char *note = tool_args_ignored_note(call->name, call->ignored);
+    json_t *structured = json_object_get(result, "structuredContent");
+
+    if (!note)
+        return;
+    json_array_append_new(json_object_get(result, "content"),
+                          json_pack("{s:s, s:s}", "type", "text", "text", note));
+    if (json_is_object(structured))
+        json_object_set(structured, "ignored_arguments", call->ignored);
+}
+
 void tool_call_finish_result(struct tool_call *call, json_t *result)
 {
     struct request *req = call->req;
@@ -133,6 +165,7 @@ void tool_call_finish_result(struct tool_call *call, json_t *result)
         call_free(call);
         return;
     }
+    note_ignored(call, result);
     call_free(call);
     request_reply(req, result);
 }

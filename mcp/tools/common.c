@@ -244,6 +244,31 @@ int tools_parse_size(json_t *v, const char *field, uint64_t *out, struct mcp_err
     return 0;
 }
 
+int tools_pairs_to_object(json_t *args, const char *key, struct mcp_error *err)
+{
+    json_t *list = json_object_get(args, key), *item;
+    size_t i;
+
+    if (!json_is_array(list))
+        return 0;
+    json_t *obj = json_object();
+    json_array_foreach(list, i, item) {
+        const char *pair = json_string_value(item);
+        const char *eq = pair ? strchr(pair, '=') : NULL;
+        if (eq == NULL || eq == pair) {
+            json_decref(obj);
+            return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                                 "%s[%zu]: give \"NAME=value\" (got %s)", key, i,
+                                 pair ? pair : "a non-string");
+        }
+        char *name = xstrndup(pair, (size_t)(eq - pair));
+        json_object_set_new(obj, name, json_string(eq + 1));
+        free(name);
+    }
+    json_object_set_new(args, key, obj);
+    return 0;
+}
+
 int tools_parse_mode(const char *s, uint32_t *out, struct mcp_error *err)
 {
     char *end = NULL;

@@ -11,7 +11,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import {
     call, check, connect, fails, httpServer, ok, parseArgs, requireBinary, runCases, SKIP, sleep,
-    tempStateDir, text,
+    startHttpServer, tempStateDir, text,
 } from './tools_lib.mjs';
 
 const args = parseArgs(process.argv.slice(2));
@@ -24,15 +24,19 @@ const MISSING = 'sbx-00000000deadbeef';
 const cleanups = [];
 
 const stateDir = tempStateDir(`tools-${kind}`);
-// Client A is the transport under test; client B is another owner: a second HTTP session
-// (HTTP without a token: owner "session:<id>"), or for stdio an HTTP client of a server on the
-// same state directory.
+// Client A is the transport under test; client B is another owner on the same state directory:
+// a client of a second HTTP server that has a token (owner "token:..."). (Two loopback clients of
+// one user share their sandboxes: HTTP without a token gives them the owner local:uid:N.)
 const server = await httpServer(bin, stateDir);
 cleanups.push(() => server.stop());
+const tokenB = `tools-e2e-${process.pid}`;
+const serverB = await startHttpServer(bin, ['--token', tokenB], { stateDir });
+cleanups.push(() => serverB.stop());
 const A = kind === 'stdio'
     ? await connect('stdio', { bin, stateDir, name: 'A' })
     : await connect('http', { url: server.url, name: 'A' });
-const B = await connect('http', { url: server.url, name: 'B' });
+const B = await connect('http', { url: serverB.url, name: 'B',
+                                  headers: { Authorization: `Bearer ${tokenB}` } });
 cleanups.push(() => A.close(), () => B.close());
 
 async function finish(code) {
@@ -83,6 +87,10 @@ const cases = [
     ['list_sandboxes shows it, filtered by metadata', async () => {
         const l = await ok(A, 'list_sandboxes', { metadata: { test: 'tools-e2e' } });
         check(l.sandboxes.some((s) => s.sandbox_id === id), 'listed');
+        const l2 = await ok(A, 'list_sandboxes', { metadata: ['test=tools-e2e'], state: null });
+        check(l2.sandboxes.some((s) => s.sandbox_id === id), 'listed by a KEY=VALUE label');
+        const l3 = await ok(A, 'list_sandboxes', { metadata: ['test=other'] });
+        check(!l3.sandboxes.some((s) => s.sandbox_id === id), 'label filter');
         const r = await ok(A, 'list_sandboxes', { state: 'paused' });
         check(!r.sandboxes.some((s) => s.sandbox_id === id), 'state filter');
     }],
@@ -261,10 +269,27 @@ const cases = [
         await fails(A, 'run_code', { sandbox_id: MISSING, code: '1' }, /no sandbox|not found|list_sandboxes/i);
         await fails(A, 'snapshot_sandbox', { action: 'bogus' }, /action|enum/i);
     }],
-    ['bad input: wrong types, missing fields, unknown fields are errors', async () => {
+    ['bad input: wrong types and missing fields are errors; unknown fields are named', async () => {
         await fails(A, 'run_command', { sandbox_id: 42, command: 'true' }, /sandbox_id|type|string/i);
         await fails(A, 'run_command', { sandbox_id: id }, /command/);
-        await fails(A, 'read_file', { sandbox_id: id, path: 'x', bogus: 1 }, /bogus|additional/i);
+        await fails(A, 'read_file', { sandbox_id: id, path: 'x', bogus: 1 }, /bogus/);
+        // the argument policy (docs/tools-design.md): null is absent, a client's own key is
+        // dropped silently, any other unknown key is dropped and named in the result
+        await ok(A, 'write_file', { sandbox_id: id, path: 'policy.txt', content: 'p' });
+        const r = await call(A, 'read_file', { sandbox_id: id, path: 'policy.txt', offset: null,
+                                               encoding: null, wait_for_previous: true, lenght: 5 });
+        check(!r.isError && r.structuredContent.content === 'p', text(r));
+        check(/ignored unknown argument "lenght"/.test(text(r)) && !/wait_for_previous/.test(text(r)), text(r));
+        check(JSON.stringify(r.structuredContent.ignored_arguments) === '["lenght"]', text(r));
+        const q = await call(A, 'read_file', { sandbox_id: id, path: 'policy.txt', wait_for_previous: false });
+        check(!q.isError && q.content.length === 1, text(q));
+        await fails(A, 'read_file', { sandbox_id: id, path: null }, /path/);
+        // today's forms of env (an object) and sizes (integers) still work beside the advertised ones
+        const e = await ok(A, 'run_command', { sandbox_id: id, command: 'echo $X$Y', env: { X: 'a' } });
+        check(e.stdout === 'a\n', e.stdout);
+        const e2 = await ok(A, 'run_command', { sandbox_id: id, command: 'echo $X$Y', env: ['X=b', 'Y=c=d'] });
+        check(e2.stdout === 'bc=d\n', e2.stdout);
+        await fails(A, 'run_command', { sandbox_id: id, command: 'true', env: ['NOEQUALS'] }, /env/);
         await fails(A, 'write_file', { sandbox_id: id, path: 'y', content: '%%%', encoding: 'base64' }, /base64/);
         await fails(A, 'create_sandbox', { memory: 'lots' }, /memory/);
     }],
