@@ -27,6 +27,32 @@ int sandbox_state_parse(const char *name, enum sandbox_state *out)
     return -1;
 }
 
+int backend_check_env(const json_t *env, const char *what, struct mcp_error *err)
+{
+    const char *k;
+    json_t *v;
+    size_t total = 0;
+    json_object_foreach((json_t *)env, k, v) {
+        size_t n = strlen(k) + 1 + json_string_length(v); /* NAME=value */
+        if (n > BACKEND_ENV_VAR_MAX)
+            return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                                 "%s.%s is %zu bytes as NAME=value; Linux passes at most %d "
+                                 "bytes per variable (MAX_ARG_STRLEN), so every command would fail "
+                                 "with \"Argument list too long\": write the value to a file "
+                                 "(write_file) and read it from there",
+                                 what, k, n, BACKEND_ENV_VAR_MAX);
+        total += n + 1 + sizeof(char *); /* the NUL and the envp pointer count against ARG_MAX */
+    }
+    if (total > BACKEND_ENV_TOTAL_MAX)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "%s adds up to %zu bytes; at most %d bytes (half of Linux's usual "
+                             "2 MiB ARG_MAX, the rest is left for each command) or every command "
+                             "would fail with \"Argument list too long\": write large values to "
+                             "files (write_file) and read them from there",
+                             what, total, BACKEND_ENV_TOTAL_MAX);
+    return 0;
+}
+
 static bool has_prefix(const char *s, const char *prefix)
 {
     return strncmp(s, prefix, strlen(prefix)) == 0;

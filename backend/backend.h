@@ -247,6 +247,17 @@ struct backend_set {
     struct backend *opensandbox; /* NULL unless configured */
 };
 
+/* What exec(2) can pass a sandbox's commands: Linux refuses (E2BIG, "Argument list too long") a
+ * single "NAME=value" string longer than MAX_ARG_STRLEN (32 pages: 131072 bytes with its NUL),
+ * and arguments plus environment beyond ARG_MAX (a quarter of the stack limit: 2 MiB by
+ * default). A sandbox's env goes to every command, so it may use at most half of that, leaving
+ * the rest to the command line and the command's own env. */
+#define BACKEND_ENV_VAR_MAX (131072 - 1)
+#define BACKEND_ENV_TOTAL_MAX (1024 * 1024)
+/* Refuses an env (object of strings, or NULL) that would make every command fail, naming the
+ * limit and what to do instead; what = the argument's name ("env"). */
+int backend_check_env(const json_t *env, const char *what, struct mcp_error *err);
+
 /* The backend that owns a sandbox id, or NULL (err filled: unknown id form / backend disabled). */
 struct backend *backend_for_sandbox_id(const struct backend_set *set, const char *sandbox_id,
                                        struct mcp_error *err);

@@ -76,14 +76,13 @@ json_t *local_info(const struct store_sandbox *rec)
     json_t *r = rec->record;
     json_t *limits = json_object_get(r, "limits");
     json_t *meta = json_object_get(r, "metadata");
-    json_t *info = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:O, s:b, s:O}", "sandbox_id",
-                             rec->id, "backend", "local", "image",
-                             json_string_value(json_object_get(r, "image")) ?: "host", "state",
-                             rec->state, "created_at", created, "idle_timeout_seconds",
-                             (json_int_t)rec->idle_timeout_s, "limits",
-                             limits ? limits : json_object_get(r, "__none__") ?: json_null(),
-                             "network", json_is_true(json_object_get(r, "network")), "metadata",
-                             json_is_object(meta) ? meta : json_object_get(r, "__none__") ?: json_null());
+    const char *image = json_string_value(json_object_get(r, "image"));
+    json_t *info = json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:I, s:O, s:b, s:O}", "sandbox_id", rec->id, "backend", "local",
+        "image", image ? image : "host", "state", rec->state, "created_at", created,
+        "idle_timeout_seconds", (json_int_t)rec->idle_timeout_s, "limits",
+        limits ? limits : json_null(), "network", json_is_true(json_object_get(r, "network")),
+        "metadata", json_is_object(meta) ? meta : json_null());
     if (json_is_null(json_object_get(info, "metadata")))
         json_object_set_new(info, "metadata", json_object());
     if (rec->expires_at_ms > 0) {

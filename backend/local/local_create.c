@@ -83,8 +83,23 @@ int local_spec_limits(const struct sandbox_spec *spec, struct cg_limits *lim, ui
                              "disk (%llu bytes) must be below memory (%llu bytes): the local "
                              "backend's writable space is RAM-backed and counts against memory",
                              (unsigned long long)*disk, (unsigned long long)lim->memory_bytes);
+    if (lim->pids < LOCAL_MIN_PIDS)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "pids must be at least %u (the sandbox's agent, a command's shell "
+                             "and a small pipeline need that many); leave pids out for the "
+                             "default %u", LOCAL_MIN_PIDS, LOCAL_DEFAULT_PIDS);
     if (lim->cpu > 1024 || lim->pids > 1u << 22)
         return mcp_error_set(err, MCP_ERR_INVALID, 0, "cpu or pids out of range");
+    if (backend_check_env(spec->env, "env", err) < 0)
+        return -1;
+    size_t json_len = spec->env ? json_dumpb(spec->env, NULL, 0, JSON_COMPACT) : 0;
+    if (json_len > LOCAL_ENV_JSON_MAX)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "env is %zu bytes as JSON; the local backend hands it to the "
+                             "sandbox's agent in one environment string, which Linux caps at "
+                             "131072 bytes (MAX_ARG_STRLEN): keep env under %d bytes and write "
+                             "larger values to files (write_file), read from there",
+                             json_len, LOCAL_ENV_JSON_MAX);
     return 0;
 }
 

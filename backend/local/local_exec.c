@@ -84,14 +84,20 @@ static const char *final_status(struct exec_handle *h, json_t *ev, bool *oom)
     return "exited";
 }
 
+/* A member the agent left out is reported as null. */
+static json_t *or_null(json_t *v)
+{
+    return v ? v : json_null();
+}
+
 static json_t *done_json(struct exec_handle *h, json_t *ev, const char *status)
 {
     json_t *r = json_pack("{s:s, s:s, s:O, s:O, s:O, s:O, s:O}", "command_id", h->cmd_id, "status",
-                          status, "exit_code", json_object_get(ev, "exit_code") ?: json_null(),
-                          "signal", json_object_get(ev, "signal") ?: json_null(), "duration_ms",
-                          json_object_get(ev, "duration_ms") ?: json_null(), "stdout_bytes",
-                          json_object_get(ev, "stdout_bytes") ?: json_null(), "stderr_bytes",
-                          json_object_get(ev, "stderr_bytes") ?: json_null());
+                          status, "exit_code", or_null(json_object_get(ev, "exit_code")), "signal",
+                          or_null(json_object_get(ev, "signal")), "duration_ms",
+                          or_null(json_object_get(ev, "duration_ms")), "stdout_bytes",
+                          or_null(json_object_get(ev, "stdout_bytes")), "stderr_bytes",
+                          or_null(json_object_get(ev, "stderr_bytes")));
     return r;
 }
 

@@ -26,7 +26,13 @@
 #define LOCAL_DEFAULT_TTL_S 3600
 #define LOCAL_DEFAULT_IDLE_S 1800
 #define LOCAL_MIN_MEMORY (32ull << 20)
+/* Fewer processes cannot run a sandbox: its agent, the shell of a command and the few processes
+ * of a small pipeline (with 1 a warm server's clone3 fails; with 3 `echo | cat` cannot fork). */
+#define LOCAL_MIN_PIDS 8u
 #define LOCAL_MIN_DISK (1ull << 20)
+/* The agent gets its configuration (env included, as JSON) in one environment string, which
+ * Linux caps at MAX_ARG_STRLEN (BACKEND_ENV_VAR_MAX); the rest of the configuration is small. */
+#define LOCAL_ENV_JSON_MAX (BACKEND_ENV_VAR_MAX - 4096)
 #define LOCAL_ROOT_TMPFS "size=8m,mode=755,uid=0,gid=0"
 #define LOCAL_SHM_BYTES (64ull << 20)
 #define LOCAL_IMAGE_NAME_MAX 64

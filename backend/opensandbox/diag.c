@@ -53,7 +53,8 @@ static void endpoint_done(void *arg, struct osb_response *resp, const struct mcp
     const char *ep = json_string_value(v);
     if (ep == NULL) {
         d->cb(d->arg, NULL, err ? err : &e);
-        return diag_free(d);
+        diag_free(d);
+        return;
     }
     cleanup_free char *url = osb_endpoint_url(d->b->protocol, ep);
     json_t *headers = json_object_get(j, "headers");
@@ -103,7 +104,8 @@ static void diag_done(void *arg, struct osb_response *resp, const struct mcp_err
     }
     if (err != NULL) {
         d->cb(d->arg, NULL, err);
-        return diag_free(d);
+        diag_free(d);
+        return;
     }
     const char *body = resp->body.data ? resp->body.data : "";
     cleanup_json json_t *desc = d->legacy ? NULL : json_loadb(body, resp->body.len, 0, NULL);

@@ -244,7 +244,8 @@ static void cmd_error_event(struct osb_cmd *c, json_t *ev)
         struct mcp_error err;
         mcp_error_set(&err, MCP_ERR_BACKEND, 0, "the command could not be started in %s: %s",
                       c->sid, evalue ? evalue : "execd reported an error without details");
-        return cmd_finish(c, &err);
+        cmd_finish(c, &err);
+        return;
     }
     if (code >= 0) {
         c->status = "exited";
@@ -349,8 +350,10 @@ static void cmd_with_endpoint(void *arg, const struct osb_endpoint *ep, const st
 {
     struct osb_cmd *c = arg;
     cleanup_json json_t *body = steal_ptr(&c->body);
-    if (err != NULL)
-        return cmd_start_fail(c, err);
+    if (err != NULL) {
+        cmd_start_fail(c, err);
+        return;
+    }
     struct osb_call_opts o = {
         .method = "POST", .what = "running the command", .sandbox_id = c->sid, .json = body,
         .retry = OSB_RETRY_SAFE, .stream = true, .sink = cmd_sink,
@@ -505,7 +508,8 @@ static void query_with_endpoint(void *arg, const struct osb_endpoint *ep,
     struct mcp_error e;
     if (err != NULL) {
         osb_defer_error(q->b, q->cb, q->arg, err);
-        return query_free(q);
+        query_free(q);
+        return;
     }
     cleanup_free char *eid = osb_escape(q->id);
     cleanup_free char *path = q->status == NULL
@@ -531,7 +535,8 @@ static void status_done(void *arg, struct osb_response *resp, const struct mcp_e
     q->status = err ? NULL : osb_resp_json(resp, "getting the command's status", &e);
     if (q->status == NULL) {
         q->cb(q->arg, NULL, err ? err : &e);
-        return query_free(q);
+        query_free(q);
+        return;
     }
     if (osb_endpoint_resolve(q->b, q->sid, query_with_endpoint, q, &e) != 0) {
         q->cb(q->arg, NULL, &e);
@@ -593,11 +598,13 @@ static void kill_done(void *arg, struct osb_response *resp, const struct mcp_err
         mcp_error_set(&e, MCP_ERR_NOT_FOUND, 0, "no running command %s in sandbox %s", k->id,
                       k->sid);
         k->cb(k->arg, NULL, &e);
-        return kill_free(k);
+        kill_free(k);
+        return;
     }
     if (err != NULL) {
         k->cb(k->arg, NULL, err);
-        return kill_free(k);
+        kill_free(k);
+        return;
     }
     struct osb_cmd *c = cmd_find(k->b, k->sid, k->id);
     if (c != NULL && !c->finished)
@@ -617,7 +624,8 @@ static void kill_with_endpoint(void *arg, const struct osb_endpoint *ep,
     struct mcp_error e;
     if (err != NULL) {
         osb_defer_error(k->b, k->cb, k->arg, err);
-        return kill_free(k);
+        kill_free(k);
+        return;
     }
     struct osb_cmd *c = cmd_find(k->b, k->sid, k->id);
     if (c != NULL && !c->finished)

@@ -196,7 +196,8 @@ TEST(create_exec_destroy)
     CALL(r0, be->ops->diagnose(be, id, "inspect", on_result, &r0, &_e));
     ASSERT(!r0.failed);
     json_t *insp = json_object_get(r0.json, "inspect");
-    snprintf(run, sizeof run, "%s", json_string_value(json_object_get(insp, "runtime_dir")) ?: "");
+    const char *runtime_dir = json_string_value(json_object_get(insp, "runtime_dir"));
+    snprintf(run, sizeof run, "%s", runtime_dir ? runtime_dir : "");
     ASSERT_STR_EQ(json_string_value(json_object_get(insp, "logs_dir")), dir);
     json_decref(r0.json);
     snprintf(sock, sizeof sock, "%s/agent.sock", run);
@@ -492,6 +493,112 @@ TEST(huge_durations_saturate)
     ASSERT_STR_EQ(state_of(id), "running");
     destroy_sandbox(id);
     free(id);
+}
+
+/* Creates with env; returns the id, or NULL with the error message in msg. */
+static char *create_with_env(json_t *env, char *msg, size_t size)
+{
+    struct result r;
+    struct mcp_error e;
+    struct sandbox_spec spec = {.owner = "test", .env = env, .memory_bytes = 128u << 20,
+                                .disk_bytes = 8u << 20};
+    memset(&r, 0, sizeof r);
+    msg[0] = '\0';
+    if (be->ops->create(be, &spec, on_result, &r, &e) < 0) {
+        snprintf(msg, size, "%s", e.msg);
+        return NULL;
+    }
+    if (!run_until(&r.done, WAIT_MS))
+        TEST_FAIL("create: no callback");
+    if (r.failed) {
+        snprintf(msg, size, "%s", r.err.msg);
+        return NULL;
+    }
+    char *id = xstrdup(json_string_value(json_object_get(r.json, "sandbox_id")));
+    json_decref(r.json);
+    return id;
+}
+
+static json_t *env_of(int vars, size_t value_len)
+{
+    json_t *env = json_object();
+    char *value = xmalloc(value_len + 1);
+    memset(value, 'x', value_len);
+    value[value_len] = '\0';
+    for (int i = 0; i < vars; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "BIG%d", i);
+        json_object_set_new(env, name, json_string(value));
+    }
+    free(value);
+    return env;
+}
+
+/* Issue #18.5: a 1 MB env value was accepted and then every command failed with "Argument list
+ * too long"; create refuses what exec cannot pass, naming the limit. */
+TEST(env_that_exec_cannot_pass_is_refused)
+{
+    char msg[512];
+    json_t *env = env_of(1, 1 << 20);
+    char *id = create_with_env(env, msg, sizeof msg);
+    json_decref(env);
+    if (id != NULL)
+        TEST_FAIL("a 1 MiB env value was accepted (%s)", id);
+    ASSERT_CONTAINS(msg, "MAX_ARG_STRLEN");
+    ASSERT_CONTAINS(msg, "write_file");
+    /* each fits, together they pass what the agent's configuration can carry */
+    env = env_of(2, 100 << 10);
+    id = create_with_env(env, msg, sizeof msg);
+    json_decref(env);
+    if (id != NULL)
+        TEST_FAIL("2 x 100 KiB of env was accepted (%s)", id);
+    ASSERT_CONTAINS(msg, "MAX_ARG_STRLEN");
+    struct mcp_error e; /* the limit every backend shares (OpenSandbox's commands run on Linux) */
+    env = env_of(9, 120 << 10);
+    ASSERT_EQ(backend_check_env(env, "env", &e), -1);
+    ASSERT_CONTAINS(e.msg, "ARG_MAX");
+    json_decref(env);
+    env = env_of(4, 30 << 10); /* what is accepted works */
+    id = create_with_env(env, msg, sizeof msg);
+    json_decref(env);
+    if (id == NULL)
+        TEST_FAIL("4 x 30 KiB of env refused: %s", msg);
+    struct run x;
+    run_cmd(id, "echo ${#BIG0} ${#BIG3}", 0, &x);
+    ASSERT_STR_EQ(buf_cstr(&x.out), "30720 30720\n");
+    run_free(&x);
+    destroy_sandbox(id);
+    free(id);
+}
+
+/* Issue #18.9: pids 1 was accepted and failed in clone3 with advice to run mcpbox doctor (or
+ * the sandbox could not run a pipeline); too few are refused with the minimum. */
+TEST(too_few_pids_refused_with_the_minimum)
+{
+    for (uint32_t pids = 1; pids <= LOCAL_MIN_PIDS; pids++) {
+        struct result r;
+        struct mcp_error e;
+        struct sandbox_spec spec = {.owner = "test", .pids = pids, .memory_bytes = 128u << 20,
+                                    .disk_bytes = 8u << 20};
+        memset(&r, 0, sizeof r);
+        int rc = be->ops->create(be, &spec, on_result, &r, &e);
+        if (pids < LOCAL_MIN_PIDS) {
+            if (rc == 0)
+                TEST_FAIL("pids %u accepted", pids);
+            ASSERT_CONTAINS(e.msg, "pids must be at least 8");
+            continue;
+        }
+        if (rc < 0 || !run_until(&r.done, WAIT_MS) || r.failed)
+            TEST_FAIL("pids %u refused: %s", pids, rc < 0 ? e.msg : r.err.msg);
+        char *id = xstrdup(json_string_value(json_object_get(r.json, "sandbox_id")));
+        json_decref(r.json);
+        struct run x;
+        run_cmd(id, "echo hi | cat | cat", 0, &x);
+        ASSERT_STR_EQ(buf_cstr(&x.out), "hi\n");
+        run_free(&x);
+        destroy_sandbox(id);
+        free(id);
+    }
 }
 
 static void copy_file(const char *from, const char *to)
@@ -1082,6 +1189,8 @@ int main(void)
     RUN(pause_resume);
     RUN(ttl_enforced_by_agent);
     RUN(huge_durations_saturate);
+    RUN(env_that_exec_cannot_pass_is_refused);
+    RUN(too_few_pids_refused_with_the_minimum);
     RUN(registered_image_overlay);
     RUN(idle_timeout_enforced_by_agent);
     RUN(reconnect_from_second_instance);
