@@ -633,7 +633,8 @@ static void replace_local(struct fop *f, struct osb_response *resp, const struct
             mcp_error_set(&e, MCP_ERR_CONFLICT, 0, "'%.80s' occurs %zu times in %s; include "
                           "more of the surrounding text so it matches once, or pass all: true "
                           "to replace every occurrence", old, hits, f->path);
-        return fop_finish(f, NULL, &e);
+        fop_finish(f, NULL, &e);
+        return;
     }
     buf_reset(&f->data);
     f->offset = 0;

@@ -422,8 +422,10 @@ static void kill_poll(struct kill_job *kj)
 static void kill_sent_cb(void *arg, json_t *result, const struct mcp_error *err)
 {
     struct kill_job *kj = arg;
-    if (err != NULL)
-        return kill_finish(kj, NULL, err);
+    if (err != NULL) {
+        kill_finish(kj, NULL, err);
+        return;
+    }
     kj->deadline_ms = now_mono_ms() + TOOLS_KILL_WAIT_MS;
     kill_poll(kj);
 }

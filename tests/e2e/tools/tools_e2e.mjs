@@ -75,7 +75,6 @@ const cases = [
             'diagnose_sandbox', 'doctor']) {
             check(A.tools.has(n), `tool ${n} listed`);
             check(A.tools.get(n).outputSchema, `${n} has an outputSchema`);
-            check(A.tools.get(n).inputSchema.additionalProperties === false, `${n} closed input`);
         }
     }],
     ['create_sandbox result', async () => {
