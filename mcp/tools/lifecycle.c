@@ -2,6 +2,7 @@
 #define LOG_MODULE "tools"
 #include "mcp/tools/tools-internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,6 +52,19 @@ static void create_done_cb(void *arg, json_t *result, const struct mcp_error *er
     tool_job_done_cb(job, result, err);
 }
 
+/* An image pull under way: bytes done of total, so clients show it and their timeouts reset. */
+static void create_progress(void *arg, uint64_t done, uint64_t total, const char *what)
+{
+    struct tool_job *job = arg;
+    char msg[160];
+    if (total > 0)
+        snprintf(msg, sizeof msg, "pulling the image: %s, %.1f of %.1f MB", what,
+                 (double)done / 1e6, (double)total / 1e6);
+    else
+        snprintf(msg, sizeof msg, "pulling the image: %s", what);
+    tool_call_progress(job->call, (double)done, (double)total, msg);
+}
+
 void tool_create_sandbox(struct tool_call *call, json_t *args)
 {
     struct tool_job *job = tool_job_new(call, args);
@@ -76,6 +90,8 @@ void tool_create_sandbox(struct tool_call *call, json_t *args)
     tool_job_set_detail(job, "backend=%s %s=%s", name, restore ? "snapshot" : "image",
                         restore ? spec.snapshot_id : spec.image ? spec.image : "default");
     job->be = be;
+    spec.progress = create_progress;
+    spec.progress_arg = job;
     if (be->ops->create(be, &spec, create_done_cb, job, &err) < 0)
         tool_job_fail(job, &err);
 }
