@@ -154,8 +154,10 @@ static void logging_step(struct stepper *st)
 
     /* Like the reference server, pause after the last notification too: clients handle
      * notifications asynchronously, and one arriving with the result can be dropped. */
-    if (st->step == 3)
-        return finish_text(st, "Tool with logging executed successfully");
+    if (st->step == 3) {
+        finish_text(st, "Tool with logging executed successfully");
+        return;
+    }
     tool_call_log(st->call, "info", "test_tool_with_logging", json_string(lines[st->step]));
 }
 
@@ -166,8 +168,10 @@ static void fx_logging(struct tool_call *call, json_t *args)
 
 static void progress_step(struct stepper *st)
 {
-    if (st->step == 3)
-        return finish_text(st, "Tool with progress executed successfully");
+    if (st->step == 3) {
+        finish_text(st, "Tool with progress executed successfully");
+        return;
+    }
     tool_call_progress(st->call, st->step * 50.0, 100.0, NULL);
 }
 

@@ -54,12 +54,14 @@ void tool_call_start(struct request *req, const struct registry_tool *tool, json
         cleanup_free char *note = tool_args_ignored_note(tool->name, ignored);
         json_t *text = json_pack("{s:s, s:s+++}", "type", "text", "text", "Invalid arguments: ",
                                  err.msg, note ? "; " : "", note ? note : "");
-        return request_reply(req, json_pack("{s:[o], s:b}", "content", text, "isError", 1));
+        request_reply(req, json_pack("{s:[o], s:b}", "content", text, "isError", 1));
+        return;
     }
     if (tool->needs_sandboxes && !server_sandbox_context(request_server(req), &err)) {
         log_warn("tools/call %s: %s", tool->name, err.msg);
         json_t *text = json_pack("{s:s, s:s}", "type", "text", "text", err.msg);
-        return request_reply(req, json_pack("{s:[o], s:b}", "content", text, "isError", 1));
+        request_reply(req, json_pack("{s:[o], s:b}", "content", text, "isError", 1));
+        return;
     }
     struct tool_call *call = xcalloc(1, sizeof(*call));
     call->req = req;

@@ -107,8 +107,10 @@ static void write_file_blocking(struct stdio_transport *t, const char *data, siz
         ssize_t n = write(t->out_fd, data, len);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0)
-            return output_failed(t, -errno);
+        if (n < 0) {
+            output_failed(t, -errno);
+            return;
+        }
         data += n;
         len -= (size_t)n;
     }
@@ -356,12 +358,15 @@ static void on_file_read(uv_fs_t *req)
 
     uv_fs_req_cleanup(req);
     t->fs_pending = false;
-    if (t->stopping)
-        return maybe_free(t);
+    if (t->stopping) {
+        maybe_free(t);
+        return;
+    }
     if (n <= 0) {
         if (n < 0)
             log_warn("reading stdin: %s", uv_strerror((int)n));
-        return on_eof(t);
+        on_eof(t);
+        return;
     }
     feed(t, t->file_buf, (size_t)n);
     start_file_read(t);

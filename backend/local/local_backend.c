@@ -66,7 +66,17 @@ int local_event(struct store *st, const char *id, const char *kind, json_t *data
 {
     int rc = store_event_add(st, id, kind, data, err);
     json_decref(data);
+    if (rc < 0) /* the event log is diagnostics: the operation goes on, the loss is logged */
+        log_warn("sandbox %s: the %s event was not recorded: %s", id, kind, err->msg);
     return rc;
+}
+
+void local_record_delete(struct store *st, const char *id)
+{
+    struct mcp_error err;
+    if (store_sandbox_delete(st, id, &err) < 0)
+        log_warn("sandbox %s: its record was not deleted (%s); the next start reaps it", id,
+                 err.msg);
 }
 
 json_t *local_info(const struct store_sandbox *rec)
@@ -76,14 +86,13 @@ json_t *local_info(const struct store_sandbox *rec)
     json_t *r = rec->record;
     json_t *limits = json_object_get(r, "limits");
     json_t *meta = json_object_get(r, "metadata");
-    json_t *info = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:O, s:b, s:O}", "sandbox_id",
-                             rec->id, "backend", "local", "image",
-                             json_string_value(json_object_get(r, "image")) ?: "host", "state",
-                             rec->state, "created_at", created, "idle_timeout_seconds",
-                             (json_int_t)rec->idle_timeout_s, "limits",
-                             limits ? limits : json_object_get(r, "__none__") ?: json_null(),
-                             "network", json_is_true(json_object_get(r, "network")), "metadata",
-                             json_is_object(meta) ? meta : json_object_get(r, "__none__") ?: json_null());
+    const char *image = json_string_value(json_object_get(r, "image"));
+    json_t *info = json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:I, s:O, s:b, s:O}", "sandbox_id", rec->id, "backend", "local",
+        "image", image ? image : "host", "state", rec->state, "created_at", created,
+        "idle_timeout_seconds", (json_int_t)rec->idle_timeout_s, "limits",
+        limits ? limits : json_null(), "network", json_is_true(json_object_get(r, "network")),
+        "metadata", json_is_object(meta) ? meta : json_null());
     if (json_is_null(json_object_get(info, "metadata")))
         json_object_set_new(info, "metadata", json_object());
     if (rec->expires_at_ms > 0) {
@@ -252,7 +261,6 @@ static void cg_destroy_later(struct local_backend *lb, const struct cg_sandbox *
 void local_release_resources(struct local_backend *lb, const char *id, const char *dir,
                              const struct cg_sandbox *cg)
 {
-    struct mcp_error err;
     cg_kill(cg);
     /* Killed processes that are not our children (another mcpbox's sandbox, a half-made one,
      * pasta) exit a moment later: what is destroyed must not run on. Bounded, then logged. */
@@ -266,6 +274,31 @@ void local_release_resources(struct local_backend *lb, const char *id, const cha
     if (dir[0])
         local_rmtree(dir);
     local_rmtree(logs);
+    local_release_slot(lb, id);
+}
+
+int local_take_slot(struct local_backend *lb, const char *id, uint32_t *slot,
+                    struct mcp_error *err)
+{
+    *slot = 0;
+    if (lb->ident.mode != LOCAL_ID_SLICES)
+        return 0; /* one mapping shared by all of this user's sandboxes */
+    if (local_slot_lease(lb->slots_dir, id, LOCAL_MAX_SLOTS, slot, err) < 0)
+        return -1;
+    if (store_slot_claim(lb->base.store, id, *slot, err) == 0)
+        return 0;
+    local_slot_unlease(lb->slots_dir, *slot, id);
+    return -1;
+}
+
+void local_release_slot(struct local_backend *lb, const char *id)
+{
+    struct mcp_error err;
+    uint32_t slot;
+    if (lb->ident.mode != LOCAL_ID_SLICES)
+        return;
+    if (store_slot_of(lb->base.store, id, &slot, &err) == 1)
+        local_slot_unlease(lb->slots_dir, slot, id);
     if (store_slot_release(lb->base.store, id, &err) < 0 && err.code != MCP_ERR_NOT_FOUND)
         log_warn("sandbox %s: releasing uid slot: %s", id, err.msg);
 }
@@ -378,14 +411,14 @@ static void on_init_exit(struct lsbx *sb)
         struct destroy_op *op = sb->destroying;
         sb->destroying = NULL;
         local_event(lb->base.store, sb->id, "destroyed", NULL, &err);
-        store_sandbox_delete(lb->base.store, sb->id, &err);
+        local_record_delete(lb->base.store, sb->id);
         json_t *res = json_pack("{s:s, s:b}", "sandbox_id", sb->id, "destroyed", 1);
         op->cb(op->arg, res, NULL);
         json_decref(res);
         free(op);
     } else if (sb->pooled) { /* never given out: nobody to tell, nothing to keep */
         local_pool_forget(sb);
-        store_sandbox_delete(lb->base.store, sb->id, &err);
+        local_record_delete(lb->base.store, sb->id);
     } else {
         /* No record: another mcpbox process destroyed it; nothing to report. */
         if (store_sandbox_set_state(lb->base.store, sb->id, expired ? "expired" : "stopped",
@@ -527,7 +560,7 @@ static void reap_dead(struct local_backend *lb, const struct store_sandbox *rec)
                               expired ? why : half_made ? "its creator died during create"
                               : pooled ? "pooled, and the process that pooled it is gone"
                                        : "init gone at reconcile"), &err);
-    store_sandbox_delete(lb->base.store, rec->id, &err);
+    local_record_delete(lb->base.store, rec->id);
     log_info("sandbox %s (%s) was gone; cleaned up", rec->id, rec->state);
 }
 
@@ -568,8 +601,10 @@ static void on_timer(uv_timer_t *t)
     for (size_t i = 0; i < n; i++) {
         struct lsbx *sb = lsbx_find(lb, list[i].id);
         if (sb && strcmp(list[i].state, "paused") == 0 && list[i].expires_at_ms > 0 &&
-            now >= list[i].expires_at_ms && cg_freeze(&sb->cg, false, &err) == 0)
-            store_sandbox_set_state(lb->base.store, list[i].id, "running", &err);
+            now >= list[i].expires_at_ms && cg_freeze(&sb->cg, false, &err) == 0 &&
+            store_sandbox_set_state(lb->base.store, list[i].id, "running", &err) < 0)
+            log_warn("sandbox %s: thawed, but its state was not recorded: %s", list[i].id,
+                     err.msg);
     }
     store_sandbox_list_free(list, n);
 }
@@ -624,7 +659,13 @@ struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
     const char *ttl = getenv("MCPBOX_LOCAL_POOL_TTL"); /* seconds; for tests of the drain */
     lb->pool_ttl_s = ttl && atoi(ttl) > 0 ? atoi(ttl) : LOCAL_POOL_TTL_S;
     snprintf(lb->state_dir, sizeof lb->state_dir, "%s", store_state_dir(store));
+    local_identity_detect(&lb->ident);
+    if (lb->ident.mode == LOCAL_ID_SINGLE)
+        log_warn("local sandboxes run in single-uid mode: sandbox root is your own uid (%s)",
+                 lb->ident.why);
     if (cg_host_detect(&lb->cg, err) < 0 || make_dirs(lb, err) < 0 ||
+        (lb->ident.mode == LOCAL_ID_SLICES &&
+         local_slots_dir(lb->slots_dir, sizeof lb->slots_dir, err) < 0) ||
         local_seccomp_build(&lb->seccomp, err) < 0 || (lb->agent_fd = local_agent_memfd(err)) < 0 ||
         reconcile(lb, err) < 0) {
         local_seccomp_free(&lb->seccomp);

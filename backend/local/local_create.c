@@ -40,7 +40,8 @@ struct create_op {
     uint64_t exec_ms, attach_ms; /* when the agent was exec'd / the v1 attach finished */
     int pool_slot;               /* a spawner thread's prepared cgroups, or -1 */
     bool v1_attached;            /* cloned by that thread: already in the v1 cgroups */
-    int release_fd, tree_fd;     /* network: the child waits until pasta is ready */
+    int release_fd, tree_fd;     /* network or hold: the child waits until released */
+    bool network;                /* pasta starts before the release */
     /* A pooled create (the pool's refill): spawned in a worker thread, never replied to. */
     bool pooled;
     struct spawn_request req;
@@ -83,6 +84,11 @@ int local_spec_limits(const struct sandbox_spec *spec, struct cg_limits *lim, ui
                              "disk (%llu bytes) must be below memory (%llu bytes): the local "
                              "backend's writable space is RAM-backed and counts against memory",
                              (unsigned long long)*disk, (unsigned long long)lim->memory_bytes);
+    if (lim->pids < LOCAL_MIN_PIDS)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "pids must be at least %u (the sandbox's agent, a command's shell "
+                             "and a small pipeline need that many); leave pids out for the "
+                             "default %u", LOCAL_MIN_PIDS, LOCAL_DEFAULT_PIDS);
     if (lim->cpu > 1024 || lim->pids > 1u << 22)
         return mcp_error_set(err, MCP_ERR_INVALID, 0, "cpu or pids out of range");
     if (backend_check_env(spec->env, "env", err) < 0)
@@ -177,7 +183,7 @@ static void attach_work(uv_work_t *w)
         op->attach_rc = cg_attach_v2(&op->sb->cg, op->sb->pid, &op->attach_err);
     if (op->release_fd < 0)
         return;
-    if (op->attach_rc == 0)
+    if (op->attach_rc == 0 && op->network)
         op->attach_rc = local_start_network(op->sb->dir, op->sb->pid, &op->sb->cg, &op->attach_err);
     if (op->attach_rc == 0 && local_spawn_release(op->release_fd, op->tree_fd) < 0)
         op->attach_rc = mcp_error_set(&op->attach_err, MCP_ERR_IO, errno,
@@ -282,7 +288,7 @@ static void create_fail(struct create_op *op, const struct mcp_error *e)
     local_release_resources(lb, sb->id, sb->dir, &sb->cg);
     local_event(lb->base.store, sb->id, "create_failed", json_pack("{s:s}", "error", e->msg),
                     &err);
-    store_sandbox_delete(lb->base.store, sb->id, &err);
+    local_record_delete(lb->base.store, sb->id);
     if (op->pooled)
         local_pool_fill_failed(lb, e);
     else
@@ -316,22 +322,32 @@ static json_t *planned_cgroups(const struct local_backend *lb, const char *id)
     return cg_to_json(&planned);
 }
 
+/* A rootless server may not move a process of another uid into v1 cgroups: the child is held
+ * until a worker has attached it, while it still runs as the user (unless a spawner thread
+ * clones it straight into them). */
+static bool hold_for_v1(const struct local_backend *lb, const struct cg_sandbox *cg)
+{
+    return lb->ident.mode != LOCAL_ID_SLICES &&
+           (cg->mem[0] || cg->pids[0] || cg->cpu[0] || cg->freezer[0]);
+}
+
 static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
                        const struct cg_limits *lim, uint64_t disk, const char *image_dir,
-                       uint32_t base, const struct store_sandbox *rec, struct spawn_result *res,
+                       const struct store_sandbox *rec, struct spawn_result *res,
                        struct mcp_error *err)
 {
     struct lsbx *sb = op->sb;
     struct local_backend *lb = sb->be;
     char *cfg = agent_config(spec, rec->expires_at_ms, rec->idle_timeout_s);
     struct spawn_request req = {.id = sb->id, .dir = sb->dir, .logs_dir = sb->logs_dir,
-                                .uid_base = base,
+                                .ident = &lb->ident, .slot = op->slot,
                                 .disk_bytes = disk, .memory_bytes = lim->memory_bytes,
                                 .pids = lim->pids, .network = spec->network,
                                 .agent_config = cfg, .agent_exe_fd = lb->agent_fd,
                                 .image_dir = image_dir[0] ? image_dir : NULL,
                                 .seccomp = &lb->seccomp, .cg = &sb->cg};
     int rc;
+    req.hold = op->pool_slot < 0 && hold_for_v1(lb, &sb->cg);
     if (op->pool_slot >= 0) {
         rc = local_spawner_spawn(lb->spawner, op->pool_slot, &req, res, err);
         op->pool_slot = -1;
@@ -344,18 +360,24 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
         sb->pidfd = res->pidfd, sb->pid = res->pid;
     op->err_fd = res->err_fd;
     op->release_fd = res->release_fd, op->tree_fd = res->tree_fd;
+    op->network = spec->network;
     op->attach_needed_v2 = !res->in_cgroup_v2;
     return rc;
 }
 
-static void record_started(json_t *r, const struct spawn_result *res, uint32_t slot,
-                           uint32_t base, const struct cg_sandbox *cg)
+static void record_started(struct local_backend *lb, const char *id, json_t *r,
+                           const struct spawn_result *res, uint32_t slot,
+                           const struct cg_sandbox *cg)
 {
+    uint64_t start = local_proc_starttime(res->pid);
     json_object_set_new(r, "init_pid", json_integer(res->pid));
-    json_object_set_new(r, "init_start", json_integer((json_int_t)local_proc_starttime(res->pid)));
+    json_object_set_new(r, "init_start", json_integer((json_int_t)start));
     json_object_set_new(r, "slot", json_integer(slot));
-    json_object_set_new(r, "uid_base", json_integer(base));
+    json_object_set_new(r, "uid_base", json_integer(local_identity_root_uid(&lb->ident, slot)));
+    json_object_set_new(r, "identity", local_identity_json(&lb->ident, slot));
     json_object_set_new(r, "cgroups", cg_to_json(cg));
+    if (lb->ident.mode == LOCAL_ID_SLICES)
+        local_slot_note_init(lb->slots_dir, slot, id, res->pid, start);
 }
 
 /* <run_dir>/<id>. The runtime directory itself is removed when the last process on the state
@@ -394,7 +416,7 @@ static int start_record(struct create_op *op, const struct sandbox_spec *spec,
     json_object_set_new(rec->record, "cgroups", planned_cgroups(lb, sb->id));
     int rc = store_sandbox_insert(st, rec, err);
     if (rc == 0)
-        rc = store_slot_acquire(st, sb->id, LOCAL_MAX_SLOTS, &op->slot, err);
+        rc = local_take_slot(lb, sb->id, &op->slot, err);
     if (rc == 0)
         rc = make_sandbox_dir(lb, sb->dir, err);
     if (rc == 0)
@@ -409,11 +431,10 @@ static int start(struct create_op *op, const struct sandbox_spec *spec, const st
     struct store_sandbox rec;
     struct spawn_result res;
     int rc = start_record(op, spec, lim, disk, &rec, err);
-    uint32_t base = LOCAL_UID_BASE + LOCAL_UID_RANGE * op->slot;
     if (rc == 0)
-        rc = spawn_child(op, spec, lim, disk, image_dir, base, &rec, &res, err);
+        rc = spawn_child(op, spec, lim, disk, image_dir, &rec, &res, err);
     if (rc == 0) {
-        record_started(rec.record, &res, op->slot, base, &op->sb->cg);
+        record_started(op->sb->be, op->sb->id, rec.record, &res, op->slot, &op->sb->cg);
         rc = store_sandbox_update(op->sb->be->base.store, &rec, err);
     }
     json_decref(rec.record);
@@ -467,7 +488,7 @@ static void create_abort(struct create_op *op)
         syscall(SYS_waitid, P_PIDFD, op->sb->pidfd, &si, WEXITED, NULL);
     }
     local_release_resources(lb, op->sb->id, op->sb->dir, &op->sb->cg);
-    store_sandbox_delete(lb->base.store, op->sb->id, &e2);
+    local_record_delete(lb->base.store, op->sb->id);
     lsbx_unref(op->sb);
     free(op->agent_cfg);
     free(op);
@@ -530,6 +551,17 @@ static void pooled_spawn_work(uv_work_t *w)
         op->attach_rc = cg_attach_v1(&op->sb->cg, op->res.pid, &op->attach_err);
     if (op->attach_rc == 0 && !op->res.in_cgroup_v2)
         op->attach_rc = cg_attach_v2(&op->sb->cg, op->res.pid, &op->attach_err);
+    if (op->res.release_fd < 0)
+        return;
+    if (op->attach_rc == 0 && local_spawn_release(op->res.release_fd, op->res.tree_fd) < 0)
+        op->attach_rc = mcp_error_set(&op->attach_err, MCP_ERR_IO, errno,
+                                      "releasing the sandbox init failed");
+    else if (op->attach_rc < 0) { /* the child sees EOF and gives up */
+        close(op->res.release_fd);
+        if (op->res.tree_fd >= 0)
+            close(op->res.tree_fd);
+    }
+    op->res.release_fd = op->res.tree_fd = -1;
 }
 
 static void pooled_spawn_after(uv_work_t *w, int status)
@@ -543,9 +575,8 @@ static void pooled_spawn_after(uv_work_t *w, int status)
     int rc = op->attach_rc;
     if (rc < 0)
         mcp_error_copy(&err, &op->attach_err);
-    uint32_t base = LOCAL_UID_BASE + LOCAL_UID_RANGE * op->slot;
     if (rc == 0) {
-        record_started(op->rec.record, &op->res, op->slot, base, &sb->cg);
+        record_started(sb->be, sb->id, op->rec.record, &op->res, op->slot, &sb->cg);
         rc = store_sandbox_update(sb->be->base.store, &op->rec, &err);
     }
     json_decref(op->rec.record);
@@ -581,7 +612,8 @@ int local_create_pooled(struct local_backend *lb, struct mcp_error *err)
     op->agent_cfg = agent_config(&spec, op->rec.expires_at_ms, op->rec.idle_timeout_s);
     op->req = (struct spawn_request){.id = op->sb->id, .dir = op->sb->dir,
                                      .logs_dir = op->sb->logs_dir,
-                                     .uid_base = LOCAL_UID_BASE + LOCAL_UID_RANGE * op->slot,
+                                     .ident = &lb->ident, .slot = op->slot,
+                                     .hold = hold_for_v1(lb, &op->sb->cg),
                                      .disk_bytes = disk, .memory_bytes = lim.memory_bytes,
                                      .pids = lim.pids, .agent_config = op->agent_cfg,
                                      .agent_exe_fd = lb->agent_fd, .seccomp = &lb->seccomp,
@@ -620,7 +652,7 @@ int local_destroy(struct backend *be, const char *id, backend_cb *cb, void *arg,
         local_kill_init(pid, start); /* live but watched by another mcpbox process (or none) */
         local_release_resources(lb, id, dir, &cg);
         local_event(be->store, id, "destroyed", NULL, err);
-        store_sandbox_delete(be->store, id, err);
+        local_record_delete(be->store, id);
         store_sandbox_release(&rec);
         json_t *res = json_pack("{s:s, s:b}", "sandbox_id", id, "destroyed", 1);
         local_defer(lb, cb, arg, res, NULL);

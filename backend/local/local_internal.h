@@ -10,6 +10,8 @@
 #include <uv.h>
 
 #include "backend/backend.h"
+#include "backend/local/pasta_path.h"
+#include "backend/local/identity.h"
 #include "mcp/base/buf.h"
 #include "mcp/base/error.h"
 #include "mcp/store/store.h"
@@ -26,6 +28,9 @@
 #define LOCAL_DEFAULT_TTL_S 3600
 #define LOCAL_DEFAULT_IDLE_S 1800
 #define LOCAL_MIN_MEMORY (32ull << 20)
+/* Fewer processes cannot run a sandbox: its agent, the shell of a command and the few processes
+ * of a small pipeline (with 1 a warm server's clone3 fails; with 3 `echo | cat` cannot fork). */
+#define LOCAL_MIN_PIDS 8u
 #define LOCAL_MIN_DISK (1ull << 20)
 /* The agent gets its configuration (env included, as JSON) in one environment string, which
  * Linux caps at MAX_ARG_STRLEN (BACKEND_ENV_VAR_MAX); the rest of the configuration is small. */
@@ -103,7 +108,8 @@ struct spawn_request {
     const char *id;
     const char *dir;          /* <runtime dir>/<id>: mount point, agent socket, init file */
     const char *logs_dir;     /* <state>/sandboxes/<id>: the agent's command logs (on disk) */
-    uint32_t uid_base;
+    const struct local_identity *ident; /* the ids it runs as (identity.h) */
+    uint32_t slot;                      /* its slice (LOCAL_ID_SLICES only) */
     uint64_t disk_bytes;
     uint64_t memory_bytes;
     uint32_t pids;
@@ -116,6 +122,10 @@ struct spawn_request {
     /* The cloning thread already sits in a fresh network namespace with lo up (a spawner made
      * it ahead of time): clone3 without CLONE_NEWNET, the child inherits that one. */
     bool netns_ready;
+    /* The caller moves the child into cgroups before releasing it (local_spawn_release): a
+     * rootless server may move only processes of its own uid into v1 cgroups, and the child
+     * switches to the sandbox's root (a subordinate uid) once released. */
+    bool hold;
 };
 
 struct spawn_result {
@@ -135,7 +145,6 @@ uint64_t local_proc_starttime(pid_t pid);
 #define LOCAL_INIT_FILE "init" /* in the sandbox directory: "<pid> <start time>" */
 /* network.c: opt-in egress through pasta. */
 #define LOCAL_DNS_ADDR "169.254.1.1"
-const char *local_pasta_path(void); /* NULL when pasta is not installed */
 int local_start_network(const char *dir, pid_t pid, const struct cg_sandbox *cg,
                         struct mcp_error *err);
 int local_block_private_routes(const char **failed); /* in the child; sets errno */
@@ -207,6 +216,8 @@ struct local_backend {
     int agent_fd;                 /* sealed memfd of the agent binary */
     char state_dir[LOCAL_PATH_MAX];
     char run_dir[LOCAL_PATH_MAX]; /* runtime_dir.c: per-sandbox files that need no disk */
+    struct local_identity ident;  /* which host ids its sandboxes get (identity.h) */
+    char slots_dir[LOCAL_PATH_MAX]; /* host-wide uid slot leases (LOCAL_ID_SLICES only) */
     struct lsbx *sandboxes;       /* live sandboxes this process watches */
     uv_timer_t timer;             /* paused sandboxes' TTL */
 };
@@ -260,8 +271,11 @@ void local_defer(struct local_backend *lb, backend_cb *cb, void *arg, json_t *re
                  const struct mcp_error *err);
 json_t *local_info(const struct store_sandbox *rec);
 /* store_event_add that takes ownership of data (may be NULL). */
+/* Records an event (logs a warning if the store refuses; takes data's reference). */
 int local_event(struct store *st, const char *id, const char *kind, json_t *data,
                 struct mcp_error *err);
+/* Deletes a sandbox's record; a failure is logged (reconcile reaps the record later). */
+void local_record_delete(struct store *st, const char *id);
 void local_watch_exit(struct lsbx *sb);
 /* Records an "oom" event if the sandbox memcg's oom_kill counter rose since last seen. */
 void local_note_oom(struct lsbx *sb);
@@ -337,6 +351,19 @@ int local_private_dir(const char *dir, struct mcp_error *err);
 /* A sandbox's two directories: dir = <run_dir>/<id>, logs = <state_dir>/sandboxes/<id>. */
 void local_sandbox_dirs(const struct local_backend *lb, const char *id, char dir[LOCAL_PATH_MAX],
                         char logs[LOCAL_PATH_MAX]);
+
+/* uid_slots.c: host-wide leases of uid slices (root mode), see the file's comment. */
+int local_slots_dir(char *out, size_t size, struct mcp_error *err);
+int local_slot_lease(const char *dir, const char *id, uint32_t max, uint32_t *slot,
+                     struct mcp_error *err);
+void local_slot_note_init(const char *dir, uint32_t slot, const char *id, pid_t init,
+                          uint64_t start);
+void local_slot_unlease(const char *dir, uint32_t slot, const char *id);
+/* local_backend.c: a slot for a new sandbox (leased host-wide and recorded in the store; always
+ * 0 without slices), and its release. */
+int local_take_slot(struct local_backend *lb, const char *id, uint32_t *slot,
+                    struct mcp_error *err);
+void local_release_slot(struct local_backend *lb, const char *id);
 
 /* Removes a dead sandbox's leftovers: cgroups, directories, uid slot (not the record). */
 void local_release_resources(struct local_backend *lb, const char *id, const char *dir,

@@ -38,6 +38,8 @@ int local_list(struct backend *be, const char *owner, json_t *filter, backend_cb
         if (strcmp(list[i].state, LOCAL_POOL_STATE) == 0)
             continue; /* nobody's yet */
         json_t *info = local_info(&list[i]);
+        if (owner == NULL) /* everyone's (the CLI's ls --all): say whose */
+            json_object_set_new(info, "owner", json_string(list[i].owner));
         if ((state && strcmp(state, list[i].state) != 0) ||
             (json_is_object(meta) && !metadata_matches(info, meta)))
             json_decref(info);

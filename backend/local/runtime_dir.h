@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -24,27 +25,51 @@ static inline bool local_run_on_tmpfs(const char *path)
     return statfs(path, &s) == 0 && s.f_type == TMPFS_MAGIC;
 }
 
-/* /run first (root-only writable); /dev/shm is world-writable with the sticky bit, so a
- * directory made there by someone else is refused, never used. On a tmpfs: root gets
- * <tmpfs>/mcpbox-<euid>, out <root>/<hash>, and 1 is returned; else root is "", out
- * <real state dir>/run, and 0. -1 (errno set) if the state directory has no real path. */
+/* Where this euid's runtime directories live, on a tmpfs; "" when there is none (1 / 0).
+ *  - root: /run/mcpbox-0 (/run is root-only writable), else /dev/shm/mcpbox-0;
+ *  - anyone else (/run is not writable): /run/user/<euid>/mcpbox when /run/user/<euid> is a
+ *    tmpfs directory of that user with no access for others (what pam_systemd makes, and
+ *    $XDG_RUNTIME_DIR names: derived from the uid, not read from the environment, so that two
+ *    processes with different environments agree), else /dev/shm/mcpbox-<euid>.
+ * /dev/shm is world-writable with the sticky bit, so a directory made there by someone else is
+ * refused (local_private_dir), never used. */
+static inline int local_run_root(char *root, size_t root_size)
+{
+    unsigned uid = (unsigned)geteuid();
+    char user_run[64];
+    struct stat st;
+    snprintf(user_run, sizeof user_run, "/run/user/%u", uid);
+    if (uid == 0 && local_run_on_tmpfs("/run")) {
+        snprintf(root, root_size, "/run/mcpbox-0");
+        return 1;
+    }
+    if (uid != 0 && lstat(user_run, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid &&
+        (st.st_mode & 077) == 0 && local_run_on_tmpfs(user_run)) {
+        snprintf(root, root_size, "%s/mcpbox", user_run);
+        return 1;
+    }
+    if (local_run_on_tmpfs("/dev/shm")) {
+        snprintf(root, root_size, "/dev/shm/mcpbox-%u", uid);
+        return 1;
+    }
+    root[0] = '\0';
+    return 0;
+}
+
+/* On a tmpfs: root is local_run_root's, out <root>/<hash>, and 1 is returned; else root is "",
+ * out <real state dir>/run, and 0. -1 (errno set) if the state directory has no real path. */
 static inline int local_runtime_path(const char *state_dir, char *root, size_t root_size,
                                      char *out, size_t size)
 {
-    static const char *const tmpfs_roots[] = {"/run", "/dev/shm"};
     char real[PATH_MAX], hash[65];
     if (realpath(state_dir, real) == NULL)
         return -1;
     sha256_hex(real, strlen(real), hash);
     hash[LOCAL_RUN_HASH_HEX] = '\0';
-    for (size_t i = 0; i < sizeof tmpfs_roots / sizeof tmpfs_roots[0]; i++) {
-        if (!local_run_on_tmpfs(tmpfs_roots[i]))
-            continue;
-        snprintf(root, root_size, "%s/mcpbox-%u", tmpfs_roots[i], (unsigned)geteuid());
+    if (local_run_root(root, root_size)) {
         snprintf(out, size, "%s/%s", root, hash);
         return 1;
     }
-    root[0] = '\0';
     snprintf(out, size, "%s/" LOCAL_RUN_FALLBACK, real);
     return 0;
 }

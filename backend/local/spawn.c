@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "backend/local/local_internal.h"
@@ -77,6 +78,7 @@ struct child_plan {
     char *agent_env;          /* MCPBOX_AGENT_CONFIG=<json> (malloc'd by the parent) */
     int sync_fd, err_fd, listen_fd, logdir_fd, exe_fd;
     int image_fd; /* child: the idmapped image tree received from the parent, or -1 */
+    bool image_bound; /* rootless: the child bound the image at .lower itself (no idmap) */
     int parent_sync_fd, parent_err_fd; /* the parent's ends: the child closes them first */
 };
 
@@ -235,12 +237,23 @@ static void make_data(const struct child_plan *p)
 /* Runs while the child is still host kuid 0 (before setresuid): only then may it walk the
  * root-only state directory to reach its mount point. The tmpfs is owned by the sandbox's root
  * (uid=0 is read in the new user namespace). */
-static void enter_root(const struct child_plan *p)
+static void enter_root(struct child_plan *p)
 {
     CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, "make / private", NULL);
     CHECK(mount("tmpfs", p->rootfs, "tmpfs", MS_NOSUID | MS_NODEV, LOCAL_ROOT_TMPFS) == 0, "mount",
           "root tmpfs");
     CHECK(chdir(p->rootfs) == 0, "chdir", p->rootfs);
+    /* Rootless: an unprivileged user cannot make idmapped mounts of a host filesystem, so the
+     * image is bound as it is (its root-owned files show as nobody), now, while the child may
+     * still walk the user's state directory. */
+    if (p->req->image_dir && p->image_fd < 0) {
+        CHECK(mkdir(".lower", 0755) == 0, "mkdir", ".lower");
+        CHECK(mount(p->req->image_dir, ".lower", NULL, MS_BIND | MS_REC, NULL) == 0, "bind image",
+              p->req->image_dir);
+        CHECK(set_attr(".lower", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                       AT_RECURSIVE) == 0, "read-only", "image");
+        p->image_bound = true;
+    }
 }
 
 /* Image mode: the registered rootfs, idmapped by the parent so that its root-owned files belong
@@ -257,9 +270,12 @@ static void make_image_root(const struct child_plan *p)
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
         CHECK(mkdir(dirs[i], 0755) == 0, "mkdir", dirs[i]);
     chmod(".data/tmp", 01777);
-    CHECK(mkdir(".lower", 0755) == 0 && mkdir(".root", 0755) == 0, "mkdir", ".root");
-    CHECK(syscall(SYS_move_mount, p->image_fd, "", AT_FDCWD, ".lower",
-                  MOVE_MOUNT_F_EMPTY_PATH) == 0, "attach image", NULL);
+    if (!p->image_bound) {
+        CHECK(mkdir(".lower", 0755) == 0, "mkdir", ".lower");
+        CHECK(syscall(SYS_move_mount, p->image_fd, "", AT_FDCWD, ".lower",
+                      MOVE_MOUNT_F_EMPTY_PATH) == 0, "attach image", NULL);
+    }
+    CHECK(mkdir(".root", 0755) == 0, "mkdir", ".root");
     CHECK(mount("overlay", ".root", "overlay", MS_NOSUID | MS_NODEV,
                 "lowerdir=.lower,upperdir=.data/upper,workdir=.data/work,userxattr") == 0,
           "mount overlay", NULL);
@@ -288,7 +304,7 @@ static void make_image_root(const struct child_plan *p)
 
 static void make_root(const struct child_plan *p)
 {
-    if (p->image_fd >= 0) {
+    if (p->image_fd >= 0 || p->image_bound) {
         make_image_root(p);
         return;
     }
@@ -403,7 +419,10 @@ __attribute__((noreturn)) static void child_main(struct child_plan *p)
     /* Raw system calls: glibc's wrappers broadcast to every thread glibc believes the process
      * has (setxid). This child of a multithreaded mcpbox has one thread, and if another thread
      * was half-created at clone time the wrapper waits for it forever. */
-    CHECK(syscall(SYS_setgroups, 0, NULL) == 0, "setgroups", NULL);
+    /* Single-uid mode: setgroups is denied (the kernel requires it for an unprivileged
+     * gid_map), so the user's supplementary groups stay (docs/security.md). */
+    if (p->req->ident->mode != LOCAL_ID_SINGLE)
+        CHECK(syscall(SYS_setgroups, 0, NULL) == 0, "setgroups", NULL);
     CHECK(syscall(SYS_setresgid, 0, 0, 0) == 0, "setresgid", NULL);
     CHECK(syscall(SYS_setresuid, 0, 0, 0) == 0, "setresuid", NULL);
     make_root(p);
@@ -456,22 +475,6 @@ static int note_init(const char *dir, pid_t pid, struct mcp_error *err)
     if (fd >= 0)
         close(fd);
     return ok ? 0 : mcp_error_set(err, MCP_ERR_IO, e, "writing %s", path);
-}
-
-static int write_map(pid_t pid, const char *file, uint32_t base, struct mcp_error *err)
-{
-    char path[64], map[64];
-    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
-    int n = snprintf(map, sizeof map, "0 %u %u\n", base, LOCAL_UID_RANGE);
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || write(fd, map, (size_t)n) != n) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, e, "cannot write %s", path);
-    }
-    close(fd);
-    return 0;
 }
 
 /* The image directory as a detached mount tree, idmapped through the sandbox's user namespace
@@ -538,13 +541,47 @@ static pid_t do_clone(struct child_plan *p, int cgroup_fd, int *pidfd)
     return pid;
 }
 
+/* A POSIX access ACL (the raw system.posix_acl_access format) giving `uid` rwx on a directory
+ * of ours: the owner may name any uid in an ACL, where only root may chown to it. */
+static int grant_acl(const char *path, uint32_t uid)
+{
+    struct {
+        uint16_t tag, perm;
+        uint32_t id;
+    } acl_entries[5] = {{0x01, 7, 0xffffffffu}, {0x02, 7, uid}, {0x04, 0, 0xffffffffu},
+                        {0x10, 7, 0xffffffffu}, {0x20, 0, 0xffffffffu}};
+    unsigned char raw[4 + sizeof acl_entries];
+    uint32_t version = 2; /* POSIX_ACL_XATTR_VERSION, little-endian like the entries */
+    memcpy(raw, &version, 4);
+    memcpy(raw + 4, acl_entries, sizeof acl_entries);
+    return setxattr(path, "system.posix_acl_access", raw, sizeof raw, 0);
+}
+
+/* The logs directory must be writable by the sandbox's root. As root: chown it to that uid.
+ * Rootless with subordinate ids: the user cannot chown to a subordinate uid, so an ACL grants
+ * it; the directory stays the user's, who can therefore always remove what is in it (the agent
+ * makes only plain files there). Single uid: sandbox root is the user already. */
+static int own_logdir(const struct spawn_request *req, const char *path, struct mcp_error *err)
+{
+    const struct local_identity *id = req->ident;
+    if (id->mode == LOCAL_ID_SLICES &&
+        chown(path, local_identity_root_uid(id, req->slot), local_identity_root_gid(id, req->slot)) < 0)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "chown %s", path);
+    if (id->mode == LOCAL_ID_SUBID && grant_acl(path, id->uid_base) < 0)
+        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, errno,
+                             "cannot give the sandbox's root (uid %u) access to %s with a POSIX "
+                             "ACL: put the state directory (--state-dir) on a filesystem with "
+                             "ACLs (ext4, xfs, btrfs, tmpfs)", (unsigned)id->uid_base, path);
+    return 0;
+}
+
 static int open_logdir(const struct spawn_request *req, struct mcp_error *err)
 {
     const char *path = req->logs_dir;
     if (mkdir(path, 0700) < 0 && errno != EEXIST)
         return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s", path);
-    if (chown(path, req->uid_base, req->uid_base) < 0)
-        return mcp_error_set(err, MCP_ERR_IO, errno, "chown %s", path);
+    if (own_logdir(req, path, err) < 0)
+        return -1;
     int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return mcp_error_set(err, MCP_ERR_IO, errno, "open %s", path);
@@ -611,12 +648,22 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     int sync[2] = {-1, -1}, errp[2] = {-1, -1};
     memset(out, 0, sizeof *out);
     out->pidfd = out->err_fd = out->release_fd = out->tree_fd = -1;
-    if (prepare(&p, req, err) < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0 ||
-        pipe2(errp, O_CLOEXEC) < 0) {
-        if (err->msg[0] == '\0')
-            mcp_error_set(err, MCP_ERR_IO, errno, "pipe");
+    /* Each step sets err itself: callers may pass an err that was never written. */
+    if (prepare(&p, req, err) < 0) {
         close_plan(&p);
         return -1;
+    }
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0) {
+        int e = errno;
+        close_plan(&p);
+        return mcp_error_set(err, MCP_ERR_IO, e, "socketpair for the sandbox init");
+    }
+    if (pipe2(errp, O_CLOEXEC) < 0) {
+        int e = errno;
+        close(sync[0]);
+        close(sync[1]);
+        close_plan(&p);
+        return mcp_error_set(err, MCP_ERR_IO, e, "pipe for the sandbox init's errors");
     }
     p.sync_fd = sync[0];
     p.err_fd = errp[1];
@@ -643,15 +690,13 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     out->pid = pid, out->pidfd = pidfd, out->err_fd = errp[0];
     int rc = note_init(req->dir, pid, err);
     if (rc == 0)
-        rc = write_map(pid, "uid_map", req->uid_base, err);
-    if (rc == 0)
-        rc = write_map(pid, "gid_map", req->uid_base, err);
+        rc = local_identity_write_maps(req->ident, req->slot, pid, err);
     int tree = -1;
-    if (rc == 0 && req->image_dir)
+    if (rc == 0 && req->image_dir && req->ident->mode == LOCAL_ID_SLICES)
         rc = tree = image_tree(req->image_dir, pid, err);
-    if (rc >= 0 && req->network) {
-        /* pasta takes tens of milliseconds: the caller starts it off the loop, then releases
-         * the child with local_spawn_release(). */
+    if (rc >= 0 && (req->network || req->hold)) {
+        /* pasta takes tens of milliseconds, a v1 attach a grace period: the caller does them
+         * off the loop, then releases the child with local_spawn_release(). */
         out->release_fd = sync[1], out->tree_fd = tree;
         return 0;
     }

@@ -8,6 +8,7 @@
  * checked by runtime_dir.c); still, only empty "sbx-*" directories under /sys/fs/cgroup are
  * ever removed, and rmdir refuses a cgroup that has a member. */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,7 +34,7 @@ void spawner_marker_write(const char *run_dir, const char *id, const struct cg_s
     snprintf(tmp, sizeof tmp, "%s/.%s%s", run_dir, MARKER_PREFIX, id);
     FILE *f = fopen(tmp, "wxe");
     if (f == NULL) { /* best effort: the age-based cg_sweep is the fallback */
-        log_debug("spawner: cannot write %s: %m", tmp);
+        log_debug("spawner: cannot write %s: %s", tmp, strerror(errno));
         return;
     }
     fprintf(f, "%d %llu\n", (int)getpid(), (unsigned long long)local_proc_starttime(getpid()));
@@ -42,7 +43,7 @@ void spawner_marker_write(const char *run_dir, const char *id, const struct cg_s
         if (dirs[i][0])
             fprintf(f, "%s\n", dirs[i]);
     if (fclose(f) != 0 || rename(tmp, path) < 0) {
-        log_debug("spawner: cannot write %s: %m", path);
+        log_debug("spawner: cannot write %s: %s", path, strerror(errno));
         unlink(tmp);
     }
 }

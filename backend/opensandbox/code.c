@@ -259,7 +259,8 @@ static void run_post(struct code_run *r)
     r->req = osb_execd_call(r->b, &r->ep, "/code", &o, run_stream_done, r, &e);
     if (r->req == NULL) {
         run_fail(r, &e);
-        return run_free(r);
+        run_free(r);
+        return;
     }
     if (r->timeout_ms > 0)
         uv_timer_start(&r->timer, run_timeout, (uint64_t)r->timeout_ms, 0);
@@ -276,7 +277,8 @@ static void context_created(void *arg, struct osb_response *resp, const struct m
                                       resp, "creating a code context", "id", JSON_STRING, &j, &e));
     if (id == NULL) {
         run_fail(r, err ? err : &e);
-        return run_free(r);
+        run_free(r);
+        return;
     }
     r->ctx = xstrdup(id);
     run_post(r);
@@ -301,7 +303,8 @@ static void contexts_listed(void *arg, struct osb_response *resp, const struct m
     cleanup_json json_t *j = err ? NULL : osb_resp_json(resp, "listing code contexts", &e);
     if (j == NULL) {
         run_fail(r, err ? err : &e);
-        return run_free(r);
+        run_free(r);
+        return;
     }
     size_t i;
     json_t *c;
@@ -309,7 +312,8 @@ static void contexts_listed(void *arg, struct osb_response *resp, const struct m
         const char *id = json_string_value(json_object_get(c, "id"));
         if (id != NULL) {
             r->ctx = xstrdup(id);
-            return run_post(r);
+            run_post(r);
+            return;
         }
     }
     context_create(r);
@@ -320,12 +324,15 @@ static void run_with_endpoint(void *arg, const struct osb_endpoint *ep, const st
     struct code_run *r = arg;
     if (err != NULL) {
         run_fail(r, err);
-        return run_free(r);
+        run_free(r);
+        return;
     }
     r->ep.base = xstrdup(ep->base);
     r->ep.headers = json_incref(ep->headers);
-    if (r->ctx != NULL)
-        return run_post(r);
+    if (r->ctx != NULL) {
+        run_post(r);
+        return;
+    }
     cleanup_free char *lang = osb_escape(r->language);
     cleanup_free char *path = xasprintf("/code/contexts?language=%s", lang);
     struct osb_call_opts o = {.method = "GET", .what = "listing code contexts",
@@ -416,7 +423,8 @@ static void ctx_done(void *arg, struct osb_response *resp, const struct mcp_erro
         struct code_run r = {.sid = c->sid, .ctx = c->ctx, .language = c->language};
         code_error(&r, err, &e);
         c->cb(c->arg, NULL, &e);
-        return ctx_free(c);
+        ctx_free(c);
+        return;
     }
     if (strcmp(c->action, "create") == 0) {
         cleanup_json json_t *j = NULL;
@@ -445,7 +453,8 @@ static void ctx_with_endpoint(void *arg, const struct osb_endpoint *ep, const st
     bool ok = false;
     if (err != NULL) {
         osb_defer_error(c->b, c->cb, c->arg, err);
-        return ctx_free(c);
+        ctx_free(c);
+        return;
     }
     if (strcmp(c->action, "interrupt") == 0) {
         interrupt_request(c->b, ep, c->sid, c->ctx, ctx_done, c, &e, &ok);

@@ -24,8 +24,9 @@ static int curl_missing(const char *soname, const char *what, struct mcp_error *
 static int curl_resolve(void *lib, struct osb_curl_api *api, const char *soname,
                         struct mcp_error *err)
 {
+/* Stores through void ** (as POSIX's dlsym page does): ISO C has no object-to-function cast. */
 #define OSB_CURL_RESOLVE(name)                                                                     \
-    api->name = (__typeof__(api->name))dlsym(lib, "curl_" #name);                                  \
+    *(void **)&api->name = dlsym(lib, "curl_" #name);                                              \
     if (api->name == NULL)                                                                         \
         return curl_missing(soname, "it has no curl_" #name, err);
     OSB_CURL_FUNCTIONS(OSB_CURL_RESOLVE)

@@ -7,6 +7,7 @@
 
 #include "backend/opensandbox/osb.h"
 #include "mcp/base/cleanup.h"
+#include "mcp/base/utf8.h"
 #include "mcp/base/xalloc.h"
 #include "mcp/store/store.h"
 
@@ -53,7 +54,8 @@ static void endpoint_done(void *arg, struct osb_response *resp, const struct mcp
     const char *ep = json_string_value(v);
     if (ep == NULL) {
         d->cb(d->arg, NULL, err ? err : &e);
-        return diag_free(d);
+        diag_free(d);
+        return;
     }
     cleanup_free char *url = osb_endpoint_url(d->b->protocol, ep);
     json_t *headers = json_object_get(j, "headers");
@@ -103,7 +105,8 @@ static void diag_done(void *arg, struct osb_response *resp, const struct mcp_err
     }
     if (err != NULL) {
         d->cb(d->arg, NULL, err);
-        return diag_free(d);
+        diag_free(d);
+        return;
     }
     const char *body = resp->body.data ? resp->body.data : "";
     cleanup_json json_t *desc = d->legacy ? NULL : json_loadb(body, resp->body.len, 0, NULL);
@@ -122,7 +125,7 @@ static void diag_done(void *arg, struct osb_response *resp, const struct mcp_err
         json_object_set_new(res, "content", json_string(""));
         json_object_set(res, "content_url", json_object_get(desc, "contentUrl"));
     } else {
-        json_object_set_new(res, "content", osb_json_text(body, resp->body.len));
+        json_object_set_new(res, "content", utf8_json_text(body, resp->body.len));
         json_object_set_new(res, "truncated", json_boolean(resp->body_capped));
     }
     d->cb(d->arg, res, NULL);

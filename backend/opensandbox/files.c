@@ -145,8 +145,10 @@ static curl_mime *fop_mime(void *arg, CURL *easy)
 static void fop_with_endpoint(void *arg, const struct osb_endpoint *ep, const struct mcp_error *err)
 {
     struct fop *f = arg;
-    if (err != NULL)
-        return fop_defer_fail(f, err);
+    if (err != NULL) {
+        fop_defer_fail(f, err);
+        return;
+    }
     cleanup_free char *what = xasprintf("%s %s", f->op, f->path);
     struct osb_call_opts o = {.method = f->method, .what = what, .sandbox_id = f->sid,
                               .json = f->req_json, .range = f->range,
@@ -226,7 +228,8 @@ static void file_not_found(struct fop *f, const struct mcp_error *err)
     if (err->code == MCP_ERR_NOT_FOUND) {
         mcp_error_set(&e, MCP_ERR_NOT_FOUND, 0, "no such file or directory in %s: %s", f->sid,
                       f->path);
-        return fop_finish(f, NULL, &e);
+        fop_finish(f, NULL, &e);
+        return;
     }
     fop_finish(f, NULL, err);
 }
@@ -235,8 +238,10 @@ static void file_not_found(struct fop *f, const struct mcp_error *err)
 
 static void read_downloaded(struct fop *f, struct osb_response *resp, const struct mcp_error *err)
 {
-    if (err != NULL)
-        return file_not_found(f, err);
+    if (err != NULL) {
+        file_not_found(f, err);
+        return;
+    }
     const char *data = resp->body.data ? resp->body.data : "";
     size_t len = resp->body.len;
     if (resp->status == 200 && f->offset > 0) { /* the server ignored Range */
@@ -254,15 +259,20 @@ static void read_downloaded(struct fop *f, struct osb_response *resp, const stru
 static void read_stat_done(struct fop *f, struct osb_response *resp, const struct mcp_error *err)
 {
     struct mcp_error e;
-    if (err != NULL)
-        return file_not_found(f, err);
+    if (err != NULL) {
+        file_not_found(f, err);
+        return;
+    }
     cleanup_json json_t *fi = info_parse(f, resp, &e);
-    if (fi == NULL)
-        return fop_finish(f, NULL, &e);
+    if (fi == NULL) {
+        fop_finish(f, NULL, &e);
+        return;
+    }
     const char *type = json_string_value(json_object_get(fi, "type"));
     if (type && strcmp(type, "directory") == 0) {
         mcp_error_set(&e, MCP_ERR_INVALID, 0, "%s is a directory; use list_files", f->path);
-        return fop_finish(f, NULL, &e);
+        fop_finish(f, NULL, &e);
+        return;
     }
     f->size = (uint64_t)json_integer_value(json_object_get(fi, "size"));
     f->mode = osb_mode_from_execd(json_integer_value(json_object_get(fi, "mode")));
@@ -274,7 +284,8 @@ static void read_stat_done(struct fop *f, struct osb_response *resp, const struc
     if (f->length == 0) {
         struct file_read_result res = {"", 0, f->size, f->offset, f->mode, false};
         f->rcb(f->arg, &res, NULL);
-        return fop_free(f);
+        fop_free(f);
+        return;
     }
     if (f->offset > 0 || f->length < f->size) {
         snprintf(f->range_buf, sizeof(f->range_buf), "bytes=%llu-%llu",
@@ -309,8 +320,10 @@ int osb_file_read(struct backend *be, const char *sandbox_id, const char *path, 
 
 static void write_uploaded(struct fop *f, struct osb_response *resp, const struct mcp_error *err)
 {
-    if (err != NULL)
-        return fop_finish(f, NULL, err);
+    if (err != NULL) {
+        fop_finish(f, NULL, err);
+        return;
+    }
     char hex[65];
     sha256_hex(f->data.data ? f->data.data : "", f->data.len, hex);
     fop_finish(f, json_pack("{s:s,s:I,s:s,s:I}", "path", f->path, "size",
@@ -328,8 +341,10 @@ static void write_old_downloaded(struct fop *f, struct osb_response *resp,
                                  const struct mcp_error *err)
 {
     struct mcp_error e;
-    if (err != NULL && err->code != MCP_ERR_NOT_FOUND)
-        return fop_finish(f, NULL, err);
+    if (err != NULL && err->code != MCP_ERR_NOT_FOUND) {
+        fop_finish(f, NULL, err);
+        return;
+    }
     struct buf all;
     buf_init(&all, OSB_FILE_MAX);
     if ((err == NULL && buf_append(&all, resp->body.data ? resp->body.data : "",
@@ -338,7 +353,8 @@ static void write_old_downloaded(struct fop *f, struct osb_response *resp,
         buf_release(&all);
         mcp_error_set(&e, MCP_ERR_LIMIT, 0, "appending would make %s larger than %u bytes",
                       f->path, OSB_FILE_MAX);
-        return fop_finish(f, NULL, &e);
+        fop_finish(f, NULL, &e);
+        return;
     }
     buf_release(&f->data);
     f->data = all;
@@ -406,11 +422,15 @@ static json_t *resp_array(struct fop *f, struct osb_response *resp, const char *
 static void list_done(struct fop *f, struct osb_response *resp, const struct mcp_error *err)
 {
     struct mcp_error e;
-    if (err != NULL)
-        return file_not_found(f, err);
+    if (err != NULL) {
+        file_not_found(f, err);
+        return;
+    }
     cleanup_json json_t *arr = resp_array(f, resp, "list", &e);
-    if (arr == NULL)
-        return fop_finish(f, NULL, &e);
+    if (arr == NULL) {
+        fop_finish(f, NULL, &e);
+        return;
+    }
     size_t max = (size_t)arg_int(f->args, "max_entries", OSB_LIST_DEFAULT_ENTRIES);
     if (max > OSB_ENTRIES_MAX)
         max = OSB_ENTRIES_MAX;
@@ -429,11 +449,15 @@ static void list_done(struct fop *f, struct osb_response *resp, const struct mcp
 static void search_done(struct fop *f, struct osb_response *resp, const struct mcp_error *err)
 {
     struct mcp_error e;
-    if (err != NULL)
-        return file_not_found(f, err);
+    if (err != NULL) {
+        file_not_found(f, err);
+        return;
+    }
     cleanup_json json_t *arr = resp_array(f, resp, "search", &e);
-    if (arr == NULL)
-        return fop_finish(f, NULL, &e);
+    if (arr == NULL) {
+        fop_finish(f, NULL, &e);
+        return;
+    }
     size_t max = (size_t)arg_int(f->args, "max_results", OSB_SEARCH_DEFAULT_RESULTS);
     json_t *matches = json_array();
     size_t i;
@@ -450,8 +474,10 @@ static void search_done(struct fop *f, struct osb_response *resp, const struct m
 
 static void simple_done(struct fop *f, struct osb_response *resp, const struct mcp_error *err)
 {
-    if (err != NULL)
-        return file_not_found(f, err);
+    if (err != NULL) {
+        file_not_found(f, err);
+        return;
+    }
     json_t *res;
     if (strcmp(f->op, "move") == 0)
         res = json_pack("{s:s,s:s}", "source", f->path, "destination", f->path2);
@@ -475,21 +501,26 @@ static void delete_stat_done(struct fop *f, struct osb_response *resp,
                              const struct mcp_error *err)
 {
     struct mcp_error e;
-    if (err != NULL)
-        return file_not_found(f, err);
+    if (err != NULL) {
+        file_not_found(f, err);
+        return;
+    }
     cleanup_json json_t *fi = info_parse(f, resp, &e);
-    if (fi == NULL)
-        return fop_finish(f, NULL, &e);
+    if (fi == NULL) {
+        fop_finish(f, NULL, &e);
+        return;
+    }
     const char *type = json_string_value(json_object_get(fi, "type"));
     cleanup_free char *ep = q(f->path);
     if (type && strcmp(type, "directory") == 0) {
         if (!json_is_true(json_object_get(f->args, "recursive"))) {
             mcp_error_set(&e, MCP_ERR_INVALID, 0, "%s is a directory: pass recursive:true to "
                           "delete it with everything in it", f->path);
-            return fop_finish(f, NULL, &e);
+            fop_finish(f, NULL, &e);
+            return;
         }
-        return fop_request(f, "DELETE", xasprintf("/directories?path=%s", ep), NULL,
-                           simple_done);
+        fop_request(f, "DELETE", xasprintf("/directories?path=%s", ep), NULL, simple_done);
+        return;
     }
     fop_request(f, "DELETE", xasprintf("/files?path=%s", ep), NULL, simple_done);
 }
@@ -502,11 +533,13 @@ static void mkdir_stat_done(struct fop *f, struct osb_response *resp, const stru
         const char *type = json_string_value(json_object_get(fi, "type"));
         if (type && strcmp(type, "directory") != 0) {
             mcp_error_set(&e, MCP_ERR_CONFLICT, 0, "%s exists and is not a directory", f->path);
-            return fop_finish(f, NULL, &e);
+            fop_finish(f, NULL, &e);
+            return;
         }
         f->is_dir = type != NULL;
     } else if (err->code != MCP_ERR_NOT_FOUND) {
-        return fop_finish(f, NULL, err);
+        fop_finish(f, NULL, err);
+        return;
     }
     fop_request(f, "POST", xstrdup("/directories"),
                 json_pack("{s:{s:I}}", f->path, "mode", (json_int_t)osb_mode_to_execd(f->mode)),
@@ -516,11 +549,15 @@ static void mkdir_stat_done(struct fop *f, struct osb_response *resp, const stru
 static void stat_done(struct fop *f, struct osb_response *resp, const struct mcp_error *err)
 {
     struct mcp_error e;
-    if (err != NULL)
-        return file_not_found(f, err);
+    if (err != NULL) {
+        file_not_found(f, err);
+        return;
+    }
     cleanup_json json_t *fi = info_parse(f, resp, &e);
-    if (fi == NULL)
-        return fop_finish(f, NULL, &e);
+    if (fi == NULL) {
+        fop_finish(f, NULL, &e);
+        return;
+    }
     json_t *res = entry_json(fi);
     json_object_set_new(res, "path", json_string(f->path));
     fop_finish(f, res, NULL);
@@ -530,8 +567,10 @@ static void stat_done(struct fop *f, struct osb_response *resp, const struct mcp
  * (download, replace the first count, upload); both answer with the new size and sha256. */
 static void replace_hashed(struct fop *f, struct osb_response *resp, const struct mcp_error *err)
 {
-    if (err != NULL)
-        return fop_finish(f, NULL, err);
+    if (err != NULL) {
+        fop_finish(f, NULL, err);
+        return;
+    }
     char hex[65];
     const char *d = resp->body.data ? resp->body.data : "";
     sha256_hex(d, resp->body.len, hex);
@@ -544,8 +583,10 @@ static void replace_remote_done(struct fop *f, struct osb_response *resp,
                                 const struct mcp_error *err)
 {
     struct mcp_error e;
-    if (err != NULL)
-        return file_not_found(f, err);
+    if (err != NULL) {
+        file_not_found(f, err);
+        return;
+    }
     cleanup_json json_t *j = osb_resp_json(resp, "replace", &e);
     json_t *r = json_object_get(j, f->path);
     if (r == NULL && json_object_size(j) == 1)
@@ -559,8 +600,10 @@ static void replace_remote_done(struct fop *f, struct osb_response *resp,
 static void replace_uploaded(struct fop *f, struct osb_response *resp,
                              const struct mcp_error *err)
 {
-    if (err != NULL)
-        return fop_finish(f, NULL, err);
+    if (err != NULL) {
+        fop_finish(f, NULL, err);
+        return;
+    }
     char hex[65];
     sha256_hex(f->data.data ? f->data.data : "", f->data.len, hex);
     fop_finish(f, json_pack("{s:s,s:I,s:I,s:s}", "path", f->path, "replacements",
@@ -571,8 +614,10 @@ static void replace_uploaded(struct fop *f, struct osb_response *resp,
 static void replace_local(struct fop *f, struct osb_response *resp, const struct mcp_error *err)
 {
     struct mcp_error e;
-    if (err != NULL)
-        return file_not_found(f, err);
+    if (err != NULL) {
+        file_not_found(f, err);
+        return;
+    }
     const char *old = json_string_value(json_object_get(f->args, "old"));
     const char *new = json_string_value(json_object_get(f->args, "new"));
     int64_t count = arg_int(f->args, "count", 0);
@@ -586,7 +631,8 @@ static void replace_local(struct fop *f, struct osb_response *resp, const struct
         size_t keep = hit ? (size_t)(hit - s) : (size_t)(end - s);
         if (buf_append(&f->data, s, keep) != 0 || (hit && buf_append(&f->data, new, nlen) != 0)) {
             mcp_error_set(&e, MCP_ERR_LIMIT, 0, "the result would exceed %u bytes", OSB_FILE_MAX);
-            return fop_finish(f, NULL, &e);
+            fop_finish(f, NULL, &e);
+            return;
         }
         if (hit == NULL)
             break;

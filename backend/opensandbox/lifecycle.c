@@ -111,11 +111,15 @@ static void get_done(void *arg, struct osb_response *resp, const struct mcp_erro
 {
     struct lc_op *op = arg;
     struct mcp_error e;
-    if (err != NULL)
-        return lc_fail(op, err);
+    if (err != NULL) {
+        lc_fail(op, err);
+        return;
+    }
     json_t *j = osb_resp_json(resp, "getting the sandbox", &e);
-    if (j == NULL)
-        return lc_fail(op, &e);
+    if (j == NULL) {
+        lc_fail(op, &e);
+        return;
+    }
     lc_set_state(op, j);
     json_t *info = osb_sandbox_info(op->b, j);
     json_decref(j);
@@ -188,7 +192,8 @@ static void wait_again(struct lc_op *op, uint32_t delay_ms, uv_timer_cb next,
                       "sandbox %s was not ready within %u ms (%s); the image may be slow to "
                       "start: try again with a longer wait, or call diagnose_sandbox",
                       op->sid, op->b->t.ready_timeout_ms, why ? why->msg : "still starting");
-        return wait_fail(op, &e);
+        wait_fail(op, &e);
+        return;
     }
     uv_timer_start(&op->timer, next, delay_ms, 0);
 }
@@ -225,8 +230,10 @@ static void poll_state_done(void *arg, struct osb_response *resp, const struct m
     struct lc_op *op = arg;
     struct mcp_error e;
     json_t *j = err ? NULL : osb_resp_json(resp, "waiting for the sandbox", &e);
-    if (j == NULL)
-        return wait_fail(op, err ? err : &e);
+    if (j == NULL) {
+        wait_fail(op, err ? err : &e);
+        return;
+    }
     json_decref(op->remote);
     op->remote = j;
     wait_check(op);
@@ -237,11 +244,14 @@ static void wait_check(struct lc_op *op)
     struct mcp_error e;
     json_t *status = json_object_get(op->remote, "status");
     const char *rs = json_string_value(json_object_get(status, "state"));
-    if (rs && (strcasecmp(rs, "Running") == 0 || strcasecmp(rs, "Allocated") == 0))
-        return wait_ping(op);
+    if (rs && (strcasecmp(rs, "Running") == 0 || strcasecmp(rs, "Allocated") == 0)) {
+        wait_ping(op);
+        return;
+    }
     if (rs && (strcasecmp(rs, "Failed") == 0 || strcasecmp(rs, "Terminated") == 0)) {
         remote_failed(op, status, rs, &e);
-        return wait_fail(op, &e);
+        wait_fail(op, &e);
+        return;
     }
     wait_again(op, op->b->t.state_poll_ms, on_state_timer, NULL);
 }
@@ -259,10 +269,14 @@ static void wait_poll_state(struct lc_op *op)
 static void ping_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
 {
     struct lc_op *op = arg;
-    if (err == NULL)
-        return create_ready(op);
-    if (err->code == MCP_ERR_DENIED)
-        return wait_fail(op, err);
+    if (err == NULL) {
+        create_ready(op);
+        return;
+    }
+    if (err->code == MCP_ERR_DENIED) {
+        wait_fail(op, err);
+        return;
+    }
     wait_again(op, op->b->t.ping_poll_ms, on_ping_timer, err);
 }
 
@@ -271,9 +285,12 @@ static void ping_with_endpoint(void *arg, const struct osb_endpoint *ep,
 {
     struct lc_op *op = arg;
     if (err != NULL) { /* K8s: 404 POD_IP_NOT_AVAILABLE while the pod starts */
-        if (err->code == MCP_ERR_DENIED)
-            return wait_fail(op, err);
-        return wait_again(op, op->b->t.ping_poll_ms, on_ping_timer, err);
+        if (err->code == MCP_ERR_DENIED) {
+            wait_fail(op, err);
+            return;
+        }
+        wait_again(op, op->b->t.ping_poll_ms, on_ping_timer, err);
+        return;
     }
     uint64_t left = op->deadline_ms - now_mono_ms();
     struct osb_call_opts o = {.method = "GET", .what = "pinging execd", .sandbox_id = op->sid,
@@ -306,8 +323,10 @@ static void workspace_with_endpoint(void *arg, const struct osb_endpoint *ep,
                                     const struct mcp_error *err)
 {
     struct lc_op *op = arg;
-    if (err != NULL)
-        return workspace_done(op, NULL, err);
+    if (err != NULL) {
+        workspace_done(op, NULL, err);
+        return;
+    }
     json_t *body = json_pack("{s:{s:i}}", OSB_WORKSPACE, "mode", 755);
     struct osb_call_opts o = {.method = "POST", .what = "creating the workspace",
                               .sandbox_id = op->sid, .json = body,
@@ -323,7 +342,8 @@ static void create_ready(struct lc_op *op)
 {
     if (op->resuming) {
         lc_set_state(op, op->remote);
-        return lc_finish(op, osb_sandbox_info(op->b, op->remote), NULL);
+        lc_finish(op, osb_sandbox_info(op->b, op->remote), NULL);
+        return;
     }
     struct mcp_error e;
     if (osb_endpoint_resolve(op->b, op->sid, workspace_with_endpoint, op, &e) != 0)
@@ -357,8 +377,10 @@ static void create_posted(void *arg, struct osb_response *resp, const struct mcp
 {
     struct lc_op *op = arg;
     struct mcp_error e;
-    if (err != NULL)
-        return lc_fail(op, err);
+    if (err != NULL) {
+        lc_fail(op, err);
+        return;
+    }
     json_t *j = osb_resp_json(resp, "creating the sandbox", &e);
     const char *rid = json_string_value(json_object_get(j, "id"));
     cleanup_free char *sid = rid ? xasprintf(OSB_ID_PREFIX "%s", rid) : NULL;
@@ -367,14 +389,17 @@ static void create_posted(void *arg, struct osb_response *resp, const struct mcp
             mcp_error_set(&e, MCP_ERR_BACKEND, 0,
                           "creating the sandbox: the server's answer has no usable \"id\"");
         json_decref(j);
-        return lc_fail(op, &e);
+        lc_fail(op, &e);
+        return;
     }
     op->sid = steal_ptr(&sid);
     op->rid = xstrdup(rid);
     op->created = true;
     op->remote = j;
-    if (create_record(op, j, &e) != 0)
-        return wait_fail(op, &e);
+    if (create_record(op, j, &e) != 0) {
+        wait_fail(op, &e);
+        return;
+    }
     op->deadline_ms = now_mono_ms() + op->b->t.ready_timeout_ms;
     wait_check(op); /* the 202 body carries the state: Docker says Running at once */
 }
@@ -495,16 +520,20 @@ int osb_create(struct backend *be, const struct sandbox_spec *spec, backend_cb *
 static void then_get(void *arg, struct osb_response *resp, const struct mcp_error *err)
 {
     struct lc_op *op = arg;
-    if (err != NULL)
-        return lc_fail(op, err);
+    if (err != NULL) {
+        lc_fail(op, err);
+        return;
+    }
     lc_get(op);
 }
 
 static void resume_posted(void *arg, struct osb_response *resp, const struct mcp_error *err)
 {
     struct lc_op *op = arg;
-    if (err != NULL)
-        return lc_fail(op, err);
+    if (err != NULL) {
+        lc_fail(op, err);
+        return;
+    }
     osb_endpoint_forget(op->b, op->rid); /* K8s may move it */
     op->resuming = true;
     op->deadline_ms = now_mono_ms() + op->b->t.ready_timeout_ms;
@@ -568,8 +597,10 @@ static void destroy_done(void *arg, struct osb_response *resp, const struct mcp_
         if (known)
             store_sandbox_release(&sb);
     }
-    if (err != NULL && !(err->code == MCP_ERR_NOT_FOUND && known))
-        return lc_fail(op, err);
+    if (err != NULL && !(err->code == MCP_ERR_NOT_FOUND && known)) {
+        lc_fail(op, err);
+        return;
+    }
     if (known && store_sandbox_delete(b->base.store, op->sid, &e) != 0)
         log_warn("forgetting %s: %s", op->sid, e.msg);
     if (known)
@@ -611,12 +642,16 @@ static void list_done(void *arg, struct osb_response *resp, const struct mcp_err
 {
     struct lc_op *op = arg;
     struct mcp_error e;
-    if (err != NULL)
-        return lc_fail(op, err);
+    if (err != NULL) {
+        lc_fail(op, err);
+        return;
+    }
     cleanup_json json_t *j = NULL;
     json_t *items = osb_resp_member(resp, "listing sandboxes", "items", JSON_ARRAY, &j, &e);
-    if (items == NULL)
-        return lc_fail(op, &e);
+    if (items == NULL) {
+        lc_fail(op, &e);
+        return;
+    }
     size_t i;
     json_t *it;
     json_array_foreach(items, i, it) {
@@ -628,7 +663,8 @@ static void list_done(void *arg, struct osb_response *resp, const struct mcp_err
     json_t *pg = json_object_get(j, "pagination");
     if (json_is_true(json_object_get(pg, "hasNextPage")) && op->page < OSB_LIST_PAGES_MAX) {
         op->page++;
-        return list_page(op);
+        list_page(op);
+        return;
     }
     lc_finish(op, json_pack("{s:O}", "sandboxes", op->acc), NULL);
 }

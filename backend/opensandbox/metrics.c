@@ -64,7 +64,8 @@ static void metrics_done(void *arg, struct osb_response *resp, const struct mcp_
     }
     if (j == NULL) {
         m->cb(m->arg, NULL, err ? err : &e);
-        return metrics_free(m);
+        metrics_free(m);
+        return;
     }
     cleanup_json json_t *res = osb_metrics_info(m->sid, j);
     m->cb(m->arg, res, NULL);
@@ -78,7 +79,8 @@ static void metrics_with_endpoint(void *arg, const struct osb_endpoint *ep,
     struct mcp_error e;
     if (err != NULL) {
         osb_defer_error(m->b, m->cb, m->arg, err);
-        return metrics_free(m);
+        metrics_free(m);
+        return;
     }
     struct osb_call_opts o = {.method = "GET", .what = "reading the metrics",
                               .sandbox_id = m->sid, .retry = OSB_RETRY_IDEMPOTENT};

@@ -165,14 +165,16 @@ static void snap_state_check(struct snap_op *op, json_t *remote)
                       "sandbox is unchanged: try again, or call diagnose_sandbox", op->snap_id,
                       op->sid, reason ? reason : "no reason given", why ? why : "no details");
         json_decref(info);
-        return snap_finish(op, NULL, &e);
+        snap_finish(op, NULL, &e);
+        return;
     }
     if (strcmp(st, "creating") != 0 || now_mono_ms() + op->b->t.state_poll_ms >= op->deadline_ms) {
         if (strcmp(st, "creating") == 0)
             json_object_set_new(info, "note", json_string(
                 "still being created; call snapshot_sandbox with action \"list\" until it is "
                 "ready, then restore it with create_sandbox snapshot_id"));
-        return snap_finish(op, info, NULL);
+        snap_finish(op, info, NULL);
+        return;
     }
     json_decref(info);
     uv_timer_start(&op->timer, on_poll_timer, op->b->t.state_poll_ms, 0);
@@ -182,11 +184,15 @@ static void poll_done(void *arg, struct osb_response *resp, const struct mcp_err
 {
     struct snap_op *op = arg;
     struct mcp_error e;
-    if (err != NULL)
-        return snap_finish(op, NULL, err);
+    if (err != NULL) {
+        snap_finish(op, NULL, err);
+        return;
+    }
     cleanup_json json_t *j = osb_resp_json(resp, "waiting for the snapshot", &e);
-    if (j == NULL)
-        return snap_finish(op, NULL, &e);
+    if (j == NULL) {
+        snap_finish(op, NULL, &e);
+        return;
+    }
     snap_state_check(op, j);
 }
 
@@ -204,15 +210,18 @@ static void create_posted(void *arg, struct osb_response *resp, const struct mcp
 {
     struct snap_op *op = arg;
     struct mcp_error e;
-    if (err != NULL)
-        return snap_finish(op, NULL, err);
+    if (err != NULL) {
+        snap_finish(op, NULL, err);
+        return;
+    }
     cleanup_json json_t *j = osb_resp_json(resp, "snapshotting the sandbox", &e);
     const char *id = json_string_value(json_object_get(j, "id"));
     if (j == NULL || id == NULL || osb_snapshot_id_check(id, &e) != 0) {
         if (j != NULL)
             mcp_error_set(&e, MCP_ERR_BACKEND, 0, "snapshotting the sandbox: the server's "
                           "answer has no usable snapshot \"id\"");
-        return snap_finish(op, NULL, &e);
+        snap_finish(op, NULL, &e);
+        return;
     }
     op->snap_id = xstrdup(id);
     if (osb_snap_record(op->b, id, op->owner, op->sid, &op->record_err) != 0)
@@ -246,12 +255,16 @@ static void list_done(void *arg, struct osb_response *resp, const struct mcp_err
 {
     struct snap_op *op = arg;
     struct mcp_error e;
-    if (err != NULL)
-        return snap_finish(op, NULL, err);
+    if (err != NULL) {
+        snap_finish(op, NULL, err);
+        return;
+    }
     cleanup_json json_t *j = NULL;
     json_t *items = osb_resp_member(resp, "listing snapshots", "items", JSON_ARRAY, &j, &e);
-    if (items == NULL)
-        return snap_finish(op, NULL, &e);
+    if (items == NULL) {
+        snap_finish(op, NULL, &e);
+        return;
+    }
     size_t i;
     json_t *it;
     json_array_foreach(items, i, it) {
@@ -262,7 +275,8 @@ static void list_done(void *arg, struct osb_response *resp, const struct mcp_err
     json_t *pg = json_object_get(j, "pagination");
     if (json_is_true(json_object_get(pg, "hasNextPage")) && op->page < OSB_LIST_PAGES_MAX) {
         op->page++;
-        return list_page(op);
+        list_page(op);
+        return;
     }
     snap_finish(op, json_pack("{s:O}", "snapshots", op->acc), NULL);
 }
@@ -317,8 +331,10 @@ static void delete_done(void *arg, struct osb_response *resp, const struct mcp_e
     struct snap_op *op = arg;
     if (err != NULL && err->code == MCP_ERR_NOT_FOUND)
         osb_snap_forget(op->b, op->snap_id); /* gone on the server: gone for its owner too */
-    if (err != NULL)
-        return snap_finish(op, NULL, err);
+    if (err != NULL) {
+        snap_finish(op, NULL, err);
+        return;
+    }
     osb_snap_forget(op->b, op->snap_id);
     snap_finish(op, json_pack("{s:s,s:b}", "snapshot_id", op->snap_id, "deleted", 1), NULL);
 }

@@ -32,12 +32,14 @@ static inline void cleanup_jsonp(json_t **j)
 #define cleanup_close __attribute__((cleanup(cleanup_closep)))
 #define cleanup_json  __attribute__((cleanup(cleanup_jsonp)))
 
-#define steal_ptr(pp)                                                                              \
-    ({                                                                                             \
-        __typeof__(*(pp)) _stolen = *(pp);                                                         \
-        *(pp) = NULL;                                                                              \
-        _stolen;                                                                                   \
-    })
+/* Takes the pointer out of *pp (pp points to any object pointer) and leaves NULL there. */
+static inline void *steal_ptr(void *pp)
+{
+    void **p = pp;
+    void *stolen = *p;
+    *p = NULL;
+    return stolen;
+}
 
 static inline int steal_fd(int *fd)
 {

@@ -76,10 +76,11 @@ static const char *escape_of(unsigned char ch, char tmp[8])
     return tmp;
 }
 
-/* Printable ASCII other than '"' (0x22) and '\\' (0x5c): written as it is. */
-static const bool plain_ascii[256] = {
-    [0x20 ... 0x21] = true, [0x23 ... 0x5b] = true, [0x5d ... 0x7f] = true,
-};
+/* Printable ASCII (and DEL) other than '"' and '\\': written as it is. */
+static inline bool plain_ascii(unsigned char c)
+{
+    return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
 
 /* Runs of plain bytes are copied at once; each run of non-ASCII bytes must be whole, valid
  * UTF-8 code points (a valid string's runs always are), as jansson requires. jansson fails on
@@ -93,7 +94,7 @@ static void put_string(struct out *o, const char *s, size_t n, bool is_key)
     out_char(o, '"');
     while (i < n) {
         /* The common case first: printable ASCII that needs no escape (tight loop). */
-        while (i < n && plain_ascii[u[i]])
+        while (i < n && plain_ascii(u[i]))
             i++;
         if (i == n)
             break;
@@ -183,19 +184,26 @@ static void put_value(struct out *o, const json_t *v, int depth)
     }
     switch (json_typeof(v)) {
     case JSON_OBJECT:
-        return put_object(o, v, depth);
+        put_object(o, v, depth);
+        return;
     case JSON_ARRAY:
-        return put_array(o, v, depth);
+        put_array(o, v, depth);
+        return;
     case JSON_STRING:
-        return put_string(o, json_string_value(v), json_string_length(v), false);
+        put_string(o, json_string_value(v), json_string_length(v), false);
+        return;
     case JSON_INTEGER:
-        return put_integer(o, json_integer_value(v));
+        put_integer(o, json_integer_value(v));
+        return;
     case JSON_TRUE:
-        return out_put(o, "true", 4);
+        out_put(o, "true", 4);
+        return;
     case JSON_FALSE:
-        return out_put(o, "false", 5);
+        out_put(o, "false", 5);
+        return;
     case JSON_NULL:
-        return out_put(o, "null", 4);
+        out_put(o, "null", 4);
+        return;
     case JSON_REAL: /* jansson's own number format ("%.17g", trimmed exponent, ".0") */
         break;
     }

@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <uv.h>
 
 #include "mcp/base/buf.h"
@@ -120,6 +121,10 @@ struct http_conn {
     /* An extension's exchange (http_ext.h): told if the connection goes before it ends. */
     void (*ext_abort)(void *arg);
     void *ext_arg;
+    /* The uid owning the client's socket (loopback; http_peer.c): 0 not asked yet, 1 known,
+     * -1 the kernel could not tell. */
+    int peer_uid_state;
+    uid_t peer_uid;
 };
 
 struct http_sess {
@@ -134,6 +139,7 @@ struct http_sess {
     bool init_failed; /* its initialize got an error: reaped by the sweep */
     bool stateless;   /* one 2026-07-28 request (http_modern.c): ends with its exchange */
     bool reap;        /* stateless and done: destroyed from the loop (http_sess_reap) */
+    uid_t peer_uid;   /* the user owning it (owner local:uid:N), or (uid_t)-1 */
     char *cancels[HTTP_MAX_QUEUED_CANCELS]; /* owned request-id keys to cancel, from the loop */
     size_t ncancels;
 };
@@ -194,9 +200,22 @@ bool http_modern_route(struct http_conn *c);
 bool http_modern_refuse_stream(struct http_conn *c);
 
 /* http_session.c */
-struct http_sess *http_sess_create(struct http_server *hs);
+/* A session opened by an initialize on connection c. Its owner: the token's identity with a
+ * token, else the client's user (local:uid:N, the owner stdio and the CLI give that user, so a
+ * reconnect and `mcpbox sandbox ls` see the same sandboxes), else (the kernel could not tell)
+ * the session itself. */
+struct http_sess *http_sess_create(struct http_server *hs, struct http_conn *c);
 /* A session for one stateless request: no Mcp-Session-Id, gone when its exchange ends. */
-struct http_sess *http_sess_create_stateless(struct http_server *hs);
+struct http_sess *http_sess_create_stateless(struct http_server *hs, struct http_conn *c);
+/* Whether a request on connection c may use session s: a session owned by a user is theirs
+ * alone (a session id seen by another local user does not lend their sandboxes). */
+bool http_sess_peer_ok(const struct http_sess *s, struct http_conn *c);
+
+/* http_peer.c: the uid owning the socket at the other end of a loopback TCP connection (one
+ * sock_diag lookup); 0 or -errno. The per-connection form caches the answer. */
+int http_peer_uid(const struct sockaddr_storage *peer, const struct sockaddr_storage *self,
+                  uid_t *uid);
+int http_conn_peer_uid(struct http_conn *c, uid_t *uid);
 /* Destroys the stateless sessions whose exchange has ended (from the loop, never from inside
  * the core's send callback). */
 void http_sess_reap(struct http_server *hs);

@@ -17,6 +17,15 @@ bool http_ext_loopback(struct http_conn *c)
     return c->hs->policy.loopback;
 }
 
+int http_ext_peer_uid(struct http_conn *c, unsigned *uid)
+{
+    uid_t u;
+    int rc = http_conn_peer_uid(c, &u);
+    if (rc == 0)
+        *uid = (unsigned)u;
+    return rc;
+}
+
 void http_ext_on_abort(struct http_conn *c, http_ext_abort_fn *fn, void *arg)
 {
     c->ext_abort = fn;

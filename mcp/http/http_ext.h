@@ -32,6 +32,8 @@ int http_server_start_ext(struct mcp_server *srv, const struct mcp_config *cfg,
 const struct http_request *http_ext_request(struct http_conn *c);
 /* The connection's peer is on loopback: the listener is bound there. */
 bool http_ext_loopback(struct http_conn *c);
+/* The uid owning the client's socket (loopback peers; cached per connection): 0 or -errno. */
+int http_ext_peer_uid(struct http_conn *c, unsigned *uid);
 
 /* Called once if the connection goes away before the exchange is over (client closed, write
  * stall, server stop); the extension must not touch c afterwards. Cleared when the exchange

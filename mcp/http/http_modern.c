@@ -36,7 +36,7 @@ static void modern_error(struct http_conn *c, const json_t *id, const struct mcp
 
 static void modern_dispatch(struct http_conn *c, struct jsonrpc_msg *msg)
 {
-    struct http_sess *s = http_sess_create_stateless(c->hs);
+    struct http_sess *s = http_sess_create_stateless(c->hs, c);
     if (!s) {
         http_conn_error(c, 503, -32000, msg->id, "Retry-After: 5\r\n",
                         "Service Unavailable: too many requests in progress (limit %d)",
@@ -87,10 +87,13 @@ static void modern_request(struct http_conn *c, struct jsonrpc_msg *msg, const c
     if (bad) {
         mcp_error_set(&err, MODERN_ERR_HEADER_MISMATCH, 0,
                       "Header mismatch: Mcp-Method and Mcp-Name must not repeat");
-        return modern_error(c, msg->id, &err, NULL);
+        modern_error(c, msg->id, &err, NULL);
+        return;
     }
-    if (modern_check_request(msg, &h, &data, &err) < 0 || check_param_headers(c, msg, &err) < 0)
-        return modern_error(c, msg->id, &err, data);
+    if (modern_check_request(msg, &h, &data, &err) < 0 || check_param_headers(c, msg, &err) < 0) {
+        modern_error(c, msg->id, &err, data);
+        return;
+    }
     modern_dispatch(c, msg); /* an unknown method: -32601 from the core, sent with 404 */
 }
 

@@ -103,17 +103,17 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
 
 /* RFC 9110 token characters: http-parser's lenient mode lets spaces into field names, which
  * is how requests get smuggled past proxies. */
-static const bool token_char[256] = {
-    ['0' ... '9'] = true, ['A' ... 'Z'] = true, ['a' ... 'z'] = true, ['!'] = true,
-    ['#'] = true, ['$'] = true, ['%'] = true, ['&'] = true, ['\''] = true, ['*'] = true,
-    ['+'] = true, ['-'] = true, ['.'] = true, ['^'] = true, ['_'] = true, ['`'] = true,
-    ['|'] = true, ['~'] = true,
-};
+static bool token_char(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
 
 /* Field value bytes: HTAB, SP, visible ASCII and obs-text (not NUL, other controls or DEL). */
-static const bool value_char[256] = {
-    ['\t'] = true, [0x20 ... 0x7e] = true, [0x80 ... 0xff] = true,
-};
+static bool value_char(unsigned char c)
+{
+    return c == '\t' || (c >= 0x20 && c != 0x7f);
+}
 
 /* Lowercases a field name in place; false if it is empty or not a token. */
 static bool lower_token(char *s)
@@ -122,7 +122,7 @@ static bool lower_token(char *s)
         return false;
     for (; *s; s++) {
         unsigned char ch = (unsigned char)*s;
-        if (!token_char[ch])
+        if (!token_char(ch))
             return false;
         if (ch >= 'A' && ch <= 'Z')
             *s = (char)(ch + ('a' - 'A'));
@@ -134,7 +134,7 @@ static bool lower_token(char *s)
 static bool trim_field_value(char *s)
 {
     char *p = s;
-    while (value_char[(unsigned char)*p])
+    while (value_char((unsigned char)*p))
         p++;
     if (*p)
         return false; /* stopped at a forbidden byte, not at the end */

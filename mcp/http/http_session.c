@@ -107,7 +107,20 @@ static const struct session_transport_ops sess_ops = {
     .request_dropped = sess_request_dropped,
 };
 
-struct http_sess *http_sess_create(struct http_server *hs)
+/* The owner of the sandboxes made in a session (see http_sess_create in http-internal.h). */
+static void sess_owner(struct http_server *hs, struct http_conn *c, const char *sid, char *out,
+                       size_t size, uid_t *peer)
+{
+    uid_t uid;
+    if (hs->token_owner[0])
+        snprintf(out, size, "%s", hs->token_owner);
+    else if (c && http_conn_peer_uid(c, &uid) == 0)
+        snprintf(out, size, "local:uid:%u", (unsigned)(*peer = uid));
+    else
+        snprintf(out, size, "session:%s", sid);
+}
+
+struct http_sess *http_sess_create(struct http_server *hs, struct http_conn *c)
 {
     if (hs->nsessions >= HTTP_MAX_SESSIONS) {
         log_warn("session limit (%d) reached; refusing initialize", HTTP_MAX_SESSIONS);
@@ -118,10 +131,8 @@ struct http_sess *http_sess_create(struct http_server *hs)
     random_id(s->id, sizeof(s->id), "", HTTP_SESSION_ID_BYTES);
     s->last_active = now_mono_ms();
     char owner[64];
-    if (hs->token_owner[0])
-        snprintf(owner, sizeof(owner), "%s", hs->token_owner);
-    else
-        snprintf(owner, sizeof(owner), "session:%s", s->id);
+    s->peer_uid = (uid_t)-1;
+    sess_owner(hs, c, s->id, owner, sizeof owner, &s->peer_uid);
     s->core = session_new(hs->srv, &sess_ops, s, owner);
     s->next = hs->sessions;
     if (hs->sessions)
@@ -173,18 +184,26 @@ void http_sess_detach(struct http_conn *c)
     }
 }
 
-struct http_sess *http_sess_create_stateless(struct http_server *hs)
+struct http_sess *http_sess_create_stateless(struct http_server *hs, struct http_conn *c)
 {
-    struct http_sess *s = http_sess_create(hs);
+    struct http_sess *s = http_sess_create(hs, c);
     if (!s)
         return NULL;
     s->stateless = true;
     session_set_stateless(s->core);
-    /* No session to own sandboxes: without a token, every stateless client is one owner
-     * (docs/protocol-2026.md). */
-    if (!hs->token_owner[0])
+    /* No session to own sandboxes: without a token and without a known user, every stateless
+     * client is one owner (docs/protocol-2026.md). */
+    if (!hs->token_owner[0] && s->peer_uid == (uid_t)-1)
         session_set_owner(s->core, HTTP_STATELESS_OWNER);
     return s;
+}
+
+bool http_sess_peer_ok(const struct http_sess *s, struct http_conn *c)
+{
+    uid_t uid;
+    if (s->peer_uid == (uid_t)-1)
+        return true; /* owned by a token or by the session itself */
+    return http_conn_peer_uid(c, &uid) == 0 && uid == s->peer_uid;
 }
 
 void http_sess_reap(struct http_server *hs)

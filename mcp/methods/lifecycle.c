@@ -36,13 +36,17 @@ void method_initialize(struct request *req, json_t *params)
     json_t *caps, *info;
     struct mcp_error err;
 
-    if (session_is_initialized(s))
-        return request_error(req, MCP_ERR_INVALID_REQUEST, NULL,
-                             "Invalid Request: the session is already initialized");
+    if (session_is_initialized(s)) {
+        request_error(req, MCP_ERR_INVALID_REQUEST, NULL,
+                      "Invalid Request: the session is already initialized");
+        return;
+    }
     if (params_string(params, "protocolVersion", true, &requested, &err) < 0 ||
         params_object(params, "capabilities", false, &caps, &err) < 0 ||
-        params_object(params, "clientInfo", false, &info, &err) < 0)
-        return request_fail(req, &err);
+        params_object(params, "clientInfo", false, &info, &err) < 0) {
+        request_fail(req, &err);
+        return;
+    }
     const char *version = negotiate_version(requested);
     session_set_initialized(s, version, caps, info);
     const char *client = json_string_value(json_object_get(info, "name"));
@@ -65,14 +69,18 @@ void method_logging_set_level(struct request *req, json_t *params)
     const char *name;
     struct mcp_error err;
 
-    if (params_string(params, "level", true, &name, &err) < 0)
-        return request_fail(req, &err);
+    if (params_string(params, "level", true, &name, &err) < 0) {
+        request_fail(req, &err);
+        return;
+    }
     int level = mcp_log_level_parse(name);
-    if (level < 0)
-        return request_error(req, MCP_ERR_INVALID_PARAMS, NULL,
-                             "Invalid params: \"level\" must be one of debug, info, notice, "
-                             "warning, error, critical, alert, emergency (got \"%s\")",
-                             name);
+    if (level < 0) {
+        request_error(req, MCP_ERR_INVALID_PARAMS, NULL,
+                      "Invalid params: \"level\" must be one of debug, info, notice, "
+                      "warning, error, critical, alert, emergency (got \"%s\")",
+                      name);
+        return;
+    }
     session_set_log_level(request_session(req), level);
     request_reply(req, json_object());
 }

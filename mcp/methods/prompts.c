@@ -51,17 +51,23 @@ void method_prompts_get(struct request *req, json_t *params)
     struct mcp_error err;
 
     if (params_string(params, "name", true, &name, &err) < 0 ||
-        params_object(params, "arguments", false, &args, &err) < 0)
-        return request_fail(req, &err);
+        params_object(params, "arguments", false, &args, &err) < 0) {
+        request_fail(req, &err);
+        return;
+    }
     def = registry_find_prompt(server_registry(srv), name, &fn, &arg);
-    if (!def)
-        return request_error(req, MCP_ERR_INVALID_PARAMS, NULL,
-                             "Invalid params: unknown prompt \"%s\" (see prompts/list)", name);
+    if (!def) {
+        request_error(req, MCP_ERR_INVALID_PARAMS, NULL,
+                      "Invalid params: unknown prompt \"%s\" (see prompts/list)", name);
+        return;
+    }
     json_auto_t *given = args ? json_incref(args) : json_object();
     struct mcp_context *ctx;
     if (check_prompt_args(def, given, &err) < 0 || !(ctx = server_sandbox_context(srv, &err)) ||
-        fn(arg, ctx, request_owner(req), given, &result, &err) < 0)
-        return request_fail(req, &err);
+        fn(arg, ctx, request_owner(req), given, &result, &err) < 0) {
+        request_fail(req, &err);
+        return;
+    }
     request_reply(req, result);
 }
 
@@ -105,13 +111,17 @@ void method_completion_complete(struct request *req, json_t *params)
         params_string(argument, "name", true, &arg_name, &err) < 0 ||
         params_string(argument, "value", true, &value, &err) < 0 ||
         params_object(params, "context", false, &context, &err) < 0 ||
-        (context && params_object(context, "arguments", false, &ctx_args, &err) < 0))
-        return request_fail(req, &err);
+        (context && params_object(context, "arguments", false, &ctx_args, &err) < 0)) {
+        request_fail(req, &err);
+        return;
+    }
     json_auto_t *values = json_array();
     struct mcp_context *ctx;
     if (registry_find_completion(server_registry(srv), type, name, &fn, &fn_arg) &&
         (!(ctx = server_sandbox_context(srv, &err)) ||
-         fn(fn_arg, ctx, request_owner(req), arg_name, value, ctx_args, values, &err) < 0))
-        return request_fail(req, &err);
+         fn(fn_arg, ctx, request_owner(req), arg_name, value, ctx_args, values, &err) < 0)) {
+        request_fail(req, &err);
+        return;
+    }
     request_reply(req, completion_result(values));
 }

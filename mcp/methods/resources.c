@@ -70,7 +70,8 @@ void method_resources_read(struct request *req, json_t *params)
     /* sandbox files need the store: a read of any resource starts it (once) */
     if (!server_sandbox_context(request_server(req), &err)) {
         json_decref(m.vars);
-        return request_fail(req, &err);
+        request_fail(req, &err);
+        return;
     }
     struct resource_read *rr = xcalloc(1, sizeof(*rr));
     rr->req = req;
@@ -100,7 +101,8 @@ void resource_read_finish(struct resource_read *rr, json_t *contents)
     free(rr);
     if (!json_is_array(contents)) {
         json_decref(contents);
-        return request_error(req, MCP_ERR_INTERNAL, NULL, "resource reader returned no contents");
+        request_error(req, MCP_ERR_INTERNAL, NULL, "resource reader returned no contents");
+        return;
     }
     request_reply(req, json_pack("{s:o}", "contents", contents));
 }
@@ -110,9 +112,10 @@ void resource_read_fail(struct resource_read *rr, const struct mcp_error *err)
     struct request *req = rr->req;
 
     free(rr);
-    if (err->code == MCP_ERR_NOT_FOUND || err->code == MCP_ERR_RESOURCE_NOT_FOUND)
-        return request_error(req, MCP_ERR_RESOURCE_NOT_FOUND, NULL, "Resource not found: %s",
-                             err->msg);
+    if (err->code == MCP_ERR_NOT_FOUND || err->code == MCP_ERR_RESOURCE_NOT_FOUND) {
+        request_error(req, MCP_ERR_RESOURCE_NOT_FOUND, NULL, "Resource not found: %s", err->msg);
+        return;
+    }
     request_fail(req, err);
 }
 
@@ -125,8 +128,10 @@ void method_resources_subscribe(struct request *req, json_t *params)
     if (!match_requested_resource(req, params, &uri, &m))
         return;
     json_decref(m.vars);
-    if (session_subscribe(request_session(req), uri, &err) < 0)
-        return request_fail(req, &err);
+    if (session_subscribe(request_session(req), uri, &err) < 0) {
+        request_fail(req, &err);
+        return;
+    }
     request_reply(req, json_object());
 }
 
@@ -135,8 +140,10 @@ void method_resources_unsubscribe(struct request *req, json_t *params)
     const char *uri;
     struct mcp_error err;
 
-    if (read_uri(params, &uri, &err) < 0)
-        return request_fail(req, &err);
+    if (read_uri(params, &uri, &err) < 0) {
+        request_fail(req, &err);
+        return;
+    }
     session_unsubscribe(request_session(req), uri);
     request_reply(req, json_object());
 }

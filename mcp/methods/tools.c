@@ -22,11 +22,15 @@ void method_tools_call(struct request *req, json_t *params)
     struct mcp_error err;
 
     if (params_string(params, "name", true, &name, &err) < 0 ||
-        params_object(params, "arguments", false, &args, &err) < 0)
-        return request_fail(req, &err);
+        params_object(params, "arguments", false, &args, &err) < 0) {
+        request_fail(req, &err);
+        return;
+    }
     const struct registry_tool *tool = registry_find_tool(reg, name);
-    if (!tool)
-        return request_error(req, MCP_ERR_INVALID_PARAMS, NULL,
-                             "Unknown tool: %s (tools/list shows the available tools)", name);
+    if (!tool) {
+        request_error(req, MCP_ERR_INVALID_PARAMS, NULL,
+                      "Unknown tool: %s (tools/list shows the available tools)", name);
+        return;
+    }
     tool_call_start(req, tool, args);
 }

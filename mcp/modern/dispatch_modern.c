@@ -83,10 +83,14 @@ static void method_tools_call_modern(struct request *req, json_t *params)
 
     if (modern_task_tool_support(name) == TASK_SUPPORT_REQUIRED && !session_task_of(s) &&
         !modern_meta_has_capability(request_modern_meta(req),
-                                    "extensions/" MODERN_TASKS_EXTENSION))
-        return modern_missing_extension(req, MODERN_TASKS_EXTENSION);
-    if (!modern_task_wanted(req, name))
-        return method_tools_call(req, params);
+                                    "extensions/" MODERN_TASKS_EXTENSION)) {
+        modern_missing_extension(req, MODERN_TASKS_EXTENSION);
+        return;
+    }
+    if (!modern_task_wanted(req, name)) {
+        method_tools_call(req, params);
+        return;
+    }
     json_auto_t *id = json_incref((json_t *)request_id(req));
     method_tools_call(req, params); /* may answer at once (then req is gone) */
     struct request *running = session_find_request(s, id);
@@ -119,8 +123,10 @@ static void method_prompts_get_modern(struct request *req, json_t *params)
     const char *name = json_string_value(json_object_get(params, "name"));
 
     for (size_t i = 0; name && i < MODERN_MAX_INPUT_PROMPTS && input_prompts[i].name; i++)
-        if (strcmp(input_prompts[i].name, name) == 0)
-            return input_prompts[i].fn(req, params);
+        if (strcmp(input_prompts[i].name, name) == 0) {
+            input_prompts[i].fn(req, params);
+            return;
+        }
     method_prompts_get(req, params);
 }
 

@@ -122,10 +122,13 @@ static void fx_elicitation(struct tool_call *call, json_t *args)
     if (!mrtr_ready(call, "elicitation"))
         return;
     const char *name = elicited_string(tool_call_input_responses(call), "user_name", "name");
-    if (!name)
-        return tool_call_input_required(
-            call, json_pack("{s:o}", "user_name",
-                            elicit_request("What is your name?", "name", "string")), NULL);
+    if (!name) {
+        tool_call_input_required(
+            call,
+            json_pack("{s:o}", "user_name", elicit_request("What is your name?", "name", "string")),
+            NULL);
+        return;
+    }
     snprintf(text, sizeof(text), "Hello, %s!", name);
     finish_text(call, text);
 }
@@ -136,10 +139,13 @@ static void fx_sampling(struct tool_call *call, json_t *args)
     if (!mrtr_ready(call, "sampling"))
         return;
     const char *answer = sampled_text(tool_call_input_responses(call), "capital_question");
-    if (!answer)
-        return tool_call_input_required(
-            call, json_pack("{s:o}", "capital_question",
-                            sampling_request("What is the capital of France?")), NULL);
+    if (!answer) {
+        tool_call_input_required(call,
+                                 json_pack("{s:o}", "capital_question",
+                                           sampling_request("What is the capital of France?")),
+                                 NULL);
+        return;
+    }
     snprintf(text, sizeof(text), "The model answered: %s", answer);
     finish_text(call, text);
 }
@@ -150,9 +156,10 @@ static void fx_list_roots(struct tool_call *call, json_t *args)
     if (!mrtr_ready(call, "roots"))
         return;
     json_t *roots = listed_roots(tool_call_input_responses(call), "client_roots");
-    if (!roots)
-        return tool_call_input_required(call, json_pack("{s:o}", "client_roots", roots_request()),
-                                        NULL);
+    if (!roots) {
+        tool_call_input_required(call, json_pack("{s:o}", "client_roots", roots_request()), NULL);
+        return;
+    }
     const char *first = json_string_value(json_object_get(json_array_get(roots, 0), "uri"));
     snprintf(text, sizeof(text), "The client has %zu root(s)%s%s", json_array_size(roots),
              first ? "; the first is " : "", first ? first : "");
@@ -170,9 +177,10 @@ static void fx_request_state(struct tool_call *call, json_t *args)
     json_t *ok = elicited(tool_call_input_responses(call), "confirm", "ok");
     if (absent || !json_is_boolean(ok)) {
         json_auto_t *fresh = new_state(call, 1);
-        return tool_call_input_required(
+        tool_call_input_required(
             call, json_pack("{s:o}", "confirm", elicit_request("Please confirm", "ok", "boolean")),
             fresh);
+        return;
     }
     finish_text(call, json_is_true(ok) ? "state-ok: confirmed" : "state-ok: declined");
 }
@@ -200,7 +208,8 @@ static void fx_multiple_inputs(struct tool_call *call, json_t *args)
             json_object_set_new(asks, "greeting", sampling_request("Generate a greeting"));
         if (!roots)
             json_object_set_new(asks, "client_roots", roots_request());
-        return tool_call_input_required(call, asks, fresh);
+        tool_call_input_required(call, asks, fresh);
+        return;
     }
     snprintf(text, sizeof(text), "%s, %s (%zu root(s))", greeting, name, json_array_size(roots));
     finish_text(call, text);
@@ -231,12 +240,16 @@ static void fx_multi_round(struct tool_call *call, json_t *args)
     json_t *resp = tool_call_input_responses(call);
     json_int_t round = json_integer_value(json_object_get(state, "round"));
     const char *name = elicited_string(resp, "step1", "name");
-    if (round == 1 && name)
-        return multi_round_ask(call, 2, name);
+    if (round == 1 && name) {
+        multi_round_ask(call, 2, name);
+        return;
+    }
     const char *color = elicited_string(resp, "step2", "color");
     const char *known = json_string_value(json_object_get(state, "name"));
-    if (round != 2 || !color || !known)
-        return multi_round_ask(call, round == 2 && known ? 2 : 1, known);
+    if (round != 2 || !color || !known) {
+        multi_round_ask(call, round == 2 && known ? 2 : 1, known);
+        return;
+    }
     snprintf(text, sizeof(text), "%s likes %s", known, color);
     finish_text(call, text);
 }
@@ -251,9 +264,10 @@ static void fx_tampered_state(struct tool_call *call, json_t *args)
         return;
     if (absent || !json_is_boolean(elicited(tool_call_input_responses(call), "confirm", "ok"))) {
         json_auto_t *fresh = new_state(call, 1);
-        return tool_call_input_required(
+        tool_call_input_required(
             call, json_pack("{s:o}", "confirm", elicit_request("Proceed?", "ok", "boolean")),
             fresh);
+        return;
     }
     finish_text(call, "The sealed state came back intact");
 }
@@ -264,8 +278,10 @@ static void fx_capabilities(struct tool_call *call, json_t *args)
     if (!mrtr_ready(call, NULL))
         return;
     json_t *resp = tool_call_input_responses(call);
-    if (resp && json_object_size(resp) > 0)
-        return finish_text(call, "Received the answers the client could give");
+    if (resp && json_object_size(resp) > 0) {
+        finish_text(call, "Received the answers the client could give");
+        return;
+    }
     json_t *asks = json_object();
     if (tool_call_client_has(call, "elicitation"))
         json_object_set_new(asks, "user_name",
@@ -276,7 +292,8 @@ static void fx_capabilities(struct tool_call *call, json_t *args)
         json_object_set_new(asks, "client_roots", roots_request());
     if (json_object_size(asks) == 0) {
         json_decref(asks);
-        return finish_text(call, "The client declared no way to answer questions");
+        finish_text(call, "The client declared no way to answer questions");
+        return;
     }
     tool_call_input_required(call, asks, NULL);
 }
@@ -285,14 +302,20 @@ static void fx_capabilities(struct tool_call *call, json_t *args)
 
 static void fx_missing_capability(struct tool_call *call, json_t *args)
 {
-    if (!tool_call_client_has(call, "sampling"))
-        return tool_call_missing_capability(call, "sampling");
-    if (!tool_call_is_stateless(call))
-        return finish_text(call, "The client declared sampling");
+    if (!tool_call_client_has(call, "sampling")) {
+        tool_call_missing_capability(call, "sampling");
+        return;
+    }
+    if (!tool_call_is_stateless(call)) {
+        finish_text(call, "The client declared sampling");
+        return;
+    }
     const char *answer = sampled_text(tool_call_input_responses(call), "probe");
-    if (!answer)
-        return tool_call_input_required(call, json_pack("{s:o}", "probe",
-                                                        sampling_request("Say hello")), NULL);
+    if (!answer) {
+        tool_call_input_required(call, json_pack("{s:o}", "probe", sampling_request("Say hello")),
+                                 NULL);
+        return;
+    }
     finish_text(call, answer);
 }
 
@@ -338,13 +361,16 @@ static void fx_trigger_tool_change(struct tool_call *call, json_t *args)
     struct mcp_error err;
     if (registry_find_tool(reg, DYNAMIC_TOOL)) {
         registry_remove_tool(reg, DYNAMIC_TOOL);
-        return finish_text(call, "Removed " DYNAMIC_TOOL);
+        finish_text(call, "Removed " DYNAMIC_TOOL);
+        return;
     }
     json_auto_t *def = json_pack("{s:s, s:s, s:{s:s, s:b}}", "name", DYNAMIC_TOOL, "description",
                                  "Appears and disappears with test_trigger_tool_change",
                                  "inputSchema", "type", "object", "additionalProperties", 0);
-    if (registry_add_tool(reg, def, fx_dynamic, &err) < 0)
-        return tool_call_fail(call, &err);
+    if (registry_add_tool(reg, def, fx_dynamic, &err) < 0) {
+        tool_call_fail(call, &err);
+        return;
+    }
     finish_text(call, "Added " DYNAMIC_TOOL);
 }
 
@@ -355,12 +381,15 @@ static void fx_trigger_prompt_change(struct tool_call *call, json_t *args)
     struct mcp_error err;
     if (registry_find_prompt(reg, DYNAMIC_PROMPT, NULL, NULL)) {
         registry_remove_prompt(reg, DYNAMIC_PROMPT);
-        return finish_text(call, "Removed " DYNAMIC_PROMPT);
+        finish_text(call, "Removed " DYNAMIC_PROMPT);
+        return;
     }
     json_auto_t *def = json_pack("{s:s, s:s}", "name", DYNAMIC_PROMPT, "description",
                                  "Appears and disappears with test_trigger_prompt_change");
-    if (registry_add_prompt(reg, def, dynamic_prompt, NULL, &err) < 0)
-        return tool_call_fail(call, &err);
+    if (registry_add_prompt(reg, def, dynamic_prompt, NULL, &err) < 0) {
+        tool_call_fail(call, &err);
+        return;
+    }
     finish_text(call, "Added " DYNAMIC_PROMPT);
 }
 
@@ -389,11 +418,15 @@ static void prompt_modern(struct request *req, json_t *params)
 {
     const json_t *meta = request_modern_meta(req);
     json_t *resp = json_object_get(params, "inputResponses");
-    if (!modern_meta_has_capability(meta, "elicitation"))
-        return modern_missing_capability(req, "elicitation");
+    if (!modern_meta_has_capability(meta, "elicitation")) {
+        modern_missing_capability(req, "elicitation");
+        return;
+    }
     const char *context = elicited_string(resp, "user_context", "context");
-    if (context)
-        return request_reply(req, prompt_result(context));
+    if (context) {
+        request_reply(req, prompt_result(context));
+        return;
+    }
     request_reply(req, modern_input_required_result(
                            json_pack("{s:o}", "user_context",
                                      elicit_request("What context should the prompt use?",

@@ -113,8 +113,9 @@ static void fx_slow_compute(struct tool_call *call, json_t *args)
 {
     double seconds = json_number_value(json_object_get(args, "seconds"));
     if (seconds <= 0)
-        return slow_done(call, args); /* the immediate-result shortcut: no task */
-    fixture_after(call, args, (uint64_t)(seconds * 1000.0), slow_done);
+        slow_done(call, args); /* the immediate-result shortcut: no task */
+    else
+        fixture_after(call, args, (uint64_t)(seconds * 1000.0), slow_done);
 }
 
 static void failing_done(struct tool_call *call, json_t *args)
@@ -146,8 +147,8 @@ static void confirm_step(struct tool_call *call, json_t *args)
     json_t *resp = tool_call_input_responses(call);
     if (!json_object_get(resp, "confirm")) {
         snprintf(text, sizeof(text), "Delete %s?", file ? file : "the file");
-        return tool_call_input_required(call, json_pack("{s:o}", "confirm",
-                                                        confirm_request(text)), NULL);
+        tool_call_input_required(call, json_pack("{s:o}", "confirm", confirm_request(text)), NULL);
+        return;
     }
     snprintf(text, sizeof(text), "%s %s", accepted(resp, "confirm") ? "Deleted" : "Kept",
              file ? file : "the file");
@@ -164,8 +165,10 @@ static void multi_step(struct tool_call *call, json_t *args)
     json_t *resp = tool_call_input_responses(call);
     bool first = json_object_get(resp, "first") != NULL;
     bool second = json_object_get(resp, "second") != NULL;
-    if (first && second)
-        return finish_text(call, "Both inputs received");
+    if (first && second) {
+        finish_text(call, "Both inputs received");
+        return;
+    }
     json_t *asks = json_object();
     if (!first)
         json_object_set_new(asks, "first", confirm_request("First input?"));
@@ -192,13 +195,16 @@ static void fx_with_task(struct tool_call *call, json_t *args)
     json_t *content = json_object_get(json_object_get(tool_call_input_responses(call),
                                                       "user_name"), "content");
     json_t *name = json_object_get(content, "name");
-    if (!json_is_string(name))
-        return tool_call_input_required(
-            call, json_pack("{s:{s:s, s:{s:s, s:{s:s, s:{s:{s:s}}, s:[s]}}}}", "user_name",
-                            "method", "elicitation/create", "params", "message",
-                            "What is your name?", "requestedSchema", "type", "object",
-                            "properties", "name", "type", "string", "required", "name"),
-            NULL);
+    if (!json_is_string(name)) {
+        tool_call_input_required(call,
+                                 json_pack("{s:{s:s, s:{s:s, s:{s:s, s:{s:{s:s}}, s:[s]}}}}",
+                                           "user_name", "method", "elicitation/create", "params",
+                                           "message", "What is your name?", "requestedSchema",
+                                           "type", "object", "properties", "name", "type", "string",
+                                           "required", "name"),
+                                 NULL);
+        return;
+    }
     fixture_after(call, name, FIXTURE_STEP_MS, with_task_done);
 }
 

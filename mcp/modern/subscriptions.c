@@ -90,12 +90,17 @@ void modern_method_subscriptions_listen(struct request *req, json_t *params)
     json_t *filter = NULL;
     struct mcp_error err;
 
-    if (agreed_filter(json_object_get(params, "notifications"), &filter, &err) < 0)
-        return request_fail(req, &err);
+    if (agreed_filter(json_object_get(params, "notifications"), &filter, &err) < 0) {
+        request_fail(req, &err);
+        return;
+    }
     if (n_listeners >= MODERN_MAX_LISTENERS) {
         json_decref(filter);
-        return request_error(req, MCP_ERR_SERVER, NULL, "Too many open subscriptions (limit "
-                             "%d); close one first", MODERN_MAX_LISTENERS);
+        request_error(req, MCP_ERR_SERVER, NULL,
+                      "Too many open subscriptions (limit "
+                      "%d); close one first",
+                      MODERN_MAX_LISTENERS);
+        return;
     }
     struct listener *l = xcalloc(1, sizeof(*l));
     l->req = req;

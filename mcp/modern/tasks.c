@@ -345,9 +345,11 @@ void modern_method_tasks_update(struct request *req, json_t *params)
     if (!t)
         return;
     json_t *responses = json_object_get(params, "inputResponses");
-    if (!json_is_object(responses))
-        return request_error(req, MCP_ERR_INVALID_PARAMS, NULL,
-                             "Invalid params: \"inputResponses\" must be an object");
+    if (!json_is_object(responses)) {
+        request_error(req, MCP_ERR_INVALID_PARAMS, NULL,
+                      "Invalid params: \"inputResponses\" must be an object");
+        return;
+    }
     const char *key;
     json_t *value;
     bool answered = false;

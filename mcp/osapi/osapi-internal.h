@@ -33,7 +33,7 @@ struct osapi {
     const struct mcp_config *cfg;
     struct http_extension ext;
     char *api_key;         /* NULL: no authentication (loopback only) */
-    char owner[64];        /* every request's owner in the store */
+    char key_owner[64];    /* with a key: every request's owner in the store */
     char token_secret[65]; /* execd access tokens are derived from it */
     json_t *entrypoints;   /* sandbox id -> entrypoint array given at create */
     struct osapi_req *reqs; /* requests in progress (stopped with the server) */
@@ -46,6 +46,7 @@ struct osapi_req {
     struct osapi_req *prev, *next;
     struct http_conn *conn; /* NULL once the client is gone */
     char request_id[37]; /* X-Request-ID: the client's, or a new UUID */
+    char owner[64];      /* the caller's identity in the store (osapi_req_identify) */
     bool execd;             /* answer with execd's error codes */
     char *sandbox_id;
     struct backend *be;

@@ -321,7 +321,7 @@ static void handle_create(struct osapi_req *req)
         json_decref(body);
         return;
     }
-    spec.owner = req->api->owner;
+    spec.owner = req->owner;
     spec.image = json_string_value(json_object_get(image, "uri"));
     spec.env = json_is_object(json_object_get(body, "env")) ? json_object_get(body, "env") : NULL;
     spec.metadata = json_is_object(json_object_get(body, "metadata"))
@@ -484,7 +484,7 @@ static void handle_list(struct osapi_req *req)
         json_t *none = json_pack("{s:[]}", "sandboxes");
         list_cb(req, none, NULL);
         json_decref(none);
-    } else if (be->ops->list(be, req->api->owner, filter, list_cb, req, &err) < 0) {
+    } else if (be->ops->list(be, req->owner, filter, list_cb, req, &err) < 0) {
         osapi_reply_mcp_error(req, &err);
     }
     json_decref(filter);

@@ -227,7 +227,7 @@ int osapi_bind(struct osapi_req *req, const char *id, bool need_running, const c
     struct store_sandbox sb;
     memset(&sb, 0, sizeof(sb));
     if (!be || store_sandbox_get(ctx->store, id, &sb, &err) < 0 || !sb.owner ||
-        strcmp(sb.owner, req->api->owner) != 0 || (sb.state && !strcmp(sb.state, "destroyed"))) {
+        strcmp(sb.owner, req->owner) != 0 || (sb.state && !strcmp(sb.state, "destroyed"))) {
         store_sandbox_release(&sb);
         reply_no_sandbox(req, id);
         return -1;
@@ -278,11 +278,33 @@ static bool secret_eq(const char *given, const char *want)
     return diff == 0;
 }
 
+/* The owner of what this request makes and sees: the key's identity, or without a key (loopback
+ * only) the user at the other end of the socket, local:uid:N, the owner MCP over stdio and HTTP
+ * and `mcpbox sandbox` give that user. Answers 401 and returns false when the kernel cannot
+ * tell who it is. */
+static bool identify(struct osapi_req *req)
+{
+    unsigned uid;
+    if (req->api->api_key) {
+        snprintf(req->owner, sizeof(req->owner), "%s", req->api->key_owner);
+        return true;
+    }
+    if (http_ext_peer_uid(req->conn, &uid) == 0) {
+        snprintf(req->owner, sizeof(req->owner), "local:uid:%u", uid);
+        return true;
+    }
+    osapi_reply_error(req, 401, "MISSING_API_KEY",
+                      "cannot tell which local user is connecting; start mcpbox with "
+                      "--opensandbox-api-key (or MCPBOX_OPENSANDBOX_API_KEY) and send it in "
+                      "OPEN-SANDBOX-API-KEY");
+    return false;
+}
+
 static bool lifecycle_auth_ok(struct osapi_req *req)
 {
     const char *key = req->api->api_key;
     if (!key)
-        return true;
+        return identify(req);
     const char *given = http_request_header(osapi_req_http(req), "open-sandbox-api-key", NULL);
     if (!given || !*given) {
         osapi_reply_error(req, 401, "MISSING_API_KEY",
@@ -296,7 +318,7 @@ static bool lifecycle_auth_ok(struct osapi_req *req)
                           "again.");
         return false;
     }
-    return true;
+    return identify(req);
 }
 
 /* execd's own check: the sandbox's access token (from its endpoint's headers), or the API key
@@ -305,7 +327,8 @@ static bool execd_auth_ok(struct osapi_req *req, const char *sandbox_id)
 {
     const char *key = req->api->api_key;
     if (!key)
-        return true;
+        return identify(req);
+    identify(req);
     char token[33];
     osapi_execd_token(req->api, sandbox_id, token);
     const struct http_request *h = osapi_req_http(req);
@@ -430,11 +453,9 @@ const struct http_extension *osapi_new(struct mcp_server *srv, const struct mcp_
          * the same sandboxes. */
         char digest[65];
         sha256_hex(key, strlen(key), digest);
-        snprintf(api->owner, sizeof(api->owner), "token:%.16s", digest);
+        snprintf(api->key_owner, sizeof(api->key_owner), "token:%.16s", digest);
         sha256_hex(digest, 64, api->token_secret);
     } else {
-        /* No key: loopback only, one user; the owner stdio and the CLI give this user. */
-        snprintf(api->owner, sizeof(api->owner), "local:uid:%u", (unsigned)getuid());
         random_id(api->token_secret, sizeof(api->token_secret), "", 32);
     }
     api->entrypoints = json_object();

@@ -92,6 +92,10 @@ static const char *const store_statement_sql[STORE_STMT_COUNT] = {
     [STORE_STMT_SLOT_INSERT] =
         "INSERT INTO slots(slot, sandbox_id, acquired_at_ms) VALUES (?1, ?2, ?3)",
     [STORE_STMT_SLOT_DELETE] = "DELETE FROM slots WHERE sandbox_id = ?1",
+    /* A slot leased host-wide (backend/local/uid_slots.c): a row of a dead sandbox of this
+     * store that still names it is replaced. */
+    [STORE_STMT_SLOT_CLAIM] =
+        "INSERT OR REPLACE INTO slots(slot, sandbox_id, acquired_at_ms) VALUES (?1, ?2, ?3)",
     [STORE_STMT_EVENT_INSERT] =
         "INSERT INTO events(sandbox_id, time_ms, kind, data) VALUES (?1, ?2, ?3, ?4)",
     /* Keep only the newest ?2 events of one sandbox. */

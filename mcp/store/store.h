@@ -75,6 +75,12 @@ int store_sandbox_delete(struct store *st, const char *id, struct mcp_error *err
 int store_slot_acquire(struct store *st, const char *sandbox_id, uint32_t max_slots,
                        uint32_t *slot, struct mcp_error *err);
 int store_slot_release(struct store *st, const char *sandbox_id, struct mcp_error *err);
+/* Records that sandbox_id holds `slot` (leased host-wide by the caller); replaces any row that
+ * names the same slot or sandbox. */
+int store_slot_claim(struct store *st, const char *sandbox_id, uint32_t slot,
+                     struct mcp_error *err);
+/* 1 and *slot when sandbox_id holds a slot, 0 when it holds none, -1 on error. */
+int store_slot_of(struct store *st, const char *sandbox_id, uint32_t *slot, struct mcp_error *err);
 
 /* ---- per-sandbox events (kept after destroy for a while, for diagnosis) ---------------------- */
 

@@ -297,6 +297,33 @@ int store_slot_release(struct store *st, const char *sandbox_id, struct mcp_erro
     return store_step_done(st, s, "releasing a slot", err); /* releasing twice is harmless */
 }
 
+int store_slot_claim(struct store *st, const char *sandbox_id, uint32_t slot,
+                     struct mcp_error *err)
+{
+    if (sandbox_id == NULL)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0, "slot_claim needs a sandbox id");
+    sqlite3_stmt *s = store_stmt(st, STORE_STMT_SLOT_CLAIM, err);
+    if (s == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, slot);
+    sqlite3_bind_text(s, 2, sandbox_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, now_wall_ms());
+    return store_step_done(st, s, "recording a slot", err);
+}
+
+int store_slot_of(struct store *st, const char *sandbox_id, uint32_t *slot, struct mcp_error *err)
+{
+    sqlite3_stmt *s = store_stmt(st, STORE_STMT_SLOT_OF, err);
+    if (s == NULL)
+        return -1;
+    sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);
+    int64_t v = 0;
+    int r = store_query_int(st, s, &v, "reading a slot", err);
+    if (r == 1)
+        *slot = (uint32_t)v;
+    return r;
+}
+
 /* ---- events --------------------------------------------------------------------------------- */
 
 static int store_event_insert(struct store *st, const char *sandbox_id, const char *kind,

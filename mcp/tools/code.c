@@ -148,7 +148,8 @@ static void code_run(struct tool_job *job, json_t *args)
     if (req.code == NULL) {
         mcp_error_set(&err, MCP_ERR_INVALID, 0, "run_code needs code (or an action: create, list, "
                       "delete, interrupt)");
-        return tool_job_fail(job, &err);
+        tool_job_fail(job, &err);
+        return;
     }
     struct code_job *cj = xcalloc(1, sizeof(*cj));
     cj->job = job;
@@ -178,14 +179,19 @@ void tool_run_code(struct tool_call *call, json_t *args)
     struct mcp_error err;
     const char *action = tools_arg_str(args, "action", "run");
     tool_job_set_detail(job, "action=%s", action);
-    if (tool_job_bind(job, tools_arg_str(args, "sandbox_id", ""), TOOL_NEED_RUNNING, &err) < 0)
-        return tool_job_fail(job, &err);
+    if (tool_job_bind(job, tools_arg_str(args, "sandbox_id", ""), TOOL_NEED_RUNNING, &err) < 0) {
+        tool_job_fail(job, &err);
+        return;
+    }
     if (job->be->ops->code_run == NULL || job->be->ops->code_context == NULL) {
         tools_unsupported(&err, job->be, "code interpreter contexts", TOOLS_NO_CODE_HINT);
-        return tool_job_fail(job, &err);
+        tool_job_fail(job, &err);
+        return;
     }
-    if (strcmp(action, "run") == 0)
-        return code_run(job, args);
+    if (strcmp(action, "run") == 0) {
+        code_run(job, args);
+        return;
+    }
     if (job->be->ops->code_context(job->be, job->sandbox_id, action, args, tool_job_done_cb, job,
                                    &err) < 0)
         tool_job_fail(job, &err);

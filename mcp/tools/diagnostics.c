@@ -29,8 +29,10 @@ void tool_get_endpoint(struct tool_call *call, json_t *args)
 static void metrics_done_cb(void *arg, json_t *result, const struct mcp_error *err)
 {
     struct tool_job *job = arg;
-    if (err != NULL || !json_is_object(result))
-        return tool_job_done_cb(job, result, err);
+    if (err != NULL || !json_is_object(result)) {
+        tool_job_done_cb(job, result, err);
+        return;
+    }
     tool_job_finish(job, json_pack("{s:s,s:s,s:O}", "sandbox_id", job->sandbox_id, "what",
                                    "metrics", "metrics", result));
 }
@@ -43,12 +45,15 @@ void tool_diagnose_sandbox(struct tool_call *call, json_t *args)
     bool metrics = strcmp(what, "metrics") == 0;
     tool_job_set_detail(job, "what=%s", what);
     if (tool_job_bind(job, tools_arg_str(args, "sandbox_id", ""),
-                      metrics ? TOOL_NEED_RUNNING : TOOL_NEED_ANY, &err) < 0)
-        return tool_job_fail(job, &err);
+                      metrics ? TOOL_NEED_RUNNING : TOOL_NEED_ANY, &err) < 0) {
+        tool_job_fail(job, &err);
+        return;
+    }
     if (metrics && job->be->ops->metrics == NULL) {
         tools_unsupported(&err, job->be, "live metrics", "call get_sandbox for what it records "
                           "of the sandbox's usage");
-        return tool_job_fail(job, &err);
+        tool_job_fail(job, &err);
+        return;
     }
     if ((metrics ? job->be->ops->metrics(job->be, job->sandbox_id, metrics_done_cb, job, &err)
                  : job->be->ops->diagnose(job->be, job->sandbox_id, what, tool_job_done_cb, job,

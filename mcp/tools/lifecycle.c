@@ -61,7 +61,8 @@ void tool_create_sandbox(struct tool_call *call, json_t *args)
         mcp_error_set(&err, MCP_ERR_INVALID, 0, "create_sandbox takes image or snapshot_id, not "
                       "both: pass snapshot_id alone to restore a snapshot (it brings its image), "
                       "or image alone for a fresh sandbox");
-        return tool_job_fail(job, &err);
+        tool_job_fail(job, &err);
+        return;
     }
     const char *name = tools_arg_str(args, "backend", restore ? "opensandbox" : "local");
     struct backend *be = backend_by_name(&job->ctx->backends, name, &err);
@@ -123,8 +124,10 @@ void tool_list_sandboxes(struct tool_call *call, json_t *args)
 {
     struct tool_job *job = tool_job_new(call, args);
     struct mcp_error perr;
-    if (tools_pairs_to_object(args, "metadata", &perr) < 0)
-        return tool_job_fail(job, &perr);
+    if (tools_pairs_to_object(args, "metadata", &perr) < 0) {
+        tool_job_fail(job, &perr);
+        return;
+    }
     struct list_job *lj = xcalloc(1, sizeof(*lj));
     lj->job = job;
     lj->sandboxes = json_array();

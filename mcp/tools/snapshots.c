@@ -44,15 +44,18 @@ void tool_snapshot_sandbox(struct tool_call *call, json_t *args)
         /* ownership and "running" first: the backend is asked only about the caller's own */
         if (sandbox_id == NULL)
             mcp_error_set(&err, MCP_ERR_INVALID, 0, "action \"create\" needs sandbox_id");
-        if (sandbox_id == NULL ||
-            tool_job_bind(job, sandbox_id, TOOL_NEED_RUNNING, &err) < 0)
-            return tool_job_fail(job, &err);
+        if (sandbox_id == NULL || tool_job_bind(job, sandbox_id, TOOL_NEED_RUNNING, &err) < 0) {
+            tool_job_fail(job, &err);
+            return;
+        }
         if (job->be->ops->snapshot == NULL) {
             tools_unsupported(&err, job->be, "snapshots", TOOLS_NO_SNAPSHOT_HINT);
-            return tool_job_fail(job, &err);
+            tool_job_fail(job, &err);
+            return;
         }
     } else if ((job->be = snapshot_backend(job, sandbox_id, &err)) == NULL) {
-        return tool_job_fail(job, &err);
+        tool_job_fail(job, &err);
+        return;
     }
     if (job->be->ops->snapshot(job->be, job->owner, action, args, snapshot_done_cb, job,
                                &err) < 0)

@@ -218,8 +218,9 @@ static void sweep_conns(struct agent *a)
  * marker file tells mcpbox (now or at its next start) why the sandbox is gone. */
 static void expire(struct agent *a, const char *why)
 {
+    /* 0644: a rootless mcpbox (the directory's owner, not this uid) reads it. */
     int fd = openat(a->logdir_fd, "expired", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-                    0600);
+                    0644);
     if (fd >= 0) {
         ssize_t w = write(fd, why, strlen(why));
         (void)w;

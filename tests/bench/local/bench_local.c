@@ -185,7 +185,10 @@ static bool pool_ready(struct bench *b, const char *id)
     size_t i;
     json_t *e;
     json_array_foreach(events, i, e)
-        ready = ready || strcmp(json_string_value(json_object_get(e, "kind")) ?: "", "pooled") == 0;
+    {
+        const char *kind = json_string_value(json_object_get(e, "kind"));
+        ready = ready || (kind != NULL && strcmp(kind, "pooled") == 0);
+    }
     json_decref(events);
     return ready;
 }

@@ -11,7 +11,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import {
     call, check, connect, fails, httpServer, ok, parseArgs, requireBinary, runCases, SKIP, sleep,
-    tempStateDir, text,
+    startHttpServer, tempStateDir, text,
 } from './tools_lib.mjs';
 
 const args = parseArgs(process.argv.slice(2));
@@ -24,15 +24,19 @@ const MISSING = 'sbx-00000000deadbeef';
 const cleanups = [];
 
 const stateDir = tempStateDir(`tools-${kind}`);
-// Client A is the transport under test; client B is another owner: a second HTTP session
-// (HTTP without a token: owner "session:<id>"), or for stdio an HTTP client of a server on the
-// same state directory.
+// Client A is the transport under test; client B is another owner on the same state directory:
+// a client of a second HTTP server that has a token (owner "token:..."). (Two loopback clients of
+// one user share their sandboxes: HTTP without a token gives them the owner local:uid:N.)
 const server = await httpServer(bin, stateDir);
 cleanups.push(() => server.stop());
+const tokenB = `tools-e2e-${process.pid}`;
+const serverB = await startHttpServer(bin, ['--token', tokenB], { stateDir });
+cleanups.push(() => serverB.stop());
 const A = kind === 'stdio'
     ? await connect('stdio', { bin, stateDir, name: 'A' })
     : await connect('http', { url: server.url, name: 'A' });
-const B = await connect('http', { url: server.url, name: 'B' });
+const B = await connect('http', { url: serverB.url, name: 'B',
+                                  headers: { Authorization: `Bearer ${tokenB}` } });
 cleanups.push(() => A.close(), () => B.close());
 
 async function finish(code) {

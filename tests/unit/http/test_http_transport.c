@@ -53,7 +53,7 @@ static int dial(void)
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
-        TEST_FAIL("connect: %m");
+        TEST_FAIL("connect: %s", strerror(errno));
     return fd;
 }
 
@@ -63,7 +63,7 @@ static void send_str(int fd, const char *s)
     while (n > 0) {
         ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
         if (w <= 0)
-            TEST_FAIL("send: %m");
+            TEST_FAIL("send: %s", strerror(errno));
         s += w;
         n -= (size_t)w;
     }

@@ -79,6 +79,32 @@ static void expect_invalid(const char *s, const char *needle, bool has_id)
     jsonrpc_msg_release(&m);
 }
 
+/* Issue #18.8: \u0000 is valid JSON; it was answered with -32700 "Parse error". It is now -32602
+ * naming the argument (with the request's id), and a response carrying it still parses. */
+TEST(nul_escape_is_invalid_params_not_a_parse_error)
+{
+    struct jsonrpc_msg m = parse("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":"
+                                 "{\"name\":\"write_file\",\"arguments\":{\"path\":\"a\","
+                                 "\"content\":\"x\\u0000y\"}}}");
+    ASSERT_EQ(m.kind, JSONRPC_INVALID);
+    ASSERT_EQ(m.err.code, MCP_ERR_INVALID_PARAMS);
+    ASSERT_CONTAINS(m.err.msg, "params.arguments.content contains NUL");
+    ASSERT(m.id != NULL && json_integer_value(m.id) == 7);
+    jsonrpc_msg_release(&m);
+    m = parse("{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"x\",\"params\":{\"l\":[\"ok\",\"\\u0000\"]}}");
+    ASSERT_EQ(m.err.code, MCP_ERR_INVALID_PARAMS);
+    ASSERT_CONTAINS(m.err.msg, "params.l[1] contains NUL");
+    jsonrpc_msg_release(&m);
+    m = parse("{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"x\",\"params\":{\"a\\u0000\":1}}");
+    ASSERT_EQ(m.kind, JSONRPC_INVALID);
+    ASSERT_EQ(m.err.code, MCP_ERR_INVALID_PARAMS);
+    ASSERT_CONTAINS(m.err.msg, "object key contains NUL");
+    jsonrpc_msg_release(&m);
+    m = parse("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"text\":\"a\\u0000b\"}}");
+    ASSERT_EQ(m.kind, JSONRPC_RESPONSE);
+    jsonrpc_msg_release(&m);
+}
+
 TEST(invalid_requests)
 {
     expect_invalid("[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]", "batch", false);
@@ -153,6 +179,7 @@ int main(void)
     RUN(responses);
     RUN(parse_errors);
     RUN(invalid_requests);
+    RUN(nul_escape_is_invalid_params_not_a_parse_error);
     RUN(build_result_and_error);
     RUN(build_notification_and_request);
     RUN(large_integer_id_roundtrip);

@@ -277,6 +277,25 @@ TEST(every_duration_is_bounded)
     ASSERT(checked >= 4); /* create (lifetime, idle), renew, run_command, run_code, get_command */
 }
 
+/* Issue #18.9: pids 1 passed the schema and failed deep in clone3; the schema says the minimum
+ * (LOCAL_MIN_PIDS, which the local backend checks too). */
+TEST(too_few_pids_refused_by_the_schema)
+{
+    const struct embedded_schema *s = embedded_schema_find("tools/create_sandbox.json");
+    ASSERT(s != NULL);
+    json_t *def = json_loadb(s->data, s->len, 0, NULL);
+    json_t *pids = json_object_get(json_object_get(json_object_get(def, "inputSchema"),
+                                                   "properties"), "pids");
+    json_t *one = json_integer(1), *eight = json_integer(8);
+    struct mcp_error err;
+    ASSERT_EQ(schema_validate(pids, one, "pids", &err), -1);
+    ASSERT_CONTAINS(err.msg, "must be >= 8");
+    ASSERT_EQ(schema_validate(pids, eight, "pids", &err), 0);
+    json_decref(one);
+    json_decref(eight);
+    json_decref(def);
+}
+
 int main(void)
 {
     RUN(types);
@@ -293,5 +312,6 @@ int main(void)
     RUN(boolean_schemas_and_annotations);
     RUN(every_embedded_schema_accepts_an_empty_object_or_names_what_is_missing);
     RUN(every_duration_is_bounded);
+    RUN(too_few_pids_refused_by_the_schema);
     return test_done();
 }

@@ -139,15 +139,20 @@ static void exec_tick(uv_timer_t *t)
     struct exec_handle *h = t->data;
     if (h->elapsed == 0 && !h->detached)
         h->obs.on_started(h->obs.arg, "cmd-1");
-    if (h->kill)
-        return exec_finish(h, "killed", 137);
-    if (h->timeout_ms > 0 && h->elapsed >= h->timeout_ms)
-        return exec_finish(h, "timed_out", 137);
+    if (h->kill) {
+        exec_finish(h, "killed", 137);
+        return;
+    }
+    if (h->timeout_ms > 0 && h->elapsed >= h->timeout_ms) {
+        exec_finish(h, "timed_out", 137);
+        return;
+    }
     h->elapsed += TICK_MS;
     if (h->mode == 0) {
         emit(h, EXEC_STDOUT, "out\n", 4);
         emit(h, EXEC_STDERR, "err\n", 4);
-        return exec_finish(h, "exited", (int)h->param);
+        exec_finish(h, "exited", (int)h->param);
+        return;
     }
     if (h->mode == 1) {
         emit(h, EXEC_STDOUT, "tick\n", 5);
@@ -313,9 +318,9 @@ static int f_file_op(struct backend *be, const char *id, const char *op, json_t 
                      backend_cb *cb, void *arg, struct mcp_error *err)
 {
     /* Echo what the tool layer passed, so tests can check the argument mapping. */
+    const char *path = json_string_value(json_object_get(args, "path"));
     json_t *res = json_pack("{s:s, s:O, s:[], s:b, s:[], s:s}", "op", op, "args", args, "entries",
-                            "truncated", 0, "matches", "path",
-                            json_string_value(json_object_get(args, "path")) ?: "");
+                            "truncated", 0, "matches", "path", path ? path : "");
     return later(be, cb, arg, res, NULL);
 }
 

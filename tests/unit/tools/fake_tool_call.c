@@ -39,8 +39,9 @@ void tool_call_finish_result(struct tool_call *call, json_t *result)
     call->finished = true;
     call->is_error = json_is_true(json_object_get(result, "isError"));
     call->structured = json_incref(json_object_get(result, "structuredContent"));
-    json_t *text = json_object_get(json_array_get(json_object_get(result, "content"), 0), "text");
-    snprintf(call->text, sizeof(call->text), "%s", json_string_value(text) ?: "");
+    json_t *content = json_array_get(json_object_get(result, "content"), 0);
+    const char *text = json_string_value(json_object_get(content, "text"));
+    snprintf(call->text, sizeof(call->text), "%s", text ? text : "");
     json_decref(result);
 }
 

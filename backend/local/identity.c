@@ -1,0 +1,196 @@
+/* The identity of local sandboxes: which host uids/gids they run as (identity.h). */
+#include "backend/local/identity.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define LOCAL_SLICE_BASE 100000u /* == LOCAL_UID_BASE (local_internal.h) */
+
+int local_subid_range(const char *file, const char *user, uint32_t uid, uint32_t *start,
+                      uint32_t *count)
+{
+    FILE *f = fopen(file, "re");
+    if (f == NULL)
+        return -1;
+    char line[512], num[16];
+    snprintf(num, sizeof num, "%u", (unsigned)uid);
+    int rc = -1;
+    while (rc < 0 && fgets(line, sizeof line, f) != NULL) {
+        char name[256];
+        unsigned long s, n;
+        if (sscanf(line, "%255[^:]:%lu:%lu", name, &s, &n) != 3 || n == 0 ||
+            s + n > 0xffffffffUL)
+            continue;
+        if ((user && strcmp(name, user) == 0) || strcmp(name, num) == 0) {
+            *start = (uint32_t)s;
+            *count = (uint32_t)n;
+            rc = 0;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+static void detect_single(struct local_identity *id, const char *why)
+{
+    id->mode = LOCAL_ID_SINGLE;
+    id->uid_base = (uint32_t)geteuid(), id->uid_count = 1;
+    id->gid_base = (uint32_t)getegid(), id->gid_count = 1;
+    snprintf(id->why, sizeof id->why, "%s", why);
+}
+
+void local_identity_detect(struct local_identity *id)
+{
+    memset(id, 0, sizeof *id);
+    if (geteuid() == 0) {
+        id->mode = LOCAL_ID_SLICES;
+        id->uid_base = id->gid_base = LOCAL_SLICE_BASE;
+        id->uid_count = id->gid_count = LOCAL_ID_RANGE_MAX;
+        return;
+    }
+    char buf[4096], why[256];
+    struct passwd pw, *found = NULL;
+    getpwuid_r(geteuid(), &pw, buf, sizeof buf, &found);
+    const char *user = found ? found->pw_name : NULL;
+    uint32_t us, un, gs, gn;
+    bool uids = local_subid_range("/etc/subuid", user, (uint32_t)geteuid(), &us, &un) == 0;
+    bool gids = local_subid_range("/etc/subgid", user, (uint32_t)geteuid(), &gs, &gn) == 0;
+    bool tools = access(LOCAL_NEWUIDMAP, X_OK) == 0 && access(LOCAL_NEWGIDMAP, X_OK) == 0;
+    if (!uids || !gids) {
+        snprintf(why, sizeof why, "%s has no subordinate %s (/etc/subuid, /etc/subgid): as root "
+                 "run `mcpbox setup --user %s`", user ? user : "this user",
+                 !uids ? "uids" : "gids", user ? user : "NAME");
+        detect_single(id, why);
+        return;
+    }
+    if (!tools) {
+        detect_single(id, "newuidmap/newgidmap are not installed (as root: apt-get install "
+                          "uidmap)");
+        return;
+    }
+    id->mode = LOCAL_ID_SUBID;
+    id->uid_base = us, id->uid_count = un < LOCAL_ID_RANGE_MAX ? un : LOCAL_ID_RANGE_MAX;
+    id->gid_base = gs, id->gid_count = gn < LOCAL_ID_RANGE_MAX ? gn : LOCAL_ID_RANGE_MAX;
+}
+
+uint32_t local_identity_root_uid(const struct local_identity *id, uint32_t slot)
+{
+    return id->mode == LOCAL_ID_SLICES ? id->uid_base + id->uid_count * slot : id->uid_base;
+}
+
+uint32_t local_identity_root_gid(const struct local_identity *id, uint32_t slot)
+{
+    return id->mode == LOCAL_ID_SLICES ? id->gid_base + id->gid_count * slot : id->gid_base;
+}
+
+const char *local_identity_name(enum local_id_mode m)
+{
+    return m == LOCAL_ID_SLICES ? "per-sandbox uid range"
+           : m == LOCAL_ID_SUBID ? "shared subordinate ids"
+                                 : "single uid";
+}
+
+json_t *local_identity_json(const struct local_identity *id, uint32_t slot)
+{
+    char umap[64], gmap[64];
+    snprintf(umap, sizeof umap, "0 %u %u", (unsigned)local_identity_root_uid(id, slot),
+             (unsigned)id->uid_count);
+    snprintf(gmap, sizeof gmap, "0 %u %u", (unsigned)local_identity_root_gid(id, slot),
+             (unsigned)id->gid_count);
+    const char *note =
+        id->mode == LOCAL_ID_SLICES ? "sandbox root is an unprivileged host uid of its own range"
+        : id->mode == LOCAL_ID_SUBID
+            ? "sandbox root is a subordinate uid of the user running mcpbox, shared by that "
+              "user's sandboxes (namespaces keep them apart)"
+            : "single uid: sandbox root is your own uid (weaker: as root run `mcpbox setup "
+              "--user NAME` to give this user subordinate ids)";
+    return json_pack("{s:s, s:s, s:s, s:s}", "mode", local_identity_name(id->mode), "uid_map",
+                     umap, "gid_map", gmap, "note", note);
+}
+
+static int write_proc(int pid, const char *file, const char *text, struct mcp_error *err)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", pid, file);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? write(fd, text, strlen(text)) : -1;
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    if (n == (ssize_t)strlen(text))
+        return 0;
+    return mcp_error_set(err, MCP_ERR_UNSUPPORTED, e, "cannot write %s", path);
+}
+
+static int spawn_map_tool(const char *tool, int pid, uint32_t base, uint32_t count, pid_t *child)
+{
+    char p[16], b[16], c[16];
+    snprintf(p, sizeof p, "%d", pid);
+    snprintf(b, sizeof b, "%u", (unsigned)base);
+    snprintf(c, sizeof c, "%u", (unsigned)count);
+    char *argv[] = {(char *)tool, p, (char *)"0", b, c, NULL};
+    char *envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+    int rc = posix_spawn(child, tool, &fa, NULL, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    return rc;
+}
+
+static int wait_tool(pid_t child)
+{
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* newuidmap and newgidmap (setuid root, from Debian's uidmap) check the ranges against
+ * /etc/subuid and /etc/subgid; both run at once (each is a fork and exec). */
+static int write_maps_subid(const struct local_identity *id, int pid, struct mcp_error *err)
+{
+    pid_t u = -1, g = -1;
+    int urc = spawn_map_tool(LOCAL_NEWUIDMAP, pid, id->uid_base, id->uid_count, &u);
+    int grc = spawn_map_tool(LOCAL_NEWGIDMAP, pid, id->gid_base, id->gid_count, &g);
+    int ust = urc == 0 ? wait_tool(u) : -1;
+    int gst = grc == 0 ? wait_tool(g) : -1;
+    if (ust == 0 && gst == 0)
+        return 0;
+    return mcp_error_set(err, MCP_ERR_UNSUPPORTED, urc ? urc : grc,
+                         "%s %d 0 %u %u failed (exit %d): check that /etc/%s gives this user "
+                         "that range (mcpbox doctor)",
+                         ust != 0 ? LOCAL_NEWUIDMAP : LOCAL_NEWGIDMAP, pid,
+                         (unsigned)(ust != 0 ? id->uid_base : id->gid_base),
+                         (unsigned)(ust != 0 ? id->uid_count : id->gid_count),
+                         ust != 0 ? ust : gst, ust != 0 ? "subuid" : "subgid");
+}
+
+int local_identity_write_maps(const struct local_identity *id, uint32_t slot, int pid,
+                              struct mcp_error *err)
+{
+    char map[64];
+    if (id->mode == LOCAL_ID_SUBID)
+        return write_maps_subid(id, pid, err);
+    /* An unprivileged writer may map only its own ids, and gid_map only once setgroups is
+     * denied (the sandbox then keeps the user's supplementary groups: see docs/security.md). */
+    if (id->mode == LOCAL_ID_SINGLE && write_proc(pid, "setgroups", "deny", err) < 0)
+        return -1;
+    snprintf(map, sizeof map, "0 %u %u\n", (unsigned)local_identity_root_uid(id, slot),
+             (unsigned)id->uid_count);
+    if (write_proc(pid, "uid_map", map, err) < 0)
+        return -1;
+    snprintf(map, sizeof map, "0 %u %u\n", (unsigned)local_identity_root_gid(id, slot),
+             (unsigned)id->gid_count);
+    return write_proc(pid, "gid_map", map, err);
+}

@@ -1,0 +1,168 @@
+/* Host-wide uid slots (#18.7) and the identity a sandbox gets (backend/local/identity.c,
+ * uid_slots.c).
+ *  - leases: distinct slots, a lease of a dead init is reclaimed only once every slot is leased,
+ *    a release drops only the releasing sandbox's lease;
+ *  - two state directories (two backends, as two servers would be) never map two live sandboxes
+ *    to the same host uid: read from /proc/self/uid_map inside each sandbox;
+ *  - as a user: every sandbox shows the server's one mapping (local_identity_detect), never host
+ *    root nor (with subordinate ids) the user's own uid. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backend/local/identity.h"
+#include "backend/local/local_internal.h"
+#include "harness.h"
+#include "test.h"
+
+#define PER_DIR 2
+
+static char scratch[128];
+
+static void lease_dir(char *out, size_t size, const char *name)
+{
+    snprintf(out, size, "%s/%s", scratch, name);
+    mkdir(out, 0700);
+}
+
+static pid_t dead_pid(uint64_t *start)
+{
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(0);
+    *start = local_proc_starttime(pid) + 1; /* whatever it was: it will not match */
+    waitpid(pid, NULL, 0);
+    return pid;
+}
+
+TEST(leases_are_distinct_and_released_by_owner)
+{
+    char dir[256];
+    struct mcp_error err;
+    uint32_t a, b, c;
+    lease_dir(dir, sizeof dir, "distinct");
+    ASSERT_EQ(local_slot_lease(dir, "sbx-a", 8, &a, &err), 0);
+    ASSERT_EQ(local_slot_lease(dir, "sbx-b", 8, &b, &err), 0);
+    ASSERT(a != b);
+    local_slot_unlease(dir, a, "sbx-b"); /* not b's lease: stays */
+    ASSERT_EQ(local_slot_lease(dir, "sbx-c", 8, &c, &err), 0);
+    ASSERT(c != a && c != b);
+    local_slot_unlease(dir, a, "sbx-a");
+    ASSERT_EQ(local_slot_lease(dir, "sbx-d", 8, &c, &err), 0);
+    ASSERT_EQ(c, a); /* the lowest free one again */
+}
+
+TEST(stale_lease_reclaimed_when_full)
+{
+    char dir[256];
+    struct mcp_error err;
+    uint32_t a, b, c;
+    lease_dir(dir, sizeof dir, "stale");
+    ASSERT_EQ(local_slot_lease(dir, "sbx-live", 2, &a, &err), 0);
+    ASSERT_EQ(local_slot_lease(dir, "sbx-dead", 2, &b, &err), 0);
+    local_slot_note_init(dir, a, "sbx-live", getpid(), local_proc_starttime(getpid()));
+    uint64_t start;
+    pid_t gone = dead_pid(&start);
+    local_slot_note_init(dir, b, "sbx-dead", gone, start);
+    ASSERT_EQ(local_slot_lease(dir, "sbx-new", 2, &c, &err), 0);
+    ASSERT_EQ(c, b); /* the dead init's slot, never the live one's */
+    ASSERT_EQ(local_slot_lease(dir, "sbx-more", 2, &c, &err), -1);
+    ASSERT_EQ(err.code, MCP_ERR_LIMIT);
+    ASSERT_CONTAINS(err.msg, "in use");
+}
+
+static unsigned host_root_uid(struct harness *h, const char *id)
+{
+    struct harness_exec x;
+    unsigned inside = 1, outside = 0, count = 0;
+    if (harness_exec(h, id, "cat /proc/self/uid_map", &x) == 0)
+        sscanf(buf_cstr(&x.out), "%u %u %u", &inside, &outside, &count);
+    harness_exec_release(&x);
+    return inside == 0 ? outside : 0;
+}
+
+TEST(two_state_dirs_never_share_host_uids)
+{
+    struct harness h[2];
+    char *ids[2][PER_DIR];
+    unsigned uids[2 * PER_DIR];
+    struct local_identity ident;
+    local_identity_detect(&ident);
+    for (int d = 0; d < 2; d++) {
+        int rc = harness_open(&h[d]);
+        if (rc == 77)
+            SKIP("this host cannot run local sandboxes");
+        ASSERT_EQ(rc, 0);
+    }
+    for (int i = 0; i < PER_DIR; i++) /* interleaved, as two servers would create */
+        for (int d = 0; d < 2; d++) {
+            ids[d][i] = harness_create(&h[d], NULL);
+            ASSERT(ids[d][i] != NULL);
+            uids[d * PER_DIR + i] = host_root_uid(&h[d], ids[d][i]);
+            printf("# state dir %d sandbox %s: root is host uid %u\n", d, ids[d][i],
+                   uids[d * PER_DIR + i]);
+            ASSERT(uids[d * PER_DIR + i] != 0);
+            ASSERT(uids[d * PER_DIR + i] != (unsigned)getuid() ||
+                   ident.mode == LOCAL_ID_SINGLE);
+        }
+    for (int i = 0; i < 2 * PER_DIR; i++)
+        for (int j = i + 1; j < 2 * PER_DIR; j++) {
+            if (ident.mode == LOCAL_ID_SLICES) /* slices: 65536 apart, never equal */
+                ASSERT(uids[i] != uids[j]);
+            else /* one mapping for all of this user's sandboxes */
+                ASSERT_EQ(uids[i], local_identity_root_uid(&ident, 0));
+        }
+    for (int d = 0; d < 2; d++) {
+        for (int i = 0; i < PER_DIR; i++) {
+            ASSERT_EQ(harness_destroy(&h[d], ids[d][i]), 0);
+            free(ids[d][i]);
+        }
+        harness_close(&h[d]);
+    }
+}
+
+TEST(identity_matches_who_runs_it)
+{
+    struct local_identity id;
+    local_identity_detect(&id);
+    printf("# identity: %s, sandbox root -> host uid %u (%u ids)%s%s\n",
+           local_identity_name(id.mode), (unsigned)local_identity_root_uid(&id, 0),
+           (unsigned)id.uid_count, id.why[0] ? ": " : "", id.why);
+    if (geteuid() == 0) {
+        ASSERT_EQ(id.mode, LOCAL_ID_SLICES);
+        ASSERT_EQ(local_identity_root_uid(&id, 3), 100000u + 3 * 65536u);
+        return;
+    }
+    uint32_t start, count;
+    bool subids = local_subid_range("/etc/subuid", getenv("USER"), (uint32_t)geteuid(), &start,
+                                    &count) == 0 &&
+                  access(LOCAL_NEWUIDMAP, X_OK) == 0;
+    ASSERT_EQ(id.mode, subids ? LOCAL_ID_SUBID : LOCAL_ID_SINGLE);
+    if (subids) {
+        ASSERT_EQ(id.uid_base, start);
+        ASSERT_EQ(id.uid_count, count < 65536 ? count : 65536);
+    } else {
+        ASSERT_EQ(id.uid_base, (uint32_t)geteuid());
+        ASSERT(id.why[0] != '\0'); /* says what to install or run */
+    }
+}
+
+int main(void)
+{
+    snprintf(scratch, sizeof scratch, "/tmp/mcpbox-test-slots-%d", (int)getpid());
+    mkdir(scratch, 0700);
+    RUN(leases_are_distinct_and_released_by_owner);
+    RUN(stale_lease_reclaimed_when_full);
+    RUN(identity_matches_who_runs_it);
+    RUN(two_state_dirs_never_share_host_uids);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", scratch);
+    if (system(cmd) != 0)
+        printf("# could not remove %s\n", scratch);
+    return test_done();
+}
