@@ -632,58 +632,81 @@ static void handle_endpoint(struct osapi_req *req, const char *port_s)
 
 /* ---- dispatch ------------------------------------------------------------------------------------ */
 
+/* Answers 405 and returns false unless the request's method is m. */
+static bool method_ok(struct osapi_req *req, enum http_method m, const char *allowed)
+{
+    if (is_method(req, m))
+        return true;
+    reply_bad_method(req, allowed);
+    return false;
+}
+
+static void call_done(struct osapi_req *req, int rc, const struct mcp_error *err)
+{
+    if (rc < 0) {
+        req->state = NULL;
+        osapi_reply_mcp_error(req, err);
+    }
+}
+
+/* GET and DELETE on /v1/sandboxes/{id}. */
+static void sandbox_self(struct osapi_req *req, const char *id)
+{
+    struct backend *be = req->be;
+    struct mcp_error err;
+    if (is_method(req, HTTP_GET)) {
+        call_done(req, be->ops->get(be, id, get_cb, req, &err), &err);
+    } else if (is_method(req, HTTP_DELETE)) {
+        req->state = (void *)(intptr_t)204;
+        call_done(req, be->ops->destroy(be, id, delete_cb, req, &err), &err);
+    } else {
+        reply_bad_method(req, "GET, DELETE");
+    }
+}
+
+static void pause_resume(struct osapi_req *req, const char *id, bool pause, const char *state)
+{
+    struct backend *be = req->be;
+    struct mcp_error err;
+    if (!pause && strcmp(state, "paused") != 0) {
+        osapi_reply_error(req, 409, "SANDBOX::SANDBOX_NOT_PAUSED", "sandbox %s is %s, not Paused",
+                          id, osapi_state_name(state));
+        return;
+    }
+    req->state = (void *)(intptr_t)202;
+    call_done(req, pause ? be->ops->pause(be, id, empty_cb, req, &err)
+                         : be->ops->resume(be, id, empty_cb, req, &err), &err);
+}
+
 static void sandbox_op(struct osapi_req *req, const char *id, const char *op)
 {
     const char *state = NULL;
     bool running = !strcmp(op, "pause") || !strncmp(op, "endpoints/", 10);
     if (osapi_bind(req, id, running, &state) < 0)
         return;
-    struct backend *be = req->be;
-    struct mcp_error err;
-    int rc = 0;
-    if (!*op && is_method(req, HTTP_GET)) {
-        rc = be->ops->get(be, id, get_cb, req, &err);
-    } else if (!*op && is_method(req, HTTP_DELETE)) {
-        req->state = (void *)(intptr_t)204;
-        rc = be->ops->destroy(be, id, delete_cb, req, &err);
-    } else if (!*op) {
-        return reply_bad_method(req, "GET, DELETE");
-    } else if (!strncmp(op, "endpoints/", 10)) {
-        if (!is_method(req, HTTP_GET))
-            return reply_bad_method(req, "GET");
-        return handle_endpoint(req, op + 10);
+    if (!*op)
+        sandbox_self(req, id);
+    else if (!strncmp(op, "endpoints/", 10)) {
+        if (method_ok(req, HTTP_GET, "GET"))
+            handle_endpoint(req, op + 10);
     } else if (!strcmp(op, "pause") || !strcmp(op, "resume")) {
-        if (!is_method(req, HTTP_POST))
-            return reply_bad_method(req, "POST");
-        if (op[0] == 'r' && strcmp(state, "paused") != 0) {
-            osapi_reply_error(req, 409, "SANDBOX::SANDBOX_NOT_PAUSED",
-                              "sandbox %s is %s, not Paused", id, osapi_state_name(state));
-            return;
-        }
-        req->state = (void *)(intptr_t)202;
-        rc = op[0] == 'p' ? be->ops->pause(be, id, empty_cb, req, &err)
-                          : be->ops->resume(be, id, empty_cb, req, &err);
+        if (method_ok(req, HTTP_POST, "POST"))
+            pause_resume(req, id, op[0] == 'p', state);
     } else if (!strcmp(op, "renew-expiration")) {
-        if (!is_method(req, HTTP_POST))
-            return reply_bad_method(req, "POST");
-        return handle_renew(req);
+        if (method_ok(req, HTTP_POST, "POST"))
+            handle_renew(req);
     } else if (!strcmp(op, "metadata")) {
-        return osapi_reply_unsupported(req, "changing metadata after create (the local backend "
-                                       "keeps the metadata given at create)");
+        osapi_reply_unsupported(req, "changing metadata after create (the local backend keeps "
+                                "the metadata given at create)");
     } else if (!strcmp(op, "snapshots")) {
-        return osapi_reply_unsupported(req, "snapshots: the local backend has none; keep files "
-                                       "with execd GET /files/download or a tar command");
+        osapi_reply_unsupported(req, "snapshots: the local backend has none; keep files with "
+                                "execd GET /files/download or a tar command");
     } else if (!strncmp(op, "diagnostics", 11)) {
-        return osapi_reply_unsupported(req, "diagnostics (use MCP's diagnose_sandbox tool or "
-                                       "`mcpbox sandbox` on this host)");
+        osapi_reply_unsupported(req, "diagnostics (use MCP's diagnose_sandbox tool or `mcpbox "
+                                "sandbox` on this host)");
     } else {
         osapi_reply_error(req, 404, "SANDBOX::NOT_FOUND", "no such path: /v1/sandboxes/%s/%s",
                           id, op);
-        return;
-    }
-    if (rc < 0) {
-        req->state = NULL;
-        osapi_reply_mcp_error(req, &err);
     }
 }
 
