@@ -27,6 +27,8 @@
 #define OSAPI_MAX_PAGE_SIZE 200
 /* A download is answered in one response: at most this much. */
 #define OSAPI_MAX_DOWNLOAD (64u << 20)
+/* Commands whose text and start time are remembered for /command/status (then forgotten). */
+#define OSAPI_MAX_COMMANDS 4096
 
 struct osapi {
     struct mcp_server *srv;
@@ -36,6 +38,7 @@ struct osapi {
     char key_owner[64];    /* with a key: every request's owner in the store */
     char token_secret[65]; /* execd access tokens are derived from it */
     json_t *entrypoints;   /* sandbox id -> entrypoint array given at create */
+    json_t *commands;      /* command id -> {content, started_ms} (for /command/status) */
     struct osapi_req *reqs; /* requests in progress (stopped with the server) */
     bool stopping;
 };

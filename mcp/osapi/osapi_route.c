@@ -140,7 +140,7 @@ void osapi_reply_unsupported(struct osapi_req *req, const char *fmt, ...)
     va_list ap;
     va_start(ap, fmt);
     if (req->execd)
-        reply_verror(req, 501, "NOT_SUPPORTED", fmt, ap);
+        reply_verror(req, 400, "NOT_SUPPORTED", fmt, ap); /* 400: a status every path declares */
     else
         reply_verror(req, 400, "SANDBOX::API_NOT_SUPPORTED", fmt, ap);
     va_end(ap);
@@ -170,7 +170,7 @@ void osapi_reply_mcp_error(struct osapi_req *req, const struct mcp_error *err)
         code = req->execd ? "INVALID_REQUEST_BODY" : "SANDBOX::INVALID_PARAMETER";
         break;
     case MCP_ERR_UNSUPPORTED:
-        status = req->execd ? 501 : 400;
+        status = 400;
         code = req->execd ? "NOT_SUPPORTED" : "SANDBOX::API_NOT_SUPPORTED";
         break;
     default:
@@ -242,8 +242,9 @@ int osapi_bind(struct osapi_req *req, const char *id, bool need_running, const c
                                                        : "");
         return -1;
     }
+    char *copy = xstrdup(id); /* id may be req->sandbox_id itself */
     free(req->sandbox_id);
-    req->sandbox_id = xstrdup(id);
+    req->sandbox_id = copy;
     req->be = be;
     if (state_out)
         *state_out = state;
@@ -424,6 +425,7 @@ static bool osapi_route(void *arg, struct http_conn *c, const char *path)
 void osapi_free(struct osapi *api)
 {
     json_decref(api->entrypoints);
+    json_decref(api->commands);
     free(api->api_key);
     free(api);
 }
@@ -459,6 +461,7 @@ const struct http_extension *osapi_new(struct mcp_server *srv, const struct mcp_
         random_id(api->token_secret, sizeof(api->token_secret), "", 32);
     }
     api->entrypoints = json_object();
+    api->commands = json_object();
     api->ext.route = osapi_route;
     api->ext.arg = api;
     api->ext.stop = osapi_stop;
