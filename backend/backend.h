@@ -123,7 +123,8 @@ typedef void backend_read_cb(void *arg, const struct file_read_result *res,
  * results are the tool's structuredContent:
  *   "list"    {path, depth?}               -> {path, entries:[{path, type, size, mode, mtime}], truncated}
  *   "search"  {path, pattern, max_results?}-> {path, pattern, matches:[path...], truncated}
- *   "replace" {path, old, new, count?}      -> {path, replacements, size, sha256}
+ *   "replace" {path, old, new, count?, unique?} -> {path, replacements, size, sha256}
+ *                                            (unique: more than one occurrence is a conflict)
  *   "move"    {source, destination, overwrite?} -> {source, destination}
  *   "delete"  {path, recursive?}           -> {path, deleted}
  *   "mkdir"   {path, parents?, mode?}      -> {path, created}

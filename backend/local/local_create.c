@@ -659,12 +659,26 @@ int local_destroy(struct backend *be, const char *id, backend_cb *cb, void *arg,
         json_decref(res);
         return 0;
     }
+    bool paused = strcmp(rec.state, "paused") == 0;
     store_sandbox_release(&rec);
+    /* The record goes at once (state "destroyed": absent to every operation, reaped by the next
+     * start if this process dies before on_init_exit), and the caller is answered: the rest,
+     * waiting for the init's exit and releasing cgroups, directories and the uid slot, cannot
+     * fail from the caller's view and happens after the reply. */
+    if (store_sandbox_set_state(be->store, id, LOCAL_DESTROYED_STATE, err) < 0)
+        return -1;
+    local_event(be->store, id, "destroyed", NULL, err);
     sb->destroying = xcalloc(1, sizeof *sb->destroying);
-    sb->destroying->cb = cb, sb->destroying->arg = arg;
-    /* Thaw first: a frozen cgroup's tasks die only once thawed on some kernels. */
-    cg_freeze(&sb->cg, false, err);
-    cg_kill(&sb->cg);
+    /* Thaw first: a frozen cgroup's tasks die only once thawed on some kernels. Only when
+     * paused: a cgroup write waits for cgroup_mutex, which spawner threads preparing the next
+     * sandboxes hold now and then (a thaw of a running sandbox took up to 8 ms). The init's
+     * death ends its pid namespace; the cgroup kill (for processes outside it, such as pasta)
+     * is the release's first step. */
+    if (paused)
+        cg_freeze(&sb->cg, false, err);
     syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+    json_t *res = json_pack("{s:s, s:b}", "sandbox_id", id, "destroyed", 1);
+    local_defer(lb, cb, arg, res, NULL);
+    json_decref(res);
     return 0; /* on_init_exit finishes the job */
 }

@@ -193,6 +193,9 @@ void local_spawner_reap(const char *run_dir);
  * default limits), taken by create; refilled in the background. */
 #define LOCAL_POOL_TTL_S 600 /* an untaken pooled sandbox ends itself after this */
 #define LOCAL_POOL_STATE "pooled"
+/* A destroy was answered and its release is under way: absent to every operation, reaped by
+ * the next start if the process that destroyed it died first. */
+#define LOCAL_DESTROYED_STATE "destroyed"
 /* A refill starts once no create has begun for this long: creates that come back to back get
  * the CPU to themselves (no refill racing them), and a create's first exec, which usually
  * follows within milliseconds, does not share it with a refill either. */
