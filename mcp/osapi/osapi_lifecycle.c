@@ -255,6 +255,42 @@ static const char *unknown_limit(json_t *limits)
     return NULL;
 }
 
+/* A string map or absent/null. */
+static bool optional_string_map(json_t *v)
+{
+    return !v || json_is_null(v) || string_map(v);
+}
+
+/* What is wrong with a CreateSandboxRequest (NULL: nothing); fills spec's limits. */
+static const char *create_body_error(json_t *body, struct sandbox_spec *spec)
+{
+    json_t *image = json_object_get(body, "image"), *ep = json_object_get(body, "entrypoint");
+    json_t *limits = json_object_get(body, "resourceLimits"), *t = json_object_get(body, "timeout");
+    json_t *w;
+    size_t i;
+    if (!json_is_object(body))
+        return "the body must be a JSON object (CreateSandboxRequest)";
+    if (!json_is_string(json_object_get(image, "uri")))
+        return "image.uri is required (\"host\" runs the host's own filesystem read-only, or a "
+               "rootfs registered under the state directory's images/)";
+    if (!json_is_array(ep) || json_array_size(ep) == 0)
+        return "entrypoint is required: a non-empty array of strings (e.g. [\"tail\",\"-f\","
+               "\"/dev/null\"] keeps the sandbox up)";
+    json_array_foreach(ep, i, w) {
+        if (!json_is_string(w))
+            return "entrypoint must be an array of strings";
+    }
+    if (limits && !string_map(limits))
+        return "resourceLimits must map names to strings ({\"cpu\":\"1\",\"memory\":\"2Gi\"})";
+    if (!optional_string_map(json_object_get(body, "env")) ||
+        !optional_string_map(json_object_get(body, "metadata")))
+        return "env and metadata must map names to strings";
+    if (t && !json_is_null(t) &&
+        (!json_is_integer(t) || json_integer_value(t) < OSAPI_MIN_TIMEOUT_S))
+        return "timeout must be an integer number of seconds >= 60, or null for no expiry";
+    return limits ? apply_limits(limits, spec) : NULL;
+}
+
 static void handle_create(struct osapi_req *req)
 {
     json_t *body = osapi_req_json(req);
@@ -264,32 +300,8 @@ static void handle_create(struct osapi_req *req)
     json_t *image = json_object_get(body, "image"), *ep = json_object_get(body, "entrypoint");
     json_t *limits = json_object_get(body, "resourceLimits"), *t = json_object_get(body, "timeout");
     json_t *np = json_object_get(body, "networkPolicy");
-    const char *bad = NULL, *unsup = unsupported_field(body), *unknown;
-    size_t i;
-    json_t *w;
-    if (!json_is_object(body))
-        bad = "the body must be a JSON object (CreateSandboxRequest)";
-    else if (unsup)
-        ;
-    else if (!json_is_string(json_object_get(image, "uri")))
-        bad = "image.uri is required (\"host\" runs the host's own filesystem read-only, or a "
-              "rootfs registered under the state directory's images/)";
-    else if (!json_is_array(ep) || json_array_size(ep) == 0)
-        bad = "entrypoint is required: a non-empty array of strings (e.g. [\"tail\",\"-f\","
-              "\"/dev/null\"] keeps the sandbox up)";
-    else if (limits && !string_map(limits))
-        bad = "resourceLimits must map names to strings ({\"cpu\":\"1\",\"memory\":\"2Gi\"})";
-    else if ((json_object_get(body, "env") && !json_is_null(json_object_get(body, "env")) &&
-              !string_map(json_object_get(body, "env"))) ||
-             (json_object_get(body, "metadata") && !json_is_null(json_object_get(body, "metadata")) &&
-              !string_map(json_object_get(body, "metadata"))))
-        bad = "env and metadata must map names to strings";
-    else if (t && !json_is_null(t) && (!json_is_integer(t) || json_integer_value(t) < OSAPI_MIN_TIMEOUT_S))
-        bad = "timeout must be an integer number of seconds >= 60, or null for no expiry";
-    else if (limits && (bad = apply_limits(limits, &spec)) != NULL)
-        ;
-    json_array_foreach(ep, i, w) if (!bad && !unsup && !json_is_string(w)) bad =
-        "entrypoint must be an array of strings";
+    const char *unsup = json_is_object(body) ? unsupported_field(body) : NULL, *unknown;
+    const char *bad = unsup ? NULL : create_body_error(body, &spec);
     if (unsup) {
         osapi_reply_unsupported(req, "not supported by mcpbox's local sandboxes: %s", unsup);
         json_decref(body);
