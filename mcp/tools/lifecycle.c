@@ -2,6 +2,7 @@
 #define LOG_MODULE "tools"
 #include "mcp/tools/tools-internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,6 +52,19 @@ static void create_done_cb(void *arg, json_t *result, const struct mcp_error *er
     tool_job_done_cb(job, result, err);
 }
 
+/* An image pull under way: bytes done of total, so clients show it and their timeouts reset. */
+static void create_progress(void *arg, uint64_t done, uint64_t total, const char *what)
+{
+    struct tool_job *job = arg;
+    char msg[160];
+    if (total > 0)
+        snprintf(msg, sizeof msg, "pulling the image: %s, %.1f of %.1f MB", what,
+                 (double)done / 1e6, (double)total / 1e6);
+    else
+        snprintf(msg, sizeof msg, "pulling the image: %s", what);
+    tool_call_progress(job->call, (double)done, (double)total, msg);
+}
+
 void tool_create_sandbox(struct tool_call *call, json_t *args)
 {
     struct tool_job *job = tool_job_new(call, args);
@@ -76,6 +90,8 @@ void tool_create_sandbox(struct tool_call *call, json_t *args)
     tool_job_set_detail(job, "backend=%s %s=%s", name, restore ? "snapshot" : "image",
                         restore ? spec.snapshot_id : spec.image ? spec.image : "default");
     job->be = be;
+    spec.progress = create_progress;
+    spec.progress_arg = job;
     if (be->ops->create(be, &spec, create_done_cb, job, &err) < 0)
         tool_job_fail(job, &err);
 }
@@ -152,16 +168,6 @@ void tool_list_sandboxes(struct tool_call *call, json_t *args)
 
 enum sandbox_op { OP_GET, OP_DESTROY, OP_RENEW, OP_PAUSE, OP_RESUME };
 
-static void destroy_cb(void *arg, json_t *result, const struct mcp_error *err)
-{
-    struct tool_job *job = arg;
-    if (err != NULL) {
-        tool_job_fail(job, err);
-        return;
-    }
-    tool_job_finish(job, json_pack("{s:s, s:b}", "sandbox_id", job->sandbox_id, "destroyed", 1));
-}
-
 /* destroy_sandbox is idempotent: a second call for a sandbox this caller created or destroyed
  * (the audit log says so) succeeds. Anyone else still gets the one not-found message. */
 static bool destroyed_before(struct tool_job *job, const char *id, const struct mcp_error *err)
@@ -173,6 +179,18 @@ static bool destroyed_before(struct tool_job *job, const char *id, const struct 
     tool_job_finish(job, json_pack("{s:s, s:b, s:s}", "sandbox_id", id, "destroyed", 1, "note",
                                    "already gone (destroyed or expired earlier)"));
     return true;
+}
+
+static void destroy_cb(void *arg, json_t *result, const struct mcp_error *err)
+{
+    struct tool_job *job = arg;
+    /* a row still there while a destroy's release is under way: the backend says not found */
+    if (err != NULL) {
+        if (!destroyed_before(job, job->sandbox_id, err))
+            tool_job_fail(job, err);
+        return;
+    }
+    tool_job_finish(job, json_pack("{s:s, s:b}", "sandbox_id", job->sandbox_id, "destroyed", 1));
 }
 
 static void sandbox_op(struct tool_call *call, json_t *args, enum sandbox_op op)
@@ -197,7 +215,7 @@ static void sandbox_op(struct tool_call *call, json_t *args, enum sandbox_op op)
     case OP_PAUSE: rc = ops->pause(job->be, id, tool_job_done_cb, job, &err); break;
     case OP_RESUME: rc = ops->resume(job->be, id, tool_job_done_cb, job, &err); break;
     }
-    if (rc < 0)
+    if (rc < 0 && (op != OP_DESTROY || !destroyed_before(job, id, &err)))
         tool_job_fail(job, &err);
 }
 
