@@ -16,6 +16,7 @@
 
 #define LOG_MODULE "local"
 #include "backend/local/local.h"
+#include "backend/local/image/image.h"
 #include "backend/local/local_internal.h"
 #include "mcp/base/cleanup.h"
 #include "mcp/base/log.h"
@@ -95,6 +96,9 @@ json_t *local_info(const struct store_sandbox *rec)
         "metadata", json_is_object(meta) ? meta : json_null());
     if (json_is_null(json_object_get(info, "metadata")))
         json_object_set_new(info, "metadata", json_object());
+    json_t *digest = json_object_get(r, "image_digest");
+    if (json_is_string(digest)) /* an OCI image: what exactly runs */
+        json_object_set_new(info, "image_digest", json_copy(digest));
     if (rec->expires_at_ms > 0) {
         format_rfc3339_ms(rec->expires_at_ms, expires);
         json_object_set_new(info, "expires_at", json_string(expires));
@@ -707,6 +711,8 @@ static void local_shutdown(struct backend *be)
 {
     struct local_backend *lb = (struct local_backend *)be;
     local_pool_drain(lb); /* untaken pooled sandboxes go with the process that pooled them */
+    image_service_free(lb->images); /* pulls under way end with an error */
+    lb->images = NULL;
     /* Destroys already answered finish their release now (a one-shot CLI rm exits next). */
     for (struct lsbx *sb = lb->sandboxes; sb;) {
         struct lsbx *next = sb->next;

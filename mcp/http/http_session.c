@@ -120,20 +120,39 @@ static void sess_owner(struct http_server *hs, struct http_conn *c, const char *
         snprintf(out, size, "session:%s", sid);
 }
 
+/* At the session limit: the least recently active idle session of this owner (the sweep's
+ * notion of idle), which the owner's new session replaces rather than being refused. */
+static struct http_sess *oldest_idle_of(struct http_server *hs, const char *owner)
+{
+    struct http_sess *victim = NULL;
+    for (struct http_sess *s = hs->sessions; s; s = s->next)
+        if (!s->exchanges && s->ncancels == 0 && !s->stateless && strcmp(s->owner, owner) == 0 &&
+            (victim == NULL || s->last_active <= victim->last_active))
+            victim = s;
+    return victim;
+}
+
 struct http_sess *http_sess_create(struct http_server *hs, struct http_conn *c)
 {
-    if (hs->nsessions >= HTTP_MAX_SESSIONS) {
-        log_warn("session limit (%d) reached; refusing initialize", HTTP_MAX_SESSIONS);
-        return NULL;
-    }
     struct http_sess *s = xcalloc(1, sizeof(*s));
     s->hs = hs;
     random_id(s->id, sizeof(s->id), "", HTTP_SESSION_ID_BYTES);
-    s->last_active = now_mono_ms();
-    char owner[64];
     s->peer_uid = (uid_t)-1;
-    sess_owner(hs, c, s->id, owner, sizeof owner, &s->peer_uid);
-    s->core = session_new(hs->srv, &sess_ops, s, owner);
+    sess_owner(hs, c, s->id, s->owner, sizeof s->owner, &s->peer_uid);
+    struct http_sess *victim = hs->nsessions >= HTTP_MAX_SESSIONS ? oldest_idle_of(hs, s->owner)
+                                                                  : NULL;
+    if (victim != NULL) {
+        log_warn("session limit (%d) reached; ending %s's least recently used idle session "
+                 "%.8s", HTTP_MAX_SESSIONS, s->owner, victim->id);
+        http_sess_destroy(victim);
+    }
+    if (hs->nsessions >= HTTP_MAX_SESSIONS) {
+        log_warn("session limit (%d) reached; refusing initialize", HTTP_MAX_SESSIONS);
+        free(s);
+        return NULL;
+    }
+    s->last_active = now_mono_ms();
+    s->core = session_new(hs->srv, &sess_ops, s, s->owner);
     s->next = hs->sessions;
     if (hs->sessions)
         hs->sessions->prev = s;
