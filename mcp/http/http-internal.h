@@ -80,6 +80,8 @@ struct session;
 /* Cancellations queued per session for requests whose stream was dropped (more are rare; the
  * request then runs to completion and its reply is dropped). */
 #define HTTP_MAX_QUEUED_CANCELS 16
+/* Retry-After (seconds) on the 503 that answers a request in progress when the server stops. */
+#define HTTP_STOPPING_RETRY_S "5"
 /* Random bytes in a session id (hex-encoded: 48 visible ASCII characters, 192 bits). */
 #define HTTP_SESSION_ID_BYTES 24
 #define HTTP_SESSION_ID_LEN (2 * HTTP_SESSION_ID_BYTES)

@@ -237,15 +237,43 @@ void http_sess_reap(struct http_server *hs)
 
 /* Ends every open exchange: a request still waiting gets 404 (its session is gone, as the
  * client will learn on its next request anyway); streams end normally. */
+#define HTTP_STOPPING_MSG                                                                          \
+    "Service Unavailable: the server is shutting down; retry once it is back (its sessions end "  \
+    "with it: initialize again if the retry gets 404)"
+
+/* A request still in progress when the server stops (SIGTERM) is answered 503 with
+ * Retry-After, or on its SSE stream with a JSON-RPC error, so that the client reads a stop it
+ * can retry rather than an expired session (404, as after DELETE). */
+static void answer_stopping(struct http_conn *c)
+{
+    json_t *id = c->key ? json_loads(c->key, JSON_DECODE_ANY, NULL) : NULL;
+    if (c->mode == EX_PENDING) {
+        http_conn_error(c, 503, -32000, id, "Retry-After: " HTTP_STOPPING_RETRY_S "\r\n", "%s",
+                        HTTP_STOPPING_MSG);
+    } else {
+        if (c->mode == EX_SSE && id != NULL) {
+            json_t *err = jsonrpc_error(id, -32000, HTTP_STOPPING_MSG, NULL);
+            size_t len;
+            char *text = json_out_dump(err, &len);
+            http_conn_sse_message(c, text, len);
+            free(text);
+            json_decref(err);
+        }
+        http_conn_sse_end(c);
+    }
+    json_decref(id);
+}
+
 static void end_exchanges(struct http_sess *s)
 {
     while (s->exchanges) {
         struct http_conn *c = s->exchanges;
-        if (c->mode == EX_PENDING) {
+        if (s->hs->stopping)
+            answer_stopping(c);
+        else if (c->mode == EX_PENDING)
             http_conn_error(c, 404, -32001, NULL, NULL, "Session terminated");
-        } else {
+        else
             http_conn_sse_end(c);
-        }
         if (s->exchanges == c) /* closing connections detach themselves; be sure */
             http_sess_detach(c);
     }

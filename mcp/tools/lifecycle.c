@@ -168,16 +168,6 @@ void tool_list_sandboxes(struct tool_call *call, json_t *args)
 
 enum sandbox_op { OP_GET, OP_DESTROY, OP_RENEW, OP_PAUSE, OP_RESUME };
 
-static void destroy_cb(void *arg, json_t *result, const struct mcp_error *err)
-{
-    struct tool_job *job = arg;
-    if (err != NULL) {
-        tool_job_fail(job, err);
-        return;
-    }
-    tool_job_finish(job, json_pack("{s:s, s:b}", "sandbox_id", job->sandbox_id, "destroyed", 1));
-}
-
 /* destroy_sandbox is idempotent: a second call for a sandbox this caller created or destroyed
  * (the audit log says so) succeeds. Anyone else still gets the one not-found message. */
 static bool destroyed_before(struct tool_job *job, const char *id, const struct mcp_error *err)
@@ -189,6 +179,18 @@ static bool destroyed_before(struct tool_job *job, const char *id, const struct 
     tool_job_finish(job, json_pack("{s:s, s:b, s:s}", "sandbox_id", id, "destroyed", 1, "note",
                                    "already gone (destroyed or expired earlier)"));
     return true;
+}
+
+static void destroy_cb(void *arg, json_t *result, const struct mcp_error *err)
+{
+    struct tool_job *job = arg;
+    /* a row still there while a destroy's release is under way: the backend says not found */
+    if (err != NULL) {
+        if (!destroyed_before(job, job->sandbox_id, err))
+            tool_job_fail(job, err);
+        return;
+    }
+    tool_job_finish(job, json_pack("{s:s, s:b}", "sandbox_id", job->sandbox_id, "destroyed", 1));
 }
 
 static void sandbox_op(struct tool_call *call, json_t *args, enum sandbox_op op)
@@ -213,7 +215,7 @@ static void sandbox_op(struct tool_call *call, json_t *args, enum sandbox_op op)
     case OP_PAUSE: rc = ops->pause(job->be, id, tool_job_done_cb, job, &err); break;
     case OP_RESUME: rc = ops->resume(job->be, id, tool_job_done_cb, job, &err); break;
     }
-    if (rc < 0)
+    if (rc < 0 && (op != OP_DESTROY || !destroyed_before(job, id, &err)))
         tool_job_fail(job, &err);
 }
 

@@ -487,6 +487,42 @@ TEST(connection_cap_evicts_the_oldest_without_a_request)
     end_session();
 }
 
+static bool stop_sent;
+
+static void stop_server(void)
+{
+    if (!stop_sent)
+        uv_async_send(&done_async);
+    stop_sent = true;
+}
+
+/* Issue #18.9: SIGTERM answered in-flight POSTs with 404 "Session terminated", which clients
+ * read as an expired session; a stop is 503 with Retry-After (and a JSON-RPC error on an SSE
+ * stream), naming the request. Last: it stops the server. */
+TEST(stop_answers_requests_in_flight_with_503)
+{
+    static char buf[CLIENT_BUF];
+    size_t len = 0;
+    new_session();
+    int p = dial();
+    request(p, sid, "{\"jsonrpc\":\"2.0\",\"id\":\"held\",\"method\":\"hold\"}");
+    int q = dial();
+    request(q, sid, "{\"jsonrpc\":\"2.0\",\"id\":\"streamed\",\"method\":\"hold\","
+                    "\"params\":{\"notify\":true}}");
+    ASSERT(expect(q, "notifications/message", 2000));
+    usleep(100000); /* the first request has reached the core too */
+    stop_server();
+    ASSERT(read_until(p, buf, &len, "shutting down", 3000));
+    ASSERT_CONTAINS(buf, "HTTP/1.1 503");
+    ASSERT_CONTAINS(buf, "Retry-After: 5");
+    ASSERT_CONTAINS(buf, "\"id\":\"held\"");
+    len = 0;
+    ASSERT(read_until(q, buf, &len, "shutting down", 3000));
+    ASSERT_CONTAINS(buf, "\"id\":\"streamed\"");
+    close(p);
+    close(q);
+}
+
 static void *client_main(void *arg)
 {
     RUN(echo_and_keep_alive_idle_close);
@@ -503,7 +539,8 @@ static void *client_main(void *arg)
     RUN(pipelining_client_that_never_reads_is_pushed_back);
     RUN(connection_cap_evicts_the_oldest_without_a_request);
     RUN(session_expiry_and_cap);
-    uv_async_send(&done_async);
+    RUN(stop_answers_requests_in_flight_with_503);
+    stop_server();
     return NULL;
 }
 
