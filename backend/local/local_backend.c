@@ -66,7 +66,17 @@ int local_event(struct store *st, const char *id, const char *kind, json_t *data
 {
     int rc = store_event_add(st, id, kind, data, err);
     json_decref(data);
+    if (rc < 0) /* the event log is diagnostics: the operation goes on, the loss is logged */
+        log_warn("sandbox %s: the %s event was not recorded: %s", id, kind, err->msg);
     return rc;
+}
+
+void local_record_delete(struct store *st, const char *id)
+{
+    struct mcp_error err;
+    if (store_sandbox_delete(st, id, &err) < 0)
+        log_warn("sandbox %s: its record was not deleted (%s); the next start reaps it", id,
+                 err.msg);
 }
 
 json_t *local_info(const struct store_sandbox *rec)
@@ -401,14 +411,14 @@ static void on_init_exit(struct lsbx *sb)
         struct destroy_op *op = sb->destroying;
         sb->destroying = NULL;
         local_event(lb->base.store, sb->id, "destroyed", NULL, &err);
-        store_sandbox_delete(lb->base.store, sb->id, &err);
+        local_record_delete(lb->base.store, sb->id);
         json_t *res = json_pack("{s:s, s:b}", "sandbox_id", sb->id, "destroyed", 1);
         op->cb(op->arg, res, NULL);
         json_decref(res);
         free(op);
     } else if (sb->pooled) { /* never given out: nobody to tell, nothing to keep */
         local_pool_forget(sb);
-        store_sandbox_delete(lb->base.store, sb->id, &err);
+        local_record_delete(lb->base.store, sb->id);
     } else {
         /* No record: another mcpbox process destroyed it; nothing to report. */
         if (store_sandbox_set_state(lb->base.store, sb->id, expired ? "expired" : "stopped",
@@ -550,7 +560,7 @@ static void reap_dead(struct local_backend *lb, const struct store_sandbox *rec)
                               expired ? why : half_made ? "its creator died during create"
                               : pooled ? "pooled, and the process that pooled it is gone"
                                        : "init gone at reconcile"), &err);
-    store_sandbox_delete(lb->base.store, rec->id, &err);
+    local_record_delete(lb->base.store, rec->id);
     log_info("sandbox %s (%s) was gone; cleaned up", rec->id, rec->state);
 }
 
@@ -591,8 +601,10 @@ static void on_timer(uv_timer_t *t)
     for (size_t i = 0; i < n; i++) {
         struct lsbx *sb = lsbx_find(lb, list[i].id);
         if (sb && strcmp(list[i].state, "paused") == 0 && list[i].expires_at_ms > 0 &&
-            now >= list[i].expires_at_ms && cg_freeze(&sb->cg, false, &err) == 0)
-            store_sandbox_set_state(lb->base.store, list[i].id, "running", &err);
+            now >= list[i].expires_at_ms && cg_freeze(&sb->cg, false, &err) == 0 &&
+            store_sandbox_set_state(lb->base.store, list[i].id, "running", &err) < 0)
+            log_warn("sandbox %s: thawed, but its state was not recorded: %s", list[i].id,
+                     err.msg);
     }
     store_sandbox_list_free(list, n);
 }

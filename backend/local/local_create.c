@@ -288,7 +288,7 @@ static void create_fail(struct create_op *op, const struct mcp_error *e)
     local_release_resources(lb, sb->id, sb->dir, &sb->cg);
     local_event(lb->base.store, sb->id, "create_failed", json_pack("{s:s}", "error", e->msg),
                     &err);
-    store_sandbox_delete(lb->base.store, sb->id, &err);
+    local_record_delete(lb->base.store, sb->id);
     if (op->pooled)
         local_pool_fill_failed(lb, e);
     else
@@ -488,7 +488,7 @@ static void create_abort(struct create_op *op)
         syscall(SYS_waitid, P_PIDFD, op->sb->pidfd, &si, WEXITED, NULL);
     }
     local_release_resources(lb, op->sb->id, op->sb->dir, &op->sb->cg);
-    store_sandbox_delete(lb->base.store, op->sb->id, &e2);
+    local_record_delete(lb->base.store, op->sb->id);
     lsbx_unref(op->sb);
     free(op->agent_cfg);
     free(op);
@@ -652,7 +652,7 @@ int local_destroy(struct backend *be, const char *id, backend_cb *cb, void *arg,
         local_kill_init(pid, start); /* live but watched by another mcpbox process (or none) */
         local_release_resources(lb, id, dir, &cg);
         local_event(be->store, id, "destroyed", NULL, err);
-        store_sandbox_delete(be->store, id, err);
+        local_record_delete(be->store, id);
         store_sandbox_release(&rec);
         json_t *res = json_pack("{s:s, s:b}", "sandbox_id", id, "destroyed", 1);
         local_defer(lb, cb, arg, res, NULL);

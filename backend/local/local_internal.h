@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "backend/backend.h"
+#include "backend/local/pasta_path.h"
 #include "backend/local/identity.h"
 #include "mcp/base/buf.h"
 #include "mcp/base/error.h"
@@ -144,7 +145,6 @@ uint64_t local_proc_starttime(pid_t pid);
 #define LOCAL_INIT_FILE "init" /* in the sandbox directory: "<pid> <start time>" */
 /* network.c: opt-in egress through pasta. */
 #define LOCAL_DNS_ADDR "169.254.1.1"
-const char *local_pasta_path(void); /* NULL when pasta is not installed */
 int local_start_network(const char *dir, pid_t pid, const struct cg_sandbox *cg,
                         struct mcp_error *err);
 int local_block_private_routes(const char **failed); /* in the child; sets errno */
@@ -271,8 +271,11 @@ void local_defer(struct local_backend *lb, backend_cb *cb, void *arg, json_t *re
                  const struct mcp_error *err);
 json_t *local_info(const struct store_sandbox *rec);
 /* store_event_add that takes ownership of data (may be NULL). */
+/* Records an event (logs a warning if the store refuses; takes data's reference). */
 int local_event(struct store *st, const char *id, const char *kind, json_t *data,
                 struct mcp_error *err);
+/* Deletes a sandbox's record; a failure is logged (reconcile reaps the record later). */
+void local_record_delete(struct store *st, const char *id);
 void local_watch_exit(struct lsbx *sb);
 /* Records an "oom" event if the sandbox memcg's oom_kill counter rose since last seen. */
 void local_note_oom(struct lsbx *sb);

@@ -648,12 +648,22 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     int sync[2] = {-1, -1}, errp[2] = {-1, -1};
     memset(out, 0, sizeof *out);
     out->pidfd = out->err_fd = out->release_fd = out->tree_fd = -1;
-    if (prepare(&p, req, err) < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0 ||
-        pipe2(errp, O_CLOEXEC) < 0) {
-        if (err->msg[0] == '\0')
-            mcp_error_set(err, MCP_ERR_IO, errno, "pipe");
+    /* Each step sets err itself: callers may pass an err that was never written. */
+    if (prepare(&p, req, err) < 0) {
         close_plan(&p);
         return -1;
+    }
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0) {
+        int e = errno;
+        close_plan(&p);
+        return mcp_error_set(err, MCP_ERR_IO, e, "socketpair for the sandbox init");
+    }
+    if (pipe2(errp, O_CLOEXEC) < 0) {
+        int e = errno;
+        close(sync[0]);
+        close(sync[1]);
+        close_plan(&p);
+        return mcp_error_set(err, MCP_ERR_IO, e, "pipe for the sandbox init's errors");
     }
     p.sync_fd = sync[0];
     p.err_fd = errp[1];

@@ -26,7 +26,7 @@ struct run_job {
     int open_timers;
     uint64_t started_ms;
     double last_progress;
-    bool done, detached, finished, cancelled, kill_pending, budget_passed, background;
+    bool finished, kill_pending, budget_passed, background;
 };
 
 static void run_free_cb(uv_handle_t *h)
@@ -142,7 +142,6 @@ static void run_on_output(void *arg, enum exec_stream stream, const char *data, 
 static void run_on_done(void *arg, json_t *result, const struct mcp_error *err)
 {
     struct run_job *rj = arg;
-    rj->done = true;
     rj->handle = NULL;
     if (err != NULL) {
         rj->finished = true;
@@ -167,7 +166,6 @@ static void run_budget_cb(uv_timer_t *t)
     }
     rj->job->be->ops->exec_detach(rj->handle);
     rj->handle = NULL;
-    rj->detached = true;
     run_finish(rj, "running", NULL);
     run_cleanup(rj);
 }
@@ -185,7 +183,6 @@ static void run_cancel_cb(void *arg)
     struct run_job *rj = arg;
     if (rj->finished)
         return;
-    rj->cancelled = true;
     if (rj->command_id != NULL)
         run_kill(rj);
     else

@@ -117,8 +117,8 @@ static json_t *read_result(struct read_job *rj, const struct file_read_result *r
     size_t len = res->len;
     bool truncated = res->truncated;
     /* A range that ends inside a character: stop before it, the next read starts there. */
-    size_t whole = utf8_complete_prefix(res->data, len);
-    if (res->truncated && whole < len && whole > 0 && utf8_is_text(res->data, whole)) {
+    size_t whole = utf8_page_end(res->data, len);
+    if (res->truncated && whole < len && utf8_is_text(res->data, whole)) {
         len = whole;
         truncated = true;
     }

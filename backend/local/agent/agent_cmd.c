@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "backend/local/agent/agent.h"
+#include "mcp/base/utf8.h"
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 
@@ -504,8 +505,10 @@ json_t *agent_cmd_list(struct agent *a, json_t *req, struct mcp_error *err)
     size_t n = 0;
     for (struct cmd *c = a->cmds; c && n < AGENT_LIST_MAX; c = c->next, n++) {
         json_t *j = cmd_status_json(c);
-        json_object_set_new(j, "command", json_stringn(c->command, strnlen(c->command,
-                                                                           AGENT_LIST_CMD_CHARS)));
+        /* cut before a character the limit would split: jansson refuses invalid UTF-8 */
+        size_t cut = strnlen(c->command, AGENT_LIST_CMD_CHARS);
+        json_object_set_new(j, "command",
+                            json_stringn(c->command, utf8_complete_prefix(c->command, cut)));
         json_array_append_new(list, j);
     }
     return json_pack("{s:o, s:I}", "commands", list, "total", (json_int_t)a->ncmds);

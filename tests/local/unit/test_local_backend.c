@@ -601,6 +601,52 @@ TEST(too_few_pids_refused_with_the_minimum)
     }
 }
 
+/* Issue #18.4: get_command pages that end inside a character put U+FFFD at every boundary
+ * (read_file got it right), and diagnose what=logs dropped a command whose 200th byte was
+ * inside a character. Pages that follow next_offset now concatenate to the output. */
+TEST(pages_never_split_characters)
+{
+    char *id = create_sandbox(0);
+    /* 100 three-byte characters: 300 bytes */
+    char cjk[301] = "", cmd[400];
+    for (int i = 0; i < 100; i++)
+        strcat(cjk, "\xe6\x97\xa5");
+    snprintf(cmd, sizeof cmd, "printf  '%s'", cjk); /* 9 + 191: byte 200 splits one */
+    struct run x;
+    run_cmd(id, cmd, 0, &x);
+    ASSERT_STR_EQ(buf_cstr(&x.out), cjk);
+    struct buf all;
+    buf_init(&all, 1 << 20);
+    uint64_t off = 0;
+    for (int pages = 0; pages < 400; pages++) {
+        struct result r;
+        CALL(r, be->ops->command_get(be, id, x.cmd_id, off, 7, on_result, &r, &_e));
+        ASSERT(!r.failed);
+        const char *out = json_string_value(json_object_get(r.json, "output"));
+        ASSERT(strstr(out, "\xEF\xBF\xBD") == NULL);
+        buf_append_str(&all, out);
+        off = (uint64_t)json_integer_value(json_object_get(r.json, "next_offset"));
+        bool eof = json_is_true(json_object_get(r.json, "eof"));
+        json_decref(r.json);
+        if (eof)
+            break;
+    }
+    ASSERT_STR_EQ(buf_cstr(&all), cjk);
+    buf_release(&all);
+    run_free(&x);
+    struct result r;
+    CALL(r, be->ops->diagnose(be, id, "logs", on_result, &r, &_e));
+    ASSERT(!r.failed);
+    json_t *first = json_array_get(json_object_get(r.json, "commands"), 0);
+    const char *listed = json_string_value(json_object_get(first, "command"));
+    if (listed == NULL)
+        TEST_FAIL("diagnose logs lost the command's text");
+    ASSERT(strncmp(listed, cmd, strlen(listed)) == 0 && strlen(listed) >= 195);
+    json_decref(r.json);
+    destroy_sandbox(id);
+    free(id);
+}
+
 static void copy_file(const char *from, const char *to)
 {
     char cmd[1024];
@@ -1191,6 +1237,7 @@ int main(void)
     RUN(huge_durations_saturate);
     RUN(env_that_exec_cannot_pass_is_refused);
     RUN(too_few_pids_refused_with_the_minimum);
+    RUN(pages_never_split_characters);
     RUN(registered_image_overlay);
     RUN(idle_timeout_enforced_by_agent);
     RUN(reconnect_from_second_instance);
