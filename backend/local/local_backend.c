@@ -16,6 +16,7 @@
 
 #define LOG_MODULE "local"
 #include "backend/local/local.h"
+#include "backend/local/image/image.h"
 #include "backend/local/local_internal.h"
 #include "mcp/base/cleanup.h"
 #include "mcp/base/log.h"
@@ -95,6 +96,9 @@ json_t *local_info(const struct store_sandbox *rec)
         "metadata", json_is_object(meta) ? meta : json_null());
     if (json_is_null(json_object_get(info, "metadata")))
         json_object_set_new(info, "metadata", json_object());
+    json_t *digest = json_object_get(r, "image_digest");
+    if (json_is_string(digest)) /* an OCI image: what exactly runs */
+        json_object_set_new(info, "image_digest", json_copy(digest));
     if (rec->expires_at_ms > 0) {
         format_rfc3339_ms(rec->expires_at_ms, expires);
         json_object_set_new(info, "expires_at", json_string(expires));
@@ -150,9 +154,9 @@ int local_record_get(struct store *st, const char *id, struct store_sandbox *rec
 {
     if (store_sandbox_get(st, id, rec, err) < 0)
         return -1;
-    if (strcmp(rec->state, LOCAL_POOL_STATE) != 0)
+    if (strcmp(rec->state, LOCAL_POOL_STATE) != 0 && strcmp(rec->state, LOCAL_DESTROYED_STATE) != 0)
         return 0;
-    store_sandbox_release(rec); /* pooled: not anyone's yet */
+    store_sandbox_release(rec); /* pooled: not anyone's yet; destroyed: its release is under way */
     memset(rec, 0, sizeof *rec);
     return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
                          "no sandbox %s (list_sandboxes shows the ones that exist)", id);
@@ -393,6 +397,19 @@ static void local_watch_oom(struct lsbx *sb)
     uv_poll_start(&sb->oom_poll, v1 ? UV_READABLE : UV_PRIORITIZED, on_oom);
 }
 
+/* Another mcpbox process destroyed it and is releasing it (or its next start will): its record
+ * must stay "destroyed", invisible, not become "stopped". */
+static bool destroyed_elsewhere(struct local_backend *lb, const char *id)
+{
+    struct store_sandbox rec = {0};
+    struct mcp_error err;
+    if (store_sandbox_get(lb->base.store, id, &rec, &err) < 0)
+        return false;
+    bool destroyed = strcmp(rec.state, LOCAL_DESTROYED_STATE) == 0;
+    store_sandbox_release(&rec);
+    return destroyed;
+}
+
 /* The sandbox's init is gone: reap it (if it is our child), release everything, and record
  * why. A pending destroy completes here. */
 static void on_init_exit(struct lsbx *sb)
@@ -407,19 +424,14 @@ static void on_init_exit(struct lsbx *sb)
     agent_conn_close(sb->conn);
     sb->conn = NULL;
     local_release_resources(lb, sb->id, sb->dir, &sb->cg);
-    if (sb->destroying) {
-        struct destroy_op *op = sb->destroying;
+    if (sb->destroying) { /* the caller had its answer; the "destroyed" event is written */
+        free(sb->destroying);
         sb->destroying = NULL;
-        local_event(lb->base.store, sb->id, "destroyed", NULL, &err);
         local_record_delete(lb->base.store, sb->id);
-        json_t *res = json_pack("{s:s, s:b}", "sandbox_id", sb->id, "destroyed", 1);
-        op->cb(op->arg, res, NULL);
-        json_decref(res);
-        free(op);
     } else if (sb->pooled) { /* never given out: nobody to tell, nothing to keep */
         local_pool_forget(sb);
         local_record_delete(lb->base.store, sb->id);
-    } else {
+    } else if (!destroyed_elsewhere(lb, sb->id)) {
         /* No record: another mcpbox process destroyed it; nothing to report. */
         if (store_sandbox_set_state(lb->base.store, sb->id, expired ? "expired" : "stopped",
                                     &err) == 0)
@@ -550,6 +562,7 @@ static void reap_dead(struct local_backend *lb, const struct store_sandbox *rec)
     bool expired = read_marker(logs, why, sizeof why);
     bool half_made = strcmp(rec->state, "creating") == 0;
     bool pooled = strcmp(rec->state, LOCAL_POOL_STATE) == 0;
+    bool destroyed = strcmp(rec->state, LOCAL_DESTROYED_STATE) == 0;
     cg_kill(&cg);
     uint64_t start;
     pid_t pid = local_init_of(dir, rec->record, &start);
@@ -557,7 +570,8 @@ static void reap_dead(struct local_backend *lb, const struct store_sandbox *rec)
     local_release_resources(lb, rec->id, dir, &cg);
     local_event(lb->base.store, rec->id, "reaped",
                     json_pack("{s:s, s:s}", "previous_state", rec->state, "reason",
-                              expired ? why : half_made ? "its creator died during create"
+                              destroyed ? "destroyed; its release was cut short (mcpbox stopped)"
+                              : expired ? why : half_made ? "its creator died during create"
                               : pooled ? "pooled, and the process that pooled it is gone"
                                        : "init gone at reconcile"), &err);
     local_record_delete(lb->base.store, rec->id);
@@ -575,7 +589,8 @@ static int reconcile(struct local_backend *lb, struct mcp_error *err)
         if (creator_busy(&list[i]))
             continue; /* another process is creating it right now, or holds it in its pool */
         if (strcmp(list[i].state, "creating") != 0 &&
-            strcmp(list[i].state, LOCAL_POOL_STATE) != 0 && record_is_live(&list[i], &pid))
+            strcmp(list[i].state, LOCAL_POOL_STATE) != 0 &&
+            strcmp(list[i].state, LOCAL_DESTROYED_STATE) != 0 && record_is_live(&list[i], &pid))
             adopt(lb, &list[i], pid);
         else
             reap_dead(lb, &list[i]);
@@ -696,6 +711,15 @@ static void local_shutdown(struct backend *be)
 {
     struct local_backend *lb = (struct local_backend *)be;
     local_pool_drain(lb); /* untaken pooled sandboxes go with the process that pooled them */
+    image_service_free(lb->images); /* pulls under way end with an error */
+    lb->images = NULL;
+    /* Destroys already answered finish their release now (a one-shot CLI rm exits next). */
+    for (struct lsbx *sb = lb->sandboxes; sb;) {
+        struct lsbx *next = sb->next;
+        if (sb->destroying)
+            local_kill_now(sb);
+        sb = next;
+    }
     while (lb->sandboxes) {
         struct lsbx *sb = lb->sandboxes;
         agent_conn_close(sb->conn);

@@ -27,9 +27,15 @@ struct session;
 /* The limits and timeouts. The timeouts and the session cap may be overridden at compile time
  * only so that tests/unit/http/test_http_transport.c can exercise them in milliseconds. */
 
-/* Open TCP connections; more are accepted and closed at once. */
+/* Open TCP connections. At the limit a new one first closes the oldest connection that has not
+ * sent a complete request (idle, or still sending its head or body: what a local process that
+ * holds connections open to lock others out holds); with none, the new one is closed at once. */
+#ifndef HTTP_MAX_CONNECTIONS
 #define HTTP_MAX_CONNECTIONS 512
-/* Live MCP sessions; an initialize beyond this gets 503 with a JSON-RPC error. */
+#endif
+/* Live MCP sessions. At the limit an initialize first ends the least recently active idle
+ * session (no request, stream or cancel open) of the same owner; with none it gets 503 with a
+ * JSON-RPC error. */
 #ifndef HTTP_MAX_SESSIONS
 #define HTTP_MAX_SESSIONS 128
 #endif
@@ -74,6 +80,8 @@ struct session;
 /* Cancellations queued per session for requests whose stream was dropped (more are rare; the
  * request then runs to completion and its reply is dropped). */
 #define HTTP_MAX_QUEUED_CANCELS 16
+/* Retry-After (seconds) on the 503 that answers a request in progress when the server stops. */
+#define HTTP_STOPPING_RETRY_S "5"
 /* Random bytes in a session id (hex-encoded: 48 visible ASCII characters, 192 bits). */
 #define HTTP_SESSION_ID_BYTES 24
 #define HTTP_SESSION_ID_LEN (2 * HTTP_SESSION_ID_BYTES)
@@ -136,6 +144,7 @@ struct http_sess {
     bool stateless;   /* one 2026-07-28 request (http_modern.c): ends with its exchange */
     bool reap;        /* stateless and done: destroyed from the loop (http_sess_reap) */
     uid_t peer_uid;   /* the user owning it (owner local:uid:N), or (uid_t)-1 */
+    char owner[64];   /* the core session's owner (sess_owner) */
     char *cancels[HTTP_MAX_QUEUED_CANCELS]; /* owned request-id keys to cancel, from the loop */
     size_t ncancels;
 };

@@ -31,6 +31,8 @@ struct store;
 #define TOOLS_MAX_GET_LIMIT          (1u << 20)
 #define TOOLS_GET_POLL_MS            250u         /* get_command wait_seconds polling interval */
 #define TOOLS_MAX_GET_WAIT_S         600          /* get_command wait_seconds (its schema's max) */
+#define TOOLS_KILL_WAIT_MS           2000u        /* kill_command waits for the end this long */
+#define TOOLS_KILL_POLL_MS           50u          /* ... polling the backend this often */
 #define TOOLS_DEFAULT_READ_LENGTH    65536u       /* read_file */
 /* 7 MiB: its base64 (9.3 MiB) still fits the 10 MiB message limit of the official SDK's stdio
  * client, which closes the connection on anything larger. */
