@@ -12,6 +12,8 @@ int cli_serve_main(int argc, char **argv);
 /* mcpbox sandbox ... / doctor (owner: local-ops), mcpbox skill ... (owner: ship). */
 int cli_sandbox_main(int argc, char **argv);
 int cli_doctor_main(int argc, char **argv);
+/* mcpbox setup --user NAME [--undo]: the one-time root step for a rootless user (mcp/cli). */
+int cli_setup_main(int argc, char **argv);
 int cli_skill_main(int argc, char **argv);
 
 /* Registers the sandbox tools (mcp/tools/) when the executable was built with them; a no-op

@@ -78,7 +78,6 @@ struct child_plan {
     char *agent_env;          /* MCPBOX_AGENT_CONFIG=<json> (malloc'd by the parent) */
     int sync_fd, err_fd, listen_fd, logdir_fd, exe_fd;
     int image_fd; /* child: the idmapped image tree received from the parent, or -1 */
-    bool image_bound; /* rootless: the child bound the image at .lower itself (no idmap) */
     int parent_sync_fd, parent_err_fd; /* the parent's ends: the child closes them first */
 };
 
@@ -246,14 +245,40 @@ static void enter_root(struct child_plan *p)
     /* Rootless: an unprivileged user cannot make idmapped mounts of a host filesystem, so the
      * image is bound as it is (its root-owned files show as nobody), now, while the child may
      * still walk the user's state directory. */
+    /* The tree is detached (no inode is made: the user's uid is not mapped here, so a mkdir
+     * would fail with EOVERFLOW); it is attached at .lower once the child is the sandbox's root. */
     if (p->req->image_dir && p->image_fd < 0) {
-        CHECK(mkdir(".lower", 0755) == 0, "mkdir", ".lower");
-        CHECK(mount(p->req->image_dir, ".lower", NULL, MS_BIND | MS_REC, NULL) == 0, "bind image",
-              p->req->image_dir);
-        CHECK(set_attr(".lower", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-                       AT_RECURSIVE) == 0, "read-only", "image");
-        p->image_bound = true;
+        struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+                                              MOUNT_ATTR_NODEV};
+        p->image_fd = (int)syscall(SYS_open_tree, AT_FDCWD, p->req->image_dir,
+                                   OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        CHECK(p->image_fd >= 0, "open image", p->req->image_dir);
+        CHECK(syscall(SYS_mount_setattr, p->image_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr,
+                      sizeof attr) == 0, "read-only", "image");
     }
+}
+
+/* One generated file in the image's /etc. Rootless, an image's /etc is usually not writable by
+ * the sandbox's root (root-owned host files show as nobody in its user namespace, so overlay
+ * refuses the copy-up): the file is then written on the data tmpfs and bound over the image's
+ * own, or left out where the image has none. */
+static void put_image_etc(const struct child_plan *p, const char *name, const char *text)
+{
+    char path[64], gen[64];
+    snprintf(path, sizeof path, "etc/%s", name);
+    int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EACCES && errno != EPERM)
+        CHECK(0, "create", path);
+    if (fd >= 0) {
+        CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text), "write", path);
+        close(fd);
+        return;
+    }
+    snprintf(gen, sizeof gen, "../.data/etc-%s", name);
+    put(p, gen, text);
+    struct stat st;
+    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode))
+        CHECK(mount(gen, path, NULL, MS_BIND, NULL) == 0, "bind", path);
 }
 
 /* Image mode: the registered rootfs, idmapped by the parent so that its root-owned files belong
@@ -270,11 +295,9 @@ static void make_image_root(const struct child_plan *p)
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
         CHECK(mkdir(dirs[i], 0755) == 0, "mkdir", dirs[i]);
     chmod(".data/tmp", 01777);
-    if (!p->image_bound) {
-        CHECK(mkdir(".lower", 0755) == 0, "mkdir", ".lower");
-        CHECK(syscall(SYS_move_mount, p->image_fd, "", AT_FDCWD, ".lower",
-                      MOVE_MOUNT_F_EMPTY_PATH) == 0, "attach image", NULL);
-    }
+    CHECK(mkdir(".lower", 0755) == 0, "mkdir", ".lower");
+    CHECK(syscall(SYS_move_mount, p->image_fd, "", AT_FDCWD, ".lower",
+                  MOVE_MOUNT_F_EMPTY_PATH) == 0, "attach image", NULL);
     CHECK(mkdir(".root", 0755) == 0, "mkdir", ".root");
     CHECK(mount("overlay", ".root", "overlay", MS_NOSUID | MS_NODEV,
                 "lowerdir=.lower,upperdir=.data/upper,workdir=.data/work,userxattr") == 0,
@@ -291,9 +314,9 @@ static void make_image_root(const struct child_plan *p)
     static const char *const gen[] = {"etc/hostname", "etc/hosts", "etc/resolv.conf"};
     for (size_t i = 0; i < 3; i++)
         unlink(gen[i]); /* never write through an image's symlink */
-    put(p, "etc/hostname", etc_hostname);
-    put(p, "etc/hosts", etc_hosts);
-    put(p, "etc/resolv.conf", p->req->network ? resolv_pasta : resolv_none);
+    put_image_etc(p, "hostname", etc_hostname);
+    put_image_etc(p, "hosts", etc_hosts);
+    put_image_etc(p, "resolv.conf", p->req->network ? resolv_pasta : resolv_none);
     make_dev(p);
     make_proc(p);
     CHECK(syscall(SYS_pivot_root, ".", ".") == 0, "pivot_root", NULL);
@@ -304,7 +327,7 @@ static void make_image_root(const struct child_plan *p)
 
 static void make_root(const struct child_plan *p)
 {
-    if (p->image_fd >= 0 || p->image_bound) {
+    if (p->image_fd >= 0) {
         make_image_root(p);
         return;
     }
@@ -366,7 +389,9 @@ static void set_limits(const struct child_plan *p)
 {
     lower_limit(p, RLIMIT_NOFILE, CHILD_NOFILE, "NOFILE");
     lower_limit(p, RLIMIT_CORE, 0, "CORE");
-    lower_limit(p, RLIMIT_NPROC, (rlim_t)p->req->pids + 64, "NPROC"); /* pids.max is the limit */
+    /* pids.max is the limit; without a pids cgroup this is. */
+    lower_limit(p, RLIMIT_NPROC, (rlim_t)p->req->pids + (p->req->pids_by_rlimit ? 0 : 64),
+                "NPROC");
 }
 
 /* Moves the fds the agent keeps to 3, 4 and 5 and everything else out at exec. */
