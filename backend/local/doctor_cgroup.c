@@ -247,8 +247,9 @@ static void check_user_delegation(struct doctor_report *r, const struct cg_layou
     else
         doctor_fail(c, setup_fix(fix, sizeof fix),
                     "no cgroup delegated to uid %u in: %s; until then those limits are NOT "
-                    "enforced (no memory cap%s; pids fall back to RLIMIT_NPROC, disk to the "
-                    "tmpfs size)", (unsigned)geteuid(), miss,
+                    "enforced (%s%s%s; pids fall back to RLIMIT_NPROC, disk to the tmpfs size)",
+                    (unsigned)geteuid(), miss, strstr(miss, "memory") ? "no memory cap" : "",
+                    strstr(miss, "cpu") ? ", no cpu quota" : "",
                     strstr(miss, "freezer") ? ", no pause" : "");
 }
 

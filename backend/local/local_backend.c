@@ -86,7 +86,7 @@ static void local_info_isolation(json_t *info, json_t *record)
     if (json_is_object(enf) && json_is_object(limits)) {
         json_t *shown = json_deep_copy(limits);
         for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-            if (json_object_get(enf, keys[i][0]) == NULL) {
+            if (!json_is_string(json_object_get(enf, keys[i][0]))) { /* null: not enforced */
                 json_object_del(shown, keys[i][1]);
                 json_array_append_new(off, json_string(keys[i][0]));
             }
