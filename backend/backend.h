@@ -69,6 +69,10 @@ struct sandbox_spec {
     /* Restore from this snapshot instead of image (only backends with ops->snapshot; the tool
      * layer refuses it for the others). Owner-checked by the backend. */
     const char *snapshot_id;
+    /* Optional: called while the create waits for something slow (an image pull), with bytes
+     * done of total (total 0 while unknown) and what it is doing. */
+    void (*progress)(void *progress_arg, uint64_t done, uint64_t total, const char *what);
+    void *progress_arg;
 };
 
 /* Completion for most operations: exactly one of result/err is non-NULL. Both borrowed. */
@@ -123,7 +127,8 @@ typedef void backend_read_cb(void *arg, const struct file_read_result *res,
  * results are the tool's structuredContent:
  *   "list"    {path, depth?}               -> {path, entries:[{path, type, size, mode, mtime}], truncated}
  *   "search"  {path, pattern, max_results?}-> {path, pattern, matches:[path...], truncated}
- *   "replace" {path, old, new, count?}      -> {path, replacements, size, sha256}
+ *   "replace" {path, old, new, count?, unique?} -> {path, replacements, size, sha256}
+ *                                            (unique: more than one occurrence is a conflict)
  *   "move"    {source, destination, overwrite?} -> {source, destination}
  *   "delete"  {path, recursive?}           -> {path, deleted}
  *   "mkdir"   {path, parents?, mode?}      -> {path, created}

@@ -97,13 +97,15 @@ def rows(schema, prefix="", depth=1):
         return
     props = schema.get("properties") or {}
     required = set(schema.get("required") or [])
-    for name, sub in props.items():
+    # an output schema may list required fields only (kept small for tools/list)
+    items = list(props.items()) + [(n, {}) for n in schema.get("required") or [] if n not in props]
+    for name, sub in items:
         full = prefix + name
         desc = one_line(sub.get("description", "") if isinstance(sub, dict) else "")
         extra = constraints(sub)
         if extra:
             desc = f"{desc} ({extra})" if desc else extra
-        yield full, type_of(sub), name in required, desc
+        yield full, type_of(sub) if sub else "", name in required, desc
         if depth < MAX_DEPTH and isinstance(sub, dict):
             inner = sub.get("items") if sub.get("type") == "array" else sub
             if isinstance(inner, dict) and inner.get("properties"):

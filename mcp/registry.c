@@ -219,9 +219,25 @@ json_t *registry_tools_json(const struct registry *reg)
 {
     json_t *arr = json_array();
 
-    for (size_t i = 0; i < reg->tools.n; i++)
-        json_array_append(arr, ((struct registry_tool *)vec_at(&reg->tools, i))->def);
+    for (size_t i = 0; i < reg->tools.n; i++) {
+        const struct registry_tool *t = vec_at(&reg->tools, i);
+        if (!t->unlisted)
+            json_array_append(arr, t->def);
+    }
     return arr;
+}
+
+int registry_unlist_tool(struct registry *reg, const char *name)
+{
+    struct registry_tool *t = (struct registry_tool *)registry_find_tool(reg, name);
+
+    if (!t)
+        return -1;
+    if (!t->unlisted) {
+        t->unlisted = true;
+        changed(reg, "tools");
+    }
+    return 0;
 }
 
 static json_t *load_embedded(const char *dir, const char *name, struct mcp_error *err)

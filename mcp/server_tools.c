@@ -4,6 +4,7 @@
 #include "mcp/base/error.h"
 #include "mcp/base/log.h"
 #include "mcp/cli.h"
+#include "mcp/config.h"
 #include "mcp/registry.h"
 #include "mcp/server.h"
 #ifdef MCPBOX_HAVE_TOOLS
@@ -17,6 +18,11 @@ int server_add_sandbox_tools(struct mcp_server *srv, struct mcp_error *err)
 
     if (registry_load_tools(reg, "tools", sandbox_tools, sandbox_tools_count, err) < 0)
         return -1;
+    /* A tool only one backend can do costs every conversation its bytes in tools/list: list it
+     * only where that backend is enabled (a call still answers with what to use instead). */
+    for (size_t i = 0; !server_config(srv)->opensandbox_domain &&
+                       sandbox_tools_opensandbox_only[i]; i++)
+        registry_unlist_tool(reg, sandbox_tools_opensandbox_only[i]);
 #ifdef SANDBOX_TOOLS_HAVE_REGISTER
     sandbox_tools_register(reg, server_context(srv));
 #endif

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backend/local/doctor.h"
+#include "backend/local/pasta_path.h"
 #include "backend/local/runtime_dir.h"
 
 /* The errno the seccomp probe's filter returns for getpgid: one getpgid never returns. */
@@ -156,17 +157,18 @@ static bool find_program(const char *name, char *out, size_t size)
 static void check_netstack(struct doctor_report *r)
 {
     struct doctor_check *c = doctor_add(r, "user_mode_network", false);
-    char pasta[512], slirp[512];
-    bool has_pasta = find_program("pasta", pasta, sizeof(pasta));
-    bool has_slirp = find_program("slirp4netns", slirp, sizeof(slirp));
-    if (!has_pasta && !has_slirp) {
-        doctor_fail(c, "sudo apt-get install passt (or: sudo apt-get install slirp4netns)",
-                    "neither pasta nor slirp4netns is installed: sandboxes created with "
-                    "network=true cannot reach the internet (the loopback-only default works)");
+    const char *pasta = local_pasta_path(); /* the same lookup as a network=true create */
+    char slirp[512];
+    if (pasta == NULL) {
+        doctor_fail(c, "sudo apt-get install passt",
+                    "pasta is not installed: sandboxes created with network=true cannot reach "
+                    "the internet (the loopback-only default works)%s",
+                    find_program("slirp4netns", slirp, sizeof(slirp))
+                        ? "; slirp4netns is installed, but mcpbox runs only pasta"
+                        : "");
         return;
     }
-    doctor_pass(c, "%s%s%s", has_pasta ? pasta : "", has_pasta && has_slirp ? ", " : "",
-                has_slirp ? slirp : "");
+    doctor_pass(c, "%s", pasta);
 }
 
 /* LOCAL-ISOLATION.md §5.6: with these off, staging in shared directories is riskier. */

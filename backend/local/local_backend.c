@@ -17,6 +17,7 @@
 
 #define LOG_MODULE "local"
 #include "backend/local/local.h"
+#include "backend/local/image/image.h"
 #include "backend/local/local_internal.h"
 #include "mcp/base/cleanup.h"
 #include "mcp/base/log.h"
@@ -67,6 +68,8 @@ int local_event(struct store *st, const char *id, const char *kind, json_t *data
 {
     int rc = store_event_add(st, id, kind, data, err);
     json_decref(data);
+    if (rc < 0) /* the event log is diagnostics: the operation goes on, the loss is logged */
+        log_warn("sandbox %s: the %s event was not recorded: %s", id, kind, err->msg);
     return rc;
 }
 
@@ -99,6 +102,14 @@ static void local_info_isolation(json_t *info, json_t *record)
     json_object_set_new(info, "isolation", iso);
 }
 
+void local_record_delete(struct store *st, const char *id)
+{
+    struct mcp_error err;
+    if (store_sandbox_delete(st, id, &err) < 0)
+        log_warn("sandbox %s: its record was not deleted (%s); the next start reaps it", id,
+                 err.msg);
+}
+
 json_t *local_info(const struct store_sandbox *rec)
 {
     char created[32], expires[32];
@@ -116,6 +127,9 @@ json_t *local_info(const struct store_sandbox *rec)
     if (json_is_null(json_object_get(info, "metadata")))
         json_object_set_new(info, "metadata", json_object());
     local_info_isolation(info, r);
+    json_t *digest = json_object_get(r, "image_digest");
+    if (json_is_string(digest)) /* an OCI image: what exactly runs */
+        json_object_set_new(info, "image_digest", json_copy(digest));
     if (rec->expires_at_ms > 0) {
         format_rfc3339_ms(rec->expires_at_ms, expires);
         json_object_set_new(info, "expires_at", json_string(expires));
@@ -171,9 +185,9 @@ int local_record_get(struct store *st, const char *id, struct store_sandbox *rec
 {
     if (store_sandbox_get(st, id, rec, err) < 0)
         return -1;
-    if (strcmp(rec->state, LOCAL_POOL_STATE) != 0)
+    if (strcmp(rec->state, LOCAL_POOL_STATE) != 0 && strcmp(rec->state, LOCAL_DESTROYED_STATE) != 0)
         return 0;
-    store_sandbox_release(rec); /* pooled: not anyone's yet */
+    store_sandbox_release(rec); /* pooled: not anyone's yet; destroyed: its release is under way */
     memset(rec, 0, sizeof *rec);
     return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
                          "no sandbox %s (list_sandboxes shows the ones that exist)", id);
@@ -414,6 +428,19 @@ static void local_watch_oom(struct lsbx *sb)
     uv_poll_start(&sb->oom_poll, v1 ? UV_READABLE : UV_PRIORITIZED, on_oom);
 }
 
+/* Another mcpbox process destroyed it and is releasing it (or its next start will): its record
+ * must stay "destroyed", invisible, not become "stopped". */
+static bool destroyed_elsewhere(struct local_backend *lb, const char *id)
+{
+    struct store_sandbox rec = {0};
+    struct mcp_error err;
+    if (store_sandbox_get(lb->base.store, id, &rec, &err) < 0)
+        return false;
+    bool destroyed = strcmp(rec.state, LOCAL_DESTROYED_STATE) == 0;
+    store_sandbox_release(&rec);
+    return destroyed;
+}
+
 /* The sandbox's init is gone: reap it (if it is our child), release everything, and record
  * why. A pending destroy completes here. */
 static void on_init_exit(struct lsbx *sb)
@@ -428,19 +455,14 @@ static void on_init_exit(struct lsbx *sb)
     agent_conn_close(sb->conn);
     sb->conn = NULL;
     local_release_resources(lb, sb->id, sb->dir, &sb->cg);
-    if (sb->destroying) {
-        struct destroy_op *op = sb->destroying;
+    if (sb->destroying) { /* the caller had its answer; the "destroyed" event is written */
+        free(sb->destroying);
         sb->destroying = NULL;
-        local_event(lb->base.store, sb->id, "destroyed", NULL, &err);
-        store_sandbox_delete(lb->base.store, sb->id, &err);
-        json_t *res = json_pack("{s:s, s:b}", "sandbox_id", sb->id, "destroyed", 1);
-        op->cb(op->arg, res, NULL);
-        json_decref(res);
-        free(op);
+        local_record_delete(lb->base.store, sb->id);
     } else if (sb->pooled) { /* never given out: nobody to tell, nothing to keep */
         local_pool_forget(sb);
-        store_sandbox_delete(lb->base.store, sb->id, &err);
-    } else {
+        local_record_delete(lb->base.store, sb->id);
+    } else if (!destroyed_elsewhere(lb, sb->id)) {
         /* No record: another mcpbox process destroyed it; nothing to report. */
         if (store_sandbox_set_state(lb->base.store, sb->id, expired ? "expired" : "stopped",
                                     &err) == 0)
@@ -571,6 +593,7 @@ static void reap_dead(struct local_backend *lb, const struct store_sandbox *rec)
     bool expired = read_marker(logs, why, sizeof why);
     bool half_made = strcmp(rec->state, "creating") == 0;
     bool pooled = strcmp(rec->state, LOCAL_POOL_STATE) == 0;
+    bool destroyed = strcmp(rec->state, LOCAL_DESTROYED_STATE) == 0;
     cg_kill(&cg);
     uint64_t start;
     pid_t pid = local_init_of(dir, rec->record, &start);
@@ -578,10 +601,11 @@ static void reap_dead(struct local_backend *lb, const struct store_sandbox *rec)
     local_release_resources(lb, rec->id, dir, &cg);
     local_event(lb->base.store, rec->id, "reaped",
                     json_pack("{s:s, s:s}", "previous_state", rec->state, "reason",
-                              expired ? why : half_made ? "its creator died during create"
+                              destroyed ? "destroyed; its release was cut short (mcpbox stopped)"
+                              : expired ? why : half_made ? "its creator died during create"
                               : pooled ? "pooled, and the process that pooled it is gone"
                                        : "init gone at reconcile"), &err);
-    store_sandbox_delete(lb->base.store, rec->id, &err);
+    local_record_delete(lb->base.store, rec->id);
     log_info("sandbox %s (%s) was gone; cleaned up", rec->id, rec->state);
 }
 
@@ -596,7 +620,8 @@ static int reconcile(struct local_backend *lb, struct mcp_error *err)
         if (creator_busy(&list[i]))
             continue; /* another process is creating it right now, or holds it in its pool */
         if (strcmp(list[i].state, "creating") != 0 &&
-            strcmp(list[i].state, LOCAL_POOL_STATE) != 0 && record_is_live(&list[i], &pid))
+            strcmp(list[i].state, LOCAL_POOL_STATE) != 0 &&
+            strcmp(list[i].state, LOCAL_DESTROYED_STATE) != 0 && record_is_live(&list[i], &pid))
             adopt(lb, &list[i], pid);
         else
             reap_dead(lb, &list[i]);
@@ -622,8 +647,10 @@ static void on_timer(uv_timer_t *t)
     for (size_t i = 0; i < n; i++) {
         struct lsbx *sb = lsbx_find(lb, list[i].id);
         if (sb && strcmp(list[i].state, "paused") == 0 && list[i].expires_at_ms > 0 &&
-            now >= list[i].expires_at_ms && cg_freeze(&sb->cg, false, &err) == 0)
-            store_sandbox_set_state(lb->base.store, list[i].id, "running", &err);
+            now >= list[i].expires_at_ms && cg_freeze(&sb->cg, false, &err) == 0 &&
+            store_sandbox_set_state(lb->base.store, list[i].id, "running", &err) < 0)
+            log_warn("sandbox %s: thawed, but its state was not recorded: %s", list[i].id,
+                     err.msg);
     }
     store_sandbox_list_free(list, n);
 }
@@ -730,6 +757,15 @@ static void local_shutdown(struct backend *be)
 {
     struct local_backend *lb = (struct local_backend *)be;
     local_pool_drain(lb); /* untaken pooled sandboxes go with the process that pooled them */
+    image_service_free(lb->images); /* pulls under way end with an error */
+    lb->images = NULL;
+    /* Destroys already answered finish their release now (a one-shot CLI rm exits next). */
+    for (struct lsbx *sb = lb->sandboxes; sb;) {
+        struct lsbx *next = sb->next;
+        if (sb->destroying)
+            local_kill_now(sb);
+        sb = next;
+    }
     while (lb->sandboxes) {
         struct lsbx *sb = lb->sandboxes;
         agent_conn_close(sb->conn);

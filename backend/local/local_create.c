@@ -40,7 +40,8 @@ struct create_op {
     uint64_t exec_ms, attach_ms; /* when the agent was exec'd / the v1 attach finished */
     int pool_slot;               /* a spawner thread's prepared cgroups, or -1 */
     bool v1_attached;            /* cloned by that thread: already in the v1 cgroups */
-    int release_fd, tree_fd;     /* network or hold: the child waits until released */
+    int release_fd;              /* network or hold: the child waits until released */
+    struct image_trees trees;    /* ... and then gets the image's layers (root mode) */
     bool network;                /* pasta starts before the release */
     /* A pooled create (the pool's refill): spawned in a worker thread, never replied to. */
     bool pooled;
@@ -115,21 +116,38 @@ static bool image_name_ok(const char *name)
     return true;
 }
 
-/* "host" (NULL dir) or a rootfs registered as <state_dir>/images/<name>. */
-static int resolve_image(struct local_backend *lb, const char *name, char *dir,
+/* What a sandbox's root is made of: nothing (image "host"), a registered rootfs directory,
+ * or the layers of an OCI image (local_image.c). */
+struct create_image {
+    const char *dirs[LOCAL_MAX_IMAGE_LAYERS]; /* bottom first */
+    size_t n;
+    char registered[LOCAL_PATH_MAX];
+    json_t *oci; /* the image record (image.h), borrowed; NULL unless OCI */
+    uint32_t run_uid, run_gid; /* the image's User */
+};
+
+/* 0: "host" or a rootfs registered as <state_dir>/images/<name> (img filled); 1: a name to
+ * resolve as an OCI reference; -1: neither. */
+static int resolve_image(struct local_backend *lb, const char *name, struct create_image *img,
                          struct mcp_error *err)
 {
-    dir[0] = '\0';
+    memset(img, 0, sizeof *img);
     if (name == NULL || strcmp(name, "host") == 0)
         return 0;
     struct stat st;
-    snprintf(dir, LOCAL_PATH_MAX, "%s/images/%s", lb->state_dir, name);
-    if (!image_name_ok(name) || stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
-        return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
-                             "image '%s' is not available locally: use \"host\" or register a root "
-                             "filesystem directory (e.g. made by mmdebstrap) as %s/images/<name>",
-                             name, lb->state_dir);
-    return 0;
+    snprintf(img->registered, sizeof img->registered, "%s/images/%s", lb->state_dir, name);
+    if (image_name_ok(name) && stat(img->registered, &st) == 0 && S_ISDIR(st.st_mode)) {
+        img->dirs[0] = img->registered;
+        img->n = 1;
+        return 0;
+    }
+    if (local_image_reference_ok(name))
+        return 1;
+    return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
+                         "image '%s' is neither an image reference (like python:3.12-slim or "
+                         "registry:5000/name:tag) nor a root filesystem directory registered as "
+                         "%s/images/<name>; use \"host\" or one of those",
+                         name, lb->state_dir);
 }
 
 json_t *local_make_record(const struct sandbox_spec *spec, const struct cg_limits *lim,
@@ -185,15 +203,14 @@ static void attach_work(uv_work_t *w)
         return;
     if (op->attach_rc == 0 && op->network)
         op->attach_rc = local_start_network(op->sb->dir, op->sb->pid, &op->sb->cg, &op->attach_err);
-    if (op->attach_rc == 0 && local_spawn_release(op->release_fd, op->tree_fd) < 0)
+    if (op->attach_rc == 0 && local_spawn_release(op->release_fd, &op->trees) < 0)
         op->attach_rc = mcp_error_set(&op->attach_err, MCP_ERR_IO, errno,
                                       "releasing the sandbox init failed");
     else if (op->attach_rc < 0) { /* the child sees EOF and gives up */
         close(op->release_fd);
-        if (op->tree_fd >= 0)
-            close(op->tree_fd);
+        local_image_trees_close(&op->trees);
     }
-    op->release_fd = op->tree_fd = -1;
+    op->release_fd = -1;
 }
 
 static void attach_after(uv_work_t *w, int status)
@@ -288,7 +305,7 @@ static void create_fail(struct create_op *op, const struct mcp_error *e)
     local_release_resources(lb, sb->id, sb->dir, &sb->cg);
     local_event(lb->base.store, sb->id, "create_failed", json_pack("{s:s}", "error", e->msg),
                     &err);
-    store_sandbox_delete(lb->base.store, sb->id, &err);
+    local_record_delete(lb->base.store, sb->id);
     if (op->pooled)
         local_pool_fill_failed(lb, e);
     else
@@ -297,11 +314,14 @@ static void create_fail(struct create_op *op, const struct mcp_error *e)
     free(op);
 }
 
-static char *agent_config(const struct sandbox_spec *spec, int64_t expires_ms, int64_t idle_s)
+static char *agent_config(const struct sandbox_spec *spec, int64_t expires_ms, int64_t idle_s,
+                          const struct create_image *img)
 {
     json_t *cfg = json_pack("{s:I, s:I, s:s, s:O?}", "expires_at_ms", (json_int_t)expires_ms,
                             "idle_timeout_s", (json_int_t)idle_s, "workdir", "/workspace", "env",
                             json_is_object(spec->env) ? spec->env : NULL);
+    if (img->oci)
+        local_image_agent_config(cfg, img->oci, spec->env);
     char *text = json_dumps(cfg, JSON_COMPACT);
     json_decref(cfg);
     return text;
@@ -332,19 +352,20 @@ static bool hold_for_v1(const struct local_backend *lb, const struct cg_sandbox 
 }
 
 static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
-                       const struct cg_limits *lim, uint64_t disk, const char *image_dir,
+                       const struct cg_limits *lim, uint64_t disk, const struct create_image *img,
                        const struct store_sandbox *rec, struct spawn_result *res,
                        struct mcp_error *err)
 {
     struct lsbx *sb = op->sb;
     struct local_backend *lb = sb->be;
-    char *cfg = agent_config(spec, rec->expires_at_ms, rec->idle_timeout_s);
+    char *cfg = agent_config(spec, rec->expires_at_ms, rec->idle_timeout_s, img);
     struct spawn_request req = {.id = sb->id, .dir = sb->dir, .logs_dir = sb->logs_dir,
                                 .ident = &lb->ident, .slot = op->slot,
                                 .disk_bytes = disk, .memory_bytes = lim->memory_bytes,
                                 .pids = lim->pids, .network = spec->network,
                                 .agent_config = cfg, .agent_exe_fd = lb->agent_fd,
-                                .image_dir = image_dir[0] ? image_dir : NULL,
+                                .image_dirs = img->dirs, .n_image_dirs = img->n,
+                                .run_uid = img->run_uid, .run_gid = img->run_gid,
                                 .seccomp = &lb->seccomp, .cg = &sb->cg};
     int rc;
     req.hold = op->pool_slot < 0 && hold_for_v1(lb, &sb->cg);
@@ -360,7 +381,7 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
     if (res->pidfd >= 0)
         sb->pidfd = res->pidfd, sb->pid = res->pid;
     op->err_fd = res->err_fd;
-    op->release_fd = res->release_fd, op->tree_fd = res->tree_fd;
+    op->release_fd = res->release_fd, op->trees = res->trees;
     op->network = spec->network;
     op->attach_needed_v2 = !res->in_cgroup_v2;
     return rc;
@@ -408,8 +429,8 @@ static int make_sandbox_dir(struct local_backend *lb, const char *dir, struct mc
 /* Record first (so a crash from here on is found by reconcile), then slot, directory and
  * cgroups. rec->record stays the caller's. */
 static int start_record(struct create_op *op, const struct sandbox_spec *spec,
-                        const struct cg_limits *lim, uint64_t disk, struct store_sandbox *rec,
-                        struct mcp_error *err)
+                        const struct cg_limits *lim, uint64_t disk, json_t *oci,
+                        struct store_sandbox *rec, struct mcp_error *err)
 {
     struct lsbx *sb = op->sb;
     struct local_backend *lb = sb->be;
@@ -425,6 +446,8 @@ static int start_record(struct create_op *op, const struct sandbox_spec *spec,
     local_sandbox_dirs(lb, sb->id, sb->dir, sb->logs_dir);
     json_object_set_new(rec->record, "cgroups", planned_cgroups(lb, sb->id));
     json_object_set_new(rec->record, "enforced", local_enforced_json(&lb->cg));
+    if (oci)
+        local_image_record(rec->record, oci);
     int rc = store_sandbox_insert(st, rec, err);
     if (rc == 0)
         rc = local_take_slot(lb, sb->id, &op->slot, err);
@@ -437,13 +460,13 @@ static int start_record(struct create_op *op, const struct sandbox_spec *spec,
 }
 
 static int start(struct create_op *op, const struct sandbox_spec *spec, const struct cg_limits *lim,
-                 uint64_t disk, const char *image_dir, struct mcp_error *err)
+                 uint64_t disk, const struct create_image *img, struct mcp_error *err)
 {
     struct store_sandbox rec;
     struct spawn_result res;
-    int rc = start_record(op, spec, lim, disk, &rec, err);
+    int rc = start_record(op, spec, lim, disk, img->oci, &rec, err);
     if (rc == 0)
-        rc = spawn_child(op, spec, lim, disk, image_dir, &rec, &res, err);
+        rc = spawn_child(op, spec, lim, disk, img, &rec, &res, err);
     if (rc == 0) {
         record_started(op->sb->be, op->sb->id, rec.record, &res, op->slot, &op->sb->cg);
         rc = store_sandbox_update(op->sb->be->base.store, &rec, err);
@@ -473,7 +496,7 @@ static struct create_op *create_op_new(struct local_backend *lb, backend_cb *cb,
 {
     struct create_op *op = xcalloc(1, sizeof *op);
     op->started_ms = now_mono_ms();
-    op->cb = cb, op->arg = arg, op->err_fd = -1, op->release_fd = op->tree_fd = -1;
+    op->cb = cb, op->arg = arg, op->err_fd = -1, op->release_fd = -1;
     op->pool_slot = -1;
     op->sb = xcalloc(1, sizeof *op->sb);
     op->sb->be = lb, op->sb->refs = 1, op->sb->pidfd = -1, op->sb->oom_fd = -1;
@@ -491,33 +514,28 @@ static void create_abort(struct create_op *op)
         close(op->err_fd);
     if (op->release_fd >= 0) /* the child sees EOF and gives up */
         close(op->release_fd);
-    if (op->tree_fd >= 0)
-        close(op->tree_fd);
+    local_image_trees_close(&op->trees);
     if (op->sb->pidfd >= 0) {
         syscall(SYS_pidfd_send_signal, op->sb->pidfd, SIGKILL, NULL, 0);
         siginfo_t si;
         syscall(SYS_waitid, P_PIDFD, op->sb->pidfd, &si, WEXITED, NULL);
     }
     local_release_resources(lb, op->sb->id, op->sb->dir, &op->sb->cg);
-    store_sandbox_delete(lb->base.store, op->sb->id, &e2);
+    local_record_delete(lb->base.store, op->sb->id);
     lsbx_unref(op->sb);
     free(op->agent_cfg);
     free(op);
 }
 
-int local_create_cold(struct local_backend *lb, const struct sandbox_spec *spec, backend_cb *cb,
-                      void *arg, struct mcp_error *err)
+/* The create proper, once the image is known. */
+static int create_with_image(struct local_backend *lb, const struct sandbox_spec *spec,
+                             const struct create_image *img, backend_cb *cb, void *arg,
+                             struct mcp_error *err)
 {
     struct cg_limits lim;
     uint64_t disk;
-    char image_dir[LOCAL_PATH_MAX];
-    if (local_spec_limits(spec, &lim, &disk, err) < 0 ||
-        resolve_image(lb, spec->image, image_dir, err) < 0)
+    if (local_spec_limits(spec, &lim, &disk, err) < 0)
         return -1;
-    if (spec->network && local_pasta_path() == NULL)
-        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, ENOENT,
-                             "network: true needs pasta, which is not installed (Debian/Ubuntu: "
-                             "apt install passt); or create the sandbox without network");
     struct create_op *op = create_op_new(lb, cb, arg);
     /* From the second create on: a one-shot process (the CLI's create) would only pay for
      * preparing sets it never uses. MCPBOX_LOCAL_SPAWNER=0: off, to compare (benchmarks). */
@@ -529,11 +547,53 @@ int local_create_cold(struct local_backend *lb, const struct sandbox_spec *spec,
     op->pool_slot = local_spawner_take(lb->spawner, op->sb->id, &op->sb->cg);
     if (op->pool_slot < 0)
         random_id(op->sb->id, sizeof op->sb->id, "sbx-", 8);
-    if (start(op, spec, &lim, disk, image_dir, err) < 0 || watch_startup(op, err) < 0) {
+    if (start(op, spec, &lim, disk, img, err) < 0 || watch_startup(op, err) < 0) {
         create_abort(op);
         return -1;
     }
     return 0;
+}
+
+/* An OCI image is ready (from the store or just pulled): the create goes on. */
+static void image_ready(struct local_backend *lb, const struct sandbox_spec *spec, json_t *image,
+                        backend_cb *cb, void *arg)
+{
+    struct create_image img;
+    struct mcp_error err;
+    memset(&img, 0, sizeof img);
+    img.oci = image;
+    json_t *d;
+    json_array_foreach(json_object_get(image, "layer_dirs"), img.n, d) {
+        if (img.n >= LOCAL_MAX_IMAGE_LAYERS)
+            break;
+        img.dirs[img.n] = json_string_value(d);
+    }
+    local_image_user(image, &img.run_uid, &img.run_gid);
+    if (lb->ident.mode == LOCAL_ID_SINGLE || img.run_uid >= lb->ident.uid_count ||
+        img.run_gid >= lb->ident.gid_count)
+        img.run_uid = img.run_gid = 0; /* not mapped: only sandbox root exists (get_sandbox) */
+    if (create_with_image(lb, spec, &img, cb, arg, &err) < 0)
+        cb(arg, NULL, &err);
+}
+
+int local_create_cold(struct local_backend *lb, const struct sandbox_spec *spec, backend_cb *cb,
+                      void *arg, struct mcp_error *err)
+{
+    struct cg_limits lim;
+    uint64_t disk;
+    struct create_image img;
+    if (local_spec_limits(spec, &lim, &disk, err) < 0)
+        return -1;
+    int kind = resolve_image(lb, spec->image, &img, err);
+    if (kind < 0)
+        return -1;
+    if (spec->network && local_pasta_path() == NULL)
+        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, ENOENT,
+                             "network: true needs pasta, which is not installed (Debian/Ubuntu: "
+                             "apt install passt); or create the sandbox without network");
+    if (kind == 1)
+        return local_image_resolve(lb, spec, image_ready, cb, arg, err);
+    return create_with_image(lb, spec, &img, cb, arg, err);
 }
 
 int local_create(struct backend *be, const struct sandbox_spec *spec, backend_cb *cb, void *arg,
@@ -564,15 +624,14 @@ static void pooled_spawn_work(uv_work_t *w)
         op->attach_rc = cg_attach_v2(&op->sb->cg, op->res.pid, &op->attach_err);
     if (op->res.release_fd < 0)
         return;
-    if (op->attach_rc == 0 && local_spawn_release(op->res.release_fd, op->res.tree_fd) < 0)
+    if (op->attach_rc == 0 && local_spawn_release(op->res.release_fd, &op->res.trees) < 0)
         op->attach_rc = mcp_error_set(&op->attach_err, MCP_ERR_IO, errno,
                                       "releasing the sandbox init failed");
     else if (op->attach_rc < 0) { /* the child sees EOF and gives up */
         close(op->res.release_fd);
-        if (op->res.tree_fd >= 0)
-            close(op->res.tree_fd);
+        local_image_trees_close(&op->res.trees);
     }
-    op->res.release_fd = op->res.tree_fd = -1;
+    op->res.release_fd = -1;
 }
 
 static void pooled_spawn_after(uv_work_t *w, int status)
@@ -615,12 +674,13 @@ int local_create_pooled(struct local_backend *lb, struct mcp_error *err)
     struct create_op *op = create_op_new(lb, NULL, NULL);
     op->pooled = true;
     random_id(op->sb->id, sizeof op->sb->id, "sbx-", 8);
-    if (start_record(op, &spec, &lim, disk, &op->rec, err) < 0) {
+    if (start_record(op, &spec, &lim, disk, NULL, &op->rec, err) < 0) {
         json_decref(op->rec.record);
         create_abort(op);
         return -1;
     }
-    op->agent_cfg = agent_config(&spec, op->rec.expires_at_ms, op->rec.idle_timeout_s);
+    static const struct create_image host; /* the pool holds "host" sandboxes only */
+    op->agent_cfg = agent_config(&spec, op->rec.expires_at_ms, op->rec.idle_timeout_s, &host);
     op->req = (struct spawn_request){.id = op->sb->id, .dir = op->sb->dir,
                                      .logs_dir = op->sb->logs_dir,
                                      .ident = &lb->ident, .slot = op->slot,
@@ -630,7 +690,7 @@ int local_create_pooled(struct local_backend *lb, struct mcp_error *err)
                                      .pids = lim.pids, .agent_config = op->agent_cfg,
                                      .agent_exe_fd = lb->agent_fd, .seccomp = &lb->seccomp,
                                      .cg = &op->sb->cg};
-    op->res.pidfd = op->res.err_fd = op->res.release_fd = op->res.tree_fd = -1;
+    op->res.pidfd = op->res.err_fd = op->res.release_fd = -1;
     op->work.data = op;
     if (uv_queue_work(lb->base.loop, &op->work, pooled_spawn_work, pooled_spawn_after) < 0) {
         json_decref(op->rec.record);
@@ -664,19 +724,33 @@ int local_destroy(struct backend *be, const char *id, backend_cb *cb, void *arg,
         local_kill_init(pid, start); /* live but watched by another mcpbox process (or none) */
         local_release_resources(lb, id, dir, &cg);
         local_event(be->store, id, "destroyed", NULL, err);
-        store_sandbox_delete(be->store, id, err);
+        local_record_delete(be->store, id);
         store_sandbox_release(&rec);
         json_t *res = json_pack("{s:s, s:b}", "sandbox_id", id, "destroyed", 1);
         local_defer(lb, cb, arg, res, NULL);
         json_decref(res);
         return 0;
     }
+    bool paused = strcmp(rec.state, "paused") == 0;
     store_sandbox_release(&rec);
+    /* The record goes at once (state "destroyed": absent to every operation, reaped by the next
+     * start if this process dies before on_init_exit), and the caller is answered: the rest,
+     * waiting for the init's exit and releasing cgroups, directories and the uid slot, cannot
+     * fail from the caller's view and happens after the reply. */
+    if (store_sandbox_set_state(be->store, id, LOCAL_DESTROYED_STATE, err) < 0)
+        return -1;
+    local_event(be->store, id, "destroyed", NULL, err);
     sb->destroying = xcalloc(1, sizeof *sb->destroying);
-    sb->destroying->cb = cb, sb->destroying->arg = arg;
-    /* Thaw first: a frozen cgroup's tasks die only once thawed on some kernels. */
-    cg_freeze(&sb->cg, false, err);
-    cg_kill(&sb->cg);
+    /* Thaw first: a frozen cgroup's tasks die only once thawed on some kernels. Only when
+     * paused: a cgroup write waits for cgroup_mutex, which spawner threads preparing the next
+     * sandboxes hold now and then (a thaw of a running sandbox took up to 8 ms). The init's
+     * death ends its pid namespace; the cgroup kill (for processes outside it, such as pasta)
+     * is the release's first step. */
+    if (paused)
+        cg_freeze(&sb->cg, false, err);
     syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+    json_t *res = json_pack("{s:s, s:b}", "sandbox_id", id, "destroyed", 1);
+    local_defer(lb, cb, arg, res, NULL);
+    json_decref(res);
     return 0; /* on_init_exit finishes the job */
 }

@@ -7,6 +7,7 @@
 #define LOG_MODULE "local"
 #include "backend/local/local_internal.h"
 #include "mcp/base/log.h"
+#include "mcp/base/utf8.h"
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 
@@ -40,29 +41,6 @@ static char *unb64(json_t *j, size_t *len)
     }
     out[*len] = '\0';
     return out;
-}
-
-/* Valid UTF-8 text: invalid bytes (and NUL) become U+FFFD. */
-static json_t *text_json(const char *data, size_t len)
-{
-    struct buf b;
-    buf_init(&b, len * 3 + 1);
-    size_t i = 0;
-    while (i < len) {
-        size_t j = i + 1;
-        unsigned char c = (unsigned char)data[i];
-        size_t need = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        if (need > 1 && i + need <= len && utf8_is_text(data + i, need))
-            j = i + need;
-        if ((need == 1 && c != 0) || j > i + 1)
-            buf_append(&b, data + i, j - i);
-        else
-            buf_append(&b, "\xef\xbf\xbd", 3);
-        i = j;
-    }
-    json_t *s = json_stringn(b.data ? b.data : "", b.len);
-    buf_release(&b);
-    return s;
 }
 
 static const char *final_status(struct exec_handle *h, json_t *ev, bool *oom)
@@ -196,7 +174,8 @@ int local_exec(struct backend *be, const char *id, const struct exec_request *re
     uint64_t now = now_mono_ms();
     if (now - sb->touched_ms >= LOCAL_TOUCH_INTERVAL_MS) { /* a store write per exec is too dear */
         struct mcp_error e2;
-        store_sandbox_touch(be->store, id, &e2);
+        if (store_sandbox_touch(be->store, id, &e2) < 0)
+            log_warn("sandbox %s: its last use was not recorded: %s", id, e2.msg);
         sb->touched_ms = now;
     }
     if (out)
@@ -261,6 +240,20 @@ static bool oom_recorded(struct lsbx *sb, const char *cmd_id)
     return found;
 }
 
+/* A page that more output follows ends before a character it would split (the next page,
+ * from next_offset, starts with it); the agent pages by bytes. */
+static void page_at_char(json_t *reply, const char *data, size_t *len)
+{
+    json_int_t next = json_integer_value(json_object_get(reply, "next_offset"));
+    json_int_t total = json_integer_value(json_object_get(reply, "total_bytes"));
+    size_t end = data ? utf8_page_end(data, *len) : *len;
+    if (next >= total || end == *len)
+        return;
+    json_object_set_new(reply, "next_offset", json_integer(next - (json_int_t)(*len - end)));
+    json_object_set_new(reply, "eof", json_false());
+    *len = end;
+}
+
 static void on_status_reply(void *arg, json_t *reply, const struct mcp_error *err)
 {
     struct call_ctx *c = arg;
@@ -271,6 +264,7 @@ static void on_status_reply(void *arg, json_t *reply, const struct mcp_error *er
     }
     size_t len = 0;
     char *data = unb64(json_object_get(reply, "output"), &len);
+    page_at_char(reply, data, &len);
     const char *st = json_string_value(json_object_get(reply, "status"));
     const char *status = !st ? "exited"
                          : strcmp(st, "signaled") == 0 ? "killed" : st;
@@ -284,7 +278,7 @@ static void on_status_reply(void *arg, json_t *reply, const struct mcp_error *er
                             json_object_get(reply, "exit_code"), "signal",
                             json_object_get(reply, "signal"), "duration_ms",
                             json_object_get(reply, "duration_ms"), "output",
-                            text_json(data ? data : "", data ? len : 0), "offset",
+                            utf8_json_text(data ? data : "", data ? len : 0), "offset",
                             json_object_get(reply, "offset"), "next_offset",
                             json_object_get(reply, "next_offset"), "total_bytes",
                             json_object_get(reply, "total_bytes"), "eof",

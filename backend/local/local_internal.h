@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "backend/backend.h"
+#include "backend/local/pasta_path.h"
 #include "backend/local/identity.h"
 #include "mcp/base/buf.h"
 #include "mcp/base/error.h"
@@ -122,7 +123,13 @@ struct spawn_request {
     uint32_t pids;
     bool network;
     const char *agent_config; /* JSON text for the agent's argv[1] */
-    const char *image_dir;    /* NULL: image "host"; else a registered rootfs directory */
+    /* NULL/0: image "host"; else the image's layers, bottom first (one for a registered rootfs
+     * directory): each becomes an idmapped read-only lower layer of the sandbox's overlay. */
+    const char *const *image_dirs;
+    size_t n_image_dirs;
+    /* The image's User: the agent and every command run as these ids (inside the sandbox);
+     * 0/0 for root. /workspace and the logs directory belong to them. */
+    uint32_t run_uid, run_gid;
     int agent_exe_fd;         /* the sealed memfd */
     const struct local_seccomp *seccomp;
     const struct cg_sandbox *cg;
@@ -138,24 +145,30 @@ struct spawn_request {
     bool pids_by_rlimit;
 };
 
+#define LOCAL_MAX_IMAGE_LAYERS 128 /* = OCI_MAX_LAYERS; all go in one SCM_RIGHTS message */
+struct image_trees {
+    int fd[LOCAL_MAX_IMAGE_LAYERS];
+    unsigned n;
+};
+void local_image_trees_close(struct image_trees *t);
+
 struct spawn_result {
     pid_t pid;
     int pidfd;
     int err_fd;        /* read end of the CLOEXEC error pipe: EOF means the agent runs */
     bool in_cgroup_v2; /* CLONE_INTO_CGROUP worked */
     int release_fd;    /* network: the child waits on this until local_spawn_release */
-    int tree_fd;       /* the image tree to hand over with the release, or -1 */
+    struct image_trees trees; /* the image's layers to hand over with the release */
 };
 
 int local_spawn(const struct spawn_request *req, struct spawn_result *out, struct mcp_error *err);
-/* Lets the child go on (sending the image tree, if any); closes both fds. Thread-safe. */
-int local_spawn_release(int release_fd, int tree_fd);
+/* Lets the child go on (sending the image trees, if any); closes all the fds. Thread-safe. */
+int local_spawn_release(int release_fd, struct image_trees *trees);
 /* "/proc/<pid>/stat" field 22, to tell a live init from a reused pid; 0 if gone. */
 uint64_t local_proc_starttime(pid_t pid);
 #define LOCAL_INIT_FILE "init" /* in the sandbox directory: "<pid> <start time>" */
 /* network.c: opt-in egress through pasta. */
 #define LOCAL_DNS_ADDR "169.254.1.1"
-const char *local_pasta_path(void); /* NULL when pasta is not installed */
 int local_start_network(const char *dir, pid_t pid, const struct cg_sandbox *cg,
                         struct mcp_error *err);
 int local_block_private_routes(const char **failed); /* in the child; sets errno */
@@ -204,6 +217,9 @@ void local_spawner_reap(const char *run_dir);
  * default limits), taken by create; refilled in the background. */
 #define LOCAL_POOL_TTL_S 600 /* an untaken pooled sandbox ends itself after this */
 #define LOCAL_POOL_STATE "pooled"
+/* A destroy was answered and its release is under way: absent to every operation, reaped by
+ * the next start if the process that destroyed it died first. */
+#define LOCAL_DESTROYED_STATE "destroyed"
 /* A refill starts once no create has begun for this long: creates that come back to back get
  * the CPU to themselves (no refill racing them), and a create's first exec, which usually
  * follows within milliseconds, does not share it with a refill either. */
@@ -226,6 +242,7 @@ struct local_backend {
     struct local_seccomp seccomp;
     int agent_fd;                 /* sealed memfd of the agent binary */
     char state_dir[LOCAL_PATH_MAX];
+    struct image_service *images; /* OCI images: made on the first create that names one */
     char run_dir[LOCAL_PATH_MAX]; /* runtime_dir.c: per-sandbox files that need no disk */
     struct local_identity ident;  /* which host ids its sandboxes get (identity.h) */
     char slots_dir[LOCAL_PATH_MAX]; /* host-wide uid slot leases (LOCAL_ID_SLICES only) */
@@ -283,8 +300,11 @@ void local_defer(struct local_backend *lb, backend_cb *cb, void *arg, json_t *re
                  const struct mcp_error *err);
 json_t *local_info(const struct store_sandbox *rec);
 /* store_event_add that takes ownership of data (may be NULL). */
+/* Records an event (logs a warning if the store refuses; takes data's reference). */
 int local_event(struct store *st, const char *id, const char *kind, json_t *data,
                 struct mcp_error *err);
+/* Deletes a sandbox's record; a failure is logged (reconcile reaps the record later). */
+void local_record_delete(struct store *st, const char *id);
 void local_watch_exit(struct lsbx *sb);
 /* Records an "oom" event if the sandbox memcg's oom_kill counter rose since last seen. */
 void local_note_oom(struct lsbx *sb);
@@ -332,6 +352,23 @@ int local_create_cold(struct local_backend *lb, const struct sandbox_spec *spec,
                       void *arg, struct mcp_error *err);
 /* Starts one pooled create (spawned off the loop); local_pool_filled/_fill_failed end it. */
 int local_create_pooled(struct local_backend *lb, struct mcp_error *err);
+
+/* OCI images (local_image.c over backend/local/image/image.h). */
+struct image_service;
+typedef void local_image_ready_fn(struct local_backend *lb, const struct sandbox_spec *spec,
+                                  json_t *image, backend_cb *cb, void *arg);
+bool local_image_reference_ok(const char *name);
+struct image_service *local_image_service(struct local_backend *lb, struct mcp_error *err);
+/* Resolves spec->image (from the store, or pulled); then ready, or cb with the error. */
+int local_image_resolve(struct local_backend *lb, const struct sandbox_spec *spec,
+                        local_image_ready_fn *ready, backend_cb *cb, void *arg,
+                        struct mcp_error *err);
+/* What the record keeps of the image: image_digest, image_reference, image_layers, image_config. */
+void local_image_record(json_t *record, json_t *image);
+/* The image config into the agent's config: env (the spec's env wins over the image's), workdir. */
+void local_image_agent_config(json_t *cfg, json_t *image, json_t *spec_env);
+/* The image's User as ids inside the sandbox (0/0: root); names come from the image's files. */
+void local_image_user(json_t *image, uint32_t *uid, uint32_t *gid);
 /* The record and agent config create computes for spec (shared with the pool's take). */
 int local_spec_limits(const struct sandbox_spec *spec, struct cg_limits *lim, uint64_t *disk,
                       struct mcp_error *err);

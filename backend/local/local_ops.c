@@ -35,9 +35,12 @@ int local_list(struct backend *be, const char *owner, json_t *filter, backend_cb
     json_t *meta = json_object_get(filter, "metadata");
     json_t *items = json_array();
     for (size_t i = 0; i < n; i++) {
-        if (strcmp(list[i].state, LOCAL_POOL_STATE) == 0)
-            continue; /* nobody's yet */
+        if (strcmp(list[i].state, LOCAL_POOL_STATE) == 0 ||
+            strcmp(list[i].state, LOCAL_DESTROYED_STATE) == 0)
+            continue; /* nobody's yet, or being released */
         json_t *info = local_info(&list[i]);
+        if (owner == NULL) /* everyone's (the CLI's ls --all): say whose */
+            json_object_set_new(info, "owner", json_string(list[i].owner));
         if ((state && strcmp(state, list[i].state) != 0) ||
             (json_is_object(meta) && !metadata_matches(info, meta)))
             json_decref(info);

@@ -25,7 +25,6 @@
 
 #define PASTA_PID_FILE "pasta.pid"
 
-static const char *const pasta_paths[] = {"/usr/bin/pasta", "/usr/local/bin/pasta", "/bin/pasta"};
 
 /* Ranges a sandbox with egress must not reach. */
 static const struct {
@@ -34,14 +33,6 @@ static const struct {
 } blocked[] = {{"0.0.0.0", 8},      {"10.0.0.0", 8},     {"100.64.0.0", 10}, {"127.0.0.0", 8},
                {"169.254.0.0", 16}, {"172.16.0.0", 12},  {"192.0.0.0", 24},  {"192.168.0.0", 16},
                {"198.18.0.0", 15},  {"224.0.0.0", 4},    {"240.0.0.0", 4}};
-
-const char *local_pasta_path(void)
-{
-    for (size_t i = 0; i < sizeof pasta_paths / sizeof pasta_paths[0]; i++)
-        if (access(pasta_paths[i], X_OK) == 0)
-            return pasta_paths[i];
-    return NULL;
-}
 
 static pid_t read_pid_file(const char *dir)
 {

@@ -77,7 +77,8 @@ struct child_plan {
     char *agent_argv[2];
     char *agent_env;          /* MCPBOX_AGENT_CONFIG=<json> (malloc'd by the parent) */
     int sync_fd, err_fd, listen_fd, logdir_fd, exe_fd;
-    int image_fd; /* child: the idmapped image tree received from the parent, or -1 */
+    int image_fds[LOCAL_MAX_IMAGE_LAYERS]; /* child: the idmapped layers from the parent */
+    unsigned n_image_fds;                  /* 0: none received */
     int parent_sync_fd, parent_err_fd; /* the parent's ends: the child closes them first */
 };
 
@@ -242,19 +243,23 @@ static void enter_root(struct child_plan *p)
     CHECK(mount("tmpfs", p->rootfs, "tmpfs", MS_NOSUID | MS_NODEV, LOCAL_ROOT_TMPFS) == 0, "mount",
           "root tmpfs");
     CHECK(chdir(p->rootfs) == 0, "chdir", p->rootfs);
-    /* Rootless: an unprivileged user cannot make idmapped mounts of a host filesystem, so the
-     * image is bound as it is (its root-owned files show as nobody), now, while the child may
-     * still walk the user's state directory. */
-    /* The tree is detached (no inode is made: the user's uid is not mapped here, so a mkdir
-     * would fail with EOVERFLOW); it is attached at .lower once the child is the sandbox's root. */
-    if (p->req->image_dir && p->image_fd < 0) {
+    /* Rootless: an unprivileged user cannot make idmapped mounts of a host filesystem, so each
+     * layer is bound as it is (root-owned files show as nobody), now, while the child may still
+     * walk the user's state directory. The trees are detached (no inode is made: the user's uid
+     * is not mapped in this namespace, so a mkdir would fail with EOVERFLOW) and attached in
+     * make_image_root like the parent's idmapped ones. */
+    for (size_t i = 0; p->n_image_fds == 0 && i < p->req->n_image_dirs &&
+                       i < LOCAL_MAX_IMAGE_LAYERS; i++) {
         struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
                                               MOUNT_ATTR_NODEV};
-        p->image_fd = (int)syscall(SYS_open_tree, AT_FDCWD, p->req->image_dir,
-                                   OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
-        CHECK(p->image_fd >= 0, "open image", p->req->image_dir);
-        CHECK(syscall(SYS_mount_setattr, p->image_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr,
+        int fd = (int)syscall(SYS_open_tree, AT_FDCWD, p->req->image_dirs[i],
+                              OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        CHECK(fd >= 0, "open image layer", p->req->image_dirs[i]);
+        CHECK(syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr,
                       sizeof attr) == 0, "read-only", "image");
+        p->image_fds[i] = fd;
+        if (i + 1 == p->req->n_image_dirs || i + 1 == LOCAL_MAX_IMAGE_LAYERS)
+            p->n_image_fds = (unsigned)(i + 1);
     }
 }
 
@@ -296,11 +301,22 @@ static void make_image_root(const struct child_plan *p)
         CHECK(mkdir(dirs[i], 0755) == 0, "mkdir", dirs[i]);
     chmod(".data/tmp", 01777);
     CHECK(mkdir(".lower", 0755) == 0, "mkdir", ".lower");
-    CHECK(syscall(SYS_move_mount, p->image_fd, "", AT_FDCWD, ".lower",
-                  MOVE_MOUNT_F_EMPTY_PATH) == 0, "attach image", NULL);
+    for (unsigned i = 0; i < p->n_image_fds; i++) {
+        char dir[24];
+        snprintf(dir, sizeof dir, ".lower/%u", i);
+        CHECK(mkdir(dir, 0755) == 0, "mkdir", dir);
+        CHECK(syscall(SYS_move_mount, p->image_fds[i], "", AT_FDCWD, dir,
+                      MOVE_MOUNT_F_EMPTY_PATH) == 0, "attach image layer", dir);
+    }
     CHECK(mkdir(".root", 0755) == 0, "mkdir", ".root");
-    CHECK(mount("overlay", ".root", "overlay", MS_NOSUID | MS_NODEV,
-                "lowerdir=.lower,upperdir=.data/upper,workdir=.data/work,userxattr") == 0,
+    /* lowerdir lists the top layer first: .lower/<n-1>:...:.lower/0 */
+    unsigned n = p->n_image_fds;
+    char opts[LOCAL_MAX_IMAGE_LAYERS * 12 + 80], *o = opts;
+    o += sprintf(o, "lowerdir=");
+    for (unsigned i = n; i-- > 0;)
+        o += sprintf(o, ".lower/%u%s", i, i ? ":" : "");
+    sprintf(o, ",upperdir=.data/upper,workdir=.data/work,userxattr");
+    CHECK(mount("overlay", ".root", "overlay", MS_NOSUID | MS_NODEV, opts) == 0,
           "mount overlay", NULL);
     static const char *const binds[][2] = {{".data/workspace", ".root/workspace"},
                                            {".data/tmp", ".root/tmp"},
@@ -323,11 +339,13 @@ static void make_image_root(const struct child_plan *p)
     CHECK(umount2(".", MNT_DETACH) == 0, "detach old root", NULL);
     CHECK(chdir("/") == 0, "chdir", "/");
     set_attr("/dev", MOUNT_ATTR_RDONLY, 0);
+    if (p->req->run_uid || p->req->run_gid) /* the image's User owns the workspace */
+        CHECK(chown("/workspace", p->req->run_uid, p->req->run_gid) == 0, "chown", "/workspace");
 }
 
 static void make_root(const struct child_plan *p)
 {
-    if (p->image_fd >= 0) {
+    if (p->n_image_fds > 0) {
         make_image_root(p);
         return;
     }
@@ -366,6 +384,14 @@ static void drop_privileges(const struct child_plan *p)
     for (int cap = 0; cap <= 63; cap++)
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
             child_fail(p->err_fd, "drop bounding cap", NULL);
+    /* An image's User: the agent (and so every command) runs as it, as under `docker run`.
+     * Leaving uid 0 clears the remaining capabilities by itself. */
+    if (p->req->run_uid || p->req->run_gid) {
+        CHECK(syscall(SYS_setresgid, p->req->run_gid, p->req->run_gid, p->req->run_gid) == 0,
+              "setresgid", "image user");
+        CHECK(syscall(SYS_setresuid, p->req->run_uid, p->req->run_uid, p->req->run_uid) == 0,
+              "setresuid", "image user");
+    }
     CHECK(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == 0 || errno == EINVAL,
           "clear ambient caps", NULL);
     struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
@@ -421,15 +447,17 @@ static void park_fds(struct child_plan *p)
 
 static void receive_go(struct child_plan *p)
 {
-    char go, ctl[CMSG_SPACE(sizeof(int))];
+    char go, ctl[CMSG_SPACE(sizeof(int) * LOCAL_MAX_IMAGE_LAYERS)];
     struct iovec iov = {.iov_base = &go, .iov_len = 1};
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
                          .msg_controllen = sizeof ctl};
     CHECK(recvmsg(p->sync_fd, &msg, MSG_CMSG_CLOEXEC) == 1, "wait for uid map", NULL);
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    p->image_fd = -1;
-    if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-        memcpy(&p->image_fd, CMSG_DATA(c), sizeof(int));
+    p->n_image_fds = 0;
+    if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+        p->n_image_fds = (unsigned)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        memcpy(p->image_fds, CMSG_DATA(c), p->n_image_fds * sizeof(int));
+    }
 }
 
 __attribute__((noreturn)) static void child_main(struct child_plan *p)
@@ -530,20 +558,20 @@ static int image_tree(const char *dir, pid_t pid, struct mcp_error *err)
     return tree;
 }
 
-static int send_go(int sock, int fd)
+static int send_go(int sock, const struct image_trees *t)
 {
-    char go = 'g', ctl[CMSG_SPACE(sizeof(int))];
+    char go = 'g', ctl[CMSG_SPACE(sizeof(int) * LOCAL_MAX_IMAGE_LAYERS)];
     struct iovec iov = {.iov_base = &go, .iov_len = 1};
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (fd >= 0) {
+    if (t && t->n > 0) {
         memset(ctl, 0, sizeof ctl);
         msg.msg_control = ctl;
-        msg.msg_controllen = sizeof ctl;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * t->n);
         struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+        c->cmsg_len = CMSG_LEN(sizeof(int) * t->n);
+        memcpy(CMSG_DATA(c), t->fd, sizeof(int) * t->n);
     }
     return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
 }
@@ -589,10 +617,12 @@ static int grant_acl(const char *path, uint32_t uid)
 static int own_logdir(const struct spawn_request *req, const char *path, struct mcp_error *err)
 {
     const struct local_identity *id = req->ident;
+    /* The agent runs as the image's User (run_uid/run_gid; 0 for root). */
     if (id->mode == LOCAL_ID_SLICES &&
-        chown(path, local_identity_root_uid(id, req->slot), local_identity_root_gid(id, req->slot)) < 0)
+        chown(path, local_identity_root_uid(id, req->slot) + req->run_uid,
+              local_identity_root_gid(id, req->slot) + req->run_gid) < 0)
         return mcp_error_set(err, MCP_ERR_IO, errno, "chown %s", path);
-    if (id->mode == LOCAL_ID_SUBID && grant_acl(path, id->uid_base) < 0)
+    if (id->mode == LOCAL_ID_SUBID && grant_acl(path, id->uid_base + req->run_uid) < 0)
         return mcp_error_set(err, MCP_ERR_UNSUPPORTED, errno,
                              "cannot give the sandbox's root (uid %u) access to %s with a POSIX "
                              "ACL: put the state directory (--state-dir) on a filesystem with "
@@ -672,13 +702,24 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     struct child_plan p;
     int sync[2] = {-1, -1}, errp[2] = {-1, -1};
     memset(out, 0, sizeof *out);
-    out->pidfd = out->err_fd = out->release_fd = out->tree_fd = -1;
-    if (prepare(&p, req, err) < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0 ||
-        pipe2(errp, O_CLOEXEC) < 0) {
-        if (err->msg[0] == '\0')
-            mcp_error_set(err, MCP_ERR_IO, errno, "pipe");
+    out->pidfd = out->err_fd = out->release_fd = -1;
+    out->trees.n = 0;
+    /* Each step sets err itself: callers may pass an err that was never written. */
+    if (prepare(&p, req, err) < 0) {
         close_plan(&p);
         return -1;
+    }
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0) {
+        int e = errno;
+        close_plan(&p);
+        return mcp_error_set(err, MCP_ERR_IO, e, "socketpair for the sandbox init");
+    }
+    if (pipe2(errp, O_CLOEXEC) < 0) {
+        int e = errno;
+        close(sync[0]);
+        close(sync[1]);
+        close_plan(&p);
+        return mcp_error_set(err, MCP_ERR_IO, e, "pipe for the sandbox init's errors");
     }
     p.sync_fd = sync[0];
     p.err_fd = errp[1];
@@ -706,19 +747,26 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     int rc = note_init(req->dir, pid, err);
     if (rc == 0)
         rc = local_identity_write_maps(req->ident, req->slot, pid, err);
-    int tree = -1;
-    if (rc == 0 && req->image_dir && req->ident->mode == LOCAL_ID_SLICES)
-        rc = tree = image_tree(req->image_dir, pid, err);
+    struct image_trees *trees = &out->trees;
+    for (size_t i = 0; rc == 0 && req->ident->mode == LOCAL_ID_SLICES && i < req->n_image_dirs &&
+                       i < LOCAL_MAX_IMAGE_LAYERS;
+         i++) {
+        int tree = image_tree(req->image_dirs[i], pid, err);
+        if (tree < 0)
+            rc = -1;
+        else
+            trees->fd[trees->n++] = tree;
+    }
     if (rc >= 0 && (req->network || req->hold)) {
         /* pasta takes tens of milliseconds, a v1 attach a grace period: the caller does them
          * off the loop, then releases the child with local_spawn_release(). */
-        out->release_fd = sync[1], out->tree_fd = tree;
+        out->release_fd = sync[1];
         return 0;
     }
-    if (rc >= 0 && local_spawn_release(sync[1], tree) < 0)
+    if (rc >= 0 && local_spawn_release(sync[1], trees) < 0)
         rc = mcp_error_set(err, MCP_ERR_IO, errno, "releasing the sandbox init failed");
     else if (rc < 0)
-        close(sync[1]);
+        close(sync[1]), local_image_trees_close(trees);
     if (rc < 0) {
         syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
         return -1; /* caller reaps via pidfd and closes fds */
@@ -726,13 +774,20 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     return 0;
 }
 
-int local_spawn_release(int release_fd, int tree_fd)
+void local_image_trees_close(struct image_trees *t)
 {
-    int rc = send_go(release_fd, tree_fd);
+    for (unsigned i = 0; i < t->n; i++)
+        close(t->fd[i]);
+    t->n = 0;
+}
+
+int local_spawn_release(int release_fd, struct image_trees *trees)
+{
+    int rc = send_go(release_fd, trees);
     int e = errno;
     close(release_fd);
-    if (tree_fd >= 0)
-        close(tree_fd);
+    if (trees)
+        local_image_trees_close(trees);
     errno = e;
     return rc;
 }

@@ -7,6 +7,7 @@
 
 #include "backend/opensandbox/osb.h"
 #include "mcp/base/cleanup.h"
+#include "mcp/base/utf8.h"
 #include "mcp/base/xalloc.h"
 #include "mcp/store/store.h"
 
@@ -124,7 +125,7 @@ static void diag_done(void *arg, struct osb_response *resp, const struct mcp_err
         json_object_set_new(res, "content", json_string(""));
         json_object_set(res, "content_url", json_object_get(desc, "contentUrl"));
     } else {
-        json_object_set_new(res, "content", osb_json_text(body, resp->body.len));
+        json_object_set_new(res, "content", utf8_json_text(body, resp->body.len));
         json_object_set_new(res, "truncated", json_boolean(resp->body_capped));
     }
     d->cb(d->arg, res, NULL);

@@ -12,6 +12,7 @@
 #include "backend/opensandbox/sse.h"
 #include "mcp/base/cleanup.h"
 #include "mcp/base/log.h"
+#include "mcp/base/utf8.h"
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 
@@ -44,43 +45,6 @@ struct osb_cmd {
 };
 
 /* ---- text -------------------------------------------------------------------------------------- */
-
-static size_t utf8_seq_len(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (len == 0 || len > n || c == 0 || c == 0xC0 || c == 0xC1 || c > 0xF4)
-        return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-    if (len == 3 && ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] >= 0xA0)))
-        return 0; /* overlong, surrogates */
-    if (len == 4 && ((c == 0xF0 && s[1] < 0x90) || (c == 0xF4 && s[1] >= 0x90)))
-        return 0;
-    return len;
-}
-
-json_t *osb_json_text(const char *data, size_t len)
-{
-    struct buf out;
-    buf_init(&out, (len + 1) * 3);
-    const unsigned char *s = (const unsigned char *)data;
-    size_t i = 0;
-    while (i < len) {
-        size_t n = utf8_seq_len(s + i, len - i);
-        if (n == 0) {
-            buf_append(&out, "\xEF\xBF\xBD", 3);
-            i++;
-        } else {
-            buf_append(&out, s + i, n);
-            i += n;
-        }
-    }
-    json_t *j = json_stringn(out.data ? out.data : "", out.len);
-    buf_release(&out);
-    return j;
-}
 
 /* ---- the request body -------------------------------------------------------------------------- */
 
@@ -414,9 +378,11 @@ static json_t *cmd_page(const char *id, const char *status, json_t *exit_code, j
                         int64_t duration_ms, const char *data, size_t len, uint64_t offset,
                         uint64_t total, bool done)
 {
+    if (offset + len < total) /* more follows: never end inside a character */
+        len = utf8_page_end(data, len);
     json_t *j = json_pack("{s:s,s:s,s:o,s:o,s:o,s:I,s:I,s:I,s:b}", "command_id", id, "status",
                           status, "exit_code", exit_code, "signal", signal, "output",
-                          osb_json_text(data, len), "offset", (json_int_t)offset, "next_offset",
+                          utf8_json_text(data, len), "offset", (json_int_t)offset, "next_offset",
                           (json_int_t)(offset + len), "total_bytes", (json_int_t)total, "eof",
                           done && offset + len >= total);
     json_object_set_new(j, "duration_ms",

@@ -563,8 +563,9 @@ static void stat_done(struct fop *f, struct osb_response *resp, const struct mcp
     fop_finish(f, res, NULL);
 }
 
-/* replace: count 0 uses execd's /files/replace (all occurrences), count > 0 is done here
- * (download, replace the first count, upload); both answer with the new size and sha256. */
+/* replace: count 0 uses execd's /files/replace (all occurrences), count > 0 or unique is done
+ * here (download, check, replace the first count, upload); both answer with the new size and
+ * sha256. */
 static void replace_hashed(struct fop *f, struct osb_response *resp, const struct mcp_error *err)
 {
     if (err != NULL) {
@@ -621,8 +622,20 @@ static void replace_local(struct fop *f, struct osb_response *resp, const struct
     const char *old = json_string_value(json_object_get(f->args, "old"));
     const char *new = json_string_value(json_object_get(f->args, "new"));
     int64_t count = arg_int(f->args, "count", 0);
-    size_t olen = strlen(old), nlen = strlen(new);
+    size_t olen = strlen(old), nlen = strlen(new), hits = 0;
     const char *s = resp->body.data ? resp->body.data : "", *end = s + resp->body.len;
+    for (const char *h = s; (h = memmem(h, (size_t)(end - h), old, olen)) != NULL; h += olen)
+        hits++;
+    if (hits == 0 || (hits > 1 && json_is_true(json_object_get(f->args, "unique")))) {
+        if (hits == 0)
+            mcp_error_set(&e, MCP_ERR_NOT_FOUND, 0, "'%.80s' does not occur in %s", old, f->path);
+        else
+            mcp_error_set(&e, MCP_ERR_CONFLICT, 0, "'%.80s' occurs %zu times in %s; include "
+                          "more of the surrounding text so it matches once, or pass all: true "
+                          "to replace every occurrence", old, hits, f->path);
+        fop_finish(f, NULL, &e);
+        return;
+    }
     buf_reset(&f->data);
     f->offset = 0;
     while (s < end) {
@@ -651,7 +664,7 @@ static int fop_start_replace(struct fop *f, struct mcp_error *err)
         return mcp_error_set(err, MCP_ERR_INVALID, 0, "replace needs a non-empty \"old\" and a "
                              "\"new\" string");
     cleanup_free char *ep = q(f->path);
-    if (arg_int(f->args, "count", 0) > 0) {
+    if (arg_int(f->args, "count", 0) > 0 || json_is_true(json_object_get(f->args, "unique"))) {
         f->cap = OSB_FILE_MAX;
         fop_request(f, "GET", xasprintf("/files/download?path=%s", ep), NULL, replace_local);
     } else {

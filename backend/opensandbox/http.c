@@ -205,7 +205,7 @@ static void response_reset_headers(struct osb_response *resp)
     resp->retry_after_s = -1;
     resp->content_length = -1;
     resp->request_id[0] = resp->content_type[0] = resp->content_range[0] = '\0';
-    resp->tail_cursor[0] = resp->sl_violations[0] = '\0';
+    resp->tail_cursor[0] = resp->sl_violations[0] = resp->www_authenticate[0] = '\0';
 }
 
 static void response_header(struct osb_response *resp, const char *name, size_t nlen,
@@ -226,6 +226,8 @@ static void response_header(struct osb_response *resp, const char *name, size_t 
         copy_value(resp->tail_cursor, sizeof(resp->tail_cursor), v, vlen);
     } else if (IS("sl-violations")) {
         copy_value(resp->sl_violations, sizeof(resp->sl_violations), v, vlen);
+    } else if (IS("www-authenticate")) {
+        copy_value(resp->www_authenticate, sizeof(resp->www_authenticate), v, vlen);
     } else if (IS("content-length")) {
         copy_value(tmp, sizeof(tmp), v, vlen);
         resp->content_length = strtoll(tmp, NULL, 10);
@@ -519,6 +521,11 @@ static void req_setup_easy(struct osb_req *r)
     if (r->opts.low_speed_s) {
         osb_curl.easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
         osb_curl.easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)r->opts.low_speed_s);
+    }
+    if (r->opts.follow_redirects) {
+        osb_curl.easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+        osb_curl.easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
+        osb_curl.easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     }
     req_set_body(r);
 }

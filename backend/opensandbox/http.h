@@ -37,6 +37,7 @@ struct osb_response {
     char content_range[128];
     char tail_cursor[32];  /* EXECD-COMMANDS-TAIL-CURSOR */
     char sl_violations[OSB_HDR_VALUE_MAX]; /* Prism's contract violations header */
+    char www_authenticate[OSB_HDR_VALUE_MAX]; /* a registry's auth challenge (images) */
     int64_t content_length; /* -1 if absent */
 };
 
@@ -63,6 +64,7 @@ struct osb_req_opts {
      * failed, 429). IDEMPOTENT: also on 502/503/504 and any transport error. */
     enum osb_retry retry;
     uint32_t retry_max, retry_base_ms, retry_cap_ms;
+    bool follow_redirects; /* registries send blobs from elsewhere (Authorization is not sent on) */
     osb_sink_fn *sink;
     osb_done_fn *done;
     void *arg;

@@ -120,8 +120,6 @@ char *osb_endpoint_url(const char *protocol, const char *endpoint);
 void osb_defer(struct osb_backend *b, backend_cb *cb, void *arg, json_t *result,
                const struct mcp_error *err);
 void osb_defer_error(struct osb_backend *b, backend_cb *cb, void *arg, const struct mcp_error *err);
-/* Valid UTF-8 copy of data (invalid bytes and NULs become U+FFFD) as a JSON string. */
-json_t *osb_json_text(const char *data, size_t len);
 
 /* ---- errors.c -------------------------------------------------------------------------------- */
 

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mcp/base/utf8.h" /* utf8_is_text lived here */
+
 /* Milliseconds on CLOCK_MONOTONIC (for deadlines) and CLOCK_REALTIME (for records). */
 uint64_t now_mono_ms(void);
 int64_t now_wall_ms(void);
@@ -50,7 +52,5 @@ void sha256_final(struct sha256_ctx *c, unsigned char digest[32]);
 /* Hex digest of a whole buffer; out holds 65 bytes. */
 void sha256_hex(const void *data, size_t len, char out[65]);
 
-/* True if the bytes are valid UTF-8 without NUL bytes (safe to return as JSON text). */
-bool utf8_is_text(const char *data, size_t len);
 
 #endif

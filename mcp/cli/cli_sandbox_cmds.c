@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mcp/base/cleanup.h"
 #include "mcp/base/xalloc.h"
@@ -69,22 +70,29 @@ static void cli_info_row(struct cli_table *t, const json_t *sb)
              json_integer_value(json_object_get(limits, "pids")));
     const char *row[] = {jstr(sb, "sandbox_id"), jstr(sb, "state"),   jstr(sb, "image"),
                          jstr(sb, "created_at"), jstr(sb, "expires_at"), cpu, mem, pids,
-                         json_is_true(json_object_get(sb, "network")) ? "egress" : "loopback"};
+                         json_is_true(json_object_get(sb, "network")) ? "egress" : "loopback",
+                         jstr(sb, "owner")};
     cli_table_add(t, row);
 }
 
-static void cli_print_infos(const json_t *list)
+/* With owners (ls --all), a last OWNER column. */
+static void cli_print_infos_owned(const json_t *list, bool owners)
 {
     static const char *const header[] = {"ID",  "STATE",  "IMAGE", "CREATED", "EXPIRES",
-                                         "CPU", "MEMORY", "PIDS",  "NETWORK"};
+                                         "CPU", "MEMORY", "PIDS",  "NETWORK", "OWNER"};
     struct cli_table t;
-    cli_table_init(&t, ARRAY_SIZE(header), header);
+    cli_table_init(&t, ARRAY_SIZE(header) - (owners ? 0 : 1), header);
     size_t i;
     json_t *sb;
     json_array_foreach(list, i, sb)
         cli_info_row(&t, sb);
     cli_table_print(&t, stdout);
     cli_table_release(&t);
+}
+
+static void cli_print_infos(const json_t *list)
+{
+    cli_print_infos_owned(list, false);
 }
 
 static void cli_print_info(struct cli_sandbox *c, const json_t *sb)
@@ -255,26 +263,48 @@ static bool take_flag(int *argc, char **argv, const char *flag)
     return false;
 }
 
+/* --all: every owner's sandboxes (HTTP clients of other users on a server run by this one);
+ * root only, since the others' sandboxes are theirs. */
+static int all_owners_allowed(const char *cmd)
+{
+    if (geteuid() == 0)
+        return 0;
+    fprintf(stderr, "mcpbox sandbox %s --all: only root may act on every user's sandboxes; "
+                    "without --all it acts on yours\n", cmd);
+    return -1;
+}
+
+/* The sandboxes of owner (NULL: everyone's) into c->result. */
+static int cli_list(struct cli_sandbox *c, const char *owner, const char *state)
+{
+    json_t *filter = state ? json_pack("{s:s}", "state", state) : json_object();
+    cli_sandbox_op_reset(c);
+    int r = c->be->ops->list(c->be, owner, filter, cli_sandbox_op_cb, c, &c->err);
+    json_decref(filter);
+    return r < 0 || cli_sandbox_wait(c) < 0 ? -1 : 0;
+}
+
 int cli_sandbox_ls(struct cli_sandbox *c, int argc, char **argv)
 {
     const char *state = NULL;
+    bool all = take_flag(&argc, argv, "--all");
     int rc = simple_opts(c, argc, argv,
-                         "Usage: mcpbox sandbox ls [--state STATE] [-o table|json]\n"
+                         "Usage: mcpbox sandbox ls [--all] [--state STATE] [-o table|json]\n"
                          "  Lists this user's sandboxes (owner local:uid:UID, as a stdio server "
-                         "has).\n",
+                         "has,\n  and an HTTP server without a token gives this user's "
+                         "clients).\n"
+                         "  --all (root): every owner's, with an OWNER column.\n",
                          &state);
     if (rc >= 0)
         return rc;
-    json_t *filter = state ? json_pack("{s:s}", "state", state) : json_object();
-    cli_sandbox_op_reset(c);
-    int r = c->be->ops->list(c->be, c->owner, filter, cli_sandbox_op_cb, c, &c->err);
-    json_decref(filter);
-    if (r < 0 || cli_sandbox_wait(c) < 0)
+    if (all && all_owners_allowed("ls") < 0)
+        return CLI_EXIT_USAGE;
+    if (cli_list(c, all ? NULL : c->owner, state) < 0)
         return cli_sandbox_fail("ls", &c->err);
     if (c->json)
         cli_print_json(c->result);
     else
-        cli_print_infos(json_object_get(c->result, "sandboxes"));
+        cli_print_infos_owned(json_object_get(c->result, "sandboxes"), all);
     return CLI_EXIT_OK;
 }
 
@@ -294,28 +324,56 @@ int cli_sandbox_get(struct cli_sandbox *c, int argc, char **argv)
 
 /* ---- rm / pause / resume -------------------------------------------------------------------- */
 
+static int cli_rm_one(struct cli_sandbox *c, const char *id)
+{
+    cli_sandbox_op_reset(c);
+    if (c->be->ops->destroy(c->be, id, cli_sandbox_op_cb, c, &c->err) < 0 ||
+        cli_sandbox_wait(c) < 0)
+        return cli_sandbox_fail("rm", &c->err);
+    if (c->json)
+        cli_print_json(c->result);
+    else
+        printf("%s\n", id);
+    return CLI_EXIT_OK;
+}
+
+/* rm --all: every owner's sandboxes (root). */
+static int cli_rm_all(struct cli_sandbox *c)
+{
+    if (all_owners_allowed("rm") < 0)
+        return CLI_EXIT_USAGE;
+    if (cli_list(c, NULL, NULL) < 0)
+        return cli_sandbox_fail("rm", &c->err);
+    json_t *list = json_incref(json_object_get(c->result, "sandboxes"));
+    int rc = CLI_EXIT_OK;
+    size_t i;
+    json_t *sb;
+    json_array_foreach(list, i, sb) {
+        int r = cli_rm_one(c, jstr(sb, "sandbox_id"));
+        rc = rc == CLI_EXIT_OK ? r : rc;
+    }
+    json_decref(list);
+    return rc;
+}
+
 int cli_sandbox_rm(struct cli_sandbox *c, int argc, char **argv)
 {
-    const char *usage = "Usage: mcpbox sandbox rm ID... [-o table|json]\n";
+    const char *usage = "Usage: mcpbox sandbox rm ID... [-o table|json]\n"
+                        "       mcpbox sandbox rm --all   (root: every owner's sandboxes)\n";
+    bool all = take_flag(&argc, argv, "--all");
     int rc = simple_opts(c, argc, argv, usage, NULL);
     if (rc >= 0)
         return rc;
-    if (optind >= argc) {
+    if (all != (optind >= argc)) { /* IDs, or --all alone */
         fputs(usage, stderr);
         return CLI_EXIT_USAGE;
     }
+    if (all)
+        return cli_rm_all(c);
     rc = CLI_EXIT_OK;
     for (int i = optind; i < argc; i++) {
-        cli_sandbox_op_reset(c);
-        if (c->be->ops->destroy(c->be, argv[i], cli_sandbox_op_cb, c, &c->err) < 0 ||
-            cli_sandbox_wait(c) < 0) {
-            int r = cli_sandbox_fail("rm", &c->err);
-            rc = rc == CLI_EXIT_OK ? r : rc;
-        } else if (c->json) {
-            cli_print_json(c->result);
-        } else {
-            printf("%s\n", argv[i]);
-        }
+        int r = cli_rm_one(c, argv[i]);
+        rc = rc == CLI_EXIT_OK ? r : rc;
     }
     return rc;
 }

@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <uv.h>
 
 #include "mcp/base/buf.h"
@@ -26,9 +27,15 @@ struct session;
 /* The limits and timeouts. The timeouts and the session cap may be overridden at compile time
  * only so that tests/unit/http/test_http_transport.c can exercise them in milliseconds. */
 
-/* Open TCP connections; more are accepted and closed at once. */
+/* Open TCP connections. At the limit a new one first closes the oldest connection that has not
+ * sent a complete request (idle, or still sending its head or body: what a local process that
+ * holds connections open to lock others out holds); with none, the new one is closed at once. */
+#ifndef HTTP_MAX_CONNECTIONS
 #define HTTP_MAX_CONNECTIONS 512
-/* Live MCP sessions; an initialize beyond this gets 503 with a JSON-RPC error. */
+#endif
+/* Live MCP sessions. At the limit an initialize first ends the least recently active idle
+ * session (no request, stream or cancel open) of the same owner; with none it gets 503 with a
+ * JSON-RPC error. */
 #ifndef HTTP_MAX_SESSIONS
 #define HTTP_MAX_SESSIONS 128
 #endif
@@ -73,6 +80,8 @@ struct session;
 /* Cancellations queued per session for requests whose stream was dropped (more are rare; the
  * request then runs to completion and its reply is dropped). */
 #define HTTP_MAX_QUEUED_CANCELS 16
+/* Retry-After (seconds) on the 503 that answers a request in progress when the server stops. */
+#define HTTP_STOPPING_RETRY_S "5"
 /* Random bytes in a session id (hex-encoded: 48 visible ASCII characters, 192 bits). */
 #define HTTP_SESSION_ID_BYTES 24
 #define HTTP_SESSION_ID_LEN (2 * HTTP_SESSION_ID_BYTES)
@@ -116,6 +125,10 @@ struct http_conn {
     bool prefer_sse;     /* the client's Accept ranks text/event-stream first: always stream */
     unsigned stream_no, event_seq;
     uint64_t next_ping;
+    /* The uid owning the client's socket (loopback; http_peer.c): 0 not asked yet, 1 known,
+     * -1 the kernel could not tell. */
+    int peer_uid_state;
+    uid_t peer_uid;
 };
 
 struct http_sess {
@@ -130,6 +143,8 @@ struct http_sess {
     bool init_failed; /* its initialize got an error: reaped by the sweep */
     bool stateless;   /* one 2026-07-28 request (http_modern.c): ends with its exchange */
     bool reap;        /* stateless and done: destroyed from the loop (http_sess_reap) */
+    uid_t peer_uid;   /* the user owning it (owner local:uid:N), or (uid_t)-1 */
+    char owner[64];   /* the core session's owner (sess_owner) */
     char *cancels[HTTP_MAX_QUEUED_CANCELS]; /* owned request-id keys to cancel, from the loop */
     size_t ncancels;
 };
@@ -187,9 +202,22 @@ bool http_modern_route(struct http_conn *c);
 bool http_modern_refuse_stream(struct http_conn *c);
 
 /* http_session.c */
-struct http_sess *http_sess_create(struct http_server *hs);
+/* A session opened by an initialize on connection c. Its owner: the token's identity with a
+ * token, else the client's user (local:uid:N, the owner stdio and the CLI give that user, so a
+ * reconnect and `mcpbox sandbox ls` see the same sandboxes), else (the kernel could not tell)
+ * the session itself. */
+struct http_sess *http_sess_create(struct http_server *hs, struct http_conn *c);
 /* A session for one stateless request: no Mcp-Session-Id, gone when its exchange ends. */
-struct http_sess *http_sess_create_stateless(struct http_server *hs);
+struct http_sess *http_sess_create_stateless(struct http_server *hs, struct http_conn *c);
+/* Whether a request on connection c may use session s: a session owned by a user is theirs
+ * alone (a session id seen by another local user does not lend their sandboxes). */
+bool http_sess_peer_ok(const struct http_sess *s, struct http_conn *c);
+
+/* http_peer.c: the uid owning the socket at the other end of a loopback TCP connection (one
+ * sock_diag lookup); 0 or -errno. The per-connection form caches the answer. */
+int http_peer_uid(const struct sockaddr_storage *peer, const struct sockaddr_storage *self,
+                  uid_t *uid);
+int http_conn_peer_uid(struct http_conn *c, uid_t *uid);
 /* Destroys the stateless sessions whose exchange has ended (from the loop, never from inside
  * the core's send callback). */
 void http_sess_reap(struct http_server *hs);

@@ -427,6 +427,23 @@ void http_conn_abort(struct http_conn *c, const char *why)
     conn_close(c, true);
 }
 
+/* At the connection limit: the oldest connection (the list is newest first) that is waiting
+ * for or reading a request, with no exchange in progress. */
+static struct http_conn *oldest_without_request(struct http_server *hs,
+                                                const struct http_conn *fresh, size_t *live)
+{
+    struct http_conn *victim = NULL;
+    *live = 0;
+    for (struct http_conn *c = hs->conns; c; c = c->next) {
+        if (c->closing)
+            continue;
+        (*live)++;
+        if (c != fresh && c->phase == CONN_READING && c->mode == EX_NONE)
+            victim = c;
+    }
+    return victim;
+}
+
 void http_conn_accept(struct http_server *hs)
 {
     struct conn_full *f = xcalloc(1, sizeof(*f));
@@ -447,7 +464,15 @@ void http_conn_accept(struct http_server *hs)
         http_conn_close(c);
         return;
     }
-    if (hs->nconns > HTTP_MAX_CONNECTIONS || hs->stopping) {
+    size_t live;
+    struct http_conn *victim = oldest_without_request(hs, c, &live);
+    if (live > HTTP_MAX_CONNECTIONS && victim != NULL && !hs->stopping) {
+        log_warn("connection limit (%d) reached; closing the oldest connection that has not "
+                 "sent a complete request", HTTP_MAX_CONNECTIONS);
+        http_conn_close(victim);
+        live--;
+    }
+    if (live > HTTP_MAX_CONNECTIONS || hs->stopping) {
         log_warn("connection limit (%d) reached; refusing a connection", HTTP_MAX_CONNECTIONS);
         http_conn_close(c);
         return;

@@ -36,7 +36,7 @@ static void modern_error(struct http_conn *c, const json_t *id, const struct mcp
 
 static void modern_dispatch(struct http_conn *c, struct jsonrpc_msg *msg)
 {
-    struct http_sess *s = http_sess_create_stateless(c->hs);
+    struct http_sess *s = http_sess_create_stateless(c->hs, c);
     if (!s) {
         http_conn_error(c, 503, -32000, msg->id, "Retry-After: 5\r\n",
                         "Service Unavailable: too many requests in progress (limit %d)",

@@ -113,6 +113,8 @@ static struct http_sess *known_session(struct http_conn *c, const char *sid)
         return NULL;
     }
     struct http_sess *s = http_sess_find(c->hs, sid);
+    if (s && !http_sess_peer_ok(s, c))
+        s = NULL; /* another user's session: as unknown to this one as a missing session */
     if (!s)
         http_conn_error(c, 404, -32001, NULL, NULL, "Session not found");
     else
@@ -144,7 +146,7 @@ static struct http_sess *post_session(struct http_conn *c, const char *sid,
     bool is_init = msg->kind == JSONRPC_REQUEST && strcmp(msg->method, "initialize") == 0;
     if (sid || !is_init)
         return known_session(c, sid);
-    struct http_sess *s = http_sess_create(c->hs);
+    struct http_sess *s = http_sess_create(c->hs, c);
     if (!s)
         http_conn_error(c, 503, -32000, msg->id, "Retry-After: 60\r\n",
                         "Service Unavailable: too many sessions (limit %d); end unused "

@@ -107,22 +107,52 @@ static const struct session_transport_ops sess_ops = {
     .request_dropped = sess_request_dropped,
 };
 
-struct http_sess *http_sess_create(struct http_server *hs)
+/* The owner of the sandboxes made in a session (see http_sess_create in http-internal.h). */
+static void sess_owner(struct http_server *hs, struct http_conn *c, const char *sid, char *out,
+                       size_t size, uid_t *peer)
 {
-    if (hs->nsessions >= HTTP_MAX_SESSIONS) {
-        log_warn("session limit (%d) reached; refusing initialize", HTTP_MAX_SESSIONS);
-        return NULL;
-    }
+    uid_t uid;
+    if (hs->token_owner[0])
+        snprintf(out, size, "%s", hs->token_owner);
+    else if (c && http_conn_peer_uid(c, &uid) == 0)
+        snprintf(out, size, "local:uid:%u", (unsigned)(*peer = uid));
+    else
+        snprintf(out, size, "session:%s", sid);
+}
+
+/* At the session limit: the least recently active idle session of this owner (the sweep's
+ * notion of idle), which the owner's new session replaces rather than being refused. */
+static struct http_sess *oldest_idle_of(struct http_server *hs, const char *owner)
+{
+    struct http_sess *victim = NULL;
+    for (struct http_sess *s = hs->sessions; s; s = s->next)
+        if (!s->exchanges && s->ncancels == 0 && !s->stateless && strcmp(s->owner, owner) == 0 &&
+            (victim == NULL || s->last_active <= victim->last_active))
+            victim = s;
+    return victim;
+}
+
+struct http_sess *http_sess_create(struct http_server *hs, struct http_conn *c)
+{
     struct http_sess *s = xcalloc(1, sizeof(*s));
     s->hs = hs;
     random_id(s->id, sizeof(s->id), "", HTTP_SESSION_ID_BYTES);
+    s->peer_uid = (uid_t)-1;
+    sess_owner(hs, c, s->id, s->owner, sizeof s->owner, &s->peer_uid);
+    struct http_sess *victim = hs->nsessions >= HTTP_MAX_SESSIONS ? oldest_idle_of(hs, s->owner)
+                                                                  : NULL;
+    if (victim != NULL) {
+        log_warn("session limit (%d) reached; ending %s's least recently used idle session "
+                 "%.8s", HTTP_MAX_SESSIONS, s->owner, victim->id);
+        http_sess_destroy(victim);
+    }
+    if (hs->nsessions >= HTTP_MAX_SESSIONS) {
+        log_warn("session limit (%d) reached; refusing initialize", HTTP_MAX_SESSIONS);
+        free(s);
+        return NULL;
+    }
     s->last_active = now_mono_ms();
-    char owner[64];
-    if (hs->token_owner[0])
-        snprintf(owner, sizeof(owner), "%s", hs->token_owner);
-    else
-        snprintf(owner, sizeof(owner), "session:%s", s->id);
-    s->core = session_new(hs->srv, &sess_ops, s, owner);
+    s->core = session_new(hs->srv, &sess_ops, s, s->owner);
     s->next = hs->sessions;
     if (hs->sessions)
         hs->sessions->prev = s;
@@ -173,18 +203,26 @@ void http_sess_detach(struct http_conn *c)
     }
 }
 
-struct http_sess *http_sess_create_stateless(struct http_server *hs)
+struct http_sess *http_sess_create_stateless(struct http_server *hs, struct http_conn *c)
 {
-    struct http_sess *s = http_sess_create(hs);
+    struct http_sess *s = http_sess_create(hs, c);
     if (!s)
         return NULL;
     s->stateless = true;
     session_set_stateless(s->core);
-    /* No session to own sandboxes: without a token, every stateless client is one owner
-     * (docs/protocol-2026.md). */
-    if (!hs->token_owner[0])
+    /* No session to own sandboxes: without a token and without a known user, every stateless
+     * client is one owner (docs/protocol-2026.md). */
+    if (!hs->token_owner[0] && s->peer_uid == (uid_t)-1)
         session_set_owner(s->core, HTTP_STATELESS_OWNER);
     return s;
+}
+
+bool http_sess_peer_ok(const struct http_sess *s, struct http_conn *c)
+{
+    uid_t uid;
+    if (s->peer_uid == (uid_t)-1)
+        return true; /* owned by a token or by the session itself */
+    return http_conn_peer_uid(c, &uid) == 0 && uid == s->peer_uid;
 }
 
 void http_sess_reap(struct http_server *hs)
@@ -199,15 +237,43 @@ void http_sess_reap(struct http_server *hs)
 
 /* Ends every open exchange: a request still waiting gets 404 (its session is gone, as the
  * client will learn on its next request anyway); streams end normally. */
+#define HTTP_STOPPING_MSG                                                                          \
+    "Service Unavailable: the server is shutting down; retry once it is back (its sessions end "  \
+    "with it: initialize again if the retry gets 404)"
+
+/* A request still in progress when the server stops (SIGTERM) is answered 503 with
+ * Retry-After, or on its SSE stream with a JSON-RPC error, so that the client reads a stop it
+ * can retry rather than an expired session (404, as after DELETE). */
+static void answer_stopping(struct http_conn *c)
+{
+    json_t *id = c->key ? json_loads(c->key, JSON_DECODE_ANY, NULL) : NULL;
+    if (c->mode == EX_PENDING) {
+        http_conn_error(c, 503, -32000, id, "Retry-After: " HTTP_STOPPING_RETRY_S "\r\n", "%s",
+                        HTTP_STOPPING_MSG);
+    } else {
+        if (c->mode == EX_SSE && id != NULL) {
+            json_t *err = jsonrpc_error(id, -32000, HTTP_STOPPING_MSG, NULL);
+            size_t len;
+            char *text = json_out_dump(err, &len);
+            http_conn_sse_message(c, text, len);
+            free(text);
+            json_decref(err);
+        }
+        http_conn_sse_end(c);
+    }
+    json_decref(id);
+}
+
 static void end_exchanges(struct http_sess *s)
 {
     while (s->exchanges) {
         struct http_conn *c = s->exchanges;
-        if (c->mode == EX_PENDING) {
+        if (s->hs->stopping)
+            answer_stopping(c);
+        else if (c->mode == EX_PENDING)
             http_conn_error(c, 404, -32001, NULL, NULL, "Session terminated");
-        } else {
+        else
             http_conn_sse_end(c);
-        }
         if (s->exchanges == c) /* closing connections detach themselves; be sure */
             http_sess_detach(c);
     }

@@ -108,6 +108,10 @@ static const char *const store_statement_sql[STORE_STMT_COUNT] = {
     [STORE_STMT_AUDIT_INSERT] =
         "INSERT INTO audit(time_ms, owner, tool, sandbox_id, outcome, duration_ms, detail) "
         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    /* Rare (a destroy of a sandbox that is gone): a scan of the audit log is fine. */
+    [STORE_STMT_AUDIT_OWNED] =
+        "SELECT 1 FROM audit WHERE sandbox_id = ?1 AND owner = ?2 AND outcome = 'ok' AND "
+        "tool IN ('create_sandbox', 'destroy_sandbox') LIMIT 1",
 };
 
 /* ---- errors --------------------------------------------------------------------------------- */

@@ -97,5 +97,9 @@ int store_event_list(struct store *st, const char *sandbox_id, size_t limit, jso
 int store_audit(struct store *st, const char *owner, const char *tool, const char *sandbox_id,
                 const char *outcome, int64_t duration_ms, const char *detail,
                 struct mcp_error *err);
+/* Whether owner created or destroyed sandbox_id through the tools (its audit rows, kept as long
+ * as the audit log keeps them): 1 yes, 0 no, -1 with err. */
+int store_audit_owned(struct store *st, const char *owner, const char *sandbox_id,
+                      struct mcp_error *err);
 
 #endif

@@ -416,3 +416,18 @@ int store_audit(struct store *st, const char *owner, const char *tool, const cha
     sqlite3_bind_text(s, 7, detail, (int)dlen, SQLITE_STATIC);
     return store_step_done(st, s, "writing the audit log", err);
 }
+
+int store_audit_owned(struct store *st, const char *owner, const char *sandbox_id,
+                      struct mcp_error *err)
+{
+    sqlite3_stmt *s = store_stmt(st, STORE_STMT_AUDIT_OWNED, err);
+    if (s == NULL)
+        return -1;
+    sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, owner, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    if (rc == SQLITE_ROW)
+        return 1;
+    return rc == SQLITE_DONE ? 0 : store_fail(st, rc, "reading the audit log", err);
+}

@@ -26,7 +26,7 @@ struct run_job {
     int open_timers;
     uint64_t started_ms;
     double last_progress;
-    bool done, detached, finished, cancelled, kill_pending, budget_passed, background;
+    bool finished, kill_pending, budget_passed, background;
 };
 
 static void run_free_cb(uv_handle_t *h)
@@ -142,7 +142,6 @@ static void run_on_output(void *arg, enum exec_stream stream, const char *data, 
 static void run_on_done(void *arg, json_t *result, const struct mcp_error *err)
 {
     struct run_job *rj = arg;
-    rj->done = true;
     rj->handle = NULL;
     if (err != NULL) {
         rj->finished = true;
@@ -167,7 +166,6 @@ static void run_budget_cb(uv_timer_t *t)
     }
     rj->job->be->ops->exec_detach(rj->handle);
     rj->handle = NULL;
-    rj->detached = true;
     run_finish(rj, "running", NULL);
     run_cleanup(rj);
 }
@@ -185,7 +183,6 @@ static void run_cancel_cb(void *arg)
     struct run_job *rj = arg;
     if (rj->finished)
         return;
-    rj->cancelled = true;
     if (rj->command_id != NULL)
         run_kill(rj);
     else
@@ -348,6 +345,88 @@ void tool_get_command(struct tool_call *call, json_t *args)
     get_query(gj);
 }
 
+/* ---- kill_command: send the signal, then report what it did ---------------------------------- */
+
+/* The answer must be true: the command's final status once the signal has ended it (polled for
+ * up to TOOLS_KILL_WAIT_MS), else "killing" (SIGKILL sent, not reaped yet) or, for a signal the
+ * command may handle, "running" with a note saying the signal was delivered. */
+struct kill_job {
+    struct tool_job *job;
+    char *command_id;
+    int sig;
+    uint64_t deadline_ms;
+    uv_timer_t timer;
+};
+
+static void kill_free_cb(uv_handle_t *h)
+{
+    struct kill_job *kj = h->data;
+    free(kj->command_id);
+    free(kj);
+}
+
+static void kill_finish(struct kill_job *kj, json_t *out, const struct mcp_error *err)
+{
+    if (err != NULL)
+        tool_job_fail(kj->job, err);
+    else
+        tool_job_finish(kj->job, out);
+    uv_close((uv_handle_t *)&kj->timer, kill_free_cb);
+}
+
+static void kill_poll(struct kill_job *kj);
+
+static void kill_timer_cb(uv_timer_t *t)
+{
+    kill_poll(t->data);
+}
+
+static void kill_status_cb(void *arg, json_t *result, const struct mcp_error *err)
+{
+    struct kill_job *kj = arg;
+    const char *status = json_string_value(json_object_get(result, "status"));
+    bool running = err != NULL || status == NULL || strcmp(status, "running") == 0;
+    if (running && now_mono_ms() < kj->deadline_ms) {
+        uv_timer_start(&kj->timer, kill_timer_cb, TOOLS_KILL_POLL_MS, 0);
+        return;
+    }
+    json_t *out = json_pack("{s:s}", "command_id", kj->command_id);
+    if (!running) {
+        json_object_set_new(out, "status", json_string(status));
+        json_object_set(out, "exit_code", json_object_get(result, "exit_code"));
+        json_object_set(out, "signal", json_object_get(result, "signal"));
+    } else {
+        json_object_set_new(out, "status", json_string(kj->sig == SIGKILL ? "killing"
+                                                                           : "running"));
+        json_object_set_new(out, "note", json_string(
+            "the signal was delivered and the command has not ended yet; get_command with "
+            "wait_seconds reports its end"));
+    }
+    tool_job_set_detail(kj->job, "command_id=%s signal=%d status=%s", kj->command_id, kj->sig,
+                        json_string_value(json_object_get(out, "status")));
+    kill_finish(kj, out, NULL);
+}
+
+static void kill_poll(struct kill_job *kj)
+{
+    struct mcp_error err;
+    struct backend *be = kj->job->be;
+    if (be->ops->command_get(be, kj->job->sandbox_id, kj->command_id, 0, 1, kill_status_cb, kj,
+                             &err) < 0)
+        kill_status_cb(kj, NULL, &err);
+}
+
+static void kill_sent_cb(void *arg, json_t *result, const struct mcp_error *err)
+{
+    struct kill_job *kj = arg;
+    if (err != NULL) {
+        kill_finish(kj, NULL, err);
+        return;
+    }
+    kj->deadline_ms = now_mono_ms() + TOOLS_KILL_WAIT_MS;
+    kill_poll(kj);
+}
+
 void tool_kill_command(struct tool_call *call, json_t *args)
 {
     struct tool_job *job = tool_job_new(call, args);
@@ -360,11 +439,18 @@ void tool_kill_command(struct tool_call *call, json_t *args)
         tool_job_fail(job, &err);
         return;
     }
-    if (tool_job_bind(job, tools_arg_str(args, "sandbox_id", ""), TOOL_NEED_ANY, &err) < 0 ||
-        job->be->ops->command_kill(job->be, job->sandbox_id, command_id, sig, tool_job_done_cb,
-                                   job, &err) < 0) {
+    if (tool_job_bind(job, tools_arg_str(args, "sandbox_id", ""), TOOL_NEED_ANY, &err) < 0) {
         tool_job_fail(job, &err);
         return;
     }
+    struct kill_job *kj = xcalloc(1, sizeof(*kj));
+    kj->job = job;
+    kj->command_id = xstrdup(command_id);
+    kj->sig = sig;
+    uv_timer_init(job->ctx->loop, &kj->timer);
+    kj->timer.data = kj;
     tool_job_set_detail(job, "command_id=%s signal=%d", command_id, sig);
+    if (job->be->ops->command_kill(job->be, job->sandbox_id, command_id, sig, kill_sent_cb, kj,
+                                   &err) < 0)
+        kill_finish(kj, NULL, &err);
 }

@@ -3,6 +3,7 @@
 #define LOG_MODULE "tools"
 #include "mcp/tools/tools-internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "mcp/base/util.h"
@@ -117,8 +118,8 @@ static json_t *read_result(struct read_job *rj, const struct file_read_result *r
     size_t len = res->len;
     bool truncated = res->truncated;
     /* A range that ends inside a character: stop before it, the next read starts there. */
-    size_t whole = utf8_complete_prefix(res->data, len);
-    if (res->truncated && whole < len && whole > 0 && utf8_is_text(res->data, whole)) {
+    size_t whole = utf8_page_end(res->data, len);
+    if (res->truncated && whole < len && utf8_is_text(res->data, whole)) {
         len = whole;
         truncated = true;
     }
@@ -204,6 +205,13 @@ static json_t *op_args(const char *op, json_t *args, struct mcp_error *err)
             json_object_set_new(a, "path", json_string("."));
         if (!json_object_get(a, "max_results"))
             json_object_set_new(a, "max_results", json_integer(TOOLS_DEFAULT_SEARCH_RESULTS));
+    } else if (strcmp(op, "replace") == 0) {
+        /* the edit tools models know replace one unique match; all: true replaces every one */
+        bool all = json_is_true(json_object_get(a, "all"));
+        json_object_del(a, "all");
+        json_object_set_new(a, "count", json_integer(all ? 0 : 1));
+        if (!all)
+            json_object_set_new(a, "unique", json_true());
     } else if (strcmp(op, "mkdir") == 0 && !json_object_get(a, "parents")) {
         json_object_set_new(a, "parents", json_true()); /* the schema's documented default */
     }
@@ -218,6 +226,24 @@ static json_t *op_args(const char *op, json_t *args, struct mcp_error *err)
     return a;
 }
 
+/* list: modes as the octal strings write_file and make_directory take ("644", not 420). */
+static void list_done_cb(void *arg, json_t *result, const struct mcp_error *err)
+{
+    json_t *entry;
+    size_t i;
+
+    json_array_foreach(json_object_get(result, "entries"), i, entry) {
+        json_t *mode = json_object_get(entry, "mode");
+        if (json_is_integer(mode)) {
+            char octal[16];
+            snprintf(octal, sizeof(octal), "%03llo",
+                     (unsigned long long)json_integer_value(mode) & 07777ULL);
+            json_object_set_new(entry, "mode", json_string(octal));
+        }
+    }
+    tool_job_done_cb(arg, result, err);
+}
+
 static void file_op(struct tool_call *call, json_t *args, const char *op)
 {
     struct tool_job *job = tool_job_new(call, args);
@@ -227,7 +253,9 @@ static void file_op(struct tool_call *call, json_t *args, const char *op)
     tool_job_set_detail(job, "op=%s path=%s", op, path);
     if (tool_job_bind(job, tools_arg_str(args, "sandbox_id", ""), TOOL_NEED_RUNNING, &err) < 0 ||
         (a = op_args(op, args, &err)) == NULL ||
-        job->be->ops->file_op(job->be, job->sandbox_id, op, a, tool_job_done_cb, job, &err) < 0)
+        job->be->ops->file_op(job->be, job->sandbox_id, op, a,
+                              strcmp(op, "list") == 0 ? list_done_cb : tool_job_done_cb, job,
+                              &err) < 0)
         tool_job_fail(job, &err);
     json_decref(a);
 }

@@ -2,12 +2,14 @@
 #define LOG_MODULE "tools"
 #include "mcp/tools/tools-internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 #include "mcp/context.h"
+#include "mcp/store/store.h"
 
 /* Fills spec from create_sandbox's arguments; -1 with err on a bad size. */
 static int spec_from_args(json_t *args, const char *owner, struct sandbox_spec *spec,
@@ -50,6 +52,19 @@ static void create_done_cb(void *arg, json_t *result, const struct mcp_error *er
     tool_job_done_cb(job, result, err);
 }
 
+/* An image pull under way: bytes done of total, so clients show it and their timeouts reset. */
+static void create_progress(void *arg, uint64_t done, uint64_t total, const char *what)
+{
+    struct tool_job *job = arg;
+    char msg[160];
+    if (total > 0)
+        snprintf(msg, sizeof msg, "pulling the image: %s, %.1f of %.1f MB", what,
+                 (double)done / 1e6, (double)total / 1e6);
+    else
+        snprintf(msg, sizeof msg, "pulling the image: %s", what);
+    tool_call_progress(job->call, (double)done, (double)total, msg);
+}
+
 void tool_create_sandbox(struct tool_call *call, json_t *args)
 {
     struct tool_job *job = tool_job_new(call, args);
@@ -75,6 +90,8 @@ void tool_create_sandbox(struct tool_call *call, json_t *args)
     tool_job_set_detail(job, "backend=%s %s=%s", name, restore ? "snapshot" : "image",
                         restore ? spec.snapshot_id : spec.image ? spec.image : "default");
     job->be = be;
+    spec.progress = create_progress;
+    spec.progress_arg = job;
     if (be->ops->create(be, &spec, create_done_cb, job, &err) < 0)
         tool_job_fail(job, &err);
 }
@@ -151,11 +168,26 @@ void tool_list_sandboxes(struct tool_call *call, json_t *args)
 
 enum sandbox_op { OP_GET, OP_DESTROY, OP_RENEW, OP_PAUSE, OP_RESUME };
 
+/* destroy_sandbox is idempotent: a second call for a sandbox this caller created or destroyed
+ * (the audit log says so) succeeds. Anyone else still gets the one not-found message. */
+static bool destroyed_before(struct tool_job *job, const char *id, const struct mcp_error *err)
+{
+    struct mcp_error e;
+    if (err->code != MCP_ERR_NOT_FOUND ||
+        store_audit_owned(job->ctx->store, job->owner, id, &e) != 1)
+        return false;
+    tool_job_finish(job, json_pack("{s:s, s:b, s:s}", "sandbox_id", id, "destroyed", 1, "note",
+                                   "already gone (destroyed or expired earlier)"));
+    return true;
+}
+
 static void destroy_cb(void *arg, json_t *result, const struct mcp_error *err)
 {
     struct tool_job *job = arg;
+    /* a row still there while a destroy's release is under way: the backend says not found */
     if (err != NULL) {
-        tool_job_fail(job, err);
+        if (!destroyed_before(job, job->sandbox_id, err))
+            tool_job_fail(job, err);
         return;
     }
     tool_job_finish(job, json_pack("{s:s, s:b}", "sandbox_id", job->sandbox_id, "destroyed", 1));
@@ -167,7 +199,8 @@ static void sandbox_op(struct tool_call *call, json_t *args, enum sandbox_op op)
     struct mcp_error err;
     const char *id = tools_arg_str(args, "sandbox_id", "");
     if (tool_job_bind(job, id, TOOL_NEED_ANY, &err) < 0) {
-        tool_job_fail(job, &err);
+        if (op != OP_DESTROY || !destroyed_before(job, id, &err))
+            tool_job_fail(job, &err);
         return;
     }
     const struct backend_ops *ops = job->be->ops;
@@ -182,7 +215,7 @@ static void sandbox_op(struct tool_call *call, json_t *args, enum sandbox_op op)
     case OP_PAUSE: rc = ops->pause(job->be, id, tool_job_done_cb, job, &err); break;
     case OP_RESUME: rc = ops->resume(job->be, id, tool_job_done_cb, job, &err); break;
     }
-    if (rc < 0)
+    if (rc < 0 && (op != OP_DESTROY || !destroyed_before(job, id, &err)))
         tool_job_fail(job, &err);
 }
 

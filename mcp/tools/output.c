@@ -7,10 +7,10 @@
 #include <string.h>
 
 #include "mcp/base/buf.h"
+#include "mcp/base/utf8.h"
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 
-#define REPLACEMENT_CHAR "\xEF\xBF\xBD" /* U+FFFD */
 #define CUT_MARKER_FMT                                                                             \
     "\n[... %" PRIu64 " bytes cut; call get_command with offset to read the rest ...]\n"
 
@@ -92,77 +92,6 @@ static char *ring_linear(const struct out_capture *oc)
     return out;
 }
 
-/* Length of the valid UTF-8 sequence at p (1..4), or 0 if the bytes there are not one. */
-static size_t utf8_seq_len(const unsigned char *p, size_t len)
-{
-    unsigned char c = p[0];
-    size_t n;
-    uint32_t cp;
-    if (c < 0x80)
-        return 1;
-    if ((c & 0xE0) == 0xC0) {
-        n = 2;
-        cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-        n = 3;
-        cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-        n = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (n > len)
-        return 0;
-    for (size_t k = 1; k < n; k++) {
-        if ((p[k] & 0xC0) != 0x80)
-            return 0;
-        cp = cp << 6 | (p[k] & 0x3F);
-    }
-    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return n;
-}
-
-size_t utf8_sanitize_append(struct buf *b, const char *data, size_t len, size_t max)
-{
-    const unsigned char *p = (const unsigned char *)data;
-    size_t i = 0, written = 0;
-    while (i < len) {
-        size_t n = utf8_seq_len(p + i, len - i);
-        size_t out_n = n ? n : sizeof(REPLACEMENT_CHAR) - 1;
-        if (written + out_n > max)
-            break;
-        if (buf_append(b, n ? data + i : REPLACEMENT_CHAR, out_n) < 0)
-            break;
-        written += out_n;
-        i += n ? n : 1;
-    }
-    return i;
-}
-
-size_t utf8_complete_prefix(const char *data, size_t len)
-{
-    const unsigned char *p = (const unsigned char *)data;
-    for (size_t back = 1; back <= 3 && back <= len; back++) {
-        unsigned char c = p[len - back];
-        if ((c & 0xC0) == 0x80)
-            continue; /* continuation: keep looking for the lead byte */
-        size_t need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
-        return need > back ? len - back : len;
-    }
-    return len;
-}
-
-size_t utf8_skip_continuation(const char *data, size_t len)
-{
-    size_t i = 0;
-    while (i < len && i < 3 && ((unsigned char)data[i] & 0xC0) == 0x80)
-        i++;
-    return i;
-}
-
 /* The shortest suffix start s of data (at a character boundary) whose sanitized text fits in
  * max bytes; the text goes to out. */
 static size_t tail_fit(const char *data, size_t n, size_t max, struct buf *out)
@@ -235,15 +164,11 @@ char *out_capture_tail_text(const struct out_capture *oc, size_t max)
     char *tail = ring_linear(oc);
     size_t n = oc->tail_len;
     size_t start = n > max ? n - max : 0;
-    struct buf tb, clean;
+    struct buf tb;
     buf_init(&tb, SIZE_MAX);
-    buf_init(&clean, SIZE_MAX);
     tail_fit(tail + start, n - start, max, &tb);
-    for (size_t i = 0; i < tb.len; i++) /* NUL would end the C string early */
-        buf_append(&clean, tb.data[i] ? &tb.data[i] : " ", 1);
     free(tail);
-    buf_release(&tb);
-    return buf_steal(&clean, NULL);
+    return buf_steal(&tb, NULL); /* no NUL: utf8_sanitize_append replaced it */
 }
 
 void tools_progress_heartbeat(struct tool_call *call, const char *what, uint64_t started_ms,

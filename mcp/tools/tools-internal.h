@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "mcp/base/error.h"
+#include "mcp/base/utf8.h"
 #include "mcp/tool.h"
 
 struct mcp_context;
@@ -26,6 +27,8 @@ struct store;
 #define TOOLS_DEFAULT_GET_LIMIT      16384u       /* get_command output bytes */
 #define TOOLS_MAX_GET_LIMIT          (1u << 20)
 #define TOOLS_GET_POLL_MS            250u         /* get_command wait_seconds polling interval */
+#define TOOLS_KILL_WAIT_MS           2000u        /* kill_command waits for the end this long */
+#define TOOLS_KILL_POLL_MS           50u          /* ... polling the backend this often */
 #define TOOLS_DEFAULT_READ_LENGTH    65536u       /* read_file */
 /* 7 MiB: its base64 (9.3 MiB) still fits the 10 MiB message limit of the official SDK's stdio
  * client, which closes the connection on anything larger. */
@@ -128,15 +131,6 @@ void out_capture_add(struct out_capture *oc, const char *data, size_t len);
  * whether anything was left out. Returns a new json string. */
 json_t *out_capture_render(const struct out_capture *oc, bool *truncated);
 
-/* Appends data to b as valid UTF-8 (each invalid byte becomes U+FFFD), writing at most max
- * bytes; returns how many input bytes were consumed (stops before a character that would not
- * fit). */
-struct buf;
-size_t utf8_sanitize_append(struct buf *b, const char *data, size_t len, size_t max);
-/* Length of data without an incomplete UTF-8 sequence at its end (at most 3 bytes dropped). */
-size_t utf8_complete_prefix(const char *data, size_t len);
-/* Number of UTF-8 continuation bytes at the start of data (at most 3). */
-size_t utf8_skip_continuation(const char *data, size_t len);
 /* The last at most max kept bytes as valid UTF-8 without NUL (malloc'd C string). */
 char *out_capture_tail_text(const struct out_capture *oc, size_t max);
 /* One progress heartbeat of a running job: "<what> for N s, B bytes of output; last output: ..."

@@ -6,6 +6,7 @@
 
 #include "backend/opensandbox/curl_loader.h"
 #include "backend/opensandbox/osb.h"
+#include "mcp/base/utf8.h"
 #include "backend/opensandbox/sse.h"
 #include "test.h"
 
@@ -292,7 +293,7 @@ TEST(snapshot_and_metrics_shapes)
 
 TEST(json_text_sanitises)
 {
-    json_t *j = osb_json_text("ok\xff\xc3(\0z", 7);
+    json_t *j = utf8_json_text("ok\xff\xc3(\0z", 7);
     ASSERT(j != NULL);
     ASSERT_STR_EQ(json_string_value(j), "ok\xEF\xBF\xBD\xEF\xBF\xBD(\xEF\xBF\xBDz");
     json_decref(j);

@@ -27,6 +27,7 @@
 #define AGENT_LIST_CMD_CHARS 200
 #define AGENT_KEEP_BUF (1u << 20)          /* buffer capacity kept while idle */
 #define AGENT_STATUS_OUTPUT_MAX (4u << 20)   /* bytes of log one cmd_status returns */
+#define AGENT_SPARE_LOG ".spare.log"         /* the next command's log, made ahead of time */
 
 struct conn {
     int fd;
@@ -46,6 +47,7 @@ struct cmd {
     char *in_data;                   /* stdin bytes still to write */
     size_t in_len, in_off;
     int f_log;                       /* the log file while running */
+    bool has_log;                    /* a log file was made (at the first output) */
     bool log_truncated;              /* output beyond a cap was not kept */
     uint64_t n_out, n_err, n_log;    /* bytes received per stream / in the log */
     uint64_t start_ms, end_ms;       /* monotonic */
@@ -61,6 +63,7 @@ struct cmd {
 
 struct agent {
     int listen_fd, logdir_fd, sig_fd;
+    int spare_log;                   /* AGENT_SPARE_LOG, open, or -1 */
     struct conn *conns;
     struct cmd *cmds;
     size_t ncmds;
@@ -86,6 +89,8 @@ json_t *agent_cmd_status(struct agent *a, json_t *req, struct mcp_error *err);
 json_t *agent_cmd_kill(struct agent *a, json_t *req, struct mcp_error *err);
 json_t *agent_cmd_list(struct agent *a, json_t *req, struct mcp_error *err); /* newest first */
 void agent_cmd_reap(struct agent *a);
+/* Makes AGENT_SPARE_LOG if there is none (the agent calls it when it has nothing to do). */
+void agent_cmd_make_spare_log(struct agent *a);
 void agent_cmd_timeouts(struct agent *a);
 int agent_cmd_poll_fds(struct agent *a, struct pollfd *pfd, struct cmd **owner, int max);
 void agent_cmd_on_fd(struct agent *a, struct cmd *cmd, int fd, short revents);

@@ -35,8 +35,30 @@ static int fs_err(struct mcp_error *err, int e, const char *what, const char *pa
     return mcp_error_set(err, code, e, "%s %s", what, path);
 }
 
-/* Relative paths start at the workspace. Normalisation is lexical; the kernel does the rest
- * inside this sandbox's root, where `..` cannot climb above "/". */
+/* Drops "." components, repeated and trailing slashes in place ("/workspace/./a//b/" ->
+ * "/workspace/a/b"), so results name paths as a person would. ".." is kept: lexically removing
+ * it would change where a path through a symlink leads. */
+static void path_tidy(char *p)
+{
+    char *w = p;
+    const char *r = p;
+
+    while (*r) {
+        if (r[0] == '/' && (r[1] == '/' || (r[1] == '.' && (r[2] == '/' || r[2] == '\0')))) {
+            r += r[1] == '/' ? 1 : 2;
+            continue;
+        }
+        *w++ = *r++;
+    }
+    if (w > p + 1 && w[-1] == '/')
+        w--;
+    if (w == p)
+        *w++ = '/';
+    *w = '\0';
+}
+
+/* Relative paths start at the workspace. The kernel resolves the rest inside this sandbox's
+ * root, where `..` cannot climb above "/". */
 int agent_resolve(const struct agent *a, const char *in, char *out, size_t out_size,
                   struct mcp_error *err)
 {
@@ -46,6 +68,7 @@ int agent_resolve(const struct agent *a, const char *in, char *out, size_t out_s
                          : snprintf(out, out_size, "%s/%s", a->workdir, in);
     if (n < 0 || (size_t)n >= out_size)
         return mcp_error_set(err, MCP_ERR_INVALID, 0, "path too long");
+    path_tidy(out);
     return 0;
 }
 
@@ -395,9 +418,22 @@ static json_t *op_replace(struct agent *a, json_t *req, struct mcp_error *err)
     char *data = slurp(path, &len, &mode, err);
     if (data == NULL)
         return NULL;
+    size_t olen = strlen(old), hits = 0;
+    if (json_is_true(json_object_get(req, "unique"))) {
+        for (const char *h = data; (h = memmem(h, (size_t)(data + len - h), old, olen)) != NULL;
+             h += olen)
+            hits++;
+        if (hits > 1) {
+            free(data);
+            return mcp_error_set(err, MCP_ERR_CONFLICT, 0, "'%.80s' occurs %zu times in %s; "
+                                 "include more of the surrounding text so it matches once, or "
+                                 "pass all: true to replace every occurrence", old, hits, path),
+                   NULL;
+        }
+    }
     struct buf out;
     buf_init(&out, (size_t)AGENT_IO_MAX);
-    size_t olen = strlen(old), done = 0;
+    size_t done = 0;
     const char *p = data, *end = data + len;
     while (p < end && (max <= 0 || done < (size_t)max)) {
         const char *hit = memmem(p, (size_t)(end - p), old, olen);

@@ -267,6 +267,9 @@ static void loop_once(struct agent *a)
     }
     int first_cmd = n;
     n += agent_cmd_poll_fds(a, pfd + n, cmd_of + n, AGENT_POLL_MAX - n);
+    /* Nothing to do right now: make the next command's log file ahead of time. */
+    if (a->spare_log < 0 && poll(pfd, (nfds_t)n, 0) == 0)
+        agent_cmd_make_spare_log(a);
     if (poll(pfd, (nfds_t)n, poll_timeout(a)) < 0 && errno != EINTR)
         _exit(1);
     if (pfd[0].revents)
@@ -312,7 +315,8 @@ static int parse_config(struct agent *a, const char *text)
 
 int main(int argc, char **argv)
 {
-    static struct agent a = {.listen_fd = AGENT_LISTEN_FD, .logdir_fd = AGENT_LOGDIR_FD};
+    static struct agent a = {.listen_fd = AGENT_LISTEN_FD, .logdir_fd = AGENT_LOGDIR_FD,
+                             .spare_log = -1};
     /* Commands must not ptrace us or read our memory through /proc/1/mem. */
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     /* The configuration (which may hold the sandbox's env values) comes in the environment,

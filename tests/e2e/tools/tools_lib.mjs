@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { NODE_MODULES, sdkImport, startHttpServer, tempStateDir } from '../sdk/lib.mjs';
 
-export { parseArgs, requireBinary, sleep, tempStateDir, SKIP } from '../sdk/lib.mjs';
+export { parseArgs, requireBinary, sleep, startHttpServer, tempStateDir, SKIP } from '../sdk/lib.mjs';
 
 const require = createRequire(path.resolve(NODE_MODULES, 'ajv', 'package.json'));
 const Ajv2020 = require('ajv/dist/2020.js').default ?? require('ajv/dist/2020.js');
@@ -16,7 +16,7 @@ const types = await sdkImport('types.js');
 export const { CallToolResultSchema } = types;
 
 /* A connected client: {client, name, close(), tools: Map name -> Tool, validators}. */
-export async function connect(kind, { bin, stateDir, url, name = kind } = {}) {
+export async function connect(kind, { bin, stateDir, url, name = kind, headers } = {}) {
     const client = new Client({ name: `tools-e2e-${name}`, version: '1.0.0' },
                               { capabilities: {} });
     let transport;
@@ -29,7 +29,8 @@ export async function connect(kind, { bin, stateDir, url, name = kind } = {}) {
         transport.stderr?.on('data', (d) => { err += d; if (err.length > 65536) err = err.slice(-32768); });
         transport.stderrText = () => err;
     } else {
-        transport = new StreamableHTTPClientTransport(new URL(url));
+        transport = new StreamableHTTPClientTransport(new URL(url),
+                                                      headers ? { requestInit: { headers } } : {});
     }
     await client.connect(transport);
     const listed = await client.listTools();

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,6 +59,44 @@ static int try_unshare(void *arg)
 {
     int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET;
     return unshare(flags) == 0 ? 0 : 1;
+}
+
+/* In a private mount namespace: pasta hidden (each path covered by /dev/null, which is not
+ * executable) and a slirp4netns first on PATH. 0 if the doctor then fails the network check
+ * and says to install passt. */
+static int network_without_pasta(void *arg)
+{
+    const char *bin = arg;
+    static const char *const pasta[] = {"/usr/bin/pasta", "/usr/local/bin/pasta", "/bin/pasta"};
+    if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        return 2;
+    for (size_t i = 0; i < ARRAY_SIZE(pasta); i++)
+        if (access(pasta[i], F_OK) == 0 && mount("/dev/null", pasta[i], NULL, MS_BIND, NULL) < 0)
+            return 3;
+    char path[256];
+    snprintf(path, sizeof path, "%s:/usr/bin:/bin", bin);
+    setenv("PATH", path, 1);
+    struct doctor_report r;
+    doctor_run(scratch, &r);
+    const struct doctor_check *c = doctor_report_find(&r, "user_mode_network");
+    int rc = c != NULL && !c->ok && strstr(c->fix, "passt") != NULL ? 0 : 4;
+    doctor_report_release(&r);
+    return rc;
+}
+
+/* mcpbox runs only pasta: slirp4netns alone must not pass the network check. */
+TEST(network_check_needs_pasta)
+{
+    if (geteuid() != 0)
+        TEST_FAIL("needs root (a private mount namespace hides pasta)");
+    char bin[160], slirp[192];
+    snprintf(bin, sizeof bin, "%s/bin", scratch);
+    ASSERT_EQ(mkdir(bin, 0755), 0);
+    snprintf(slirp, sizeof slirp, "%s/slirp4netns", bin);
+    int fd = open(slirp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+    ASSERT(fd >= 0);
+    close(fd);
+    ASSERT_EQ(doctor_in_child(network_without_pasta, bin), 0);
 }
 
 /* The report must agree with what this test finds out on its own. */
@@ -213,6 +252,7 @@ int main(void)
         return 1;
     RUN(every_check_present_and_failures_have_fixes);
     RUN(agrees_with_independent_facts);
+    RUN(network_check_needs_pasta);
     RUN(bad_state_dirs_fail_with_fix);
     RUN(json_shape);
     RUN(cgroup_layouts_from_mountinfo);

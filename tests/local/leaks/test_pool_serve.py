@@ -4,7 +4,8 @@
 client goes away (stdin closed) and the server exits: no pooled sandbox, record, directory,
 cgroup or process may remain. Then the same with kill -9 instead of a clean exit, and a
 `mcpbox sandbox ls` as the restart that reconciles (it must also remove the cgroup sets the
-spawner threads had prepared). Last, a spawner's prepared cgroups swept
+spawner threads had prepared). Then destroy_sandbox followed at once by kill -9: the next start
+reaps the release the kill cut short. Last, a spawner's prepared cgroups swept
 away under a live server (as another mcpbox's start-up sweep does) must not fail a create.
 
 usage: test_pool_serve.py --mcpbox PATH   (exit 77 where local sandboxes cannot run)
@@ -152,10 +153,47 @@ def run(mcpbox, state, servers):
     left = [c for sid in prepared for c in cgroups_of(sid)]
     assert not left, "prepared cgroup sets left after kill -9 and a restart:\n  " + \
         "\n  ".join(left)
-    reaped = db_rows(state, "SELECT COUNT(*) FROM events WHERE kind = 'reaped'")[0][0]
+    # (a destroyed sandbox whose release the kill cut short is reaped too: not counted here)
+    reaped = db_rows(state, "SELECT COUNT(*) FROM events WHERE kind = 'reaped' AND "
+                            "json_extract(data, '$.previous_state') = 'pooled'")[0][0]
     assert reaped == POOL, f"expected {POOL} reaped pooled sandboxes, got {reaped}"
     print(f"kill -9 + restart: {len(ids)} sandboxes seen, {reaped} pooled ones reaped, "
           f"{len(prepared)} prepared cgroup sets removed, nothing left")
+
+
+def destroy_then_kill(mcpbox, state, servers):
+    """destroy_sandbox answers before the sandbox is released (the record is marked destroyed,
+    the init's exit and the release follow): kill -9 the server as soon as the answer arrives,
+    and the next start must reap what the release had not done yet. Repeated until a kill
+    caught a release unfinished at least twice (it nearly always does)."""
+    caught, tries = 0, 0
+    while caught < 2 and tries < 10:
+        tries += 1
+        srv = Serve(mcpbox, state, pool=0)
+        servers.append(srv)
+        sid = srv.create()
+        res = srv.call("tools/call", {"name": "run_command", "arguments": {
+            "sandbox_id": sid, "command": "sleep 600 >/dev/null 2>&1 &"}})
+        assert not res.get("isError"), res
+        res = srv.call("tools/call", {"name": "destroy_sandbox", "arguments": {"sandbox_id": sid}})
+        srv.proc.kill()
+        srv.proc.wait()
+        assert res["structuredContent"]["destroyed"] is True, res
+        rows = db_rows(state, f"SELECT state FROM sandboxes WHERE id = '{sid}'")
+        assert rows in ([], [("destroyed",)]), f"after destroy and kill -9: {rows}"
+        caught += rows == [("destroyed",)]
+        p = subprocess.run([mcpbox, "sandbox", "--state-dir", state, "ls", "-o", "json"],
+                           capture_output=True, timeout=TIMEOUT)
+        assert p.returncode == 0, p.stderr.decode(errors="replace")
+        assert sid not in p.stdout.decode(), f"{sid} listed after its destroy"
+        ids, left = wait_nothing_left(state)
+        assert not left, "left after destroy, kill -9 and a restart:\n  " + "\n  ".join(left)
+    assert caught >= 2, f"only {caught} of {tries} kills came before the release finished"
+    reaped = db_rows(state, "SELECT COUNT(*) FROM events WHERE kind = 'reaped' AND "
+                            "json_extract(data, '$.previous_state') = 'destroyed'")[0][0]
+    assert reaped >= caught, f"{caught} releases cut short, {reaped} reaped"
+    print(f"destroy then kill -9 at once: {caught} of {tries} releases cut short, all reaped by "
+          "the next start, nothing left")
 
 
 def prepared_sets(pid):
@@ -225,6 +263,7 @@ def main():
             bad_values_refused(args.mcpbox)
             cli.rm(cli.create())  # skips (77) where sandboxes cannot run
             run(args.mcpbox, cli.state_dir, servers)
+            destroy_then_kill(args.mcpbox, cli.state_dir, servers)
             swept_prepared_sets(args.mcpbox, cli.state_dir, servers)
         finally:
             for srv in servers:  # a failed check may leave a server running

@@ -193,12 +193,29 @@ char *harness_create(struct harness *h, const struct sandbox_spec *spec)
     return xstrdup(json_string_value(json_object_get(h->result, "sandbox_id")));
 }
 
+/* destroy answers once the record is gone for callers (state "destroyed"); the release (the
+ * init's exit, cgroups, directories, slot) follows on the loop and ends by deleting the record.
+ * Waits for that (bounded), so that what a caller checks next is released. */
+static int harness_wait_released(struct harness *h, const char *id)
+{
+    for (int i = 0; i < 20000; i++) {
+        struct store_sandbox rec = {0};
+        struct mcp_error err;
+        if (store_sandbox_get(h->store, id, &rec, &err) < 0)
+            return 0;
+        store_sandbox_release(&rec);
+        uv_run(&h->loop, UV_RUN_NOWAIT);
+        usleep(1000);
+    }
+    return mcp_error_set(&h->err, MCP_ERR_TIMEOUT, 0, "the release of %s did not finish", id);
+}
+
 int harness_destroy(struct harness *h, const char *id)
 {
     harness_reset(h);
     if (h->be->ops->destroy(h->be, id, harness_cb, h, &h->err) < 0)
         return -1;
-    return harness_wait(h);
+    return harness_wait(h) < 0 ? -1 : harness_wait_released(h, id);
 }
 
 struct exec_ctx {

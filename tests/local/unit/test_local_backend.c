@@ -110,6 +110,23 @@ static char *create_sandbox(int64_t ttl)
     return create_sandbox_net(ttl, false);
 }
 
+/* destroy answers once the record is gone for callers (state "destroyed"); the release
+ * (init's exit, cgroups, directories, slot) follows on the loop and ends by deleting the
+ * record: wait for that, so that what a test checks next is released. */
+static void wait_released(const char *id)
+{
+    for (int i = 0; i < WAIT_MS / 10; i++) {
+        struct store_sandbox rec = {0};
+        struct mcp_error e;
+        if (store_sandbox_get(st, id, &rec, &e) < 0)
+            return;
+        ASSERT_STR_EQ(rec.state, "destroyed");
+        store_sandbox_release(&rec);
+        sleep_loop(10);
+    }
+    TEST_FAIL("the release of %s did not finish", id);
+}
+
 static void destroy_sandbox(const char *id)
 {
     struct result r;
@@ -118,6 +135,10 @@ static void destroy_sandbox(const char *id)
         TEST_FAIL("destroy: %s", r.err.msg);
     ASSERT(json_is_true(json_object_get(r.json, "destroyed")));
     json_decref(r.json);
+    struct mcp_error e;
+    ASSERT(be->ops->get(be, id, on_result, &r, &e) < 0); /* gone for callers at once */
+    ASSERT_EQ(e.code, MCP_ERR_NOT_FOUND);
+    wait_released(id);
 }
 
 struct run {
@@ -309,6 +330,42 @@ TEST(exec_timeout_and_background)
     ASSERT(r.failed);
     ASSERT_EQ(r.err.code, MCP_ERR_NOT_FOUND);
     run_free(&x);
+    destroy_sandbox(id);
+    free(id);
+}
+
+/* A command's log file is made at its first output (a spare made ahead of time is renamed into
+ * place): one that prints nothing has none and reads as empty; each log holds its own bytes. */
+TEST(command_logs_made_at_first_output)
+{
+    char *id = create_sandbox(0);
+    char path[700];
+    struct run x;
+    struct result r;
+    run_cmd(id, "true", 0, &x);
+    snprintf(path, sizeof path, "%s/sandboxes/%s/%s.log", state_dir, id, x.cmd_id);
+    ASSERT(access(path, F_OK) < 0);
+    CALL(r, be->ops->command_get(be, id, x.cmd_id, 0, 0, on_result, &r, &_e));
+    ASSERT(!r.failed);
+    ASSERT_STR_EQ(json_string_value(json_object_get(r.json, "output")), "");
+    ASSERT(json_is_true(json_object_get(r.json, "eof")));
+    json_decref(r.json);
+    run_free(&x);
+    for (int i = 0; i < 4; i++) { /* with and without a spare ready */
+        char cmd[64], want[32];
+        snprintf(cmd, sizeof cmd, "echo out%d; echo more%d", i, i);
+        snprintf(want, sizeof want, "out%d\nmore%d\n", i, i);
+        run_cmd(id, cmd, 0, &x);
+        snprintf(path, sizeof path, "%s/sandboxes/%s/%s.log", state_dir, id, x.cmd_id);
+        ASSERT_EQ(access(path, F_OK), 0);
+        CALL(r, be->ops->command_get(be, id, x.cmd_id, 0, 0, on_result, &r, &_e));
+        ASSERT_STR_EQ(json_string_value(json_object_get(r.json, "output")), want);
+        ASSERT_EQ(json_integer_value(json_object_get(r.json, "total_bytes")), (json_int_t)strlen(want));
+        json_decref(r.json);
+        run_free(&x);
+        if (i % 2)
+            sleep_loop(50);
+    }
     destroy_sandbox(id);
     free(id);
 }
@@ -601,6 +658,52 @@ TEST(too_few_pids_refused_with_the_minimum)
     }
 }
 
+/* Issue #18.4: get_command pages that end inside a character put U+FFFD at every boundary
+ * (read_file got it right), and diagnose what=logs dropped a command whose 200th byte was
+ * inside a character. Pages that follow next_offset now concatenate to the output. */
+TEST(pages_never_split_characters)
+{
+    char *id = create_sandbox(0);
+    /* 100 three-byte characters: 300 bytes */
+    char cjk[301] = "", cmd[400];
+    for (int i = 0; i < 100; i++)
+        strcat(cjk, "\xe6\x97\xa5");
+    snprintf(cmd, sizeof cmd, "printf  '%s'", cjk); /* 9 + 191: byte 200 splits one */
+    struct run x;
+    run_cmd(id, cmd, 0, &x);
+    ASSERT_STR_EQ(buf_cstr(&x.out), cjk);
+    struct buf all;
+    buf_init(&all, 1 << 20);
+    uint64_t off = 0;
+    for (int pages = 0; pages < 400; pages++) {
+        struct result r;
+        CALL(r, be->ops->command_get(be, id, x.cmd_id, off, 7, on_result, &r, &_e));
+        ASSERT(!r.failed);
+        const char *out = json_string_value(json_object_get(r.json, "output"));
+        ASSERT(strstr(out, "\xEF\xBF\xBD") == NULL);
+        buf_append_str(&all, out);
+        off = (uint64_t)json_integer_value(json_object_get(r.json, "next_offset"));
+        bool eof = json_is_true(json_object_get(r.json, "eof"));
+        json_decref(r.json);
+        if (eof)
+            break;
+    }
+    ASSERT_STR_EQ(buf_cstr(&all), cjk);
+    buf_release(&all);
+    run_free(&x);
+    struct result r;
+    CALL(r, be->ops->diagnose(be, id, "logs", on_result, &r, &_e));
+    ASSERT(!r.failed);
+    json_t *first = json_array_get(json_object_get(r.json, "commands"), 0);
+    const char *listed = json_string_value(json_object_get(first, "command"));
+    if (listed == NULL)
+        TEST_FAIL("diagnose logs lost the command's text");
+    ASSERT(strncmp(listed, cmd, strlen(listed)) == 0 && strlen(listed) >= 195);
+    json_decref(r.json);
+    destroy_sandbox(id);
+    free(id);
+}
+
 static void copy_file(const char *from, const char *to)
 {
     char cmd[1024];
@@ -875,8 +978,8 @@ static bool pid_alive(int pid)
 }
 
 /* destroy from an instance that is not the sandbox's parent (another mcpbox process that
- * started before the sandbox existed): when the callback runs, nothing of the sandbox may still
- * run, so its cgroups are already removed. */
+ * started before the sandbox existed): when its release is done (the record deleted), nothing of
+ * the sandbox may still run, so its cgroups are already removed. */
 TEST(destroy_waits_for_non_children)
 {
     struct mcp_error e;
@@ -904,7 +1007,7 @@ TEST(destroy_waits_for_non_children)
     {
         const char *p = json_string_value(path);
         if (p != NULL && p[0] != '\0' && access(p, F_OK) == 0)
-            TEST_FAIL("%s cgroup %s still there when destroy returned", key, p);
+            TEST_FAIL("%s cgroup %s still there when the release was done", key, p);
     }
     json_decref(cgs);
     local_backend_free(other);
@@ -1193,12 +1296,14 @@ int main(void)
     RUN(create_exec_destroy);
     RUN(uid_map_not_host_root);
     RUN(exec_timeout_and_background);
+    RUN(command_logs_made_at_first_output);
     RUN(file_operations);
     RUN(pause_resume);
     RUN(ttl_enforced_by_agent);
     RUN(huge_durations_saturate);
     RUN(env_that_exec_cannot_pass_is_refused);
     RUN(too_few_pids_refused_with_the_minimum);
+    RUN(pages_never_split_characters);
     RUN(registered_image_overlay);
     RUN(idle_timeout_enforced_by_agent);
     RUN(reconnect_from_second_instance);

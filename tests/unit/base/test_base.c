@@ -60,6 +60,16 @@ TEST(utf8_detection)
     ASSERT(!utf8_is_text("a\0b", 3));
     ASSERT(!utf8_is_text("\xc3", 1));
     ASSERT(!utf8_is_text("\xed\xa0\x80", 3)); /* surrogate */
+    ASSERT(!utf8_is_text("\xc0\xaf", 2));     /* overlong */
+    ASSERT(!utf8_is_text("\xf4\x90\x80\x80", 4)); /* beyond U+10FFFF */
+    /* pages end before a split character, unless nothing would be left */
+    ASSERT_EQ(utf8_page_end("ab\xe6\x97", 4), 2);
+    ASSERT_EQ(utf8_page_end("ab\xe6\x97\xa5", 5), 5);
+    ASSERT_EQ(utf8_page_end("\xe6\x97", 2), 2);
+    /* one NUL rule: sanitized text replaces it like an invalid byte */
+    json_t *j = utf8_json_text("a\0\xff\xe6\x97\xa5", 6);
+    ASSERT_STR_EQ(json_string_value(j), "a" UTF8_REPLACEMENT UTF8_REPLACEMENT "\xe6\x97\xa5");
+    json_decref(j);
 }
 
 TEST(buf_respects_limit)

@@ -60,6 +60,8 @@ TEST(origin_elsewhere)
 {
     ASSERT(http_policy_origin_ok(&wide, "https://mcp.internal:8765", "mcp.internal:8765"));
     ASSERT(!http_policy_origin_ok(&wide, "https://evil.example", "mcp.internal:8765"));
+    /* off loopback the Origin names Host exactly, port included (docs/security.md, http.md) */
+    ASSERT(!http_policy_origin_ok(&wide, "https://mcp.internal:9999", "mcp.internal:8765"));
     ASSERT(!http_policy_origin_ok(&wide, "https://mcp.internal:8765", NULL));
 }
 

@@ -413,23 +413,114 @@ TEST(pipelining_client_that_never_reads_is_pushed_back)
     end_session();
 }
 
+/* The session's standalone GET stream, open (the session is in use while it is). */
+static int open_get_stream(const char *id)
+{
+    int g = dial();
+    char *r = xasprintf("GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAccept: text/event-stream\r\n"
+                        "Mcp-Session-Id: %s\r\n\r\n",
+                        port, id);
+    send_str(g, r);
+    free(r);
+    ASSERT(expect(g, "retry: ", 2000));
+    return g;
+}
+
+static int echo_status(const char *id)
+{
+    static char buf[CLIENT_BUF];
+    size_t len = 0;
+    int fd = dial();
+    request(fd, id, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"echo\"}");
+    int status = read_until(fd, buf, &len, "\r\n", 2000) ? atoi(buf + 9) : -1;
+    close(fd);
+    return status;
+}
+
+/* Idle sessions expire; at the cap (issue #18.6: 128 idle sessions locked everyone out for up
+ * to 30 minutes) a new session ends the owner's least recently used idle one, and only when
+ * every session is in use is an initialize refused, with 503 naming the limit. */
 TEST(session_expiry_and_cap)
 {
     new_session();
     char old[128];
     snprintf(old, sizeof(old), "%s", sid);
     usleep((HTTP_SESSION_IDLE_MS + 4 * HTTP_SWEEP_INTERVAL_MS) * 1000);
-    int fd = dial();
-    request(fd, old, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"echo\"}");
-    ASSERT(expect(fd, "HTTP/1.1 404", 2000));
-    close(fd);
+    ASSERT_EQ(echo_status(old), 404);
     ASSERT_EQ(__atomic_load_n(&fake_sessions_open, __ATOMIC_SEQ_CST), 0);
-    for (int i = 0; i < HTTP_MAX_SESSIONS; i++)
+    char ids[HTTP_MAX_SESSIONS + 1][128];
+    for (int i = 0; i < HTTP_MAX_SESSIONS; i++) {
         new_session();
-    fd = dial();
+        snprintf(ids[i], sizeof ids[i], "%s", sid);
+        usleep(20000); /* distinct last-activity times */
+    }
+    ASSERT_EQ(echo_status(ids[1]), 200); /* now ids[0] is the least recently used */
+    new_session(); /* at the cap: replaces ids[0] */
+    snprintf(ids[HTTP_MAX_SESSIONS], sizeof ids[0], "%s", sid);
+    ASSERT_EQ(echo_status(ids[0]), 404);
+    for (int i = 1; i <= HTTP_MAX_SESSIONS; i++)
+        ASSERT_EQ(echo_status(ids[i]), 200);
+    int streams[HTTP_MAX_SESSIONS];
+    for (int i = 0; i < HTTP_MAX_SESSIONS; i++)
+        streams[i] = open_get_stream(ids[i + 1]);
+    int fd = dial();
     request(fd, NULL, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}");
-    ASSERT(expect(fd, "HTTP/1.1 503", 2000));
+    ASSERT(expect(fd, "too many sessions (limit 4)", 2000));
     close(fd);
+    for (int i = 0; i < HTTP_MAX_SESSIONS; i++)
+        close(streams[i]);
+}
+
+/* Issue #18.6: HTTP_MAX_CONNECTIONS connections that never send a byte locked a real client
+ * out; at the limit the oldest connection without a complete request makes room. */
+TEST(connection_cap_evicts_the_oldest_without_a_request)
+{
+    int idle[HTTP_MAX_CONNECTIONS];
+    for (int i = 0; i < HTTP_MAX_CONNECTIONS; i++)
+        idle[i] = dial();
+    send_str(idle[1], "POST /mcp HTTP/1.1\r\n"); /* half a request: no exchange either */
+    new_session(); /* a real client, within the header timeout of the idle ones */
+    ASSERT_EQ(echo_status(sid), 200);
+    ASSERT(closed_within(idle[0], 100)); /* the oldest made room first */
+    for (int i = 0; i < HTTP_MAX_CONNECTIONS; i++)
+        close(idle[i]);
+    end_session();
+}
+
+static bool stop_sent;
+
+static void stop_server(void)
+{
+    if (!stop_sent)
+        uv_async_send(&done_async);
+    stop_sent = true;
+}
+
+/* Issue #18.9: SIGTERM answered in-flight POSTs with 404 "Session terminated", which clients
+ * read as an expired session; a stop is 503 with Retry-After (and a JSON-RPC error on an SSE
+ * stream), naming the request. Last: it stops the server. */
+TEST(stop_answers_requests_in_flight_with_503)
+{
+    static char buf[CLIENT_BUF];
+    size_t len = 0;
+    new_session();
+    int p = dial();
+    request(p, sid, "{\"jsonrpc\":\"2.0\",\"id\":\"held\",\"method\":\"hold\"}");
+    int q = dial();
+    request(q, sid, "{\"jsonrpc\":\"2.0\",\"id\":\"streamed\",\"method\":\"hold\","
+                    "\"params\":{\"notify\":true}}");
+    ASSERT(expect(q, "notifications/message", 2000));
+    usleep(100000); /* the first request has reached the core too */
+    stop_server();
+    ASSERT(read_until(p, buf, &len, "shutting down", 3000));
+    ASSERT_CONTAINS(buf, "HTTP/1.1 503");
+    ASSERT_CONTAINS(buf, "Retry-After: 5");
+    ASSERT_CONTAINS(buf, "\"id\":\"held\"");
+    len = 0;
+    ASSERT(read_until(q, buf, &len, "shutting down", 3000));
+    ASSERT_CONTAINS(buf, "\"id\":\"streamed\"");
+    close(p);
+    close(q);
 }
 
 static void *client_main(void *arg)
@@ -446,8 +537,10 @@ static void *client_main(void *arg)
     RUN(concurrent_posts_on_one_session);
     RUN(pipelined_requests_answered_in_order);
     RUN(pipelining_client_that_never_reads_is_pushed_back);
+    RUN(connection_cap_evicts_the_oldest_without_a_request);
     RUN(session_expiry_and_cap);
-    uv_async_send(&done_async);
+    RUN(stop_answers_requests_in_flight_with_503);
+    stop_server();
     return NULL;
 }
 

@@ -213,7 +213,7 @@ TEST(progress_tail_text)
     out_capture_init_split(&oc, 0, 32);
     out_capture_add(&oc, "a\0b", 3);
     tail = out_capture_tail_text(&oc, 10);
-    ASSERT_STR_EQ(tail, "a b");
+    ASSERT_STR_EQ(tail, "a" UTF8_REPLACEMENT "b"); /* NUL is never text (mcp/base/utf8.h) */
     free(tail);
     out_capture_release(&oc);
 }

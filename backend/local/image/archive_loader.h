@@ -1,0 +1,35 @@
+/* libarchive, loaded on the first unpack (as libcurl is, see curl_loader.h): its dependencies
+ * (libxml2, nettle, lzma, acl, ...) would cost every idle server resident memory, though only
+ * image pulls use it. <archive.h> provides the types and constants; each entry of oci_archive
+ * has the exact type of the libarchive function it stands for. */
+#ifndef MCPBOX_IMAGE_ARCHIVE_LOADER_H
+#define MCPBOX_IMAGE_ARCHIVE_LOADER_H
+
+#include <archive.h>
+#include <archive_entry.h>
+
+#include "mcp/base/error.h"
+
+#define OCI_ARCHIVE_SONAME "libarchive.so.13"
+
+#define OCI_ARCHIVE_FUNCTIONS(X)                                                                   \
+    X(read_new) X(read_free) X(read_support_format_tar) X(read_support_filter_gzip)                \
+    X(read_support_filter_zstd) X(read_support_filter_none) X(read_open_fd) X(read_next_header)    \
+    X(read_data_block) X(read_data_skip) X(error_string) X(write_disk_new) X(write_free)           \
+    X(write_disk_set_options) X(write_header) X(write_data_block) X(write_finish_entry)           \
+    X(entry_pathname) X(entry_set_pathname) X(entry_hardlink) X(entry_set_hardlink)               \
+    X(entry_filetype) X(entry_size) X(entry_symlink)
+
+#define OCI_ARCHIVE_ENTRY(name) __typeof__(archive_##name) *name;
+struct oci_archive_api {
+    OCI_ARCHIVE_FUNCTIONS(OCI_ARCHIVE_ENTRY)
+};
+#undef OCI_ARCHIVE_ENTRY
+
+extern struct oci_archive_api oci_archive;
+
+/* Loads libarchive once; later calls return 0 at once. -1 with err (saying which package to
+ * install) if it is missing or lacks a function. Not thread-safe: call it from the loop. */
+int oci_archive_load(struct mcp_error *err);
+
+#endif

@@ -1,0 +1,397 @@
+/* The distribution API client (registry.h). */
+#include "backend/local/image/registry.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "backend/opensandbox/curl_loader.h"
+#include "mcp/base/util.h"
+#include "mcp/base/xalloc.h"
+
+#define REGISTRY_URL_MAX 2048
+#define REGISTRY_AUTH_MAX 8192
+#define REGISTRY_CONNECT_MS 10000
+#define REGISTRY_LOW_SPEED_S 60 /* a transfer stalled this long fails */
+#define REGISTRY_TOKEN_CAP (64u << 10)
+
+struct registry_client {
+    struct osb_http *http;
+    struct image_ref ref;
+    char base[IMAGE_REF_NAME_MAX + 16]; /* "https://host:port" */
+    bool plain_http;
+    char *creds;                    /* "user:password" or NULL */
+    char auth[REGISTRY_AUTH_MAX];   /* "Authorization: ..." once known, else "" */
+    /* the request under way */
+    char path[600];
+    char accept[512];
+    size_t body_cap;
+    osb_sink_fn *sink;
+    registry_done_fn *done;
+    void *arg;
+    bool auth_tried;
+    struct osb_req *req;
+};
+
+static void send_request(struct registry_client *c);
+
+struct registry_client *registry_client_new(struct osb_http *http, const struct image_ref *ref)
+{
+    struct registry_client *c = xcalloc(1, sizeof *c);
+    c->http = http;
+    c->ref = *ref;
+    c->plain_http = image_ref_plain_http_ok(ref, getenv(REGISTRY_INSECURE_ENV));
+    snprintf(c->base, sizeof c->base, "%s://%s", c->plain_http ? "http" : "https",
+             image_ref_api_host(ref));
+    c->creds = registry_find_credentials(ref->registry);
+    return c;
+}
+
+void registry_client_free(struct registry_client *c)
+{
+    if (c == NULL)
+        return;
+    free(c->creds);
+    free(c);
+}
+
+void registry_cancel(struct registry_client *c)
+{
+    if (c->req)
+        osb_http_cancel(c->req);
+}
+
+/* ---- credentials ----------------------------------------------------------------------------- */
+
+/* "https://index.docker.io/v1/" -> "index.docker.io"; "host:5000/ns" -> "host:5000" */
+static void key_host(const char *key, char *out, size_t size)
+{
+    if (strncmp(key, "https://", 8) == 0)
+        key += 8;
+    else if (strncmp(key, "http://", 7) == 0)
+        key += 7;
+    snprintf(out, size, "%.*s", (int)strcspn(key, "/"), key);
+}
+
+static bool same_registry(const char *a, const char *b)
+{
+    static const char *const hub[] = {"docker.io", "index.docker.io", "registry-1.docker.io"};
+    bool ha = false, hb = false;
+    for (size_t i = 0; i < 3; i++)
+        ha |= strcmp(a, hub[i]) == 0, hb |= strcmp(b, hub[i]) == 0;
+    return (ha && hb) || strcmp(a, b) == 0;
+}
+
+static char *creds_from_file(const char *path, const char *registry)
+{
+    json_t *root = json_load_file(path, 0, NULL);
+    json_t *auths = json_object_get(root, "auths");
+    const char *key;
+    json_t *v;
+    char *found = NULL;
+    json_object_foreach(auths, key, v) {
+        char host[300];
+        key_host(key, host, sizeof host);
+        const char *b64 = json_string_value(json_object_get(v, "auth"));
+        if (!same_registry(host, registry) || b64 == NULL)
+            continue;
+        size_t len = strlen(b64), out_len = 0;
+        char *dec = xmalloc(base64_decoded_max(len) + 1);
+        if (base64_decode(b64, len, (unsigned char *)dec, &out_len) == 0 &&
+            memchr(dec, ':', out_len)) {
+            dec[out_len] = '\0';
+            found = dec;
+            break;
+        }
+        free(dec);
+    }
+    json_decref(root);
+    return found;
+}
+
+char *registry_find_credentials(const char *registry)
+{
+    const char *home = getenv("HOME"), *xdg = getenv("XDG_RUNTIME_DIR"),
+               *file = getenv("REGISTRY_AUTH_FILE");
+    char paths[4][1024];
+    snprintf(paths[0], sizeof paths[0], "%s", file ? file : "");
+    snprintf(paths[1], sizeof paths[1], "%s/containers/auth.json", xdg ? xdg : "/nonexistent");
+    snprintf(paths[2], sizeof paths[2], "%s/.config/containers/auth.json",
+             home ? home : "/nonexistent");
+    snprintf(paths[3], sizeof paths[3], "%s/.docker/config.json", home ? home : "/nonexistent");
+    for (size_t i = 0; i < 4; i++) {
+        char *c = paths[i][0] ? creds_from_file(paths[i], registry) : NULL;
+        if (c)
+            return c;
+    }
+    return NULL;
+}
+
+/* ---- errors ---------------------------------------------------------------------------------- */
+
+/* The registry's own words: errors[0].message of its JSON error body, if any. */
+static void registry_words(const struct osb_response *resp, char *out, size_t size)
+{
+    out[0] = '\0';
+    json_t *j = json_loadb(resp->body.data ? resp->body.data : "", resp->body.len, 0, NULL);
+    const char *m = json_string_value(json_object_get(json_array_get(json_object_get(j, "errors"),
+                                                                     0), "message"));
+    if (m)
+        snprintf(out, size, " (the registry says: %.150s)", m);
+    json_decref(j);
+}
+
+static void transport_error(const struct registry_client *c, const struct osb_response *resp,
+                            struct mcp_error *err)
+{
+    const char *host = image_ref_api_host(&c->ref);
+    switch (resp->curl_code) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_OPERATION_TIMEDOUT:
+        mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0,
+                      "registry %s is unreachable (%.150s): this machine may have no route to "
+                      "it (no internet access, or no DNS). Use a registry reachable from here "
+                      "(e.g. one on 127.0.0.1), an image already pulled (`mcpbox image ls`), or "
+                      "a root filesystem directory registered as <state dir>/images/<name>",
+                      host, resp->curl_msg[0] ? resp->curl_msg : "no answer");
+        break;
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+        mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0,
+                      "TLS with registry %s failed (%.150s): if it serves plain HTTP, name it in "
+                      "%s (e.g. %s=%s)",
+                      host, resp->curl_msg, REGISTRY_INSECURE_ENV, REGISTRY_INSECURE_ENV,
+                      c->ref.registry);
+        break;
+    default:
+        mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0,
+                      "the connection to registry %s failed during %.200s: %.150s; retry",
+                      host, c->path, resp->curl_msg[0] ? resp->curl_msg : "transfer error");
+    }
+}
+
+static void status_error(const struct registry_client *c, const struct osb_response *resp,
+                         struct mcp_error *err)
+{
+    char words[200], ref[IMAGE_REF_TEXT_MAX];
+    registry_words(resp, words, sizeof words);
+    image_ref_format(&c->ref, ref, sizeof ref);
+    bool manifest = strncmp(c->path, "manifests/", 10) == 0;
+    if (resp->status == 401 || resp->status == 403)
+        mcp_error_set(err, MCP_ERR_DENIED, 0,
+                      "registry %s refused access to %s%s: the image may not exist, or it needs "
+                      "a login. %s: log in with `docker login %s` or `podman login %s` (mcpbox "
+                      "reads $REGISTRY_AUTH_FILE, containers' auth.json and ~/.docker/config.json)",
+                      c->ref.registry, c->ref.repository, words,
+                      c->creds ? "The stored credentials were refused" : "No credentials found",
+                      c->ref.registry, c->ref.registry);
+    else if (resp->status == 404 && manifest)
+        mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
+                      "image %s not found: the registry has no such repository or %s%s; check "
+                      "the name and tag",
+                      ref, c->ref.digest[0] ? "digest" : "tag", words);
+    else if (resp->status == 429)
+        mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0,
+                      "registry %s is rate limiting pulls%s; retry %s%.0f s%s", c->ref.registry,
+                      words, resp->retry_after_s >= 0 ? "in " : "later",
+                      resp->retry_after_s >= 0 ? resp->retry_after_s : 0.0,
+                      c->creds ? "" : " (logging in usually raises the limit)");
+    else
+        mcp_error_set(err, resp->status >= 500 ? MCP_ERR_UNAVAILABLE : MCP_ERR_BACKEND, 0,
+                      "registry %s answered HTTP %ld to GET %.200s%s", c->ref.registry,
+                      resp->status, c->path, words);
+}
+
+/* ---- the auth handshake ---------------------------------------------------------------------- */
+
+/* key="value" pairs of a challenge; copies the value of name. */
+static void challenge_param(const char *ch, const char *name, char *out, size_t size)
+{
+    out[0] = '\0';
+    size_t n = strlen(name);
+    for (const char *p = ch; (p = strcasestr(p, name)) != NULL; p += n) {
+        if ((p != ch && p[-1] != ' ' && p[-1] != ',') || p[n] != '=')
+            continue;
+        const char *v = p + n + 1;
+        bool quoted = *v == '"';
+        v += quoted;
+        size_t len = quoted ? strcspn(v, "\"") : strcspn(v, ", ");
+        snprintf(out, size, "%.*s", (int)len, v);
+        return;
+    }
+}
+
+int registry_parse_bearer(const char *challenge, char *realm, size_t realm_size, char *service,
+                          size_t service_size, char *scope, size_t scope_size)
+{
+    if (strncasecmp(challenge, "Bearer ", 7) != 0)
+        return -1;
+    challenge_param(challenge + 6, "realm", realm, realm_size);
+    challenge_param(challenge + 6, "service", service, service_size);
+    challenge_param(challenge + 6, "scope", scope, scope_size);
+    return realm[0] ? 0 : -1;
+}
+
+static void finish(struct registry_client *c, struct osb_response *resp,
+                   const struct mcp_error *err)
+{
+    c->req = NULL;
+    c->done(c->arg, resp, err);
+}
+
+static void on_token(void *arg, struct osb_response *resp)
+{
+    struct registry_client *c = arg;
+    struct mcp_error err;
+    c->req = NULL;
+    if (resp->status != 200) {
+        if (resp->status == 0)
+            transport_error(c, resp, &err);
+        else
+            status_error(c, resp, &err);
+        finish(c, NULL, &err);
+        return;
+    }
+    json_t *j = json_loadb(resp->body.data ? resp->body.data : "", resp->body.len, 0, NULL);
+    const char *tok = json_string_value(json_object_get(j, "token"));
+    if (tok == NULL)
+        tok = json_string_value(json_object_get(j, "access_token"));
+    if (tok && strlen(tok) < sizeof c->auth - 32)
+        snprintf(c->auth, sizeof c->auth, "Authorization: Bearer %s", tok);
+    json_decref(j);
+    if (tok == NULL) {
+        mcp_error_set(&err, MCP_ERR_BACKEND, 0,
+                      "the token service of registry %s answered without a token",
+                      c->ref.registry);
+        finish(c, NULL, &err);
+        return;
+    }
+    send_request(c);
+}
+
+static struct curl_slist *basic_header(const struct registry_client *c)
+{
+    char *b64 = xmalloc(base64_encoded_len(strlen(c->creds)) + 1);
+    base64_encode(c->creds, strlen(c->creds), b64);
+    char *h = xasprintf("Authorization: Basic %s", b64);
+    struct curl_slist *l = osb_curl.slist_append(NULL, h);
+    free(h), free(b64);
+    return l;
+}
+
+static void request_token(struct registry_client *c, const char *challenge)
+{
+    char realm[1024], service[256], scope[512], url[REGISTRY_URL_MAX], dflt[400];
+    struct mcp_error err;
+    registry_parse_bearer(challenge, realm, sizeof realm, service, sizeof service, scope,
+                          sizeof scope);
+    bool https = strncmp(realm, "https://", 8) == 0;
+    if (!https && !(c->plain_http && strncmp(realm, "http://", 7) == 0)) {
+        mcp_error_set(&err, MCP_ERR_BACKEND, 0,
+                      "registry %s sent a token realm that is not https (%.200s): refused",
+                      c->ref.registry, realm);
+        finish(c, NULL, &err);
+        return;
+    }
+    snprintf(dflt, sizeof dflt, "repository:%s:pull", c->ref.repository);
+    char *es = osb_curl.easy_escape(NULL, service, 0);
+    char *esc = osb_curl.easy_escape(NULL, scope[0] ? scope : dflt, 0);
+    snprintf(url, sizeof url, "%s%sservice=%s&scope=%s", realm, strchr(realm, '?') ? "&" : "?",
+             es ? es : "", esc ? esc : "");
+    osb_curl.free(es), osb_curl.free(esc);
+    struct osb_req_opts o = {.method = "GET", .url = url,
+                             .headers = c->creds ? basic_header(c) : NULL,
+                             .connect_timeout_ms = REGISTRY_CONNECT_MS, .deadline_ms = 60000,
+                             .body_cap = REGISTRY_TOKEN_CAP, .retry = OSB_RETRY_SAFE,
+                             .retry_max = 3, .retry_base_ms = 200, .retry_cap_ms = 2000,
+                             .follow_redirects = true, .done = on_token, .arg = c};
+    c->req = osb_http_start(c->http, &o);
+}
+
+static void on_response(void *arg, struct osb_response *resp)
+{
+    struct registry_client *c = arg;
+    struct mcp_error err;
+    c->req = NULL;
+    if (resp->status == 401 && !c->auth_tried) {
+        c->auth_tried = true;
+        if (strncasecmp(resp->www_authenticate, "Bearer ", 7) == 0) {
+            request_token(c, resp->www_authenticate);
+            return;
+        }
+        if (strncasecmp(resp->www_authenticate, "Basic", 5) == 0 && c->creds) {
+            char *b64 = xmalloc(base64_encoded_len(strlen(c->creds)) + 1);
+            base64_encode(c->creds, strlen(c->creds), b64);
+            snprintf(c->auth, sizeof c->auth, "Authorization: Basic %s", b64);
+            free(b64);
+            send_request(c);
+            return;
+        }
+    }
+    if (resp->status >= 200 && resp->status < 300 && resp->curl_code == CURLE_OK &&
+        !resp->body_capped && !resp->sink_aborted) {
+        finish(c, resp, NULL);
+        return;
+    }
+    if (resp->sink_aborted)
+        mcp_error_set(&err, MCP_ERR_BACKEND, 0, "the download of %.200s was stopped", c->path);
+    else if (resp->body_capped)
+        mcp_error_set(&err, MCP_ERR_BACKEND, 0,
+                      "registry %s sent more than %zu bytes for %.200s: refused",
+                      c->ref.registry, c->body_cap, c->path);
+    else if (resp->status == 0 || resp->curl_code != CURLE_OK)
+        transport_error(c, resp, &err);
+    else
+        status_error(c, resp, &err);
+    finish(c, NULL, &err);
+}
+
+/* The engine calls sinks with the request's arg (the client): hand the bytes to the caller's. */
+static int client_sink(void *arg, const char *data, size_t len)
+{
+    struct registry_client *c = arg;
+    return c->sink(c->arg, data, len);
+}
+
+static void send_request(struct registry_client *c)
+{
+    char url[REGISTRY_URL_MAX];
+    snprintf(url, sizeof url, "%s/v2/%s/%s", c->base, c->ref.repository, c->path);
+    struct curl_slist *h = NULL;
+    if (c->accept[0]) {
+        char *a = xasprintf("Accept: %s", c->accept);
+        h = osb_curl.slist_append(h, a);
+        free(a);
+    }
+    if (c->auth[0])
+        h = osb_curl.slist_append(h, c->auth);
+    /* Blobs stream: a deadline would cut large layers on slow links; a stall fails instead. */
+    struct osb_req_opts o = {.method = "GET", .url = url, .headers = h,
+                             .connect_timeout_ms = REGISTRY_CONNECT_MS,
+                             .low_speed_s = REGISTRY_LOW_SPEED_S, .body_cap = c->body_cap,
+                             .retry = c->sink ? OSB_RETRY_NONE : OSB_RETRY_SAFE, .retry_max = 3,
+                             .retry_base_ms = 200, .retry_cap_ms = 2000,
+                             .follow_redirects = true, .sink = c->sink ? client_sink : NULL,
+                             .done = on_response,
+                             .arg = c};
+    if (c->sink == NULL)
+        o.deadline_ms = 120000;
+    c->req = osb_http_start(c->http, &o);
+}
+
+void registry_get(struct registry_client *c, const char *path, const char *accept,
+                  size_t body_cap, osb_sink_fn *sink, registry_done_fn *done, void *arg)
+{
+    snprintf(c->path, sizeof c->path, "%s", path);
+    snprintf(c->accept, sizeof c->accept, "%s", accept ? accept : "");
+    c->body_cap = body_cap;
+    c->sink = sink;
+    c->done = done;
+    c->arg = arg;
+    c->auth_tried = false;
+    send_request(c);
+}

@@ -1,0 +1,45 @@
+/* A client of the OCI distribution API for one repository, on the loop through the project's
+ * libcurl-on-libuv engine (backend/opensandbox/http.h): GETs of manifests and blobs with the
+ * auth handshake (anonymous or credentialed bearer tokens from WWW-Authenticate, or Basic),
+ * credentials from the files users already have, and errors that say what to do. */
+#ifndef MCPBOX_IMAGE_REGISTRY_H
+#define MCPBOX_IMAGE_REGISTRY_H
+
+#include <stddef.h>
+
+#include "backend/local/image/reference.h"
+#include "backend/opensandbox/http.h"
+#include "mcp/base/error.h"
+
+#define REGISTRY_INSECURE_ENV "MCPBOX_INSECURE_REGISTRIES"
+
+struct registry_client;
+
+/* resp is NULL when err is set; both borrowed. */
+typedef void registry_done_fn(void *arg, struct osb_response *resp, const struct mcp_error *err);
+
+/* Plain HTTP only for loopback registries and those in MCPBOX_INSECURE_REGISTRIES; else
+ * HTTPS. Credentials are looked up once, here (registry_find_credentials). */
+struct registry_client *registry_client_new(struct osb_http *http, const struct image_ref *ref);
+void registry_client_free(struct registry_client *c);
+
+/* GET /v2/<repository>/<path> ("manifests/<tag>", "blobs/<digest>"). With a sink, 2xx bodies
+ * go to it and are not buffered. done is called once, never from inside this call; a non-2xx
+ * answer or a transport failure arrives as err, worded for the user. */
+void registry_get(struct registry_client *c, const char *path, const char *accept,
+                  size_t body_cap, osb_sink_fn *sink, registry_done_fn *done, void *arg);
+
+/* Cancels the request under way, if any (its done gets an error). */
+void registry_cancel(struct registry_client *c);
+
+/* "user:password" for registry from the first of $REGISTRY_AUTH_FILE,
+ * $XDG_RUNTIME_DIR/containers/auth.json, ~/.config/containers/auth.json, ~/.docker/config.json
+ * that has an entry for it (keys "host", "https://host/...", and for docker.io
+ * "https://index.docker.io/v1/"); NULL if none. Returned string is malloc'd. */
+char *registry_find_credentials(const char *registry);
+
+/* Parses a Bearer challenge: realm, service, scope (each "" if absent). 0 if it is one. */
+int registry_parse_bearer(const char *challenge, char *realm, size_t realm_size, char *service,
+                          size_t service_size, char *scope, size_t scope_size);
+
+#endif

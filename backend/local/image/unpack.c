@@ -1,0 +1,260 @@
+/* Layer unpacking (unpack.h). */
+#include "backend/local/image/unpack.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "backend/local/image/archive_loader.h"
+
+#define WH_PREFIX ".wh."
+#define WH_OPAQUE ".wh..wh..opq"
+#define UNPACK_PATH_MAX 4096
+#define LAYER_STORE_CAP_ENV_NAME "MCPBOX_IMAGE_STORE_MAX_BYTES" /* layer_store.h */
+
+/* What the child reports through its pipe. */
+struct unpack_report {
+    int code; /* 0, or an mcp_error code */
+    struct unpack_result res;
+    char msg[400];
+};
+
+int unpack_clean_path(const char *name, char *out, size_t size)
+{
+    if (name == NULL || name[0] == '/')
+        return -1;
+    while (name[0] == '.' && name[1] == '/')
+        name += 2;
+    while (name[0] == '/') /* "./" followed by more slashes */
+        name++;
+    size_t n = strlen(name);
+    if (n >= size)
+        return -1;
+    for (const char *p = name; *p;) {
+        size_t len = strcspn(p, "/");
+        if (len == 2 && p[0] == '.' && p[1] == '.')
+            return -1;
+        p += len;
+        p += *p == '/';
+    }
+    memcpy(out, name, n + 1);
+    while (n > 0 && out[n - 1] == '/')
+        out[--n] = '\0';
+    if (strcmp(out, ".") == 0)
+        out[0] = '\0';
+    return 0;
+}
+
+static int report(struct unpack_report *r, int code, const char *fmt, const char *a,
+                  const char *b)
+{
+    r->code = code;
+    snprintf(r->msg, sizeof r->msg, fmt, a, b ? b : "");
+    return -1;
+}
+
+/* mkdir -p of a path inside the chroot. */
+static void make_parents(char *path)
+{
+    for (char *p = path; (p = strchr(p, '/')) != NULL; p++) {
+        *p = '\0';
+        mkdir(path, 0755);
+        *p = '/';
+    }
+}
+
+static int apply_whiteout(const char *path, const char *base, struct unpack_report *r)
+{
+    char dir[UNPACK_PATH_MAX], target[UNPACK_PATH_MAX];
+    size_t dlen = (size_t)(base - path);
+    snprintf(dir, sizeof dir, "%.*s", (int)(dlen ? dlen - 1 : 0), path);
+    const char *d = dir[0] ? dir : ".";
+    if (dir[0]) {
+        snprintf(target, sizeof target, "%s/", dir);
+        make_parents(target);
+    }
+    if (strcmp(base, WH_OPAQUE) == 0) {
+        if (setxattr(d, "user.overlay.opaque", "y", 1, 0) < 0)
+            return report(r, MCP_ERR_IO, "cannot mark '%s' opaque: %s", d, strerror(errno));
+        return 0;
+    }
+    const char *name = base + strlen(WH_PREFIX);
+    if (name[0] == '\0' || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+        return report(r, MCP_ERR_DENIED, "the whiteout '%s' names no file%s", path, NULL);
+    snprintf(target, sizeof target, "%s%s%s", dir, dir[0] ? "/" : "", name);
+    if (mknod(target, S_IFCHR | 0, makedev(0, 0)) < 0 && errno != EEXIST)
+        return report(r, MCP_ERR_IO, "cannot make the whiteout '%s': %s", target,
+                      strerror(errno));
+    return 0;
+}
+
+static int copy_data(struct archive *a, struct archive *w, struct unpack_report *r)
+{
+    const void *block;
+    size_t size;
+    la_int64_t offset;
+    for (;;) {
+        int rc = oci_archive.read_data_block(a, &block, &size, &offset);
+        if (rc == ARCHIVE_EOF)
+            return 0;
+        if (rc < ARCHIVE_WARN)
+            return report(r, MCP_ERR_BACKEND, "the layer is corrupt: %s%s",
+                          oci_archive.error_string(a), NULL);
+        if (oci_archive.write_data_block(w, block, size, offset) < ARCHIVE_WARN)
+            return report(r, MCP_ERR_IO, "writing failed: %s%s", oci_archive.error_string(w),
+                          NULL);
+    }
+}
+
+/* One entry: the checks, then whiteout, skip or extract. */
+static int apply_entry(struct archive *a, struct archive *w, struct archive_entry *e,
+                       uint64_t max_bytes, struct unpack_report *r)
+{
+    char path[UNPACK_PATH_MAX], link[UNPACK_PATH_MAX];
+    const char *raw = oci_archive.entry_pathname(e);
+    if (unpack_clean_path(raw, path, sizeof path) < 0)
+        return report(r, MCP_ERR_DENIED,
+                      "the layer has the entry '%.200s', which points outside the layer "
+                      "(absolute or with '..')%s",
+                      raw ? raw : "(no name)", NULL);
+    if (path[0] == '\0')
+        return 0; /* the root itself: kept as made */
+    const char *hl = oci_archive.entry_hardlink(e);
+    if (hl && (unpack_clean_path(hl, link, sizeof link) < 0 || link[0] == '\0'))
+        return report(r, MCP_ERR_DENIED,
+                      "the layer has a hard link '%.200s' to '%.150s', outside the layer", path,
+                      hl);
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (strncmp(base, WH_PREFIX, strlen(WH_PREFIX)) == 0)
+        return apply_whiteout(path, base, r);
+    mode_t type = oci_archive.entry_filetype(e);
+    if (type == AE_IFCHR || type == AE_IFBLK || type == AE_IFSOCK) {
+        r->res.skipped++;
+        return 0;
+    }
+    la_int64_t size = oci_archive.entry_size(e);
+    if (size > 0 && (r->res.bytes += (uint64_t)size) > max_bytes) {
+        char left[32];
+        snprintf(left, sizeof left, "%llu", (unsigned long long)max_bytes);
+        return report(r, MCP_ERR_LIMIT,
+                      "the layer unpacks to more than the %s bytes left under the image store's "
+                      "cap (a tar bomb, or the store is full): remove images (`mcpbox image "
+                      "prune`) or raise %s",
+                      left, LAYER_STORE_CAP_ENV_NAME);
+    }
+    if (++r->res.entries > UNPACK_MAX_ENTRIES)
+        return report(r, MCP_ERR_LIMIT, "the layer has more than a million entries%s%s", "",
+                      NULL);
+    oci_archive.entry_set_pathname(e, path);
+    if (hl)
+        oci_archive.entry_set_hardlink(e, link);
+    if (oci_archive.write_header(w, e) < ARCHIVE_WARN)
+        return report(r, MCP_ERR_DENIED, "the entry '%.200s' was refused: %.150s", path,
+                      oci_archive.error_string(w));
+    if (size > 0 && copy_data(a, w, r) < 0)
+        return -1;
+    if (oci_archive.write_finish_entry(w) < ARCHIVE_WARN)
+        return report(r, MCP_ERR_IO, "finishing '%.200s' failed: %.150s", path,
+                      oci_archive.error_string(w));
+    return 0;
+}
+
+static void open_reader(struct archive *a, enum oci_compression c)
+{
+    oci_archive.read_support_format_tar(a);
+    if (c == OCI_GZIP)
+        oci_archive.read_support_filter_gzip(a);
+    else if (c == OCI_ZSTD)
+        oci_archive.read_support_filter_zstd(a);
+    else
+        oci_archive.read_support_filter_none(a);
+}
+
+static void extract(int fd, enum oci_compression c, uint64_t max_bytes, struct unpack_report *r)
+{
+    struct archive *a = oci_archive.read_new();
+    struct archive *w = oci_archive.write_disk_new();
+    open_reader(a, c);
+    oci_archive.write_disk_set_options(
+        w, ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME |
+               ARCHIVE_EXTRACT_XATTR | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+               ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS);
+    if (oci_archive.read_open_fd(a, fd, 1 << 17) != ARCHIVE_OK) {
+        report(r, MCP_ERR_BACKEND, "the layer is corrupt (not a readable tar stream): %.200s%s",
+               oci_archive.error_string(a), NULL);
+    } else {
+        struct archive_entry *e;
+        int rc;
+        while ((rc = oci_archive.read_next_header(a, &e)) != ARCHIVE_EOF) {
+            if (rc < ARCHIVE_WARN) {
+                report(r, MCP_ERR_BACKEND, "the layer is corrupt: %.200s%s",
+                       oci_archive.error_string(a), NULL);
+                break;
+            }
+            if (apply_entry(a, w, e, max_bytes, r) < 0)
+                break;
+        }
+    }
+    if (oci_archive.write_free(w) < ARCHIVE_WARN && r->code == 0) /* directory fix-ups */
+        report(r, MCP_ERR_IO, "finishing the layer failed%s%s", "", NULL);
+    oci_archive.read_free(a);
+}
+
+__attribute__((noreturn)) static void child(int fd, enum oci_compression c, const char *root,
+                                            uint64_t max_bytes, int out)
+{
+    struct unpack_report r;
+    memset(&r, 0, sizeof r);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    umask(0);
+    if (chroot(root) < 0 || chdir("/") < 0)
+        report(&r, MCP_ERR_IO, "cannot enter %s: %s", root, strerror(errno));
+    else
+        extract(fd, c, max_bytes, &r);
+    ssize_t n = write(out, &r, sizeof r);
+    _exit(n == (ssize_t)sizeof r ? 0 : 1);
+}
+
+int image_unpack(int blob_fd, enum oci_compression compression, const char *root,
+                 uint64_t max_bytes, struct unpack_result *res, struct mcp_error *err)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "pipe");
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        child(blob_fd, compression, root, max_bytes, p[1]);
+    }
+    close(p[1]);
+    struct unpack_report r;
+    memset(&r, 0, sizeof r);
+    ssize_t n = pid < 0 ? -1 : read(p[0], &r, sizeof r);
+    close(p[0]);
+    int status = 0;
+    if (pid > 0)
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+    if (pid < 0)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "fork for unpacking failed");
+    if (n != (ssize_t)sizeof r)
+        return mcp_error_set(err, MCP_ERR_BACKEND, 0,
+                             "the unpacker died (status %d) on this layer: it is corrupt or "
+                             "hostile",
+                             status);
+    if (r.code != 0)
+        return mcp_error_set(err, r.code, 0, "%s", r.msg);
+    *res = r.res;
+    return 0;
+}

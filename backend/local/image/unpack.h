@@ -1,0 +1,36 @@
+/* Unpacking one layer (a tar, plain, gzip or zstd) into an empty directory, in a child process
+ * chrooted there: no entry can reach outside the directory whatever libarchive or this code
+ * gets wrong, and a crash in a decompressor cannot take the server down. On top, entries with
+ * absolute names, ".." components, or links out of the root are refused (the whole layer is
+ * then refused: a registry that sends them is hostile), and device nodes are skipped.
+ *
+ * OCI whiteouts become overlayfs whiteouts: ".wh.<name>" a 0/0 character device <name>, and
+ * ".wh..wh..opq" the xattr user.overlay.opaque=y on its directory (the sandboxes mount their
+ * overlay with userxattr). */
+#ifndef MCPBOX_IMAGE_UNPACK_H
+#define MCPBOX_IMAGE_UNPACK_H
+
+#include <stdint.h>
+
+#include "backend/local/image/manifest.h"
+#include "mcp/base/error.h"
+
+#define UNPACK_MAX_ENTRIES 1000000u
+
+struct unpack_result {
+    uint64_t bytes;   /* file data written */
+    uint64_t entries; /* entries applied */
+    uint64_t skipped; /* device nodes and sockets not created */
+};
+
+/* Blocking (run it in a worker thread). blob_fd is read from its current offset; root must
+ * exist and be empty. max_bytes caps the data written (a tar bomb stops there with
+ * MCP_ERR_LIMIT). oci_archive_load() must have succeeded before (on the loop). */
+int image_unpack(int blob_fd, enum oci_compression compression, const char *root,
+                 uint64_t max_bytes, struct unpack_result *res, struct mcp_error *err);
+
+/* The checks on one entry name, exposed for the tests: the name without leading "./" into out
+ * (empty for the root itself); -1 if it is absolute or has a ".." component. */
+int unpack_clean_path(const char *name, char *out, size_t size);
+
+#endif

@@ -1,0 +1,211 @@
+/* The local backend's side of OCI images (backend/local/image/image.h): a create whose image is
+ * a reference waits for the image service, then goes on with the image's layers as its root and
+ * the image config's Env, WorkingDir and User applied to every command. */
+#define LOG_MODULE "local"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/local/image/image.h"
+#include "backend/local/local_internal.h"
+#include "mcp/base/log.h"
+#include "mcp/base/xalloc.h"
+
+struct pending_create {
+    struct local_backend *lb;
+    struct sandbox_spec spec; /* a copy: the caller's is gone when the pull ends */
+    local_image_ready_fn *ready;
+    backend_cb *cb;
+    void *arg;
+};
+
+bool local_image_reference_ok(const char *name)
+{
+    return image_reference_valid(name);
+}
+
+/* Digests of the layers of every local sandbox on record (the store is shared by every mcpbox
+ * process on this state directory). */
+static json_t *layers_in_use(void *arg)
+{
+    struct local_backend *lb = arg;
+    json_t *out = json_array();
+    struct store_sandbox *list = NULL;
+    size_t n = 0;
+    struct mcp_error err;
+    if (store_sandbox_list(lb->base.store, "local", NULL, &list, &n, &err) < 0) {
+        log_warn("listing sandboxes for the image store: %s", err.msg);
+        return out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *d;
+        size_t k;
+        json_array_foreach(json_object_get(list[i].record, "image_layers"), k, d)
+            json_array_append(out, d);
+    }
+    store_sandbox_list_free(list, n);
+    return out;
+}
+
+struct image_service *local_image_service(struct local_backend *lb, struct mcp_error *err)
+{
+    if (lb->images == NULL)
+        lb->images = image_service_new(lb->base.loop, lb->state_dir, layers_in_use, lb, err);
+    return lb->images;
+}
+
+static void copy_spec(struct sandbox_spec *dst, const struct sandbox_spec *src)
+{
+    *dst = *src;
+    dst->owner = src->owner ? xstrdup(src->owner) : NULL;
+    dst->image = src->image ? xstrdup(src->image) : NULL;
+    dst->snapshot_id = src->snapshot_id ? xstrdup(src->snapshot_id) : NULL;
+    dst->env = json_incref(src->env);
+    dst->metadata = json_incref(src->metadata);
+}
+
+static void free_spec(struct sandbox_spec *s)
+{
+    free((char *)s->owner);
+    free((char *)s->image);
+    free((char *)s->snapshot_id);
+    json_decref(s->env);
+    json_decref(s->metadata);
+}
+
+static void on_progress(void *arg, uint64_t done, uint64_t total, const char *what)
+{
+    struct pending_create *pc = arg;
+    if (pc->spec.progress)
+        pc->spec.progress(pc->spec.progress_arg, done, total, what);
+}
+
+static void on_resolved(void *arg, json_t *image, const struct mcp_error *err)
+{
+    struct pending_create *pc = arg;
+    if (err) {
+        struct mcp_error e;
+        mcp_error_copy(&e, err);
+        pc->cb(pc->arg, NULL, &e);
+    } else {
+        pc->ready(pc->lb, &pc->spec, image, pc->cb, pc->arg);
+    }
+    free_spec(&pc->spec);
+    free(pc);
+}
+
+int local_image_resolve(struct local_backend *lb, const struct sandbox_spec *spec,
+                        local_image_ready_fn *ready, backend_cb *cb, void *arg,
+                        struct mcp_error *err)
+{
+    struct image_service *svc = local_image_service(lb, err);
+    if (svc == NULL)
+        return -1;
+    struct pending_create *pc = xcalloc(1, sizeof *pc);
+    pc->lb = lb, pc->ready = ready, pc->cb = cb, pc->arg = arg;
+    copy_spec(&pc->spec, spec);
+    if (image_service_resolve(svc, spec->image, false, on_progress, on_resolved, pc, err) < 0) {
+        free_spec(&pc->spec);
+        free(pc);
+        return -1;
+    }
+    return 0;
+}
+
+void local_image_record(json_t *record, json_t *image)
+{
+    json_object_set(record, "image_digest", json_object_get(image, "digest"));
+    json_object_set(record, "image_reference", json_object_get(image, "reference"));
+    json_object_set(record, "image_layers", json_object_get(image, "layers"));
+    json_object_set(record, "image_config", json_object_get(image, "config"));
+}
+
+/* ---- User: "uid[:gid]" or names looked up in the image's /etc/passwd and /etc/group ---------- */
+
+/* The file as the sandbox sees it: the topmost layer that has it. */
+static FILE *open_in_layers(json_t *image, const char *rel)
+{
+    json_t *dirs = json_object_get(image, "layer_dirs");
+    for (size_t i = json_array_size(dirs); i-- > 0;) {
+        char path[LOCAL_PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/%s", json_string_value(json_array_get(dirs, i)), rel);
+        FILE *f = fopen(path, "re");
+        if (f)
+            return f;
+    }
+    return NULL;
+}
+
+/* Field 3 (and 4) of the line of `name` in an /etc/passwd-style file; -1 if absent. */
+static long lookup_id(json_t *image, const char *file, const char *name, long *gid)
+{
+    FILE *f = open_in_layers(image, file);
+    char line[1024];
+    long id = -1;
+    size_t n = strlen(name);
+    while (f && fgets(line, sizeof line, f)) {
+        if (strncmp(line, name, n) != 0 || line[n] != ':')
+            continue;
+        char *p = strchr(line + n + 1, ':'); /* past the password field */
+        if (p == NULL)
+            break;
+        id = strtol(p + 1, &p, 10);
+        if (gid && *p == ':')
+            *gid = strtol(p + 1, NULL, 10);
+        break;
+    }
+    if (f)
+        fclose(f);
+    return id;
+}
+
+static long parse_id(json_t *image, const char *text, const char *file, long *gid)
+{
+    char *end;
+    long v = strtol(text, &end, 10);
+    if (*text && *end == '\0' && v >= 0)
+        return v;
+    return lookup_id(image, file, text, gid);
+}
+
+/* The image's User as ids inside the sandbox; 0/0 when none is set or it cannot be resolved
+ * (then logged). */
+void local_image_user(json_t *image, uint32_t *uid_out, uint32_t *gid_out)
+{
+    *uid_out = *gid_out = 0;
+    const char *user = json_string_value(json_object_get(json_object_get(image, "config"), "user"));
+    if (image == NULL || user == NULL || user[0] == '\0')
+        return;
+    char name[256], *colon;
+    snprintf(name, sizeof name, "%s", user);
+    colon = strchr(name, ':');
+    if (colon)
+        *colon++ = '\0';
+    long gid = 0;
+    long uid = parse_id(image, name, "etc/passwd", &gid);
+    if (colon)
+        gid = parse_id(image, colon, "etc/group", NULL);
+    if (uid < 0 || gid < 0 || uid > 65535 || gid > 65535) {
+        log_warn("image user '%s' not found in the image's /etc/passwd or /etc/group, or outside "
+                 "0..65535: commands run as root",
+                 user);
+        return;
+    }
+    *uid_out = (uint32_t)uid, *gid_out = (uint32_t)gid;
+}
+
+void local_image_agent_config(json_t *cfg, json_t *image, json_t *spec_env)
+{
+    json_t *ic = json_object_get(image, "config");
+    json_t *env = json_deep_copy(json_object_get(ic, "env"));
+    if (!json_is_object(env)) {
+        json_decref(env);
+        env = json_object();
+    }
+    if (json_is_object(spec_env))
+        json_object_update(env, spec_env); /* the caller's env wins over the image's */
+    json_object_set_new(cfg, "env", env);
+    const char *wd = json_string_value(json_object_get(ic, "workdir"));
+    if (wd && wd[0] == '/')
+        json_object_set_new(cfg, "workdir", json_string(wd));
+}

@@ -1,0 +1,106 @@
+/* UTF-8 validation, sanitizing and page cuts (see utf8.h). */
+#include "mcp/base/utf8.h"
+
+#include <stdint.h>
+
+#include "mcp/base/buf.h"
+
+size_t utf8_char_len(const char *data, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)data;
+    unsigned char c = p[0];
+    size_t n;
+    uint32_t cp;
+    if (len == 0 || c == 0)
+        return 0;
+    if (c < 0x80)
+        return 1;
+    if ((c & 0xE0) == 0xC0) {
+        n = 2;
+        cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+        n = 3;
+        cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+        n = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (n > len)
+        return 0;
+    for (size_t k = 1; k < n; k++) {
+        if ((p[k] & 0xC0) != 0x80)
+            return 0;
+        cp = cp << 6 | (p[k] & 0x3F);
+    }
+    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min_cp[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return n;
+}
+
+bool utf8_is_text(const char *data, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        size_t n = utf8_char_len(data + i, len - i);
+        if (n == 0)
+            return false;
+        i += n;
+    }
+    return true;
+}
+
+size_t utf8_complete_prefix(const char *data, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)data;
+    for (size_t back = 1; back <= 3 && back <= len; back++) {
+        unsigned char c = p[len - back];
+        if ((c & 0xC0) == 0x80)
+            continue; /* continuation: keep looking for the lead byte */
+        size_t need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+        return need > back ? len - back : len;
+    }
+    return len;
+}
+
+size_t utf8_page_end(const char *data, size_t len)
+{
+    size_t whole = utf8_complete_prefix(data, len);
+    return whole > 0 ? whole : len;
+}
+
+size_t utf8_skip_continuation(const char *data, size_t len)
+{
+    size_t i = 0;
+    while (i < len && i < 3 && ((unsigned char)data[i] & 0xC0) == 0x80)
+        i++;
+    return i;
+}
+
+size_t utf8_sanitize_append(struct buf *b, const char *data, size_t len, size_t max)
+{
+    size_t i = 0, written = 0;
+    while (i < len) {
+        size_t n = utf8_char_len(data + i, len - i);
+        size_t out_n = n ? n : sizeof(UTF8_REPLACEMENT) - 1;
+        if (written + out_n > max)
+            break;
+        if (buf_append(b, n ? data + i : UTF8_REPLACEMENT, out_n) < 0)
+            break;
+        written += out_n;
+        i += n ? n : 1;
+    }
+    return i;
+}
+
+json_t *utf8_json_text(const char *data, size_t len)
+{
+    struct buf b;
+    buf_init(&b, SIZE_MAX);
+    utf8_sanitize_append(&b, data, len, SIZE_MAX);
+    json_t *s = json_stringn(b.data ? b.data : "", b.len);
+    buf_release(&b);
+    return s;
+}

@@ -1,0 +1,346 @@
+"""Helpers for the OCI image tests: a real registry on loopback (Debian's docker-registry, the
+CNCF distribution project), images written as OCI blobs by hand (tar layers, gzip or zstd, with
+whiteouts, opaque directories or hostile entries), pushed with the distribution API, a small
+front for the registry (bearer-token auth, a connection cut mid-blob, a tampered manifest), and
+`mcpbox serve` driven over stdio with progress notifications collected.
+"""
+import gzip
+import hashlib
+import http.client
+import http.server
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tarfile
+import tempfile
+import threading
+import time
+import urllib.request
+
+REGISTRY_BIN = "/usr/bin/docker-registry"
+BUSYBOX = "/bin/busybox"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
+LAYER_TYPES = {"gzip": "application/vnd.oci.image.layer.v1.tar+gzip",
+               "zstd": "application/vnd.oci.image.layer.v1.tar+zstd",
+               "tar": "application/vnd.oci.image.layer.v1.tar"}
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def digest(data):
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+# ---- layers -------------------------------------------------------------------------------------
+
+def tar_bytes(entries):
+    """entries: (name, kind, payload, mode, uid, gid) with kind file|dir|symlink|hardlink|chr;
+    payload: bytes for files, the target for links."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as t:
+        for name, kind, payload, mode, uid, gid in entries:
+            ti = tarfile.TarInfo(name)
+            ti.mode, ti.uid, ti.gid, ti.mtime = mode, uid, gid, 1700000000
+            data = None
+            if kind == "file":
+                ti.type, ti.size, data = tarfile.REGTYPE, len(payload), io.BytesIO(payload)
+            elif kind == "dir":
+                ti.type = tarfile.DIRTYPE
+            elif kind == "symlink":
+                ti.type, ti.linkname = tarfile.SYMTYPE, payload
+            elif kind == "hardlink":
+                ti.type, ti.linkname = tarfile.LNKTYPE, payload
+            elif kind == "chr":
+                ti.type, ti.devmajor, ti.devminor = tarfile.CHRTYPE, 1, 3
+            t.addfile(ti, data)
+    return out.getvalue()
+
+
+def f(name, payload=b"", mode=0o644, uid=0, gid=0):
+    return (name, "file", payload, mode, uid, gid)
+
+
+def d(name, mode=0o755, uid=0, gid=0):
+    return (name, "dir", None, mode, uid, gid)
+
+
+def ln(name, target):
+    return (name, "symlink", target, 0o777, 0, 0)
+
+
+def hl(name, target):
+    return (name, "hardlink", target, 0o644, 0, 0)
+
+
+def compress(raw, how):
+    if how == "gzip":
+        return gzip.compress(raw, mtime=0)
+    if how == "zstd":
+        return subprocess.run(["zstd", "-q", "-c", "-3"], input=raw, capture_output=True,
+                              check=True).stdout
+    return raw
+
+
+def busybox_layer():
+    """A base layer with busybox as /bin/sh and friends, /etc/passwd and /etc/group."""
+    with open(BUSYBOX, "rb") as fh:
+        bb = fh.read()
+    entries = [d("bin"), d("etc"), d("tmp", 0o1777), d("usr"), d("usr/bin"),
+               f("bin/busybox", bb, 0o755)]
+    for tool in ("sh", "ls", "cat", "id", "pwd", "echo", "test", "stat", "env", "touch", "rm"):
+        entries.append(ln(f"bin/{tool}", "busybox"))
+    entries.append(f("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n"
+                                   b"app:x:1000:1000:app:/app:/bin/sh\n"))
+    entries.append(f("etc/group", b"root:x:0:\napp:x:1000:\nstaff:x:50:\n"))
+    return entries
+
+
+# ---- the registry -------------------------------------------------------------------------------
+
+class Registry:
+    """docker-registry on 127.0.0.1:<free port>, storage in a temporary directory."""
+
+    def __init__(self, workdir):
+        self.dir = tempfile.mkdtemp(prefix="reg-", dir=workdir)
+        self.port = free_port()
+        self.host = f"127.0.0.1:{self.port}"
+        cfg = os.path.join(self.dir, "config.yml")
+        with open(cfg, "w") as fh:
+            fh.write("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n"
+                     f"    rootdirectory: {self.dir}/data\n  delete:\n    enabled: true\n"
+                     f"http:\n  addr: 127.0.0.1:{self.port}\n")
+        self.proc = subprocess.Popen([REGISTRY_BIN, "serve", cfg], stdout=subprocess.DEVNULL,
+                                     stderr=open(os.path.join(self.dir, "log"), "w"))
+        end = time.time() + 20
+        while time.time() < end:
+            try:
+                urllib.request.urlopen(f"http://{self.host}/v2/", timeout=1)
+                return
+            except Exception:
+                time.sleep(0.05)
+        raise AssertionError("docker-registry did not start")
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _req(self, method, path, body=None, headers=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        c.request(method, path, body=body, headers=headers or {})
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return r, data
+
+    def push_blob(self, repo, data):
+        dg = digest(data)
+        r, _ = self._req("POST", f"/v2/{repo}/blobs/uploads/")
+        assert r.status == 202, f"upload start: {r.status}"
+        loc = r.getheader("Location")
+        path = loc.split(self.host, 1)[-1] if loc.startswith("http") else loc
+        sep = "&" if "?" in path else "?"
+        r, body = self._req("PUT", f"{path}{sep}digest={dg}", data,
+                            {"Content-Type": "application/octet-stream"})
+        assert r.status == 201, f"blob put {r.status}: {body[:200]}"
+        return {"digest": dg, "size": len(data)}
+
+    def push_manifest(self, repo, ref, manifest, media_type):
+        body = json.dumps(manifest).encode()
+        r, resp = self._req("PUT", f"/v2/{repo}/manifests/{ref}", body,
+                            {"Content-Type": media_type})
+        assert r.status == 201, f"manifest put {r.status}: {resp[:300]}"
+        return digest(body), len(body)
+
+    def push_image(self, repo, tag, layers, config=None, platform=("amd64", "")):
+        """layers: [(compression, tar entries)]; returns the manifest's digest."""
+        descs = []
+        for how, entries in layers:
+            blob = compress(tar_bytes(entries), how)
+            b = self.push_blob(repo, blob)
+            descs.append({"mediaType": LAYER_TYPES[how], "digest": b["digest"], "size": b["size"]})
+        cfg = {"architecture": platform[0], "os": "linux", "config": config or {},
+               "rootfs": {"type": "layers", "diff_ids": [x["digest"] for x in descs]}}
+        c = self.push_blob(repo, json.dumps(cfg).encode())
+        manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
+                    "config": {"mediaType": OCI_CONFIG, **c}, "layers": descs}
+        return self.push_manifest(repo, tag, manifest, OCI_MANIFEST)
+
+    def push_raw_layer_image(self, repo, tag, blob, media_type):
+        """An image of a base layer plus one given (possibly hostile) blob."""
+        base = compress(tar_bytes(busybox_layer()), "gzip")
+        b0 = self.push_blob(repo, base)
+        b1 = self.push_blob(repo, blob)
+        descs = [{"mediaType": LAYER_TYPES["gzip"], **b0}, {"mediaType": media_type, **b1}]
+        cfg = {"architecture": "amd64", "os": "linux", "config": {},
+               "rootfs": {"type": "layers", "diff_ids": [b0["digest"], b1["digest"]]}}
+        c = self.push_blob(repo, json.dumps(cfg).encode())
+        manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
+                    "config": {"mediaType": OCI_CONFIG, **c}, "layers": descs}
+        return self.push_manifest(repo, tag, manifest, OCI_MANIFEST), b1["digest"]
+
+
+# ---- a front for the registry ---------------------------------------------------------------------
+
+class Front:
+    """A proxy to the registry on its own port. mode: "token" (bearer auth; the token endpoint
+    wants Basic user:pass), "cut" (blob bodies stop halfway and the connection closes),
+    "tamper" (manifest bodies get a trailing space). hits counts GETs of blobs."""
+
+    def __init__(self, registry, mode, user="ociuser", password="ocipass"):
+        self.registry, self.mode = registry, mode
+        self.user, self.password = user, password
+        self.token = "tok-" + os.urandom(8).hex()
+        self.blob_gets = 0
+        front = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                front.handle(self)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.host = f"127.0.0.1:{self.port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def send(self, h, status, body=b"", headers=None):
+        h.send_response(status)
+        for k, v in (headers or {}).items():
+            h.send_header(k, v)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+
+    def handle(self, h):
+        import base64
+        if self.mode == "token" and h.path.startswith("/token"):
+            want = "Basic " + base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
+            if h.headers.get("Authorization") != want:
+                return self.send(h, 401, b'{"errors":[{"message":"bad credentials"}]}')
+            return self.send(h, 200, json.dumps({"token": self.token}).encode(),
+                             {"Content-Type": "application/json"})
+        if self.mode == "token" and h.headers.get("Authorization") != f"Bearer {self.token}":
+            realm = f'Bearer realm="http://{self.host}/token",service="oci-test"'
+            return self.send(h, 401, b'{"errors":[{"code":"UNAUTHORIZED"}]}',
+                             {"WWW-Authenticate": realm})
+        c = http.client.HTTPConnection("127.0.0.1", self.registry.port, timeout=30)
+        c.request("GET", h.path, headers={"Accept": h.headers.get("Accept", "*/*")})
+        r = c.getresponse()
+        body = r.read()
+        c.close()
+        headers = {k: v for k, v in r.getheaders()
+                   if k.lower() in ("content-type", "docker-content-digest")}
+        if "/blobs/" in h.path:
+            self.blob_gets += 1
+        if self.mode == "cut" and "/blobs/" in h.path and len(body) > 1000 and r.status == 200:
+            h.send_response(200)
+            h.send_header("Content-Length", str(len(body)))
+            h.end_headers()
+            h.wfile.write(body[:len(body) // 2])
+            h.wfile.flush()
+            h.close_connection = True
+            h.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if self.mode == "tamper" and "/manifests/" in h.path and r.status == 200:
+            body = body + b" "
+        self.send(h, r.status, body, headers)
+
+
+# ---- mcpbox serve over stdio ----------------------------------------------------------------------
+
+class Serve:
+    def __init__(self, mcpbox, state, env=None):
+        full = dict(os.environ)
+        full.update(env or {})
+        self.log_path = tempfile.mktemp(prefix="ocit-serve-", suffix=".log", dir="/tmp")
+        self.stderr = open(self.log_path, "w")
+        self.proc = subprocess.Popen(([] if not os.environ.get("OCITEST_WRAP") else os.environ["OCITEST_WRAP"].split()) + [mcpbox, "serve", "--state-dir", state, "--local-pool", "0"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.stderr, env=full)
+        self.next_id = 1
+        self.progress = []
+        self.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                 "clientInfo": {"name": "oci-test", "version": "1"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, msg):
+        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def call(self, method, params):
+        rid = self.next_id
+        self.next_id += 1
+        self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        while True:
+            line = self.proc.stdout.readline()
+            assert line, f"server closed stdout during {method}"
+            msg = json.loads(line)
+            if msg.get("method") == "notifications/progress":
+                self.progress.append(msg["params"])
+            if msg.get("id") == rid:
+                assert "error" not in msg, f"{method}: {msg['error']}"
+                return msg["result"]
+
+    def tool(self, name, args, token=None):
+        params = {"name": name, "arguments": args}
+        if token:
+            params["_meta"] = {"progressToken": token}
+        return self.call("tools/call", params)
+
+    def create(self, image, token=None, expect_error=None):
+        res = self.tool("create_sandbox", {"image": image}, token)
+        text = json.dumps(res)
+        if expect_error is not None:
+            assert res.get("isError"), f"create {image} should fail: {text[:400]}"
+            msg = res["content"][0]["text"]
+            for want in ([expect_error] if isinstance(expect_error, str) else expect_error):
+                assert want in msg, f"create {image}: {want!r} not in {msg!r}"
+            return msg
+        assert not res.get("isError"), f"create_sandbox {image}: {text[:600]}"
+        return res["structuredContent"]["sandbox_id"]
+
+    def run(self, sid, command):
+        res = self.tool("run_command", {"sandbox_id": sid, "command": command})
+        assert not res.get("isError"), f"run_command {command}: {json.dumps(res)[:600]}"
+        sc = res["structuredContent"]
+        return sc.get("exit_code"), sc.get("stdout", ""), sc.get("stderr", "")
+
+    def get(self, sid):
+        res = self.tool("get_sandbox", {"sandbox_id": sid})
+        assert not res.get("isError"), json.dumps(res)
+        return res["structuredContent"]
+
+    def destroy(self, sid):
+        self.tool("destroy_sandbox", {"sandbox_id": sid})
+
+    def close(self, show_log=False):
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        except Exception:
+            self.proc.kill()
+        self.stderr.close()
+        if show_log or self.proc.returncode not in (0, None):
+            with open(self.log_path) as fh:
+                print("# mcpbox serve's log (tail):\n" + "".join(fh.readlines()[-30:]))
+        os.unlink(self.log_path)

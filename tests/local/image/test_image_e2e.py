@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""OCI images on the local backend, end to end through MCP against a real registry on loopback
+(docs/images.md): `mcpbox serve` over stdio, create_sandbox {"image": "127.0.0.1:<port>/..."}.
+
+Covers: two layers with a whiteout and an opaque directory; Env/WorkingDir/User; an index with
+two platforms; gzip and zstd layers; a digest reference; get_sandbox's image_digest; progress
+notifications; a cached create that fetches no blob; a token-auth registry with credentials
+from $REGISTRY_AUTH_FILE; a connection cut mid-blob; a manifest whose digest does not match;
+unknown tags, an unreachable registry; hostile layers (path escapes of every kind, a tar bomb
+past the store's cap, a corrupt gzip stream), each refused with nothing written outside the
+store; device nodes skipped.
+
+usage: test_image_e2e.py --mcpbox PATH   (exit 77 where local sandboxes cannot run)
+"""
+import argparse
+import base64
+import glob
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import ocitest as oci  # noqa: E402
+from ocitest import d, f, hl, ln  # noqa: E402
+from mcpbox_cli import Cli, skip  # noqa: E402
+
+CAP = 64 << 20  # the store's cap in this test: the tar bomb goes past it
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+    print(f"ok - {what}")
+
+
+def store_dir(state):
+    return os.path.join(state, "image-store")
+
+
+def store_clean(state):
+    """No unpack left half-done in the store's tmp/."""
+    return os.listdir(os.path.join(store_dir(state), "tmp")) == []
+
+
+def has_layer(state, dg):
+    return os.path.isdir(os.path.join(store_dir(state), "layers", dg.split(":", 1)[1]))
+
+
+def test_layers_config_progress(s, reg, state):
+    base = oci.busybox_layer() + [d("data"), f("data/a", b"A"), f("data/b", b"B"), d("opq"),
+                                  f("opq/x", b"x"), f("opq/y", b"y"), d("app", 0o755, 1000, 1000)]
+    top = [d("data"), f("data/.wh.a"), d("opq"), f("opq/.wh..wh..opq"), f("opq/z", b"z"),
+           f("app/hello.txt", b"hi", 0o644, 1000, 1000)]
+    config = {"Env": ["PATH=/bin:/usr/bin", "GREETING=from-image", "OVERRIDE=image"],
+              "WorkingDir": "/app", "User": "app:staff"}
+    mdigest, _ = reg.push_image("test/bb", "2", [("gzip", base), ("zstd", top)], config)
+    ref = f"{reg.host}/test/bb:2"
+    s.progress.clear()
+    sid = s.create(ref, token="pull-1")
+    check(any(p.get("total", 0) > 0 for p in s.progress) and
+          all("progressToken" in p for p in s.progress),
+          f"create_sandbox sent progress with bytes done of total ({len(s.progress)} notes)")
+    rc, out, _ = s.run(sid, "ls /data; echo --; ls /opq")
+    check(out.split() == ["b", "--", "z"],
+          f"whiteout hides data/a, the opaque dir hides opq/x,y (got {out.split()})")
+    rc, out, _ = s.run(sid, "echo $GREETING; pwd; id -u; id -g; cat hello.txt")
+    check(out.split() == ["from-image", "/app", "1000", "50", "hi"],
+          f"Env, WorkingDir and User (app:staff) apply to commands (got {out.split()})")
+    info = s.get(sid)
+    check(info.get("image_digest") == mdigest, "get_sandbox shows the image digest")
+    rc, out, _ = s.run(sid, "touch /workspace/w && echo ok")
+    check(out.strip() == "ok", "the image's user owns /workspace")
+    s.destroy(sid)
+    res = s.tool("create_sandbox", {"image": ref, "env": {"OVERRIDE": "caller"}})
+    sid = res["structuredContent"]["sandbox_id"]
+    rc, out, _ = s.run(sid, "echo $OVERRIDE")
+    check(out.strip() == "caller", "the caller's env wins over the image's Env")
+    s.destroy(sid)
+    return ref, mdigest
+
+
+def test_digest_ref_and_cache(s, reg, front_plain, ref, mdigest):
+    by_digest = f"{front_plain.host}/test/bb@{mdigest}"
+    before = front_plain.blob_gets
+    sid = s.create(by_digest)
+    check(s.get(sid)["image_digest"] == mdigest, "a digest reference pulls that manifest")
+    s.destroy(sid)
+    # layers are shared through the store: only the config blob came over the wire
+    check(front_plain.blob_gets - before == 1,
+          f"layers already in the store were not fetched again ({front_plain.blob_gets - before} "
+          "blob GETs)")
+    before = front_plain.blob_gets
+    sid = s.create(by_digest)
+    check(front_plain.blob_gets == before, "a cached create fetches nothing")
+    s.destroy(sid)
+
+
+def test_index(s, reg):
+    amd = oci.busybox_layer() + [f("platform", b"amd64\n")]
+    arm = oci.busybox_layer() + [f("platform", b"arm64\n")]
+    repo = "test/multi"
+    da, sa = reg.push_image(repo, "amd-only", [("gzip", amd)])
+    dr, sr = reg.push_image(repo, "arm-only", [("gzip", arm)], platform=("arm64", "v8"))
+    index = {"schemaVersion": 2, "mediaType": oci.OCI_INDEX, "manifests": [
+        {"mediaType": oci.OCI_MANIFEST, "digest": dr, "size": sr,
+         "platform": {"os": "linux", "architecture": "arm64", "variant": "v8"}},
+        {"mediaType": oci.OCI_MANIFEST, "digest": da, "size": sa,
+         "platform": {"os": "linux", "architecture": "amd64"}}]}
+    idx_digest, _ = reg.push_manifest(repo, "multi", index, oci.OCI_INDEX)
+    sid = s.create(f"{reg.host}/{repo}:multi")
+    rc, out, _ = s.run(sid, "cat /platform")
+    check(out.strip() == "amd64", "an index resolves to the host's platform (amd64)")
+    check(s.get(sid)["image_digest"] == idx_digest, "the digest shown is the index's")
+    s.destroy(sid)
+    only = {"schemaVersion": 2, "mediaType": oci.OCI_INDEX, "manifests": [index["manifests"][0]]}
+    reg.push_manifest(repo, "armonly-index", only, oci.OCI_INDEX)
+    s.create(f"{reg.host}/{repo}:armonly-index",
+             expect_error=["no variant for this host's platform", "linux/arm64/v8"])
+    check(True, "an index without the host's platform is refused, naming what it offers")
+
+
+def test_token_auth(s, front, state):
+    ref = f"{front.host}/test/bb:2"
+    msg = s.create(ref, expect_error=["refused access", "docker login"])
+    check("No credentials found" in msg, "a token registry without credentials says to log in")
+    auth = os.path.join(state, "auth.json")
+    token = base64.b64encode(f"{front.user}:{front.password}".encode()).decode()
+    with open(auth, "w") as fh:
+        json.dump({"auths": {front.host: {"auth": token}}}, fh)
+    return auth
+
+
+def test_errors(s, reg, state, cut, tamper, mdigest):
+    s.create(f"{reg.host}/test/bb:nope", expect_error=["not found", "tag"])
+    check(True, "an unknown tag is not_found and says to check the tag")
+    s.create(f"{reg.host}/test/nothere:1", expect_error="not found")
+    check(True, "an unknown repository is not found")
+    s.create("127.0.0.1:1/test/bb:2", expect_error=["unreachable", "no route"])
+    check(True, "an unreachable registry says so and what to use instead")
+    s.create("Bad::ref", expect_error="neither an image reference")
+    check(True, "a malformed name says what a reference looks like")
+    # a fresh image through the cutting front: nothing half-used may stay
+    fresh = oci.busybox_layer() + [f("big", os.urandom(200000))]
+    reg.push_image("test/cut", "1", [("gzip", fresh)])
+    s.create(f"{cut.host}/test/cut:1", expect_error=["connection", "retry"])
+    check(store_clean(state), "a connection cut mid-blob leaves nothing in the store's tmp/")
+    s.create(f"{tamper.host}/test/bb@{mdigest}", expect_error=["tampered", "refused"])
+    check(True, "a manifest whose digest does not match the reference is refused")
+
+
+def hostile_cases(tmp_marker):
+    """(name, tar entries or raw blob, media type, what the error must say)."""
+    outside = f"/tmp/{tmp_marker}"
+    gz = oci.LAYER_TYPES["gzip"]
+    cases = [
+        ("dotdot", [f(f"../../../..{outside}-dotdot", b"x")], "outside the layer"),
+        ("absolute", [f(f"{outside}-abs", b"x")], "outside the layer"),
+        ("inner-dotdot", [d("a"), f(f"a/../../..{outside}-inner", b"x")], "outside the layer"),
+        ("symlink-then-file", [ln("esc", "/tmp"), f(f"esc/{tmp_marker}-sym", b"x")], "refused"),
+        ("symlink-dir-chain", [ln("up", ".."), f(f"up/{tmp_marker}-chain", b"x")], "refused"),
+        ("hardlink-out", [hl("h", "../../../../etc/passwd")], "hard link"),
+        ("hardlink-abs", [hl("h", "/etc/passwd")], "hard link"),
+    ]
+    out = [(n, oci.compress(oci.tar_bytes(e), "gzip"), gz, w) for n, e, w in cases]
+    bomb = oci.tar_bytes([f("zeros", b"\0" * (CAP + (8 << 20)))])
+    out.append(("tar-bomb", oci.compress(bomb, "gzip"), gz, ["image store", "MCPBOX_IMAGE"]))
+    good = oci.compress(oci.tar_bytes([f("a", os.urandom(5000))]), "gzip")
+    corrupt = good[:40] + bytes(b ^ 0x5a for b in good[40:200]) + good[200:]
+    out.append(("corrupt-gzip", corrupt, gz, "corrupt"))
+    out.append(("not-zstd", good, oci.LAYER_TYPES["zstd"], ["corrupt", "layer"]))
+    return out
+
+
+def test_hostile(s, reg, state):
+    marker = "oci-escape-" + os.urandom(4).hex()
+    for name, blob, mt, want in hostile_cases(marker):
+        (mdg, _), ldg = reg.push_raw_layer_image("test/hostile", name, blob, mt)
+        s.create(f"{reg.host}/test/hostile:{name}",
+                 expect_error=want if isinstance(want, list) else [want])
+        escaped = glob.glob(f"/tmp/{marker}*") + glob.glob(f"/{marker}*") + \
+            glob.glob(f"{state}/**/{marker}*", recursive=True)
+        check(not escaped and not has_layer(state, ldg) and store_clean(state),
+              f"hostile layer '{name}' refused, nothing written outside the store, no layer kept")
+    dev = [f("ok", b"1"), ("null2", "chr", None, 0o666, 0, 0)]
+    oci_blob = oci.compress(oci.tar_bytes(dev), "gzip")
+    reg.push_raw_layer_image("test/hostile", "devnode", oci_blob, oci.LAYER_TYPES["gzip"])
+    sid = s.create(f"{reg.host}/test/hostile:devnode")
+    rc, out, _ = s.run(sid, "cat /ok; echo; test -e /null2 && echo present || echo absent")
+    check(out.split() == ["1", "absent"], f"device nodes in a layer are skipped (got {out!r})")
+    s.destroy(sid)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mcpbox", required=True)
+    args = ap.parse_args()
+    for tool in (oci.REGISTRY_BIN, oci.BUSYBOX, shutil.which("zstd") or "/nonexistent"):
+        if not os.path.exists(tool):
+            raise AssertionError(f"{tool} is missing: run scripts/install-deps.sh --test")
+    with Cli(args.mcpbox) as cli:
+        cli.create()  # skips (77) where local sandboxes cannot run
+        state = cli.state_dir
+        work = tempfile.mkdtemp(prefix="ocit-", dir="/tmp")
+        reg = oci.Registry(work)
+        fronts = []
+        s = None
+        ok = False
+        try:
+            plain, cut, tamper, token = (oci.Front(reg, m) for m in
+                                         ("plain", "cut", "tamper", "token"))
+            fronts = [plain, cut, tamper, token]
+            s = oci.Serve(args.mcpbox, state, {"MCPBOX_IMAGE_STORE_MAX_BYTES": str(CAP),
+                                               "HOME": work})
+            ref, mdigest = test_layers_config_progress(s, reg, state)
+            test_digest_ref_and_cache(s, reg, plain, ref, mdigest)
+            test_index(s, reg)
+            test_errors(s, reg, state, cut, tamper, mdigest)
+            test_hostile(s, reg, state)
+            auth = test_token_auth(s, token, state)
+            s.close()
+            s = oci.Serve(args.mcpbox, state, {"MCPBOX_IMAGE_STORE_MAX_BYTES": str(CAP),
+                                               "HOME": work, "REGISTRY_AUTH_FILE": auth})
+            sid = s.create(f"{token.host}/test/bb:2")
+            rc, out, _ = s.run(sid, "echo $GREETING")
+            check(out.strip() == "from-image",
+                  "a token registry works with credentials from $REGISTRY_AUTH_FILE")
+            s.destroy(sid)
+            ok = True
+        finally:
+            if s:
+                s.close(show_log=not ok)
+            for fr in fronts:
+                fr.close()
+            reg.close()
+            shutil.rmtree(work, ignore_errors=True)
+    print("all OCI image checks passed")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except AssertionError as e:
+        print(f"FAIL: {e}")
+        sys.exit(1)
