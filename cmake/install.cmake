@@ -22,10 +22,9 @@ else()
     install(FILES ${_man_src} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 endif()
 
-# The skill: a copy users (or packagers) can link into ~/.claude/skills; `mcpbox skill install`
-# writes the same text from the binary.
-install(FILES ${PROJECT_SOURCE_DIR}/skills/troubleshoot-sandbox/SKILL.md
-        DESTINATION ${CMAKE_INSTALL_DATADIR}/mcpbox/skills/troubleshoot-sandbox)
+# The skill and the server together, as a Claude Code plugin marketplace (DATADIR/mcpbox/
+# claude-plugin); `mcpbox skill install` writes the same skill files from the binary.
+include(${CMAKE_CURRENT_LIST_DIR}/claude_plugin.cmake)
 
 # Docs the README links to, and the examples.
 file(GLOB _mcpbox_docs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)

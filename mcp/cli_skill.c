@@ -2,13 +2,14 @@
  * Code finds it. The skill text is embedded in the binary at build time (mcp/cli_skill/), so an
  * installed mcpbox needs no data file.
  *
- * Where it goes: DIR/troubleshoot-sandbox/SKILL.md, with DIR
+ * Where it goes: DIR/troubleshoot-sandbox/SKILL.md (and reference.md, the detail SKILL.md
+ * points to, which Claude Code reads only when needed), with DIR
  *   --dir DIR       as given (a skills directory);
  *   --project       ./.claude/skills (the current project);
  *   default         $CLAUDE_CONFIG_DIR/skills if that is set, else ~/.claude/skills.
  *
- * An existing SKILL.md that differs from ours may hold the user's edits: install and uninstall
- * leave it alone unless --force is given. Writes are atomic (temporary file + rename). */
+ * An existing file that differs from ours may hold the user's edits: install and uninstall
+ * leave the skill alone unless --force is given. Writes are atomic (temporary file + rename). */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -35,6 +36,7 @@ int cli_skill_main(int argc, char **argv);
 
 #define SKILL_NAME "troubleshoot-sandbox"
 #define SKILL_FILE "SKILL.md"
+#define SKILL_NFILES 2
 #define SKILL_DIR_MODE 0755
 #define SKILL_FILE_MODE 0644
 /* An installed SKILL.md larger than this is certainly not ours; we do not read it whole. */
@@ -44,6 +46,20 @@ enum skill_exit { SKILL_EXIT_OK = 0, SKILL_EXIT_FAIL = 1, SKILL_EXIT_USAGE = 2 }
 
 /* What is on disk compared with the embedded skill. */
 enum skill_disk { SKILL_ABSENT, SKILL_SAME, SKILL_DIFFERENT };
+
+/* The skill's files, as embedded (mcp/cli_skill/CMakeLists.txt). */
+struct skill_file {
+    const char *name;
+    const unsigned char *text;
+    size_t len;
+};
+
+static struct skill_file skill_file_at(size_t i)
+{
+    if (i == 0)
+        return (struct skill_file){SKILL_FILE, skill_text, skill_text_len};
+    return (struct skill_file){"reference.md", skill_reference_text, skill_reference_text_len};
+}
 
 struct skill_opts {
     const char *action;
@@ -60,7 +76,7 @@ static void skill_usage(FILE *out)
           "Install the troubleshoot-sandbox skill for Claude Code.\n"
           "\n"
           "Commands:\n"
-          "  install     write SKILL.md into the skills directory\n"
+          "  install     write SKILL.md and reference.md into the skills directory\n"
           "  uninstall   remove it again\n"
           "  show        print the skill this binary carries\n"
           "  path        print where install would put it\n"
@@ -68,7 +84,7 @@ static void skill_usage(FILE *out)
           "Options:\n"
           "  --dir DIR     skills directory to use (the skill goes to DIR/" SKILL_NAME "/)\n"
           "  --project     use ./.claude/skills, the current project's skills directory\n"
-          "  --force       overwrite or remove a SKILL.md that differs from this version\n"
+          "  --force       overwrite or remove skill files that differ from this version\n"
           "  -o, --output FORMAT   text (default) or json\n"
           "  -h, --help    show this help\n"
           "\n"
@@ -191,8 +207,9 @@ static int skill_mkdir_p(const char *path, struct mcp_error *err)
     }
 }
 
-/* Compares path with the embedded skill. */
-static int skill_compare(const char *path, enum skill_disk *out, struct mcp_error *err)
+/* Compares path with an embedded file. */
+static int skill_compare(const char *path, const struct skill_file *sf, enum skill_disk *out,
+                         struct mcp_error *err)
 {
     cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0 && errno == ENOENT) {
@@ -205,13 +222,13 @@ static int skill_compare(const char *path, enum skill_disk *out, struct mcp_erro
     if (!S_ISREG(st.st_mode))
         return mcp_error_set(err, MCP_ERR_CONFLICT, 0, "%s is not a regular file", path);
     *out = SKILL_DIFFERENT;
-    if ((size_t)st.st_size != skill_text_len || st.st_size > SKILL_MAX_EXISTING_BYTES)
+    if ((size_t)st.st_size != sf->len || st.st_size > SKILL_MAX_EXISTING_BYTES)
         return 0;
-    cleanup_free char *data = xmalloc(skill_text_len + 1);
-    ssize_t n = read(fd, data, skill_text_len + 1);
+    cleanup_free char *data = xmalloc(sf->len + 1);
+    ssize_t n = read(fd, data, sf->len + 1);
     if (n < 0)
         return mcp_error_set(err, MCP_ERR_IO, errno, "cannot read %s", path);
-    if ((size_t)n == skill_text_len && memcmp(data, skill_text, skill_text_len) == 0)
+    if ((size_t)n == sf->len && memcmp(data, sf->text, sf->len) == 0)
         *out = SKILL_SAME;
     return 0;
 }
@@ -230,16 +247,16 @@ static int skill_write_all(int fd, const unsigned char *data, size_t len)
     return 0;
 }
 
-/* Writes the embedded skill to path through a temporary file in the same directory, so a crash
- * never leaves a half-written SKILL.md. */
-static int skill_write_file(const char *path, struct mcp_error *err)
+/* Writes an embedded file to path through a temporary file in the same directory, so a crash
+ * never leaves a half-written one. */
+static int skill_write_file(const char *path, const struct skill_file *sf, struct mcp_error *err)
 {
     cleanup_free char *tmp = xasprintf("%s.tmp-XXXXXX", path);
     cleanup_close int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)
         return mcp_error_set(err, MCP_ERR_IO, errno, "cannot create a file next to %s",
                              path);
-    if (skill_write_all(fd, skill_text, skill_text_len) < 0 ||
+    if (skill_write_all(fd, sf->text, sf->len) < 0 ||
         fchmod(fd, SKILL_FILE_MODE) < 0 || fsync(fd) < 0 || rename(tmp, path) < 0) {
         int e = errno;
         unlink(tmp);
@@ -263,43 +280,76 @@ static void skill_report(const struct skill_opts *o, const char *path, const cha
     }
 }
 
+/* Compares every file of the skill in dir; the first one that differs, if any, in *differs. */
+static int skill_compare_all(const char *dir, enum skill_disk disk[SKILL_NFILES],
+                             const char **differs, struct mcp_error *err)
+{
+    *differs = NULL;
+    for (size_t i = 0; i < SKILL_NFILES; i++) {
+        struct skill_file sf = skill_file_at(i);
+        cleanup_free char *path = xasprintf("%s/%s", dir, sf.name);
+        if (skill_compare(path, &sf, &disk[i], err) < 0)
+            return -1;
+        if (disk[i] == SKILL_DIFFERENT && *differs == NULL)
+            *differs = sf.name;
+    }
+    return 0;
+}
+
+static bool skill_all(const enum skill_disk disk[SKILL_NFILES], enum skill_disk want)
+{
+    for (size_t i = 0; i < SKILL_NFILES; i++)
+        if (disk[i] != want)
+            return false;
+    return true;
+}
+
 static int skill_install(const struct skill_opts *o, const char *dir, const char *path,
                          struct mcp_error *err)
 {
-    enum skill_disk disk;
-    if (skill_mkdir_p(dir, err) < 0 || skill_compare(path, &disk, err) < 0)
+    enum skill_disk disk[SKILL_NFILES];
+    const char *differs;
+    if (skill_mkdir_p(dir, err) < 0 || skill_compare_all(dir, disk, &differs, err) < 0)
         return -1;
-    if (disk == SKILL_SAME) {
+    if (skill_all(disk, SKILL_SAME)) {
         skill_report(o, path, "unchanged", "already up to date:");
         return 0;
     }
-    if (disk == SKILL_DIFFERENT && !o->force)
+    if (differs != NULL && !o->force)
         return mcp_error_set(err, MCP_ERR_CONFLICT, 0,
-                             "%s exists and differs from this version (your edits?); "
-                             "pass --force to replace it", path);
-    if (skill_write_file(path, err) < 0)
-        return -1;
-    skill_report(o, path, disk == SKILL_ABSENT ? "installed" : "updated",
-                 disk == SKILL_ABSENT ? "installed" : "updated");
+                             "%s/%s exists and differs from this version (your edits?); "
+                             "pass --force to replace it", dir, differs);
+    for (size_t i = 0; i < SKILL_NFILES; i++) {
+        struct skill_file sf = skill_file_at(i);
+        cleanup_free char *file = xasprintf("%s/%s", dir, sf.name);
+        if (disk[i] != SKILL_SAME && skill_write_file(file, &sf, err) < 0)
+            return -1;
+    }
+    bool fresh = skill_all(disk, SKILL_ABSENT);
+    skill_report(o, path, fresh ? "installed" : "updated", fresh ? "installed" : "updated");
     return 0;
 }
 
 static int skill_uninstall(const struct skill_opts *o, const char *dir, const char *path,
                            struct mcp_error *err)
 {
-    enum skill_disk disk;
-    if (skill_compare(path, &disk, err) < 0)
+    enum skill_disk disk[SKILL_NFILES];
+    const char *differs;
+    if (skill_compare_all(dir, disk, &differs, err) < 0)
         return -1;
-    if (disk == SKILL_ABSENT) {
+    if (skill_all(disk, SKILL_ABSENT)) {
         skill_report(o, path, "absent", "not installed:");
         return 0;
     }
-    if (disk == SKILL_DIFFERENT && !o->force)
+    if (differs != NULL && !o->force)
         return mcp_error_set(err, MCP_ERR_CONFLICT, 0,
-                             "%s differs from this version (your edits?); "
-                             "pass --force to remove it", path);
-    if (unlink(path) < 0)
-        return mcp_error_set(err, MCP_ERR_IO, errno, "cannot remove %s", path);
+                             "%s/%s differs from this version (your edits?); "
+                             "pass --force to remove it", dir, differs);
+    for (size_t i = 0; i < SKILL_NFILES; i++) {
+        cleanup_free char *file = xasprintf("%s/%s", dir, skill_file_at(i).name);
+        if (disk[i] != SKILL_ABSENT && unlink(file) < 0)
+            return mcp_error_set(err, MCP_ERR_IO, errno, "cannot remove %s", file);
+    }
     rmdir(dir); /* only succeeds when nothing else lives there, which is what we want */
     skill_report(o, path, "removed", "removed");
     return 0;

@@ -32,6 +32,7 @@ static const struct subcommand subcommands[] = {
     {"serve", cli_serve_main, "serve MCP over stdio, or Streamable HTTP with --http ADDR:PORT"},
 #ifdef MCPBOX_HAVE_CLI_SANDBOX
     {"sandbox", cli_sandbox_main, "list, inspect, exec in and destroy sandboxes from a terminal"},
+    {"image", cli_image_main, "pull, list and remove the local backend's OCI images"},
 #endif
 #ifdef MCPBOX_HAVE_CLI_DOCTOR
     {"doctor", cli_doctor_main, "check this host can run local sandboxes"},

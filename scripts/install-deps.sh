@@ -9,7 +9,7 @@ build_pkgs=(build-essential cmake pkg-config libjansson-dev libcurl4-openssl-dev
             libsqlite3-dev libseccomp-dev libhttp-parser-dev libarchive-dev)
 # libarchive13 unpacks OCI image layers (dlopened on the first pull, like libcurl).
 run_pkgs=(passt libarchive13)
-test_pkgs=(clang libclang-rt-14-dev python3 sqlite3 curl iproute2 procps util-linux graphviz groff-base bubblewrap)
+test_pkgs=(clang libclang-rt-14-dev python3 python3-yaml sqlite3 curl iproute2 procps util-linux graphviz groff-base bubblewrap)
 # tests/vm boots a kernel in qemu to test the local backend on pure cgroup v2 and v1 layouts.
 test_pkgs+=(qemu-system-x86 busybox-static)
 # tests/local/image: a real registry on loopback, zstd layers, the skopeo+umoci baseline (bench).
@@ -63,9 +63,9 @@ if [ "${1:-}" = "--test" ]; then
     "$here/tests/vm/fetch_kernel.sh" || echo "install-deps: no kernel for tests/vm (they will skip)" >&2
 fi
 
-# Prism, for the OpenSandbox contract tests against the official specs (only when ../shared, which
-# holds the specs and the mock launcher, sits beside the checkout; the tests skip without it).
-if [ "${1:-}" = "--test" ] && [ -x "$here/../shared/opensandbox/prism-mock.sh" ]; then
+# Prism, for the OpenSandbox contract test against the official specs (tests/opensandbox/specs,
+# served by tests/opensandbox/prism_mocks.py).
+if [ "${1:-}" = "--test" ]; then
     prism_home=${PRISM_HOME:-$HOME/.cache/opensandbox-prism}
     if [ ! -x "$prism_home/node_modules/.bin/prism" ]; then
         echo "install-deps: installing Prism into $prism_home" >&2

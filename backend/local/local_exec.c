@@ -112,9 +112,11 @@ static void on_event(void *arg, json_t *ev)
                         "lost", "exit_code", "signal", "duration_ms", "stdout_bytes", 0,
                         "stderr_bytes", 0);
     }
+    struct local_backend *lb = h->sb->be;
     h->obs.on_done(h->obs.arg, res, NULL);
     json_decref(res);
     handle_free(h);
+    local_pool_after_exec(lb); /* after the answer: the caller is busy with it now */
 }
 
 static void on_exec_reply(void *arg, json_t *reply, const struct mcp_error *err)

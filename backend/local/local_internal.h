@@ -211,8 +211,11 @@ void local_spawner_reap(const char *run_dir);
 #define LOCAL_DESTROYED_STATE "destroyed"
 /* A refill starts once no create has begun for this long: creates that come back to back get
  * the CPU to themselves (no refill racing them), and a create's first exec, which usually
- * follows within milliseconds, does not share it with a refill either. */
+ * follows within milliseconds, does not share it with a refill either. It also starts as soon
+ * as a command finishes (local_pool_after_exec): the caller is then busy with its answer, and a
+ * caller that makes sandboxes faster than every 50 ms still finds the pool refilled. */
 #define LOCAL_POOL_REFILL_IDLE_MS 50
+#define LOCAL_POOL_AFTER_EXEC_MS 5
 
 struct local_backend {
     struct backend base;
@@ -370,6 +373,7 @@ int64_t local_idle_s(const struct sandbox_spec *spec);
 int local_pool_take(struct local_backend *lb, const struct sandbox_spec *spec, backend_cb *cb,
                     void *arg, struct mcp_error *err);
 void local_pool_refill(struct local_backend *lb);
+void local_pool_after_exec(struct local_backend *lb); /* a command finished: refill now */
 void local_pool_filled(struct local_backend *lb, struct lsbx *sb);
 void local_pool_fill_failed(struct local_backend *lb, const struct mcp_error *e);
 void local_pool_forget(struct lsbx *sb);  /* a pooled sandbox ended (its TTL, a kill) */

@@ -441,7 +441,8 @@ static int check_strings(json_t *obj, const char *what, struct mcp_error *err)
 }
 
 /* The start source: an image (with the SDKs' idle entrypoint), or a snapshot to restore, for
- * which the server defaults the entrypoint itself (PROTOCOL.md §3.2). */
+ * which the server defaults the entrypoint itself (the lifecycle spec, POST /sandboxes:
+ * tests/opensandbox/specs/sandbox-lifecycle.yml). */
 static json_t *create_source(const struct sandbox_spec *spec, const char *image)
 {
     if (spec->snapshot_id != NULL)

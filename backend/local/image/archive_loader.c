@@ -24,8 +24,9 @@ int oci_archive_load(struct mcp_error *err)
     if (lib == NULL)
         return archive_missing(dlerror(), err);
     struct oci_archive_api api;
+/* Stores through void ** (as POSIX's dlsym page does): ISO C has no object-to-function cast. */
 #define OCI_ARCHIVE_RESOLVE(name)                                                                  \
-    api.name = (__typeof__(api.name))dlsym(lib, "archive_" #name);                                 \
+    *(void **)&api.name = dlsym(lib, "archive_" #name);                                            \
     if (api.name == NULL) {                                                                        \
         dlclose(lib);                                                                              \
         return archive_missing("it has no archive_" #name, err);                                   \

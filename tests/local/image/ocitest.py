@@ -344,3 +344,7 @@ class Serve:
             with open(self.log_path) as fh:
                 print("# mcpbox serve's log (tail):\n" + "".join(fh.readlines()[-30:]))
         os.unlink(self.log_path)
+        if not show_log:
+            assert self.proc.returncode == 0, \
+                f"mcpbox serve exited {self.proc.returncode} (a sanitizer report?)"
+

@@ -18,6 +18,7 @@ import glob
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -193,6 +194,36 @@ def test_hostile(s, reg, state):
     s.destroy(sid)
 
 
+def image_cli(mcpbox, state, *args):
+    p = subprocess.run([mcpbox, "image", "--state-dir", state] + list(args), capture_output=True,
+                       env=dict(os.environ, MCPBOX_IMAGE_STORE_MAX_BYTES=str(CAP)), timeout=120)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def test_cli(mcpbox, reg, state):
+    only = oci.busybox_layer() + [f("cli-only", os.urandom(3000))]
+    mdigest, _ = reg.push_image("test/clionly", "1", [("gzip", only)])
+    layer = json.loads(image_cli(mcpbox, state, "-o", "json", "pull",
+                                 f"{reg.host}/test/clionly:1")[1])["layers"][-1]
+    rc, out, err = image_cli(mcpbox, state, "pull", f"{reg.host}/test/clionly:1")
+    check(rc == 0 and out.split() == [f"{reg.host}/test/clionly:1", mdigest],
+          f"mcpbox image pull prints the reference and its digest ({out!r} {err!r})")
+    rc, out, _ = image_cli(mcpbox, state, "-o", "json", "ls")
+    refs = [i["reference"] for i in json.loads(out)["images"]]
+    check(f"{reg.host}/test/clionly:1" in refs and f"{reg.host}/test/bb:2" in refs,
+          "mcpbox image ls lists pulled images")
+    rc, out, _ = image_cli(mcpbox, state, "rm", f"{reg.host}/test/clionly:1")
+    check(rc == 0, "mcpbox image rm forgets an image")
+    rc, out, _ = image_cli(mcpbox, state, "rm", f"{reg.host}/test/clionly:1")
+    check(rc == 3, "removing it again is not_found (exit 3)")
+    check(has_layer(state, layer), "its layer stays until a prune")
+    rc, out, _ = image_cli(mcpbox, state, "-o", "json", "prune")
+    check(rc == 0 and json.loads(out)["freed_bytes"] > 0 and not has_layer(state, layer),
+          "mcpbox image prune removes layers no image uses")
+    rc, out, _ = image_cli(mcpbox, state, "pull", "127.0.0.1:1/x:1")
+    check(rc == 1 and "unreachable" in _, "a failed pull says why and exits 1")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
@@ -219,6 +250,7 @@ def main():
             test_index(s, reg)
             test_errors(s, reg, state, cut, tamper, mdigest)
             test_hostile(s, reg, state)
+            test_cli(args.mcpbox, reg, state)
             auth = test_token_auth(s, token, state)
             s.close()
             s = oci.Serve(args.mcpbox, state, {"MCPBOX_IMAGE_STORE_MAX_BYTES": str(CAP),

@@ -15,6 +15,8 @@ out=$("$bin" skill install --dir "$tmp/skills" -o json) || fail "install --dir"
 [ "$out" = "{\"path\":\"$tmp/skills/troubleshoot-sandbox/SKILL.md\",\"status\":\"installed\"}" ] ||
     fail "unexpected json: $out"
 cmp -s "$tmp/skills/troubleshoot-sandbox/SKILL.md" "$src" || fail "installed file differs"
+cmp -s "$tmp/skills/troubleshoot-sandbox/reference.md" "$(dirname "$src")/reference.md" ||
+    fail "installed reference.md differs"
 out=$("$bin" skill install --dir "$tmp/skills" -o json) || fail "second install"
 echo "$out" | grep -q '"status":"unchanged"' || fail "second install: $out"
 (cd "$tmp" && "$bin" skill install --project > /dev/null) || fail "install --project"
@@ -24,6 +26,6 @@ cmp -s "$tmp/home/.claude/skills/troubleshoot-sandbox/SKILL.md" "$src" || fail "
 [ "$(HOME=/h CLAUDE_CONFIG_DIR= "$bin" skill path)" = /h/.claude/skills/troubleshoot-sandbox/SKILL.md ] ||
     fail "skill path"
 "$bin" skill uninstall --dir "$tmp/skills" > /dev/null || fail "uninstall"
-[ ! -e "$tmp/skills/troubleshoot-sandbox" ] || fail "uninstall left the directory"
+[ ! -e "$tmp/skills/troubleshoot-sandbox" ] || fail "uninstall left the directory (or a file in it)"
 "$bin" skill install --bogus > /dev/null 2>&1; [ $? = 2 ] || fail "bad option is not exit 2"
 echo ok

@@ -74,6 +74,31 @@ TEST(embedded_matches_source)
     ASSERT(strncmp((const char *)skill_text, "---\nname: troubleshoot-sandbox\n", 31) == 0);
     ASSERT_CONTAINS((const char *)skill_text, "\nuser-invocable: true\n");
     ASSERT_CONTAINS((const char *)skill_text, "\nargument-hint: ");
+    src = slurp(MCPBOX_SKILL_REFERENCE, &len);
+    ASSERT(src != NULL);
+    ASSERT_EQ(len, skill_reference_text_len);
+    ASSERT(memcmp(src, skill_reference_text, len) == 0);
+    ASSERT_CONTAINS((const char *)skill_text, "`reference.md`"); /* the skill points to it */
+}
+
+/* A second install after reference.md was edited keeps the edit, like SKILL.md. */
+TEST(edited_reference_is_kept)
+{
+    char dir[256], path[320];
+    snprintf(dir, sizeof dir, "%s/ref/skills", scratch);
+    ASSERT_EQ(run("install", "--dir", dir, NULL), 0);
+    snprintf(path, sizeof path, "%s/troubleshoot-sandbox/reference.md", dir);
+    size_t len;
+    char *data = slurp(path, &len);
+    ASSERT(data != NULL);
+    ASSERT_EQ(len, skill_reference_text_len);
+    overwrite(path, "my notes\n");
+    ASSERT_EQ(run("install", "--dir", dir, NULL), 1);
+    ASSERT_STR_EQ(slurp(path, &len), "my notes\n");
+    ASSERT_EQ(run("--force", "install", "--dir", dir, NULL), 0);
+    ASSERT_EQ(slurp(path, &len) != NULL && len == skill_reference_text_len, 1);
+    ASSERT_EQ(run("uninstall", "--dir", dir, NULL), 0);
+    ASSERT(access(path, F_OK) != 0);
 }
 
 TEST(install_dir_then_reinstall_then_edit)
@@ -150,6 +175,7 @@ int main(void)
     }
     RUN(embedded_matches_source);
     RUN(install_dir_then_reinstall_then_edit);
+    RUN(edited_reference_is_kept);
     RUN(project_home_and_config_dir);
     RUN(blocked_by_a_file);
     RUN(bad_usage);
