@@ -208,8 +208,25 @@ static int write_all(int fd, const char *data, size_t len)
     return 0;
 }
 
+/* A file changed through the tools must look changed to caches keyed on its mtime. Python's
+ * .pyc records the source's mtime in whole seconds (and its size): an edit in the same second
+ * that keeps the size left the stale bytecode in use. So when the new mtime falls in the same
+ * second as the old one (or before it), it moves to the start of the next second. That works
+ * for every mtime cache, whatever its resolution (make, pytest, jest, ...), unlike an
+ * environment variable for Python alone; the cost is an mtime up to a second ahead of the
+ * clock after quick successive edits. */
+static void bump_mtime(int fd, bool existed, const struct stat *old)
+{
+    struct stat now;
+    if (!existed || fstat(fd, &now) < 0 || now.st_mtim.tv_sec > old->st_mtim.tv_sec)
+        return;
+    struct timespec times[2] = {{.tv_nsec = UTIME_OMIT}, {.tv_sec = old->st_mtim.tv_sec + 1}};
+    futimens(fd, times);
+}
+
 /* Write: temp file in the same directory, then rename over the target (readers never see a
- * half-written file). Append: O_APPEND on the existing regular file. */
+ * half-written file). Append: O_APPEND on the existing regular file. Both bump the mtime past
+ * the old one's second (bump_mtime). */
 static int put_file(int dirfd, const char *base, const char *data, size_t len, mode_t mode,
                     bool append, const char *path, struct mcp_error *err)
 {
@@ -226,6 +243,8 @@ static int put_file(int dirfd, const char *base, const char *data, size_t len, m
             return fs_err(err, errno, "cannot open", path);
         int rc = write_all(fd, data, len);
         int e = errno;
+        if (rc == 0)
+            bump_mtime(fd, exists, &st);
         close(fd);
         return rc < 0 ? fs_err(err, e, "cannot write", path) : 0;
     }
@@ -239,6 +258,8 @@ static int put_file(int dirfd, const char *base, const char *data, size_t len, m
     int e = errno;
     if (rc == 0 && fchmod(fd, mode) < 0)
         rc = -1, e = errno;
+    if (rc == 0)
+        bump_mtime(fd, exists, &st);
     close(fd);
     if (rc == 0 && renameat(dirfd, tmp, dirfd, base) < 0)
         rc = -1, e = errno;
