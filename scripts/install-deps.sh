@@ -48,6 +48,16 @@ if [ "${1:-}" = "--test" ]; then
     fi
 fi
 
+# The agent frameworks and CLIs that tests/frameworks drives offline (issue 21; docs/clients.md).
+if [ "${1:-}" = "--test" ]; then
+    if [ ! -d "$here/tests/frameworks/node_modules/@mastra/mcp" ] ||
+       [ "$here/tests/frameworks/package.json" -nt "$here/tests/frameworks/node_modules/.installed" ]; then
+        echo "install-deps: installing the agent frameworks into tests/frameworks" >&2
+        (cd "$here/tests/frameworks" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+        touch "$here/tests/frameworks/node_modules/.installed"
+    fi
+fi
+
 # The tests of mcpbox's OpenSandbox API: Prism (validates answers against the official specs in
 # tests/opensandbox/specs) and the official OpenSandbox TypeScript SDK.
 if [ "${1:-}" = "--test" ]; then
