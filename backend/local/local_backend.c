@@ -130,6 +130,9 @@ json_t *local_info(const struct store_sandbox *rec)
     json_t *digest = json_object_get(r, "image_digest");
     if (json_is_string(digest)) /* an OCI image: what exactly runs */
         json_object_set_new(info, "image_digest", json_copy(digest));
+    json_t *mapping = json_object_get(r, "image_mapping");
+    if (json_is_string(mapping)) /* root mode without idmapped mounts (docs/images.md) */
+        json_object_set_new(info, "image_mapping", json_copy(mapping));
     if (rec->expires_at_ms > 0) {
         format_rfc3339_ms(rec->expires_at_ms, expires);
         json_object_set_new(info, "expires_at", json_string(expires));
