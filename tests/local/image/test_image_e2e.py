@@ -255,14 +255,16 @@ def test_rootless_cli(mcpbox, reg, ref):
     os.chmod(state, 0o700)
     env = {"PATH": os.environ["PATH"], "HOME": state, "MCPBOX_IMAGE_STORE_MAX_BYTES": str(CAP)}
 
-    def as_user(*args):
+    def as_user(*args, cmd="image"):
         def drop():
             os.setgroups([])
             os.setgid(pw.pw_gid)
             os.setuid(pw.pw_uid)
-        p = subprocess.run([mcpbox, "image", "--state-dir", state] + list(args), env=env,
+        p = subprocess.run([mcpbox, cmd, "--state-dir", state] + list(args), env=env,
                            capture_output=True, preexec_fn=drop, timeout=120)
         return p.returncode, p.stdout.decode(), p.stderr.decode()
+    # the one-time root step of rootless mode (delegated cgroups); undone at the end
+    subprocess.run([mcpbox, "setup", "--user", ROOTLESS_USER], check=True, capture_output=True)
     try:
         rc, out, err = as_user("-o", "json", "pull", ref)
         check(rc == 0, f"an ordinary user pulls {ref} ({err.strip()[:300]})")
@@ -277,6 +279,15 @@ def test_rootless_cli(mcpbox, reg, ref):
               "a whiteout is a 0/0 device owned by the namespace's root")
         check(os.getxattr(os.path.join(top, "opq"), "user.overlay.opaque") == b"y",
               "an opaque directory is marked in the user namespace")
+        rc, out, err = as_user("create", "-q", "--image", ref, cmd="sandbox")
+        check(rc == 0, f"the user creates a sandbox on the image ({err.strip()[:300]})")
+        sid = out.strip()
+        rc, out, err = as_user("exec", sid, "--", "id -u; pwd; ls /data; cat hello.txt; "
+                               "stat -c %u /app/hello.txt", cmd="sandbox")
+        as_user("rm", sid, cmd="sandbox")
+        check(out.split() == ["1000", "/app", "b", "hi1000"] or
+              out.split() == ["1000", "/app", "b", "hi", "1000"],
+              f"rootless: User, WorkingDir, whiteout and owners as the image says ({out!r})")
         rc, _, err = as_user("rm", ref)
         rc2, out, err2 = as_user("-o", "json", "prune")
         left = os.listdir(os.path.join(state, "image-store", "layers"))
@@ -284,6 +295,7 @@ def test_rootless_cli(mcpbox, reg, ref):
               f"the user's prune removes subordinate-owned layers ({err.strip()} {err2.strip()} "
               f"{left})")
     finally:
+        subprocess.run([mcpbox, "setup", "--user", ROOTLESS_USER, "--undo"], capture_output=True)
         shutil.rmtree(state, ignore_errors=True)
 
 
