@@ -15,10 +15,12 @@
  * creator's pool is left alone). list, get and every operation treat a pooled sandbox as absent.
  *
  * The pool fills only once a process has made its second create, like the spawner threads: a
- * one-shot `mcpbox sandbox create` never pays for one. Refills go one at a time, and only once
- * creates have paused for LOCAL_POOL_REFILL_IDLE_MS: under a stream of back-to-back creates the
- * pool stays empty and creates take the cold path, as with the pool off, rather than compete
- * with refills for the CPU. */
+ * one-shot `mcpbox sandbox create` never pays for one. Refills go one at a time, once creates
+ * have paused for LOCAL_POOL_REFILL_IDLE_MS or as soon as a command finishes (its caller is
+ * then busy with the answer: an agent that makes sandboxes 20 ms apart still finds one ready).
+ * Under a stream of back-to-back creates with no command in between the pool stays empty and
+ * creates take the cold path, as with the pool off, rather than compete with refills for the
+ * CPU. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -201,27 +203,60 @@ static void on_pool_timer(uv_timer_t *t)
     local_pool_refill(t->data);
 }
 
-void local_pool_refill(struct local_backend *lb)
+static bool pool_wants_refill(const struct local_backend *lb)
 {
-    if (!lb->pool_started || lb->closing || lb->pool_filling > 0 ||
-        pool_count(lb) >= lb->pool_size)
-        return;
-    uint64_t quiet = now_mono_ms() - lb->last_create_ms;
-    if (quiet < LOCAL_POOL_REFILL_IDLE_MS) {
-        if (lb->pool_timer == NULL) {
-            lb->pool_timer = xcalloc(1, sizeof *lb->pool_timer);
-            uv_timer_init(lb->base.loop, lb->pool_timer);
-            lb->pool_timer->data = lb;
-        }
-        uv_timer_start(lb->pool_timer, on_pool_timer, LOCAL_POOL_REFILL_IDLE_MS - quiet, 0);
-        return;
-    }
+    return lb->pool_started && !lb->closing && lb->pool_filling == 0 &&
+           pool_count(lb) < lb->pool_size;
+}
+
+static void refill_now(struct local_backend *lb)
+{
     struct mcp_error err;
     lb->pool_filling++;
     if (local_create_pooled(lb, &err) < 0) {
         lb->pool_filling--;
         log_warn("pool refill: %s", err.msg);
     }
+}
+
+static void on_pool_timer(uv_timer_t *t);
+
+static void pool_timer_start(struct local_backend *lb, uv_timer_cb cb, uint64_t ms)
+{
+    if (lb->pool_timer == NULL) {
+        lb->pool_timer = xcalloc(1, sizeof *lb->pool_timer);
+        uv_timer_init(lb->base.loop, lb->pool_timer);
+        lb->pool_timer->data = lb;
+    }
+    uv_timer_start(lb->pool_timer, cb, ms, 0);
+}
+
+static void on_exec_timer(uv_timer_t *t)
+{
+    struct local_backend *lb = t->data;
+    if (pool_wants_refill(lb))
+        refill_now(lb);
+}
+
+/* A few milliseconds later, not at once: a request that follows the answer right away (a
+ * destroy, the next command) does not wait behind the refill's part on the loop (its record and
+ * cgroups, 0.3 ms and more while cgroup_mutex is busy). */
+void local_pool_after_exec(struct local_backend *lb)
+{
+    if (pool_wants_refill(lb))
+        pool_timer_start(lb, on_exec_timer, LOCAL_POOL_AFTER_EXEC_MS);
+}
+
+void local_pool_refill(struct local_backend *lb)
+{
+    if (!pool_wants_refill(lb))
+        return;
+    uint64_t quiet = now_mono_ms() - lb->last_create_ms;
+    if (quiet < LOCAL_POOL_REFILL_IDLE_MS) {
+        pool_timer_start(lb, on_pool_timer, LOCAL_POOL_REFILL_IDLE_MS - quiet);
+        return;
+    }
+    refill_now(lb);
 }
 
 static void pool_timer_closed(uv_handle_t *h)

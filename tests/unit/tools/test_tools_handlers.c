@@ -119,9 +119,13 @@ TEST(table_matches_schema_files)
         if (def == NULL)
             TEST_FAIL("no schema file %s", path);
         ASSERT_STR_EQ(json_string_value(json_object_get(def, "name")), sandbox_tools[i].name);
-        /* unknown arguments are dropped and reported, not refused (mcp/tool_args.h) */
-        ASSERT(json_object_get(json_object_get(def, "inputSchema"), "additionalProperties") ==
-               NULL);
+        /* unknown arguments are dropped and reported, not refused (mcp/tool_args.h); only a tool
+         * without arguments says additionalProperties: false, which OpenAI's strict mode needs to
+         * tell an empty closed object from an open map */
+        json_t *in = json_object_get(def, "inputSchema");
+        ASSERT(json_object_get(in, "additionalProperties") == NULL ||
+               (json_is_false(json_object_get(in, "additionalProperties")) &&
+                json_object_size(json_object_get(in, "properties")) == 0));
         ASSERT(json_is_object(json_object_get(def, "outputSchema")));
         json_decref(def);
     }
@@ -293,6 +297,15 @@ TEST(files_round_trip_and_encodings)
     ASSERT_EQ(iget(c, "length"), 10);
     ASSERT_EQ(iget(c, "size"), sizeof(bin));
     ASSERT(json_is_true(json_object_get(c->structured, "truncated")));
+    /* path_base64 (a name that is not UTF-8, as list_files gives it) overrides path */
+    c = call_tool("alice", "read_file", "{\"sandbox_id\":\"sbx-a1\",\"path\":\"x?\","
+                                        "\"path_base64\":\"YS5iaW4=\",\"length\":10}");
+    ASSERT(!c->is_error);
+    ASSERT_EQ(iget(c, "size"), sizeof(bin));
+    c = call_tool("alice", "read_file", "{\"sandbox_id\":\"sbx-a1\",\"path\":\"x?\","
+                                        "\"path_base64\":\"not base64!\"}");
+    ASSERT(c->is_error);
+    ASSERT_CONTAINS(c->text, "path_base64 is not the base64 of a path");
     free(args);
     free(b64);
     /* Text, and a range ending inside a character stops before it. */
