@@ -49,6 +49,10 @@ void config_init(struct mcp_config *cfg)
     set_str(&cfg->token, getenv("MCPBOX_TOKEN") && *getenv("MCPBOX_TOKEN")
                              ? getenv("MCPBOX_TOKEN") : NULL);
     cfg->local_enabled = true;
+    cfg->osapi_enabled = env_true("MCPBOX_OPENSANDBOX_API");
+    set_str(&cfg->osapi_key, getenv("MCPBOX_OPENSANDBOX_API_KEY") &&
+                                     *getenv("MCPBOX_OPENSANDBOX_API_KEY")
+                                 ? getenv("MCPBOX_OPENSANDBOX_API_KEY") : NULL);
     cfg->local_pool = CONFIG_LOCAL_POOL_DEFAULT;
     char *end;
     long pool = (v = getenv("MCPBOX_LOCAL_POOL")) && *v ? strtol(v, &end, 10) : -1;
@@ -70,6 +74,7 @@ void config_release(struct mcp_config *cfg)
     free(cfg->state_dir);
     free(cfg->http_listen);
     free(cfg->token);
+    free(cfg->osapi_key);
     free(cfg->opensandbox_domain);
     free(cfg->opensandbox_api_key);
     free(cfg->opensandbox_protocol);
@@ -122,6 +127,20 @@ static int set_token(struct mcp_config *cfg, const char *v, struct mcp_error *er
     return 0;
 }
 
+static int set_osapi(struct mcp_config *cfg, const char *v, struct mcp_error *err)
+{
+    cfg->osapi_enabled = true;
+    return 0;
+}
+
+static int set_osapi_key(struct mcp_config *cfg, const char *v, struct mcp_error *err)
+{
+    if (!*v)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0, "--opensandbox-api-key must not be empty");
+    set_str(&cfg->osapi_key, v);
+    return 0;
+}
+
 static int set_fixtures(struct mcp_config *cfg, const char *v, struct mcp_error *err)
 {
     cfg->conformance_fixtures = true;
@@ -169,6 +188,12 @@ static const struct option options[] = {
     {"log-level", "LEVEL", set_log_level, "stderr log level: error, warn, info (default), debug"},
     {"token", "TOKEN", set_token,
      "bearer token HTTP clients must send (or env MCPBOX_TOKEN); required off loopback"},
+    {"opensandbox-api", NULL, set_osapi,
+     "with --http, also serve OpenSandbox's lifecycle and execd APIs at /v1/sandboxes over local "
+     "sandboxes (or env MCPBOX_OPENSANDBOX_API=1)"},
+    {"opensandbox-api-key", "KEY", set_osapi_key,
+     "the OPEN-SANDBOX-API-KEY clients must send (or env MCPBOX_OPENSANDBOX_API_KEY; default "
+     "the --token; none on loopback without either)"},
     {"conformance-fixtures", NULL, set_fixtures,
      "also serve the MCP conformance suite's fixture tools, resources and prompts"},
     {"no-local", NULL, set_no_local, "disable the local (namespace + seccomp) backend"},
@@ -289,6 +314,10 @@ int config_check(const struct mcp_config *cfg, struct mcp_error *err)
     char host[CONFIG_HOST_MAX];
     int port;
 
+    if (!cfg->http_listen && cfg->osapi_enabled)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "--opensandbox-api serves on the HTTP listener: add --http ADDR:PORT "
+                             "(e.g. --http 127.0.0.1:8080)");
     if (!cfg->http_listen)
         return 0;
     if (config_split_listen(cfg->http_listen, host, sizeof(host), &port, err) < 0)

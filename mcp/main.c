@@ -15,7 +15,11 @@
 #include "mcp/server.h"
 #include "mcp/transport_stdio.h"
 #ifdef MCPBOX_HAVE_HTTP
+#include "mcp/http/http_ext.h"
 #include "mcp/http/http_server.h"
+#endif
+#ifdef MCPBOX_HAVE_OSAPI
+#include "mcp/osapi/osapi.h"
 #endif
 
 #ifndef MCPBOX_BACKENDS
@@ -50,7 +54,17 @@ static int start_transport(struct mcp_server *srv, const struct mcp_config *cfg,
     if (!cfg->http_listen)
         return stdio_transport_start(srv, STDIN_FILENO, STDOUT_FILENO, err);
 #ifdef MCPBOX_HAVE_HTTP
-    return http_server_start(srv, cfg, err);
+    const struct http_extension *ext = NULL;
+    if (cfg->osapi_enabled) {
+#ifdef MCPBOX_HAVE_OSAPI
+        if (!(ext = osapi_new(srv, cfg, err)))
+            return -1;
+#else
+        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
+                             "this mcpbox was built without the OpenSandbox API (mcp/osapi/)");
+#endif
+    }
+    return http_server_start_ext(srv, cfg, ext, err);
 #else
     return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
                          "this mcpbox was built without the HTTP transport (mcp/http/); use "

@@ -48,6 +48,19 @@ if [ "${1:-}" = "--test" ]; then
     fi
 fi
 
+# The tests of mcpbox's OpenSandbox API: Prism (validates answers against the official specs in
+# tests/opensandbox/specs) and the official OpenSandbox TypeScript SDK.
+if [ "${1:-}" = "--test" ]; then
+    osapi_node="$here/tests/opensandbox/node"
+    if [ ! -x "$osapi_node/node_modules/.bin/prism" ] ||
+       [ ! -d "$osapi_node/node_modules/@alibaba-group/opensandbox" ] ||
+       [ "$osapi_node/package.json" -nt "$osapi_node/node_modules/.installed" ]; then
+        echo "install-deps: installing the OpenSandbox API test tooling into tests/opensandbox/node" >&2
+        (cd "$osapi_node" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+        touch "$osapi_node/node_modules/.installed"
+    fi
+fi
+
 # The kernel for tests/vm, unpacked into a cache directory (not installed on this host).
 if [ "${1:-}" = "--test" ]; then
     "$here/tests/vm/fetch_kernel.sh" || echo "install-deps: no kernel for tests/vm (they will skip)" >&2

@@ -365,6 +365,20 @@ static void on_read_reply(void *arg, json_t *reply, const struct mcp_error *err)
     free(c);
 }
 
+/* msg.path, or msg.path_base64 for a name that is not UTF-8 (the agent takes either). */
+static void set_path_arg(json_t *msg, const char *path)
+{
+    size_t n = strlen(path);
+    if (utf8_is_text(path, n)) {
+        json_object_set_new(msg, "path", json_string(path));
+        return;
+    }
+    char *b64 = xmalloc(base64_encoded_len(n) + 1);
+    base64_encode(path, n, b64);
+    json_object_set_new(msg, "path_base64", json_string(b64));
+    free(b64);
+}
+
 int local_file_read(struct backend *be, const char *id, const char *path, uint64_t offset,
                     uint64_t length, backend_read_cb *cb, void *arg, struct mcp_error *err)
 {
@@ -372,8 +386,9 @@ int local_file_read(struct backend *be, const char *id, const char *path, uint64
     struct agent_conn *conn = sb ? lsbx_conn(sb, err) : NULL;
     if (conn == NULL)
         return -1;
-    json_t *msg = json_pack("{s:s, s:s, s:I, s:I}", "op", "read", "path", path, "offset",
-                            (json_int_t)offset, "length", (json_int_t)length);
+    json_t *msg = json_pack("{s:s, s:I, s:I}", "op", "read", "offset", (json_int_t)offset,
+                            "length", (json_int_t)length);
+    set_path_arg(msg, path);
     struct read_ctx *c = xcalloc(1, sizeof *c);
     c->sb = sb, c->cb = cb, c->arg = arg;
     lsbx_ref(sb);
@@ -395,8 +410,9 @@ int local_file_write(struct backend *be, const char *id, const char *path, const
         return -1;
     char *b64 = xmalloc(base64_encoded_len(len) + 1);
     base64_encode(data, len, b64);
-    json_t *msg = json_pack("{s:s, s:s, s:s, s:i, s:b}", "op", "write", "path", path, "data", b64,
-                            "mode", (int)mode, "append", append);
+    json_t *msg = json_pack("{s:s, s:s, s:i, s:b}", "op", "write", "data", b64, "mode", (int)mode,
+                            "append", append);
+    set_path_arg(msg, path);
     free(b64);
     struct call_ctx *c = ctx_new(sb, cb, arg);
     if (agent_call(conn, msg, on_plain_reply, c, err) < 0) {

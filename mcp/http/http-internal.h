@@ -18,6 +18,7 @@
 #include <uv.h>
 
 #include "mcp/base/buf.h"
+#include "mcp/http/http_ext.h"
 #include "mcp/http/http_policy.h"
 #include "mcp/http/http_request.h"
 
@@ -125,6 +126,9 @@ struct http_conn {
     bool prefer_sse;     /* the client's Accept ranks text/event-stream first: always stream */
     unsigned stream_no, event_seq;
     uint64_t next_ping;
+    /* An extension's exchange (http_ext.h): told if the connection goes before it ends. */
+    void (*ext_abort)(void *arg);
+    void *ext_arg;
     /* The uid owning the client's socket (loopback; http_peer.c): 0 not asked yet, 1 known,
      * -1 the kernel could not tell. */
     int peer_uid_state;
@@ -164,6 +168,7 @@ struct http_server {
     char *read_buf; /* shared by every connection's reads; NULL while no connection is open */
     struct http_sess *sessions;
     size_t nsessions;
+    const struct http_extension *ext; /* another API on this listener (http_ext.h), or NULL */
 };
 
 /* http_conn.c */
@@ -190,6 +195,8 @@ void http_conn_sse_start(struct http_conn *c, bool prime);
 void http_conn_sse_message(struct http_conn *c, const char *json, size_t len);
 void http_conn_sse_comment(struct http_conn *c, const char *text);
 void http_conn_sse_end(struct http_conn *c);
+/* A piece of a streamed body (chunk-framed when the response is chunked). */
+void http_conn_write_body(struct http_conn *c, const char *data, size_t len);
 /* The exchange is over: detach from the session and get ready for the next request. */
 void http_conn_exchange_done(struct http_conn *c);
 

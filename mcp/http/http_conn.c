@@ -170,7 +170,7 @@ static void conn_write3(struct http_conn *c, const char *prefix, const char *dat
 }
 
 /* A piece of a response body: chunk-framed when the response is chunked. */
-static void conn_write_body(struct http_conn *c, const char *data, size_t len)
+void http_conn_write_body(struct http_conn *c, const char *data, size_t len)
 {
     if (!c->chunked) {
         conn_write3(c, "", data, len, "");
@@ -218,6 +218,11 @@ static void conn_close(struct http_conn *c, bool reset)
         return; /* that write failed and closed the connection */
     if (c->sess)
         http_sess_detach(c); /* a dropped POST is not a cancellation: its output is dropped */
+    if (c->ext_abort) {
+        void (*abort_fn)(void *) = c->ext_abort;
+        c->ext_abort = NULL;
+        abort_fn(c->ext_arg);
+    }
     c->mode = EX_NONE;
     free(c->key);
     c->key = NULL;
@@ -487,6 +492,7 @@ void http_conn_accept(struct http_server *hs)
 
 void http_conn_exchange_done(struct http_conn *c)
 {
+    c->ext_abort = NULL;
     if (c->sess)
         http_sess_detach(c);
     c->mode = EX_NONE;
@@ -609,7 +615,7 @@ void http_conn_sse_start(struct http_conn *c, bool prime)
         snprintf(id, sizeof(id), "%u-%u", c->stream_no, ++c->event_seq);
         buf_init(&ev, 256);
         sse_priming(&ev, id, SSE_RETRY_MS);
-        conn_write_body(c, ev.data, ev.len);
+        http_conn_write_body(c, ev.data, ev.len);
         buf_release(&ev);
     }
 }
@@ -628,7 +634,7 @@ void http_conn_sse_message(struct http_conn *c, const char *json, size_t len)
     buf_init(&ev, (size_t)-1);
     /* 2026-07-28 streams are not resumable: their events carry no id. */
     sse_event(&ev, "message", c->sess && c->sess->stateless ? NULL : id, json, len);
-    conn_write_body(c, ev.data, ev.len);
+    http_conn_write_body(c, ev.data, ev.len);
     buf_release(&ev);
 }
 
@@ -637,7 +643,7 @@ void http_conn_sse_comment(struct http_conn *c, const char *text)
     struct buf ev;
     buf_init(&ev, 256);
     if (sse_comment(&ev, text) == 0)
-        conn_write_body(c, ev.data, ev.len);
+        http_conn_write_body(c, ev.data, ev.len);
     buf_release(&ev);
 }
 

@@ -12,7 +12,7 @@
 #include "mcp/session.h"
 
 #define HTTP_ENDPOINT "/mcp"
-#define HTTP_PATH_MAX 256
+#define HTTP_PATH_MAX 1024
 
 static const struct http_request *req_of(struct http_conn *c)
 {
@@ -233,6 +233,9 @@ void http_route_request(struct http_conn *c)
     if (!admit_origin(c))
         return;
     bool have_path = http_request_path(req_of(c), path, sizeof(path)) == 0;
+    const struct http_extension *ext = c->hs->ext;
+    if (have_path && ext && ext->route(ext->arg, c, path))
+        return; /* another API on this listener, with its own authentication */
     if (have_path && is_oauth_path(path)) {
         http_conn_error(c, 404, -32000, NULL, NULL,
                         "Not Found: this MCP server does not use OAuth%s",

@@ -61,6 +61,8 @@ static void http_stop(void *arg)
     uv_close((uv_handle_t *)&hs->listener, server_handle_closed);
     uv_close((uv_handle_t *)&hs->sweep, server_handle_closed);
     uv_close((uv_handle_t *)&hs->resume, server_handle_closed);
+    if (hs->ext && hs->ext->stop)
+        hs->ext->stop(hs->ext->arg);
 }
 
 /* "host:port" or "[v6]:port" into a socket address; "localhost" means 127.0.0.1. */
@@ -148,6 +150,12 @@ static void set_token(struct http_server *hs, const char *token)
 int http_server_start(struct mcp_server *srv, const struct mcp_config *cfg,
                       struct mcp_error *err)
 {
+    return http_server_start_ext(srv, cfg, NULL, err);
+}
+
+int http_server_start_ext(struct mcp_server *srv, const struct mcp_config *cfg,
+                          const struct http_extension *ext, struct mcp_error *err)
+{
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof(ss));
     const char *listen = cfg->http_listen ? cfg->http_listen : "127.0.0.1:8765";
@@ -163,6 +171,7 @@ int http_server_start(struct mcp_server *srv, const struct mcp_config *cfg,
     hs->srv = srv;
     hs->loop = server_loop(srv);
     hs->policy.loopback = is_loopback(&ss);
+    hs->ext = ext;
     set_token(hs, token);
     if (bind_listener(hs, &ss, err) < 0) {
         hs->stopping = true;

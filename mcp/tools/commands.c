@@ -243,11 +243,11 @@ void tool_run_command(struct tool_call *call, json_t *args)
         run_cleanup(rj);
         return;
     }
-    /* In a task no client timeout applies: by default wait for the end (up to the maximum). */
-    int64_t wait_s = tools_arg_int(args, "wait_seconds",
-                                   tool_call_runs_as_task(call) ? TOOLS_MAX_WAIT_S
-                                                                : TOOLS_DEFAULT_WAIT_S,
-                                   0, TOOLS_MAX_WAIT_S);
+    /* The same default in a task as in a plain call, so that an agent gets the command id at
+     * 50 s on either protocol revision; longer only when asked and a client will wait. */
+    bool capped;
+    int64_t wait_s = tools_wait_seconds(call, args, "wait_seconds", TOOLS_DEFAULT_WAIT_S,
+                                        TOOLS_MAX_WAIT_S, &capped);
     if (!rj->background)
         uv_timer_start(&rj->budget_timer, run_budget_cb, (uint64_t)wait_s * 1000, 0);
     if (tool_call_wants_progress(call))
@@ -263,7 +263,7 @@ struct get_job {
     char *command_id;
     uint64_t offset, limit, deadline_ms, last_progress_ms;
     uv_timer_t timer;
-    bool cancelled;
+    bool cancelled, capped;
 };
 
 static void get_free_cb(uv_handle_t *h)
@@ -297,7 +297,14 @@ static void get_done_cb(void *arg, json_t *result, const struct mcp_error *err)
     } else {
         tool_job_set_detail(gj->job, "command_id=%s status=%s", gj->command_id,
                             status ? status : "?");
-        tool_job_finish(gj->job, json_incref(result));
+        bool cut = gj->capped && status != NULL && strcmp(status, "running") == 0;
+        json_t *res = cut ? json_deep_copy(result) : json_incref(result);
+        if (cut) {
+            json_object_set_new(res, "note", json_string(
+                "still running; waited 50 s, the most without a progress token (clients time "
+                "out at about 60 s): call get_command again"));
+        }
+        tool_job_finish(gj->job, res);
     }
     uv_close((uv_handle_t *)&gj->timer, get_free_cb);
 }
@@ -338,7 +345,8 @@ void tool_get_command(struct tool_call *call, json_t *args)
                                         TOOLS_MAX_GET_LIMIT);
     gj->last_progress_ms = now_mono_ms();
     gj->deadline_ms = gj->last_progress_ms +
-                      (uint64_t)tools_arg_int(args, "wait_seconds", 0, 0, TOOLS_MAX_WAIT_S) * 1000;
+                      (uint64_t)tools_wait_seconds(call, args, "wait_seconds", 0,
+                                                   TOOLS_MAX_GET_WAIT_S, &gj->capped) * 1000;
     uv_timer_init(job->ctx->loop, &gj->timer);
     gj->timer.data = gj;
     tool_call_on_cancel(call, get_cancel_cb, gj);

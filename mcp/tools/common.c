@@ -324,6 +324,15 @@ int64_t tools_arg_int(json_t *args, const char *key, int64_t def, int64_t lo, in
     return x;
 }
 
+int64_t tools_wait_seconds(struct tool_call *call, json_t *args, const char *key, int64_t def,
+                           int64_t max, bool *capped)
+{
+    int64_t s = tools_arg_int(args, key, def, 0, max);
+    bool heard = tool_call_wants_progress(call) || tool_call_runs_as_task(call);
+    *capped = !heard && s > TOOLS_UNHEARD_WAIT_S;
+    return *capped ? TOOLS_UNHEARD_WAIT_S : s;
+}
+
 const char *tools_arg_str(json_t *args, const char *key, const char *def)
 {
     json_t *v = json_object_get(args, key);

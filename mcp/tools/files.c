@@ -136,7 +136,8 @@ static json_t *read_result(struct read_job *rj, const struct file_read_result *r
         content = json_string(b64);
         free(b64);
     }
-    json_t *out = json_pack("{s:s, s:o, s:s, s:b, s:I, s:I, s:I, s:s, s:b}", "path", rj->path,
+    json_t *out = json_pack("{s:o, s:o, s:s, s:b, s:I, s:I, s:I, s:s, s:b}", "path",
+                            utf8_json_text(rj->path, strlen(rj->path)),
                             "content", content, "encoding", as_text ? "utf-8" : "base64",
                             "binary", !text, "size", (json_int_t)res->size, "offset",
                             (json_int_t)res->offset, "length", (json_int_t)len, "sha256", sha,
@@ -166,17 +167,40 @@ static void read_done_cb(void *arg, const struct file_read_result *res,
     free(rj);
 }
 
+/* args.path, or the bytes of args.path_base64 when given: the exact name of a file whose name
+ * is not UTF-8, as list_files and search_files report it. malloc'd; NULL with err. */
+static char *path_from_args(json_t *args, struct mcp_error *err)
+{
+    const char *b64 = tools_arg_str(args, "path_base64", NULL);
+    if (b64 == NULL)
+        return xstrdup(tools_arg_str(args, "path", ""));
+    size_t len = strlen(b64), n = 0;
+    char *p = xmalloc(base64_decoded_max(len) + 1);
+    if (base64_decode(b64, len, (unsigned char *)p, &n) < 0 || n == 0 ||
+        memchr(p, '\0', n) != NULL) {
+        free(p);
+        mcp_error_set(err, MCP_ERR_INVALID, 0,
+                      "path_base64 is not the base64 of a path (non-empty, no NUL): pass the "
+                      "path_base64 list_files or search_files gave");
+        return NULL;
+    }
+    p[n] = '\0';
+    return p;
+}
+
 void tool_read_file(struct tool_call *call, json_t *args)
 {
     struct tool_job *job = tool_job_new(call, args);
     struct mcp_error err;
-    if (tool_job_bind(job, tools_arg_str(args, "sandbox_id", ""), TOOL_NEED_RUNNING, &err) < 0) {
+    char *path = NULL;
+    if (tool_job_bind(job, tools_arg_str(args, "sandbox_id", ""), TOOL_NEED_RUNNING, &err) < 0 ||
+        (path = path_from_args(args, &err)) == NULL) {
         tool_job_fail(job, &err);
         return;
     }
     struct read_job *rj = xcalloc(1, sizeof(*rj));
     rj->job = job;
-    rj->path = xstrdup(tools_arg_str(args, "path", ""));
+    rj->path = path;
     rj->encoding = xstrdup(tools_arg_str(args, "encoding", "auto"));
     uint64_t offset = (uint64_t)tools_arg_int(args, "offset", 0, 0, INT64_MAX);
     uint64_t length = (uint64_t)tools_arg_int(args, "length", TOOLS_DEFAULT_READ_LENGTH, 1,

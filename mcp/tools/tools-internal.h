@@ -22,11 +22,15 @@ struct store;
 #define TOOLS_MAX_OUTPUT_CAP         (1u << 20)
 #define TOOLS_DEFAULT_WAIT_S         50           /* below the common 60 s client timeouts */
 #define TOOLS_MAX_WAIT_S             3600
+/* The longest a call waits without a progress token: clients time a request out at about 60 s
+ * (the TypeScript SDK, Claude Code) unless progress notifications reset their timer. */
+#define TOOLS_UNHEARD_WAIT_S         TOOLS_DEFAULT_WAIT_S
 #define TOOLS_PROGRESS_INTERVAL_MS   2000u        /* progress heartbeat while a command runs */
 #define TOOLS_PROGRESS_TAIL_BYTES    240u         /* output tail carried in a progress message */
 #define TOOLS_DEFAULT_GET_LIMIT      16384u       /* get_command output bytes */
 #define TOOLS_MAX_GET_LIMIT          (1u << 20)
 #define TOOLS_GET_POLL_MS            250u         /* get_command wait_seconds polling interval */
+#define TOOLS_MAX_GET_WAIT_S         600          /* get_command wait_seconds (its schema's max) */
 #define TOOLS_KILL_WAIT_MS           2000u        /* kill_command waits for the end this long */
 #define TOOLS_KILL_POLL_MS           50u          /* ... polling the backend this often */
 #define TOOLS_DEFAULT_READ_LENGTH    65536u       /* read_file */
@@ -108,6 +112,11 @@ int tools_parse_mode(const char *s, uint32_t *out, struct mcp_error *err);
 int tools_signal_number(const char *name);
 /* Integer argument with default and inclusive bounds (schema checked them; this clamps). */
 int64_t tools_arg_int(json_t *args, const char *key, int64_t def, int64_t lo, int64_t hi);
+/* How long a call may wait (seconds) for args[key] (default def): at most TOOLS_UNHEARD_WAIT_S
+ * unless the client sent a progress token (heartbeats reset its timer) or the call runs as a
+ * task (no request is open); *capped tells whether the cap cut the client's value. */
+int64_t tools_wait_seconds(struct tool_call *call, json_t *args, const char *key, int64_t def,
+                           int64_t max, bool *capped);
 const char *tools_arg_str(json_t *args, const char *key, const char *def);
 bool tools_arg_bool(json_t *args, const char *key, bool def);
 

@@ -15,6 +15,7 @@
 
 #include "backend/local/agent/agent.h"
 #include "backend/local/proto.h"
+#include "mcp/base/utf8.h"
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 
@@ -86,13 +87,30 @@ static const char *type_name(mode_t m)
            : S_ISBLK(m) ? "block_device" : "other";
 }
 
+/* A name that is not UTF-8 (Linux allows any bytes but NUL and '/') cannot be a JSON string:
+ * obj.key gets it as text with U+FFFD for the bad bytes, and obj.<key>_base64 the exact bytes,
+ * which every path argument accepts in place of the text (see path_arg). Nothing is left out. */
+static void set_path(json_t *obj, const char *key, const char *path)
+{
+    size_t n = strlen(path);
+    json_object_set_new(obj, key, utf8_json_text(path, n));
+    if (utf8_is_text(path, n))
+        return;
+    char name[64], *b64 = xmalloc(base64_encoded_len(n) + 1);
+    base64_encode(path, n, b64);
+    snprintf(name, sizeof name, "%s_base64", key);
+    json_object_set_new(obj, name, json_string(b64));
+    free(b64);
+}
+
 static json_t *stat_json(const char *path, const struct stat *st)
 {
     char t[32];
     format_rfc3339_ms((int64_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000, t);
-    return json_pack("{s:s, s:s, s:I, s:i, s:s}", "path", path, "type", type_name(st->st_mode),
-                     "size", (json_int_t)st->st_size, "mode", (int)(st->st_mode & 07777),
-                     "mtime", t);
+    json_t *j = json_pack("{s:s, s:I, s:i, s:s}", "type", type_name(st->st_mode), "size",
+                          (json_int_t)st->st_size, "mode", (int)(st->st_mode & 07777), "mtime", t);
+    set_path(j, "path", path);
+    return j;
 }
 
 static const char *arg_str(json_t *req, const char *key)
@@ -100,10 +118,36 @@ static const char *arg_str(json_t *req, const char *key)
     return json_string_value(json_object_get(req, key));
 }
 
+/* The path argument key into *in: <key>_base64 (exact bytes, for names that are not UTF-8) if
+ * given, else the text (NULL if neither). buf holds the decoded bytes. */
+static int path_arg(json_t *req, const char *key, const char **in, char *buf, size_t size,
+                    struct mcp_error *err)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s_base64", key);
+    const char *b64 = arg_str(req, name);
+    *in = arg_str(req, key);
+    if (b64 == NULL)
+        return 0;
+    size_t len = strlen(b64), n = 0;
+    if (base64_decoded_max(len) >= size ||
+        base64_decode(b64, len, (unsigned char *)buf, &n) < 0 || memchr(buf, '\0', n) != NULL)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "%s is not the base64 of a path (no NUL, at most %zu bytes)", name,
+                             size - 1);
+    buf[n] = '\0';
+    *in = buf;
+    return 0;
+}
+
 static int resolve_arg(struct agent *a, json_t *req, const char *key, char *out,
                        struct mcp_error *err)
 {
-    return agent_resolve(a, arg_str(req, key), out, FS_PATH_MAX, err);
+    char raw[FS_PATH_MAX];
+    const char *in;
+    if (path_arg(req, key, &in, raw, sizeof raw, err) < 0)
+        return -1;
+    return agent_resolve(a, in, out, FS_PATH_MAX, err);
 }
 
 static json_t *op_read(struct agent *a, json_t *req, struct mcp_error *err)
@@ -140,9 +184,10 @@ static json_t *op_read(struct agent *a, json_t *req, struct mcp_error *err)
     close(fd);
     char *b64 = xmalloc(base64_encoded_len(got) + 1);
     base64_encode(data, got, b64);
-    json_t *res = json_pack("{s:s, s:s, s:I, s:I, s:i, s:b}", "path", path, "data", b64, "size",
-                            (json_int_t)size, "offset", (json_int_t)off, "mode",
-                            (int)(st.st_mode & 07777), "truncated", off + got < size);
+    json_t *res = json_pack("{s:s, s:I, s:I, s:i, s:b}", "data", b64, "size", (json_int_t)size,
+                            "offset", (json_int_t)off, "mode", (int)(st.st_mode & 07777),
+                            "truncated", off + got < size);
+    set_path(res, "path", path);
     free(data);
     free(b64);
     return res;
@@ -208,8 +253,25 @@ static int write_all(int fd, const char *data, size_t len)
     return 0;
 }
 
+/* A file changed through the tools must look changed to caches keyed on its mtime. Python's
+ * .pyc records the source's mtime in whole seconds (and its size): an edit in the same second
+ * that keeps the size left the stale bytecode in use. So when the new mtime falls in the same
+ * second as the old one (or before it), it moves to the start of the next second. That works
+ * for every mtime cache, whatever its resolution (make, pytest, jest, ...), unlike an
+ * environment variable for Python alone; the cost is an mtime up to a second ahead of the
+ * clock after quick successive edits. */
+static void bump_mtime(int fd, bool existed, const struct stat *old)
+{
+    struct stat now;
+    if (!existed || fstat(fd, &now) < 0 || now.st_mtim.tv_sec > old->st_mtim.tv_sec)
+        return;
+    struct timespec times[2] = {{.tv_nsec = UTIME_OMIT}, {.tv_sec = old->st_mtim.tv_sec + 1}};
+    futimens(fd, times);
+}
+
 /* Write: temp file in the same directory, then rename over the target (readers never see a
- * half-written file). Append: O_APPEND on the existing regular file. */
+ * half-written file). Append: O_APPEND on the existing regular file. Both bump the mtime past
+ * the old one's second (bump_mtime). */
 static int put_file(int dirfd, const char *base, const char *data, size_t len, mode_t mode,
                     bool append, const char *path, struct mcp_error *err)
 {
@@ -226,6 +288,8 @@ static int put_file(int dirfd, const char *base, const char *data, size_t len, m
             return fs_err(err, errno, "cannot open", path);
         int rc = write_all(fd, data, len);
         int e = errno;
+        if (rc == 0)
+            bump_mtime(fd, exists, &st);
         close(fd);
         return rc < 0 ? fs_err(err, e, "cannot write", path) : 0;
     }
@@ -239,6 +303,8 @@ static int put_file(int dirfd, const char *base, const char *data, size_t len, m
     int e = errno;
     if (rc == 0 && fchmod(fd, mode) < 0)
         rc = -1, e = errno;
+    if (rc == 0)
+        bump_mtime(fd, exists, &st);
     close(fd);
     if (rc == 0 && renameat(dirfd, tmp, dirfd, base) < 0)
         rc = -1, e = errno;
@@ -268,9 +334,10 @@ static json_t *write_common(const char *path, const char *data, size_t len, mode
     if (put_file(dirfd, base, data, len, mode, append, path, err) == 0) {
         if (hash_file(dirfd, base, &size, hex) < 0)
             fs_err(err, errno, "cannot reopen", path);
-        else
-            res = json_pack("{s:s, s:I, s:s}", "path", path, "size", (json_int_t)size, "sha256",
-                            hex);
+        else {
+            res = json_pack("{s:I, s:s}", "size", (json_int_t)size, "sha256", hex);
+            set_path(res, "path", path);
+        }
     }
     close(dirfd);
     return res;
@@ -316,7 +383,12 @@ static void walk_dir(struct walk *w, const char *dir, int depth, int max_depth)
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
         char child[FS_PATH_MAX];
-        snprintf(child, sizeof child, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", e->d_name);
+        int cn = snprintf(child, sizeof child, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "",
+                          e->d_name);
+        if (cn < 0 || (size_t)cn >= sizeof child) {
+            w->truncated = true; /* too deep to name: left out, and said so */
+            continue;
+        }
         struct stat st;
         if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
@@ -331,7 +403,12 @@ static void walk_dir(struct walk *w, const char *dir, int depth, int max_depth)
             const char *rel = child + strlen(w->root) + (strcmp(w->root, "/") ? 1 : 0);
             bool full = strchr(w->pattern, '/') != NULL;
             if (fnmatch(w->pattern, full ? rel : e->d_name, full ? FNM_PATHNAME : 0) == 0) {
-                json_array_append_new(w->out, json_string(child));
+                json_t *m = json_object(); /* a plain string unless the name is not UTF-8 */
+                set_path(m, "path", child);
+                json_array_append_new(w->out, json_object_size(m) == 1
+                                                  ? json_incref(json_object_get(m, "path"))
+                                                  : json_incref(m));
+                json_decref(m);
                 w->count++;
             }
         }
@@ -345,9 +422,10 @@ static void walk_dir(struct walk *w, const char *dir, int depth, int max_depth)
 
 static json_t *op_list(struct agent *a, json_t *req, struct mcp_error *err)
 {
-    char path[FS_PATH_MAX];
-    const char *in = arg_str(req, "path");
-    if (agent_resolve(a, in ? in : ".", path, sizeof path, err) < 0)
+    char path[FS_PATH_MAX], raw[FS_PATH_MAX];
+    const char *in;
+    if (path_arg(req, "path", &in, raw, sizeof raw, err) < 0 ||
+        agent_resolve(a, in ? in : ".", path, sizeof path, err) < 0)
         return NULL;
     json_int_t depth = json_integer_value(json_object_get(req, "depth"));
     if (depth <= 0)
@@ -361,7 +439,9 @@ static json_t *op_list(struct agent *a, json_t *req, struct mcp_error *err)
         return mcp_error_set(err, MCP_ERR_INVALID, 0, "%s is not a directory", path), NULL;
     struct walk w = {.out = json_array(), .max = FS_LIST_MAX, .root = path};
     walk_dir(&w, path, 0, (int)depth);
-    return json_pack("{s:s, s:o, s:b}", "path", path, "entries", w.out, "truncated", w.truncated);
+    json_t *res = json_pack("{s:o, s:b}", "entries", w.out, "truncated", w.truncated);
+    set_path(res, "path", path);
+    return res;
 }
 
 static json_t *op_search(struct agent *a, json_t *req, struct mcp_error *err)
@@ -376,8 +456,10 @@ static json_t *op_search(struct agent *a, json_t *req, struct mcp_error *err)
     struct walk w = {.out = json_array(), .max = max > 0 ? (size_t)max : FS_SEARCH_DEFAULT,
                      .pattern = pattern, .root = path};
     walk_dir(&w, path, 0, FS_LIST_DEPTH_MAX);
-    return json_pack("{s:s, s:s, s:o, s:b}", "path", path, "pattern", pattern, "matches", w.out,
-                     "truncated", w.truncated);
+    json_t *res = json_pack("{s:s, s:o, s:b}", "pattern", pattern, "matches", w.out,
+                            "truncated", w.truncated);
+    set_path(res, "path", path);
+    return res;
 }
 
 static char *slurp(const char *path, size_t *len, mode_t *mode, struct mcp_error *err)
@@ -465,7 +547,10 @@ static json_t *op_move(struct agent *a, json_t *req, struct mcp_error *err)
     unsigned flags = json_is_true(json_object_get(req, "overwrite")) ? 0 : RENAME_NOREPLACE;
     if (renameat2(AT_FDCWD, src, AT_FDCWD, dst, flags) < 0)
         return fs_err(err, errno, "cannot move", src), NULL;
-    return json_pack("{s:s, s:s}", "source", src, "destination", dst);
+    json_t *res = json_object();
+    set_path(res, "source", src);
+    set_path(res, "destination", dst);
+    return res;
 }
 
 static int remove_tree(int parent, const char *name)
@@ -513,7 +598,9 @@ static json_t *op_delete(struct agent *a, json_t *req, struct mcp_error *err)
     if (rc < 0)
         return fs_err(err, e, S_ISDIR(st.st_mode) ? "cannot delete directory (recursive?)" :
                                                     "cannot delete", path), NULL;
-    return json_pack("{s:s, s:b}", "path", path, "deleted", 1);
+    json_t *res = json_pack("{s:b}", "deleted", 1);
+    set_path(res, "path", path);
+    return res;
 }
 
 static json_t *op_mkdir(struct agent *a, json_t *req, struct mcp_error *err)
@@ -528,7 +615,9 @@ static json_t *op_mkdir(struct agent *a, json_t *req, struct mcp_error *err)
     int rc = json_is_true(json_object_get(req, "parents")) ? mkdir_p(path, m) : mkdir(path, m);
     if (rc < 0)
         return fs_err(err, errno, "cannot create directory", path), NULL;
-    return json_pack("{s:s, s:b}", "path", path, "created", !existed);
+    json_t *res = json_pack("{s:b}", "created", !existed);
+    set_path(res, "path", path);
+    return res;
 }
 
 static json_t *op_stat(struct agent *a, json_t *req, struct mcp_error *err)
@@ -545,7 +634,7 @@ static json_t *op_stat(struct agent *a, json_t *req, struct mcp_error *err)
         ssize_t n = readlink(path, target, sizeof target - 1);
         if (n >= 0) {
             target[n] = '\0';
-            json_object_set_new(j, "target", json_string(target));
+            set_path(j, "target", target);
         }
     }
     return j;

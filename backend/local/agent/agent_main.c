@@ -14,6 +14,7 @@
 
 #include "backend/local/agent/agent.h"
 #include "backend/local/proto.h"
+#include "mcp/base/utf8.h"
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 
@@ -43,8 +44,10 @@ void agent_send(struct conn *c, json_t *msg)
 
 static json_t *error_reply(json_t *id, const struct mcp_error *err)
 {
-    return json_pack("{s:O, s:b, s:{s:s, s:i, s:s}}", "id", id, "ok", 0, "error", "code",
-                     mcp_error_code_name(err->code), "errno", err->sys_errno, "message", err->msg);
+    /* the message may name a path that is not UTF-8: sanitized, or the reply would be lost */
+    return json_pack("{s:O, s:b, s:{s:s, s:i, s:o}}", "id", id, "ok", 0, "error", "code",
+                     mcp_error_code_name(err->code), "errno", err->sys_errno, "message",
+                     utf8_json_text(err->msg, strlen(err->msg)));
 }
 
 static json_t *op_hello(struct agent *a, json_t *req, struct mcp_error *err)

@@ -165,13 +165,14 @@ class Registry:
 
     def push_image(self, repo, tag, layers, config=None, platform=("amd64", "")):
         """layers: [(compression, tar entries)]; returns the manifest's digest."""
-        descs = []
+        descs, diff_ids = [], []
         for how, entries in layers:
-            blob = compress(tar_bytes(entries), how)
-            b = self.push_blob(repo, blob)
+            raw = tar_bytes(entries)
+            b = self.push_blob(repo, compress(raw, how))
             descs.append({"mediaType": LAYER_TYPES[how], "digest": b["digest"], "size": b["size"]})
+            diff_ids.append(digest(raw))
         cfg = {"architecture": platform[0], "os": "linux", "config": config or {},
-               "rootfs": {"type": "layers", "diff_ids": [x["digest"] for x in descs]}}
+               "rootfs": {"type": "layers", "diff_ids": diff_ids}}
         c = self.push_blob(repo, json.dumps(cfg).encode())
         manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
                     "config": {"mediaType": OCI_CONFIG, **c}, "layers": descs}

@@ -729,6 +729,103 @@ TEST(pages_never_split_characters)
     free(id);
 }
 
+/* The exact bytes of a listed path: its _base64 form when it has one, else its text. */
+static char *listed_bytes(json_t *v, const char *key)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s_base64", key);
+    if (json_is_string(v))
+        return xstrdup(json_string_value(v));
+    const char *b64 = json_string_value(json_object_get(v, name));
+    if (b64 == NULL)
+        return xstrdup(json_string_value(json_object_get(v, key)));
+    size_t n = 0;
+    char *out = xmalloc(base64_decoded_max(strlen(b64)) + 1);
+    ASSERT(base64_decode(b64, strlen(b64), (unsigned char *)out, &n) == 0);
+    out[n] = '\0';
+    return out;
+}
+
+static bool listed(json_t *array, const char *key, const char *bytes)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(array, i, v) {
+        char *b = listed_bytes(v, key);
+        bool same = strcmp(b, bytes) == 0;
+        free(b);
+        if (same)
+            return true;
+    }
+    return false;
+}
+
+/* Issue #18.3: list_files and search_files left out a file named latin\351.txt and everything
+ * under a directory with such a name, and still said truncated: false. They are listed with
+ * their exact bytes in path_base64, and every file operation takes that form back. */
+TEST(non_utf8_names_are_listed_and_usable)
+{
+    char *id = create_sandbox(0);
+    struct run x;
+    run_cmd(id, "mkdir \"$(printf 'dir\\351')\" && echo hi > \"$(printf 'latin\\351.txt')\" && "
+                "echo in > \"$(printf 'dir\\351')/inner.txt\" && echo ok > plain.txt", 0, &x);
+    ASSERT_EQ(json_integer_value(json_object_get(x.r.json, "exit_code")), 0);
+    run_free(&x);
+    struct result r;
+    json_t *args = json_pack("{s:s, s:i, s:i}", "path", ".", "depth", 2, "max_entries", 100);
+    CALL(r, be->ops->file_op(be, id, "list", args, on_result, &r, &_e));
+    json_decref(args);
+    ASSERT(!r.failed);
+    json_t *entries = json_object_get(r.json, "entries");
+    ASSERT_EQ(json_array_size(entries), 4);
+    ASSERT(json_is_false(json_object_get(r.json, "truncated")));
+    ASSERT(listed(entries, "path", "/workspace/latin\351.txt"));
+    ASSERT(listed(entries, "path", "/workspace/dir\351"));
+    ASSERT(listed(entries, "path", "/workspace/dir\351/inner.txt"));
+    ASSERT(listed(entries, "path", "/workspace/plain.txt"));
+    json_decref(r.json);
+    args = json_pack("{s:s, s:s, s:i}", "path", ".", "pattern", "*.txt", "max_results", 100);
+    CALL(r, be->ops->file_op(be, id, "search", args, on_result, &r, &_e));
+    json_decref(args);
+    ASSERT(!r.failed);
+    json_t *matches = json_object_get(r.json, "matches");
+    ASSERT_EQ(json_array_size(matches), 3);
+    ASSERT(listed(matches, "path", "/workspace/latin\351.txt"));
+    ASSERT(listed(matches, "path", "/workspace/dir\351/inner.txt"));
+    ASSERT(json_is_string(json_array_get(matches, 0)) || json_is_string(json_array_get(matches, 1)) ||
+           json_is_string(json_array_get(matches, 2))); /* UTF-8 names stay plain strings */
+    json_decref(r.json);
+    struct read_result rr; /* read by its raw name: the backend passes it to the agent as base64 */
+    CALL(rr, be->ops->file_read(be, id, "latin\351.txt", 0, 0, on_read, &rr, &_e));
+    if (rr.failed)
+        TEST_FAIL("read latin\\351.txt: %s", rr.err.msg);
+    ASSERT_STR_EQ(rr.data, "hi\n");
+    args = json_pack("{s:s, s:s, s:s}", "source", "latin?.txt", "source_base64", "bGF0aW7pLnR4dA==",
+                     "destination", "latin.txt");
+    CALL(r, be->ops->file_op(be, id, "move", args, on_result, &r, &_e));
+    json_decref(args);
+    if (r.failed)
+        TEST_FAIL("move by source_base64: %s", r.err.msg);
+    json_decref(r.json);
+    CALL(rr, be->ops->file_read(be, id, "latin.txt", 0, 0, on_read, &rr, &_e));
+    ASSERT(!rr.failed);
+    ASSERT_STR_EQ(rr.data, "hi\n");
+    args = json_pack("{s:s, s:s, s:b}", "path", "dir?", "path_base64", "ZGlyNQ==", "recursive", 1);
+    CALL(r, be->ops->file_op(be, id, "delete", args, on_result, &r, &_e));
+    json_decref(args);
+    ASSERT(r.failed); /* "dir5" does not exist: path_base64 is used, not path */
+    args = json_pack("{s:s, s:s, s:b}", "path", "dir?", "path_base64", "ZGly6Q==", "recursive", 1);
+    CALL(r, be->ops->file_op(be, id, "delete", args, on_result, &r, &_e));
+    json_decref(args);
+    if (r.failed)
+        TEST_FAIL("delete by path_base64: %s", r.err.msg);
+    ASSERT_STR_EQ(json_string_value(json_object_get(r.json, "path_base64")),
+                  "L3dvcmtzcGFjZS9kaXLp");
+    json_decref(r.json);
+    destroy_sandbox(id);
+    free(id);
+}
+
 static void copy_file(const char *from, const char *to)
 {
     char cmd[1024];
@@ -1322,6 +1419,7 @@ int main(void)
     RUN(env_that_exec_cannot_pass_is_refused);
     RUN(too_few_pids_refused_with_the_minimum);
     RUN(pages_never_split_characters);
+    RUN(non_utf8_names_are_listed_and_usable);
     RUN(registered_image_overlay);
     RUN(idle_timeout_enforced_by_agent);
     RUN(reconnect_from_second_instance);

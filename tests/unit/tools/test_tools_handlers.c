@@ -293,6 +293,15 @@ TEST(files_round_trip_and_encodings)
     ASSERT_EQ(iget(c, "length"), 10);
     ASSERT_EQ(iget(c, "size"), sizeof(bin));
     ASSERT(json_is_true(json_object_get(c->structured, "truncated")));
+    /* path_base64 (a name that is not UTF-8, as list_files gives it) overrides path */
+    c = call_tool("alice", "read_file", "{\"sandbox_id\":\"sbx-a1\",\"path\":\"x?\","
+                                        "\"path_base64\":\"YS5iaW4=\",\"length\":10}");
+    ASSERT(!c->is_error);
+    ASSERT_EQ(iget(c, "size"), sizeof(bin));
+    c = call_tool("alice", "read_file", "{\"sandbox_id\":\"sbx-a1\",\"path\":\"x?\","
+                                        "\"path_base64\":\"not base64!\"}");
+    ASSERT(c->is_error);
+    ASSERT_CONTAINS(c->text, "path_base64 is not the base64 of a path");
     free(args);
     free(b64);
     /* Text, and a range ending inside a character stops before it. */

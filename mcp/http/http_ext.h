@@ -1,0 +1,57 @@
+/* Extensions of the HTTP server: another API served on the same listener and loop as MCP
+ * (mcp/osapi/, OpenSandbox's lifecycle and execd APIs). The extension sees every request that
+ * passed the Host/Origin checks, before MCP's bearer-token check, and takes the ones whose path
+ * it owns; it then answers them, at once or later, through the functions below. Everything
+ * else about the connection (parsing, limits, keep-alive, timeouts, write stalls) stays with
+ * mcp/http. Everything runs on the loop thread. */
+#ifndef MCPBOX_HTTP_EXT_H
+#define MCPBOX_HTTP_EXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "mcp/base/error.h"
+#include "mcp/http/http_request.h"
+
+struct http_conn;
+struct mcp_server;
+struct mcp_config;
+
+struct http_extension {
+    /* path: the request's path (before '?'). Returns true when it took the request. */
+    bool (*route)(void *arg, struct http_conn *c, const char *path);
+    void *arg;
+    /* Called once when the server stops (after its connections are closed), or NULL. */
+    void (*stop)(void *arg);
+};
+
+/* http_server_start with an extension (borrowed; must outlive the server). */
+int http_server_start_ext(struct mcp_server *srv, const struct mcp_config *cfg,
+                          const struct http_extension *ext, struct mcp_error *err);
+
+const struct http_request *http_ext_request(struct http_conn *c);
+/* The connection's peer is on loopback: the listener is bound there. */
+bool http_ext_loopback(struct http_conn *c);
+/* The uid owning the client's socket (loopback peers; cached per connection): 0 or -errno. */
+int http_ext_peer_uid(struct http_conn *c, unsigned *uid);
+
+/* Called once if the connection goes away before the exchange is over (client closed, write
+ * stall, server stop); the extension must not touch c afterwards. Cleared when the exchange
+ * ends (respond, stream_end). */
+typedef void http_ext_abort_fn(void *arg);
+void http_ext_on_abort(struct http_conn *c, http_ext_abort_fn *fn, void *arg);
+
+/* A complete response. extra: more header lines ("Name: value\r\n"), or NULL. Ends the
+ * exchange. */
+void http_ext_respond(struct http_conn *c, int status, const char *content_type,
+                      const char *extra, const char *body, size_t len);
+/* A streamed response (chunked on HTTP/1.1, until close on HTTP/1.0): the head, then pieces of
+ * body, then the end (which ends the exchange). */
+void http_ext_stream_start(struct http_conn *c, int status, const char *content_type,
+                           const char *extra);
+void http_ext_stream_write(struct http_conn *c, const char *data, size_t len);
+void http_ext_stream_end(struct http_conn *c);
+/* Bytes queued to the client and not yet written (to stop producing for a slow reader). */
+size_t http_ext_queued(struct http_conn *c);
+
+#endif

@@ -1,0 +1,110 @@
+// Helpers for the tests of mcpbox's OpenSandbox API (serve --opensandbox-api): start mcpbox on a
+// free loopback port, put Prism's validating proxy (the official specs in ./specs) in front of
+// it, and stop everything at the end. Node tooling: tests/opensandbox/node (install-deps.sh --test).
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const here = path.dirname(fileURLToPath(import.meta.url));
+export const NODE_DIR = path.join(here, 'node', 'node_modules');
+export const SPECS = path.join(here, 'specs');
+const children = [];
+
+export function parseArgs(argv) {
+  const out = {};
+  for (let i = 0; i < argv.length; i++)
+    if (argv[i].startsWith('--')) out[argv[i].slice(2)] = argv[i + 1] && !argv[i + 1].startsWith('--') ? argv[++i] : true;
+  return out;
+}
+
+export function requireTooling() {
+  for (const p of ['@stoplight/prism-cli', '@alibaba-group/opensandbox'])
+    if (!fs.existsSync(path.join(NODE_DIR, p))) {
+      console.error(`missing ${p} in ${NODE_DIR}: run scripts/install-deps.sh --test`);
+      process.exit(1);
+    }
+}
+
+export function tempStateDir(tag) {
+  return fs.mkdtempSync(path.join(os.tmpdir(), `mcpbox-osapi-${tag}-`));
+}
+
+function waitFor(child, stream, re, what) {
+  return new Promise((resolve, reject) => {
+    let seen = '';
+    const t = setTimeout(() => reject(new Error(`${what}: not ready in 60 s:\n${seen}`)), 60000);
+    child[stream].on('data', (d) => {
+      seen += d;
+      const m = re.exec(seen);
+      if (m) { clearTimeout(t); resolve(m); }
+    });
+    child.on('exit', (c) => { clearTimeout(t); reject(new Error(`${what} exited ${c}:\n${seen}`)); });
+  });
+}
+
+// mcpbox serve --http 127.0.0.1:0 --opensandbox-api [--opensandbox-api-key KEY]
+export async function startMcpbox(bin, { key, stateDir, extraArgs = [], env = {} } = {}) {
+  const args = ['serve', '--http', '127.0.0.1:0', '--opensandbox-api', '--state-dir', stateDir,
+                '--local-pool', '0', ...extraArgs];
+  if (key) args.push('--opensandbox-api-key', key);
+  const child = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
+  children.push(child);
+  const m = await waitFor(child, 'stderr', /listening on http:\/\/127\.0\.0\.1:(\d+)\/mcp/, 'mcpbox');
+  child.stderr.on('data', (d) => { if (process.env.OSAPI_VERBOSE) process.stderr.write(d); });
+  return { child, port: +m[1], base: `http://127.0.0.1:${m[1]}`, stateDir };
+}
+
+let prismPort = 20000 + (process.pid % 20000);
+// prism proxy SPEC UPSTREAM --errors: a request or an answer outside the spec becomes 422 / 500.
+export async function startPrism(spec, upstream) {
+  const port = prismPort++;
+  const bin = path.join(NODE_DIR, '.bin', 'prism');
+  const child = spawn(bin, ['proxy', '-h', '127.0.0.1', '-p', String(port), path.resolve(SPECS, spec),
+                            upstream, '--errors'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  await waitFor(child, 'stdout', /Prism is listening/, `prism ${spec}`);
+  return { child, base: `http://127.0.0.1:${port}` };
+}
+
+export function stopAll() {
+  for (const c of children) if (c.exitCode === null) c.kill('SIGTERM');
+}
+process.on('exit', stopAll);
+
+let n = 0, failed = 0;
+export async function test(name, fn) {
+  n++;
+  try {
+    await fn();
+    console.log(`ok ${n} - ${name}`);
+  } catch (e) {
+    failed++;
+    console.log(`not ok ${n} - ${name}\n# ${String(e.stack || e).split('\n').join('\n# ')}`);
+  }
+}
+export function check(cond, msg) { if (!cond) throw new Error(msg); }
+export function done() {
+  console.log(`1..${n}`);
+  stopAll();
+  process.exit(failed ? 1 : 0);
+}
+
+// One call through Prism: the status must be the expected one and Prism must report no
+// violation (sl-violations header, or its 422/500 problem+json under --errors).
+export async function through(base, method, p, { headers = {}, body, expect, raw = false } = {}) {
+  const h = { ...headers };
+  if (body !== undefined && !(body instanceof FormData)) h['Content-Type'] = 'application/json';
+  const r = await fetch(base + p, { method, headers: h,
+                                    body: body === undefined ? undefined : body instanceof FormData ? body : JSON.stringify(body) });
+  const text = await r.text();
+  const viol = r.headers.get('sl-violations');
+  check(!viol, `${method} ${p}: Prism reports violations: ${viol}`);
+  check(!(r.headers.get('content-type') || '').includes('problem+json'),
+        `${method} ${p}: Prism answered ${r.status}: ${text}`);
+  if (expect !== undefined) check(r.status === expect, `${method} ${p}: status ${r.status}, want ${expect}: ${text}`);
+  let json;
+  try { json = raw ? undefined : (text ? JSON.parse(text) : undefined); } catch { json = undefined; }
+  return { status: r.status, headers: r.headers, text, json };
+}
