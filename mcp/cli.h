@@ -14,6 +14,8 @@ int cli_sandbox_main(int argc, char **argv);
 /* mcpbox image pull|ls|rm|prune: the local backend's OCI image store (mcp/cli/cli_image.c). */
 int cli_image_main(int argc, char **argv);
 int cli_doctor_main(int argc, char **argv);
+/* mcpbox setup --user NAME [--undo]: the one-time root step for a rootless user (mcp/cli). */
+int cli_setup_main(int argc, char **argv);
 int cli_skill_main(int argc, char **argv);
 
 /* Registers the sandbox tools (mcp/tools/) when the executable was built with them; a no-op

@@ -40,6 +40,8 @@ static const struct subcommand subcommands[] = {
 #endif
 #ifdef MCPBOX_HAVE_CLI_DOCTOR
     {"doctor", cli_doctor_main, "check this host can run local sandboxes"},
+    {"setup", cli_setup_main,
+     "--user NAME [--undo]: as root, once, let NAME run local sandboxes as itself"},
 #endif
 #ifdef MCPBOX_HAVE_CLI_SKILL
     {"skill", cli_skill_main,

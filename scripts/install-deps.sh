@@ -8,7 +8,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 build_pkgs=(build-essential cmake pkg-config libjansson-dev libcurl4-openssl-dev libuv1-dev
             libsqlite3-dev libseccomp-dev libhttp-parser-dev libarchive-dev)
 # libarchive13 unpacks OCI image layers (dlopened on the first pull, like libcurl).
-run_pkgs=(passt libarchive13)
+run_pkgs=(passt libarchive13 uidmap)  # uidmap: newuidmap/newgidmap for rootless sandboxes
 test_pkgs=(clang libclang-rt-14-dev python3 python3-yaml sqlite3 curl iproute2 procps util-linux graphviz groff-base bubblewrap)
 # tests/vm boots a kernel in qemu to test the local backend on pure cgroup v2 and v1 layouts.
 test_pkgs+=(qemu-system-x86 busybox-static)
@@ -45,6 +45,16 @@ if [ "${1:-}" = "--test" ]; then
         echo "install-deps: installing Node test tooling into tests/node" >&2
         (cd "$here/tests/node" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
         touch "$here/tests/node/node_modules/.installed"
+    fi
+fi
+
+# The agent frameworks and CLIs that tests/frameworks drives offline (issue 21; docs/clients.md).
+if [ "${1:-}" = "--test" ]; then
+    if [ ! -d "$here/tests/frameworks/node_modules/@mastra/mcp" ] ||
+       [ "$here/tests/frameworks/package.json" -nt "$here/tests/frameworks/node_modules/.installed" ]; then
+        echo "install-deps: installing the agent frameworks into tests/frameworks" >&2
+        (cd "$here/tests/frameworks" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+        touch "$here/tests/frameworks/node_modules/.installed"
     fi
 fi
 

@@ -111,9 +111,128 @@ const char *cg_layout_name(enum cg_layout l)
     return l == CG_HYBRID ? "hybrid" : l == CG_V2 ? "v2" : "none";
 }
 
+/* Ours to delegate from: the directory and the files a move writes belong to this euid. */
+static bool owned(const char *dir, const char *file)
+{
+    char path[LOCAL_PATH_MAX + 32];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+           stat(path, &st) == 0 && st.st_uid == geteuid() && access(path, W_OK) == 0;
+}
+
+static void flags_from_subtree(struct cg_host *h, const char *dir)
+{
+    char text[256] = "";
+    read_file(dir, "cgroup.subtree_control", text, sizeof text);
+    h->lim_memory = strstr(text, "memory") != NULL;
+    h->lim_pids = strstr(text, "pids") != NULL;
+    h->lim_cpu = strstr(text, "cpu") != NULL;
+    h->can_freeze = true;
+}
+
+/* Every process of dir moves into dir/LOCAL_CG_LEAF (no internal processes: a cgroup with
+ * controllers enabled for its children may hold none itself). Within a delegated subtree the
+ * user may move its own processes. */
+static void move_into_leaf(const char *dir)
+{
+    char leaf[LOCAL_PATH_MAX], path[LOCAL_PATH_MAX + 32];
+    snprintf(leaf, sizeof leaf, "%s/" LOCAL_CG_LEAF, dir);
+    mkdir(leaf, 0755);
+    snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+    for (int round = 0; round < 4; round++) {
+        FILE *f = fopen(path, "re");
+        int pid, moved = 0;
+        while (f && fscanf(f, "%d", &pid) == 1) {
+            char v[32];
+            snprintf(v, sizeof v, "%d", pid);
+            moved += write_file(leaf, "cgroup.procs", v) == 0;
+        }
+        if (f)
+            fclose(f);
+        if (moved == 0)
+            break;
+    }
+}
+
+/* Rootless, pure v2: usable only from inside a delegated subtree (moving a process needs write
+ * access to the common ancestor's cgroup.procs). The delegation point is this process's cgroup
+ * (or its parent when that is our leaf): its processes move into a leaf, sandboxes go beside. */
+static void detect_user_v2(struct cg_host *h)
+{
+    char own[LOCAL_PATH_MAX], dir[LOCAL_PATH_MAX];
+    own_path("", own, sizeof own);
+    snprintf(dir, sizeof dir, CG_ROOT "%s", strcmp(own, "/") == 0 ? "" : own);
+    char *slash = strrchr(dir, '/');
+    if (slash && strcmp(slash + 1, LOCAL_CG_LEAF) == 0)
+        *slash = '\0';
+    if (!owned(dir, "cgroup.procs") || !owned(dir, "cgroup.subtree_control")) {
+        snprintf(h->note, sizeof h->note,
+                 "this process's cgroup %s is not delegated to uid %u (start mcpbox in a "
+                 "delegated scope: systemd-run --user --scope -p Delegate=yes mcpbox ...)", dir,
+                 (unsigned)geteuid());
+        return;
+    }
+    move_into_leaf(dir);
+    write_file(dir, "cgroup.subtree_control", "+memory +pids +cpu");
+    write_file(dir, "cgroup.subtree_control", "+memory +pids"); /* cpu may not be delegated */
+    h->layout = CG_V2;
+    snprintf(h->v2_base, sizeof h->v2_base, "%s", dir);
+    flags_from_subtree(h, dir);
+    snprintf(h->note, sizeof h->note, "delegated v2 subtree %s (mcpbox in %s/" LOCAL_CG_LEAF ")",
+             dir, dir);
+}
+
+/* Rootless, hybrid or v1: the subtrees `mcpbox setup --user` delegated, one per hierarchy. v2
+ * is not used (the process is not inside a delegated v2 subtree: it could not move anything
+ * there): kill goes through the init and the v1 pids cgroup, pause through the v1 freezer. */
+static void detect_user_v1(struct cg_host *h)
+{
+    static const char *const ctrls[] = {"memory", "pids", "cpu", "freezer"};
+    char *bases[] = {h->mem_base, h->pids_base, h->cpu_base, h->freezer_base};
+    char missing[128] = "";
+    for (size_t i = 0; i < 4; i++) {
+        char dir[LOCAL_PATH_MAX];
+        int n = snprintf(dir, sizeof dir, CG_ROOT "/%s/" LOCAL_CG_USER_DIR, ctrls[i],
+                         (unsigned)geteuid());
+        if (n > 0 && owned(dir, "cgroup.procs") && owned(dir, "tasks"))
+            snprintf(bases[i], LOCAL_PATH_MAX, "%s", dir);
+        else
+            snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s",
+                     missing[0] ? ", " : "", ctrls[i]);
+    }
+    h->lim_memory = h->mem_base[0], h->lim_pids = h->pids_base[0], h->lim_cpu = h->cpu_base[0];
+    h->can_freeze = h->freezer_base[0];
+    h->layout = h->mem_base[0] || h->pids_base[0] || h->cpu_base[0] ? CG_HYBRID : CG_NONE;
+    if (missing[0])
+        snprintf(h->note, sizeof h->note,
+                 "no cgroup delegated to uid %u in: %s (as root, once: mcpbox setup --user "
+                 "NAME)", (unsigned)geteuid(), missing);
+    else
+        snprintf(h->note, sizeof h->note, "v1 subtrees " CG_ROOT "/*/" LOCAL_CG_USER_DIR
+                 " delegated by mcpbox setup", (unsigned)geteuid());
+}
+
+/* Rootless: find what was delegated; without any delegation sandboxes still run (limits that
+ * need cgroups are then reported as not enforced). Never fails. */
+static int detect_user(struct cg_host *h)
+{
+    if (is_fs(CG_ROOT, CGROUP2_SUPER_MAGIC))
+        detect_user_v2(h);
+    else if (is_fs(CG_ROOT "/memory", CGROUP_SUPER_MAGIC) ||
+             is_fs(CG_ROOT "/pids", CGROUP_SUPER_MAGIC))
+        detect_user_v1(h);
+    else
+        snprintf(h->note, sizeof h->note, "no cgroup hierarchy at " CG_ROOT);
+    return 0;
+}
+
 int cg_host_detect(struct cg_host *h, struct mcp_error *err)
 {
     memset(h, 0, sizeof *h);
+    if (geteuid() != 0)
+        return detect_user(h);
+    h->lim_memory = h->lim_pids = h->lim_cpu = h->can_freeze = true;
     if (is_fs(CG_ROOT, CGROUP2_SUPER_MAGIC)) {
         h->layout = CG_V2;
         snprintf(h->v2_base, sizeof h->v2_base, CG_ROOT "/" CG_PARENT_NAME);
@@ -143,6 +262,8 @@ int cg_host_detect(struct cg_host *h, struct mcp_error *err)
         base_for(CG_ROOT "/unified", "", h->v2_base);
     else if (is_fs(CG_ROOT "/freezer", CGROUP_SUPER_MAGIC)) /* pure v1: freezer for pause */
         base_for(CG_ROOT "/freezer", "freezer", h->freezer_base);
+    h->lim_cpu = h->cpu_base[0];
+    h->can_freeze = h->v2_base[0] || h->freezer_base[0];
     const char *bases[] = {h->mem_base, h->pids_base, h->cpu_base, h->v2_base, h->freezer_base};
     for (size_t i = 0; i < 5; i++)
         if (bases[i][0] && mkdir(bases[i], 0755) < 0 && errno != EEXIST)
@@ -203,18 +324,27 @@ static int limits_v1(const struct cg_sandbox *cg, const struct cg_limits *lim, s
     return limit(cg->cpu, "cpu.cfs_quota_us", v, err);
 }
 
+/* A controller a delegated subtree does not enable has no files: its limit is not enforced,
+ * and the host's lim_* flags (reported by get_sandbox and doctor) say so. */
+static int limit_v2(const char *dir, const char *file, const char *value, struct mcp_error *err)
+{
+    if (write_file(dir, file, value) == 0 || errno == ENOENT)
+        return 0;
+    return mcp_error_set(err, MCP_ERR_IO, errno, "cannot set %s/%s to %s", dir, file, value);
+}
+
 static int limits_v2(const struct cg_sandbox *cg, const struct cg_limits *lim, struct mcp_error *err)
 {
     char v[64];
     snprintf(v, sizeof v, "%llu", (unsigned long long)lim->memory_bytes);
-    if (limit(cg->v2, "memory.max", v, err) < 0)
+    if (limit_v2(cg->v2, "memory.max", v, err) < 0)
         return -1;
     write_file(cg->v2, "memory.swap.max", "0");
     snprintf(v, sizeof v, "%u", lim->pids);
-    if (limit(cg->v2, "pids.max", v, err) < 0)
+    if (limit_v2(cg->v2, "pids.max", v, err) < 0)
         return -1;
     snprintf(v, sizeof v, "%lld %d", (long long)(lim->cpu * CG_CPU_PERIOD_US), CG_CPU_PERIOD_US);
-    return limit(cg->v2, "cpu.max", v, err);
+    return limit_v2(cg->v2, "cpu.max", v, err);
 }
 
 /* Removes empty sandbox cgroups ("sbx-*") older than min_age_s under our parents: leftovers of
@@ -315,8 +445,10 @@ static int kill_members(const char *dir)
         if (f == NULL)
             return -1;
         int pid, n = 0;
+        /* cgroup.procs lists a process when any of its threads is in the cgroup: ours, while a
+         * spawner thread still sits in a set it just used (v1 tasks). Never ourselves. */
         while (fscanf(f, "%d", &pid) == 1)
-            n += kill(pid, SIGKILL) == 0;
+            n += pid != getpid() && kill(pid, SIGKILL) == 0;
         fclose(f);
         if (n == 0)
             return 0;
@@ -351,7 +483,9 @@ static bool v1_populated(const char *dir)
     if (f == NULL)
         return false;
     int pid;
-    bool any = fscanf(f, "%d", &pid) == 1;
+    bool any = false;
+    while (!any && fscanf(f, "%d", &pid) == 1)
+        any = pid != getpid(); /* a spawner thread of ours (kill_members) */
     fclose(f);
     return any;
 }

@@ -1,6 +1,7 @@
 /* Doctor checks: cgroup layout (v1, hybrid, v2), whether mcpbox may create cgroups where it
  * runs (delegation), and whether moving a process into a cgroup is slow on this host. */
 #include <errno.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,8 +190,75 @@ static bool cg_seen(const struct cg_mount *const *list, size_t i)
     return false;
 }
 
+static const char *setup_fix(char *buf, size_t size)
+{
+    struct passwd pw, *found = NULL;
+    char tmp[4096];
+    getpwuid_r(geteuid(), &pw, tmp, sizeof tmp, &found);
+    snprintf(buf, size, "as root, once: mcpbox setup --user %s (on a systemd host instead: "
+                        "systemd-run --user --scope -p Delegate=yes mcpbox serve)",
+             found ? found->pw_name : "NAME");
+    return buf;
+}
+
+static bool user_owns(const char *dir, const char *file)
+{
+    char path[CG_PATH_MAX + 64];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    return stat(dir, &st) == 0 && st.st_uid == geteuid() && stat(path, &st) == 0 &&
+           st.st_uid == geteuid() && access(path, W_OK) == 0;
+}
+
+/* Rootless: the subtrees mcpbox uses (cgroup.c detect_user): v1 ones made by `mcpbox setup`, or
+ * a delegated v2 subtree this process runs in. Missing ones are a WARN: sandboxes still run,
+ * and get_sandbox names the limits that do not hold. */
+static void check_user_delegation(struct doctor_report *r, const struct cg_layout *l)
+{
+    struct doctor_check *c = doctor_add(r, "cgroup_delegation", false);
+    char fix[CG_PATH_MAX], have[160] = "", miss[160] = "", dir[CG_PATH_MAX + 64];
+    if (!l->v1_any && l->v2 != NULL) {
+        bool found = cg_own_path(l->v2, dir, sizeof dir) == 0;
+        char *leaf = strrchr(dir, '/');
+        if (found && leaf && strcmp(leaf, "/mcpbox-leaf") == 0)
+            *leaf = '\0';
+        if (found && user_owns(dir, "cgroup.procs"))
+            doctor_pass(c, "this process runs in a cgroup v2 subtree delegated to uid %u (%s): "
+                           "mcpbox moves into a leaf there and puts sandboxes beside it",
+                        (unsigned)geteuid(), dir);
+        else
+            doctor_fail(c, setup_fix(fix, sizeof fix),
+                        "this process's cgroup v2 (%s) is not delegated to uid %u: sandboxes run "
+                        "without memory or cpu limits and cannot be paused (pids: RLIMIT_NPROC; "
+                        "disk: tmpfs size)", dir, (unsigned)geteuid());
+        return;
+    }
+    static const char *const ctrls[] = {"memory", "pids", "cpu", "freezer"};
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(dir, sizeof dir, "/sys/fs/cgroup/%s/mcpbox-u%u", ctrls[i], (unsigned)geteuid());
+        bool ok = user_owns(dir, "cgroup.procs") && user_owns(dir, "tasks");
+        char *list = ok ? have : miss;
+        snprintf(list + strlen(list), 160 - strlen(list), "%s%s", list[0] ? ", " : "", ctrls[i]);
+    }
+    if (miss[0] == '\0')
+        doctor_pass(c, "v1 subtrees /sys/fs/cgroup/{%s}/mcpbox-u%u are delegated to uid %u "
+                       "(mcpbox setup): sandboxes get memory, pids and cpu limits and pause",
+                    have, (unsigned)geteuid(), (unsigned)geteuid());
+    else
+        doctor_fail(c, setup_fix(fix, sizeof fix),
+                    "no cgroup delegated to uid %u in: %s; until then those limits are NOT "
+                    "enforced (%s%s%s; pids fall back to RLIMIT_NPROC, disk to the tmpfs size)",
+                    (unsigned)geteuid(), miss, strstr(miss, "memory") ? "no memory cap" : "",
+                    strstr(miss, "cpu") ? ", no cpu quota" : "",
+                    strstr(miss, "freezer") ? ", no pause" : "");
+}
+
 static void check_delegation(struct doctor_report *r, const struct cg_layout *l)
 {
+    if (geteuid() != 0) {
+        check_user_delegation(r, l);
+        return;
+    }
     struct doctor_check *c = doctor_add(r, "cgroup_delegation", true);
     const struct cg_mount *need[] = {l->memory, l->pids, l->cpu, l->v2};
     char done[1024] = "", why[CG_PATH_MAX + 128];
@@ -214,6 +282,18 @@ static void check_delegation(struct doctor_report *r, const struct cg_layout *l)
 static void check_kill_freeze(struct doctor_report *r, const struct cg_layout *l)
 {
     struct doctor_check *c = doctor_add(r, "cgroup_kill", false);
+    if (geteuid() != 0 && l->v1_any) { /* rootless hybrid uses no v2 (cgroup.c detect_user_v1) */
+        char dir[CG_PATH_MAX], fix[CG_PATH_MAX];
+        snprintf(dir, sizeof dir, "/sys/fs/cgroup/freezer/mcpbox-u%u", (unsigned)geteuid());
+        if (user_owns(dir, "cgroup.procs"))
+            doctor_pass(c, "destroy kills each sandbox's init (its pid namespace ends with it) "
+                           "and its v1 pids cgroup; pause uses the delegated v1 freezer %s", dir);
+        else
+            doctor_fail(c, setup_fix(fix, sizeof fix), "no v1 freezer delegated to uid %u: "
+                        "pause_sandbox is unavailable (destroy kills the sandbox's init)",
+                        (unsigned)geteuid());
+        return;
+    }
     const char *fix = "upgrade to Linux 5.14 or later and mount cgroup2 (sudo mount -t cgroup2 "
                       "none /sys/fs/cgroup/unified on a v1 host)";
     char own[CG_PATH_MAX], probe[CG_PATH_MAX + 64], file[CG_PATH_MAX + 96];

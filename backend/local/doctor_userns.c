@@ -2,6 +2,7 @@
  * sandbox's root to a subordinate uid range. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,10 +11,8 @@
 #include <unistd.h>
 
 #include "backend/local/doctor.h"
+#include "backend/local/identity.h"
 
-/* The uid the probe maps the namespace's root to: the first sandbox slot's base. */
-#define DOCTOR_PROBE_UID_BASE 100000
-#define DOCTOR_PROBE_UID_COUNT 65536
 #define DOCTOR_SYSCTL_PERSIST "/etc/sysctl.d/90-mcpbox.conf"
 
 static void check_max_userns(struct doctor_report *r)
@@ -113,23 +112,7 @@ static void check_userns_probe(struct doctor_report *r)
                 "unshare(user, mount, pid, net, uts, ipc, cgroup) failed: %s", strerror(rc));
 }
 
-static int write_map(pid_t pid, const char *which, char *why, size_t why_size)
-{
-    char path[64], line[64];
-    snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, which);
-    int len = snprintf(line, sizeof(line), "0 %d %d\n", DOCTOR_PROBE_UID_BASE,
-                       DOCTOR_PROBE_UID_COUNT);
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    int ok = fd >= 0 && write(fd, line, (size_t)len) == len;
-    int e = errno;
-    if (fd >= 0)
-        close(fd);
-    if (!ok)
-        snprintf(why, why_size, "writing %s: %s", which, strerror(e));
-    return ok ? 0 : -1;
-}
-
-/* Child: enter a user namespace, tell the parent, wait for its maps, exit. */
+/* Child: enter a user namespace, tell the parent, wait for its maps, become root inside. */
 static void map_probe_child(int ready_w, int go_r)
 {
     char b = 0;
@@ -137,14 +120,14 @@ static void map_probe_child(int ready_w, int go_r)
         _exit(1);
     if (write(ready_w, &b, 1) != 1 || read(go_r, &b, 1) != 1)
         _exit(2);
-    /* Still host uid 0 (unmapped) until it switches to the namespace's root = host 100000. */
     if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
         _exit(3);
     _exit(getuid() == 0 && getgid() == 0 ? 0 : 4);
 }
 
-/* As root: map a namespace's root to host uid 100000 the way sandboxes are mapped. */
-static int probe_uid_map(char *why, size_t why_size)
+/* Maps a namespace's root the way this server's sandboxes are mapped (local_identity: a slice as
+ * root, newuidmap/newgidmap with subordinate ids, or the user's own uid). */
+static int probe_uid_map(const struct local_identity *id, char *why, size_t why_size)
 {
     int ready[2], go[2];
     if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0)
@@ -156,13 +139,14 @@ static int probe_uid_map(char *why, size_t why_size)
     close(go[0]);
     char b = 0;
     int rc = -1;
-    if (pid > 0 && read(ready[0], &b, 1) == 1)
-        rc = write_map(pid, "uid_map", why, why_size) == 0 &&
-                     write_map(pid, "gid_map", why, why_size) == 0
-                 ? 0
-                 : -1;
-    else
+    struct mcp_error err = {0};
+    if (pid > 0 && read(ready[0], &b, 1) == 1) {
+        rc = local_identity_write_maps(id, 0, pid, &err);
+        if (rc < 0)
+            snprintf(why, why_size, "%s", err.msg);
+    } else {
         snprintf(why, why_size, "the probe child could not enter a user namespace");
+    }
     if (write(go[1], &b, 1) < 0) { /* the child may be gone already */
     }
     close(go[1]);
@@ -178,55 +162,47 @@ static int probe_uid_map(char *why, size_t why_size)
     return rc;
 }
 
-/* Non-root: newuidmap/newgidmap and a /etc/subuid range. */
-static bool subid_has_range(const char *file, const char *user, unsigned uid)
+static const char *user_name(char *buf, size_t size)
 {
-    FILE *f = fopen(file, "re");
-    if (f == NULL)
-        return false;
-    char line[256];
-    bool found = false;
-    while (!found && fgets(line, sizeof(line), f) != NULL) {
-        char name[128];
-        unsigned long start, count;
-        if (sscanf(line, "%127[^:]:%lu:%lu", name, &start, &count) != 3)
-            continue;
-        char num[32];
-        snprintf(num, sizeof(num), "%u", uid);
-        found = (strcmp(name, user) == 0 || strcmp(name, num) == 0) &&
-                count >= DOCTOR_PROBE_UID_COUNT;
-    }
-    fclose(f);
-    return found;
+    struct passwd pw, *found = NULL;
+    char tmp[4096];
+    getpwuid_r(geteuid(), &pw, tmp, sizeof tmp, &found);
+    snprintf(buf, size, "%s", found ? found->pw_name : "NAME");
+    return buf;
 }
 
+/* As root: a per-sandbox slice. As a user: subordinate ids through newuidmap (ok), or only the
+ * user's own uid (a weaker mode that works: WARN, naming the one root command that fixes it). */
 static void check_uid_mapping(struct doctor_report *r)
 {
+    bool root = geteuid() == 0;
     struct doctor_check *c = doctor_add(r, "uid_mapping", true);
-    if (geteuid() == 0) {
-        char why[256] = "";
-        if (probe_uid_map(why, sizeof(why)) == 0)
-            doctor_pass(c, "sandbox root maps to host uid %d+ (never host root)",
-                        DOCTOR_PROBE_UID_BASE);
-        else
-            doctor_fail(c, "fix namespaces_probe first", "mapping 0 -> %d failed: %s",
-                        DOCTOR_PROBE_UID_BASE, why);
+    struct local_identity id;
+    char why[512] = "", name[128], fix[256];
+    local_identity_detect(&id);
+    if (probe_uid_map(&id, why, sizeof(why)) < 0) {
+        doctor_fail(c, root ? "fix namespaces_probe first" : "fix namespaces_probe first; "
+                    "check /etc/subuid and /etc/subgid (as root: mcpbox setup --user NAME)",
+                    "mapping sandbox root to host uid %u failed: %s",
+                    (unsigned)local_identity_root_uid(&id, 0), why);
         return;
     }
-    const char *user = getenv("USER") ? getenv("USER") : "";
-    bool tools = access("/usr/bin/newuidmap", X_OK) == 0 && access("/usr/bin/newgidmap", X_OK) == 0;
-    bool ranges = subid_has_range("/etc/subuid", user, geteuid()) &&
-                  subid_has_range("/etc/subgid", user, geteuid());
-    if (tools && ranges) {
-        doctor_pass(c, "newuidmap/newgidmap present and %s has subordinate id ranges", user);
+    if (root) {
+        doctor_pass(c, "sandbox root maps to host uid %u+, a 65536-id range per sandbox (never "
+                       "host root)", (unsigned)id.uid_base);
         return;
     }
-    doctor_fail(c,
-                "sudo apt-get install uidmap && sudo usermod --add-subuids 100000-1065535 "
-                "--add-subgids 100000-1065535 \"$USER\"",
-                "running as uid %u: sandboxes need %s", (unsigned)geteuid(),
-                !tools ? "newuidmap/newgidmap (package uidmap)"
-                       : "subordinate uid/gid ranges in /etc/subuid and /etc/subgid");
+    if (id.mode == LOCAL_ID_SUBID) {
+        doctor_pass(c, "sandbox root maps to subordinate uid %u (%u ids, newuidmap), shared by "
+                       "%s's sandboxes: never host root, never your own uid",
+                    (unsigned)id.uid_base, (unsigned)id.uid_count, user_name(name, sizeof name));
+        return;
+    }
+    c->required = false; /* sandboxes work: WARN, never FAIL */
+    snprintf(fix, sizeof fix, "as root, once: mcpbox setup --user %s (and apt-get install uidmap)",
+             user_name(name, sizeof name));
+    doctor_fail(c, fix, "single uid: sandbox root is your own uid %u (weaker: a sandbox escape "
+                "acts as you) because %s", (unsigned)geteuid(), id.why);
 }
 
 void doctor_check_userns(struct doctor_report *r)

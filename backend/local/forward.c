@@ -3,7 +3,11 @@
  * Only socket() runs inside the sandbox's netns (setns on the loop thread, switched straight
  * back: a socket stays in the namespace it was created in); everything else is ordinary libuv.
  * A forwarder lives in the mcpbox process that made it, until the sandbox ends or the backend
- * shuts down. */
+ * shuts down.
+ * Rootless, the loop thread may not enter the sandbox's netns (setns needs CAP_SYS_ADMIN in the
+ * caller's own user namespace): a helper process, forked single-threaded, enters the sandbox's
+ * user namespace (the user owns it) and its netns once, then hands out a socket per request over
+ * a socketpair (SCM_RIGHTS). It exits when the forwarder closes its end. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -12,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define LOG_MODULE "local"
@@ -29,6 +34,8 @@ struct fwd {
     struct lsbx *sb;
     int port, host_port;
     int netns_fd;
+    int helper_fd;   /* rootless: the socket helper's end, else -1 */
+    pid_t helper;
     uv_tcp_t listener;
     bool closing;
     struct fwd_conn *conns;
@@ -142,6 +149,73 @@ static void on_target_connected(uv_connect_t *req, int status)
     uv_read_start((uv_stream_t *)&c->target.tcp, on_alloc, on_read);
 }
 
+/* The helper (a forked child: system calls only): one socket per byte read, sent back. */
+__attribute__((noreturn)) static void helper_main(int ctl, int userns, int netns)
+{
+    if (setns(userns, CLONE_NEWUSER) < 0 || setns(netns, CLONE_NEWNET) < 0)
+        _exit(1);
+    char b;
+    while (read(ctl, &b, 1) == 1) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        char ctlbuf[CMSG_SPACE(sizeof(int))];
+        struct iovec iov = {.iov_base = &b, .iov_len = 1};
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+        memset(ctlbuf, 0, sizeof ctlbuf);
+        if (fd >= 0) {
+            msg.msg_control = ctlbuf, msg.msg_controllen = sizeof ctlbuf;
+            struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+            c->cmsg_level = SOL_SOCKET, c->cmsg_type = SCM_RIGHTS;
+            c->cmsg_len = CMSG_LEN(sizeof(int));
+            memcpy(CMSG_DATA(c), &fd, sizeof(int));
+        }
+        if (sendmsg(ctl, &msg, MSG_NOSIGNAL) != 1)
+            _exit(0);
+        if (fd >= 0)
+            close(fd);
+    }
+    _exit(0);
+}
+
+static int start_helper(struct fwd *f, pid_t init)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/ns/user", (int)init);
+    int userns = open(path, O_RDONLY | O_CLOEXEC), sv[2];
+    if (userns < 0 || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        if (userns >= 0)
+            close(userns);
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(sv[0]);
+        helper_main(sv[1], userns, f->netns_fd);
+    }
+    close(sv[1]);
+    close(userns);
+    if (pid < 0) {
+        close(sv[0]);
+        return -1;
+    }
+    f->helper = pid, f->helper_fd = sv[0];
+    return 0;
+}
+
+static int socket_from_helper(struct fwd *f)
+{
+    char b = 's', ctl[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = {.iov_base = &b, .iov_len = 1};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+                         .msg_controllen = sizeof ctl};
+    if (write(f->helper_fd, &b, 1) != 1 || recvmsg(f->helper_fd, &msg, MSG_CMSG_CLOEXEC) != 1)
+        return -1;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    int fd = -1;
+    if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+        memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    return fd;
+}
+
 /* A TCP socket created inside the sandbox's network namespace. */
 static int socket_in_netns(int netns_fd)
 {
@@ -173,7 +247,7 @@ static void on_connection(uv_stream_t *server, int status)
     c->open_handles = 2;
     c->next = f->conns;
     f->conns = c;
-    int fd = socket_in_netns(f->netns_fd);
+    int fd = f->helper_fd >= 0 ? socket_from_helper(f) : socket_in_netns(f->netns_fd);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     c->connect.data = c;
@@ -189,6 +263,10 @@ static void listener_closed(uv_handle_t *h)
 {
     struct fwd *f = h->data;
     close(f->netns_fd);
+    if (f->helper_fd >= 0) {
+        close(f->helper_fd); /* the helper sees EOF and exits at once */
+        waitpid(f->helper, NULL, 0);
+    }
     lsbx_unref(f->sb);
     free(f);
 }
@@ -217,7 +295,13 @@ int local_forward(struct lsbx *sb, int port, struct mcp_error *err)
     if (netns < 0)
         return mcp_error_set(err, MCP_ERR_UNAVAILABLE, errno, "cannot open %s", path);
     struct fwd *f = xcalloc(1, sizeof *f);
-    f->sb = sb, f->port = port, f->netns_fd = netns;
+    f->sb = sb, f->port = port, f->netns_fd = netns, f->helper_fd = -1;
+    if (geteuid() != 0 && start_helper(f, sb->pid) < 0) {
+        close(netns);
+        free(f);
+        return mcp_error_set(err, MCP_ERR_IO, errno,
+                             "cannot start the helper that opens sockets in the sandbox");
+    }
     uv_tcp_init(sb->be->base.loop, &f->listener);
     f->listener.data = f;
     lsbx_ref(sb);

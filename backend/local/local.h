@@ -8,9 +8,11 @@
  * reconciles the store with reality: records whose sandbox is gone are cleaned up (cgroups,
  * files, uid slot, record); live sandboxes are adopted.
  *
- * Requirements: root (or CAP_SYS_ADMIN + CAP_SETUID/SETGID over the uid range
- * 100000 + 65536*slot), user namespaces, cgroup v2 or hybrid v1+v2, seccomp. On failure the
- * error says what is missing (MCP_ERR_UNSUPPORTED) and `mcpbox doctor` explains the fix.
+ * Requirements: user namespaces and seccomp. As root each sandbox gets its own uid range
+ * (100000 + 65536*slot) and cgroups; as an ordinary user sandboxes share the user's subordinate
+ * ids (newuidmap) or, without them, the user's own uid, and use whatever cgroups were delegated
+ * (identity.h, docs/local-backend.md "Running as an ordinary user"). On failure the error says
+ * what is missing (MCP_ERR_UNSUPPORTED) and `mcpbox doctor` explains the fix.
  *
  * Everything runs on the given loop; see backend/backend.h for the contract and JSON shapes.
  * docs/local-backend.md describes the design, the agent protocol and the limits. */

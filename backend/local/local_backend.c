@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -72,6 +73,35 @@ int local_event(struct store *st, const char *id, const char *kind, json_t *data
     return rc;
 }
 
+/* get_sandbox's "isolation": who the sandbox runs as, and which limits hold. A limit that is not
+ * enforced on this host is taken out of "limits" and named in limits_not_enforced: it is never
+ * shown as one. */
+static void local_info_isolation(json_t *info, json_t *record)
+{
+    static const char *const keys[][2] = {{"memory", "memory_bytes"}, {"cpu", "cpu"},
+                                          {"pids", "pids"}};
+    json_t *enf = json_object_get(record, "enforced");
+    json_t *ident = json_object_get(record, "identity");
+    if (!json_is_object(enf) && !json_is_object(ident))
+        return; /* a record from before this was recorded */
+    json_t *iso = json_object(), *off = json_array();
+    json_t *limits = json_object_get(info, "limits");
+    if (json_is_object(enf) && json_is_object(limits)) {
+        json_t *shown = json_deep_copy(limits);
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+            if (!json_is_string(json_object_get(enf, keys[i][0]))) { /* null: not enforced */
+                json_object_del(shown, keys[i][1]);
+                json_array_append_new(off, json_string(keys[i][0]));
+            }
+        json_object_set_new(info, "limits", shown);
+        json_object_set(iso, "limits_enforced_by", enf);
+    }
+    json_object_set_new(iso, "limits_not_enforced", off);
+    if (json_is_object(ident))
+        json_object_set(iso, "identity", ident);
+    json_object_set_new(info, "isolation", iso);
+}
+
 void local_record_delete(struct store *st, const char *id)
 {
     struct mcp_error err;
@@ -96,6 +126,7 @@ json_t *local_info(const struct store_sandbox *rec)
         "metadata", json_is_object(meta) ? meta : json_null());
     if (json_is_null(json_object_get(info, "metadata")))
         json_object_set_new(info, "metadata", json_object());
+    local_info_isolation(info, r);
     json_t *digest = json_object_get(r, "image_digest");
     if (json_is_string(digest)) /* an OCI image: what exactly runs */
         json_object_set_new(info, "image_digest", json_copy(digest));
@@ -287,7 +318,7 @@ int local_take_slot(struct local_backend *lb, const char *id, uint32_t *slot,
     *slot = 0;
     if (lb->ident.mode != LOCAL_ID_SLICES)
         return 0; /* one mapping shared by all of this user's sandboxes */
-    if (local_slot_lease(lb->slots_dir, id, LOCAL_MAX_SLOTS, slot, err) < 0)
+    if (local_slot_lease(lb->slots_dir, id, LOCAL_MAX_SLOTS, lb->slots_excluded, slot, err) < 0)
         return -1;
     if (store_slot_claim(lb->base.store, id, *slot, err) == 0)
         return 0;
@@ -626,16 +657,29 @@ static void on_timer(uv_timer_t *t)
 
 /* ---- construction -------------------------------------------------------------------------- */
 
+/* An ordinary user needs the kernel to let it make user namespaces (sysctls, AppArmor). */
+static int probe_userns(void)
+{
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(unshare(CLONE_NEWUSER) == 0 ? 0 : (errno & 0xff));
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) < 0)
+        return errno ? errno : EAGAIN;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : EINVAL;
+}
+
 int local_backend_probe(struct mcp_error *err)
 {
     struct cg_host h;
-    if (geteuid() != 0)
-        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, EPERM,
-                             "the local backend needs root (it maps each sandbox to its own "
-                             "subordinate uid range and manages cgroups)");
     if (access("/proc/self/ns/user", F_OK) < 0)
         return mcp_error_set(err, MCP_ERR_UNSUPPORTED, errno,
                              "this kernel has no user namespaces (CONFIG_USER_NS)");
+    int e = geteuid() != 0 ? probe_userns() : 0;
+    if (e != 0)
+        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, e,
+                             "this user may not create user namespaces (run `mcpbox doctor`: it "
+                             "names the sysctl or AppArmor rule that forbids it)");
     return cg_host_detect(&h, err);
 }
 
@@ -675,6 +719,8 @@ struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
     lb->pool_ttl_s = ttl && atoi(ttl) > 0 ? atoi(ttl) : LOCAL_POOL_TTL_S;
     snprintf(lb->state_dir, sizeof lb->state_dir, "%s", store_state_dir(store));
     local_identity_detect(&lb->ident);
+    if (lb->ident.mode == LOCAL_ID_SLICES)
+        local_slots_excluded(lb->slots_excluded, LOCAL_MAX_SLOTS);
     if (lb->ident.mode == LOCAL_ID_SINGLE)
         log_warn("local sandboxes run in single-uid mode: sandbox root is your own uid (%s)",
                  lb->ident.why);

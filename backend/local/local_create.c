@@ -369,6 +369,7 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
                                 .seccomp = &lb->seccomp, .cg = &sb->cg};
     int rc;
     req.hold = op->pool_slot < 0 && hold_for_v1(lb, &sb->cg);
+    req.pids_by_rlimit = !lb->cg.lim_pids;
     if (op->pool_slot >= 0) {
         rc = local_spawner_spawn(lb->spawner, op->pool_slot, &req, res, err);
         op->pool_slot = -1;
@@ -399,6 +400,15 @@ static void record_started(struct local_backend *lb, const char *id, json_t *r,
     json_object_set_new(r, "cgroups", cg_to_json(cg));
     if (lb->ident.mode == LOCAL_ID_SLICES)
         local_slot_note_init(lb->slots_dir, slot, id, res->pid, start);
+}
+
+json_t *local_enforced_json(const struct cg_host *h)
+{
+    return json_pack("{s:s?, s:s, s:s?, s:s, s:b, s:s}", "memory",
+                     h->lim_memory ? "cgroup" : NULL, "pids",
+                     h->lim_pids ? "cgroup" : "RLIMIT_NPROC", "cpu", h->lim_cpu ? "cgroup" : NULL,
+                     "disk", "tmpfs size", "pause", h->can_freeze, "cgroups",
+                     h->note[0] ? h->note : cg_layout_name(h->layout));
 }
 
 /* <run_dir>/<id>. The runtime directory itself is removed when the last process on the state
@@ -435,6 +445,7 @@ static int start_record(struct create_op *op, const struct sandbox_spec *spec,
                                   .record = local_make_record(spec, lim, disk)};
     local_sandbox_dirs(lb, sb->id, sb->dir, sb->logs_dir);
     json_object_set_new(rec->record, "cgroups", planned_cgroups(lb, sb->id));
+    json_object_set_new(rec->record, "enforced", local_enforced_json(&lb->cg));
     if (oci)
         local_image_record(rec->record, oci);
     int rc = store_sandbox_insert(st, rec, err);
@@ -674,6 +685,7 @@ int local_create_pooled(struct local_backend *lb, struct mcp_error *err)
                                      .logs_dir = op->sb->logs_dir,
                                      .ident = &lb->ident, .slot = op->slot,
                                      .hold = hold_for_v1(lb, &op->sb->cg),
+                                     .pids_by_rlimit = !lb->cg.lim_pids,
                                      .disk_bytes = disk, .memory_bytes = lim.memory_bytes,
                                      .pids = lim.pids, .agent_config = op->agent_cfg,
                                      .agent_exe_fd = lb->agent_fd, .seccomp = &lb->seccomp,

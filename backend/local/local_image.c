@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backend/local/image/image.h"
+#include "backend/local/image/unpack.h"
 #include "backend/local/local_internal.h"
 #include "mcp/base/log.h"
 #include "mcp/base/xalloc.h"
@@ -47,10 +48,19 @@ static json_t *layers_in_use(void *arg)
     return out;
 }
 
+int local_image_write_maps(void *ident, int pid, struct mcp_error *err)
+{
+    return local_identity_write_maps(ident, 0, pid, err);
+}
+
 struct image_service *local_image_service(struct local_backend *lb, struct mcp_error *err)
 {
+    /* Rootless: layers are unpacked with the one mapping all sandboxes share (identity.h). */
+    struct unpack_userns ns = {.write_maps = local_image_write_maps, .arg = &lb->ident};
     if (lb->images == NULL)
-        lb->images = image_service_new(lb->base.loop, lb->state_dir, layers_in_use, lb, err);
+        lb->images = image_service_new(lb->base.loop, lb->state_dir,
+                                       lb->ident.mode == LOCAL_ID_SLICES ? NULL : &ns,
+                                       layers_in_use, lb, err);
     return lb->images;
 }
 

@@ -62,7 +62,15 @@ struct cg_host {
     char pids_base[LOCAL_PATH_MAX];
     char cpu_base[LOCAL_PATH_MAX];
     char freezer_base[LOCAL_PATH_MAX]; /* v1 freezer, only when there is no v2 hierarchy */
+    /* What sandboxes of this host get (a limit without its controller is not enforced, and is
+     * never reported as one): */
+    bool lim_memory, lim_pids, lim_cpu, can_freeze;
+    char note[384]; /* rootless: where the delegated subtree is, or why there is none */
 };
+/* A rootless server's delegated v1 subtree in each hierarchy, made by `mcpbox setup --user`. */
+#define LOCAL_CG_USER_DIR "mcpbox-u%u"
+/* In a delegated v2 subtree the server moves into this leaf; sandboxes are its siblings. */
+#define LOCAL_CG_LEAF "mcpbox-leaf"
 
 /* One sandbox's cgroups (paths empty when unused). */
 struct cg_sandbox {
@@ -132,6 +140,9 @@ struct spawn_request {
      * rootless server may move only processes of its own uid into v1 cgroups, and the child
      * switches to the sandbox's root (a subordinate uid) once released. */
     bool hold;
+    /* No pids cgroup: RLIMIT_NPROC (counted per user namespace and uid, and no process in the
+     * sandbox can change uid) is the pids limit itself rather than a backstop. */
+    bool pids_by_rlimit;
 };
 
 #define LOCAL_MAX_IMAGE_LAYERS 128 /* = OCI_MAX_LAYERS; all go in one SCM_RIGHTS message */
@@ -238,6 +249,7 @@ struct local_backend {
     char run_dir[LOCAL_PATH_MAX]; /* runtime_dir.c: per-sandbox files that need no disk */
     struct local_identity ident;  /* which host ids its sandboxes get (identity.h) */
     char slots_dir[LOCAL_PATH_MAX]; /* host-wide uid slot leases (LOCAL_ID_SLICES only) */
+    unsigned char slots_excluded[LOCAL_MAX_SLOTS / 8 + 1]; /* slices of users' subordinate ids */
     struct lsbx *sandboxes;       /* live sandboxes this process watches */
     uv_timer_t timer;             /* paused sandboxes' TTL */
 };
@@ -350,6 +362,8 @@ typedef void local_image_ready_fn(struct local_backend *lb, const struct sandbox
                                   json_t *image, backend_cb *cb, void *arg);
 bool local_image_reference_ok(const char *name);
 struct image_service *local_image_service(struct local_backend *lb, struct mcp_error *err);
+/* unpack_userns.write_maps for a struct local_identity (arg): the shared mapping. */
+int local_image_write_maps(void *ident, int pid, struct mcp_error *err);
 /* Resolves spec->image (from the store, or pulled); then ready, or cb with the error. */
 int local_image_resolve(struct local_backend *lb, const struct sandbox_spec *spec,
                         local_image_ready_fn *ready, backend_cb *cb, void *arg,
@@ -366,6 +380,8 @@ int local_spec_limits(const struct sandbox_spec *spec, struct cg_limits *lim, ui
 json_t *local_make_record(const struct sandbox_spec *spec, const struct cg_limits *lim,
                           uint64_t disk);
 int64_t local_ttl_ms(int64_t seconds);
+/* {memory, pids, cpu, disk: how each limit is enforced (absent: it is not), pause, cgroups}. */
+json_t *local_enforced_json(const struct cg_host *h);
 int64_t local_idle_s(const struct sandbox_spec *spec);
 
 /* local_pool.c */
@@ -392,8 +408,11 @@ void local_sandbox_dirs(const struct local_backend *lb, const char *id, char dir
 
 /* uid_slots.c: host-wide leases of uid slices (root mode), see the file's comment. */
 int local_slots_dir(char *out, size_t size, struct mcp_error *err);
-int local_slot_lease(const char *dir, const char *id, uint32_t max, uint32_t *slot,
-                     struct mcp_error *err);
+/* excluded: a bitmap of slots never to lease (NULL: none). */
+int local_slot_lease(const char *dir, const char *id, uint32_t max,
+                     const unsigned char *excluded, uint32_t *slot, struct mcp_error *err);
+/* Sets the bits of slots whose slice overlaps a subordinate range in /etc/subuid or subgid. */
+void local_slots_excluded(unsigned char *bits, uint32_t max);
 void local_slot_note_init(const char *dir, uint32_t slot, const char *id, pid_t init,
                           uint64_t start);
 void local_slot_unlease(const char *dir, uint32_t slot, const char *id);

@@ -60,11 +60,18 @@ int local_start_network(const char *dir, pid_t pid, const struct cg_sandbox *cg,
     char pidarg[32], pidfile[LOCAL_PATH_MAX + 32];
     snprintf(pidarg, sizeof pidarg, "%d", (int)pid);
     snprintf(pidfile, sizeof pidfile, "%s/" PASTA_PID_FILE, dir);
+    /* As root pasta would drop to nobody by default; "--runas 0" keeps it root (it joins the
+     * sandbox's namespaces). Rootless it runs as the user, and --runas 0 would fail: the two
+     * arguments are left out (the NULL ends argv early, before --pid's pair moves up). */
     char *argv[] = {(char *)"pasta", (char *)"--config-net", (char *)"--quiet", (char *)"-4",
-                    (char *)"--no-map-gw", (char *)"--runas", (char *)"0", (char *)"--dns-forward", (char *)LOCAL_DNS_ADDR,
+                    (char *)"--no-map-gw", (char *)"--dns-forward", (char *)LOCAL_DNS_ADDR,
                     (char *)"-t", (char *)"none", (char *)"-u", (char *)"none", (char *)"-T",
-                    (char *)"none", (char *)"-U", (char *)"none", (char *)"--pid", pidfile, pidarg,
-                    NULL};
+                    (char *)"none", (char *)"-U", (char *)"none", (char *)"--pid", pidfile,
+                    (char *)"--runas", (char *)"0", pidarg, NULL};
+    if (geteuid() != 0) { /* pidarg (the target pid) must stay last */
+        argv[17] = pidarg;
+        argv[18] = NULL;
+    }
     char *envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);

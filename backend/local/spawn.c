@@ -79,7 +79,6 @@ struct child_plan {
     int sync_fd, err_fd, listen_fd, logdir_fd, exe_fd;
     int image_fds[LOCAL_MAX_IMAGE_LAYERS]; /* child: the idmapped layers from the parent */
     unsigned n_image_fds;                  /* 0: none received */
-    bool image_bound; /* rootless: the child bound the layers at .lower/<i> itself (no idmap) */
     int parent_sync_fd, parent_err_fd; /* the parent's ends: the child closes them first */
 };
 
@@ -244,22 +243,47 @@ static void enter_root(struct child_plan *p)
     CHECK(mount("tmpfs", p->rootfs, "tmpfs", MS_NOSUID | MS_NODEV, LOCAL_ROOT_TMPFS) == 0, "mount",
           "root tmpfs");
     CHECK(chdir(p->rootfs) == 0, "chdir", p->rootfs);
-    /* Rootless: an unprivileged user cannot make idmapped mounts of a host filesystem, so the
-     * image is bound as it is (its root-owned files show as nobody), now, while the child may
-     * still walk the user's state directory. */
-    if (p->req->n_image_dirs > 0 && p->n_image_fds == 0) {
-        CHECK(mkdir(".lower", 0755) == 0, "mkdir", ".lower");
-        for (size_t i = 0; i < p->req->n_image_dirs && i < LOCAL_MAX_IMAGE_LAYERS; i++) {
-            char dir[24];
-            snprintf(dir, sizeof dir, ".lower/%zu", i);
-            CHECK(mkdir(dir, 0755) == 0, "mkdir", dir);
-            CHECK(mount(p->req->image_dirs[i], dir, NULL, MS_BIND | MS_REC, NULL) == 0,
-                  "bind image", p->req->image_dirs[i]);
-            CHECK(set_attr(dir, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-                           AT_RECURSIVE) == 0, "read-only", "image");
-        }
-        p->image_bound = true;
+    /* Rootless: an unprivileged user cannot make idmapped mounts of a host filesystem, so each
+     * layer is bound as it is (root-owned files show as nobody), now, while the child may still
+     * walk the user's state directory. The trees are detached (no inode is made: the user's uid
+     * is not mapped in this namespace, so a mkdir would fail with EOVERFLOW) and attached in
+     * make_image_root like the parent's idmapped ones. */
+    for (size_t i = 0; p->n_image_fds == 0 && i < p->req->n_image_dirs &&
+                       i < LOCAL_MAX_IMAGE_LAYERS; i++) {
+        struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+                                              MOUNT_ATTR_NODEV};
+        int fd = (int)syscall(SYS_open_tree, AT_FDCWD, p->req->image_dirs[i],
+                              OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        CHECK(fd >= 0, "open image layer", p->req->image_dirs[i]);
+        CHECK(syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr,
+                      sizeof attr) == 0, "read-only", "image");
+        p->image_fds[i] = fd;
+        if (i + 1 == p->req->n_image_dirs || i + 1 == LOCAL_MAX_IMAGE_LAYERS)
+            p->n_image_fds = (unsigned)(i + 1);
     }
+}
+
+/* One generated file in the image's /etc. Rootless, an image's /etc is usually not writable by
+ * the sandbox's root (root-owned host files show as nobody in its user namespace, so overlay
+ * refuses the copy-up): the file is then written on the data tmpfs and bound over the image's
+ * own, or left out where the image has none. */
+static void put_image_etc(const struct child_plan *p, const char *name, const char *text)
+{
+    char path[64], gen[64];
+    snprintf(path, sizeof path, "etc/%s", name);
+    int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EACCES && errno != EPERM)
+        CHECK(0, "create", path);
+    if (fd >= 0) {
+        CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text), "write", path);
+        close(fd);
+        return;
+    }
+    snprintf(gen, sizeof gen, "../.data/etc-%s", name);
+    put(p, gen, text);
+    struct stat st;
+    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode))
+        CHECK(mount(gen, path, NULL, MS_BIND, NULL) == 0, "bind", path);
 }
 
 /* Image mode: the registered rootfs, idmapped by the parent so that its root-owned files belong
@@ -276,19 +300,17 @@ static void make_image_root(const struct child_plan *p)
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
         CHECK(mkdir(dirs[i], 0755) == 0, "mkdir", dirs[i]);
     chmod(".data/tmp", 01777);
-    if (!p->image_bound) {
-        CHECK(mkdir(".lower", 0755) == 0, "mkdir", ".lower");
-        for (unsigned i = 0; i < p->n_image_fds; i++) {
-            char dir[24];
-            snprintf(dir, sizeof dir, ".lower/%u", i);
-            CHECK(mkdir(dir, 0755) == 0, "mkdir", dir);
-            CHECK(syscall(SYS_move_mount, p->image_fds[i], "", AT_FDCWD, dir,
-                          MOVE_MOUNT_F_EMPTY_PATH) == 0, "attach image layer", dir);
-        }
+    CHECK(mkdir(".lower", 0755) == 0, "mkdir", ".lower");
+    for (unsigned i = 0; i < p->n_image_fds; i++) {
+        char dir[24];
+        snprintf(dir, sizeof dir, ".lower/%u", i);
+        CHECK(mkdir(dir, 0755) == 0, "mkdir", dir);
+        CHECK(syscall(SYS_move_mount, p->image_fds[i], "", AT_FDCWD, dir,
+                      MOVE_MOUNT_F_EMPTY_PATH) == 0, "attach image layer", dir);
     }
     CHECK(mkdir(".root", 0755) == 0, "mkdir", ".root");
     /* lowerdir lists the top layer first: .lower/<n-1>:...:.lower/0 */
-    unsigned n = p->image_bound ? (unsigned)p->req->n_image_dirs : p->n_image_fds;
+    unsigned n = p->n_image_fds;
     char opts[LOCAL_MAX_IMAGE_LAYERS * 12 + 80], *o = opts;
     o += sprintf(o, "lowerdir=");
     for (unsigned i = n; i-- > 0;)
@@ -308,9 +330,9 @@ static void make_image_root(const struct child_plan *p)
     static const char *const gen[] = {"etc/hostname", "etc/hosts", "etc/resolv.conf"};
     for (size_t i = 0; i < 3; i++)
         unlink(gen[i]); /* never write through an image's symlink */
-    put(p, "etc/hostname", etc_hostname);
-    put(p, "etc/hosts", etc_hosts);
-    put(p, "etc/resolv.conf", p->req->network ? resolv_pasta : resolv_none);
+    put_image_etc(p, "hostname", etc_hostname);
+    put_image_etc(p, "hosts", etc_hosts);
+    put_image_etc(p, "resolv.conf", p->req->network ? resolv_pasta : resolv_none);
     make_dev(p);
     make_proc(p);
     CHECK(syscall(SYS_pivot_root, ".", ".") == 0, "pivot_root", NULL);
@@ -323,7 +345,7 @@ static void make_image_root(const struct child_plan *p)
 
 static void make_root(const struct child_plan *p)
 {
-    if (p->n_image_fds > 0 || p->image_bound) {
+    if (p->n_image_fds > 0) {
         make_image_root(p);
         return;
     }
@@ -393,7 +415,9 @@ static void set_limits(const struct child_plan *p)
 {
     lower_limit(p, RLIMIT_NOFILE, CHILD_NOFILE, "NOFILE");
     lower_limit(p, RLIMIT_CORE, 0, "CORE");
-    lower_limit(p, RLIMIT_NPROC, (rlim_t)p->req->pids + 64, "NPROC"); /* pids.max is the limit */
+    /* pids.max is the limit; without a pids cgroup this is. */
+    lower_limit(p, RLIMIT_NPROC, (rlim_t)p->req->pids + (p->req->pids_by_rlimit ? 0 : 64),
+                "NPROC");
 }
 
 /* Moves the fds the agent keeps to 3, 4 and 5 and everything else out at exec. */

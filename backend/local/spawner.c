@@ -75,7 +75,9 @@ static void leave(const struct cg_host *h)
     for (size_t i = 0; i < 4; i++) {
         snprintf(dirs[i], LOCAL_PATH_MAX, "%s", bases[i]);
         char *slash = strrchr(dirs[i], '/');
-        if (slash != NULL)
+        /* Rootless: the parents are not ours; the delegated subtree itself is (v1 has no
+         * internal-process rule). */
+        if (slash != NULL && geteuid() == 0)
             *slash = '\0';
     }
     struct mcp_error err;
@@ -116,7 +118,9 @@ static void prepare_netns(struct spawner_slot *sl)
     if (sl->netns_ready || sl->netns_broken)
         return;
     const char *off = getenv("MCPBOX_LOCAL_NETNS_AHEAD"); /* "0": off, to compare (benchmarks) */
-    if (off && strcmp(off, "0") == 0) {
+    /* Rootless: a network namespace needs a user namespace of its own, which must be the
+     * sandbox's: clone3 makes it. */
+    if ((off && strcmp(off, "0") == 0) || geteuid() != 0) {
         sl->netns_broken = true;
         return;
     }
@@ -180,8 +184,11 @@ static void *spawner_main(void *arg)
 
 struct local_spawner *local_spawner_start(const struct cg_host *host, const char *run_dir)
 {
-    if (host->layout != CG_HYBRID || host->v2_base[0] == '\0')
-        return NULL; /* pure v2 has CLONE_INTO_CGROUP for everything */
+    /* Pure v2 has CLONE_INTO_CGROUP for everything. A rootless server on a hybrid host uses no
+     * v2 hierarchy, and needs the spawner all the more: it may not move a child that already
+     * runs as the sandbox's root, so without one each create waits for the attach. */
+    if (host->layout != CG_HYBRID || (host->v2_base[0] == '\0' && geteuid() == 0))
+        return NULL;
     struct local_spawner *s = xcalloc(1, sizeof *s);
     s->host = *host;
     snprintf(s->run_dir, sizeof s->run_dir, "%s", run_dir);

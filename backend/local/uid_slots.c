@@ -9,6 +9,10 @@
  * whose init (or, before the spawn, whose creator) is gone is stale and may be taken over. The
  * store's slots table mirrors the leases of its own sandboxes (store_slot_claim).
  *
+ * Slots whose slice overlaps any user's subordinate ids (/etc/subuid, /etc/subgid: Debian's
+ * useradd hands out 100000:65536 to the first user, exactly slot 0) are never leased: a rootless
+ * mcpbox, podman or unshare --map-auto of that user runs as those uids.
+ *
  * Allocation takes the lowest slot without a lease file (a directory listing, no reads); stale
  * leases are only examined once every slot has one, so a create costs one readdir and one
  * O_EXCL create however many sandboxes run. */
@@ -135,18 +139,44 @@ static int take(int dirfd, uint32_t k, const char *id)
     return write_lease(dirfd, name, id, 0, 0, O_CREAT | O_EXCL);
 }
 
-static int lease_locked(int dirfd, const char *id, uint32_t max, uint32_t *slot)
+void local_slots_excluded(unsigned char *bits, uint32_t max)
+{
+    static const char *const files[] = {"/etc/subuid", "/etc/subgid"};
+    for (size_t i = 0; i < 2; i++) {
+        FILE *f = fopen(files[i], "re");
+        char line[512];
+        while (f && fgets(line, sizeof line, f)) {
+            unsigned long start, count;
+            if (sscanf(line, "%*[^:]:%lu:%lu", &start, &count) != 2 || count == 0 ||
+                start + count <= LOCAL_UID_BASE)
+                continue;
+            unsigned long first = start < LOCAL_UID_BASE ? 0 : (start - LOCAL_UID_BASE) / LOCAL_UID_RANGE;
+            unsigned long last = (start + count - 1 - LOCAL_UID_BASE) / LOCAL_UID_RANGE;
+            for (unsigned long k = first; k <= last && k < max; k++)
+                bits[k / 8] |= (unsigned char)(1u << (k % 8));
+        }
+        if (f)
+            fclose(f);
+    }
+}
+
+static int lease_locked(int dirfd, const char *id, uint32_t max, const unsigned char *excluded,
+                        uint32_t *slot)
 {
     unsigned char *bits = calloc(max / 8 + 1, 1);
     if (bits == NULL)
         return -1;
     leased(dirfd, bits, max);
+    for (uint32_t i = 0; excluded && i <= max / 8; i++)
+        bits[i] |= excluded[i];
     int rc = -1;
     for (uint32_t k = 0; rc < 0 && k < max; k++)
         if (!(bits[k / 8] & (1u << (k % 8))) && take(dirfd, k, id) == 0)
             rc = 0, *slot = k;
     for (uint32_t k = 0; rc < 0 && k < max; k++) { /* every slot leased: reclaim a stale one */
         char name[16];
+        if (excluded && (excluded[k / 8] & (1u << (k % 8))))
+            continue;
         snprintf(name, sizeof name, "%u", (unsigned)k);
         if (lease_stale(dirfd, name) && unlinkat(dirfd, name, 0) == 0 && take(dirfd, k, id) == 0)
             rc = 0, *slot = k;
@@ -155,14 +185,14 @@ static int lease_locked(int dirfd, const char *id, uint32_t max, uint32_t *slot)
     return rc;
 }
 
-int local_slot_lease(const char *dir, const char *id, uint32_t max, uint32_t *slot,
-                     struct mcp_error *err)
+int local_slot_lease(const char *dir, const char *id, uint32_t max,
+                     const unsigned char *excluded, uint32_t *slot, struct mcp_error *err)
 {
     int lock = lock_dir(dir, err);
     if (lock < 0)
         return -1;
     int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int rc = dirfd >= 0 ? lease_locked(dirfd, id, max, slot) : -1;
+    int rc = dirfd >= 0 ? lease_locked(dirfd, id, max, excluded, slot) : -1;
     int e = errno;
     if (dirfd >= 0)
         close(dirfd);

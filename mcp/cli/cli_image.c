@@ -9,7 +9,9 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "backend/local/identity.h"
 #include "backend/local/image/image.h"
+#include "backend/local/image/unpack.h"
 #include "mcp/base/util.h"
 #include "mcp/cli.h"
 #include "mcp/cli/cli_util.h"
@@ -205,6 +207,11 @@ static int run(struct cli_image *c, int argc, char **argv)
     return CLI_EXIT_USAGE;
 }
 
+static int local_image_write_maps_cli(void *ident, int pid, struct mcp_error *err)
+{
+    return local_identity_write_maps(ident, 0, pid, err);
+}
+
 static void close_walk(uv_handle_t *h, void *arg)
 {
     if (!uv_is_closing(h))
@@ -237,8 +244,13 @@ int cli_image_main(int argc, char **argv)
     uv_loop_init(&c.loop);
     int rc = CLI_EXIT_FAIL;
     c.store = store_open(c.state_dir, &c.err);
+    /* The same identity a server of this user has (rootless: unpack in its user namespace). */
+    struct local_identity ident;
+    local_identity_detect(&ident);
+    struct unpack_userns ns = {.write_maps = local_image_write_maps_cli, .arg = &ident};
     if (c.store)
-        c.svc = image_service_new(&c.loop, c.state_dir, in_use, &c, &c.err);
+        c.svc = image_service_new(&c.loop, c.state_dir,
+                                  ident.mode == LOCAL_ID_SLICES ? NULL : &ns, in_use, &c, &c.err);
     rc = c.svc ? run(&c, argc - optind, argv + optind) : fail("open", &c.err);
     image_service_free(c.svc);
     uv_run(&c.loop, UV_RUN_NOWAIT);

@@ -732,10 +732,8 @@ bool osapi_files_route(struct osapi_req *req, const char *path)
     if (!known)
         return false;
     if (!strncmp(path, "/code", 5)) {
-        osapi_reply_unsupported(req, "code contexts (/code...) need a code interpreter (Jupyter) "
-                                "in the sandbox, which local sandboxes do not run; run code with "
-                                "POST /command (python3 -c '...', or a script uploaded with POST "
-                                "/files/upload)");
+        osapi_reply_unsupported(req, "code contexts need Jupyter, which local sandboxes do "
+                                "not run; use POST /command (python3 -c ...)");
         return true;
     }
     if (osapi_bind(req, req->sandbox_id, running, NULL) < 0)

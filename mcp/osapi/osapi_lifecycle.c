@@ -642,6 +642,69 @@ static void handle_endpoint(struct osapi_req *req, const char *port_s)
         osapi_reply_mcp_error(req, &err);
 }
 
+/* ---- diagnostics ----------------------------------------------------------------------------------- */
+
+struct diag_state {
+    char kind[16];
+    char *scope; /* NULL: the legacy text view */
+};
+
+static void diag_state_free(void *p)
+{
+    struct diag_state *d = p;
+    free(d->scope);
+    free(d);
+}
+
+/* The backend's diagnosis (JSON) as text: the descriptor's inline content (scope given, the
+ * spec's JSON API) or the legacy text/plain view. */
+static void diag_cb(void *arg, json_t *result, const struct mcp_error *err)
+{
+    struct osapi_req *req = arg;
+    struct diag_state *d = req->state;
+    if (err) {
+        osapi_reply_mcp_error(req, err);
+        return;
+    }
+    char *text = json_dumps(result, JSON_INDENT(2));
+    if (!d->scope) {
+        osapi_reply_raw(req, 200, "text/plain; charset=utf-8", "Deprecation: true\r\n", text,
+                        strlen(text));
+    } else {
+        osapi_reply_json(req, 200,
+                         json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:b}", "sandboxId",
+                                   req->sandbox_id, "kind", d->kind, "scope", d->scope,
+                                   "delivery", "inline", "contentType", "application/json",
+                                   "content", text, "truncated", 0),
+                         NULL);
+    }
+    free(text);
+}
+
+/* diagnostics/logs|events (?scope=: the spec's descriptor), and the legacy inspect and summary
+ * views, from the backend's diagnose op. */
+static void handle_diagnostics(struct osapi_req *req, const char *what)
+{
+    static const char *const kinds[] = {"logs", "events", "inspect", "summary"};
+    const char *kind = NULL;
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+        if (!strcmp(what, kinds[i]))
+            kind = kinds[i];
+    if (!kind) {
+        osapi_reply_error(req, 404, "SANDBOX::NOT_FOUND",
+                          "diagnostics are logs, events, inspect and summary");
+        return;
+    }
+    struct diag_state *d = xcalloc(1, sizeof(*d));
+    snprintf(d->kind, sizeof(d->kind), "%s", kind);
+    d->scope = osapi_query_get(osapi_req_query(req), "scope");
+    req->state = d;
+    req->free_state = diag_state_free;
+    struct mcp_error err;
+    if (req->be->ops->diagnose(req->be, req->sandbox_id, kind, diag_cb, req, &err) < 0)
+        osapi_reply_mcp_error(req, &err);
+}
+
 /* ---- dispatch ------------------------------------------------------------------------------------ */
 
 /* Answers 405 and returns false unless the request's method is m. */
@@ -713,9 +776,9 @@ static void sandbox_op(struct osapi_req *req, const char *id, const char *op)
     } else if (!strcmp(op, "snapshots")) {
         osapi_reply_unsupported(req, "snapshots: the local backend has none; keep files with "
                                 "execd GET /files/download or a tar command");
-    } else if (!strncmp(op, "diagnostics", 11)) {
-        osapi_reply_unsupported(req, "diagnostics (use MCP's diagnose_sandbox tool or `mcpbox "
-                                "sandbox` on this host)");
+    } else if (!strncmp(op, "diagnostics/", 12)) {
+        if (method_ok(req, HTTP_GET, "GET"))
+            handle_diagnostics(req, op + 12);
     } else {
         osapi_reply_error(req, 404, "SANDBOX::NOT_FOUND", "no such path: /v1/sandboxes/%s/%s",
                           id, op);

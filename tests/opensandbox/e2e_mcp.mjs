@@ -1,7 +1,12 @@
 // End to end through MCP: `mcpbox serve` (stdio) with OPEN_SANDBOX_DOMAIN pointing at the fake
 // OpenSandbox server, driven by the official TypeScript SDK client. Every sandbox tool runs on an
 // "osb-" sandbox; injected faults end in tool errors that say what happened, within deadlines.
-//   node e2e_mcp.mjs --mcpbox path/to/mcpbox
+// With --real, OPEN_SANDBOX_DOMAIN points at a second mcpbox serving OpenSandbox's API
+// (serve --http --opensandbox-api) over real local sandboxes: the same suite, a real round trip
+// (mcpbox's OpenSandbox client against mcpbox's OpenSandbox server). What local sandboxes do not
+// have (snapshots, code interpreters, diagnostics) must then fail with an error that says so; the
+// fault injections need the fake and are skipped.
+//   node e2e_mcp.mjs --mcpbox path/to/mcpbox [--real]
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -56,11 +61,43 @@ async function fails(conn, tool, a, re, within) {
   return text(res);
 }
 
-const fake = await startFake();
+// A second mcpbox serving OpenSandbox's API over local sandboxes, in place of the fake.
+function startReal(stateDir) {
+  const child = spawn(bin, ['serve', '--http', '127.0.0.1:0', '--opensandbox-api', '--state-dir', stateDir,
+                            '--local-pool', '0'],
+                      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MCPBOX_OPENSANDBOX_API_KEY: KEY } });
+  let result = null;
+  return new Promise((resolve, reject) => {
+    let err = '';
+    child.stderr.on('data', (d) => {
+      err = (err + d).slice(-8192);
+      if (result) result.errTail = err;
+      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)\/mcp/.exec(err);
+      if (m && !result) { result = { child, port: +m[1], errTail: err }; resolve(result); }
+    });
+    child.on('exit', (c) => reject(new Error(`mcpbox --opensandbox-api exited ${c}: ${err}`)));
+  });
+}
+
+const real = !!args.real;
+async function fakeOnly(name, fn) {
+  if (!real) return test(name, fn);
+  n++;
+  console.log(`ok ${n} - ${name} # SKIP needs the fake server's fault injection`);
+}
+// Local sandboxes have no code interpreter (and pulling the code-interpreter image would leave
+// loopback): the run_code cases need the fake; 'run_code on an image without Jupyter' runs in both.
+async function needsJupyter(name, fn) {
+  if (!real) return test(name, fn);
+  n++;
+  console.log(`ok ${n} - ${name} # SKIP needs a code-interpreter image; local sandboxes have none`);
+}
+const fake = real ? await startReal(tempStateDir('osb-e2e-server')) : await startFake();
+const IMAGE = real ? 'host' : 'ubuntu:24.04';
 const stateDir = tempStateDir('osb-e2e');
 Object.assign(process.env, {
   OPEN_SANDBOX_DOMAIN: `127.0.0.1:${fake.port}`, OPEN_SANDBOX_API_KEY: KEY,
-  OPEN_SANDBOX_REQUEST_TIMEOUT: '2',
+  OPEN_SANDBOX_REQUEST_TIMEOUT: real ? '30' : '2',
 });
 let conn;
 try {
@@ -73,7 +110,7 @@ try {
 let sid;
 
 await test('create_sandbox on the opensandbox backend', async () => {
-  const s = await ok(conn, 'create_sandbox', { backend: 'opensandbox', image: 'ubuntu:24.04', cpu: 0.5, memory: '512m', env: { GREETING: 'hi' } });
+  const s = await ok(conn, 'create_sandbox', { backend: 'opensandbox', image: IMAGE, cpu: 0.5, memory: '512m', env: { GREETING: 'hi' } });
   check(/^osb-/.test(s.sandbox_id), `id ${s.sandbox_id}`);
   check(s.state === 'running', `state ${s.state}`);
   sid = s.sandbox_id;
@@ -130,12 +167,19 @@ await test('files: write, read, list, search, replace, move, mkdir, delete', asy
 
 await test('get_endpoint and diagnose_sandbox', async () => {
   const e = await ok(conn, 'get_endpoint', { sandbox_id: sid, port: 8080 });
-  check(/^http:\/\/127\.0\.0\.1:\d+\//.test(e.url), e.url);
+  check(/^http:\/\/127\.0\.0\.1:\d+(\/|$)/.test(e.url), e.url);
   for (const what of ['summary', 'logs', 'events', 'inspect'])
     await ok(conn, 'diagnose_sandbox', { sandbox_id: sid, what });
 });
 
-await test('snapshot_sandbox: create, list, restore with create_sandbox, delete', async () => {
+if (real) await test('snapshot_sandbox: a server without snapshots says so', async () => {
+  await fails(conn, 'snapshot_sandbox', { action: 'create', sandbox_id: sid }, /API_NOT_SUPPORTED.*snapshots/);
+  await ok(conn, 'pause_sandbox', { sandbox_id: sid });
+  await fails(conn, 'snapshot_sandbox', { action: 'create', sandbox_id: sid }, /paused.*resume_sandbox/);
+  await ok(conn, 'resume_sandbox', { sandbox_id: sid });
+});
+
+if (!real) await test('snapshot_sandbox: create, list, restore with create_sandbox, delete', async () => {
   await ok(conn, 'write_file', { sandbox_id: sid, path: 'keep.txt', content: 'v1' });
   const c = await ok(conn, 'snapshot_sandbox', { action: 'create', sandbox_id: sid, name: 'before-v2' });
   check(c.state === 'ready' && /^snap_/.test(c.snapshot_id) && c.name === 'before-v2' && c.sandbox_id === sid, JSON.stringify(c));
@@ -153,7 +197,7 @@ await test('snapshot_sandbox: create, list, restore with create_sandbox, delete'
   await fails(conn, 'snapshot_sandbox', { action: 'delete' }, /needs snapshot_id/);
 });
 
-await test('snapshot_sandbox errors: paused source, a runtime without snapshots', async () => {
+await fakeOnly('snapshot_sandbox errors: paused source, a runtime without snapshots', async () => {
   await ok(conn, 'pause_sandbox', { sandbox_id: sid });
   await fails(conn, 'snapshot_sandbox', { action: 'create', sandbox_id: sid }, /paused.*resume_sandbox/);
   await ok(conn, 'resume_sandbox', { sandbox_id: sid });
@@ -168,7 +212,7 @@ await test('diagnose_sandbox what=metrics', async () => {
   check(m.metrics.memory_total_bytes >= m.metrics.memory_used_bytes && typeof m.metrics.timestamp === 'string', JSON.stringify(m));
 });
 
-await test('run_code: default context keeps state, results, errors, progress, timeout', async () => {
+await needsJupyter('run_code: default context keeps state, results, errors, progress, timeout', async () => {
   const cs = await ok(conn, 'create_sandbox', { backend: 'opensandbox', image: 'opensandbox/code-interpreter:v1.0.1' });
   const cid = cs.sandbox_id;
   try {
@@ -197,7 +241,7 @@ await test('run_code: default context keeps state, results, errors, progress, ti
   }
 });
 
-await test('run_code: contexts (create, list, interrupt, delete) and cancellation interrupts', async () => {
+await needsJupyter('run_code: contexts (create, list, interrupt, delete) and cancellation interrupts', async () => {
   const cs = await ok(conn, 'create_sandbox', { backend: 'opensandbox', image: 'opensandbox/code-interpreter:v1.0.1' });
   const cid = cs.sandbox_id;
   try {
@@ -232,12 +276,13 @@ await test('run_code: contexts (create, list, interrupt, delete) and cancellatio
 
 await test('run_code on an image without Jupyter: a clear error within the deadline', async () => {
   await fails(conn, 'run_code', { sandbox_id: sid, code: 'print(1)' }, /no code interpreter.*code-interpreter.*run_command/, 5000);
+  if (real) return;
   await control(fake.port, '/_config', { noJupyter: 'hang' });
   await fails(conn, 'run_code', { sandbox_id: sid, code: 'print(1)' }, /no code interpreter.*did not answer/, 8000);
   await control(fake.port, '/_reset', {});
 });
 
-await test('faults end in clear tool errors within their deadlines', async () => {
+await fakeOnly('faults end in clear tool errors within their deadlines', async () => {
   await control(fake.port, '/_faults', [{ match: 'GET /v1/sandboxes/', kind: 'status', status: 500, message: 'database on fire' }]);
   await fails(conn, 'get_sandbox', { sandbox_id: sid }, /500.*database on fire/);
   await control(fake.port, '/_faults', [{ match: 'GET /v1/sandboxes/', kind: 'hang', times: 5 }]);
@@ -258,7 +303,16 @@ await test('destroy_sandbox', async () => {
 });
 
 await conn.close();
-fake.child.stdin.end();
+if (fake.child.stdin) fake.child.stdin.end();
+if (real) { // the serving mcpbox must stop cleanly (a sanitizer build reports here)
+  const exited = new Promise((r) => fake.child.on('exit', (code, sig) => r(code ?? sig)));
+  fake.child.kill('SIGTERM');
+  const code = await Promise.race([exited, new Promise((r) => setTimeout(() => r('hung'), 15000))]);
+  if (code !== 0 || /Sanitizer|runtime error:/.test(fake.errTail)) {
+    failed++;
+    console.log(`not ok - the --opensandbox-api mcpbox stopped with ${code}\n# ${fake.errTail.split('\n').join('\n# ')}`);
+  }
+}
 fake.child.kill('SIGTERM');
 fs.rmSync(stateDir, { recursive: true, force: true });
 console.log(`1..${n}`);

@@ -79,6 +79,16 @@ await test('renew-expiration sets the new time; a past one is refused', async ()
   check(/future/.test(past.json.message), past.text);
 });
 
+await test('diagnostics: the spec\'s descriptor with scope, the legacy text views without', async () => {
+  const diag = await startPrism('diagnostic-api.yml', `${mcpbox.base}/v1`);
+  for (const kind of ['logs', 'events']) {
+    const r = await through(diag.base, 'GET', `/sandboxes/${id}/diagnostics/${kind}?scope=all`, { headers: auth, expect: 200 });
+    check(r.json.kind === kind && r.json.delivery === 'inline' && typeof r.json.content === 'string', r.text);
+  }
+  const legacy = await fetch(`${mcpbox.base}/v1/sandboxes/${id}/diagnostics/summary`, { headers: auth });
+  check(legacy.status === 200 && legacy.headers.get('content-type').startsWith('text/plain'), `summary ${legacy.status}`);
+});
+
 await test('what local sandboxes cannot do answers an error naming it, never success', async () => {
   const cases = [
     ['POST', '/sandboxes', create({ volumes: [{ name: 'v', mountPath: '/data', host: { path: '/tmp' } }] }), /volumes/],
@@ -236,4 +246,4 @@ await test('execd: metrics; code contexts and sessions say what is missing', asy
 });
 
 await through(L, 'DELETE', `/sandboxes/${id}`, { headers: auth, expect: 204 });
-done();
+await done();

@@ -25,9 +25,12 @@ typedef void image_done_fn(void *arg, json_t *image, const struct mcp_error *err
 /* Digests of layers in use (live sandboxes): a new JSON array, owned by the caller. */
 typedef json_t *image_in_use_fn(void *arg);
 
+struct unpack_userns;
+/* ns: NULL for a root server (layers keep the image's ids); rootless, how to map a user
+ * namespace to the sandboxes' shared mapping (unpack.h). */
 struct image_service *image_service_new(uv_loop_t *loop, const char *state_dir,
-                                        image_in_use_fn *in_use, void *in_use_arg,
-                                        struct mcp_error *err);
+                                        const struct unpack_userns *ns, image_in_use_fn *in_use,
+                                        void *in_use_arg, struct mcp_error *err);
 /* Cancels pulls (their done gets an error) and frees the service once nothing runs. */
 void image_service_free(struct image_service *s);
 

@@ -40,15 +40,25 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 
 int layer_store_remove_tree(const char *path)
 {
-    /* Directories are made writable first: an image may ship 0555 directories. */
     struct stat st;
     if (lstat(path, &st) < 0)
         return errno == ENOENT ? 0 : -1;
     return nftw(path, remove_entry, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
+int layer_store_remove(const struct layer_store *s, const char *path)
+{
+    if (s->ns) {
+        char root[LAYER_STORE_PATH_MAX + 400];
+        struct mcp_error err;
+        snprintf(root, sizeof root, "%s/root", path);
+        image_clear_in_userns(root, s->ns, &err);
+    }
+    return layer_store_remove_tree(path);
+}
+
 /* tmp/<hex>.<pid>.<rand>: removed when <pid> is gone. */
-static void sweep_tmp(const char *tmp)
+static void sweep_tmp(const struct layer_store *s, const char *tmp)
 {
     DIR *d = opendir(tmp);
     if (d == NULL)
@@ -63,14 +73,16 @@ static void sweep_tmp(const char *tmp)
             continue;
         char path[LAYER_STORE_PATH_MAX + 300];
         snprintf(path, sizeof path, "%s/%s", tmp, e->d_name);
-        layer_store_remove_tree(path);
+        layer_store_remove(s, path);
     }
     closedir(d);
 }
 
-int layer_store_open(struct layer_store *s, const char *state_dir, struct mcp_error *err)
+int layer_store_open(struct layer_store *s, const char *state_dir, const struct unpack_userns *ns,
+                     struct mcp_error *err)
 {
     memset(s, 0, sizeof *s);
+    s->ns = ns;
     int n = snprintf(s->dir, sizeof s->dir, "%s/image-store", state_dir);
     if (n < 0 || (size_t)n >= sizeof s->dir - 200)
         return mcp_error_set(err, MCP_ERR_INVALID, 0, "state directory path too long");
@@ -86,7 +98,7 @@ int layer_store_open(struct layer_store *s, const char *state_dir, struct mcp_er
             return -1;
     }
     snprintf(path, sizeof path, "%s/tmp", s->dir);
-    sweep_tmp(path);
+    sweep_tmp(s, path);
     return 0;
 }
 
@@ -126,15 +138,17 @@ int layer_store_commit(const struct layer_store *s, const char *digest, const ch
     json_decref(meta);
     if (rc < 0)
         return mcp_error_set(err, MCP_ERR_IO, errno, "cannot write %s", path);
+    snprintf(path, sizeof path, "%s/root", tmp_dir);
+    chmod(path, 0755); /* rootless unpacks open it to the namespace's root (unpack.c) */
     snprintf(final, sizeof final, "%s/layers/%s", s->dir, hex_of(digest));
     if (rename(tmp_dir, final) == 0)
         return 0;
     int e = errno;
     if (e == EEXIST || e == ENOTEMPTY) { /* another pull of the same layer won */
-        layer_store_remove_tree(tmp_dir);
+        layer_store_remove(s, tmp_dir);
         return 0;
     }
-    layer_store_remove_tree(tmp_dir);
+    layer_store_remove(s, tmp_dir);
     return mcp_error_set(err, MCP_ERR_IO, e, "cannot move the layer into %s", final);
 }
 
@@ -225,7 +239,7 @@ int layer_store_make_room(const struct layer_store *s, uint64_t need, json_t *in
         }
         char path[LAYER_STORE_PATH_MAX + 100];
         snprintf(path, sizeof path, "%s/layers/%s", s->dir, v[i].digest + 7);
-        if (layer_store_remove_tree(path) == 0)
+        if (layer_store_remove(s, path) == 0)
             total -= v[i].bytes;
     }
     free(v);

@@ -26,11 +26,13 @@
 struct layer_store {
     char dir[LAYER_STORE_PATH_MAX]; /* <state_dir>/image-store */
     uint64_t cap_bytes;             /* unpacked bytes of all layers together */
+    const struct unpack_userns *ns; /* rootless: layers are unpacked and removed in a userns */
 };
 
 /* Creates the directories if missing, removes leftovers of dead processes from tmp/, reads the
  * cap from MCPBOX_IMAGE_STORE_MAX_BYTES (bytes; default 16 GiB). */
-int layer_store_open(struct layer_store *s, const char *state_dir, struct mcp_error *err);
+int layer_store_open(struct layer_store *s, const char *state_dir, const struct unpack_userns *ns,
+                     struct mcp_error *err);
 
 /* layers/<hex>/root into out; true if that layer is complete (and then marks it used now). */
 bool layer_store_lookup(const struct layer_store *s, const char *digest, char *out, size_t size);
@@ -45,6 +47,9 @@ int layer_store_commit(const struct layer_store *s, const char *digest, const ch
 
 /* rm -rf that does not follow symlinks nor cross into other mounts. */
 int layer_store_remove_tree(const char *path);
+/* The same for a layer directory (or an unpack under way) of the store: rootless, what is below
+ * its root/ is removed from inside the user namespace first. */
+int layer_store_remove(const struct layer_store *s, const char *path);
 
 /* Unpacked bytes of every layer in the store. */
 uint64_t layer_store_usage(const struct layer_store *s);

@@ -82,6 +82,7 @@ struct image_service {
     struct layer_job *jobs;
     struct pull *pulls;
     size_t busy; /* worker-thread unpacks under way */
+    struct unpack_userns ns; /* rootless (store.ns points here) */
     bool closing;
 };
 
@@ -96,14 +97,18 @@ bool image_reference_valid(const char *text)
 }
 
 struct image_service *image_service_new(uv_loop_t *loop, const char *state_dir,
-                                        image_in_use_fn *in_use, void *in_use_arg,
-                                        struct mcp_error *err)
+                                        const struct unpack_userns *ns, image_in_use_fn *in_use,
+                                        void *in_use_arg, struct mcp_error *err)
 {
     struct image_service *s = xcalloc(1, sizeof *s);
     s->loop = loop;
     s->in_use = in_use;
     s->in_use_arg = in_use_arg;
-    if (layer_store_open(&s->store, state_dir, err) < 0) {
+    if (ns) {
+        s->ns = *ns;
+        ns = &s->ns;
+    }
+    if (layer_store_open(&s->store, state_dir, ns, err) < 0) {
         free(s);
         return NULL;
     }
@@ -270,11 +275,12 @@ static void unpack_work(uv_work_t *w)
     if (lseek(j->fd, 0, SEEK_SET) < 0)
         j->rc = mcp_error_set(&j->err, MCP_ERR_IO, errno, "rewinding the layer");
     else
-        j->rc = image_unpack(j->fd, j->desc.compression, root, j->max_bytes, &j->res, &j->err);
+        j->rc = image_unpack(j->fd, j->desc.compression, root, j->max_bytes, s->store.ns,
+                             &j->res, &j->err);
     if (j->rc == 0)
         j->rc = layer_store_commit(&s->store, j->desc.digest, tmp, &j->res, &j->err);
     else
-        layer_store_remove_tree(tmp);
+        layer_store_remove(&s->store, tmp);
     if (j->rc < 0)
         mcp_error_prefix(&j->err, "layer %.19s", j->desc.digest);
 }

@@ -7,7 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
+#include <sched.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/types.h>
@@ -211,36 +214,98 @@ static void extract(int fd, enum oci_compression c, uint64_t max_bytes, struct u
     oci_archive.read_free(a);
 }
 
-__attribute__((noreturn)) static void child(int fd, enum oci_compression c, const char *root,
-                                            uint64_t max_bytes, int out)
+/* What a child does once it is in place: unpack, or clear a directory. */
+struct child_job {
+    int fd;
+    enum oci_compression compression;
+    const char *root;
+    uint64_t max_bytes;
+    bool clear; /* remove everything below root instead */
+};
+
+static int clear_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    if (ftw->level == 0)
+        return 0; /* root itself: its owner removes it */
+    return (flag == FTW_DP ? rmdir(path) : unlink(path)) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+/* In a fresh user namespace (rootless): wait for the parent to write its maps, then become the
+ * namespace's root, so that files get the ids of the sandboxes' mapping. */
+static int enter_userns(int ready_w, int go_r, struct unpack_report *r)
+{
+    char b = 'r';
+    if (unshare(CLONE_NEWUSER) < 0)
+        return report(r, MCP_ERR_UNSUPPORTED, "cannot make a user namespace: %s%s",
+                      strerror(errno), NULL);
+    if (write(ready_w, &b, 1) != 1 || read(go_r, &b, 1) != 1)
+        return report(r, MCP_ERR_UNSUPPORTED, "no uid map was written%s%s", "", NULL);
+    /* Raw calls: glibc's wrappers would signal threads this forked child does not have. */
+    if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0)
+        return report(r, MCP_ERR_UNSUPPORTED, "cannot become root of the user namespace: %s%s",
+                      strerror(errno), NULL);
+    return 0;
+}
+
+__attribute__((noreturn)) static void child(const struct child_job *job, int out, int ready_w,
+                                            int go_r)
 {
     struct unpack_report r;
     memset(&r, 0, sizeof r);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     umask(0);
-    if (chroot(root) < 0 || chdir("/") < 0)
-        report(&r, MCP_ERR_IO, "cannot enter %s: %s", root, strerror(errno));
+    /* Into the directory first, as the server's user: rootless, the namespace's root may not
+     * search the user's 0700 state directory on the way. */
+    if (chdir(job->root) < 0)
+        report(&r, MCP_ERR_IO, "cannot enter %s: %s", job->root, strerror(errno));
+    else if (ready_w >= 0 && enter_userns(ready_w, go_r, &r) < 0)
+        ;
+    else if (job->clear)
+        nftw(".", clear_entry, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) == 0
+            ? 0
+            : report(&r, MCP_ERR_IO, "cannot remove what is in %s: %s", job->root,
+                     strerror(errno));
+    else if (chroot(".") < 0 || chdir("/") < 0)
+        report(&r, MCP_ERR_IO, "cannot enter %s: %s", job->root, strerror(errno));
     else
-        extract(fd, c, max_bytes, &r);
+        extract(job->fd, job->compression, job->max_bytes, &r);
     ssize_t n = write(out, &r, sizeof r);
     _exit(n == (ssize_t)sizeof r ? 0 : 1);
 }
 
-int image_unpack(int blob_fd, enum oci_compression compression, const char *root,
-                 uint64_t max_bytes, struct unpack_result *res, struct mcp_error *err)
+/* The parent's side of the user namespace hand-shake: maps written, then go. */
+static int release_child(const struct unpack_userns *ns, pid_t pid, int ready_r, int go_w,
+                         struct mcp_error *err)
 {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0)
+    char b;
+    if (read(ready_r, &b, 1) != 1)
+        return 0; /* the child failed before: its report says why */
+    if (ns->write_maps(ns->arg, pid, err) < 0)
+        return -1; /* go_w closes: the child gives up */
+    return write(go_w, "g", 1) == 1 ? 0 : mcp_error_set(err, MCP_ERR_IO, errno, "release");
+}
+
+static int run_child(const struct child_job *job, const struct unpack_userns *ns,
+                     struct unpack_report *r, struct mcp_error *err)
+{
+    int p[2], ready[2] = {-1, -1}, go[2] = {-1, -1};
+    if (pipe2(p, O_CLOEXEC) < 0 || (ns && (pipe2(ready, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0)))
         return mcp_error_set(err, MCP_ERR_IO, errno, "pipe");
     pid_t pid = fork();
     if (pid == 0) {
         close(p[0]);
-        child(blob_fd, compression, root, max_bytes, p[1]);
+        child(job, p[1], ns ? ready[1] : -1, ns ? go[0] : -1);
     }
     close(p[1]);
-    struct unpack_report r;
-    memset(&r, 0, sizeof r);
-    ssize_t n = pid < 0 ? -1 : read(p[0], &r, sizeof r);
+    int rc = 0;
+    if (ns) {
+        close(ready[1]), close(go[0]);
+        rc = pid > 0 ? release_child(ns, pid, ready[0], go[1], err) : 0;
+        close(ready[0]), close(go[1]);
+    }
+    memset(r, 0, sizeof *r);
+    ssize_t n = pid < 0 ? -1 : read(p[0], r, sizeof *r);
     close(p[0]);
     int status = 0;
     if (pid > 0)
@@ -248,13 +313,40 @@ int image_unpack(int blob_fd, enum oci_compression compression, const char *root
         }
     if (pid < 0)
         return mcp_error_set(err, MCP_ERR_IO, errno, "fork for unpacking failed");
-    if (n != (ssize_t)sizeof r)
+    if (rc < 0)
+        return -1;
+    if (n != (ssize_t)sizeof *r)
         return mcp_error_set(err, MCP_ERR_BACKEND, 0,
                              "the unpacker died (status %d) on this layer: it is corrupt or "
                              "hostile",
                              status);
-    if (r.code != 0)
-        return mcp_error_set(err, r.code, 0, "%s", r.msg);
+    if (r->code != 0)
+        return mcp_error_set(err, r->code, 0, "%s", r->msg);
+    return 0;
+}
+
+int image_unpack(int blob_fd, enum oci_compression compression, const char *root,
+                 uint64_t max_bytes, const struct unpack_userns *ns, struct unpack_result *res,
+                 struct mcp_error *err)
+{
+    struct child_job job = {.fd = blob_fd, .compression = compression, .root = root,
+                            .max_bytes = max_bytes};
+    struct unpack_report r;
+    /* Rootless: the namespace's root is not the directory's owner (the user is not mapped):
+     * it may write there only through the mode. Put back by the caller's commit. */
+    if (ns && chmod(root, 0777) < 0)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "chmod %s", root);
+    if (run_child(&job, ns, &r, err) < 0)
+        return -1;
     *res = r.res;
     return 0;
+}
+
+int image_clear_in_userns(const char *dir, const struct unpack_userns *ns, struct mcp_error *err)
+{
+    struct child_job job = {.root = dir, .clear = true};
+    struct unpack_report r;
+    if (chmod(dir, 0777) < 0)
+        return errno == ENOENT ? 0 : mcp_error_set(err, MCP_ERR_IO, errno, "chmod %s", dir);
+    return run_child(&job, ns, &r, err);
 }

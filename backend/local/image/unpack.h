@@ -23,11 +23,24 @@ struct unpack_result {
     uint64_t skipped; /* device nodes and sockets not created */
 };
 
+/* Rootless: the child unpacks as root of a new user namespace whose maps write_maps writes
+ * (the sandboxes' shared mapping), so the files get the subordinate ids the sandboxes see as the
+ * image's ids. NULL: as the server (root), with the image's own ids. */
+struct unpack_userns {
+    int (*write_maps)(void *arg, int pid, struct mcp_error *err);
+    void *arg;
+};
+
 /* Blocking (run it in a worker thread). blob_fd is read from its current offset; root must
  * exist and be empty. max_bytes caps the data written (a tar bomb stops there with
  * MCP_ERR_LIMIT). oci_archive_load() must have succeeded before (on the loop). */
 int image_unpack(int blob_fd, enum oci_compression compression, const char *root,
-                 uint64_t max_bytes, struct unpack_result *res, struct mcp_error *err);
+                 uint64_t max_bytes, const struct unpack_userns *ns, struct unpack_result *res,
+                 struct mcp_error *err);
+
+/* Rootless: removes everything below dir from inside such a user namespace (the user cannot
+ * delete files owned by its subordinate ids); dir itself stays, made 0777. */
+int image_clear_in_userns(const char *dir, const struct unpack_userns *ns, struct mcp_error *err);
 
 /* The checks on one entry name, exposed for the tests: the name without leading "./" into out
  * (empty for the root itself); -1 if it is absolute or has a ".." component. */

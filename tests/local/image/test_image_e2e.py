@@ -224,6 +224,81 @@ def test_cli(mcpbox, reg, state):
     check(rc == 1 and "unreachable" in _, "a failed pull says why and exits 1")
 
 
+ROOTLESS_USER = "mcpbox-oci-test"
+SUBID_BASE = 2000000000  # far from root mode's per-sandbox slices
+
+
+def ensure_rootless_user():
+    """An ordinary user with one subordinate range, made for this test (kept between runs)."""
+    import pwd
+    try:
+        pw = pwd.getpwnam(ROOTLESS_USER)
+    except KeyError:
+        subprocess.run(["useradd", "-M", "-s", "/usr/sbin/nologin", "-K", "SUB_UID_COUNT=0",
+                        "-K", "SUB_GID_COUNT=0", ROOTLESS_USER], check=True)
+        pw = pwd.getpwnam(ROOTLESS_USER)
+    rng = f"{SUBID_BASE}-{SUBID_BASE + 65535}"
+    for f_, opt in (("/etc/subuid", "--add-subuids"), ("/etc/subgid", "--add-subgids")):
+        with open(f_) as fh:
+            if not any(line.startswith(f"{ROOTLESS_USER}:") for line in fh):
+                subprocess.run(["usermod", opt, rng, ROOTLESS_USER], check=True)
+    return pw
+
+
+def test_rootless_cli(mcpbox, reg, ref):
+    """An ordinary user pulls: layers are unpacked in a user namespace with the shared mapping
+    (sandbox id N = subordinate id SUBID_BASE+N), and prune removes them again although the user
+    cannot delete files owned by its subordinate ids."""
+    pw = ensure_rootless_user()
+    state = tempfile.mkdtemp(prefix="ocir-", dir="/tmp")
+    os.chown(state, pw.pw_uid, pw.pw_gid)
+    os.chmod(state, 0o700)
+    env = {"PATH": os.environ["PATH"], "HOME": state, "MCPBOX_IMAGE_STORE_MAX_BYTES": str(CAP)}
+
+    def as_user(*args, cmd="image"):
+        def drop():
+            os.setgroups([])
+            os.setgid(pw.pw_gid)
+            os.setuid(pw.pw_uid)
+        p = subprocess.run([mcpbox, cmd, "--state-dir", state] + list(args), env=env,
+                           capture_output=True, preexec_fn=drop, timeout=120)
+        return p.returncode, p.stdout.decode(), p.stderr.decode()
+    # the one-time root step of rootless mode (delegated cgroups); undone at the end
+    subprocess.run([mcpbox, "setup", "--user", ROOTLESS_USER], check=True, capture_output=True)
+    try:
+        rc, out, err = as_user("-o", "json", "pull", ref)
+        check(rc == 0, f"an ordinary user pulls {ref} ({err.strip()[:300]})")
+        layers = json.loads(out)["layers"]
+        top = os.path.join(state, "image-store", "layers", layers[-1][7:], "root")
+        st = os.lstat(os.path.join(top, "app", "hello.txt"))
+        check((st.st_uid, st.st_gid) == (SUBID_BASE + 1000, SUBID_BASE + 1000),
+              f"a file of image uid 1000 belongs to subordinate uid {SUBID_BASE}+1000 on the host")
+        wh = os.lstat(os.path.join(top, "data", "a"))
+        import stat as stat_
+        check(stat_.S_ISCHR(wh.st_mode) and wh.st_rdev == 0 and wh.st_uid == SUBID_BASE,
+              "a whiteout is a 0/0 device owned by the namespace's root")
+        check(os.getxattr(os.path.join(top, "opq"), "user.overlay.opaque") == b"y",
+              "an opaque directory is marked in the user namespace")
+        rc, out, err = as_user("create", "-q", "--image", ref, cmd="sandbox")
+        check(rc == 0, f"the user creates a sandbox on the image ({err.strip()[:300]})")
+        sid = out.strip()
+        rc, out, err = as_user("exec", sid, "--", "id -u; pwd; ls /data; cat hello.txt; "
+                               "stat -c %u /app/hello.txt", cmd="sandbox")
+        as_user("rm", sid, cmd="sandbox")
+        check(out.split() == ["1000", "/app", "b", "hi1000"] or
+              out.split() == ["1000", "/app", "b", "hi", "1000"],
+              f"rootless: User, WorkingDir, whiteout and owners as the image says ({out!r})")
+        rc, _, err = as_user("rm", ref)
+        rc2, out, err2 = as_user("-o", "json", "prune")
+        left = os.listdir(os.path.join(state, "image-store", "layers"))
+        check(rc == 0 and rc2 == 0 and left == [],
+              f"the user's prune removes subordinate-owned layers ({err.strip()} {err2.strip()} "
+              f"{left})")
+    finally:
+        subprocess.run([mcpbox, "setup", "--user", ROOTLESS_USER, "--undo"], capture_output=True)
+        shutil.rmtree(state, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
@@ -251,6 +326,7 @@ def main():
             test_errors(s, reg, state, cut, tamper, mdigest)
             test_hostile(s, reg, state)
             test_cli(args.mcpbox, reg, state)
+            test_rootless_cli(args.mcpbox, reg, ref)
             auth = test_token_auth(s, token, state)
             s.close()
             s = oci.Serve(args.mcpbox, state, {"MCPBOX_IMAGE_STORE_MAX_BYTES": str(CAP),

@@ -218,7 +218,9 @@ TEST(taken_sandbox_is_like_a_fresh_one)
     snprintf(sql, sizeof(sql), "SELECT expires_at_ms FROM sandboxes WHERE id = '%s'", a);
     int64_t exp = sql_int(&pooled, sql);
     ASSERT(exp >= t0 + 123000 && exp <= now_wall_ms() + 123000);
-    /* (a refill may be under way: its record has no uid_base yet) */
+    /* (a refill may be under way: its record has no uid_base yet). Rootless, every sandbox
+     * shares the server's one mapping (backend/local/identity.h): nothing more to compare. */
+    if (geteuid() == 0)
     ASSERT_EQ(sql_int(&pooled, "SELECT COUNT(DISTINCT json_extract(record, '$.uid_base')) FROM "
                                "sandboxes"),
               sql_int(&pooled, "SELECT COUNT(*) FROM sandboxes WHERE "
@@ -226,7 +228,9 @@ TEST(taken_sandbox_is_like_a_fresh_one)
     snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM sandboxes WHERE id <> '%s' AND "
              "json_extract(record, '$.uid_base') = (SELECT json_extract(record, '$.uid_base') "
              "FROM sandboxes WHERE id = '%s')", a, a);
-    ASSERT_EQ(sql_int(&pooled, sql), 0);
+    ASSERT_EQ(sql_int(&pooled, sql), geteuid() == 0 ? 0 : sql_int(&pooled, "SELECT COUNT(*) - 1 "
+                                   "FROM sandboxes WHERE json_extract(record, '$.uid_base') "
+                                   "IS NOT NULL"));
     json_decref(env);
     json_decref(meta);
     harness_destroy(&pooled, a);
@@ -508,7 +512,9 @@ TEST(spawner_netns_is_private_with_loopback)
         ASSERT_CONTAINS(ns[i], "loopback x");
         harness_exec_release(&x);
     }
-    ASSERT(netns_owned_by_host_userns(&h, ids[0])); /* the pre-made one was used */
+    /* The pre-made one was used; rootless there is none (a netns needs a user namespace of its
+     * own, which must be the sandbox's): clone3 made it. */
+    ASSERT(netns_owned_by_host_userns(&h, ids[0]) == (geteuid() == 0));
     char host_ns[64] = "";
     ASSERT(readlink("/proc/self/ns/net", host_ns, sizeof(host_ns) - 1) > 0);
     ASSERT(strncmp(ns[0], ns[1], strcspn(ns[0], "\n")) != 0);

@@ -10,6 +10,7 @@
 
 #include "backend/local/doctor.h"
 #include "backend/local/local.h"
+#include "backend/local/runtime_dir.h"
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 #include "mcp/config.h"
@@ -58,7 +59,7 @@ static bool harness_host_refuses(const char *state_dir)
     bool refused = false;
     for (size_t i = 0; i < sizeof(needed) / sizeof(needed[0]); i++) {
         const struct doctor_check *c = doctor_report_find(&r, needed[i]);
-        if (c != NULL && !c->ok) {
+        if (c != NULL && !c->ok && c->required) { /* single uid is a WARN: sandboxes run */
             printf("# SKIP: %s: %s\n", c->name, c->detail);
             refused = true;
         }
@@ -147,20 +148,17 @@ static int entries_left(const char *dir)
     return n;
 }
 
-#define HARNESS_RUNTIME_CANDIDATES 3
+#define HARNESS_RUNTIME_CANDIDATES 2
 
-/* The i-th place the backend may keep this state directory's runtime files; -1 if none. */
+/* The i-th place the backend may keep this state directory's runtime files (runtime_dir.h: the
+ * tmpfs one for this euid, else <state>/run); -1 if none. */
 static int runtime_candidate(const struct harness *h, int i, char *out, size_t size)
 {
-    char real[PATH_MAX], hash[65];
-    if (realpath(h->state_dir, real) == NULL)
+    char root[PATH_MAX], real[PATH_MAX];
+    int on_tmpfs = local_runtime_path(h->state_dir, root, sizeof root, out, size);
+    if (on_tmpfs < 0 || realpath(h->state_dir, real) == NULL)
         return -1; /* no state directory, so no runtime directory either */
-    sha256_hex(real, strlen(real), hash);
-    hash[16] = '\0';
-    if (i == 0 || i == 1)
-        snprintf(out, size, "%s/mcpbox-%u/%s", i == 0 ? "/run" : "/dev/shm", (unsigned)geteuid(),
-                 hash);
-    else
+    if (i == 1)
         snprintf(out, size, "%s/run", real);
     return 0;
 }

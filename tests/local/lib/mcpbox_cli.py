@@ -28,7 +28,8 @@ def runtime_dirs(state_dir):
     real = os.path.realpath(state_dir)
     h = hashlib.sha256(real.encode()).hexdigest()[:16]
     uid = os.geteuid()
-    return [f"/run/mcpbox-{uid}/{h}", f"/dev/shm/mcpbox-{uid}/{h}", os.path.join(real, "run")]
+    return [f"/run/mcpbox-{uid}/{h}", f"/run/user/{uid}/mcpbox/{h}", f"/dev/shm/mcpbox-{uid}/{h}",
+            os.path.join(real, "run")]
 
 
 def runtime_left(state_dir):

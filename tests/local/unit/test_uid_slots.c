@@ -46,15 +46,51 @@ TEST(leases_are_distinct_and_released_by_owner)
     struct mcp_error err;
     uint32_t a, b, c;
     lease_dir(dir, sizeof dir, "distinct");
-    ASSERT_EQ(local_slot_lease(dir, "sbx-a", 8, &a, &err), 0);
-    ASSERT_EQ(local_slot_lease(dir, "sbx-b", 8, &b, &err), 0);
+    ASSERT_EQ(local_slot_lease(dir, "sbx-a", 8, NULL, &a, &err), 0);
+    ASSERT_EQ(local_slot_lease(dir, "sbx-b", 8, NULL, &b, &err), 0);
     ASSERT(a != b);
     local_slot_unlease(dir, a, "sbx-b"); /* not b's lease: stays */
-    ASSERT_EQ(local_slot_lease(dir, "sbx-c", 8, &c, &err), 0);
+    ASSERT_EQ(local_slot_lease(dir, "sbx-c", 8, NULL, &c, &err), 0);
     ASSERT(c != a && c != b);
     local_slot_unlease(dir, a, "sbx-a");
-    ASSERT_EQ(local_slot_lease(dir, "sbx-d", 8, &c, &err), 0);
+    ASSERT_EQ(local_slot_lease(dir, "sbx-d", 8, NULL, &c, &err), 0);
     ASSERT_EQ(c, a); /* the lowest free one again */
+}
+
+TEST(excluded_slots_are_never_leased)
+{
+    char dir[256];
+    struct mcp_error err;
+    uint32_t a, b;
+    unsigned char excluded[2] = {0x05, 0}; /* slots 0 and 2 */
+    lease_dir(dir, sizeof dir, "excluded");
+    ASSERT_EQ(local_slot_lease(dir, "sbx-a", 4, excluded, &a, &err), 0);
+    ASSERT_EQ(local_slot_lease(dir, "sbx-b", 4, excluded, &b, &err), 0);
+    ASSERT_EQ(a, 1);
+    ASSERT_EQ(b, 3);
+    ASSERT_EQ(local_slot_lease(dir, "sbx-c", 4, excluded, &b, &err), -1);
+}
+
+/* Debian's useradd gives the first user 100000:65536, exactly root mode's slot 0. */
+TEST(subordinate_ranges_exclude_their_slices)
+{
+    unsigned char bits[LOCAL_MAX_SLOTS / 8 + 1] = {0};
+    local_slots_excluded(bits, LOCAL_MAX_SLOTS);
+    FILE *f = fopen("/etc/subuid", "re");
+    char line[512];
+    int ranges = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long start, count;
+        if (sscanf(line, "%*[^:]:%lu:%lu", &start, &count) != 2 || start < LOCAL_UID_BASE)
+            continue;
+        unsigned long k = (start - LOCAL_UID_BASE) / LOCAL_UID_RANGE;
+        if (k < LOCAL_MAX_SLOTS)
+            ASSERT(bits[k / 8] & (1u << (k % 8)));
+        ranges++;
+    }
+    if (f)
+        fclose(f);
+    printf("# %d subordinate uid range(s) checked\n", ranges);
 }
 
 TEST(stale_lease_reclaimed_when_full)
@@ -63,15 +99,15 @@ TEST(stale_lease_reclaimed_when_full)
     struct mcp_error err;
     uint32_t a, b, c;
     lease_dir(dir, sizeof dir, "stale");
-    ASSERT_EQ(local_slot_lease(dir, "sbx-live", 2, &a, &err), 0);
-    ASSERT_EQ(local_slot_lease(dir, "sbx-dead", 2, &b, &err), 0);
+    ASSERT_EQ(local_slot_lease(dir, "sbx-live", 2, NULL, &a, &err), 0);
+    ASSERT_EQ(local_slot_lease(dir, "sbx-dead", 2, NULL, &b, &err), 0);
     local_slot_note_init(dir, a, "sbx-live", getpid(), local_proc_starttime(getpid()));
     uint64_t start;
     pid_t gone = dead_pid(&start);
     local_slot_note_init(dir, b, "sbx-dead", gone, start);
-    ASSERT_EQ(local_slot_lease(dir, "sbx-new", 2, &c, &err), 0);
+    ASSERT_EQ(local_slot_lease(dir, "sbx-new", 2, NULL, &c, &err), 0);
     ASSERT_EQ(c, b); /* the dead init's slot, never the live one's */
-    ASSERT_EQ(local_slot_lease(dir, "sbx-more", 2, &c, &err), -1);
+    ASSERT_EQ(local_slot_lease(dir, "sbx-more", 2, NULL, &c, &err), -1);
     ASSERT_EQ(err.code, MCP_ERR_LIMIT);
     ASSERT_CONTAINS(err.msg, "in use");
 }
@@ -157,6 +193,8 @@ int main(void)
     snprintf(scratch, sizeof scratch, "/tmp/mcpbox-test-slots-%d", (int)getpid());
     mkdir(scratch, 0700);
     RUN(leases_are_distinct_and_released_by_owner);
+    RUN(excluded_slots_are_never_leased);
+    RUN(subordinate_ranges_exclude_their_slices);
     RUN(stale_lease_reclaimed_when_full);
     RUN(identity_matches_who_runs_it);
     RUN(two_state_dirs_never_share_host_uids);
