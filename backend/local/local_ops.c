@@ -265,6 +265,25 @@ static int diag_logs(struct local_backend *lb, const char *id, json_t *res, back
     return 0;
 }
 
+/* The last failing commands (newest first) out of the "command_failed" events (local_exec.c):
+ * how each ended and the end of its output. */
+#define DIAG_FAILED_MAX 5
+static json_t *failed_commands(json_t *events)
+{
+    json_t *out = json_array();
+    for (size_t i = json_array_size(events); i-- > 0 && json_array_size(out) < DIAG_FAILED_MAX;) {
+        json_t *ev = json_array_get(events, i);
+        const char *kind = json_string_value(json_object_get(ev, "kind"));
+        json_t *data = json_object_get(ev, "data");
+        if (kind && strcmp(kind, "command_failed") == 0 && json_is_object(data)) {
+            json_t *one = json_deep_copy(data);
+            json_object_set(one, "time", json_object_get(ev, "time"));
+            json_array_append_new(out, one);
+        }
+    }
+    return out;
+}
+
 int local_diagnose(struct backend *be, const char *id, const char *what, backend_cb *cb,
                    void *arg, struct mcp_error *err)
 {
@@ -288,6 +307,7 @@ int local_diagnose(struct backend *be, const char *id, const char *what, backend
         struct lsbx *sb = lsbx_find(lb, id);
         if (sb)
             json_object_set_new(res, "usage", cg_usage(&sb->cg));
+        json_object_set_new(res, "failed_commands", failed_commands(events));
         json_object_set(res, "events", events);
     } else if (strcmp(what, "inspect") == 0) {
         json_object_set_new(res, "inspect", diag_inspect(lb, &rec));
