@@ -30,6 +30,11 @@ include(${CMAKE_CURRENT_LIST_DIR}/claude_plugin.cmake)
 file(GLOB _mcpbox_docs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)
 install(FILES ${_mcpbox_docs} ${PROJECT_SOURCE_DIR}/docs/architecture.svg
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# The license (Apache-2.0): the full text, and the machine-readable Debian copyright file where
+# Debian policy looks for it (/usr/share/doc/mcpbox/copyright).
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(FILES ${CMAKE_CURRENT_LIST_DIR}/debian-copyright DESTINATION ${CMAKE_INSTALL_DOCDIR}
+        RENAME copyright)
 if(EXISTS ${PROJECT_SOURCE_DIR}/README.md)
     install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 endif()

@@ -4,6 +4,7 @@ set(CPACK_PACKAGE_NAME mcpbox)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_VENDOR "mcpbox")
 set(CPACK_PACKAGE_CONTACT "mcpbox maintainers <maintainers@mcpbox.invalid>")
+set(CPACK_RESOURCE_FILE_LICENSE ${PROJECT_SOURCE_DIR}/LICENSE)
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "MCP server that gives AI agents sandboxes")
 set(CPACK_PACKAGE_DESCRIPTION
     "mcpbox speaks the Model Context Protocol over stdio and Streamable HTTP and offers tools to

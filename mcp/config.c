@@ -45,7 +45,7 @@ void config_init(struct mcp_config *cfg)
     cfg->state_dir = default_state_dir();
     cfg->log_level = LOG_LEVEL_INFO;
     if ((v = getenv("MCPBOX_LOG_LEVEL")))
-        log_level_parse(v, &cfg->log_level);
+        cfg->log_level_given = log_level_parse(v, &cfg->log_level) == 0;
     set_str(&cfg->token, getenv("MCPBOX_TOKEN") && *getenv("MCPBOX_TOKEN")
                              ? getenv("MCPBOX_TOKEN") : NULL);
     cfg->local_enabled = true;
@@ -113,6 +113,7 @@ static int set_state_dir(struct mcp_config *cfg, const char *v, struct mcp_error
 
 static int set_log_level(struct mcp_config *cfg, const char *v, struct mcp_error *err)
 {
+    cfg->log_level_given = true;
     if (log_level_parse(v, &cfg->log_level) < 0)
         return mcp_error_set(err, MCP_ERR_INVALID, 0,
                              "--log-level must be error, warn, info or debug (got \"%s\")", v);
@@ -185,7 +186,7 @@ static const struct option options[] = {
      "serve Streamable HTTP at http://ADDR:PORT/mcp instead of stdio (port 0: pick a free one)"},
     {"state-dir", "DIR", set_state_dir,
      "state directory (default $XDG_STATE_HOME/mcpbox or ~/.local/state/mcpbox)"},
-    {"log-level", "LEVEL", set_log_level, "stderr log level: error, warn, info (default), debug"},
+    {"log-level", "LEVEL", set_log_level, "stderr log level: error, warn, info, debug (default: warn on stdio, info on HTTP)"},
     {"token", "TOKEN", set_token,
      "bearer token HTTP clients must send (or env MCPBOX_TOKEN); required off loopback"},
     {"opensandbox-api", NULL, set_osapi,

@@ -16,6 +16,7 @@
 struct mcp_config {
     char *state_dir;        /* owned; default $XDG_STATE_HOME/mcpbox or ~/.local/state/mcpbox */
     enum log_level log_level;
+    bool log_level_given; /* by --log-level or MCPBOX_LOG_LEVEL (else stdio serves at warn) */
     char *http_listen;      /* owned; "127.0.0.1:8765" or NULL for stdio */
     char *token;            /* owned; bearer token for HTTP (--token or MCPBOX_TOKEN), or NULL */
     bool conformance_fixtures;

@@ -107,6 +107,10 @@ int cli_serve_main(int argc, char **argv)
         fprintf(stderr, "mcpbox serve: %s\n", err.msg);
     bool done = r == 1; /* --help printed */
     if (r == 0) {
+        /* On stdio, stderr is the client's log (Claude Code shows every line as [ERROR]): by
+         * default only warnings and errors go there. */
+        if (!cfg.http_listen && !cfg.log_level_given)
+            cfg.log_level = LOG_LEVEL_WARN;
         log_set_level(cfg.log_level);
         r = serve(&cfg); /* 1 when the server could not start */
     }
@@ -117,7 +121,8 @@ int cli_serve_main(int argc, char **argv)
 static void print_version(void)
 {
     printf("mcpbox %s\n", MCPBOX_VERSION);
-    printf("protocol: MCP 2025-11-25 (also 2025-06-18, 2025-03-26)\n");
+    printf("protocol: MCP 2025-11-25 (also 2026-07-28, 2025-06-18, 2025-03-26)\n");
+    printf("license: Apache-2.0\n");
     printf("backends: %s\n", MCPBOX_BACKENDS[0] ? MCPBOX_BACKENDS : "none");
 #ifdef MCPBOX_HAVE_HTTP
     printf("transports: stdio, http\n");
@@ -129,7 +134,8 @@ static void print_version(void)
 static void print_help(FILE *out)
 {
     fprintf(out, "mcpbox %s: an MCP server that gives AI agents sandboxes\n\n"
-                 "Usage: mcpbox COMMAND [OPTIONS]\n       mcpbox --help | --version\n\n"
+                 "Usage: mcpbox COMMAND [OPTIONS]\n       mcpbox help [COMMAND] | --help | "
+                 "--version\n\n"
                  "Commands:\n", MCPBOX_VERSION);
     for (size_t i = 0; i < ARRAY_SIZE(subcommands); i++)
         fprintf(out, "  %-10s %s\n", subcommands[i].name, subcommands[i].help);
@@ -153,9 +159,16 @@ int main(int argc, char **argv)
         print_version();
         return 0;
     }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        (strcmp(argv[1], "help") == 0 && argc == 2)) {
         print_help(stdout);
         return 0;
+    }
+    if (strcmp(argv[1], "help") == 0) { /* help COMMAND: that command's --help */
+        static char help_flag[] = "--help";
+        argv[1] = argv[2];
+        argv[2] = help_flag;
+        argc = 3;
     }
     for (size_t i = 0; i < ARRAY_SIZE(subcommands); i++) {
         if (strcmp(argv[1], subcommands[i].name) == 0)

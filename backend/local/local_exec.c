@@ -13,13 +13,18 @@
 
 #define OOM_LOOKBACK_EVENTS 200
 
+/* The end of a command's output kept for its "command_failed" event (diagnose_sandbox). */
+#define EXEC_EVENT_TAIL 512
+
 struct exec_handle {
     struct lsbx *sb;
-    struct exec_observer obs;
+    struct exec_observer obs; /* callbacks NULL once detached: the watch only records the end */
     char cmd_id[32];
     char *command;
     uint64_t oom_before;
     bool started, detached;
+    char tail[EXEC_EVENT_TAIL]; /* ring of the last output bytes (stdout and stderr as they came) */
+    size_t tail_len, tail_pos;
 };
 
 static void handle_free(struct exec_handle *h)
@@ -79,6 +84,50 @@ static json_t *done_json(struct exec_handle *h, json_t *ev, const char *status)
     return r;
 }
 
+static void tail_add(struct exec_handle *h, const char *data, size_t len)
+{
+    if (len > EXEC_EVENT_TAIL) {
+        data += len - EXEC_EVENT_TAIL;
+        len = EXEC_EVENT_TAIL;
+    }
+    for (size_t i = 0; i < len; i++) {
+        h->tail[h->tail_pos] = data[i];
+        h->tail_pos = (h->tail_pos + 1) % EXEC_EVENT_TAIL;
+    }
+    h->tail_len = h->tail_len + len > EXEC_EVENT_TAIL ? EXEC_EVENT_TAIL : h->tail_len + len;
+}
+
+static json_t *tail_json(const struct exec_handle *h)
+{
+    char out[EXEC_EVENT_TAIL];
+    size_t start = (h->tail_pos + EXEC_EVENT_TAIL - h->tail_len) % EXEC_EVENT_TAIL;
+    for (size_t i = 0; i < h->tail_len; i++)
+        out[i] = h->tail[(start + i) % EXEC_EVENT_TAIL];
+    return utf8_json_text(out, h->tail_len);
+}
+
+/* A command that did not exit 0 (non-zero exit, timeout, kill, signal, OOM kill) leaves a
+ * "command_failed" event with its output tail, so that diagnose_sandbox can show how recent
+ * commands failed even after the output is gone (the sandbox destroyed, this process ended). */
+static void record_failure(struct exec_handle *h, json_t *res)
+{
+    const char *status = json_string_value(json_object_get(res, "status"));
+    json_t *code = json_object_get(res, "exit_code");
+    if (status && strcmp(status, "exited") == 0 && json_is_integer(code) &&
+        json_integer_value(code) == 0)
+        return;
+    struct mcp_error err;
+    json_t *data = json_pack("{s:s, s:s%, s:s, s:O, s:O, s:O, s:o}", "command_id", h->cmd_id,
+                             "command", h->command, strlen(h->command) > 200 ? (size_t)200
+                                                                             : strlen(h->command),
+                             "status", status ? status : "exited", "exit_code",
+                             code ? code : json_null(), "signal",
+                             or_null(json_object_get(res, "signal")), "duration_ms",
+                             or_null(json_object_get(res, "duration_ms")), "output_tail",
+                             tail_json(h));
+    local_event(h->sb->be->base.store, h->sb->id, "command_failed", data, &err);
+}
+
 static void on_event(void *arg, json_t *ev)
 {
     struct exec_handle *h = arg;
@@ -87,6 +136,8 @@ static void on_event(void *arg, json_t *ev)
         size_t len;
         char *data = unb64(json_object_get(ev, "data"), &len);
         const char *stream = json_string_value(json_object_get(ev, "stream"));
+        if (data)
+            tail_add(h, data, len);
         if (data && h->obs.on_output)
             h->obs.on_output(h->obs.arg, stream && strcmp(stream, "stderr") == 0 ? EXEC_STDERR
                                                                                  : EXEC_STDOUT,
@@ -106,6 +157,7 @@ static void on_event(void *arg, json_t *ev)
                             json_pack("{s:s, s:s}", "command_id", h->cmd_id, "command", h->command),
                             &err);
         }
+        record_failure(h, res);
         agent_unwatch(h->sb->conn, h->cmd_id); /* after this, ev's watch entry is gone */
     } else { /* "lost": the connection (or the sandbox) went away; the watch is already freed */
         res = json_pack("{s:s, s:s, s:n, s:n, s:n, s:i, s:i}", "command_id", h->cmd_id, "status",
@@ -113,7 +165,8 @@ static void on_event(void *arg, json_t *ev)
                         "stderr_bytes", 0);
     }
     struct local_backend *lb = h->sb->be;
-    h->obs.on_done(h->obs.arg, res, NULL);
+    if (h->obs.on_done) /* NULL once detached */
+        h->obs.on_done(h->obs.arg, res, NULL);
     json_decref(res);
     handle_free(h);
     local_pool_after_exec(lb); /* after the answer: the caller is busy with it now */
@@ -193,9 +246,15 @@ void local_exec_detach(struct exec_handle *h)
         h->detached = true; /* freed when the agent's reply arrives */
         return;
     }
-    if (h->sb->conn)
-        agent_unwatch(h->sb->conn, h->cmd_id);
-    handle_free(h);
+    if (h->sb->conn == NULL) {
+        handle_free(h);
+        return;
+    }
+    /* Keep watching without the caller, to record how the command ends (record_failure); its
+     * exit, or the loss of the connection, frees the handle. */
+    h->obs.on_output = NULL;
+    h->obs.on_started = NULL;
+    h->obs.on_done = NULL;
 }
 
 /* ---- command_get / command_kill ------------------------------------------------------------ */

@@ -183,7 +183,8 @@ int local_resume(struct backend *be, const char *id, backend_cb *cb, void *arg,
 }
 
 /* A sandbox has its own network namespace: a port inside it is reached from the host through a
- * forwarder this process runs (127.0.0.1:<ephemeral> -> 127.0.0.1:<port> in the sandbox). */
+ * forwarder process that lives as long as the sandbox (forward.c; 127.0.0.1:<ephemeral> ->
+ * 127.0.0.1:<port> in the sandbox). */
 int local_endpoint(struct backend *be, const char *id, int port, backend_cb *cb, void *arg,
                    struct mcp_error *err)
 {
@@ -198,9 +199,9 @@ int local_endpoint(struct backend *be, const char *id, int port, backend_cb *cb,
     char url[64], note[256];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", host_port);
     snprintf(note, sizeof note,
-             "forwarded from the host's 127.0.0.1:%d to port %d inside the sandbox by mcpbox "
-             "process %d, for as long as that process runs; inside the sandbox the service is at "
-             "127.0.0.1:%d", host_port, port, (int)getpid(), port);
+             "forwarded from the host's 127.0.0.1:%d to port %d inside the sandbox for as long "
+             "as the sandbox lives (even after this MCP server exits); inside the sandbox the "
+             "service is at 127.0.0.1:%d", host_port, port, port);
     json_t *res = json_pack("{s:s, s:i, s:s, s:{}, s:s, s:i, s:s}", "sandbox_id", id, "port", port,
                             "url", url, "headers", "reachable_from", "host", "host_port",
                             host_port, "note", note);
@@ -265,6 +266,25 @@ static int diag_logs(struct local_backend *lb, const char *id, json_t *res, back
     return 0;
 }
 
+/* The last failing commands (newest first) out of the "command_failed" events (local_exec.c):
+ * how each ended and the end of its output. */
+#define DIAG_FAILED_MAX 5
+static json_t *failed_commands(json_t *events)
+{
+    json_t *out = json_array();
+    for (size_t i = json_array_size(events); i-- > 0 && json_array_size(out) < DIAG_FAILED_MAX;) {
+        json_t *ev = json_array_get(events, i);
+        const char *kind = json_string_value(json_object_get(ev, "kind"));
+        json_t *data = json_object_get(ev, "data");
+        if (kind && strcmp(kind, "command_failed") == 0 && json_is_object(data)) {
+            json_t *one = json_deep_copy(data);
+            json_object_set(one, "time", json_object_get(ev, "time"));
+            json_array_append_new(out, one);
+        }
+    }
+    return out;
+}
+
 int local_diagnose(struct backend *be, const char *id, const char *what, backend_cb *cb,
                    void *arg, struct mcp_error *err)
 {
@@ -288,6 +308,7 @@ int local_diagnose(struct backend *be, const char *id, const char *what, backend
         struct lsbx *sb = lsbx_find(lb, id);
         if (sb)
             json_object_set_new(res, "usage", cg_usage(&sb->cg));
+        json_object_set_new(res, "failed_commands", failed_commands(events));
         json_object_set(res, "events", events);
     } else if (strcmp(what, "inspect") == 0) {
         json_object_set_new(res, "inspect", diag_inspect(lb, &rec));

@@ -37,6 +37,106 @@ static void metrics_done_cb(void *arg, json_t *result, const struct mcp_error *e
                                    "metrics", "metrics", result));
 }
 
+/* ---- diagnose_sandbox command_id: one command's end, output tail and events ----------------- */
+
+#define DIAG_TAIL_BYTES 2048 /* output shown for one command */
+#define DIAG_EVENT_SCAN 200  /* events searched for the command's */
+
+struct diag_cmd {
+    struct tool_job *job;
+    char *command_id;
+    json_t *first; /* the status query (offset 0), while the tail is read */
+};
+
+/* The sandbox's events that name the command. */
+static json_t *command_events(struct tool_job *job, const char *command_id)
+{
+    json_t *events = NULL, *mine = json_array();
+    struct mcp_error err;
+    if (job->ctx->store == NULL ||
+        store_event_list(job->ctx->store, job->sandbox_id, DIAG_EVENT_SCAN, &events, &err) < 0)
+        return mine;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev) {
+        const char *id = json_string_value(json_object_get(json_object_get(ev, "data"),
+                                                           "command_id"));
+        if (id && strcmp(id, command_id) == 0)
+            json_array_append(mine, ev);
+    }
+    json_decref(events);
+    return mine;
+}
+
+static void diag_cmd_free(struct diag_cmd *dc)
+{
+    json_decref(dc->first);
+    free(dc->command_id);
+    free(dc);
+}
+
+static void diag_cmd_finish(struct diag_cmd *dc, json_t *status, json_t *tail,
+                            const struct mcp_error *err)
+{
+    json_t *events = command_events(dc->job, dc->command_id);
+    if (status == NULL && json_array_size(events) == 0) { /* neither the agent nor the log */
+        json_decref(events);
+        tool_job_fail(dc->job, err);
+        diag_cmd_free(dc);
+        return;
+    }
+    json_t *cmd = json_pack("{s:s}", "command_id", dc->command_id);
+    static const char *const keys[] = {"status", "exit_code", "signal", "duration_ms",
+                                       "total_bytes"};
+    for (size_t i = 0; status && i < sizeof keys / sizeof keys[0]; i++)
+        if (json_object_get(status, keys[i]))
+            json_object_set(cmd, keys[i], json_object_get(status, keys[i]));
+    if (tail != NULL) {
+        json_object_set(cmd, "output_tail", json_object_get(tail, "output"));
+        json_object_set(cmd, "tail_offset", json_object_get(tail, "offset"));
+    } else if (err != NULL) {
+        json_object_set_new(cmd, "unavailable", json_string(err->msg)); /* the log still says */
+    }
+    tool_job_finish(dc->job, json_pack("{s:s, s:s, s:o, s:o}", "sandbox_id", dc->job->sandbox_id,
+                                       "what", "command", "command", cmd, "events", events));
+    diag_cmd_free(dc);
+}
+
+static void diag_tail_cb(void *arg, json_t *result, const struct mcp_error *err)
+{
+    struct diag_cmd *dc = arg;
+    diag_cmd_finish(dc, dc->first, err ? NULL : result, err);
+}
+
+/* The status query answered: read the last DIAG_TAIL_BYTES of the output. */
+static void diag_status_cb(void *arg, json_t *result, const struct mcp_error *err)
+{
+    struct diag_cmd *dc = arg;
+    struct mcp_error e;
+    if (err != NULL || !json_is_object(result)) {
+        diag_cmd_finish(dc, NULL, NULL, err ? err : (tools_no_result(&e), &e));
+        return;
+    }
+    dc->first = json_incref(result);
+    json_int_t total = json_integer_value(json_object_get(result, "total_bytes"));
+    uint64_t from = total > DIAG_TAIL_BYTES ? (uint64_t)(total - DIAG_TAIL_BYTES) : 0;
+    struct backend *be = dc->job->be;
+    if (be->ops->command_get(be, dc->job->sandbox_id, dc->command_id, from, DIAG_TAIL_BYTES,
+                             diag_tail_cb, dc, &e) < 0)
+        diag_cmd_finish(dc, result, NULL, &e);
+}
+
+static void diagnose_command(struct tool_job *job, const char *command_id)
+{
+    struct diag_cmd *dc = xcalloc(1, sizeof *dc);
+    dc->job = job;
+    dc->command_id = xstrdup(command_id);
+    struct mcp_error err;
+    if (job->be->ops->command_get(job->be, job->sandbox_id, command_id, 0, 1, diag_status_cb, dc,
+                                  &err) < 0)
+        diag_cmd_finish(dc, NULL, NULL, &err);
+}
+
 void tool_diagnose_sandbox(struct tool_call *call, json_t *args)
 {
     struct tool_job *job = tool_job_new(call, args);
@@ -44,9 +144,15 @@ void tool_diagnose_sandbox(struct tool_call *call, json_t *args)
     const char *what = tools_arg_str(args, "what", "summary");
     bool metrics = strcmp(what, "metrics") == 0;
     tool_job_set_detail(job, "what=%s", what);
+    const char *command_id = tools_arg_str(args, "command_id", NULL);
     if (tool_job_bind(job, tools_arg_str(args, "sandbox_id", ""),
                       metrics ? TOOL_NEED_RUNNING : TOOL_NEED_ANY, &err) < 0) {
         tool_job_fail(job, &err);
+        return;
+    }
+    if (command_id != NULL && !metrics) {
+        tool_job_set_detail(job, "command_id=%s", command_id);
+        diagnose_command(job, command_id);
         return;
     }
     if (metrics && job->be->ops->metrics == NULL) {

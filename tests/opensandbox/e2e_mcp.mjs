@@ -66,12 +66,14 @@ function startReal(stateDir) {
   const child = spawn(bin, ['serve', '--http', '127.0.0.1:0', '--opensandbox-api', '--state-dir', stateDir,
                             '--local-pool', '0'],
                       { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MCPBOX_OPENSANDBOX_API_KEY: KEY } });
+  let result = null;
   return new Promise((resolve, reject) => {
     let err = '';
     child.stderr.on('data', (d) => {
-      err += d;
+      err = (err + d).slice(-8192);
+      if (result) result.errTail = err;
       const m = /listening on http:\/\/127\.0\.0\.1:(\d+)\/mcp/.exec(err);
-      if (m) resolve({ child, port: +m[1] });
+      if (m && !result) { result = { child, port: +m[1], errTail: err }; resolve(result); }
     });
     child.on('exit', (c) => reject(new Error(`mcpbox --opensandbox-api exited ${c}: ${err}`)));
   });
@@ -302,6 +304,15 @@ await test('destroy_sandbox', async () => {
 
 await conn.close();
 if (fake.child.stdin) fake.child.stdin.end();
+if (real) { // the serving mcpbox must stop cleanly (a sanitizer build reports here)
+  const exited = new Promise((r) => fake.child.on('exit', (code, sig) => r(code ?? sig)));
+  fake.child.kill('SIGTERM');
+  const code = await Promise.race([exited, new Promise((r) => setTimeout(() => r('hung'), 15000))]);
+  if (code !== 0 || /Sanitizer|runtime error:/.test(fake.errTail)) {
+    failed++;
+    console.log(`not ok - the --opensandbox-api mcpbox stopped with ${code}\n# ${fake.errTail.split('\n').join('\n# ')}`);
+  }
+}
 fake.child.kill('SIGTERM');
 fs.rmSync(stateDir, { recursive: true, force: true });
 console.log(`1..${n}`);

@@ -246,4 +246,4 @@ await test('execd: metrics; code contexts and sessions say what is missing', asy
 });
 
 await through(L, 'DELETE', `/sandboxes/${id}`, { headers: auth, expect: 204 });
-done();
+await done();

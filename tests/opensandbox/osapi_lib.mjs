@@ -11,6 +11,7 @@ export const here = path.dirname(fileURLToPath(import.meta.url));
 export const NODE_DIR = path.join(here, 'node', 'node_modules');
 export const SPECS = path.join(here, 'specs');
 const children = [];
+const servers = []; // the mcpbox processes: they must stop cleanly (sanitizer builds report here)
 
 export function parseArgs(argv) {
   const out = {};
@@ -51,8 +52,13 @@ export async function startMcpbox(bin, { key, stateDir, extraArgs = [], env = {}
   if (key) args.push('--opensandbox-api-key', key);
   const child = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
   children.push(child);
+  servers.push(child);
+  child.errTail = '';
+  child.stderr.on('data', (d) => {
+    child.errTail = (child.errTail + d).slice(-8192);
+    if (process.env.OSAPI_VERBOSE) process.stderr.write(d);
+  });
   const m = await waitFor(child, 'stderr', /listening on http:\/\/127\.0\.0\.1:(\d+)\/mcp/, 'mcpbox');
-  child.stderr.on('data', (d) => { if (process.env.OSAPI_VERBOSE) process.stderr.write(d); });
   return { child, port: +m[1], base: `http://127.0.0.1:${m[1]}`, stateDir };
 }
 
@@ -85,7 +91,23 @@ export async function test(name, fn) {
   }
 }
 export function check(cond, msg) { if (!cond) throw new Error(msg); }
-export function done() {
+// Stops every mcpbox with SIGTERM and checks that it exits 0 without a sanitizer report.
+async function stopServers() {
+  for (const c of servers) {
+    if (c.exitCode !== null) continue;
+    const exited = new Promise((r) => c.on('exit', (code, sig) => r(code ?? sig)));
+    c.kill('SIGTERM');
+    const code = await Promise.race([exited, new Promise((r) => setTimeout(() => r('hung'), 15000))]);
+    await new Promise((r) => setImmediate(r));
+    if (code !== 0 || /Sanitizer|runtime error:/.test(c.errTail)) {
+      failed++;
+      console.log(`not ok - mcpbox stopped with ${code}\n# ${c.errTail.split('\n').join('\n# ')}`);
+    }
+  }
+}
+
+export async function done() {
+  await stopServers();
   console.log(`1..${n}`);
   stopAll();
   process.exit(failed ? 1 : 0);

@@ -122,4 +122,4 @@ await test('SandboxManager lists it; kill removes it', async () => {
   await sbx.close();
 });
 
-done();
+await done();

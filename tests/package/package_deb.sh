@@ -44,6 +44,7 @@ for f in ./usr/bin/mcpbox ./usr/share/man/man1/mcpbox.1.gz \
          ./usr/share/doc/mcpbox/architecture.md ./usr/share/doc/mcpbox/architecture.svg \
          ./usr/share/doc/mcpbox/configuration.md ./usr/share/doc/mcpbox/security.md \
          ./usr/share/doc/mcpbox/tools.md ./usr/share/doc/mcpbox/install.md \
+         ./usr/share/doc/mcpbox/copyright ./usr/share/doc/mcpbox/LICENSE \
          ./usr/share/doc/mcpbox/examples/claude-code/.mcp.json \
          ./usr/share/doc/mcpbox/examples/agent/agent.mjs; do
     grep -qxF "$f" "$tmp/files" || fail "$f is not in the package"
@@ -55,9 +56,19 @@ fi
 
 root="$tmp/root"
 dpkg-deb -x "$deb" "$root"
+# The license: a machine-readable Debian copyright file naming Apache-2.0, and the full text.
+copyright="$root/usr/share/doc/mcpbox/copyright"
+head -1 "$copyright" | grep -q '^Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' ||
+    fail "usr/share/doc/mcpbox/copyright is not in the machine-readable format"
+grep -q '^License: Apache-2.0$' "$copyright" || fail "the copyright file does not name Apache-2.0"
+cmp -s "$root/usr/share/doc/mcpbox/LICENSE" "$src/LICENSE" || fail "the packaged LICENSE differs"
+grep -q "Apache License" "$src/LICENSE" && grep -q "Version 2.0, January 2004" "$src/LICENSE" ||
+    fail "LICENSE is not the Apache License 2.0"
 bin="$root/usr/bin/mcpbox"
 "$bin" --version > "$tmp/version" 2>&1 || fail "mcpbox --version fails: $(cat "$tmp/version")"
 grep -q "$version" "$tmp/version" || fail "mcpbox --version says '$(cat "$tmp/version")'"
+grep -q "2026-07-28" "$tmp/version" || fail "mcpbox --version leaves out 2026-07-28"
+grep -q "license: Apache-2.0" "$tmp/version" || fail "mcpbox --version does not state the license"
 echo "# $(head -1 "$tmp/version")"
 if "$bin" skill --help > /dev/null 2>&1; then
     "$bin" skill show | cmp -s - "$src/skills/troubleshoot-sandbox/SKILL.md" ||

@@ -1,0 +1,100 @@
+/* The pure parts of mcp/osapi: query strings, Kubernetes quantities, execd's decimal-written
+ * modes, and mcpbox's sandbox info and file entries in OpenSandbox's shapes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcp/osapi/osapi-internal.h"
+#include "test.h"
+
+TEST(query_values)
+{
+    const char *q = "state=Running&state=paused&metadata=project%3DApollo%26team%3Dml&x&page=2";
+    char *v = osapi_query_get(q, "metadata");
+    ASSERT_STR_EQ(v, "project=Apollo&team=ml");
+    free(v);
+    v = osapi_query_get(q, "x");
+    ASSERT_STR_EQ(v, "");
+    free(v);
+    ASSERT(osapi_query_get(q, "nope") == NULL);
+    json_t *all = osapi_query_all(q, "state");
+    ASSERT(json_array_size(all) == 2);
+    ASSERT_STR_EQ(json_string_value(json_array_get(all, 1)), "paused");
+    json_decref(all);
+    v = osapi_url_decode("a+b%2Fc%zz%4", 12, true);
+    ASSERT_STR_EQ(v, "a b/c%zz%4"); /* bad escapes stay as they are */
+    free(v);
+    v = osapi_url_decode("a+b", 3, false);
+    ASSERT_STR_EQ(v, "a+b");
+    free(v);
+}
+
+TEST(quantities)
+{
+    double cpu;
+    uint64_t b;
+    ASSERT(osapi_parse_cpu("500m", &cpu) == 0 && cpu == 0.5);
+    ASSERT(osapi_parse_cpu("2", &cpu) == 0 && cpu == 2);
+    ASSERT(osapi_parse_cpu("0", &cpu) < 0);
+    ASSERT(osapi_parse_cpu("1x", &cpu) < 0);
+    ASSERT(osapi_parse_quantity("512Mi", &b) == 0 && b == 512ull << 20);
+    ASSERT(osapi_parse_quantity("2Gi", &b) == 0 && b == 2ull << 30);
+    ASSERT(osapi_parse_quantity("1G", &b) == 0 && b == 1000000000ull);
+    ASSERT(osapi_parse_quantity("4096", &b) == 0 && b == 4096);
+    ASSERT(osapi_parse_quantity("1Zi", &b) < 0);
+    ASSERT(osapi_parse_quantity("-1", &b) < 0);
+    ASSERT(osapi_parse_quantity("99999999Ti", &b) < 0);
+}
+
+TEST(modes)
+{
+    uint32_t m;
+    ASSERT(osapi_mode_to_execd(0755) == 755);
+    ASSERT(osapi_mode_to_execd(0640) == 640);
+    ASSERT(osapi_mode_to_execd(04755) == 4755);
+    ASSERT(osapi_mode_from_execd(755, &m) == 0 && m == 0755);
+    ASSERT(osapi_mode_from_execd(600, &m) == 0 && m == 0600);
+    ASSERT(osapi_mode_from_execd(789, &m) < 0); /* 8 and 9 are not octal digits */
+    ASSERT(osapi_mode_from_execd(-1, &m) < 0);
+}
+
+TEST(sandbox_shape)
+{
+    json_t *info = json_pack("{s:s, s:s, s:s, s:s, s:n, s:{s:s}}", "sandbox_id", "sbx-1", "image",
+                             "host", "state", "paused", "created_at", "2026-01-01T00:00:00.000Z",
+                             "expires_at", "metadata", "k", "v");
+    json_t *sb = osapi_sandbox_json(info, NULL);
+    ASSERT_STR_EQ(json_string_value(json_object_get(sb, "id")), "sbx-1");
+    ASSERT_STR_EQ(json_string_value(json_object_get(json_object_get(sb, "status"), "state")),
+                  "Paused");
+    ASSERT(json_object_get(sb, "expiresAt") == NULL); /* no expiry: absent, as the spec wants */
+    ASSERT(json_array_size(json_object_get(sb, "entrypoint")) == 3);
+    ASSERT_STR_EQ(json_string_value(json_object_get(json_object_get(sb, "image"), "uri")), "host");
+    json_decref(sb);
+    json_decref(info);
+    ASSERT_STR_EQ(osapi_state_name("expired"), "Terminated");
+    ASSERT_STR_EQ(osapi_state_name("creating"), "Pending");
+    ASSERT_STR_EQ(osapi_state_name("weird"), "Unknown");
+}
+
+TEST(file_info_shape)
+{
+    json_t *e = json_pack("{s:s, s:s, s:i, s:i, s:s}", "path", "/w/a", "type", "fifo", "size", 3,
+                          "mode", 0644, "mtime", "2026-01-01T00:00:00.000Z");
+    json_t *fi = osapi_file_info(e, NULL);
+    ASSERT_STR_EQ(json_string_value(json_object_get(fi, "type")), "other");
+    ASSERT(json_integer_value(json_object_get(fi, "mode")) == 644);
+    ASSERT_STR_EQ(json_string_value(json_object_get(fi, "created_at")), "2026-01-01T00:00:00.000Z");
+    ASSERT(json_is_string(json_object_get(fi, "owner")));
+    json_decref(fi);
+    json_decref(e);
+}
+
+int main(void)
+{
+    RUN(query_values);
+    RUN(quantities);
+    RUN(modes);
+    RUN(sandbox_shape);
+    RUN(file_info_shape);
+    return test_done();
+}
