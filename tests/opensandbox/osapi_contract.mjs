@@ -236,6 +236,21 @@ await test('execd: replace, move, permissions, mkdir, delete', async () => {
   await through(X, 'GET', '/files/info?path=/tmp/osapi', { headers: tok, expect: 404 });
 });
 
+await test('execd: /metrics/watch sends a Metrics line per second until the client leaves', async () => {
+  const ac = new AbortController();
+  const t0 = Date.now();
+  const r = await fetch(`${execdBase}/metrics/watch`, { headers: tok, signal: ac.signal });
+  check(r.status === 200, `status ${r.status}`);
+  const reader = r.body.getReader();
+  let buf = '';
+  while (buf.split('\n').length < 3) buf += new TextDecoder().decode((await reader.read()).value);
+  const lines = buf.split('\n').filter(Boolean).slice(0, 2).map((l) => JSON.parse(l));
+  check(lines.every((m) => m.cpu_count > 0 && m.timestamp > 0 && m.mem_used_mib >= 0), buf);
+  check(Date.now() - t0 >= 900, `a second apart: ${Date.now() - t0} ms`);
+  ac.abort();
+  await through(X, 'GET', '/ping', { headers: tok, expect: 200, raw: true }); // the server goes on
+});
+
 await test('execd: metrics; code contexts and sessions say what is missing', async () => {
   const m = await through(X, 'GET', '/metrics', { headers: tok, expect: 200 });
   check(m.json.cpu_count > 0 && m.json.mem_used_mib >= 0 && m.json.timestamp > 0, m.text);
