@@ -128,8 +128,8 @@ const X = ex.base;
 
 // Prism buffers event streams and flags them (PROTOCOL.md 9.3): those are read directly and
 // every event checked against ServerStreamEvent by hand.
-async function stream(body, headers = tok) {
-  const r = await fetch(`${execdBase}/command`, { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json', Accept: 'text/event-stream' }, body: JSON.stringify(body) });
+async function stream(body, headers = tok, where = '/command') {
+  const r = await fetch(`${execdBase}${where}`, { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json', Accept: 'text/event-stream' }, body: JSON.stringify(body) });
   const text = await r.text();
   if (r.status !== 200) return { status: r.status, text };
   check(r.headers.get('content-type') === 'text/event-stream', r.headers.get('content-type'));
@@ -258,6 +258,12 @@ await test('execd: metrics; code contexts and sessions say what is missing', asy
   check(c.json.code === 'NOT_SUPPORTED' && /Jupyter/.test(c.json.message), c.text);
   const s = await through(X, 'POST', '/session', { headers: tok, body: {}, expect: 400 });
   check(s.json.code === 'NOT_SUPPORTED', s.text);
+  const k = await through(X, 'POST', '/code', { headers: tok, body: { context: { language: 'python' }, code: '1+1' }, expect: 400 });
+  check(k.json.code === 'NOT_SUPPORTED' && /shell command/.test(k.json.message), k.text);
+  // without a context, execd runs code as a shell command (the spec's stateless example)
+  const sh = await stream({ code: 'echo stateless' }, tok, '/code');
+  const t = sh.events.map((e) => e.type);
+  check(t[0] === 'init' && sh.events[1].text === 'stateless' && t[t.length - 1] === 'execution_complete', JSON.stringify(sh.events));
 });
 
 await through(L, 'DELETE', `/sandboxes/${id}`, { headers: auth, expect: 204 });
