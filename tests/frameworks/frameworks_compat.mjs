@@ -7,7 +7,8 @@
 // code; a custom fetch captures the request instead of sending it (no model is called, nothing
 // leaves the machine). The captured tool definitions are checked against each provider's schema
 // rules, and create_sandbox, run_command and destroy_sandbox run through the framework's own
-// tool-execution path. Gemini CLI and Codex CLI list the server with a temporary HOME, no login.
+// tool-execution path. Gemini CLI and Codex CLI list the server with a temporary HOME, no login;
+// Gemini CLI also runs create, run and destroy against a stand-in Gemini API on loopback.
 //
 // --strict-ready measures the alternative that docs/clients.md decided against: the schemas made
 // "strict-ready" (every property required, optional ones nullable) and fed to the same converters.
@@ -323,17 +324,69 @@ function cli(label, cmd, argv, env, expect) {
            `exit ${r.status}${r.error ? ` (${r.error.message})` : ''}: ${out.trim().slice(-600)}`);
 }
 
+/* A stand-in for the Gemini API on loopback: answers Gemini CLI's model requests with the function
+ * calls a model would make (create, run, destroy, each with the wait_for_previous the CLI adds),
+ * so the CLI's own tool-execution path runs them against mcpbox; keeps every request it got. */
+async function fakeGemini() {
+    const http = await import('node:http');
+    const got = [];
+    let step = 0, sid = null;
+    const answer = (part) => ({ candidates: [{ content: { role: 'model', parts: [part] }, finishReason: 'STOP', index: 0 }],
+                                usageMetadata: { promptTokenCount: 1, candidatesTokenCount: 1, totalTokenCount: 2 } });
+    const server = http.createServer((req, res) => {
+        let body = '';
+        req.on('data', (d) => { body += d; });
+        req.on('end', () => {
+            got.push({ url: `https://generativelanguage.googleapis.com${req.url}`, body: JSON.parse(body || '{}') });
+            if (!req.url.includes('streamGenerateContent')) { // the CLI's own routing questions
+                res.writeHead(200, { 'content-type': 'application/json' });
+                return res.end(JSON.stringify(answer({ text: '{"complexity_reasoning":"simple","complexity_score":1}' })));
+            }
+            sid = (JSON.stringify(got.at(-1).body.contents?.slice(-1)).match(/sbx-[0-9a-f]{16}/) || [sid])[0];
+            const calls = [['mcp_mcpbox_create_sandbox', { env: ['GREETING=hello'], wait_for_previous: false }],
+                ['mcp_mcpbox_run_command', { sandbox_id: sid, command: 'echo $GREETING from $(pwd)', wait_for_previous: true }],
+                ['mcp_mcpbox_destroy_sandbox', { sandbox_id: sid, wait_for_previous: true }]];
+            const part = step < calls.length ? { functionCall: { name: calls[step][0], args: calls[step][1] } } : { text: 'done' };
+            step++;
+            res.writeHead(200, { 'content-type': 'text/event-stream' });
+            res.end(`data: ${JSON.stringify(answer(part))}\r\n\r\n`);
+        });
+    });
+    await new Promise((r) => server.listen(0, '127.0.0.1', r));
+    return { got, url: `http://127.0.0.1:${server.address().port}`, close: () => server.close() };
+}
+
 async function geminiCli() {
     const v = `@google/gemini-cli ${version('@google/gemini-cli')}`;
     const home = fs.mkdtempSync(path.join(os.tmpdir(), 'mcpbox-gemini-home-'));
     fs.mkdirSync(path.join(home, '.gemini'));
     fs.writeFileSync(path.join(home, '.gemini', 'settings.json'), JSON.stringify({
-        mcpServers: { mcpbox: { command: bin, args: serverArgs } }, telemetry: { enabled: false },
-        privacy: { usageStatisticsEnabled: false } }));
-    cli(`Gemini CLI (${v}): gemini mcp list connects`, process.execPath,
-        [path.join(here, 'node_modules/@google/gemini-cli/bundle/gemini.js'), 'mcp', 'list'],
-        { PATH: process.env.PATH, HOME: home, GEMINI_CLI_TRUST_WORKSPACE: 'true', NO_COLOR: '1', CI: '1' },
-        /mcpbox.*Connected/i);
+        mcpServers: { mcpbox: { command: bin, args: serverArgs, trust: true } }, telemetry: { enabled: false },
+        privacy: { usageStatisticsEnabled: false }, security: { auth: { selectedType: 'gemini-api-key' } } }));
+    const gemini = path.join(here, 'node_modules/@google/gemini-cli/bundle/gemini.js');
+    const env = { PATH: process.env.PATH, HOME: home, GEMINI_CLI_TRUST_WORKSPACE: 'true', NO_COLOR: '1', CI: '1' };
+    cli(`Gemini CLI (${v}): gemini mcp list connects`, process.execPath, [gemini, 'mcp', 'list'], env, /mcpbox.*Connected/i);
+    const api = await fakeGemini();
+    const { spawn } = await import('node:child_process');
+    const p = spawn(process.execPath, [gemini, '-p', 'make a sandbox and greet', '--approval-mode', 'yolo'],
+                    { env: { ...env, GEMINI_API_KEY: 'offline', GOOGLE_GEMINI_BASE_URL: api.url }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    p.stdout.on('data', (d) => { out += d; });
+    p.stderr.on('data', (d) => { out += d; });
+    const code = await new Promise((r) => { const t = setTimeout(() => { p.kill(); r('timeout'); }, 120000); p.on('exit', (c) => { clearTimeout(t); r(c); }); });
+    api.close();
+    const model = api.got.filter((r) => r.url.includes('streamGenerateContent'));
+    const first = model[0] ? { url: model[0].url, body: model[0].body } : { url: '', body: {} };
+    const ours = toolsOf(first).filter((t) => t.name.startsWith('mcp_mcpbox_'));
+    const problems = ours.flatMap((t) => (t.format === 'gemini-json' ? geminiJsonSchemaProblems(t.schema, t.name) : geminiOpenApiProblems(t.schema, t.name)));
+    report(ours.length === listedNames.length && problems.length === 0,
+           `Gemini CLI (${v}) → Gemini API: ${ours.length} mcpbox tools converted (${ours[0]?.format})`, problems.slice(0, 8).join('\n'));
+    const results = model.slice(1).map((r) => JSON.stringify(r.body.contents?.slice(-1)));
+    report(code === 0 && /hello from \/workspace/.test(results[1] || '') && /destroyed\W+true/.test(results[2] || ''),
+           `Gemini CLI (${v}): create, run, destroy with wait_for_previous`,
+           `exit ${code}; ${results.map((x) => x.slice(0, 300)).join('\n')}\n${out.slice(-400)}`);
+    const warned = out.split('\n').filter((l) => /strict mode|allowUnionTypes|schema/i.test(l));
+    report(warned.length === 0, `Gemini CLI (${v}): no schema warnings`, warned.slice(0, 5).join('\n'));
     fs.rmSync(home, { recursive: true, force: true });
 }
 

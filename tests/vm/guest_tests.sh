@@ -230,6 +230,101 @@ check_no_leftovers() {
     [ -z "$left" ] || fail "processes left behind: $left"
 }
 
+# ---- rootless on pure v2 (issue #11): an ordinary user with subordinate ids, in a cgroup subtree
+# delegated the way systemd delegates a `systemd-run --user --scope -p Delegate=yes` scope: root
+# makes the scope (controllers enabled in its parent), chowns it and the files delegation needs,
+# and starts the user's process in it. The user then runs mcpbox as itself.
+ruser=mcpbox-rootless-vm
+ruid=1500
+rscope=$cg/user.slice/mcpbox-rootless-vm.scope
+rhome=/tmp/$ruser
+# The host's /etc is read-only here (9p): tmpfs copies with the user added are bound over it.
+rootless_user() {
+    local f
+    for f in passwd group subuid subgid; do
+        { cat /etc/$f 2>/dev/null; } > /tmp/etc-$f
+        [ -e /etc/$f ] || { fail "/etc/$f missing"; return 1; }
+        mount --bind /tmp/etc-$f /etc/$f || { fail "bind /etc/$f"; return 1; }
+    done
+    echo "$ruser:x:$ruid:$ruid::$rhome:/bin/sh" >> /etc/passwd
+    echo "$ruser:x:$ruid:" >> /etc/group
+    echo "$ruser:300000:65536" >> /etc/subuid
+    echo "$ruser:300000:65536" >> /etc/subgid
+    # The build tree may be where the user cannot go (a clone under /root): copies in its home.
+    mkdir -p $rhome/bin && cp "$mcpbox" $rhome/bin/mcpbox || { fail "copy mcpbox"; return 1; }
+    [ -z "${MCPBOX_VM_LIMITS_REPORT:-}" ] || cp "$MCPBOX_VM_LIMITS_REPORT" $rhome/bin/
+    chown -R $ruid:$ruid $rhome
+    mkdir -p $cg/user.slice $rscope
+    echo "+cpu +memory +pids" > $cg/user.slice/cgroup.subtree_control || fail "user.slice controllers"
+    chown $ruid:$ruid $rscope $rscope/cgroup.procs $rscope/cgroup.subtree_control $rscope/cgroup.threads
+    id $ruser
+}
+# as_user CMD...: CMD as the user, in the delegated scope (the first time: in the scope itself,
+# so mcpbox must move into its leaf; afterwards in that leaf, as later processes of a session
+# would be; root does the move, as systemd would).
+as_user() {
+    (
+        if [ -d $rscope/mcpbox-leaf ]; then
+            echo $BASHPID > $rscope/mcpbox-leaf/cgroup.procs
+        else
+            echo $BASHPID > $rscope/cgroup.procs
+        fi
+        exec setpriv --reuid=$ruid --regid=$ruid --clear-groups env -i HOME=$rhome USER=$ruser \
+            PATH=/usr/local/bin:/usr/bin:/bin "$@"
+    )
+}
+rmcpbox=$rhome/bin/mcpbox
+rsbx() { as_user $rmcpbox sandbox "$@"; }
+
+check_rootless_doctor() {
+    local out rc
+    out=$(as_user $rmcpbox doctor 2>&1)
+    rc=$?
+    printf '%s\n' "$out"
+    [ $rc -eq 0 ] || fail "mcpbox doctor as $ruser exited $rc"
+    grep -E "^uid_mapping +ok +sandbox root maps to subordinate uid 300000" <<< "$out" >/dev/null ||
+        fail "uid_mapping does not report the subordinate range"
+    grep -E "^cgroup_delegation +ok" <<< "$out" >/dev/null || fail "cgroup_delegation not ok"
+    [ -d $rscope/mcpbox-leaf ] || fail "mcpbox did not move into a leaf of its delegated scope"
+    cat $rscope/cgroup.subtree_control
+    grep -q memory $rscope/cgroup.subtree_control || fail "memory not enabled in the scope"
+}
+
+RID=
+check_rootless_sandbox() {
+    RID=$(rsbx create -q --memory 64M --pids 24 --cpu 0.5) || fail "create as $ruser failed" || return 1
+    local d=$rscope/$RID
+    echo "sandbox $RID in $d"
+    expect_eq $d/memory.max 67108864 && expect_eq $d/pids.max 24 && expect_eq $d/cpu.max "50000 100000"
+    [ "$(stat -c %u $d)" = $ruid ] || fail "$d is not owned by $ruser"
+    local map
+    map=$(rsbx exec "$RID" -- cat /proc/self/uid_map)
+    echo "uid_map: $map"
+    [ "$(echo $map)" = "0 300000 65536" ] || fail "sandbox root is not the subordinate range"
+    rsbx exec "$RID" -- 'dd if=/dev/zero of=/dev/null bs=300M count=1'
+    [ $? -eq 137 ] || fail "memory hog not OOM-killed as $ruser"
+    [ "$(counter $d/memory.events oom_kill)" -ge 1 ] || fail "no oom_kill counted"
+    rsbx pause "$RID" || fail "pause as $ruser failed" || return 1
+    grep -q '^frozen 1' $d/cgroup.events || fail "not frozen"
+    rsbx resume "$RID" || fail "resume as $ruser failed"
+    [ "$(rsbx exec "$RID" -- echo back)" = back ] || fail "no exec after resume"
+    rsbx rm "$RID" || fail "rm as $ruser failed"
+    [ ! -d $d ] || fail "$d left behind"
+}
+
+check_rootless_limits_report() {
+    [ -n "${MCPBOX_VM_LIMITS_REPORT:-}" ] || { echo "no test_limits_report given"; return 0; }
+    as_user timeout -k 5 120 $rhome/bin/$(basename "$MCPBOX_VM_LIMITS_REPORT") ||
+        fail "test_limits_report as $ruser failed"
+}
+
+rootless_checks() {
+    check "rootless: a user with subordinate ids and a delegated scope" rootless_user
+    check "rootless: mcpbox doctor as the user has no FAIL, moves into a leaf" check_rootless_doctor
+    check "rootless: limits, identity, OOM, pause and rm as the user" check_rootless_sandbox
+    check "rootless: get_sandbox reports what holds (test_limits_report)" check_rootless_limits_report
+}
+
 mkdir -p "$state"
 echo "# guest kernel $(uname -r), layout $layout, cgroup $(grep -E '^0::|memory' /proc/self/cgroup | head -1)"
 check "cgroup mounts are pure $layout" check_layout
@@ -249,6 +344,7 @@ while read -r name t path args; do
     check_one() { check_binary "$name" "$t" "$path" $args; }
     check "$name (the project's test program, unchanged)" check_one
 done <<< "${MCPBOX_VM_BINARIES:-}"
+[ "$layout" = v2 ] && rootless_checks
 check "the leftover finder sees strays, not this script" check_leftover_finder
 check "no cgroup or process left behind" check_no_leftovers
 echo "1..$n"

@@ -99,6 +99,7 @@ tap=$work/tap.out
     printf 'export ASAN_OPTIONS=%q UBSAN_OPTIONS=%q\n' "${ASAN_OPTIONS:-}" "${UBSAN_OPTIONS:-}"
     printf 'export HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n'
     printf 'export MCPBOX_VM_BINARIES=%q\n' "$(printf '%s\n' "$@")"
+    printf 'export MCPBOX_VM_LIMITS_REPORT=%q\n' "${MCPBOX_VM_LIMITS_REPORT:-}"
     printf 'exec /bin/bash %q\n' "$here/guest_tests.sh"
 } > "$plan"
 rm -f "$console" "$tap"
