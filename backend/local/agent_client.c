@@ -9,6 +9,8 @@
 
 #include "backend/local/local_internal.h"
 #include "backend/local/proto.h"
+#include "mcp/base/json_in.h"
+#include "mcp/base/json_out.h"
 #include "mcp/base/xalloc.h"
 
 #define CLIENT_KEEP_BUF (1u << 20)
@@ -166,7 +168,10 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
         }
         if (c->rbuf.len < 4 + len)
             return;
-        json_t *msg = json_loadb(c->rbuf.data + 4, len, 0, NULL);
+        /* the agent's frames are small and plain: the fast parser, jansson for the rest */
+        json_t *msg = json_in_parse(c->rbuf.data + 4, len);
+        if (msg == NULL)
+            msg = json_loadb(c->rbuf.data + 4, len, 0, NULL);
         buf_consume(&c->rbuf, 4 + len);
         if (json_is_object(msg))
             dispatch(c, msg); /* may close c: it stays allocated until its handles close */
@@ -240,9 +245,12 @@ int agent_call(struct agent_conn *c, json_t *req, agent_reply_cb *cb, void *arg,
     uint64_t id = c->next_id++;
     json_object_set_new(req, "v", json_integer(AGENT_PROTO_VERSION));
     json_object_set_new(req, "id", json_integer((json_int_t)id));
-    char *text = json_dumps(req, JSON_COMPACT);
+    size_t len = 0;
+    char *text = json_out_dump(req, &len);
     json_decref(req);
-    size_t len = strlen(text);
+    if (text == NULL)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "request for the agent is not valid JSON text (invalid UTF-8?)");
     if (len > AGENT_FRAME_MAX) {
         free(text);
         return mcp_error_set(err, MCP_ERR_LIMIT, 0, "request too large for the agent (%zu bytes)",
