@@ -717,6 +717,8 @@ struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
     lb->pool_size = cfg ? cfg->local_pool : 0;
     const char *ttl = getenv("MCPBOX_LOCAL_POOL_TTL"); /* seconds; for tests of the drain */
     lb->pool_ttl_s = ttl && atoi(ttl) > 0 ? atoi(ttl) : LOCAL_POOL_TTL_S;
+    const char *idle = getenv("MCPBOX_LOCAL_POOL_IDLE_MS"); /* for tests of the refill rules */
+    lb->pool_idle_ms = idle && atoi(idle) > 0 ? (uint64_t)atoi(idle) : LOCAL_POOL_REFILL_IDLE_MS;
     snprintf(lb->state_dir, sizeof lb->state_dir, "%s", store_state_dir(store));
     local_identity_detect(&lb->ident);
     if (lb->ident.mode == LOCAL_ID_SLICES)
