@@ -170,15 +170,18 @@ struct agent_conn *agent_conn_open(uv_loop_t *loop, const char *sock_path, struc
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock_path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-        return mcp_error_set(err, MCP_ERR_IO, errno, "socket"), NULL;
+    if (fd < 0) {
+        mcp_error_set(err, MCP_ERR_IO, errno, "socket");
+        return NULL;
+    }
     /* A unix connect to a listening socket completes at once (or fails with EAGAIN when the
      * agent's backlog is full). */
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
         int e = errno;
         close(fd);
-        return mcp_error_set(err, MCP_ERR_UNAVAILABLE, e, "cannot reach the sandbox agent at %s",
-                             sock_path), NULL;
+        mcp_error_set(err, MCP_ERR_UNAVAILABLE, e, "cannot reach the sandbox agent at %s",
+                      sock_path);
+        return NULL;
     }
     struct agent_conn *c = xcalloc(1, sizeof *c);
     buf_init(&c->rbuf, AGENT_FRAME_MAX + 4 + 65536);

@@ -171,13 +171,19 @@ static int cg_own_path(const struct cg_mount *m, char *out, size_t size)
 static int cg_probe_mkdir(const struct cg_mount *m, char *why, size_t why_size)
 {
     char own[CG_PATH_MAX], probe[CG_PATH_MAX + 64];
-    if (cg_own_path(m, own, sizeof(own)) < 0)
-        return snprintf(why, why_size, "own cgroup in %s not found", m->dir), -1;
+    if (cg_own_path(m, own, sizeof(own)) < 0) {
+        snprintf(why, why_size, "own cgroup in %s not found", m->dir);
+        return -1;
+    }
     snprintf(probe, sizeof(probe), "%s/mcpbox-doctor-%d", own, (int)getpid());
-    if (mkdir(probe, 0755) < 0)
-        return snprintf(why, why_size, "mkdir %s: %s", probe, strerror(errno)), -1;
-    if (rmdir(probe) < 0)
-        return snprintf(why, why_size, "rmdir %s: %s", probe, strerror(errno)), -1;
+    if (mkdir(probe, 0755) < 0) {
+        snprintf(why, why_size, "mkdir %s: %s", probe, strerror(errno));
+        return -1;
+    }
+    if (rmdir(probe) < 0) {
+        snprintf(why, why_size, "rmdir %s: %s", probe, strerror(errno));
+        return -1;
+    }
     snprintf(why, why_size, "%s", own);
     return 0;
 }

@@ -211,12 +211,16 @@ static int state_dir_probe(const char *dir, char *why, size_t size)
         mkdir(tmp, 0700);
         *p = '/';
     }
-    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-        return snprintf(why, size, "mkdir %s: %s", dir, strerror(errno)), -1;
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+        snprintf(why, size, "mkdir %s: %s", dir, strerror(errno));
+        return -1;
+    }
     snprintf(tmp, sizeof(tmp), "%s/.doctor-%d", dir, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return snprintf(why, size, "creating a file in %s: %s", dir, strerror(errno)), -1;
+    if (fd < 0) {
+        snprintf(why, size, "creating a file in %s: %s", dir, strerror(errno));
+        return -1;
+    }
     close(fd);
     unlink(tmp);
     return 0;
