@@ -531,7 +531,7 @@ static int note_init(const char *dir, pid_t pid, struct mcp_error *err)
 }
 
 /* The image directory as a detached mount tree, idmapped through the sandbox's user namespace
- * and read-only (LOCAL-ISOLATION.md §1.3). */
+ * and read-only (docs/internals/isolation-facts.md §5). */
 static int image_tree(const char *dir, pid_t pid, struct mcp_error *err)
 {
     char path[64];
