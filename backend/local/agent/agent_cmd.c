@@ -236,11 +236,14 @@ json_t *agent_cmd_exec(struct agent *a, struct conn *conn, json_t *req, struct m
     const char *cwd_in = json_string_value(json_object_get(req, "cwd"));
     const char *stdin_b64 = json_string_value(json_object_get(req, "stdin"));
     char cwd[4096];
-    if (command == NULL)
-        return mcp_error_set(err, MCP_ERR_INVALID, 0, "exec: command missing"), NULL;
-    if (agent_cmd_running(a) >= AGENT_MAX_RUNNING)
-        return mcp_error_set(err, MCP_ERR_LIMIT, 0, "too many running commands (%d)",
-                             AGENT_MAX_RUNNING), NULL;
+    if (command == NULL) {
+        mcp_error_set(err, MCP_ERR_INVALID, 0, "exec: command missing");
+        return NULL;
+    }
+    if (agent_cmd_running(a) >= AGENT_MAX_RUNNING) {
+        mcp_error_set(err, MCP_ERR_LIMIT, 0, "too many running commands (%d)", AGENT_MAX_RUNNING);
+        return NULL;
+    }
     if (agent_resolve(a, cwd_in ? cwd_in : a->workdir, cwd, sizeof cwd, err) < 0)
         return NULL;
     struct cmd *c = xcalloc(1, sizeof *c);
@@ -253,7 +256,8 @@ json_t *agent_cmd_exec(struct agent *a, struct conn *conn, json_t *req, struct m
         c->in_data = xmalloc(base64_decoded_max(len) + 1);
         if (base64_decode(stdin_b64, len, (unsigned char *)c->in_data, &outlen) < 0) {
             cmd_free(a, c);
-            return mcp_error_set(err, MCP_ERR_INVALID, 0, "exec: stdin is not base64"), NULL;
+            mcp_error_set(err, MCP_ERR_INVALID, 0, "exec: stdin is not base64");
+            return NULL;
         }
         c->in_len = outlen;
     }
@@ -487,9 +491,10 @@ json_t *agent_cmd_status(struct agent *a, json_t *req, struct mcp_error *err)
 {
     const char *id = json_string_value(json_object_get(req, "cmd"));
     struct cmd *c = cmd_find(a, id);
-    if (c == NULL)
-        return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0, "no command '%s' in this sandbox",
-                             id ? id : ""), NULL;
+    if (c == NULL) {
+        mcp_error_set(err, MCP_ERR_NOT_FOUND, 0, "no command '%s' in this sandbox", id ? id : "");
+        return NULL;
+    }
     json_t *j = cmd_status_json(c);
     read_log(a, c, (uint64_t)json_integer_value(json_object_get(req, "offset")),
              (uint64_t)json_integer_value(json_object_get(req, "limit")), j);
@@ -501,9 +506,10 @@ json_t *agent_cmd_kill(struct agent *a, json_t *req, struct mcp_error *err)
     const char *id = json_string_value(json_object_get(req, "cmd"));
     json_int_t sig = json_integer_value(json_object_get(req, "signal"));
     struct cmd *c = cmd_find(a, id);
-    if (c == NULL)
-        return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0, "no command '%s' in this sandbox",
-                             id ? id : ""), NULL;
+    if (c == NULL) {
+        mcp_error_set(err, MCP_ERR_NOT_FOUND, 0, "no command '%s' in this sandbox", id ? id : "");
+        return NULL;
+    }
     if (sig <= 0 || sig >= 65)
         sig = SIGKILL;
     if (c->state == CMD_RUNNING) {
