@@ -90,14 +90,15 @@ struct backend *backend_by_name(const struct backend_set *set, const char *name,
         return set->local;
     if (strcmp(name, "opensandbox") == 0 && set->opensandbox != NULL)
         return set->opensandbox;
-    if (strcmp(name, "local") == 0 || strcmp(name, "opensandbox") == 0)
-        return mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0,
-                             "the %s backend is not enabled in this mcpbox server%s", name,
-                             strcmp(name, "opensandbox") == 0
-                                 ? ": set OPEN_SANDBOX_DOMAIN (and OPEN_SANDBOX_API_KEY) and "
-                                   "restart mcpbox"
-                                 : ": run the doctor tool to see why"),
-               NULL;
+    if (strcmp(name, "local") == 0 || strcmp(name, "opensandbox") == 0) {
+        mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0,
+                      "the %s backend is not enabled in this mcpbox server%s", name,
+                      strcmp(name, "opensandbox") == 0
+                          ? ": set OPEN_SANDBOX_DOMAIN (and OPEN_SANDBOX_API_KEY) and "
+                            "restart mcpbox"
+                          : ": run the doctor tool to see why");
+        return NULL;
+    }
     mcp_error_set(err, MCP_ERR_INVALID, 0,
                   "unknown backend \"%s\": use \"local\" or \"opensandbox\"", name);
     return NULL;

@@ -73,7 +73,8 @@ fi
 
 # The kernel for tests/vm, unpacked into a cache directory (not installed on this host).
 if [ "${1:-}" = "--test" ]; then
-    "$here/tests/vm/fetch_kernel.sh" || echo "install-deps: no kernel for tests/vm (they will skip)" >&2
+    "$here/tests/vm/fetch_kernel.sh" ||
+        echo "install-deps: no kernel for tests/vm: they will skip, and scripts/test.sh fails" >&2
 fi
 
 # Prism, for the OpenSandbox contract test against the official specs (tests/opensandbox/specs,

@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "backend/local/agent_frame.h"
 #include "backend/local/local_internal.h"
 #include "backend/local/proto.h"
 #include "mcp/base/xalloc.h"
@@ -118,20 +119,8 @@ static void dispatch(struct agent_conn *c, json_t *msg)
         if (json_is_true(json_object_get(msg, "ok"))) {
             p->cb(p->arg, msg, NULL);
         } else {
-            json_t *e = json_object_get(msg, "error");
-            const char *code = json_string_value(json_object_get(e, "code"));
-            const char *text = json_string_value(json_object_get(e, "message"));
-            static const int codes[] = {MCP_ERR_NOT_FOUND, MCP_ERR_CONFLICT, MCP_ERR_DENIED,
-                                        MCP_ERR_LIMIT, MCP_ERR_TIMEOUT, MCP_ERR_UNAVAILABLE,
-                                        MCP_ERR_UNSUPPORTED, MCP_ERR_IO, MCP_ERR_INVALID};
-            int ecode = MCP_ERR_BACKEND;
-            for (size_t i = 0; code && i < sizeof codes / sizeof codes[0]; i++)
-                if (strcmp(code, mcp_error_code_name(codes[i])) == 0)
-                    ecode = codes[i];
             struct mcp_error err;
-            /* The agent's message already ends with the errno text: keep the number only. */
-            mcp_error_set(&err, ecode, 0, "%s", text ? text : "agent error");
-            err.sys_errno = (int)json_integer_value(json_object_get(e, "errno"));
+            agent_reply_error(msg, &err);
             p->cb(p->arg, NULL, &err);
         }
         free(p);
@@ -157,18 +146,16 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
         mark_dead(c);
         return;
     }
-    while (c->rbuf.len >= 4 && !c->dead) {
-        const unsigned char *p = (const unsigned char *)c->rbuf.data;
-        size_t len = (size_t)p[0] << 24 | (size_t)p[1] << 16 | (size_t)p[2] << 8 | p[3];
-        if (len > AGENT_FRAME_MAX) {
+    while (!c->dead) {
+        json_t *msg;
+        enum agent_frame_rc rc = agent_frame_next(&c->rbuf, &msg);
+        if (rc == AGENT_FRAME_TOO_BIG) {
             mark_dead(c);
             return;
         }
-        if (c->rbuf.len < 4 + len)
-            return;
-        json_t *msg = json_loadb(c->rbuf.data + 4, len, 0, NULL);
-        buf_consume(&c->rbuf, 4 + len);
-        if (json_is_object(msg))
+        if (rc == AGENT_FRAME_NONE)
+            break;
+        if (rc == AGENT_FRAME_OK)
             dispatch(c, msg); /* may close c: it stays allocated until its handles close */
         json_decref(msg);
     }
@@ -183,15 +170,18 @@ struct agent_conn *agent_conn_open(uv_loop_t *loop, const char *sock_path, struc
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock_path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-        return mcp_error_set(err, MCP_ERR_IO, errno, "socket"), NULL;
+    if (fd < 0) {
+        mcp_error_set(err, MCP_ERR_IO, errno, "socket");
+        return NULL;
+    }
     /* A unix connect to a listening socket completes at once (or fails with EAGAIN when the
      * agent's backlog is full). */
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
         int e = errno;
         close(fd);
-        return mcp_error_set(err, MCP_ERR_UNAVAILABLE, e, "cannot reach the sandbox agent at %s",
-                             sock_path), NULL;
+        mcp_error_set(err, MCP_ERR_UNAVAILABLE, e, "cannot reach the sandbox agent at %s",
+                      sock_path);
+        return NULL;
     }
     struct agent_conn *c = xcalloc(1, sizeof *c);
     buf_init(&c->rbuf, AGENT_FRAME_MAX + 4 + 65536);

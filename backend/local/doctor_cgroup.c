@@ -171,13 +171,19 @@ static int cg_own_path(const struct cg_mount *m, char *out, size_t size)
 static int cg_probe_mkdir(const struct cg_mount *m, char *why, size_t why_size)
 {
     char own[CG_PATH_MAX], probe[CG_PATH_MAX + 64];
-    if (cg_own_path(m, own, sizeof(own)) < 0)
-        return snprintf(why, why_size, "own cgroup in %s not found", m->dir), -1;
+    if (cg_own_path(m, own, sizeof(own)) < 0) {
+        snprintf(why, why_size, "own cgroup in %s not found", m->dir);
+        return -1;
+    }
     snprintf(probe, sizeof(probe), "%s/mcpbox-doctor-%d", own, (int)getpid());
-    if (mkdir(probe, 0755) < 0)
-        return snprintf(why, why_size, "mkdir %s: %s", probe, strerror(errno)), -1;
-    if (rmdir(probe) < 0)
-        return snprintf(why, why_size, "rmdir %s: %s", probe, strerror(errno)), -1;
+    if (mkdir(probe, 0755) < 0) {
+        snprintf(why, why_size, "mkdir %s: %s", probe, strerror(errno));
+        return -1;
+    }
+    if (rmdir(probe) < 0) {
+        snprintf(why, why_size, "rmdir %s: %s", probe, strerror(errno));
+        return -1;
+    }
     snprintf(why, why_size, "%s", own);
     return 0;
 }
@@ -320,7 +326,7 @@ static void check_kill_freeze(struct doctor_report *r, const struct cg_layout *l
 }
 
 /* Moving a task between cgroups waits for an RCU grace period unless one of these is on
- * (LOCAL-ISOLATION.md §3.3: about +10 ms per sandbox). Pure v2 uses CLONE_INTO_CGROUP. */
+ * (docs/internals/isolation-facts.md §3: +10 ms per sandbox). Pure v2 uses CLONE_INTO_CGROUP. */
 static void check_attach_speed(struct doctor_report *r, const struct cg_layout *l)
 {
     struct doctor_check *c = doctor_add(r, "cgroup_attach_speed", false);

@@ -171,7 +171,8 @@ static void check_netstack(struct doctor_report *r)
     doctor_pass(c, "%s", pasta);
 }
 
-/* LOCAL-ISOLATION.md §5.6: with these off, staging in shared directories is riskier. */
+/* With these off, staging in shared directories is riskier
+ * (docs/internals/isolation-facts.md §7). */
 static void check_hardening(struct doctor_report *r)
 {
     struct doctor_check *c = doctor_add(r, "host_hardening", false);
@@ -211,12 +212,16 @@ static int state_dir_probe(const char *dir, char *why, size_t size)
         mkdir(tmp, 0700);
         *p = '/';
     }
-    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-        return snprintf(why, size, "mkdir %s: %s", dir, strerror(errno)), -1;
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+        snprintf(why, size, "mkdir %s: %s", dir, strerror(errno));
+        return -1;
+    }
     snprintf(tmp, sizeof(tmp), "%s/.doctor-%d", dir, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return snprintf(why, size, "creating a file in %s: %s", dir, strerror(errno)), -1;
+    if (fd < 0) {
+        snprintf(why, size, "creating a file in %s: %s", dir, strerror(errno));
+        return -1;
+    }
     close(fd);
     unlink(tmp);
     return 0;

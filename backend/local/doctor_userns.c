@@ -130,8 +130,10 @@ static void map_probe_child(int ready_w, int go_r)
 static int probe_uid_map(const struct local_identity *id, char *why, size_t why_size)
 {
     int ready[2], go[2];
-    if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0)
-        return snprintf(why, why_size, "pipe: %s", strerror(errno)), -1;
+    if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0) {
+        snprintf(why, why_size, "pipe: %s", strerror(errno));
+        return -1;
+    }
     pid_t pid = fork();
     if (pid == 0)
         map_probe_child(ready[1], go[0]);

@@ -1,21 +1,29 @@
 /* Host-side TCP forwarder for endpoint(): a listener on the host's 127.0.0.1 (ephemeral port)
  * whose connections are relayed to 127.0.0.1:<port> inside the sandbox's network namespace.
- * Only socket() runs inside the sandbox's netns (setns on the loop thread, switched straight
- * back: a socket stays in the namespace it was created in); everything else is ordinary libuv.
- * A forwarder lives in the mcpbox process that made it, until the sandbox ends or the backend
- * shuts down.
- * Rootless, the loop thread may not enter the sandbox's netns (setns needs CAP_SYS_ADMIN in the
- * caller's own user namespace): a helper process, forked single-threaded, enters the sandbox's
- * user namespace (the user owns it) and its netns once, then hands out a socket per request over
- * a socketpair (SCM_RIGHTS). It exits when the forwarder closes its end. */
+ *
+ * An endpoint lives as long as its sandbox, not as long as the mcpbox process that made it (a
+ * stdio client starts one server per session; the sandbox outlives it, so must its URL). Each
+ * endpoint is therefore a small detached process (double fork, setsid: no longer a child of
+ * mcpbox nor in its process group) that owns the listening socket and a pidfd of the sandbox's
+ * init, and exits when init does (the sandbox destroyed or expired). Per accepted connection it
+ * forks a relay that enters the sandbox's network namespace (rootless: its user namespace
+ * first, which the user owns), connects to the port and copies bytes both ways with poll().
+ * These processes run only system calls (they are forked from a threaded process).
+ * A later get_endpoint, from this process or another, finds the same forwarder through a file
+ * in the sandbox's runtime directory (fwd-<port>: "<host port> <pid>"). See
+ * docs/local-backend.md, Endpoints. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,262 +33,261 @@
 #include "mcp/base/xalloc.h"
 
 #define FWD_BACKLOG 64
-#define FWD_MAX_QUEUED (1u << 20) /* bytes queued towards one side before reading pauses */
-#define FWD_READ_BUF 65536
+#define FWD_RELAY_BUF 65536
 
-struct fwd_conn;
-
+/* What this process knows of the forwarders it made or found (port -> host port). */
 struct fwd {
-    struct lsbx *sb;
     int port, host_port;
-    int netns_fd;
-    int helper_fd;   /* rootless: the socket helper's end, else -1 */
-    pid_t helper;
-    uv_tcp_t listener;
-    bool closing;
-    struct fwd_conn *conns;
     struct fwd *next;
 };
 
-struct fwd_side {
-    uv_tcp_t tcp;
-    struct fwd_conn *conn;
-    struct fwd_side *peer;
-};
+/* Fixed descriptors in the forwarder process. */
+enum { FD_LISTEN = 3, FD_PIDFD, FD_NETNS, FD_USERNS, FD_FIRST_FREE };
 
-struct fwd_conn {
-    struct fwd *fwd;
-    struct fwd_side client, target;
-    uv_connect_t connect;
-    int open_handles;
-    bool closing;
-    struct fwd_conn *next;
-};
-
-struct fwd_write {
-    uv_write_t req;
-    char *data;
-};
-
-static void conn_handle_closed(uv_handle_t *h)
+/* fork() without the pthread_atfork handlers: libuv's close and reopen descriptors of its own in
+ * the child, and in the forwarder those numbers are ours. Only system calls follow it. */
+static pid_t raw_fork(void)
 {
-    struct fwd_side *side = h->data;
-    struct fwd_conn *c = side->conn;
-    if (--c->open_handles > 0)
-        return;
-    struct fwd *f = c->fwd;
-    for (struct fwd_conn **pp = &f->conns; *pp; pp = &(*pp)->next)
-        if (*pp == c) {
-            *pp = c->next;
-            break;
-        }
-    free(c);
+    return (pid_t)syscall(SYS_clone, SIGCHLD, 0, NULL, NULL, 0);
 }
 
-static void conn_close(struct fwd_conn *c)
+static int write_all_fd(int fd, const char *p, size_t n)
 {
-    if (c->closing)
-        return;
-    c->closing = true;
-    uv_close((uv_handle_t *)&c->client.tcp, conn_handle_closed);
-    uv_close((uv_handle_t *)&c->target.tcp, conn_handle_closed);
-}
-
-static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
-{
-    (void)h, (void)hint;
-    b->base = xmalloc(FWD_READ_BUF);
-    b->len = FWD_READ_BUF;
-}
-
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
-
-static void on_written(uv_write_t *req, int status)
-{
-    struct fwd_write *w = (struct fwd_write *)req;
-    struct fwd_side *dst = req->handle->data;
-    free(w->data);
-    free(w);
-    if (status < 0) {
-        conn_close(dst->conn);
-        return;
+    while (n > 0) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w, n -= (size_t)w;
     }
-    /* Backpressure: resume reading the other side once this one has drained. */
-    if (!dst->conn->closing && dst->tcp.write_queue_size < FWD_MAX_QUEUED / 2)
-        uv_read_start((uv_stream_t *)&dst->peer->tcp, on_alloc, on_read);
+    return 0;
 }
 
-static void relay(struct fwd_side *from, const char *data, size_t len)
+/* One connection: into the sandbox's namespaces, connect, copy both ways until both ends are
+ * done or the sandbox ends. */
+__attribute__((noreturn)) static void relay_main(int client, int port, bool userns)
 {
-    struct fwd_side *to = from->peer;
-    struct fwd_write *w = xmalloc(sizeof *w);
-    w->data = (char *)data;
-    uv_buf_t buf = uv_buf_init(w->data, (unsigned)len);
-    if (uv_write(&w->req, (uv_stream_t *)&to->tcp, &buf, 1, on_written) < 0) {
-        free(w->data);
-        free(w);
-        conn_close(from->conn);
-        return;
-    }
-    if (to->tcp.write_queue_size > FWD_MAX_QUEUED)
-        uv_read_stop((uv_stream_t *)&from->tcp);
-}
-
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
-{
-    struct fwd_side *side = s->data;
-    if (n > 0) {
-        relay(side, b->base, (size_t)n); /* takes b->base */
-        return;
-    }
-    free(b->base);
-    if (n < 0)
-        conn_close(side->conn); /* EOF or error on either side ends the relay */
-}
-
-static void on_target_connected(uv_connect_t *req, int status)
-{
-    struct fwd_conn *c = req->data;
-    if (status < 0 || c->closing) {
-        conn_close(c);
-        return;
-    }
-    uv_read_start((uv_stream_t *)&c->client.tcp, on_alloc, on_read);
-    uv_read_start((uv_stream_t *)&c->target.tcp, on_alloc, on_read);
-}
-
-/* The helper (a forked child: system calls only): one socket per byte read, sent back. */
-__attribute__((noreturn)) static void helper_main(int ctl, int userns, int netns)
-{
-    if (setns(userns, CLONE_NEWUSER) < 0 || setns(netns, CLONE_NEWNET) < 0)
+    if ((userns && setns(FD_USERNS, CLONE_NEWUSER) < 0) ||
+        setns(FD_NETNS, CLONE_NEWNET) < 0)
         _exit(1);
-    char b;
-    while (read(ctl, &b, 1) == 1) {
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        char ctlbuf[CMSG_SPACE(sizeof(int))];
-        struct iovec iov = {.iov_base = &b, .iov_len = 1};
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-        memset(ctlbuf, 0, sizeof ctlbuf);
-        if (fd >= 0) {
-            msg.msg_control = ctlbuf, msg.msg_controllen = sizeof ctlbuf;
-            struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-            c->cmsg_level = SOL_SOCKET, c->cmsg_type = SCM_RIGHTS;
-            c->cmsg_len = CMSG_LEN(sizeof(int));
-            memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    int target = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (target < 0 || connect(target, (struct sockaddr *)&sa, sizeof sa) < 0)
+        _exit(1);
+    static char buf[FWD_RELAY_BUF];
+    struct pollfd p[3] = {{.fd = client, .events = POLLIN}, {.fd = target, .events = POLLIN},
+                          {.fd = FD_PIDFD, .events = POLLIN}};
+    int open_ends = 2;
+    while (open_ends > 0) {
+        if (poll(p, 3, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            _exit(1);
         }
-        if (sendmsg(ctl, &msg, MSG_NOSIGNAL) != 1)
-            _exit(0);
-        if (fd >= 0)
-            close(fd);
+        if (p[2].revents)
+            _exit(0); /* the sandbox ended */
+        for (int i = 0; i < 2; i++) {
+            if (p[i].fd < 0 || !p[i].revents)
+                continue;
+            ssize_t n = read(p[i].fd, buf, sizeof buf);
+            if (n < 0 && errno == EINTR)
+                continue;
+            int other = i == 0 ? target : client;
+            if (n > 0 && write_all_fd(other, buf, (size_t)n) == 0)
+                continue;
+            if (n < 0)
+                _exit(1);
+            shutdown(other, SHUT_WR); /* EOF: pass it on, keep reading the other way */
+            p[i].fd = -1;
+            open_ends--;
+        }
     }
     _exit(0);
 }
 
-static int start_helper(struct fwd *f, pid_t init)
+/* The forwarder: accept until the sandbox's init exits. */
+__attribute__((noreturn)) static void forwarder_main(int port, bool userns)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/ns/user", (int)init);
-    int userns = open(path, O_RDONLY | O_CLOEXEC), sv[2];
-    if (userns < 0 || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-        if (userns >= 0)
-            close(userns);
-        return -1;
+    struct pollfd p[2] = {{.fd = FD_LISTEN, .events = POLLIN}, {.fd = FD_PIDFD, .events = POLLIN}};
+    for (;;) {
+        if (poll(p, 2, -1) < 0 && errno != EINTR)
+            _exit(1);
+        if (p[1].revents) {
+            kill(0, SIGKILL); /* the relays (our process group) go with us */
+            _exit(0);
+        }
+        if (!p[0].revents)
+            continue;
+        int c = accept4(FD_LISTEN, NULL, NULL, SOCK_CLOEXEC);
+        if (c < 0)
+            continue;
+        if (raw_fork() == 0) {
+            close(FD_LISTEN);
+            relay_main(c, port, userns);
+        }
+        close(c);
     }
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(sv[0]);
-        helper_main(sv[1], userns, f->netns_fd);
-    }
-    close(sv[1]);
-    close(userns);
-    if (pid < 0) {
-        close(sv[0]);
-        return -1;
-    }
-    f->helper = pid, f->helper_fd = sv[0];
-    return 0;
 }
 
-static int socket_from_helper(struct fwd *f)
+/* Moves the forwarder's descriptors to their fixed numbers and closes every other. */
+static void arrange_fds(int listener, int pidfd, int netns, int userns)
 {
-    char b = 's', ctl[CMSG_SPACE(sizeof(int))];
-    struct iovec iov = {.iov_base = &b, .iov_len = 1};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
-                         .msg_controllen = sizeof ctl};
-    if (write(f->helper_fd, &b, 1) != 1 || recvmsg(f->helper_fd, &msg, MSG_CMSG_CLOEXEC) != 1)
+    int want[] = {listener, pidfd, netns, userns};
+    int tmp[4];
+    for (int i = 0; i < 4; i++) /* first above the fixed range, so no dup2 clobbers a source */
+        tmp[i] = want[i] >= 0 ? fcntl(want[i], F_DUPFD, 64) : -1;
+    for (int i = 0; i < 4; i++) {
+        if (tmp[i] >= 0)
+            dup2(tmp[i], FD_LISTEN + i); /* without FD_CLOEXEC: nothing is exec'd anyway */
+        else
+            close(FD_LISTEN + i);
+    }
+    syscall(SYS_close_range, FD_FIRST_FREE, ~0u, 0);
+    /* Not mcpbox's stdio: a stdio client must see EOF when the server exits. */
+    int raw = open("/dev/null", O_RDWR); /* may land on a free fixed slot: move it above */
+    int null = raw >= 0 ? fcntl(raw, F_DUPFD, FD_FIRST_FREE) : -1;
+    if (raw >= 0)
+        close(raw);
+    for (int fd = 0; fd < 3 && null >= 0; fd++)
+        dup2(null, fd);
+    if (null >= 0)
+        close(null);
+}
+
+/* Starts the detached forwarder; returns its pid (the grandchild), or -1. */
+static pid_t spawn_forwarder(int listener, int pidfd, int netns, int userns, int port)
+{
+    int pipefd[2];
+    if (pipe2(pipefd, O_CLOEXEC) < 0)
         return -1;
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    int fd = -1;
-    if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-        memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    pid_t child = raw_fork();
+    if (child < 0) {
+        close(pipefd[0]), close(pipefd[1]);
+        return -1;
+    }
+    if (child == 0) {
+        setsid(); /* out of mcpbox's session and process group: a signal to it misses us */
+        pid_t grandchild = raw_fork();
+        if (grandchild != 0) { /* report the forwarder's pid, then leave it to init */
+            ssize_t w = write(pipefd[1], &grandchild, sizeof grandchild);
+            (void)w;
+            _exit(0);
+        }
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        for (int sig = 1; sig < NSIG; sig++) /* mcpbox's handlers (libuv's) mean nothing here */
+            signal(sig, SIG_DFL);
+        signal(SIGCHLD, SIG_IGN); /* relays are reaped by the kernel */
+        prctl(PR_SET_NAME, "mcpbox-fwd"); /* what ps and top show (its argv is mcpbox's) */
+        signal(SIGPIPE, SIG_IGN);
+        close(pipefd[1]);
+        arrange_fds(listener, pidfd, netns, userns);
+        forwarder_main(port, userns >= 0);
+    }
+    close(pipefd[1]);
+    pid_t pid = -1;
+    if (read(pipefd[0], &pid, sizeof pid) != sizeof pid)
+        pid = -1;
+    close(pipefd[0]);
+    waitpid(child, NULL, 0);
+    return pid;
+}
+
+static int listen_loopback(int *host_port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof sa;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, FWD_BACKLOG) < 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    *host_port = ntohs(sa.sin_port);
     return fd;
 }
 
-/* A TCP socket created inside the sandbox's network namespace. */
-static int socket_in_netns(int netns_fd)
+static void record_path(struct lsbx *sb, int port, char *out, size_t size)
 {
-    int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-    if (self < 0)
-        return -1;
-    int fd = -1;
-    if (setns(netns_fd, CLONE_NEWNET) == 0) {
-        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (setns(self, CLONE_NEWNET) < 0)
-            abort(); /* never leave the loop thread in a sandbox's namespace */
-    }
-    close(self);
-    return fd;
+    char dir[LOCAL_PATH_MAX], logs[LOCAL_PATH_MAX];
+    local_sandbox_dirs(sb->be, sb->id, dir, logs);
+    snprintf(out, size, "%s/fwd-%d", dir, port);
 }
 
-static void on_connection(uv_stream_t *server, int status)
+/* A forwarder another mcpbox process (or an earlier one) made for this port, still running. */
+static int find_recorded(struct lsbx *sb, int port)
 {
-    struct fwd *f = server->data;
-    if (status < 0 || f->closing)
-        return;
-    struct fwd_conn *c = xcalloc(1, sizeof *c);
-    c->fwd = f;
-    c->client.conn = c->target.conn = c;
-    c->client.peer = &c->target, c->target.peer = &c->client;
-    uv_tcp_init(server->loop, &c->client.tcp);
-    uv_tcp_init(server->loop, &c->target.tcp);
-    c->client.tcp.data = &c->client, c->target.tcp.data = &c->target;
-    c->open_handles = 2;
-    c->next = f->conns;
-    f->conns = c;
-    int fd = f->helper_fd >= 0 ? socket_from_helper(f) : socket_in_netns(f->netns_fd);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->port),
+    char path[LOCAL_PATH_MAX + 16];
+    record_path(sb, port, path, sizeof path);
+    FILE *f = fopen(path, "re");
+    int host_port = -1, pid = -1;
+    if (f == NULL)
+        return -1;
+    bool ok = fscanf(f, "%d %d", &host_port, &pid) == 2;
+    fclose(f);
+    if (!ok || pid <= 0 || kill(pid, 0) < 0)
+        return -1;
+    /* The pid may have been reused: the forwarder is there if its port accepts. */
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)host_port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    c->connect.data = c;
-    bool opened = fd >= 0 && uv_tcp_open(&c->target.tcp, fd) == 0; /* the handle owns fd now */
-    if (fd >= 0 && !opened)
+    ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    if (fd >= 0)
         close(fd);
-    if (uv_accept(server, (uv_stream_t *)&c->client.tcp) < 0 || !opened ||
-        uv_tcp_connect(&c->connect, &c->target.tcp, (struct sockaddr *)&sa, on_target_connected) < 0)
-        conn_close(c);
+    return ok ? host_port : -1;
 }
 
-static void listener_closed(uv_handle_t *h)
+static void remember(struct lsbx *sb, int port, int host_port)
 {
-    struct fwd *f = h->data;
-    close(f->netns_fd);
-    if (f->helper_fd >= 0) {
-        close(f->helper_fd); /* the helper sees EOF and exits at once */
-        waitpid(f->helper, NULL, 0);
-    }
-    lsbx_unref(f->sb);
-    free(f);
+    struct fwd *f = xcalloc(1, sizeof *f);
+    f->port = port, f->host_port = host_port, f->next = sb->forwards;
+    sb->forwards = f;
 }
 
+/* This process forgets the sandbox's forwarders; they exit by themselves when it ends. */
 void local_forwards_close(struct lsbx *sb)
 {
     while (sb->forwards) {
         struct fwd *f = sb->forwards;
         sb->forwards = f->next;
-        f->closing = true;
-        for (struct fwd_conn *c = f->conns; c; c = c->next)
-            conn_close(c);
-        uv_close((uv_handle_t *)&f->listener, listener_closed);
+        free(f);
     }
+}
+
+static int start_forwarder(struct lsbx *sb, int port, struct mcp_error *err)
+{
+    char path[64];
+    int host_port = 0, userns = -1;
+    int pidfd = (int)syscall(SYS_pidfd_open, sb->pid, 0);
+    snprintf(path, sizeof path, "/proc/%d/ns/net", (int)sb->pid);
+    int netns = open(path, O_RDONLY | O_CLOEXEC);
+    if (geteuid() != 0) { /* rootless: the relays enter the sandbox's user namespace first */
+        snprintf(path, sizeof path, "/proc/%d/ns/user", (int)sb->pid);
+        userns = open(path, O_RDONLY | O_CLOEXEC);
+    }
+    int listener = listen_loopback(&host_port);
+    pid_t pid = -1;
+    if (pidfd >= 0 && netns >= 0 && listener >= 0 && (geteuid() == 0 || userns >= 0))
+        pid = spawn_forwarder(listener, pidfd, netns, userns, port);
+    int e = errno;
+    int fds[] = {pidfd, netns, userns, listener};
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    if (pid < 0)
+        return mcp_error_set(err, MCP_ERR_IO, e, "cannot start the forwarder for port %d", port);
+    char rec[LOCAL_PATH_MAX + 16];
+    record_path(sb, port, rec, sizeof rec);
+    FILE *f = fopen(rec, "we");
+    if (f != NULL) {
+        fprintf(f, "%d %d\n", host_port, (int)pid);
+        fclose(f);
+    }
+    return host_port;
 }
 
 /* The host port forwarding to `port` in the sandbox (made on first use), or -1 with err. */
@@ -289,36 +296,10 @@ int local_forward(struct lsbx *sb, int port, struct mcp_error *err)
     for (struct fwd *f = sb->forwards; f; f = f->next)
         if (f->port == port)
             return f->host_port;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/ns/net", (int)sb->pid);
-    int netns = open(path, O_RDONLY | O_CLOEXEC);
-    if (netns < 0)
-        return mcp_error_set(err, MCP_ERR_UNAVAILABLE, errno, "cannot open %s", path);
-    struct fwd *f = xcalloc(1, sizeof *f);
-    f->sb = sb, f->port = port, f->netns_fd = netns, f->helper_fd = -1;
-    if (geteuid() != 0 && start_helper(f, sb->pid) < 0) {
-        close(netns);
-        free(f);
-        return mcp_error_set(err, MCP_ERR_IO, errno,
-                             "cannot start the helper that opens sockets in the sandbox");
-    }
-    uv_tcp_init(sb->be->base.loop, &f->listener);
-    f->listener.data = f;
-    lsbx_ref(sb);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    struct sockaddr_storage bound;
-    int len = sizeof bound;
-    int rc = uv_tcp_bind(&f->listener, (struct sockaddr *)&sa, 0);
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&f->listener, FWD_BACKLOG, on_connection);
-    if (rc == 0)
-        rc = uv_tcp_getsockname(&f->listener, (struct sockaddr *)&bound, &len);
-    if (rc < 0) {
-        uv_close((uv_handle_t *)&f->listener, listener_closed);
-        return mcp_error_set(err, MCP_ERR_IO, 0, "cannot listen on 127.0.0.1: %s", uv_strerror(rc));
-    }
-    f->host_port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
-    f->next = sb->forwards;
-    sb->forwards = f;
-    return f->host_port;
+    int host_port = find_recorded(sb, port);
+    if (host_port < 0)
+        host_port = start_forwarder(sb, port, err);
+    if (host_port >= 0)
+        remember(sb, port, host_port);
+    return host_port;
 }

@@ -69,7 +69,8 @@ int local_event(struct store *st, const char *id, const char *kind, json_t *data
     int rc = store_event_add(st, id, kind, data, err);
     json_decref(data);
     if (rc < 0) /* the event log is diagnostics: the operation goes on, the loss is logged */
-        log_warn("sandbox %s: the %s event was not recorded: %s", id, kind, err->msg);
+        log_warn("sandbox %s: the %s event was not recorded: %s", id ? id : "?",
+                 kind ? kind : "?", err->msg);
     return rc;
 }
 
@@ -105,7 +106,7 @@ static void local_info_isolation(json_t *info, json_t *record)
 void local_record_delete(struct store *st, const char *id)
 {
     struct mcp_error err;
-    if (store_sandbox_delete(st, id, &err) < 0)
+    if (store_sandbox_delete(st, id, &err) < 0 && err.code != MCP_ERR_NOT_FOUND) /* gone: fine */
         log_warn("sandbox %s: its record was not deleted (%s); the next start reaps it", id,
                  err.msg);
 }
@@ -130,6 +131,9 @@ json_t *local_info(const struct store_sandbox *rec)
     json_t *digest = json_object_get(r, "image_digest");
     if (json_is_string(digest)) /* an OCI image: what exactly runs */
         json_object_set_new(info, "image_digest", json_copy(digest));
+    json_t *mapping = json_object_get(r, "image_mapping");
+    if (json_is_string(mapping)) /* root mode without idmapped mounts (docs/images.md) */
+        json_object_set_new(info, "image_mapping", json_copy(mapping));
     if (rec->expires_at_ms > 0) {
         format_rfc3339_ms(rec->expires_at_ms, expires);
         json_object_set_new(info, "expires_at", json_string(expires));

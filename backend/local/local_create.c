@@ -124,6 +124,7 @@ struct create_image {
     char registered[LOCAL_PATH_MAX];
     json_t *oci; /* the image record (image.h), borrowed; NULL unless OCI */
     uint32_t run_uid, run_gid; /* the image's User */
+    bool shared_mapping;       /* root mode, store not idmappable (local_image.c) */
 };
 
 /* 0: "host" or a rootfs registered as <state_dir>/images/<name> (img filled); 1: a name to
@@ -369,6 +370,8 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
                                 .seccomp = &lb->seccomp, .cg = &sb->cg};
     int rc;
     req.hold = op->pool_slot < 0 && hold_for_v1(lb, &sb->cg);
+    if (img->shared_mapping) /* the layers' files carry that mapping's ids: no idmap */
+        req.ident = local_image_shared_identity(), req.slot = 0, req.bind_image = true;
     req.pids_by_rlimit = !lb->cg.lim_pids;
     if (op->pool_slot >= 0) {
         rc = local_spawner_spawn(lb->spawner, op->pool_slot, &req, res, err);
@@ -447,7 +450,7 @@ static int start_record(struct create_op *op, const struct sandbox_spec *spec,
     json_object_set_new(rec->record, "cgroups", planned_cgroups(lb, sb->id));
     json_object_set_new(rec->record, "enforced", local_enforced_json(&lb->cg));
     if (oci)
-        local_image_record(rec->record, oci);
+        local_image_record(rec->record, oci, lb->image_shared_mapping);
     int rc = store_sandbox_insert(st, rec, err);
     if (rc == 0)
         rc = local_take_slot(lb, sb->id, &op->slot, err);
@@ -469,6 +472,11 @@ static int start(struct create_op *op, const struct sandbox_spec *spec, const st
         rc = spawn_child(op, spec, lim, disk, img, &rec, &res, err);
     if (rc == 0) {
         record_started(op->sb->be, op->sb->id, rec.record, &res, op->slot, &op->sb->cg);
+        if (img->shared_mapping) {
+            const struct local_identity *shared = local_image_shared_identity();
+            json_object_set_new(rec.record, "uid_base", json_integer(shared->uid_base));
+            json_object_set_new(rec.record, "identity", local_identity_json(shared, 0));
+        }
         rc = store_sandbox_update(op->sb->be->base.store, &rec, err);
     }
     json_decref(rec.record);
@@ -569,6 +577,7 @@ static void image_ready(struct local_backend *lb, const struct sandbox_spec *spe
         img.dirs[img.n] = json_string_value(d);
     }
     local_image_user(image, &img.run_uid, &img.run_gid);
+    img.shared_mapping = lb->image_shared_mapping;
     if (lb->ident.mode == LOCAL_ID_SINGLE || img.run_uid >= lb->ident.uid_count ||
         img.run_gid >= lb->ident.gid_count)
         img.run_uid = img.run_gid = 0; /* not mapped: only sandbox root exists (get_sandbox) */

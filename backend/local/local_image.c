@@ -2,9 +2,15 @@
  * a reference waits for the image service, then goes on with the image's layers as its root and
  * the image config's Env, WorkingDir and User applied to every command. */
 #define LOG_MODULE "local"
+#include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "backend/local/image/image.h"
 #include "backend/local/image/unpack.h"
@@ -53,14 +59,91 @@ int local_image_write_maps(void *ident, int pid, struct mcp_error *err)
     return local_identity_write_maps(ident, 0, pid, err);
 }
 
+/* The fixed mapping of root-mode sandboxes whose image store cannot be idmapped: the slice just
+ * past the last per-sandbox slot, so it is nobody else's. */
+static const struct local_identity fallback_mapping = {
+    .mode = LOCAL_ID_SLICES,
+    .uid_base = LOCAL_UID_BASE + LOCAL_UID_RANGE * LOCAL_MAX_SLOTS,
+    .uid_count = LOCAL_UID_RANGE,
+    .gid_base = LOCAL_UID_BASE + LOCAL_UID_RANGE * LOCAL_MAX_SLOTS,
+    .gid_count = LOCAL_UID_RANGE,
+};
+
+const struct local_identity *local_image_shared_identity(void)
+{
+    return &fallback_mapping;
+}
+
+/* In a forked child: a user namespace to idmap through; the parent maps it, then kills it. */
+static pid_t probe_child(int ready_w, int go_r, int ready_r, int go_w)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    close(ready_r), close(go_w); /* else go_r never sees the parent's close */
+    char b = 'r';
+    if (unshare(CLONE_NEWUSER) == 0 && write(ready_w, &b, 1) == 1)
+        (void)!read(go_r, &b, 1);
+    _exit(0);
+}
+
+/* Can the filesystem of dir be mounted idmapped (root mode)? overlayfs (as in a container), NFS
+ * and older ZFS cannot. MCPBOX_IMAGE_SHARED_MAPPING=1 forces "no" (to test the fallback). */
+static bool idmap_works(const char *dir)
+{
+    const char *force = getenv("MCPBOX_IMAGE_SHARED_MAPPING");
+    if (force && strcmp(force, "1") == 0)
+        return false;
+    int ready[2], go[2];
+    if (pipe2(ready, O_CLOEXEC) < 0)
+        return true;
+    if (pipe2(go, O_CLOEXEC) < 0) {
+        close(ready[0]), close(ready[1]);
+        return true;
+    }
+    pid_t pid = probe_child(ready[1], go[0], ready[0], go[1]);
+    close(ready[1]), close(go[0]);
+    char b, path[64];
+    struct mcp_error err;
+    bool ok = true;
+    if (pid > 0 && read(ready[0], &b, 1) == 1 &&
+        local_identity_write_maps(&fallback_mapping, 0, pid, &err) == 0) {
+        snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
+        int userns = open(path, O_RDONLY | O_CLOEXEC);
+        int tree = (int)syscall(SYS_open_tree, AT_FDCWD, dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
+        ok = userns >= 0 && tree >= 0 &&
+             syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) == 0;
+        if (userns >= 0)
+            close(userns);
+        if (tree >= 0)
+            close(tree);
+    }
+    close(ready[0]), close(go[1]);
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
+    return ok;
+}
+
 struct image_service *local_image_service(struct local_backend *lb, struct mcp_error *err)
 {
-    /* Rootless: layers are unpacked with the one mapping all sandboxes share (identity.h). */
+    if (lb->images != NULL)
+        return lb->images;
+    /* Rootless: layers are unpacked with the one mapping all sandboxes share (identity.h).
+     * Root, on a store that cannot be idmapped: with the fixed shared mapping, which the
+     * sandboxes on those layers then get (docs/images.md, "Ownership"). */
     struct unpack_userns ns = {.write_maps = local_image_write_maps, .arg = &lb->ident};
-    if (lb->images == NULL)
-        lb->images = image_service_new(lb->base.loop, lb->state_dir,
-                                       lb->ident.mode == LOCAL_ID_SLICES ? NULL : &ns,
-                                       layers_in_use, lb, err);
+    bool root = lb->ident.mode == LOCAL_ID_SLICES;
+    if (root && !idmap_works(lb->state_dir)) {
+        lb->image_shared_mapping = true;
+        ns.arg = (void *)&fallback_mapping;
+        log_info("the state directory's filesystem cannot be mounted idmapped: OCI image "
+                 "sandboxes share the fixed mapping 0 -> %u",
+                 (unsigned)fallback_mapping.uid_base);
+    }
+    lb->images = image_service_new(lb->base.loop, lb->state_dir,
+                                   root && !lb->image_shared_mapping ? NULL : &ns, layers_in_use,
+                                   lb, err);
     return lb->images;
 }
 
@@ -122,8 +205,13 @@ int local_image_resolve(struct local_backend *lb, const struct sandbox_spec *spe
     return 0;
 }
 
-void local_image_record(json_t *record, json_t *image)
+void local_image_record(json_t *record, json_t *image, bool shared_mapping)
 {
+    if (shared_mapping)
+        json_object_set_new(record, "image_mapping",
+                            json_string("shared: the image store's filesystem cannot be mounted "
+                                        "idmapped, so sandboxes on OCI images share one fixed "
+                                        "uid mapping (namespaces keep them apart)"));
     json_object_set(record, "image_digest", json_object_get(image, "digest"));
     json_object_set(record, "image_reference", json_object_get(image, "reference"));
     json_object_set(record, "image_layers", json_object_get(image, "layers"));

@@ -140,6 +140,9 @@ struct spawn_request {
      * rootless server may move only processes of its own uid into v1 cgroups, and the child
      * switches to the sandbox's root (a subordinate uid) once released. */
     bool hold;
+    /* The child binds the image directories itself instead of receiving idmapped trees (root
+     * mode on a filesystem without idmapped mounts: see local_image_shared_identity). */
+    bool bind_image;
     /* No pids cgroup: RLIMIT_NPROC (counted per user namespace and uid, and no process in the
      * sandbox can change uid) is the pids limit itself rather than a backstop. */
     bool pids_by_rlimit;
@@ -246,6 +249,7 @@ struct local_backend {
     int agent_fd;                 /* sealed memfd of the agent binary */
     char state_dir[LOCAL_PATH_MAX];
     struct image_service *images; /* OCI images: made on the first create that names one */
+    bool image_shared_mapping;    /* root, store not idmappable: image sandboxes share a mapping */
     char run_dir[LOCAL_PATH_MAX]; /* runtime_dir.c: per-sandbox files that need no disk */
     struct local_identity ident;  /* which host ids its sandboxes get (identity.h) */
     char slots_dir[LOCAL_PATH_MAX]; /* host-wide uid slot leases (LOCAL_ID_SLICES only) */
@@ -369,7 +373,9 @@ int local_image_resolve(struct local_backend *lb, const struct sandbox_spec *spe
                         local_image_ready_fn *ready, backend_cb *cb, void *arg,
                         struct mcp_error *err);
 /* What the record keeps of the image: image_digest, image_reference, image_layers, image_config. */
-void local_image_record(json_t *record, json_t *image);
+void local_image_record(json_t *record, json_t *image, bool shared_mapping);
+/* The fixed mapping of that fallback (root mode, a store that cannot be idmapped). */
+const struct local_identity *local_image_shared_identity(void);
 /* The image config into the agent's config: env (the spec's env wins over the image's), workdir. */
 void local_image_agent_config(json_t *cfg, json_t *image, json_t *spec_env);
 /* The image's User as ids inside the sandbox (0/0: root); names come from the image's files. */

@@ -183,7 +183,8 @@ int local_resume(struct backend *be, const char *id, backend_cb *cb, void *arg,
 }
 
 /* A sandbox has its own network namespace: a port inside it is reached from the host through a
- * forwarder this process runs (127.0.0.1:<ephemeral> -> 127.0.0.1:<port> in the sandbox). */
+ * forwarder process that lives as long as the sandbox (forward.c; 127.0.0.1:<ephemeral> ->
+ * 127.0.0.1:<port> in the sandbox). */
 int local_endpoint(struct backend *be, const char *id, int port, backend_cb *cb, void *arg,
                    struct mcp_error *err)
 {
@@ -198,9 +199,9 @@ int local_endpoint(struct backend *be, const char *id, int port, backend_cb *cb,
     char url[64], note[256];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", host_port);
     snprintf(note, sizeof note,
-             "forwarded from the host's 127.0.0.1:%d to port %d inside the sandbox by mcpbox "
-             "process %d, for as long as that process runs; inside the sandbox the service is at "
-             "127.0.0.1:%d", host_port, port, (int)getpid(), port);
+             "forwarded from the host's 127.0.0.1:%d to port %d inside the sandbox for as long "
+             "as the sandbox lives (even after this MCP server exits); inside the sandbox the "
+             "service is at 127.0.0.1:%d", host_port, port, port);
     json_t *res = json_pack("{s:s, s:i, s:s, s:{}, s:s, s:i, s:s}", "sandbox_id", id, "port", port,
                             "url", url, "headers", "reachable_from", "host", "host_port",
                             host_port, "note", note);

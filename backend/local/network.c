@@ -166,17 +166,21 @@ static int tap_index(void)
 int local_block_private_routes(const char **failed)
 {
     int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
-    if (fd < 0)
-        return *failed = "netlink socket", -1;
+    if (fd < 0) {
+        *failed = "netlink socket";
+        return -1;
+    }
     for (size_t i = 0; i < sizeof blocked / sizeof blocked[0]; i++)
         if (route(fd, blocked[i].net, blocked[i].prefix, RTN_UNREACHABLE, 0) < 0) {
             close(fd);
-            return *failed = blocked[i].net, -1;
+            *failed = blocked[i].net;
+            return -1;
         }
     int tap = tap_index();
     if (tap <= 0 || route(fd, LOCAL_DNS_ADDR, 32, RTN_UNICAST, tap) < 0) {
         close(fd);
-        return *failed = "DNS forwarder route", -1;
+        *failed = "DNS forwarder route";
+        return -1;
     }
     close(fd);
     return 0;

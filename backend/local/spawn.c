@@ -541,7 +541,7 @@ static int note_init(const char *dir, pid_t pid, struct mcp_error *err)
 }
 
 /* The image directory as a detached mount tree, idmapped through the sandbox's user namespace
- * and read-only (LOCAL-ISOLATION.md §1.3). */
+ * and read-only (docs/internals/isolation-facts.md §5). */
 static int image_tree(const char *dir, pid_t pid, struct mcp_error *err)
 {
     char path[64];
@@ -758,7 +758,8 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     if (rc == 0)
         rc = local_identity_write_maps(req->ident, req->slot, pid, err);
     struct image_trees *trees = &out->trees;
-    for (size_t i = 0; rc == 0 && req->ident->mode == LOCAL_ID_SLICES && i < req->n_image_dirs &&
+    bool idmap = req->ident->mode == LOCAL_ID_SLICES && !req->bind_image;
+    for (size_t i = 0; rc == 0 && idmap && i < req->n_image_dirs &&
                        i < LOCAL_MAX_IMAGE_LAYERS;
          i++) {
         int tree = image_tree(req->image_dirs[i], pid, err);

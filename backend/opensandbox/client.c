@@ -132,21 +132,24 @@ struct osb_req *osb_execd_call(struct osb_backend *b, const struct osb_endpoint 
 const char *osb_remote_id(const char *sandbox_id, struct mcp_error *err)
 {
     size_t plen = strlen(OSB_ID_PREFIX);
-    if (sandbox_id == NULL || strncmp(sandbox_id, OSB_ID_PREFIX, plen) != 0)
-        return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
-                             "\"%s\" is not an OpenSandbox sandbox id (they start with \"osb-\"); "
-                             "call list_sandboxes", sandbox_id ? sandbox_id : "(null)"),
-               NULL;
+    if (sandbox_id == NULL || strncmp(sandbox_id, OSB_ID_PREFIX, plen) != 0) {
+        mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
+                      "\"%s\" is not an OpenSandbox sandbox id (they start with \"osb-\"); "
+                      "call list_sandboxes",
+                      sandbox_id ? sandbox_id : "(null)");
+        return NULL;
+    }
     const char *rid = sandbox_id + plen;
     size_t n = strlen(rid);
     bool ok = n > 0 && n <= OSB_REMOTE_ID_MAX;
     for (size_t i = 0; ok && i < n; i++)
         ok = (rid[i] >= 'a' && rid[i] <= 'z') || (rid[i] >= 'A' && rid[i] <= 'Z') ||
              (rid[i] >= '0' && rid[i] <= '9') || strchr("-_.", rid[i]) != NULL;
-    if (!ok || strcmp(rid, ".") == 0 || strcmp(rid, "..") == 0)
-        return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
-                             "no sandbox %s: malformed id; call list_sandboxes", sandbox_id),
-               NULL;
+    if (!ok || strcmp(rid, ".") == 0 || strcmp(rid, "..") == 0) {
+        mcp_error_set(err, MCP_ERR_NOT_FOUND, 0, "no sandbox %s: malformed id; call list_sandboxes",
+                      sandbox_id);
+        return NULL;
+    }
     return rid;
 }
 
@@ -292,10 +295,11 @@ static struct osb_endpoint *endpoint_parse(struct osb_backend *b, const char *ri
 {
     const char *endpoint = json_string_value(json_object_get(j, "endpoint"));
     json_t *headers = json_object_get(j, "headers");
-    if (endpoint == NULL || endpoint[0] == '\0' || (headers && !json_is_object(headers)))
-        return mcp_error_set(err, MCP_ERR_BACKEND, 0,
-                             "the OpenSandbox server returned an endpoint without \"endpoint\""),
-               NULL;
+    if (endpoint == NULL || endpoint[0] == '\0' || (headers && !json_is_object(headers))) {
+        mcp_error_set(err, MCP_ERR_BACKEND, 0,
+                      "the OpenSandbox server returned an endpoint without \"endpoint\"");
+        return NULL;
+    }
     struct osb_endpoint *ep = xcalloc(1, sizeof(*ep));
     ep->rid = xstrdup(rid);
     ep->base = osb_endpoint_url(b->protocol, endpoint);

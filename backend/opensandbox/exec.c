@@ -52,11 +52,13 @@ json_t *osb_command_body(const struct exec_request *req, struct mcp_error *err)
 {
     cleanup_free char *cmd = NULL;
     if (req->stdin_data != NULL) {
-        if (req->stdin_len > OSB_STDIN_MAX)
-            return mcp_error_set(err, MCP_ERR_LIMIT, 0,
-                                 "stdin is limited to %u bytes on OpenSandbox sandboxes; write "
-                                 "the data to a file with write_file and redirect from it",
-                                 OSB_STDIN_MAX), NULL;
+        if (req->stdin_len > OSB_STDIN_MAX) {
+            mcp_error_set(err, MCP_ERR_LIMIT, 0,
+                          "stdin is limited to %u bytes on OpenSandbox sandboxes; write "
+                          "the data to a file with write_file and redirect from it",
+                          OSB_STDIN_MAX);
+            return NULL;
+        }
         /* execd has no stdin for commands: feed it through base64 (safe in single quotes). */
         cleanup_free char *b64 = xmalloc(base64_encoded_len(req->stdin_len) + 1);
         base64_encode(req->stdin_data, req->stdin_len, b64);
@@ -72,8 +74,8 @@ json_t *osb_command_body(const struct exec_request *req, struct mcp_error *err)
         json_object_foreach(req->env, k, v) {
             if (!json_is_string(v)) {
                 json_decref(body);
-                return mcp_error_set(err, MCP_ERR_INVALID, 0, "env.%s must be a string", k),
-                       NULL;
+                mcp_error_set(err, MCP_ERR_INVALID, 0, "env.%s must be a string", k);
+                return NULL;
             }
         }
         json_object_set_new(body, "envs", json_deep_copy(req->env));

@@ -172,8 +172,10 @@ struct osb_http *osb_http_new(uv_loop_t *loop, struct mcp_error *err)
     h->multi = osb_curl.multi_init();
     if (h->multi == NULL) {
         free(h);
-        return mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0, "libcurl could not start "
-                             "(curl_multi_init failed)"), NULL;
+        mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0,
+                      "libcurl could not start "
+                      "(curl_multi_init failed)");
+        return NULL;
     }
     osb_curl.multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, curl_socket_cb);
     osb_curl.multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h);

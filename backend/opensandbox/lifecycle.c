@@ -454,18 +454,22 @@ static json_t *create_source(const struct sandbox_spec *spec, const char *image)
 static json_t *create_body(const struct sandbox_spec *spec, json_t **record, struct mcp_error *err)
 {
     int64_t timeout = spec->timeout_seconds == 0 ? OSB_DEFAULT_TIMEOUT_S : spec->timeout_seconds;
-    if (timeout > 0 && timeout < OSB_MIN_TIMEOUT_S)
-        return mcp_error_set(err, MCP_ERR_INVALID, 0,
-                             "OpenSandbox sandboxes live at least %d s: use timeout_seconds >= "
-                             "%d, or a negative value for no expiry", OSB_MIN_TIMEOUT_S,
-                             OSB_MIN_TIMEOUT_S), NULL;
-    if (spec->pids > 0 || spec->disk_bytes > 0 || spec->idle_timeout_seconds > 0)
-        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
-                             "OpenSandbox cannot limit %s; leave it out (cpu, memory, "
-                             "timeout_seconds and network are supported)",
-                             spec->pids > 0 ? "pids" : spec->disk_bytes > 0 ? "disk"
-                                                                            : "idle time"),
-               NULL;
+    if (timeout > 0 && timeout < OSB_MIN_TIMEOUT_S) {
+        mcp_error_set(err, MCP_ERR_INVALID, 0,
+                      "OpenSandbox sandboxes live at least %d s: use timeout_seconds >= "
+                      "%d, or a negative value for no expiry",
+                      OSB_MIN_TIMEOUT_S, OSB_MIN_TIMEOUT_S);
+        return NULL;
+    }
+    if (spec->pids > 0 || spec->disk_bytes > 0 || spec->idle_timeout_seconds > 0) {
+        mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
+                      "OpenSandbox cannot limit %s; leave it out (cpu, memory, "
+                      "timeout_seconds and network are supported)",
+                      spec->pids > 0         ? "pids"
+                      : spec->disk_bytes > 0 ? "disk"
+                                             : "idle time");
+        return NULL;
+    }
     if (check_strings(spec->env, "env", err) || check_strings(spec->metadata, "metadata", err) ||
         backend_check_env(spec->env, "env", err))
         return NULL;

@@ -35,9 +35,12 @@ void opensandbox_tuning_default(struct opensandbox_tuning *t, const struct mcp_c
 
 static bool osb_usable(struct backend *be, struct mcp_error *err)
 {
-    if (osb_of(be)->closing)
-        return mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0, "the OpenSandbox backend is shutting "
-                             "down"), false;
+    if (osb_of(be)->closing) {
+        mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0,
+                      "the OpenSandbox backend is shutting "
+                      "down");
+        return false;
+    }
     return true;
 }
 
@@ -223,13 +226,20 @@ struct backend *opensandbox_backend_new_tuned(uv_loop_t *loop, struct store *sto
                                               const struct opensandbox_tuning *tuning,
                                               struct mcp_error *err)
 {
-    if (cfg == NULL || cfg->opensandbox_domain == NULL || cfg->opensandbox_domain[0] == '\0')
-        return mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0, "the OpenSandbox backend needs "
-                             "OPEN_SANDBOX_DOMAIN (host:port of the server)"), NULL;
+    if (cfg == NULL || cfg->opensandbox_domain == NULL || cfg->opensandbox_domain[0] == '\0') {
+        mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0,
+                      "the OpenSandbox backend needs "
+                      "OPEN_SANDBOX_DOMAIN (host:port of the server)");
+        return NULL;
+    }
     const char *proto = cfg->opensandbox_protocol;
-    if (proto != NULL && proto[0] && strcmp(proto, "http") != 0 && strcmp(proto, "https") != 0)
-        return mcp_error_set(err, MCP_ERR_INVALID, 0, "the OpenSandbox protocol must be http or "
-                             "https, not \"%s\"", proto), NULL;
+    if (proto != NULL && proto[0] && strcmp(proto, "http") != 0 && strcmp(proto, "https") != 0) {
+        mcp_error_set(err, MCP_ERR_INVALID, 0,
+                      "the OpenSandbox protocol must be http or "
+                      "https, not \"%s\"",
+                      proto);
+        return NULL;
+    }
     struct osb_backend *b = xcalloc(1, sizeof(*b));
     b->base = (struct backend){&osb_ops, loop, store};
     b->http = osb_http_new(loop, err);

@@ -91,10 +91,11 @@ json_t *osb_snap_owned_set(struct osb_backend *b, const char *owner, struct mcp_
         return json_null();
     if (snap_db(b, &db, err) != 0)
         return NULL;
-    if (sqlite3_prepare_v2(db, "SELECT id FROM osb_snapshots WHERE owner = ?1", -1, &st,
-                           NULL) != SQLITE_OK)
-        return mcp_error_set(err, MCP_ERR_IO, 0, "snapshot table: %s",
-                             sqlite3_errmsg(db)), NULL;
+    if (sqlite3_prepare_v2(db, "SELECT id FROM osb_snapshots WHERE owner = ?1", -1, &st, NULL) !=
+        SQLITE_OK) {
+        mcp_error_set(err, MCP_ERR_IO, 0, "snapshot table: %s", sqlite3_errmsg(db));
+        return NULL;
+    }
     sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
     json_t *set = json_object();
     int rc;
@@ -103,8 +104,8 @@ json_t *osb_snap_owned_set(struct osb_backend *b, const char *owner, struct mcp_
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) { /* a partial set would hide the owner's other snapshots */
         json_decref(set);
-        return mcp_error_set(err, MCP_ERR_IO, 0, "snapshot table: %s",
-                             sqlite3_errmsg(db)), NULL;
+        mcp_error_set(err, MCP_ERR_IO, 0, "snapshot table: %s", sqlite3_errmsg(db));
+        return NULL;
     }
     return set;
 }

@@ -234,11 +234,15 @@ int cli_image_main(int argc, char **argv)
             state_flag = optarg;
         else if (opt == 'o' && cli_parse_output(optarg, &c.json) == 0)
             continue;
-        else
-            return usage(opt == 'h' ? stdout : stderr), opt == 'h' ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+        else {
+            usage(opt == 'h' ? stdout : stderr);
+            return opt == 'h' ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+        }
     }
-    if (optind >= argc)
-        return usage(stderr), CLI_EXIT_USAGE;
+    if (optind >= argc) {
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
     c.tty = isatty(STDERR_FILENO);
     c.state_dir = cli_state_dir(state_flag);
     uv_loop_init(&c.loop);

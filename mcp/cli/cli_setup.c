@@ -336,8 +336,10 @@ static int undo_one(const char *rec)
         return remove_cgroup(path);
     if (strcmp(kind, "tun") == 0) {
         unsigned mode = (unsigned)strtoul(rest, NULL, 8);
-        if (chmod(path, mode) < 0)
-            return fprintf(stderr, "mcpbox setup: chmod %s: %s\n", path, strerror(errno)), -1;
+        if (chmod(path, mode) < 0) {
+            fprintf(stderr, "mcpbox setup: chmod %s: %s\n", path, strerror(errno));
+            return -1;
+        }
         printf("mcpbox setup: %s: mode back to %04o\n", path, mode);
     }
     return 0;

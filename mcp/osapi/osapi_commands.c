@@ -293,11 +293,44 @@ static const char *check_run_body(json_t *body)
     return NULL;
 }
 
+static void run_body(struct osapi_req *req, json_t *body);
+
 static void handle_run(struct osapi_req *req)
+{
+    json_t *body = osapi_req_json(req);
+    if (body)
+        run_body(req, body);
+}
+
+/* POST /code: without a context (or a language), execd runs the code as a shell command, the
+ * spec's "stateless" form; that works here too. Contexts need Jupyter. */
+static void handle_code(struct osapi_req *req)
 {
     json_t *body = osapi_req_json(req);
     if (!body)
         return;
+    json_t *ctx = json_object_get(body, "context");
+    const char *lang = json_string_value(json_object_get(ctx, "language"));
+    const char *code = json_string_value(json_object_get(body, "code"));
+    if ((ctx && !json_is_null(ctx) && lang && *lang) || json_object_get(ctx, "id")) {
+        json_decref(body);
+        osapi_reply_unsupported(req, "code contexts need Jupyter, which local sandboxes do not "
+                                "run; leave out context to run the code as a shell command, or "
+                                "use POST /command (python3 -c ...)");
+        return;
+    }
+    if (!code) {
+        json_decref(body);
+        osapi_reply_error(req, 400, "INVALID_REQUEST_BODY", "code is required");
+        return;
+    }
+    run_body(req, json_pack("{s:s}", "command", code));
+    json_decref(body);
+}
+
+/* Runs the RunCommandRequest body (stolen). */
+static void run_body(struct osapi_req *req, json_t *body)
+{
     const char *bad = check_run_body(body);
     json_t *uid = json_object_get(body, "uid"), *gid = json_object_get(body, "gid");
     if (bad) {
@@ -478,6 +511,10 @@ bool osapi_commands_route(struct osapi_req *req, const char *path)
             handle_get(req, cid, true);
             return true;
         }
+    }
+    if (!strcmp(path, "/code") && method_is(req, HTTP_POST)) {
+        handle_code(req);
+        return true;
     }
     if (!strcmp(path, "/session") || !strncmp(path, "/session/", 9)) {
         osapi_reply_unsupported(req, "bash sessions (/session): run each command with POST "

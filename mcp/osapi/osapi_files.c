@@ -13,6 +13,7 @@
 #include "mcp/base/buf.h"
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
+#include "mcp/server.h"
 
 /* Matches a search answers with, at most (each one is stat'ed for its FileInfo). */
 #define FILES_SEARCH_MAX 1000
@@ -411,82 +412,11 @@ static void handle_permissions(struct osapi_req *req)
 
 /* ---- upload (multipart/form-data: metadata and file parts, in pairs) ---------------------------------- */
 
-struct part {
-    char name[32];
-    const char *data;
-    size_t len;
-};
-
-/* The boundary parameter of a multipart Content-Type, into out. */
-static int multipart_boundary(const char *ctype, char *out, size_t size)
-{
-    const char *b = ctype ? strcasestr(ctype, "boundary=") : NULL;
-    if (!ctype || strncasecmp(ctype, "multipart/form-data", 19) != 0 || !b)
-        return -1;
-    b += 9;
-    bool quoted = *b == '"';
-    b += quoted;
-    size_t n = strcspn(b, quoted ? "\"" : "; \t");
-    if (n == 0 || n + 1 > size)
-        return -1;
-    memcpy(out, b, n);
-    out[n] = '\0';
-    return 0;
-}
-
-static const void *find_bytes(const char *hay, size_t hlen, const char *needle, size_t nlen)
-{
-    for (size_t i = 0; nlen <= hlen && i <= hlen - nlen; i++)
-        if (hay[i] == needle[0] && memcmp(hay + i, needle, nlen) == 0)
-            return hay + i;
-    return NULL;
-}
-
-/* Splits the body into parts (at most max); returns how many, or -1 on a malformed body. */
-static int multipart_parts(const char *body, size_t len, const char *boundary, struct part *parts,
-                           int max)
-{
-    char delim[96];
-    int dlen = snprintf(delim, sizeof(delim), "--%s", boundary), n = 0;
-    const char *p = find_bytes(body, len, delim, (size_t)dlen), *end = body + len;
-    while (p) {
-        p += dlen;
-        if (end - p >= 2 && p[0] == '-' && p[1] == '-')
-            return n; /* closing delimiter */
-        if (end - p < 2 || p[0] != '\r' || p[1] != '\n' || n >= max)
-            return -1;
-        p += 2;
-        const char *hend = find_bytes(p, (size_t)(end - p), "\r\n\r\n", 4);
-        if (!hend)
-            return -1;
-        struct part *pt = &parts[n];
-        memset(pt, 0, sizeof(*pt));
-        const char *nm = find_bytes(p, (size_t)(hend - p), "name=\"", 6);
-        if (nm) {
-            nm += 6;
-            size_t k = 0;
-            while (nm + k < hend && nm[k] != '"' && k + 1 < sizeof(pt->name))
-                k++;
-            memcpy(pt->name, nm, k);
-        }
-        pt->data = hend + 4;
-        char next[100];
-        int nlen = snprintf(next, sizeof(next), "\r\n%s", delim);
-        const char *q = find_bytes(pt->data, (size_t)(end - pt->data), next, (size_t)nlen);
-        if (!q)
-            return -1;
-        pt->len = (size_t)(q - pt->data);
-        n++;
-        p = q + 2;
-    }
-    return -1;
-}
-
 #define UPLOAD_MAX_FILES 64
 
 struct upload {
     json_t *metas; /* [{path, mode}] */
-    struct part files[UPLOAD_MAX_FILES]; /* data: owned copies (the client may go meanwhile) */
+    struct osapi_part files[UPLOAD_MAX_FILES]; /* data: owned copies (the client may go meanwhile) */
     size_t next, count;
 };
 
@@ -518,7 +448,7 @@ static void upload_step(struct osapi_req *req)
         return;
     }
     json_t *m = json_array_get(u->metas, u->next);
-    struct part *f = &u->files[u->next++];
+    struct osapi_part *f = &u->files[u->next++];
     uint32_t mode = 0644;
     json_t *mv = json_object_get(m, "mode");
     if (json_is_integer(mv) && json_integer_value(mv) != 0)
@@ -534,14 +464,14 @@ static void handle_upload(struct osapi_req *req)
 {
     const struct http_request *h = osapi_req_http(req);
     char boundary[72];
-    struct part parts[2 * UPLOAD_MAX_FILES];
-    if (multipart_boundary(http_request_header(h, "content-type", NULL), boundary,
+    struct osapi_part parts[2 * UPLOAD_MAX_FILES];
+    if (osapi_multipart_boundary(http_request_header(h, "content-type", NULL), boundary,
                            sizeof(boundary)) < 0) {
         osapi_reply_error(req, 400, "INVALID_FILE", "the body must be multipart/form-data with "
                           "a boundary (metadata and file parts)");
         return;
     }
-    int n = multipart_parts(h->body.data ? h->body.data : "", h->body.len, boundary, parts,
+    int n = osapi_multipart_parts(h->body.data ? h->body.data : "", h->body.len, boundary, parts,
                             2 * UPLOAD_MAX_FILES);
     if (n < 0) {
         osapi_reply_error(req, 400, "INVALID_FILE", "malformed multipart body (at most %d files "
@@ -565,7 +495,7 @@ static void handle_upload(struct osapi_req *req)
             }
             json_array_append_new(u->metas, m);
         } else if (!strcmp(parts[i].name, "file") && nfiles < UPLOAD_MAX_FILES) {
-            struct part *f = &u->files[nfiles++];
+            struct osapi_part *f = &u->files[nfiles++];
             *f = parts[i];
             char *copy = xmalloc(f->len + 1);
             memcpy(copy, parts[i].data, f->len);
@@ -689,28 +619,128 @@ static void handle_download(struct osapi_req *req)
 
 /* ---- metrics --------------------------------------------------------------------------------------------- */
 
-static void metrics_cb(void *arg, json_t *r, const struct mcp_error *err)
+/* The backend's metrics in execd's Metrics shape. */
+static json_t *metrics_json(json_t *r)
 {
-    struct osapi_req *req = arg;
-    if (err) {
-        osapi_reply_error(req, 500, "RUNTIME_ERROR", "%s", err->msg);
-        return;
-    }
     int64_t ts = now_wall_ms();
     const char *t = json_string_value(json_object_get(r, "timestamp"));
     if (t)
         parse_rfc3339_ms(t, &ts);
-    json_t *total = json_object_get(r, "memory_total_bytes");
-    osapi_reply_json(req, 200,
-                     json_pack("{s:f, s:f, s:f, s:f, s:I}", "cpu_count",
-                               json_number_value(json_object_get(r, "cpu_count")), "cpu_used_pct",
-                               json_number_value(json_object_get(r, "cpu_used_pct")),
-                               "mem_total_mib", json_number_value(total) / 1048576.0,
-                               "mem_used_mib",
-                               json_number_value(json_object_get(r, "memory_used_bytes")) /
-                                   1048576.0,
-                               "timestamp", (json_int_t)ts),
-                     NULL);
+    return json_pack("{s:f, s:f, s:f, s:f, s:I}", "cpu_count",
+                     json_number_value(json_object_get(r, "cpu_count")), "cpu_used_pct",
+                     json_number_value(json_object_get(r, "cpu_used_pct")), "mem_total_mib",
+                     json_number_value(json_object_get(r, "memory_total_bytes")) / 1048576.0,
+                     "mem_used_mib",
+                     json_number_value(json_object_get(r, "memory_used_bytes")) / 1048576.0,
+                     "timestamp", (json_int_t)ts);
+}
+
+static void metrics_cb(void *arg, json_t *r, const struct mcp_error *err)
+{
+    struct osapi_req *req = arg;
+    if (err)
+        osapi_reply_error(req, 500, "RUNTIME_ERROR", "%s", err->msg);
+    else
+        osapi_reply_json(req, 200, metrics_json(r), NULL);
+}
+
+/* /metrics/watch: one Metrics object and "\n" per second (execd's NDJSON) until the client goes. */
+struct watch {
+    struct osapi_req *req; /* NULL once the client is gone */
+    struct backend *be;
+    char *sandbox_id;
+    uv_timer_t timer;
+    bool asking; /* a metrics call is in flight */
+    bool timer_closed;
+};
+
+static void watch_free_cb(uv_handle_t *h)
+{
+    struct watch *w = h->data;
+    w->timer_closed = true;
+    if (!w->asking) {
+        free(w->sandbox_id);
+        free(w);
+    }
+}
+
+static void watch_stop(struct watch *w)
+{
+    if (w->req) {
+        struct osapi_req *req = w->req;
+        w->req = NULL;
+        req->state = NULL;
+        struct http_conn *c = req->conn;
+        req->conn = NULL;
+        if (c) {
+            http_ext_on_abort(c, NULL, NULL);
+            http_ext_stream_end(c);
+        }
+        osapi_req_free(req);
+    }
+    if (!uv_is_closing((uv_handle_t *)&w->timer))
+        uv_close((uv_handle_t *)&w->timer, watch_free_cb);
+}
+
+static void watch_line(void *arg, json_t *r, const struct mcp_error *err)
+{
+    struct watch *w = arg;
+    w->asking = false;
+    if (w->timer_closed) { /* stopped meanwhile: the last one out frees */
+        free(w->sandbox_id);
+        free(w);
+        return;
+    }
+    if (!w->req || !w->req->conn)
+        return;
+    json_t *line = err ? json_pack("{s:s}", "error", err->msg) : metrics_json(r);
+    char *s = json_dumps(line, JSON_COMPACT);
+    json_decref(line);
+    size_t n = strlen(s);
+    http_ext_stream_write(w->req->conn, s, n);
+    http_ext_stream_write(w->req->conn, "\n", 1);
+    free(s);
+    if (err)
+        watch_stop(w);
+}
+
+static void watch_tick(uv_timer_t *t)
+{
+    struct watch *w = t->data;
+    struct mcp_error err;
+    if (!w->req || !w->req->conn) {
+        watch_stop(w);
+        return;
+    }
+    if (w->asking)
+        return; /* the previous answer is late: skip a beat */
+    if (http_ext_queued(w->req->conn) > (1u << 20))
+        return; /* the client is not reading: do not pile up */
+    w->asking = true;
+    if (w->be->ops->metrics(w->be, w->sandbox_id, watch_line, w, &err) < 0)
+        watch_line(w, NULL, &err);
+}
+
+static void watch_aborted(struct osapi_req *req)
+{
+    struct watch *w = req->state;
+    uv_timer_start(&w->timer, watch_tick, 0, 0); /* stop from the loop, not from inside a write */
+}
+
+static void handle_watch(struct osapi_req *req)
+{
+    struct watch *w = xcalloc(1, sizeof(*w));
+    w->req = req;
+    w->be = req->be;
+    w->sandbox_id = xstrdup(req->sandbox_id);
+    uv_timer_init(server_loop(req->api->srv), &w->timer);
+    w->timer.data = w;
+    req->state = w;
+    req->on_abort = watch_aborted;
+    char extra[80];
+    snprintf(extra, sizeof(extra), "X-Request-ID: %s\r\n", req->request_id);
+    http_ext_stream_start(req->conn, 200, "text/event-stream", extra);
+    uv_timer_start(&w->timer, watch_tick, 0, 1000);
 }
 
 /* ---- routing ---------------------------------------------------------------------------------------------- */
@@ -726,7 +756,7 @@ static bool wrong_method(struct osapi_req *req, enum http_method m)
 bool osapi_files_route(struct osapi_req *req, const char *path)
 {
     struct mcp_error err;
-    bool running = strcmp(path, "/metrics") != 0;
+    bool running = strncmp(path, "/metrics", 8) != 0;
     bool known = !strncmp(path, "/files", 6) || !strncmp(path, "/directories", 12) ||
                  !strncmp(path, "/metrics", 8) || !strncmp(path, "/code", 5);
     if (!known)
@@ -783,7 +813,12 @@ bool osapi_files_route(struct osapi_req *req, const char *path)
         else if (req->be->ops->metrics(req->be, req->sandbox_id, metrics_cb, req, &err) < 0)
             osapi_reply_error(req, 500, "RUNTIME_ERROR", "%s", err.msg);
     } else if (!strcmp(path, "/metrics/watch")) {
-        osapi_reply_unsupported(req, "/metrics/watch (poll GET /metrics instead)");
+        if (wrong_method(req, HTTP_GET))
+            return true;
+        if (!req->be->ops->metrics)
+            osapi_reply_unsupported(req, "metrics: the %s backend has none", req->be->ops->name);
+        else
+            handle_watch(req);
     } else {
         return false;
     }

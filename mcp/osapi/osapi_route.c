@@ -400,9 +400,17 @@ static bool osapi_route(void *arg, struct http_conn *c, const char *path)
         p += 3;
     bool sandboxes = strcmp(p, "/sandboxes") == 0 || strncmp(p, "/sandboxes/", 11) == 0;
     bool snapshots = strcmp(p, "/snapshots") == 0 || strncmp(p, "/snapshots/", 11) == 0;
-    if (!sandboxes && !snapshots)
+    bool v1 = p != path; /* anything else under /v1 is OpenSandbox's too: its error shape */
+    if (!sandboxes && !snapshots && !v1)
         return false;
     struct osapi_req *req = osapi_req_new(api, c);
+    if (!sandboxes && !snapshots) {
+        if (lifecycle_auth_ok(req))
+            osapi_reply_error(req, 404, "SANDBOX::NOT_FOUND",
+                              "no such path: %.200s (mcpbox serves /v1/sandboxes; pools are a "
+                              "Kubernetes feature)", path);
+        return true;
+    }
     char id[OSAPI_ID_MAX];
     long port;
     const char *rest;

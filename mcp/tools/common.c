@@ -52,15 +52,28 @@ void tool_job_set_detail(struct tool_job *job, const char *fmt, ...)
     job->detail = xstrdup(tmp);
 }
 
-static void job_audit(struct tool_job *job, const char *outcome, const char *detail)
+/* What the audit row needs from the call, taken before the call is answered (and freed). */
+struct job_audit_row {
+    char tool[64];
+    int64_t ms;
+};
+
+static void audit_row_take(const struct tool_job *job, struct job_audit_row *row)
+{
+    snprintf(row->tool, sizeof row->tool, "%s", tool_call_tool_name(job->call));
+    row->ms = (int64_t)(now_mono_ms() - job->started_ms);
+}
+
+/* Written after the reply: a SQLite write (WAL pages) is not the caller's to wait for. */
+static void job_audit(struct tool_job *job, const struct job_audit_row *row, const char *outcome,
+                      const char *detail)
 {
     if (job->ctx == NULL || job->ctx->store == NULL)
         return;
     struct mcp_error err;
-    int64_t ms = (int64_t)(now_mono_ms() - job->started_ms);
-    if (store_audit(job->ctx->store, job->owner, tool_call_tool_name(job->call), job->sandbox_id,
-                    outcome, ms, detail, &err) < 0)
-        log_warn("audit of %s failed: %s", tool_call_tool_name(job->call), err.msg);
+    if (store_audit(job->ctx->store, job->owner, row->tool, job->sandbox_id, outcome, row->ms,
+                    detail, &err) < 0)
+        log_warn("audit of %s failed: %s", row->tool, err.msg);
 }
 
 /* The text block normally repeats structuredContent (clients without structured output read it).
@@ -91,10 +104,13 @@ static char *result_text(json_t *structured)
 
 void tool_job_finish(struct tool_job *job, json_t *structured)
 {
-    job_audit(job, tool_call_is_cancelled(job->call) ? "cancelled" : "ok", job->detail);
+    struct job_audit_row row;
+    audit_row_take(job, &row);
+    const char *outcome = tool_call_is_cancelled(job->call) ? "cancelled" : "ok";
     char *text = json_is_object(structured) ? result_text(structured) : NULL;
     tool_call_finish(job->call, structured, text);
     free(text);
+    job_audit(job, &row, outcome, job->detail);
     job_free(job);
 }
 
@@ -103,10 +119,12 @@ void tool_job_fail(struct tool_job *job, const struct mcp_error *err)
     char detail[AUDIT_DETAIL_MAX];
     snprintf(detail, sizeof(detail), "%s%s%s", job->detail ? job->detail : "",
              job->detail ? ": " : "", err->msg);
-    job_audit(job, tools_outcome(err), detail);
+    struct job_audit_row row;
+    audit_row_take(job, &row);
     /* No structuredContent: clients validate it against the tool's outputSchema, which
      * describes success. The text says what went wrong and what to do next. */
     tool_call_error(job->call, NULL, "%s", err->msg);
+    job_audit(job, &row, tools_outcome(err), detail);
     job_free(job);
 }
 

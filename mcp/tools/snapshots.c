@@ -18,8 +18,10 @@ static struct backend *snapshot_backend(struct tool_job *job, const char *sandbo
         mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0, "snapshots need the opensandbox backend, "
                       "which is not configured (set OPEN_SANDBOX_DOMAIN); the local backend "
                       "has none: " TOOLS_NO_SNAPSHOT_HINT);
-    else if (be != NULL && be->ops->snapshot == NULL)
-        return tools_unsupported(err, be, "snapshots", TOOLS_NO_SNAPSHOT_HINT), NULL;
+    else if (be != NULL && be->ops->snapshot == NULL) {
+        tools_unsupported(err, be, "snapshots", TOOLS_NO_SNAPSHOT_HINT);
+        return NULL;
+    }
     return be;
 }
 

@@ -126,10 +126,11 @@ const tok = ep.headers;
 const ex = await startPrism('execd-api.yaml', execdBase);
 const X = ex.base;
 
-// Prism buffers event streams and flags them (PROTOCOL.md 9.3): those are read directly and
+// Prism buffers event streams and flags them (docs/internals/opensandbox-wire.md §10): those are
+// read directly and
 // every event checked against ServerStreamEvent by hand.
-async function stream(body, headers = tok) {
-  const r = await fetch(`${execdBase}/command`, { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json', Accept: 'text/event-stream' }, body: JSON.stringify(body) });
+async function stream(body, headers = tok, where = '/command') {
+  const r = await fetch(`${execdBase}${where}`, { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json', Accept: 'text/event-stream' }, body: JSON.stringify(body) });
   const text = await r.text();
   if (r.status !== 200) return { status: r.status, text };
   check(r.headers.get('content-type') === 'text/event-stream', r.headers.get('content-type'));
@@ -236,6 +237,21 @@ await test('execd: replace, move, permissions, mkdir, delete', async () => {
   await through(X, 'GET', '/files/info?path=/tmp/osapi', { headers: tok, expect: 404 });
 });
 
+await test('execd: /metrics/watch sends a Metrics line per second until the client leaves', async () => {
+  const ac = new AbortController();
+  const t0 = Date.now();
+  const r = await fetch(`${execdBase}/metrics/watch`, { headers: tok, signal: ac.signal });
+  check(r.status === 200, `status ${r.status}`);
+  const reader = r.body.getReader();
+  let buf = '';
+  while (buf.split('\n').length < 3) buf += new TextDecoder().decode((await reader.read()).value);
+  const lines = buf.split('\n').filter(Boolean).slice(0, 2).map((l) => JSON.parse(l));
+  check(lines.every((m) => m.cpu_count > 0 && m.timestamp > 0 && m.mem_used_mib >= 0), buf);
+  check(Date.now() - t0 >= 900, `a second apart: ${Date.now() - t0} ms`);
+  ac.abort();
+  await through(X, 'GET', '/ping', { headers: tok, expect: 200, raw: true }); // the server goes on
+});
+
 await test('execd: metrics; code contexts and sessions say what is missing', async () => {
   const m = await through(X, 'GET', '/metrics', { headers: tok, expect: 200 });
   check(m.json.cpu_count > 0 && m.json.mem_used_mib >= 0 && m.json.timestamp > 0, m.text);
@@ -243,6 +259,12 @@ await test('execd: metrics; code contexts and sessions say what is missing', asy
   check(c.json.code === 'NOT_SUPPORTED' && /Jupyter/.test(c.json.message), c.text);
   const s = await through(X, 'POST', '/session', { headers: tok, body: {}, expect: 400 });
   check(s.json.code === 'NOT_SUPPORTED', s.text);
+  const k = await through(X, 'POST', '/code', { headers: tok, body: { context: { language: 'python' }, code: '1+1' }, expect: 400 });
+  check(k.json.code === 'NOT_SUPPORTED' && /shell command/.test(k.json.message), k.text);
+  // without a context, execd runs code as a shell command (the spec's stateless example)
+  const sh = await stream({ code: 'echo stateless' }, tok, '/code');
+  const t = sh.events.map((e) => e.type);
+  check(t[0] === 'init' && sh.events[1].text === 'stateless' && t[t.length - 1] === 'execution_complete', JSON.stringify(sh.events));
 });
 
 await through(L, 'DELETE', `/sandboxes/${id}`, { headers: auth, expect: 204 });

@@ -94,14 +94,15 @@ static void free_env(char **envp)
     free(envp);
 }
 
-/* In the forked child: only async-signal-safe calls until execve. */
-static void child_exec(int in_r, int out_w, int err_w, int errpipe, const char *cwd,
+/* In the vfork child: only async-signal-safe calls until execve, and no writes to the parent's
+ * memory (which it shares until then) except *err_out. */
+static void child_exec(int in_r, int out_w, int err_w, volatile int *err_out, const char *cwd,
                        const char *command, char **plain_argv, char **envp)
 {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL); /* this process's own handler table: vfork does not share it */
     setsid();
     int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
     if (fd >= 0) { /* the memcg OOM killer picks commands before the agent */
@@ -117,10 +118,8 @@ static void child_exec(int in_r, int out_w, int err_w, int errpipe, const char *
         execve(plain_argv[0], plain_argv, envp);
     char *argv[] = {(char *)"sh", (char *)"-c", (char *)command, NULL};
     execve(CMD_SHELL, argv, envp);
-fail:;
-    int e = errno;
-    ssize_t w = write(errpipe, &e, sizeof e);
-    (void)w;
+fail:
+    *err_out = errno ? errno : EIO;
     _exit(127);
 }
 
@@ -194,40 +193,38 @@ static void cmd_gc(struct agent *a)
     }
 }
 
+/* vfork: the agent is suspended until the child has exec'd (or failed), which is what it waits
+ * for anyway, and the child shares its memory instead of copying its page tables: 0.1-0.2 ms less
+ * per command than fork (posix_spawn against fork+exec of /bin/true from a small process). A
+ * failure before the exec (no such cwd) comes back in child_errno, which the child shares. */
 static int spawn(struct agent *a, struct cmd *c, const char *cwd, char **envp,
                  struct mcp_error *err)
 {
-    int in[2], out[2], errp[2], ep[2];
+    int in[2], out[2], errp[2];
     char plain[CMD_PLAIN_MAX_LEN], *plain_argv[CMD_PLAIN_MAX_ARGS];
     bool is_plain = agent_plain_argv(c->command, plain, sizeof plain, plain_argv,
                                      CMD_PLAIN_MAX_ARGS) > 0;
     if (pipe2(in, O_CLOEXEC) < 0)
         return mcp_error_set(err, MCP_ERR_IO, errno, "agent: pipe");
-    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0)
+    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0)
         return mcp_error_set(err, MCP_ERR_IO, errno, "agent: pipe");
-    pid_t pid = fork();
+    volatile int child_errno = 0;
+    pid_t pid = vfork();
     if (pid < 0) {
         int e = errno;
         close(in[0]), close(in[1]), close(out[0]), close(out[1]), close(errp[0]), close(errp[1]);
-        close(ep[0]), close(ep[1]);
         return mcp_error_set(err, e == EAGAIN ? MCP_ERR_LIMIT : MCP_ERR_IO, e,
                              "agent: fork (the sandbox's pids limit may be reached)");
     }
     if (pid == 0)
-        child_exec(in[0], out[1], errp[1], ep[1], cwd, c->command, is_plain ? plain_argv : NULL,
-                   envp);
-    close(in[0]), close(out[1]), close(errp[1]), close(ep[1]);
-    int child_errno = 0;
-    ssize_t r;
-    do
-        r = read(ep[0], &child_errno, sizeof child_errno);
-    while (r < 0 && errno == EINTR);
-    close(ep[0]);
+        child_exec(in[0], out[1], errp[1], &child_errno, cwd, c->command,
+                   is_plain ? plain_argv : NULL, envp);
+    close(in[0]), close(out[1]), close(errp[1]);
     c->pid = pid, c->in_fd = in[1], c->out_fd = out[0], c->err_fd = errp[0];
     fcntl(c->out_fd, F_SETFL, O_NONBLOCK);
     fcntl(c->err_fd, F_SETFL, O_NONBLOCK);
     fcntl(c->in_fd, F_SETFL, O_NONBLOCK);
-    if (r == (ssize_t)sizeof child_errno)
+    if (child_errno != 0)
         return mcp_error_set(err, child_errno == ENOENT ? MCP_ERR_NOT_FOUND : MCP_ERR_IO,
                              child_errno, "cannot start command in '%s'", cwd);
     return 0;
@@ -239,11 +236,14 @@ json_t *agent_cmd_exec(struct agent *a, struct conn *conn, json_t *req, struct m
     const char *cwd_in = json_string_value(json_object_get(req, "cwd"));
     const char *stdin_b64 = json_string_value(json_object_get(req, "stdin"));
     char cwd[4096];
-    if (command == NULL)
-        return mcp_error_set(err, MCP_ERR_INVALID, 0, "exec: command missing"), NULL;
-    if (agent_cmd_running(a) >= AGENT_MAX_RUNNING)
-        return mcp_error_set(err, MCP_ERR_LIMIT, 0, "too many running commands (%d)",
-                             AGENT_MAX_RUNNING), NULL;
+    if (command == NULL) {
+        mcp_error_set(err, MCP_ERR_INVALID, 0, "exec: command missing");
+        return NULL;
+    }
+    if (agent_cmd_running(a) >= AGENT_MAX_RUNNING) {
+        mcp_error_set(err, MCP_ERR_LIMIT, 0, "too many running commands (%d)", AGENT_MAX_RUNNING);
+        return NULL;
+    }
     if (agent_resolve(a, cwd_in ? cwd_in : a->workdir, cwd, sizeof cwd, err) < 0)
         return NULL;
     struct cmd *c = xcalloc(1, sizeof *c);
@@ -256,7 +256,8 @@ json_t *agent_cmd_exec(struct agent *a, struct conn *conn, json_t *req, struct m
         c->in_data = xmalloc(base64_decoded_max(len) + 1);
         if (base64_decode(stdin_b64, len, (unsigned char *)c->in_data, &outlen) < 0) {
             cmd_free(a, c);
-            return mcp_error_set(err, MCP_ERR_INVALID, 0, "exec: stdin is not base64"), NULL;
+            mcp_error_set(err, MCP_ERR_INVALID, 0, "exec: stdin is not base64");
+            return NULL;
         }
         c->in_len = outlen;
     }
@@ -490,9 +491,10 @@ json_t *agent_cmd_status(struct agent *a, json_t *req, struct mcp_error *err)
 {
     const char *id = json_string_value(json_object_get(req, "cmd"));
     struct cmd *c = cmd_find(a, id);
-    if (c == NULL)
-        return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0, "no command '%s' in this sandbox",
-                             id ? id : ""), NULL;
+    if (c == NULL) {
+        mcp_error_set(err, MCP_ERR_NOT_FOUND, 0, "no command '%s' in this sandbox", id ? id : "");
+        return NULL;
+    }
     json_t *j = cmd_status_json(c);
     read_log(a, c, (uint64_t)json_integer_value(json_object_get(req, "offset")),
              (uint64_t)json_integer_value(json_object_get(req, "limit")), j);
@@ -504,9 +506,10 @@ json_t *agent_cmd_kill(struct agent *a, json_t *req, struct mcp_error *err)
     const char *id = json_string_value(json_object_get(req, "cmd"));
     json_int_t sig = json_integer_value(json_object_get(req, "signal"));
     struct cmd *c = cmd_find(a, id);
-    if (c == NULL)
-        return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0, "no command '%s' in this sandbox",
-                             id ? id : ""), NULL;
+    if (c == NULL) {
+        mcp_error_set(err, MCP_ERR_NOT_FOUND, 0, "no command '%s' in this sandbox", id ? id : "");
+        return NULL;
+    }
     if (sig <= 0 || sig >= 65)
         sig = SIGKILL;
     if (c->state == CMD_RUNNING) {

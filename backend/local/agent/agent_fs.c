@@ -156,13 +156,16 @@ static json_t *op_read(struct agent *a, json_t *req, struct mcp_error *err)
     if (resolve_arg(a, req, "path", path, err) < 0)
         return NULL;
     int fd = open2(AT_FDCWD, path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0);
-    if (fd < 0)
-        return fs_err(err, errno, "cannot open", path), NULL;
+    if (fd < 0) {
+        fs_err(err, errno, "cannot open", path);
+        return NULL;
+    }
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return mcp_error_set(err, MCP_ERR_INVALID, 0, "%s is not a regular file (%s)", path,
-                             type_name(st.st_mode)), NULL;
+        mcp_error_set(err, MCP_ERR_INVALID, 0, "%s is not a regular file (%s)", path,
+                      type_name(st.st_mode));
+        return NULL;
     }
     uint64_t off = (uint64_t)json_integer_value(json_object_get(req, "offset"));
     uint64_t len = (uint64_t)json_integer_value(json_object_get(req, "length"));
@@ -320,14 +323,19 @@ static json_t *write_common(const char *path, const char *data, size_t len, mode
 {
     char dir[FS_PATH_MAX], base[FS_PATH_MAX];
     split_path(path, dir, base);
-    if (base[0] == '\0' || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
-        return mcp_error_set(err, MCP_ERR_INVALID, 0, "%s names a directory, not a file", path),
-               NULL;
-    if (mkdir_p(dir, 0755) < 0)
-        return fs_err(err, errno, "cannot create directory", dir), NULL;
+    if (base[0] == '\0' || strcmp(base, ".") == 0 || strcmp(base, "..") == 0) {
+        mcp_error_set(err, MCP_ERR_INVALID, 0, "%s names a directory, not a file", path);
+        return NULL;
+    }
+    if (mkdir_p(dir, 0755) < 0) {
+        fs_err(err, errno, "cannot create directory", dir);
+        return NULL;
+    }
     int dirfd = open2(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-    if (dirfd < 0)
-        return fs_err(err, errno, "cannot open directory", dir), NULL;
+    if (dirfd < 0) {
+        fs_err(err, errno, "cannot open directory", dir);
+        return NULL;
+    }
     json_t *res = NULL;
     uint64_t size = 0;
     char hex[65];
@@ -353,7 +361,8 @@ static json_t *op_write(struct agent *a, json_t *req, struct mcp_error *err)
     char *data = xmalloc(base64_decoded_max(blen) + 1);
     if (b64 && base64_decode(b64, blen, (unsigned char *)data, &len) < 0) {
         free(data);
-        return mcp_error_set(err, MCP_ERR_INVALID, 0, "write: data is not base64"), NULL;
+        mcp_error_set(err, MCP_ERR_INVALID, 0, "write: data is not base64");
+        return NULL;
     }
     json_t *res = write_common(path, data, len, (mode_t)json_integer_value(json_object_get(req, "mode")),
                                json_is_true(json_object_get(req, "append")), err);
@@ -433,10 +442,14 @@ static json_t *op_list(struct agent *a, json_t *req, struct mcp_error *err)
     if (depth > FS_LIST_DEPTH_MAX)
         depth = FS_LIST_DEPTH_MAX;
     struct stat st;
-    if (stat(path, &st) < 0)
-        return fs_err(err, errno, "cannot list", path), NULL;
-    if (!S_ISDIR(st.st_mode))
-        return mcp_error_set(err, MCP_ERR_INVALID, 0, "%s is not a directory", path), NULL;
+    if (stat(path, &st) < 0) {
+        fs_err(err, errno, "cannot list", path);
+        return NULL;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        mcp_error_set(err, MCP_ERR_INVALID, 0, "%s is not a directory", path);
+        return NULL;
+    }
     struct walk w = {.out = json_array(), .max = FS_LIST_MAX, .root = path};
     walk_dir(&w, path, 0, (int)depth);
     json_t *res = json_pack("{s:o, s:b}", "entries", w.out, "truncated", w.truncated);
@@ -448,8 +461,10 @@ static json_t *op_search(struct agent *a, json_t *req, struct mcp_error *err)
 {
     char path[FS_PATH_MAX];
     const char *pattern = arg_str(req, "pattern");
-    if (pattern == NULL)
-        return mcp_error_set(err, MCP_ERR_INVALID, 0, "search: pattern missing"), NULL;
+    if (pattern == NULL) {
+        mcp_error_set(err, MCP_ERR_INVALID, 0, "search: pattern missing");
+        return NULL;
+    }
     if (resolve_arg(a, req, "path", path, err) < 0)
         return NULL;
     json_int_t max = json_integer_value(json_object_get(req, "max_results"));
@@ -465,13 +480,16 @@ static json_t *op_search(struct agent *a, json_t *req, struct mcp_error *err)
 static char *slurp(const char *path, size_t *len, mode_t *mode, struct mcp_error *err)
 {
     int fd = open2(AT_FDCWD, path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0);
-    if (fd < 0)
-        return fs_err(err, errno, "cannot open", path), NULL;
+    if (fd < 0) {
+        fs_err(err, errno, "cannot open", path);
+        return NULL;
+    }
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > AGENT_IO_MAX) {
         close(fd);
-        return mcp_error_set(err, MCP_ERR_INVALID, 0, "%s is not a regular file of at most %u bytes",
-                             path, AGENT_IO_MAX), NULL;
+        mcp_error_set(err, MCP_ERR_INVALID, 0, "%s is not a regular file of at most %u bytes", path,
+                      AGENT_IO_MAX);
+        return NULL;
     }
     char *data = xmalloc((size_t)st.st_size + 1);
     size_t got = 0;
@@ -490,9 +508,10 @@ static json_t *op_replace(struct agent *a, json_t *req, struct mcp_error *err)
     char path[FS_PATH_MAX];
     const char *old = arg_str(req, "old"), *new = arg_str(req, "new");
     json_int_t max = json_integer_value(json_object_get(req, "count"));
-    if (old == NULL || old[0] == '\0' || new == NULL)
-        return mcp_error_set(err, MCP_ERR_INVALID, 0, "replace: old (non-empty) and new needed"),
-               NULL;
+    if (old == NULL || old[0] == '\0' || new == NULL) {
+        mcp_error_set(err, MCP_ERR_INVALID, 0, "replace: old (non-empty) and new needed");
+        return NULL;
+    }
     if (resolve_arg(a, req, "path", path, err) < 0)
         return NULL;
     size_t len;
@@ -507,10 +526,12 @@ static json_t *op_replace(struct agent *a, json_t *req, struct mcp_error *err)
             hits++;
         if (hits > 1) {
             free(data);
-            return mcp_error_set(err, MCP_ERR_CONFLICT, 0, "'%.80s' occurs %zu times in %s; "
-                                 "include more of the surrounding text so it matches once, or "
-                                 "pass all: true to replace every occurrence", old, hits, path),
-                   NULL;
+            mcp_error_set(err, MCP_ERR_CONFLICT, 0,
+                          "'%.80s' occurs %zu times in %s; "
+                          "include more of the surrounding text so it matches once, or "
+                          "pass all: true to replace every occurrence",
+                          old, hits, path);
+            return NULL;
         }
     }
     struct buf out;
@@ -545,8 +566,10 @@ static json_t *op_move(struct agent *a, json_t *req, struct mcp_error *err)
         resolve_arg(a, req, "destination", dst, err) < 0)
         return NULL;
     unsigned flags = json_is_true(json_object_get(req, "overwrite")) ? 0 : RENAME_NOREPLACE;
-    if (renameat2(AT_FDCWD, src, AT_FDCWD, dst, flags) < 0)
-        return fs_err(err, errno, "cannot move", src), NULL;
+    if (renameat2(AT_FDCWD, src, AT_FDCWD, dst, flags) < 0) {
+        fs_err(err, errno, "cannot move", src);
+        return NULL;
+    }
     json_t *res = json_object();
     set_path(res, "source", src);
     set_path(res, "destination", dst);
@@ -580,14 +603,20 @@ static json_t *op_delete(struct agent *a, json_t *req, struct mcp_error *err)
     if (resolve_arg(a, req, "path", path, err) < 0)
         return NULL;
     split_path(path, dir, base);
-    if (base[0] == '\0' || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
-        return mcp_error_set(err, MCP_ERR_INVALID, 0, "refusing to delete %s", path), NULL;
+    if (base[0] == '\0' || strcmp(base, ".") == 0 || strcmp(base, "..") == 0) {
+        mcp_error_set(err, MCP_ERR_INVALID, 0, "refusing to delete %s", path);
+        return NULL;
+    }
     struct stat st;
-    if (lstat(path, &st) < 0)
-        return fs_err(err, errno, "cannot delete", path), NULL;
+    if (lstat(path, &st) < 0) {
+        fs_err(err, errno, "cannot delete", path);
+        return NULL;
+    }
     int dfd = open2(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-    if (dfd < 0)
-        return fs_err(err, errno, "cannot open directory", dir), NULL;
+    if (dfd < 0) {
+        fs_err(err, errno, "cannot open directory", dir);
+        return NULL;
+    }
     int rc;
     if (S_ISDIR(st.st_mode) && json_is_true(json_object_get(req, "recursive")))
         rc = remove_tree(dfd, base);
@@ -595,9 +624,12 @@ static json_t *op_delete(struct agent *a, json_t *req, struct mcp_error *err)
         rc = unlinkat(dfd, base, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0);
     int e = errno;
     close(dfd);
-    if (rc < 0)
-        return fs_err(err, e, S_ISDIR(st.st_mode) ? "cannot delete directory (recursive?)" :
-                                                    "cannot delete", path), NULL;
+    if (rc < 0) {
+        fs_err(err, e,
+               S_ISDIR(st.st_mode) ? "cannot delete directory (recursive?)" : "cannot delete",
+               path);
+        return NULL;
+    }
     json_t *res = json_pack("{s:b}", "deleted", 1);
     set_path(res, "path", path);
     return res;
@@ -613,8 +645,10 @@ static json_t *op_mkdir(struct agent *a, json_t *req, struct mcp_error *err)
     struct stat st;
     bool existed = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
     int rc = json_is_true(json_object_get(req, "parents")) ? mkdir_p(path, m) : mkdir(path, m);
-    if (rc < 0)
-        return fs_err(err, errno, "cannot create directory", path), NULL;
+    if (rc < 0) {
+        fs_err(err, errno, "cannot create directory", path);
+        return NULL;
+    }
     json_t *res = json_pack("{s:b}", "created", !existed);
     set_path(res, "path", path);
     return res;
@@ -626,8 +660,10 @@ static json_t *op_stat(struct agent *a, json_t *req, struct mcp_error *err)
     if (resolve_arg(a, req, "path", path, err) < 0)
         return NULL;
     struct stat st;
-    if (lstat(path, &st) < 0)
-        return fs_err(err, errno, "cannot stat", path), NULL;
+    if (lstat(path, &st) < 0) {
+        fs_err(err, errno, "cannot stat", path);
+        return NULL;
+    }
     json_t *j = stat_json(path, &st);
     if (S_ISLNK(st.st_mode)) {
         char target[FS_PATH_MAX];

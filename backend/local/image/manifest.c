@@ -69,8 +69,10 @@ static int layer_compression(const char *t, enum oci_compression *c)
 static int copy_str(char *dst, size_t cap, json_t *v)
 {
     const char *s = json_string_value(v);
-    if (s == NULL)
-        return dst[0] = '\0', 0;
+    if (s == NULL) {
+        dst[0] = '\0';
+        return 0;
+    }
     if (strlen(s) >= cap)
         return -1;
     memcpy(dst, s, strlen(s) + 1);

@@ -76,6 +76,29 @@ static void make_parents(char *path)
     }
 }
 
+/* Where no whiteout device may be made (the store on overlayfs, as inside a container): an
+ * empty file with user.overlay.whiteout, its directory marked "x" (has such whiteouts; Linux
+ * 6.7+), unless that directory is opaque already ("y", which hides everything below anyway). */
+static int xattr_whiteout(const char *dir, const char *target, struct unpack_report *r)
+{
+    char v[4] = "";
+    int fd = open(target, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+    if (fd < 0 || fsetxattr(fd, "user.overlay.whiteout", "y", 1, 0) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return report(r, MCP_ERR_UNSUPPORTED, "cannot make the whiteout '%s': %s", target,
+                      strerror(e));
+    }
+    close(fd);
+    if (getxattr(dir, "user.overlay.opaque", v, sizeof v - 1) == 1 && v[0] == 'y')
+        return 0;
+    if (setxattr(dir, "user.overlay.opaque", "x", 1, 0) < 0)
+        return report(r, MCP_ERR_UNSUPPORTED, "cannot mark '%s' as holding whiteouts: %s", dir,
+                      strerror(errno));
+    return 0;
+}
+
 static int apply_whiteout(const char *path, const char *base, struct unpack_report *r)
 {
     char dir[UNPACK_PATH_MAX], target[UNPACK_PATH_MAX];
@@ -95,10 +118,12 @@ static int apply_whiteout(const char *path, const char *base, struct unpack_repo
     if (name[0] == '\0' || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
         return report(r, MCP_ERR_DENIED, "the whiteout '%s' names no file%s", path, NULL);
     snprintf(target, sizeof target, "%s%s%s", dir, dir[0] ? "/" : "", name);
-    if (mknod(target, S_IFCHR | 0, makedev(0, 0)) < 0 && errno != EEXIST)
+    if (mknod(target, S_IFCHR | 0, makedev(0, 0)) == 0 || errno == EEXIST)
+        return 0;
+    if (errno != EPERM && errno != EOPNOTSUPP)
         return report(r, MCP_ERR_IO, "cannot make the whiteout '%s': %s", target,
                       strerror(errno));
-    return 0;
+    return xattr_whiteout(d, target, r);
 }
 
 static int copy_data(struct archive *a, struct archive *w, struct unpack_report *r)
@@ -295,6 +320,8 @@ static int run_child(const struct child_job *job, const struct unpack_userns *ns
     pid_t pid = fork();
     if (pid == 0) {
         close(p[0]);
+        if (ns) /* the parent's ends: else a parent that gives up is never seen */
+            close(ready[0]), close(go[1]);
         child(job, p[1], ns ? ready[1] : -1, ns ? go[0] : -1);
     }
     close(p[1]);

@@ -186,15 +186,21 @@ static int measure(const struct pair *p, size_t n)
 {
     uint64_t *a = calloc(n, sizeof(*a)), *b = calloc(n, sizeof(*b));
     for (size_t i = 0; i < 5; i++) /* warm-up: connections, caches */
-        if (p->ours() != 0 || p->floor() != 0)
-            return fprintf(stderr, "%s failed: %s\n", p->name, w.err.msg), -1;
+        if (p->ours() != 0 || p->floor() != 0) {
+            fprintf(stderr, "%s failed: %s\n", p->name, w.err.msg);
+            return -1;
+        }
     for (size_t i = 0; i < n; i++) {
         uint64_t t0 = now_us();
-        if (p->ours() != 0)
-            return fprintf(stderr, "%s (mcpbox) failed: %s\n", p->name, w.err.msg), -1;
+        if (p->ours() != 0) {
+            fprintf(stderr, "%s (mcpbox) failed: %s\n", p->name, w.err.msg);
+            return -1;
+        }
         uint64_t t1 = now_us();
-        if (p->floor() != 0)
-            return fprintf(stderr, "%s (curl) failed\n", p->name), -1;
+        if (p->floor() != 0) {
+            fprintf(stderr, "%s (curl) failed\n", p->name);
+            return -1;
+        }
         uint64_t t2 = now_us();
         a[i] = t1 - t0;
         b[i] = t2 - t1;
@@ -220,8 +226,10 @@ static int setup(void)
     if (be == NULL || be->ops->create(be, &spec, osb_wait_cb, &w, &e) != 0)
         return -1;
     osb_run_until(&loop, &w.done, 20000);
-    if (w.failed)
-        return fprintf(stderr, "create: %s\n", w.err.msg), -1;
+    if (w.failed) {
+        fprintf(stderr, "create: %s\n", w.err.msg);
+        return -1;
+    }
     snprintf(sid, sizeof(sid), "%s", json_string_value(json_object_get(w.result, "sandbox_id")));
     snprintf(rid, sizeof(rid), "%s", sid + 4);
     osb_wait_reset(&w);

@@ -299,6 +299,40 @@ def test_rootless_cli(mcpbox, reg, ref):
         shutil.rmtree(state, ignore_errors=True)
 
 
+def test_overlay_state_dir(mcpbox, ref, mdigest):
+    """Root mode with the state directory on overlayfs (as inside a container), which cannot be
+    mounted idmapped: the image sandboxes share one fixed mapping, and get_sandbox says so."""
+    base = tempfile.mkdtemp(prefix="ocio-", dir="/tmp")
+    dirs = {n: os.path.join(base, n) for n in ("lower", "upper", "work", "merged")}
+    for dd in dirs.values():
+        os.mkdir(dd)
+    subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                    f"lowerdir={dirs['lower']},upperdir={dirs['upper']},workdir={dirs['work']}",
+                    dirs["merged"]], check=True)
+    state = os.path.join(dirs["merged"], "state")
+    os.mkdir(state, 0o700)
+    s = None
+    try:
+        s = oci.Serve(mcpbox, state)
+        sid = s.create(ref)
+        rc, out, _ = s.run(sid, "id -u; ls /data; echo --; ls /opq; stat -c %u /app/hello.txt")
+        check(out.split() == ["1000", "b", "--", "z", "1000"],
+              f"on overlayfs: User, whiteout, opaque dir and owners hold ({out.split()})")
+        info = s.get(sid)
+        check("shared" in info.get("image_mapping", "") and info["image_digest"] == mdigest,
+              "get_sandbox reports the shared mapping of the no-idmap fallback")
+        s.destroy(sid)
+        s.close()
+        s = None
+    finally:
+        if s:
+            s.close(show_log=True)
+        with Cli(mcpbox, state) as c:
+            c.close()
+        subprocess.run(["umount", "-l", dirs["merged"]])
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
@@ -327,6 +361,7 @@ def main():
             test_hostile(s, reg, state)
             test_cli(args.mcpbox, reg, state)
             test_rootless_cli(args.mcpbox, reg, ref)
+            test_overlay_state_dir(args.mcpbox, ref, mdigest)
             auth = test_token_auth(s, token, state)
             s.close()
             s = oci.Serve(args.mcpbox, state, {"MCPBOX_IMAGE_STORE_MAX_BYTES": str(CAP),

@@ -370,6 +370,31 @@ TEST(command_logs_made_at_first_output)
     free(id);
 }
 
+/* A command that cannot start (its cwd does not exist) fails the exec with the cause, reported
+ * by the agent's vfork child through memory it shares until the exec; the agent goes on. */
+TEST(missing_cwd_fails_the_exec)
+{
+    char *id = create_sandbox(0);
+    struct run x;
+    memset(&x, 0, sizeof x);
+    buf_init(&x.out, 1 << 20);
+    buf_init(&x.err, 1 << 20);
+    struct exec_request req = {.command = "true", .cwd = "/no/such/dir"};
+    struct exec_observer obs = {run_started, run_output, run_done, &x};
+    struct mcp_error e;
+    ASSERT_EQ(be->ops->exec(be, id, &req, &obs, NULL, &e), 0);
+    ASSERT(run_until(&x.r.done, WAIT_MS));
+    ASSERT(x.r.failed);
+    ASSERT_EQ(x.r.err.code, MCP_ERR_NOT_FOUND);
+    ASSERT_CONTAINS(x.r.err.msg, "cannot start command in '/no/such/dir'");
+    run_free(&x);
+    run_cmd(id, "echo still here", 0, &x);
+    ASSERT_STR_EQ(buf_cstr(&x.out), "still here\n");
+    run_free(&x);
+    destroy_sandbox(id);
+    free(id);
+}
+
 struct read_result {
     bool done, failed;
     struct mcp_error err;
@@ -1394,6 +1419,7 @@ int main(void)
     RUN(uid_map_not_host_root);
     RUN(exec_timeout_and_background);
     RUN(command_logs_made_at_first_output);
+    RUN(missing_cwd_fails_the_exec);
     RUN(file_operations);
     RUN(pause_resume);
     RUN(ttl_enforced_by_agent);

@@ -1,6 +1,7 @@
 /* local_spawn's failures before the clone (backend/local/spawn.c): when pipe2 fails the
  * socketpair made just before is closed, and the error says what failed even when the caller's
- * err was never written (callers pass an uninitialised one). No sandbox is made. */
+ * err was never written (callers pass an uninitialised one). And the store writes whose return
+ * codes the backend does not act on are logged when they fail. No sandbox is made. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "backend/local/local_internal.h"
+#include "mcp/base/log.h"
 #include "test.h"
 
 static char base[64];
@@ -73,12 +75,62 @@ TEST(pipe_failure_closes_the_socketpair_and_says_why)
         close(held[i]);
 }
 
+/* Runs fn with stderr (where logs go) sent to a file; returns what was written there. */
+static char *stderr_of(void (*fn)(struct store *), struct store *st)
+{
+    static char text[4096];
+    char path[128];
+    snprintf(path, sizeof path, "%s/stderr", base);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (saved < 0 || fd < 0 || dup2(fd, STDERR_FILENO) < 0)
+        TEST_FAIL("cannot redirect stderr");
+    close(fd);
+    fn(st);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[n] = '\0';
+    if (f)
+        fclose(f);
+    return text;
+}
+
+static void refused_event(struct store *st)
+{
+    struct mcp_error err;
+    ASSERT_EQ(local_event(st, "sbx-test", NULL, json_object(), &err), -1); /* no kind */
+}
+
+static void delete_of_a_missing_record(struct store *st)
+{
+    local_record_delete(st, "sbx-never-made"); /* another process deleted it: nothing to say */
+}
+
+TEST(refused_store_writes_are_logged)
+{
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/state", base);
+    struct mcp_error err;
+    struct store *st = store_open(dir, &err);
+    if (st == NULL)
+        TEST_FAIL("store_open: %s", err.msg);
+    log_set_level(LOG_LEVEL_WARN);
+    ASSERT_CONTAINS(stderr_of(refused_event, st), "event was not recorded");
+    ASSERT_STR_EQ(stderr_of(delete_of_a_missing_record, st), "");
+    store_close(st);
+}
+
 int main(void)
 {
     snprintf(base, sizeof base, "/tmp/mbx-spawn-XXXXXX");
     if (mkdtemp(base) == NULL)
         return 1;
     RUN(pipe_failure_closes_the_socketpair_and_says_why);
+    RUN(refused_store_writes_are_logged);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
     if (system(cmd) != 0)

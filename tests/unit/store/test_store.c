@@ -79,6 +79,12 @@ TEST(open_creates_private_dir_and_file)
     ASSERT_EQ(sqlite3_step(s), SQLITE_ROW);
     ASSERT_STR_EQ((const char *)sqlite3_column_text(s, 0), "wal");
     sqlite3_finalize(s);
+    /* the page cache is bounded (256 KiB), not SQLite's 2 MiB: a long-running server's heap grew
+     * with the events and audit tables until that */
+    ASSERT_EQ(sqlite3_prepare_v2(store_db(st), "PRAGMA cache_size", -1, &s, NULL), SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(s), SQLITE_ROW);
+    ASSERT_EQ(sqlite3_column_int(s, 0), -256);
+    sqlite3_finalize(s);
     store_close(st);
     free(db);
     free(dir);
