@@ -684,7 +684,9 @@ int local_backend_probe(struct mcp_error *err)
         return mcp_error_set(err, MCP_ERR_UNSUPPORTED, e,
                              "this user may not create user namespaces (run `mcpbox doctor`: it "
                              "names the sysctl or AppArmor rule that forbids it)");
-    return cg_host_detect(&h, err);
+    /* A user's cgroups never stop sandboxes (missing ones are reported), and detecting a v2
+     * delegation moves processes into a leaf: not from a probe (mcpbox doctor changes nothing). */
+    return geteuid() != 0 ? 0 : cg_host_detect(&h, err);
 }
 
 /* Each live sandbox costs this process a few fds (pidfd, OOM eventfd, agent socket): lift the
