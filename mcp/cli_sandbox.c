@@ -34,8 +34,8 @@ static const struct cli_sandbox_cmd cli_sandbox_cmds[] = {
     {"ls", cli_sandbox_ls, "list your sandboxes"},
     {"get", cli_sandbox_get, "show one sandbox"},
     {"exec", cli_sandbox_exec, "run a command in a sandbox (exit status = the command's)"},
-    {"cp", cli_sandbox_cp, "copy a file in or out: cp FILE ID:PATH, cp ID:PATH FILE|-"},
-    {"logs", cli_sandbox_logs, "show a sandbox's logs and events"},
+    {"cp", cli_sandbox_cp, "copy files or directories in or out: cp SRC ID:PATH, cp ID:PATH DEST"},
+    {"logs", cli_sandbox_logs, "events and commands; logs ID CMD [-f]: one command's output"},
     {"rm", cli_sandbox_rm, "destroy sandboxes"},
     {"pause", cli_sandbox_pause, "freeze a sandbox"},
     {"resume", cli_sandbox_pause, "thaw a paused sandbox"},
@@ -194,6 +194,8 @@ int cli_sandbox_wait(struct cli_sandbox *c)
 
 int cli_sandbox_fail(const char *cmd, const struct mcp_error *err)
 {
-    fprintf(stderr, "mcpbox sandbox %s: %s\n", cmd, err->msg);
+    char msg[sizeof err->msg + 256];
+    cli_humane_message(err->msg, msg, sizeof msg);
+    fprintf(stderr, "mcpbox sandbox %s: %s\n", cmd, msg);
     return cli_exit_for_error(err->code);
 }

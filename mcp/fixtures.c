@@ -1,4 +1,5 @@
-/* Conformance fixture tools (MCP-NOTES.md §2.1). Their schemas are schemas/fixtures/<name>.json. */
+/* Conformance fixture tools (docs/internals/mcp-spec-points.md §2). Their schemas are
+ * schemas/fixtures/<name>.json. */
 #define LOG_MODULE "fixtures"
 #include "mcp/fixtures.h"
 

@@ -1,4 +1,5 @@
-/* The conformance fixtures (MCP-NOTES.md §2.1): the tools, resources, templates and prompts that
+/* The conformance fixtures (docs/internals/mcp-spec-points.md §2): the tools, resources,
+ * templates and prompts that
  * the official conformance suite calls by name. Registered only with --conformance-fixtures. */
 #ifndef MCPBOX_FIXTURES_H
 #define MCPBOX_FIXTURES_H

@@ -11,6 +11,9 @@
 #include "mcp/base/log.h"
 #include "mcp/base/xalloc.h"
 #include "mcp/cli.h"
+#ifdef MCPBOX_HAVE_CLI_SANDBOX
+#include "backend/local/local.h"
+#endif
 #include "mcp/config.h"
 #include "mcp/server.h"
 #include "mcp/transport_stdio.h"
@@ -112,6 +115,9 @@ int cli_serve_main(int argc, char **argv)
         if (!cfg.http_listen && !cfg.log_level_given)
             cfg.log_level = LOG_LEVEL_WARN;
         log_set_level(cfg.log_level);
+#ifdef MCPBOX_HAVE_CLI_SANDBOX
+        local_enter_delegated_scope(argc, argv); /* rootless on systemd: a delegated scope */
+#endif
         r = serve(&cfg); /* 1 when the server could not start */
     }
     config_release(&cfg);

@@ -10,6 +10,7 @@
 #include "backend/local/agent_frame.h"
 #include "backend/local/local_internal.h"
 #include "backend/local/proto.h"
+#include "mcp/base/json_out.h"
 #include "mcp/base/xalloc.h"
 
 #define CLIENT_KEEP_BUF (1u << 20)
@@ -230,9 +231,12 @@ int agent_call(struct agent_conn *c, json_t *req, agent_reply_cb *cb, void *arg,
     uint64_t id = c->next_id++;
     json_object_set_new(req, "v", json_integer(AGENT_PROTO_VERSION));
     json_object_set_new(req, "id", json_integer((json_int_t)id));
-    char *text = json_dumps(req, JSON_COMPACT);
+    size_t len = 0;
+    char *text = json_out_dump(req, &len);
     json_decref(req);
-    size_t len = strlen(text);
+    if (text == NULL)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "request for the agent is not valid JSON text (invalid UTF-8?)");
     if (len > AGENT_FRAME_MAX) {
         free(text);
         return mcp_error_set(err, MCP_ERR_LIMIT, 0, "request too large for the agent (%zu bytes)",

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "backend/local/proto.h"
+#include "mcp/base/json_in.h"
 
 enum agent_frame_rc agent_frame_next(struct buf *rbuf, json_t **msg)
 {
@@ -15,7 +16,10 @@ enum agent_frame_rc agent_frame_next(struct buf *rbuf, json_t **msg)
         return AGENT_FRAME_TOO_BIG;
     if (rbuf->len - 4 < len)
         return AGENT_FRAME_NONE;
-    json_t *j = json_loadb(rbuf->data + 4, len, 0, NULL);
+    /* the agent's frames are small and plain: the fast parser, jansson for the rest */
+    json_t *j = json_in_parse(rbuf->data + 4, len);
+    if (j == NULL)
+        j = json_loadb(rbuf->data + 4, len, 0, NULL);
     buf_consume(rbuf, 4 + len);
     if (!json_is_object(j)) {
         json_decref(j);

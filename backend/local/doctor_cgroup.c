@@ -326,7 +326,7 @@ static void check_kill_freeze(struct doctor_report *r, const struct cg_layout *l
 }
 
 /* Moving a task between cgroups waits for an RCU grace period unless one of these is on
- * (LOCAL-ISOLATION.md §3.3: about +10 ms per sandbox). Pure v2 uses CLONE_INTO_CGROUP. */
+ * (docs/internals/isolation-facts.md §3: +10 ms per sandbox). Pure v2 uses CLONE_INTO_CGROUP. */
 static void check_attach_speed(struct doctor_report *r, const struct cg_layout *l)
 {
     struct doctor_check *c = doctor_add(r, "cgroup_attach_speed", false);

@@ -171,7 +171,8 @@ static void check_netstack(struct doctor_report *r)
     doctor_pass(c, "%s", pasta);
 }
 
-/* LOCAL-ISOLATION.md §5.6: with these off, staging in shared directories is riskier. */
+/* With these off, staging in shared directories is riskier
+ * (docs/internals/isolation-facts.md §7). */
 static void check_hardening(struct doctor_report *r)
 {
     struct doctor_check *c = doctor_add(r, "host_hardening", false);

@@ -38,4 +38,9 @@ void local_backend_free(struct backend *be);
  * err naming what is missing (used by `mcpbox doctor`). */
 int local_backend_probe(struct mcp_error *err);
 
+/* `mcpbox serve` as a user on a pure cgroup v2 host whose own cgroup is not delegated: re-execs
+ * itself (argv[0] = "serve") in a `systemd-run --user --scope -p Delegate=yes` scope when the
+ * user's systemd answers; returns otherwise (scope.c). */
+void local_enter_delegated_scope(int argc, char **argv);
+
 #endif

@@ -684,7 +684,9 @@ int local_backend_probe(struct mcp_error *err)
         return mcp_error_set(err, MCP_ERR_UNSUPPORTED, e,
                              "this user may not create user namespaces (run `mcpbox doctor`: it "
                              "names the sysctl or AppArmor rule that forbids it)");
-    return cg_host_detect(&h, err);
+    /* A user's cgroups never stop sandboxes (missing ones are reported), and detecting a v2
+     * delegation moves processes into a leaf: not from a probe (mcpbox doctor changes nothing). */
+    return geteuid() != 0 ? 0 : cg_host_detect(&h, err);
 }
 
 /* Each live sandbox costs this process a few fds (pidfd, OOM eventfd, agent socket): lift the
@@ -721,6 +723,8 @@ struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
     lb->pool_size = cfg ? cfg->local_pool : 0;
     const char *ttl = getenv("MCPBOX_LOCAL_POOL_TTL"); /* seconds; for tests of the drain */
     lb->pool_ttl_s = ttl && atoi(ttl) > 0 ? atoi(ttl) : LOCAL_POOL_TTL_S;
+    const char *idle = getenv("MCPBOX_LOCAL_POOL_IDLE_MS"); /* for tests of the refill rules */
+    lb->pool_idle_ms = idle && atoi(idle) > 0 ? (uint64_t)atoi(idle) : LOCAL_POOL_REFILL_IDLE_MS;
     snprintf(lb->state_dir, sizeof lb->state_dir, "%s", store_state_dir(store));
     local_identity_detect(&lb->ident);
     if (lb->ident.mode == LOCAL_ID_SLICES)

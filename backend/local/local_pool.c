@@ -252,8 +252,8 @@ void local_pool_refill(struct local_backend *lb)
     if (!pool_wants_refill(lb))
         return;
     uint64_t quiet = now_mono_ms() - lb->last_create_ms;
-    if (quiet < LOCAL_POOL_REFILL_IDLE_MS) {
-        pool_timer_start(lb, on_pool_timer, LOCAL_POOL_REFILL_IDLE_MS - quiet);
+    if (quiet < lb->pool_idle_ms) {
+        pool_timer_start(lb, on_pool_timer, lb->pool_idle_ms - quiet);
         return;
     }
     refill_now(lb);

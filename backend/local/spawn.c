@@ -477,7 +477,12 @@ __attribute__((noreturn)) static void child_main(struct child_plan *p)
     if (p->req->ident->mode != LOCAL_ID_SINGLE)
         CHECK(syscall(SYS_setgroups, 0, NULL) == 0, "setgroups", NULL);
     CHECK(syscall(SYS_setresgid, 0, 0, 0) == 0, "setresgid", NULL);
-    CHECK(syscall(SYS_setresuid, 0, 0, 0) == 0, "setresuid", NULL);
+    /* Rootless on v1 cgroups, the parent may move this child only while one of its uids is the
+     * user's (v1 compares the writer's euid with the target's uid and saved uid): the saved uid
+     * stays the user's (-1: unchanged, although unmapped here) until the parent says the attach
+     * is done, so the root is built meanwhile instead of after it. */
+    bool attach_pending = p->req->hold && !p->req->network;
+    CHECK(syscall(SYS_setresuid, 0, 0, attach_pending ? -1 : 0) == 0, "setresuid", NULL);
     make_root(p);
     if (!p->req->netns_ready) /* a pre-made one has lo up already (and is not ours to change) */
         loopback_up(p);
@@ -487,6 +492,11 @@ __attribute__((noreturn)) static void child_main(struct child_plan *p)
     CHECK(sethostname(SANDBOX_HOSTNAME, strlen(SANDBOX_HOSTNAME)) == 0, "sethostname", NULL);
     set_limits(p);
     arrange_fds(p);
+    if (attach_pending) {
+        char b;
+        CHECK(recv(p->sync_fd, &b, 1, 0) == 1, "wait for the cgroup attach", NULL);
+        CHECK(syscall(SYS_setresuid, -1, -1, 0) == 0, "setresuid", "saved uid");
+    }
     drop_privileges(p);
     struct sock_fprog prog = {.len = p->req->seccomp->len, .filter = p->req->seccomp->filter};
     CHECK(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0, "seccomp", NULL);
@@ -531,7 +541,7 @@ static int note_init(const char *dir, pid_t pid, struct mcp_error *err)
 }
 
 /* The image directory as a detached mount tree, idmapped through the sandbox's user namespace
- * and read-only (LOCAL-ISOLATION.md §1.3). */
+ * and read-only (docs/internals/isolation-facts.md §5). */
 static int image_tree(const char *dir, pid_t pid, struct mcp_error *err)
 {
     char path[64];
@@ -758,9 +768,13 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
         else
             trees->fd[trees->n++] = tree;
     }
+    if (rc >= 0 && req->hold && !req->network && send_go(sync[1], NULL) < 0)
+        rc = mcp_error_set(err, MCP_ERR_IO, errno, "releasing the sandbox init failed");
     if (rc >= 0 && (req->network || req->hold)) {
         /* pasta takes tens of milliseconds, a v1 attach a grace period: the caller does them
-         * off the loop, then releases the child with local_spawn_release(). */
+         * off the loop, then releases the child with local_spawn_release(). A held rootless
+         * child without network already builds its root meanwhile (child_main: attach_pending),
+         * and local_spawn_release only lets it drop the uid that allows the attach. */
         out->release_fd = sync[1];
         return 0;
     }

@@ -1,7 +1,7 @@
 /* Spawner threads: the v1 cgroup attach, off the critical path (hybrid hosts only).
  *
  * Moving a process into a v1 cgroup write-locks cgroup_threadgroup_rwsem, and that waits out an
- * RCU grace period (LOCAL-ISOLATION.md §3.3): milliseconds, tens of them on a loaded host, and
+ * RCU grace period (docs/internals/isolation-facts.md §3): milliseconds, tens under load, and
  * it was the longest part of create. A child, though, starts in the cgroups of the thread that
  * clones it, with no migration at all. So each spawner thread prepares the next sandbox ahead
  * of time: it picks the sandbox id, creates its cgroups and moves itself (v1 "tasks": this

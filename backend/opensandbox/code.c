@@ -1,4 +1,5 @@
-/* The code interpreter of Jupyter-enabled images through execd (PROTOCOL.md §5.6): contexts
+/* The code interpreter of Jupyter-enabled images through execd
+ * (docs/internals/opensandbox-wire.md §7): contexts
  * (POST /code/context, GET /code/contexts?language=, DELETE /code/contexts/{id}), runs
  * (POST /code streams init, stdout/stderr chunks, execution_count, result, error,
  * execution_complete, pings) and interrupts (DELETE /code?id=).

@@ -121,7 +121,7 @@ static int snapshot_state_error(const char *c, const char *m, const char *what,
                          "ready snapshot or create a new one", what, c, m);
 }
 
-/* SNAPSHOT::* codes (PROTOCOL.md §3.6): nonzero if err was filled. */
+/* SNAPSHOT::* codes (docs/internals/opensandbox-wire.md §6): nonzero if err was filled. */
 static int snapshot_error(const struct server_error *se, const char *what, const char *sid,
                           struct mcp_error *err)
 {

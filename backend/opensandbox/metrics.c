@@ -1,4 +1,4 @@
-/* Resource usage of a sandbox from execd's GET /metrics (PROTOCOL.md §5.8):
+/* Resource usage of a sandbox from execd's GET /metrics (docs/internals/opensandbox-wire.md §8):
  * {cpu_count, cpu_used_pct, mem_total_mib, mem_used_mib, timestamp (Unix ms)}. */
 #include <math.h>
 #include <string.h>

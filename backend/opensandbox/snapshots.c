@@ -1,4 +1,5 @@
-/* Snapshots on the OpenSandbox server (PROTOCOL.md §3.6): create (202 Creating, then poll
+/* Snapshots on the OpenSandbox server (docs/internals/opensandbox-wire.md §6):
+ * create (202 Creating, then poll
  * GET /snapshots/{id} until Ready or Failed), list (sandboxId/state filters, pages), delete
  * (409 while still creating). Restoring is create_sandbox with a snapshot id (lifecycle.c). */
 #define LOG_MODULE "opensandbox"

@@ -420,22 +420,96 @@ static void cli_print_events(const json_t *res)
         printf("\n%s\n", hint);
 }
 
+/* The agent's recent commands (newest first), from diagnose "logs". */
+static void cli_print_commands(const json_t *res)
+{
+    static const char *const header[] = {"COMMAND_ID", "STATUS", "EXIT", "COMMAND"};
+    const json_t *cmds = json_object_get(res, "commands");
+    if (!json_is_array(cmds))
+        return;
+    struct cli_table t;
+    cli_table_init(&t, ARRAY_SIZE(header), header);
+    size_t i;
+    json_t *cmd;
+    json_array_foreach(cmds, i, cmd) {
+        char code[32] = "-";
+        json_t *ec = json_object_get(cmd, "exit_code"), *sig = json_object_get(cmd, "signal");
+        if (json_is_integer(ec))
+            snprintf(code, sizeof code, "%" JSON_INTEGER_FORMAT, json_integer_value(ec));
+        else if (json_is_integer(sig))
+            snprintf(code, sizeof code, "signal %" JSON_INTEGER_FORMAT, json_integer_value(sig));
+        const char *row[] = {jstr(cmd, "command_id"), jstr(cmd, "status"), code,
+                             jstr(cmd, "command")};
+        cli_table_add(&t, row);
+    }
+    printf("\ncommands (newest first; `mcpbox sandbox logs %s COMMAND_ID` shows one's output):\n",
+           jstr(res, "sandbox_id"));
+    cli_table_print(&t, stdout);
+    cli_table_release(&t);
+}
+
+#define CLI_LOGS_CHUNK (64u * 1024u)
+#define CLI_LOGS_POLL_US 250000
+
+/* One command's output (stdout and stderr as they came) from the start; with follow, until the
+ * command ends. */
+static int cli_command_output(struct cli_sandbox *c, const char *id, const char *cmd, bool follow)
+{
+    uint64_t offset = 0;
+    for (;;) {
+        cli_sandbox_op_reset(c);
+        if (c->be->ops->command_get(c->be, id, cmd, offset, CLI_LOGS_CHUNK, cli_sandbox_op_cb, c,
+                                    &c->err) < 0 ||
+            cli_sandbox_wait(c) < 0)
+            return cli_sandbox_fail("logs", &c->err);
+        json_t *out = json_object_get(c->result, "output");
+        fwrite(json_string_value(out), 1, json_string_length(out), stdout);
+        json_int_t next = json_integer_value(json_object_get(c->result, "next_offset"));
+        bool eof = json_is_true(json_object_get(c->result, "eof"));
+        const char *status = jstr(c->result, "status");
+        offset = next > (json_int_t)offset ? (uint64_t)next : offset;
+        if (!eof)
+            continue; /* more is there already */
+        if (!follow || strcmp(status, "running") != 0)
+            break;
+        fflush(stdout);
+        usleep(CLI_LOGS_POLL_US);
+    }
+    fflush(stdout);
+    return CLI_EXIT_OK;
+}
+
 int cli_sandbox_logs(struct cli_sandbox *c, int argc, char **argv)
 {
-    const char *usage = "Usage: mcpbox sandbox logs ID [--events] [-o table|json]\n";
+    const char *usage =
+        "Usage: mcpbox sandbox logs ID [--events] [-o table|json]\n"
+        "       mcpbox sandbox logs ID COMMAND_ID [-f|--follow]\n"
+        "  Without COMMAND_ID: the sandbox's events and its recent commands (ids, status, exit\n"
+        "  code). With it: that command's output (stdout and stderr as they came); -f follows it\n"
+        "  until the command ends.\n";
     bool events = take_flag(&argc, argv, "--events");
-    const char *id;
-    int rc = one_id_opts(c, argc, argv, usage, &id);
+    bool follow = take_flag(&argc, argv, "-f");
+    follow = take_flag(&argc, argv, "--follow") || follow;
+    int rc = simple_opts(c, argc, argv, usage, NULL);
     if (rc >= 0)
         return rc;
+    if (optind >= argc || argc - optind > 2 || (follow && argc - optind != 2)) {
+        fputs(usage, stderr);
+        return CLI_EXIT_USAGE;
+    }
+    const char *id = argv[optind];
+    if (argc - optind == 2)
+        return cli_command_output(c, id, argv[optind + 1], follow);
     const char *what = events ? "events" : "logs";
     cli_sandbox_op_reset(c);
     if (c->be->ops->diagnose(c->be, id, what, cli_sandbox_op_cb, c, &c->err) < 0 ||
         cli_sandbox_wait(c) < 0)
         return cli_sandbox_fail("logs", &c->err);
-    if (c->json)
+    if (c->json) {
         cli_print_json(c->result);
-    else
+    } else {
         cli_print_events(c->result);
+        cli_print_commands(c->result);
+    }
     return CLI_EXIT_OK;
 }

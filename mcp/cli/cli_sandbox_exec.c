@@ -1,5 +1,6 @@
 /* `mcpbox sandbox exec` (output streamed as it arrives, exit status = the command's) and
  * `mcpbox sandbox cp` (files in and out through the backend's file API, in chunks). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -378,10 +379,163 @@ static int cp_in(struct cli_sandbox *c, const char *src, const char *id, const c
     return CLI_EXIT_OK;
 }
 
+/* ---- cp of directories, and into directories ---------------------------------------------- */
+
+/* The type ("file", "directory", ...) of a sandbox path, or NULL when it does not exist. */
+static const char *cp_remote_type(struct cli_sandbox *c, const char *id, const char *path,
+                                  char *type, size_t size)
+{
+    json_t *args = json_pack("{s:s}", "path", path);
+    cli_sandbox_op_reset(c);
+    int r = c->be->ops->file_op(c->be, id, "stat", args, cli_sandbox_op_cb, c, &c->err);
+    json_decref(args);
+    if (r < 0 || cli_sandbox_wait(c) < 0)
+        return NULL;
+    const char *t = json_string_value(json_object_get(c->result, "type"));
+    snprintf(type, size, "%s", t != NULL ? t : "");
+    return type;
+}
+
+static const char *cp_basename(const char *path)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    const char *p = path + n;
+    while (p > path && p[-1] != '/')
+        p--;
+    return p;
+}
+
+/* dir/name, without a doubled slash; malloc'd. name may end in slashes (dropped). */
+static char *cp_join(const char *dir, const char *name)
+{
+    size_t d = strlen(dir), n = strlen(name);
+    while (d > 1 && dir[d - 1] == '/')
+        d--;
+    while (n > 0 && name[n - 1] == '/')
+        n--;
+    return xasprintf("%.*s/%.*s", (int)d, dir, (int)n, name);
+}
+
+static int cp_in_tree(struct cli_sandbox *c, const char *src, const char *id, const char *path);
+
+/* A host directory into the sandbox: path is created, then each entry copied (symlinks and
+ * special files are skipped with a note). */
+static int cp_in_dir(struct cli_sandbox *c, const char *src, const char *id, const char *path)
+{
+    json_t *args = json_pack("{s:s, s:b}", "path", path, "parents", 1);
+    cli_sandbox_op_reset(c);
+    int r = c->be->ops->file_op(c->be, id, "mkdir", args, cli_sandbox_op_cb, c, &c->err);
+    json_decref(args);
+    if (r < 0 || cli_sandbox_wait(c) < 0)
+        return cli_sandbox_fail("cp", &c->err);
+    DIR *d = opendir(src);
+    if (d == NULL) {
+        fprintf(stderr, "mcpbox sandbox cp: %s: %s\n", src, strerror(errno));
+        return CLI_EXIT_FAIL;
+    }
+    int rc = CLI_EXIT_OK;
+    struct dirent *e;
+    while (rc == CLI_EXIT_OK && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        cleanup_free char *from = cp_join(src, e->d_name);
+        cleanup_free char *to = cp_join(path, e->d_name);
+        rc = cp_in_tree(c, from, id, to);
+    }
+    closedir(d);
+    return rc;
+}
+
+static int cp_in_tree(struct cli_sandbox *c, const char *src, const char *id, const char *path)
+{
+    struct stat st;
+    if (lstat(src, &st) < 0) {
+        fprintf(stderr, "mcpbox sandbox cp: %s: %s\n", src, strerror(errno));
+        return CLI_EXIT_FAIL;
+    }
+    if (S_ISDIR(st.st_mode))
+        return cp_in_dir(c, src, id, path);
+    if (S_ISREG(st.st_mode))
+        return cp_in(c, src, id, path);
+    fprintf(stderr, "mcpbox sandbox cp: skipping %s (not a file or directory)\n", src);
+    return CLI_EXIT_OK;
+}
+
+static int cp_out_tree(struct cli_sandbox *c, const char *id, const char *path, const char *dest);
+
+/* A sandbox directory out: dest is created, then each entry copied. */
+static int cp_out_dir(struct cli_sandbox *c, const char *id, const char *path, const char *dest)
+{
+    if (mkdir(dest, 0755) < 0 && errno != EEXIST) {
+        fprintf(stderr, "mcpbox sandbox cp: %s: %s\n", dest, strerror(errno));
+        return CLI_EXIT_FAIL;
+    }
+    json_t *args = json_pack("{s:s, s:i}", "path", path, "depth", 1);
+    cli_sandbox_op_reset(c);
+    int r = c->be->ops->file_op(c->be, id, "list", args, cli_sandbox_op_cb, c, &c->err);
+    json_decref(args);
+    if (r < 0 || cli_sandbox_wait(c) < 0)
+        return cli_sandbox_fail("cp", &c->err);
+    json_t *entries = json_incref(json_object_get(c->result, "entries"));
+    int rc = CLI_EXIT_OK;
+    size_t i;
+    json_t *ent;
+    json_array_foreach(entries, i, ent) {
+        const char *p = json_string_value(json_object_get(ent, "path"));
+        const char *type = json_string_value(json_object_get(ent, "type"));
+        if (p == NULL || type == NULL || rc != CLI_EXIT_OK)
+            continue;
+        cleanup_free char *to = cp_join(dest, cp_basename(p));
+        if (strcmp(type, "directory") == 0)
+            rc = cp_out_dir(c, id, p, to);
+        else if (strcmp(type, "file") == 0)
+            rc = cp_out(c, id, p, to);
+        else
+            fprintf(stderr, "mcpbox sandbox cp: skipping %s (a %s)\n", p, type);
+    }
+    json_decref(entries);
+    return rc;
+}
+
+static int cp_out_tree(struct cli_sandbox *c, const char *id, const char *path, const char *dest)
+{
+    char type[32];
+    if (cp_remote_type(c, id, path, type, sizeof type) == NULL)
+        return cli_sandbox_fail("cp", &c->err);
+    struct stat st;
+    bool into = strcmp(dest, "-") != 0 && stat(dest, &st) == 0 && S_ISDIR(st.st_mode);
+    cleanup_free char *target = into ? cp_join(dest, cp_basename(path)) : xstrdup(dest);
+    if (strcmp(type, "directory") == 0) {
+        if (strcmp(dest, "-") == 0) {
+            fprintf(stderr, "mcpbox sandbox cp: %s is a directory; copy it to a host path\n", path);
+            return CLI_EXIT_USAGE;
+        }
+        return cp_out_dir(c, id, path, target);
+    }
+    return cp_out(c, id, path, target);
+}
+
+/* Into the sandbox: PATH ending in / or naming a directory there receives the source under its
+ * own name, as cp(1) does. */
+static int cp_in_top(struct cli_sandbox *c, const char *src, const char *id, const char *path)
+{
+    char type[32];
+    size_t n = strlen(path);
+    bool into = (n > 0 && path[n - 1] == '/') ||
+                (cp_remote_type(c, id, path, type, sizeof type) != NULL &&
+                 strcmp(type, "directory") == 0);
+    cleanup_free char *target = into ? cp_join(path, cp_basename(src)) : xstrdup(path);
+    return cp_in_tree(c, src, id, target);
+}
+
 int cli_sandbox_cp(struct cli_sandbox *c, int argc, char **argv)
 {
-    const char *usage = "Usage: mcpbox sandbox cp FILE ID:PATH   (copy a host file in)\n"
-                        "       mcpbox sandbox cp ID:PATH FILE|-  (copy a sandbox file out)\n";
+    const char *usage = "Usage: mcpbox sandbox cp FILE|DIR ID:PATH   (copy a host file or directory in)\n"
+                        "       mcpbox sandbox cp ID:PATH FILE|DIR|-  (copy a sandbox file or directory out)\n"
+                        "  A destination ending in / or naming a directory receives the source\n"
+                        "  under its own name, as cp(1) does; directories are copied whole.\n";
     if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
         fputs(usage, stdout);
         return CLI_EXIT_OK;
@@ -398,6 +552,6 @@ int cli_sandbox_cp(struct cli_sandbox *c, int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     if (src_id != NULL)
-        return cp_out(c, src_id, src_path, argv[2]);
-    return cp_in(c, argv[1], dst_id, dst_path);
+        return cp_out_tree(c, src_id, src_path, argv[2]);
+    return cp_in_top(c, argv[1], dst_id, dst_path);
 }

@@ -23,6 +23,56 @@ char *cli_state_dir(const char *flag)
     return xasprintf("%s/.local/state/mcpbox", home && *home ? home : "/tmp");
 }
 
+/* Tool name -> what a person runs instead (%s: the sandbox id). */
+static const struct {
+    const char *tool, *command;
+} cli_tool_commands[] = {
+    {"call resume_sandbox", "run `mcpbox sandbox resume %s`"},
+    {"resume_sandbox", "`mcpbox sandbox resume %s`"},
+    {"call pause_sandbox", "run `mcpbox sandbox pause %s`"},
+    {"pause_sandbox", "`mcpbox sandbox pause %s`"},
+    {"call list_sandboxes", "run `mcpbox sandbox ls`"},
+    {"list_sandboxes", "`mcpbox sandbox ls`"},
+    {"call get_sandbox", "run `mcpbox sandbox get %s`"},
+    {"get_sandbox", "`mcpbox sandbox get %s`"},
+    {"call destroy_sandbox", "run `mcpbox sandbox rm %s`"},
+    {"destroy_sandbox", "`mcpbox sandbox rm %s`"},
+    {"call create_sandbox", "run `mcpbox sandbox create`"},
+    {"create_sandbox", "`mcpbox sandbox create`"},
+    {"call diagnose_sandbox", "run `mcpbox sandbox logs %s`"},
+    {"diagnose_sandbox", "`mcpbox sandbox logs %s`"},
+    {"call get_command", "run `mcpbox sandbox logs %s COMMAND_ID`"},
+    {"get_command", "`mcpbox sandbox logs %s COMMAND_ID`"},
+    {"call run_command", "run `mcpbox sandbox exec %s`"},
+    {"run_command", "`mcpbox sandbox exec %s`"},
+    {"call doctor", "run `mcpbox doctor`"},
+};
+
+void cli_humane_message(const char *msg, char *out, size_t size)
+{
+    char id[64] = "ID";
+    const char *sbx = strstr(msg, "sbx-");
+    if (sbx != NULL)
+        snprintf(id, sizeof id, "%.*s", (int)strspn(sbx, "sbx-0123456789abcdef"), sbx);
+    size_t n = 0;
+    while (*msg && n + 1 < size) {
+        size_t i = 0;
+        while (i < sizeof cli_tool_commands / sizeof cli_tool_commands[0] &&
+               strncmp(msg, cli_tool_commands[i].tool, strlen(cli_tool_commands[i].tool)) != 0)
+            i++;
+        if (i == sizeof cli_tool_commands / sizeof cli_tool_commands[0]) {
+            out[n++] = *msg++;
+            continue;
+        }
+        const char *cmd = cli_tool_commands[i].command, *hole = strstr(cmd, "%s");
+        int w = hole ? snprintf(out + n, size - n, "%.*s%s%s", (int)(hole - cmd), cmd, id, hole + 2)
+                     : snprintf(out + n, size - n, "%s", cmd);
+        n = w < 0 || (size_t)w >= size - n ? size - 1 : n + (size_t)w;
+        msg += strlen(cli_tool_commands[i].tool);
+    }
+    out[n] = '\0';
+}
+
 int cli_exit_for_error(int code)
 {
     switch (code) {

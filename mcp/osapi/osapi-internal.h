@@ -3,6 +3,7 @@
  *   osapi_route.c      paths to handlers, authentication, the request object, replies, errors
  *   osapi_query.c      query strings (repeated and percent-encoded parameters)
  *   osapi_json.c       mcpbox's sandbox info and errors to OpenSandbox's JSON shapes
+ *   osapi_multipart.c  multipart/form-data bodies (uploads)
  *   osapi_lifecycle.c  /v1/sandboxes: create, get, list, delete, renew, pause, resume, endpoints
  *   osapi_commands.c   execd /command (the streamed event format), status, logs, interrupt
  *   osapi_files.c      execd /files/..., /directories/..., /metrics, /ping, code contexts */
@@ -96,6 +97,18 @@ char *osapi_query_get(const char *query, const char *name);
 json_t *osapi_query_all(const char *query, const char *name);
 /* Percent-decodes s[0..len) into a malloc'd string (plus_is_space: form encoding). */
 char *osapi_url_decode(const char *s, size_t len, bool plus_is_space);
+
+/* osapi_multipart.c: one part of a multipart/form-data body (data points into the body). */
+struct osapi_part {
+    char name[32]; /* the name="..." of its Content-Disposition, cut to 31 bytes */
+    const char *data;
+    size_t len;
+};
+/* The boundary parameter of a multipart/form-data Content-Type into out; -1 if none. */
+int osapi_multipart_boundary(const char *content_type, char *out, size_t size);
+/* Splits body into at most max parts; how many, or -1 on a malformed body. */
+int osapi_multipart_parts(const char *body, size_t len, const char *boundary,
+                          struct osapi_part *parts, int max);
 
 /* osapi_json.c */
 /* mcpbox's sandbox info -> OpenSandbox's Sandbox (entrypoint: borrowed array or NULL). */

@@ -412,82 +412,11 @@ static void handle_permissions(struct osapi_req *req)
 
 /* ---- upload (multipart/form-data: metadata and file parts, in pairs) ---------------------------------- */
 
-struct part {
-    char name[32];
-    const char *data;
-    size_t len;
-};
-
-/* The boundary parameter of a multipart Content-Type, into out. */
-static int multipart_boundary(const char *ctype, char *out, size_t size)
-{
-    const char *b = ctype ? strcasestr(ctype, "boundary=") : NULL;
-    if (!ctype || strncasecmp(ctype, "multipart/form-data", 19) != 0 || !b)
-        return -1;
-    b += 9;
-    bool quoted = *b == '"';
-    b += quoted;
-    size_t n = strcspn(b, quoted ? "\"" : "; \t");
-    if (n == 0 || n + 1 > size)
-        return -1;
-    memcpy(out, b, n);
-    out[n] = '\0';
-    return 0;
-}
-
-static const void *find_bytes(const char *hay, size_t hlen, const char *needle, size_t nlen)
-{
-    for (size_t i = 0; nlen <= hlen && i <= hlen - nlen; i++)
-        if (hay[i] == needle[0] && memcmp(hay + i, needle, nlen) == 0)
-            return hay + i;
-    return NULL;
-}
-
-/* Splits the body into parts (at most max); returns how many, or -1 on a malformed body. */
-static int multipart_parts(const char *body, size_t len, const char *boundary, struct part *parts,
-                           int max)
-{
-    char delim[96];
-    int dlen = snprintf(delim, sizeof(delim), "--%s", boundary), n = 0;
-    const char *p = find_bytes(body, len, delim, (size_t)dlen), *end = body + len;
-    while (p) {
-        p += dlen;
-        if (end - p >= 2 && p[0] == '-' && p[1] == '-')
-            return n; /* closing delimiter */
-        if (end - p < 2 || p[0] != '\r' || p[1] != '\n' || n >= max)
-            return -1;
-        p += 2;
-        const char *hend = find_bytes(p, (size_t)(end - p), "\r\n\r\n", 4);
-        if (!hend)
-            return -1;
-        struct part *pt = &parts[n];
-        memset(pt, 0, sizeof(*pt));
-        const char *nm = find_bytes(p, (size_t)(hend - p), "name=\"", 6);
-        if (nm) {
-            nm += 6;
-            size_t k = 0;
-            while (nm + k < hend && nm[k] != '"' && k + 1 < sizeof(pt->name))
-                k++;
-            memcpy(pt->name, nm, k);
-        }
-        pt->data = hend + 4;
-        char next[100];
-        int nlen = snprintf(next, sizeof(next), "\r\n%s", delim);
-        const char *q = find_bytes(pt->data, (size_t)(end - pt->data), next, (size_t)nlen);
-        if (!q)
-            return -1;
-        pt->len = (size_t)(q - pt->data);
-        n++;
-        p = q + 2;
-    }
-    return -1;
-}
-
 #define UPLOAD_MAX_FILES 64
 
 struct upload {
     json_t *metas; /* [{path, mode}] */
-    struct part files[UPLOAD_MAX_FILES]; /* data: owned copies (the client may go meanwhile) */
+    struct osapi_part files[UPLOAD_MAX_FILES]; /* data: owned copies (the client may go meanwhile) */
     size_t next, count;
 };
 
@@ -519,7 +448,7 @@ static void upload_step(struct osapi_req *req)
         return;
     }
     json_t *m = json_array_get(u->metas, u->next);
-    struct part *f = &u->files[u->next++];
+    struct osapi_part *f = &u->files[u->next++];
     uint32_t mode = 0644;
     json_t *mv = json_object_get(m, "mode");
     if (json_is_integer(mv) && json_integer_value(mv) != 0)
@@ -535,14 +464,14 @@ static void handle_upload(struct osapi_req *req)
 {
     const struct http_request *h = osapi_req_http(req);
     char boundary[72];
-    struct part parts[2 * UPLOAD_MAX_FILES];
-    if (multipart_boundary(http_request_header(h, "content-type", NULL), boundary,
+    struct osapi_part parts[2 * UPLOAD_MAX_FILES];
+    if (osapi_multipart_boundary(http_request_header(h, "content-type", NULL), boundary,
                            sizeof(boundary)) < 0) {
         osapi_reply_error(req, 400, "INVALID_FILE", "the body must be multipart/form-data with "
                           "a boundary (metadata and file parts)");
         return;
     }
-    int n = multipart_parts(h->body.data ? h->body.data : "", h->body.len, boundary, parts,
+    int n = osapi_multipart_parts(h->body.data ? h->body.data : "", h->body.len, boundary, parts,
                             2 * UPLOAD_MAX_FILES);
     if (n < 0) {
         osapi_reply_error(req, 400, "INVALID_FILE", "malformed multipart body (at most %d files "
@@ -566,7 +495,7 @@ static void handle_upload(struct osapi_req *req)
             }
             json_array_append_new(u->metas, m);
         } else if (!strcmp(parts[i].name, "file") && nfiles < UPLOAD_MAX_FILES) {
-            struct part *f = &u->files[nfiles++];
+            struct osapi_part *f = &u->files[nfiles++];
             *f = parts[i];
             char *copy = xmalloc(f->len + 1);
             memcpy(copy, parts[i].data, f->len);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mcp/base/json_out.h"
 #include "mcp/base/log.h"
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
@@ -82,7 +83,7 @@ static void job_audit(struct tool_job *job, const struct job_audit_row *row, con
  * the long fields instead of repeating them. */
 static char *result_text(json_t *structured)
 {
-    char *full = json_dumps(structured, JSON_COMPACT);
+    char *full = json_out_dump(structured, NULL);
     if (full == NULL || strlen(full) <= TOOLS_TEXT_MAX)
         return full;
     free(full);

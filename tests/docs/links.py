@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Every relative link in the project's Markdown (docs/, examples/, skills/) points at a file or
-directory that exists, and every #anchor into a Markdown file names one of its headings.
+"""Every relative link in the project's Markdown (docs/ with its subfolders such as docs/internals/,
+examples/, skills/) points at a file or directory that exists, and every #anchor into a Markdown
+file names one of its headings.
     links.py SOURCE_DIR
 """
 import glob
@@ -26,9 +27,12 @@ def anchors(md_path):
 def main():
     root = sys.argv[1]
     files = []
-    for pattern in ("docs/*.md", "examples/**/*.md", "skills/**/*.md"):
+    for pattern in ("docs/**/*.md", "examples/**/*.md", "skills/**/*.md"):
         files += glob.glob(os.path.join(root, pattern), recursive=True)
     files = [f for f in files if "node_modules" not in f]
+    if not any(os.sep + "internals" + os.sep in f for f in files):
+        print("FAIL: no Markdown under docs/internals/ was found to check")
+        return 1
     bad = checked = 0
     for path in sorted(files):
         with open(path, encoding="utf-8") as f:

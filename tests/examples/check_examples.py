@@ -107,6 +107,8 @@ def smoke_server(binary, args, env_add, where):
     with tempfile.TemporaryDirectory() as state:
         env["XDG_STATE_HOME"] = state
         env.pop("MCPBOX_STATE_DIR", None)
+        # The backends line is logged at info; stdio servers log warnings only by default.
+        env["MCPBOX_LOG_LEVEL"] = "info"
         stdin = "".join(json.dumps(m) + "\n" for m in INIT)
         try:
             p = subprocess.run([binary] + args, input=stdin, capture_output=True, text=True,

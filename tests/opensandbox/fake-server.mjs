@@ -1,6 +1,6 @@
 // A fake OpenSandbox server for mcpbox's tests: the lifecycle API (/v1/...) and execd (reached
 // through the endpoint the lifecycle API hands out) on one loopback port, reproducing the real
-// server's wire behaviour from shared/opensandbox/PROTOCOL.md: 202 create then Pending->Running,
+// server's wire behaviour (docs/internals/opensandbox-wire.md): 202 create then Pending->Running,
 // FastAPI 422 {"detail":[...]}, {"code","message"} errors, execd's raw-JSON event stream with a
 // ping every FAKE_PING_MS and a FAKE_GRACE_MS tail, exit codes in error.evalue, background logs
 // by byte cursor, multipart upload with the metadata filename rule, Range downloads; snapshots

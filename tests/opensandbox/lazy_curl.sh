@@ -26,7 +26,7 @@ maps_of() {
     shift
     rm -f "$TMP/in"
     mkfifo "$TMP/in"
-    env -u OPEN_SANDBOX_DOMAIN "$BIN" serve --state-dir "$TMP/state-$label" --no-local "$@" \
+    env -u OPEN_SANDBOX_DOMAIN "$BIN" serve --log-level info --state-dir "$TMP/state-$label" --no-local "$@" \
         <"$TMP/in" >/dev/null 2>"$TMP/$label.err" &
     pid=$!
     exec 3>"$TMP/in"

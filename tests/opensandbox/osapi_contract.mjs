@@ -126,7 +126,8 @@ const tok = ep.headers;
 const ex = await startPrism('execd-api.yaml', execdBase);
 const X = ex.base;
 
-// Prism buffers event streams and flags them (PROTOCOL.md 9.3): those are read directly and
+// Prism buffers event streams and flags them (docs/internals/opensandbox-wire.md §10): those are
+// read directly and
 // every event checked against ServerStreamEvent by hand.
 async function stream(body, headers = tok, where = '/command') {
   const r = await fetch(`${execdBase}${where}`, { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json', Accept: 'text/event-stream' }, body: JSON.stringify(body) });

@@ -285,9 +285,7 @@ check_rootless_doctor() {
     grep -E "^uid_mapping +ok +sandbox root maps to subordinate uid 300000" <<< "$out" >/dev/null ||
         fail "uid_mapping does not report the subordinate range"
     grep -E "^cgroup_delegation +ok" <<< "$out" >/dev/null || fail "cgroup_delegation not ok"
-    [ -d $rscope/mcpbox-leaf ] || fail "mcpbox did not move into a leaf of its delegated scope"
-    cat $rscope/cgroup.subtree_control
-    grep -q memory $rscope/cgroup.subtree_control || fail "memory not enabled in the scope"
+    [ ! -d $rscope/mcpbox-leaf ] || fail "mcpbox doctor changed the cgroups (made a leaf)"
 }
 
 RID=
@@ -295,6 +293,9 @@ check_rootless_sandbox() {
     RID=$(rsbx create -q --memory 64M --pids 24 --cpu 0.5) || fail "create as $ruser failed" || return 1
     local d=$rscope/$RID
     echo "sandbox $RID in $d"
+    [ -d $rscope/mcpbox-leaf ] || fail "mcpbox did not move into a leaf of its delegated scope"
+    cat $rscope/cgroup.subtree_control
+    grep -q memory $rscope/cgroup.subtree_control || fail "memory not enabled in the scope"
     expect_eq $d/memory.max 67108864 && expect_eq $d/pids.max 24 && expect_eq $d/cpu.max "50000 100000"
     [ "$(stat -c %u $d)" = $ruid ] || fail "$d is not owned by $ruser"
     local map
@@ -318,11 +319,31 @@ check_rootless_limits_report() {
         fail "test_limits_report as $ruser failed"
 }
 
+# A user server started outside any delegated cgroup (here: the test service's cgroup, root's)
+# re-executes itself through systemd-run --user --scope -p Delegate=yes (a stand-in that records
+# its arguments and runs the command, since this guest has no systemd).
+check_rootless_scope_reexec() {
+    local fake=$rhome/bin/systemd-run rec=$rhome/systemd-run.args
+    printf '#!/bin/sh\necho "$*" >> %s\nwhile [ "$1" != -- ]; do shift; done; shift\nexec "$@"\n' \
+        "$rec" > $fake
+    chmod 755 $fake && chown $ruid:$ruid $fake
+    rm -f $rec
+    setpriv --reuid=$ruid --regid=$ruid --clear-groups env -i HOME=$rhome USER=$ruser \
+        PATH=/usr/bin:/bin MCPBOX_SYSTEMD_RUN=$fake $rmcpbox serve < /dev/null
+    cat $rec 2>/dev/null
+    grep -q -- "--user --scope -p Delegate=yes --quiet -- /bin/true" $rec 2>/dev/null ||
+        fail "no probe of the user's systemd"
+    grep -q -- "--user --scope -p Delegate=yes --quiet -- $rmcpbox serve" $rec 2>/dev/null ||
+        fail "mcpbox serve did not re-execute itself in a delegated scope"
+    [ "$(grep -c . $rec 2>/dev/null)" = 2 ] || fail "re-executed more than once"
+}
+
 rootless_checks() {
     check "rootless: a user with subordinate ids and a delegated scope" rootless_user
-    check "rootless: mcpbox doctor as the user has no FAIL, moves into a leaf" check_rootless_doctor
-    check "rootless: limits, identity, OOM, pause and rm as the user" check_rootless_sandbox
+    check "rootless: mcpbox doctor as the user has no FAIL and changes nothing" check_rootless_doctor
+    check "rootless: create moves mcpbox into a leaf; limits, identity, OOM, pause, rm" check_rootless_sandbox
     check "rootless: get_sandbox reports what holds (test_limits_report)" check_rootless_limits_report
+    check "rootless: serve outside a delegated cgroup re-execs in a systemd scope" check_rootless_scope_reexec
 }
 
 mkdir -p "$state"

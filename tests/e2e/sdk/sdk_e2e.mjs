@@ -2,7 +2,8 @@
 //   node sdk_e2e.mjs --mcpbox build/mcpbox --transport stdio|http
 // stdio: every client spawns its own `mcpbox serve --conformance-fixtures`.
 // http:  one `mcpbox serve --http 127.0.0.1:0 --conformance-fixtures`; every client is a session.
-// Expectations follow the MCP 2025-11-25 spec and the fixture catalogue in MCP-NOTES.md §2.1.
+// Expectations follow the MCP 2025-11-25 spec and the fixture catalogue in
+// docs/internals/mcp-spec-points.md §2.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import events from 'node:events';

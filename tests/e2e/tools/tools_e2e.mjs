@@ -180,7 +180,10 @@ const cases = [
         const r = await ok(A, 'run_command', {
             sandbox_id: id, max_output_bytes: cap,
             command: `echo BEGIN; head -c ${BIG_MIB * 1048576} /dev/zero | tr '\\0' x; echo; echo END`,
-        }, { timeout: 170000 });
+            // Under ASan on a loaded machine this takes longer than the default 50 s budget: wait
+            // for the end (allowed past 50 s with a progress token, whose heartbeats reset the timer).
+            wait_seconds: 600,
+        }, { timeout: 170000, onprogress: () => {}, resetTimeoutOnProgress: true });
         check(r.exit_code === 0, `exit ${r.exit_code}`);
         check(r.truncated === true, 'truncated');
         check(Buffer.byteLength(r.stdout) <= cap + 200, `stdout is ${Buffer.byteLength(r.stdout)} bytes`);

@@ -1,7 +1,9 @@
-/* The escape and hardening battery (LOCAL-ISOLATION.md §4.4): probes run inside a sandbox, each
+/* The escape and hardening battery (docs/internals/isolation-facts.md §8): probes run inside a
+ * sandbox, each
  * printing PASS (the sandbox stopped it) or FAIL (it got through), with the errno it saw.
  *
- * Every probe is harmless if it unexpectedly succeeds (§4.5): it only mounts on, creates in or
+ * Every probe is harmless if it unexpectedly succeeds (§8, the safety rule): it only mounts on,
+ * creates in or
  * chroots to a private scratch directory, undoes what it did at once, writes nothing to /proc or
  * /sys (it only opens for writing, or asks access(2)), re-sets values to what they already were,
  * and runs risky calls (unshare, chroot, personality, ptrace, foreign-ABI syscalls) in a forked
@@ -25,7 +27,7 @@ struct battery_probe {
 typedef void battery_fn(struct battery_probe *p);
 
 struct battery_check {
-    int num;        /* the row in LOCAL-ISOLATION.md §4.4 (52+ are extra checks) */
+    int num;        /* the row in docs/internals/isolation-facts.md §8 (52+ are extra checks) */
     const char *id;
     battery_fn *fn;
     const char *expect; /* what a sandbox should do, for the output */

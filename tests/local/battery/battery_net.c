@@ -19,7 +19,8 @@
 #define AF_ALG 38
 #endif
 #define BATTERY_CONNECT_TIMEOUT_MS 1500
-#define BATTERY_DEFAULT_GATEWAY "192.0.2.1" /* this VM's gateway (LOCAL-ISOLATION.md §1) */
+/* This VM's gateway (docs/internals/isolation-facts.md §1). */
+#define BATTERY_DEFAULT_GATEWAY "192.0.2.1"
 #define BATTERY_METADATA_ADDR "169.254.169.254"
 #define BATTERY_ABSTRACT_DEFAULT "sbx-battery-host"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Runs the escape and hardening battery (LOCAL-ISOLATION.md §4.4) inside a real local sandbox
-made with `mcpbox sandbox`, and again unconfined inside `unshare --mount --uts`.
+"""Runs the escape and hardening battery (docs/internals/isolation-facts.md §8) inside a real local
+sandbox made with `mcpbox sandbox`, and again unconfined inside `unshare --mount --uts`.
 
 In the sandbox every check must PASS. Unconfined, most must FAIL: that shows each check is able
 to fail (a check that passes everywhere proves nothing). A listener on a host abstract unix
@@ -30,8 +30,9 @@ MUST_FAIL_UNCONFINED = {
     "mknod_denied", "core_pattern", "proc_sys_readonly", "host_paths_hidden",
 }
 MIN_UNCONFINED_FAILS = 35
-# Checks whose expectation depends on the sandbox's root filesystem mode (§4.6): an image's
-# rootfs is the sandbox's own writable overlay, so these may fail there by design.
+# Checks whose expectation depends on the sandbox's root filesystem mode
+# (docs/internals/isolation-facts.md §8): an image's rootfs is the sandbox's own writable
+# overlay, so these may fail there by design.
 IMAGE_MODE_EXCEPTIONS = {"usr_readonly", "etc_readonly", "shadow_unreadable"}
 
 

@@ -1,4 +1,5 @@
-/* Host-side checks H1-H4 (LOCAL-ISOLATION.md §4.4) against the local backend's file API, with a
+/* Host-side checks H1-H4 (docs/internals/isolation-facts.md §8) against the local backend's file
+ * API, with a
  * hostile sandbox: symlinks to host files (absolute, relative, magic /proc links), ../ paths and
  * symlinked parents on write, a rename race swapping a directory for a symlink while reads run,
  * a FIFO, device nodes and a huge sparse file. Escapes are detected with host-only marker files
@@ -79,7 +80,8 @@ TEST(h1_symlinks_to_host_files)
 
 /* A file the sandbox can see (host /usr is bound in) but that host permissions keep from
  * anyone but its owner: the file API must apply the sandbox's credentials, not mcpbox's
- * (LOCAL-ISOLATION.md §5: host root followed a sandbox symlink into a host-only file). */
+ * (docs/internals/isolation-facts.md §7: host root followed a sandbox symlink into a host-only
+ * file). */
 #define HOST_ONLY_DIR "/usr/share/polkit-1/rules.d"
 #define HOST_ONLY_FILE HOST_ONLY_DIR "/50-default.rules"
 

@@ -1,4 +1,5 @@
-/* Resource limits (LOCAL-ISOLATION.md §3.4, H5): a fork bomb stops at the pids limit, a memory
+/* Resource limits (docs/internals/isolation-facts.md §4, H5 in §8): a fork bomb stops at the pids
+ * limit, a memory
  * hog is OOM-killed and the kill is reported with its command, a disk fill hits the tmpfs limit;
  * meanwhile another sandbox and the host keep working. Exits 77 where local sandboxes cannot
  * run. */

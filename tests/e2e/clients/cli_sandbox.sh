@@ -1,0 +1,47 @@
+#!/bin/bash
+# Issue 17 point 8, `mcpbox sandbox` for people: `logs ID` lists the commands, `logs ID CMD`
+# shows one's output and `-f` follows it to the end; errors name the command to run, not a tool
+# ("run `mcpbox sandbox resume ID` first"); cp copies directories both ways and into ID:dir/.
+. "$(dirname "$0")/lib.sh" "$1" "$2"
+sb() { "$MCPBOX" sandbox --state-dir "$WORK/state" "$@"; }
+id=$(sb create -q) || fail "create"
+trap 'sb rm "$id" >/dev/null 2>&1; cleanup' EXIT
+
+sb exec "$id" 'echo first-output; exit 3' >/dev/null
+sb exec "$id" 'for i in 1 2 3; do echo tick $i; sleep 0.5; done' >/dev/null &
+sleep 0.5
+logs=$(sb logs "$id") || fail "logs"
+echo "$logs"
+echo "$logs" | grep -q "COMMAND_ID" || fail "logs lists no commands"
+echo "$logs" | grep "echo first-output" | grep -q " 3 " || fail "logs: the failed command and its exit code"
+running=$(sb logs "$id" -o json | python3 -c 'import json,sys; print([c["command_id"] for c in json.load(sys.stdin)["commands"] if c["status"] == "running"][0])') ||
+    fail "no running command in logs -o json"
+followed=$(timeout 20 "$MCPBOX" sandbox --state-dir "$WORK/state" logs "$id" "$running" -f) || fail "logs -f"
+[ "$followed" = "$(printf 'tick 1\ntick 2\ntick 3')" ] || fail "logs -f printed: $followed"
+wait
+failed=$(sb logs "$id" -o json | python3 -c 'import json,sys; print([c["command_id"] for c in json.load(sys.stdin)["commands"] if c.get("exit_code") == 3][0])')
+[ "$(sb logs "$id" "$failed")" = first-output ] || fail "logs ID CMD: the command's output"
+
+# Errors speak to people.
+sb pause "$id" >/dev/null || fail "pause"
+err=$(sb exec "$id" true 2>&1) && fail "exec in a paused sandbox succeeded"
+echo "$err" | grep -q "mcpbox sandbox resume $id" || fail "the paused error does not say what to run: $err"
+echo "$err" | grep -q "resume_sandbox" && fail "the error names a tool: $err"
+sb resume "$id" >/dev/null || fail "resume"
+err=$(sb get sbx-00000000deadbeef 2>&1)
+echo "$err" | grep -q "mcpbox sandbox ls" || fail "the missing-sandbox error: $err"
+echo "$err" | grep -q "list_sandboxes" && fail "the error names a tool: $err"
+
+# cp: a directory in, a file into ID:dir/, the directory back out.
+mkdir -p "$WORK/proj/sub" "$WORK/out"
+echo alpha > "$WORK/proj/a.txt"
+echo beta > "$WORK/proj/sub/b.txt"
+echo single > "$WORK/one.txt"
+sb cp "$WORK/proj" "$id:copied" || fail "cp DIR ID:PATH"
+sb cp "$WORK/one.txt" "$id:copied/sub/" || fail "cp FILE ID:dir/"
+inside=$(sb exec "$id" 'cd copied && find . -type f | sort && cat sub/b.txt sub/one.txt')
+[ "$inside" = "$(printf './a.txt\n./sub/b.txt\n./sub/one.txt\nbeta\nsingle')" ] || fail "inside: $inside"
+sb cp "$id:copied" "$WORK/out" || fail "cp ID:DIR HOSTDIR"
+[ "$(cat "$WORK/out/copied/sub/one.txt")" = single ] && [ "$(cat "$WORK/out/copied/a.txt")" = alpha ] ||
+    fail "cp out: $(find "$WORK/out")"
+echo "ok: logs, errors, cp"
