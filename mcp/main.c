@@ -12,6 +12,9 @@
 #include "mcp/base/xalloc.h"
 #include "mcp/cli.h"
 #ifdef MCPBOX_HAVE_CLI_SANDBOX
+#include "backend/local/image/unpack.h"
+#endif
+#ifdef MCPBOX_HAVE_CLI_SANDBOX
 #include "backend/local/local.h"
 #endif
 #include "mcp/config.h"
@@ -156,6 +159,10 @@ static void print_help(FILE *out)
 
 int main(int argc, char **argv)
 {
+#ifdef MCPBOX_HAVE_CLI_SANDBOX
+    if (argc > 1 && strcmp(argv[1], IMAGE_UNPACK_ARGV1) == 0) /* an image layer's unpacker */
+        return image_unpack_child_main(argc, argv);
+#endif
     xalloc_install();
     if (argc < 2) {
         print_help(stderr);

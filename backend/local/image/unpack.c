@@ -311,19 +311,59 @@ static int release_child(const struct unpack_userns *ns, pid_t pid, int ready_r,
     return write(go_w, "g", 1) == 1 ? 0 : mcp_error_set(err, MCP_ERR_IO, errno, "release");
 }
 
+/* The child's fds after exec. */
+enum { FD_BLOB = 3, FD_OUT, FD_READY, FD_GO };
+
+/* Between fork and exec only async-signal-safe calls: the parent has other threads, and a lock
+ * one of them held at fork time (the allocator's, under sanitizers) would never be released in
+ * the child. So the child execs this same executable afresh (image_unpack_child_main). */
+__attribute__((noreturn)) static void exec_child(const struct child_job *job, int out,
+                                                 int ready_w, int go_r, char *const *argv)
+{
+    int fds[4] = {job->clear ? -1 : job->fd, out, ready_w, go_r};
+    for (int i = 0; i < 4; i++) /* first out of the way of 3..6, then into place */
+        if (fds[i] >= 0 && fds[i] <= FD_GO)
+            fds[i] = fcntl(fds[i], F_DUPFD, FD_GO + 1);
+    for (int i = 0; i < 4; i++)
+        if (fds[i] >= 0)
+            dup2(fds[i], FD_BLOB + i);
+    execv("/proc/self/exe", argv);
+    _exit(127);
+}
+
+int image_unpack_child_main(int argc, char **argv)
+{
+    if (argc != 7)
+        return 2;
+    struct mcp_error err;
+    struct child_job job = {.fd = FD_BLOB, .compression = (enum oci_compression)atoi(argv[3]),
+                            .root = argv[2], .max_bytes = strtoull(argv[4], NULL, 10),
+                            .clear = strcmp(argv[5], "clear") == 0};
+    bool ns = strcmp(argv[6], "ns") == 0;
+    if (!job.clear && oci_archive_load(&err) < 0) {
+        struct unpack_report r;
+        memset(&r, 0, sizeof r);
+        report(&r, err.code, "%s%s", err.msg, NULL);
+        ssize_t n = write(FD_OUT, &r, sizeof r);
+        return n == (ssize_t)sizeof r ? 0 : 1;
+    }
+    child(&job, FD_OUT, ns ? FD_READY : -1, ns ? FD_GO : -1);
+}
+
 static int run_child(const struct child_job *job, const struct unpack_userns *ns,
                      struct unpack_report *r, struct mcp_error *err)
 {
     int p[2], ready[2] = {-1, -1}, go[2] = {-1, -1};
     if (pipe2(p, O_CLOEXEC) < 0 || (ns && (pipe2(ready, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0)))
         return mcp_error_set(err, MCP_ERR_IO, errno, "pipe");
+    char comp[16], max[32];
+    snprintf(comp, sizeof comp, "%d", (int)job->compression);
+    snprintf(max, sizeof max, "%llu", (unsigned long long)job->max_bytes);
+    char *argv[] = {(char *)"mcpbox", (char *)IMAGE_UNPACK_ARGV1, (char *)job->root, comp, max,
+                    (char *)(job->clear ? "clear" : "unpack"), (char *)(ns ? "ns" : "-"), NULL};
     pid_t pid = fork();
-    if (pid == 0) {
-        close(p[0]);
-        if (ns) /* the parent's ends: else a parent that gives up is never seen */
-            close(ready[0]), close(go[1]);
-        child(job, p[1], ns ? ready[1] : -1, ns ? go[0] : -1);
-    }
+    if (pid == 0)
+        exec_child(job, p[1], ns ? ready[1] : -1, ns ? go[0] : -1, argv);
     close(p[1]);
     int rc = 0;
     if (ns) {

@@ -42,6 +42,11 @@ int image_unpack(int blob_fd, enum oci_compression compression, const char *root
  * delete files owned by its subordinate ids); dir itself stays, made 0777. */
 int image_clear_in_userns(const char *dir, const struct unpack_userns *ns, struct mcp_error *err);
 
+/* The unpacker runs as a fresh exec of the mcpbox executable ("mcpbox __unpack-layer ..."):
+ * mcpbox's main hands such an argv to image_unpack_child_main before anything else. */
+#define IMAGE_UNPACK_ARGV1 "__unpack-layer"
+int image_unpack_child_main(int argc, char **argv);
+
 /* The checks on one entry name, exposed for the tests: the name without leading "./" into out
  * (empty for the root itself); -1 if it is absolute or has a ".." component. */
 int unpack_clean_path(const char *name, char *out, size_t size);
