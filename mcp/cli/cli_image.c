@@ -56,6 +56,9 @@ static json_t *in_use(void *arg)
     for (size_t i = 0; i < n; i++) {
         json_t *d;
         size_t k;
+        /* A destroyed sandbox is being killed, its record reaped later: not a user. */
+        if (list[i].state && strcmp(list[i].state, "destroyed") == 0)
+            continue;
         json_array_foreach(json_object_get(list[i].record, "image_layers"), k, d)
             json_array_append(out, d);
     }

@@ -204,6 +204,7 @@ class Front:
         self.user, self.password = user, password
         self.token = "tok-" + os.urandom(8).hex()
         self.blob_gets = 0
+        self.gets_by_path = {}
         front = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -253,6 +254,7 @@ class Front:
                    if k.lower() in ("content-type", "docker-content-digest")}
         if "/blobs/" in h.path:
             self.blob_gets += 1
+            self.gets_by_path[h.path] = self.gets_by_path.get(h.path, 0) + 1
         if self.mode == "cut" and "/blobs/" in h.path and len(body) > 1000 and r.status == 200:
             h.send_response(200)
             h.send_header("Content-Length", str(len(body)))
@@ -301,6 +303,23 @@ class Serve:
             if msg.get("id") == rid:
                 assert "error" not in msg, f"{method}: {msg['error']}"
                 return msg["result"]
+
+    def create_together(self, images):
+        """create_sandbox for each image, all sent before any reply is read."""
+        ids = []
+        for image in images:
+            ids.append(self.next_id)
+            self.send({"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call",
+                       "params": {"name": "create_sandbox", "arguments": {"image": image}}})
+            self.next_id += 1
+        results = {}
+        while len(results) < len(ids):
+            line = self.proc.stdout.readline()
+            assert line, "server closed stdout during concurrent creates"
+            msg = json.loads(line)
+            if msg.get("id") in ids:
+                results[msg["id"]] = msg["result"]
+        return [results[i] for i in ids]
 
     def tool(self, name, args, token=None):
         params = {"name": name, "arguments": args}

@@ -333,6 +333,56 @@ def test_overlay_state_dir(mcpbox, ref, mdigest):
         shutil.rmtree(base, ignore_errors=True)
 
 
+def test_concurrent_pulls(s, reg, front):
+    """Two creates at once of two images that share a new layer: that layer is fetched once."""
+    shared = oci.busybox_layer() + [f("shared", os.urandom(400000))]
+    reg.push_image("test/conc", "a", [("gzip", shared), ("gzip", [f("only-a", b"a")])])
+    reg.push_image("test/conc", "b", [("gzip", shared), ("gzip", [f("only-b", b"b")])])
+    blob = oci.digest(oci.compress(oci.tar_bytes(shared), "gzip"))
+    path = f"/v2/test/conc/blobs/{blob}"
+    res = s.create_together([f"{front.host}/test/conc:a", f"{front.host}/test/conc:b"])
+    ok = [not r.get("isError") for r in res]
+    for r in res:
+        if not r.get("isError"):
+            s.destroy(r["structuredContent"]["sandbox_id"])
+    check(all(ok) and front.gets_by_path.get(path) == 1,
+          f"two concurrent pulls sharing a layer fetch it once ({front.gets_by_path.get(path)} "
+          f"GETs, {ok})")
+
+
+def test_lru_cap(mcpbox, reg):
+    """A small cap: an unused layer is evicted (least recently used first) to make room; layers
+    of a live sandbox are not, and then the create fails saying what to do."""
+    def data(tag):
+        return [("gzip", oci.busybox_layer()), ("gzip", [f(f"{tag}-data", os.urandom(3 << 20))])]
+    reg.push_image("test/lru", "a", data("a"))
+    reg.push_image("test/lru", "b", data("b"))
+    state = tempfile.mkdtemp(prefix="ocil-", dir="/tmp")
+    s = oci.Serve(mcpbox, state, {"MCPBOX_IMAGE_STORE_MAX_BYTES": str(7 << 20)})
+    try:
+        sid = s.create(f"{reg.host}/test/lru:a")
+        s.destroy(sid)
+        sid = s.create(f"{reg.host}/test/lru:b")
+        layers = os.listdir(os.path.join(state, "image-store", "layers"))
+        check(len(layers) == 2, f"pulling b under the cap evicted a's unused layer ({layers})")
+        msg = s.create(f"{reg.host}/test/lru:a", expect_error=["image store is full",
+                                                               "destroy sandboxes"])
+        check("live sandboxes" in msg, "layers of a live sandbox are never evicted: the "
+              "create fails with what to do")
+        s.destroy(sid)
+        sid = s.create(f"{reg.host}/test/lru:a")
+        s.destroy(sid)
+        check(True, "once that sandbox is gone, its layers make room")
+        s.close()
+        s = None
+    finally:
+        if s:
+            s.close(show_log=True)
+        with Cli(mcpbox, state) as c:
+            c.close()
+        shutil.rmtree(state, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
@@ -360,6 +410,8 @@ def main():
             test_errors(s, reg, state, cut, tamper, mdigest)
             test_hostile(s, reg, state)
             test_cli(args.mcpbox, reg, state)
+            test_concurrent_pulls(s, reg, plain)
+            test_lru_cap(args.mcpbox, reg)
             test_rootless_cli(args.mcpbox, reg, ref)
             test_overlay_state_dir(args.mcpbox, ref, mdigest)
             auth = test_token_auth(s, token, state)
