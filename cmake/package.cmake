@@ -20,9 +20,10 @@ set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # The libraries the binary links (checked by the package_deb test against the binary's NEEDED
 # entries), with the Debian 12 versions as the floor; libcurl4 is not linked but dlopened by the
-# OpenSandbox backend when it starts (backend/opensandbox/curl_loader.h).
+# OpenSandbox backend when it starts (backend/opensandbox/curl_loader.h); libarchive13 is not linked
+# but dlopened to unpack OCI image layers (backend/local/image/archive_loader.c).
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
-    "libc6 (>= 2.36), libjansson4 (>= 2.14), libcurl4 (>= 7.88.1), libuv1 (>= 1.44.2), libsqlite3-0 (>= 3.40.1), libseccomp2 (>= 2.5.4), libhttp-parser2.9 (>= 2.9.4)")
+    "libc6 (>= 2.36), libjansson4 (>= 2.14), libcurl4 (>= 7.88.1), libuv1 (>= 1.44.2), libsqlite3-0 (>= 3.40.1), libseccomp2 (>= 2.5.4), libhttp-parser2.9 (>= 2.9.4), libarchive13 (>= 3.6.2)")
 # uidmap: newuidmap/newgidmap and /etc/subuid ranges (non-root hosts); passt: the user-mode
 # network stack (pasta) that `mcpbox doctor` checks for sandbox egress.
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "uidmap, passt")

@@ -360,6 +360,9 @@ static void one_round(struct mcp_bench *b)
     sleep_us(REFILLED_GAP_US);
     cycle(b, &b->pooled, &b->c[C_REFILLED], NULL);
     cycle(b, &b->cold, &b->c[C_COLD], NULL);
+    /* Like the burst's gaps: a destroy's release and a refill run after the answers, and the
+     * next round's floors and run_command should not be measured inside them. */
+    sleep_us(BURST_GAP_US);
 }
 
 /* ---- report --------------------------------------------------------------------------------- */
