@@ -67,7 +67,8 @@ let prismPort = 20000 + (process.pid % 20000);
 export async function startPrism(spec, upstream) {
   const port = prismPort++;
   const bin = path.join(NODE_DIR, '.bin', 'prism');
-  const child = spawn(bin, ['proxy', '-h', '127.0.0.1', '-p', String(port), path.resolve(SPECS, spec),
+  // With this test's Node (tests/node's, not Debian 12's 18, which Prism 5's dependencies refuse).
+  const child = spawn(process.execPath, [bin, 'proxy', '-h', '127.0.0.1', '-p', String(port), path.resolve(SPECS, spec),
                             upstream, '--errors'], { stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   await waitFor(child, 'stdout', /Prism is listening/, `prism ${spec}`);

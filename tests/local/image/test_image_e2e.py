@@ -254,14 +254,20 @@ def test_rootless_cli(mcpbox, reg, ref):
     os.chown(state, pw.pw_uid, pw.pw_gid)
     os.chmod(state, 0o700)
     env = {"PATH": os.environ["PATH"], "HOME": state, "MCPBOX_IMAGE_STORE_MAX_BYTES": str(CAP)}
+    # The user runs a copy of the binary: a build under /root (mode 0700, as in a fresh clone on a
+    # fresh machine) is not reachable by another user.
+    bindir = tempfile.mkdtemp(prefix="ocir-bin-", dir="/tmp")
+    os.chmod(bindir, 0o755)
+    user_mcpbox = os.path.join(bindir, "mcpbox")
+    shutil.copy2(mcpbox, user_mcpbox)
 
     def as_user(*args, cmd="image"):
         def drop():
             os.setgroups([])
             os.setgid(pw.pw_gid)
             os.setuid(pw.pw_uid)
-        p = subprocess.run([mcpbox, cmd, "--state-dir", state] + list(args), env=env,
-                           capture_output=True, preexec_fn=drop, timeout=120)
+        p = subprocess.run([user_mcpbox, cmd, "--state-dir", state] + list(args), env=env,
+                           cwd=state, capture_output=True, preexec_fn=drop, timeout=120)
         return p.returncode, p.stdout.decode(), p.stderr.decode()
     # the one-time root step of rootless mode (delegated cgroups); undone at the end
     subprocess.run([mcpbox, "setup", "--user", ROOTLESS_USER], check=True, capture_output=True)
@@ -297,6 +303,7 @@ def test_rootless_cli(mcpbox, reg, ref):
     finally:
         subprocess.run([mcpbox, "setup", "--user", ROOTLESS_USER, "--undo"], capture_output=True)
         shutil.rmtree(state, ignore_errors=True)
+        shutil.rmtree(bindir, ignore_errors=True)
 
 
 def test_overlay_state_dir(mcpbox, ref, mdigest):
