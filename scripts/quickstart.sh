@@ -6,7 +6,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 scripts/install-deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# The server only: the tests need more (python3, Node tooling) and scripts/test.sh builds them.
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMCPBOX_TESTS=OFF >/dev/null
 cmake --build build -j"$(nproc)" >/dev/null
 listen=127.0.0.1:8765
 args=("$@")
