@@ -375,14 +375,20 @@ static void run_body(struct osapi_req *req, json_t *body)
 
 /* ---- status, logs, interrupt --------------------------------------------------------------------- */
 
+/* A command that is not known answers 404 in execd's shape; anything else as the backend said. */
+static void reply_command_error(struct osapi_req *req, const struct mcp_error *err)
+{
+    if (err->code == MCP_ERR_NOT_FOUND)
+        osapi_reply_error(req, 404, "INVALID_REQUEST_BODY", "%s", err->msg);
+    else
+        osapi_reply_mcp_error(req, err);
+}
+
 static void status_cb(void *arg, json_t *result, const struct mcp_error *err)
 {
     struct osapi_req *req = arg;
     if (err) {
-        if (err->code == MCP_ERR_NOT_FOUND)
-            osapi_reply_error(req, 404, "INVALID_REQUEST_BODY", "%s", err->msg);
-        else
-            osapi_reply_mcp_error(req, err);
+        reply_command_error(req, err);
         return;
     }
     const char *id = json_string_value(json_object_get(result, "command_id"));
@@ -417,10 +423,7 @@ static void logs_cb(void *arg, json_t *result, const struct mcp_error *err)
 {
     struct osapi_req *req = arg;
     if (err) {
-        if (err->code == MCP_ERR_NOT_FOUND)
-            osapi_reply_error(req, 404, "INVALID_REQUEST_BODY", "%s", err->msg);
-        else
-            osapi_reply_mcp_error(req, err);
+        reply_command_error(req, err);
         return;
     }
     const char *out = json_string_value(json_object_get(result, "output"));
@@ -476,10 +479,7 @@ static void handle_get(struct osapi_req *req, const char *id, bool logs)
     if (osapi_bind(req, req->sandbox_id, false, NULL) == 0 &&
         req->be->ops->command_get(req->be, req->sandbox_id, id, cursor, logs ? CMD_LOGS_LIMIT : 1,
                                   logs ? logs_cb : status_cb, req, &err) < 0) {
-        if (err.code == MCP_ERR_NOT_FOUND)
-            osapi_reply_error(req, 404, "INVALID_REQUEST_BODY", "%s", err.msg);
-        else
-            osapi_reply_mcp_error(req, &err);
+        reply_command_error(req, &err);
     }
 }
 

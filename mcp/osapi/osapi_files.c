@@ -753,8 +753,34 @@ static bool wrong_method(struct osapi_req *req, enum http_method m)
     return true;
 }
 
+/* The paths that take one method and one handler. */
+struct simple_route {
+    const char *path;
+    enum http_method method;
+    void (*handle)(struct osapi_req *req);
+};
+
+static const struct simple_route simple_routes[] = {
+    {"/directories/list", HTTP_GET, handle_list},
+    {"/files/mv", HTTP_POST, handle_move},
+    {"/files/replace", HTTP_POST, handle_replace},
+    {"/files/search", HTTP_GET, handle_search},
+    {"/files/permissions", HTTP_POST, handle_permissions},
+    {"/files/upload", HTTP_POST, handle_upload},
+    {"/files/download", HTTP_GET, handle_download},
+};
+
+static const struct simple_route *simple_route(const char *path)
+{
+    for (size_t i = 0; i < sizeof simple_routes / sizeof simple_routes[0]; i++)
+        if (!strcmp(path, simple_routes[i].path))
+            return &simple_routes[i];
+    return NULL;
+}
+
 bool osapi_files_route(struct osapi_req *req, const char *path)
 {
+    const struct simple_route *simple;
     struct mcp_error err;
     bool running = strncmp(path, "/metrics", 8) != 0;
     bool known = !strncmp(path, "/files", 6) || !strncmp(path, "/directories", 12) ||
@@ -784,27 +810,9 @@ bool osapi_files_route(struct osapi_req *req, const char *path)
         else if (!wrong_method(req, HTTP_DELETE) &&
                  (args = path_args(req, "recursive", json_true())))
             batch_start(req, "delete", args, finish_empty, NULL);
-    } else if (!strcmp(path, "/directories/list")) {
-        if (!wrong_method(req, HTTP_GET))
-            handle_list(req);
-    } else if (!strcmp(path, "/files/mv")) {
-        if (!wrong_method(req, HTTP_POST))
-            handle_move(req);
-    } else if (!strcmp(path, "/files/replace")) {
-        if (!wrong_method(req, HTTP_POST))
-            handle_replace(req);
-    } else if (!strcmp(path, "/files/search")) {
-        if (!wrong_method(req, HTTP_GET))
-            handle_search(req);
-    } else if (!strcmp(path, "/files/permissions")) {
-        if (!wrong_method(req, HTTP_POST))
-            handle_permissions(req);
-    } else if (!strcmp(path, "/files/upload")) {
-        if (!wrong_method(req, HTTP_POST))
-            handle_upload(req);
-    } else if (!strcmp(path, "/files/download")) {
-        if (!wrong_method(req, HTTP_GET))
-            handle_download(req);
+    } else if ((simple = simple_route(path))) {
+        if (!wrong_method(req, simple->method))
+            simple->handle(req);
     } else if (!strcmp(path, "/metrics")) {
         if (wrong_method(req, HTTP_GET))
             return true;
