@@ -192,6 +192,14 @@ static int v_code_run(struct backend *be, const char *id, const struct code_requ
     return osb_code_run(be, id, req, obs, err);
 }
 
+static int v_set_network_policy(struct backend *be, const char *id,
+                                const struct egress_policy *policy, backend_cb *cb, void *arg,
+                                struct mcp_error *err)
+{
+    GUARD(be, err);
+    return osb_set_network_policy(be, id, policy, cb, arg, err);
+}
+
 static const struct backend_ops osb_ops = {
     .name = "opensandbox", .id_prefix = OSB_ID_PREFIX, .shutdown = v_shutdown,
     .create = v_create, .destroy = v_destroy, .list = v_list, .get = v_get, .renew = v_renew,
@@ -200,6 +208,7 @@ static const struct backend_ops osb_ops = {
     .file_write = v_file_write, .file_op = v_file_op, .endpoint = v_endpoint,
     .diagnose = v_diagnose, .snapshot = v_snapshot, .metrics = v_metrics,
     .code_context = v_code_context, .code_run = v_code_run,
+    .set_network_policy = v_set_network_policy,
 };
 
 /* OPEN_SANDBOX_DOMAIN may carry a scheme ("https://host"), which then wins over the protocol. */
