@@ -829,4 +829,5 @@ const struct backend_ops local_ops = {
     .endpoint = local_endpoint,
     .diagnose = local_diagnose,
     .metrics = local_metrics,
+    .workspace = local_workspace,
 };
