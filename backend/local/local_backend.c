@@ -278,6 +278,7 @@ void local_release_resources(struct local_backend *lb, const char *id, const cha
     if (dir[0])
         local_rmtree(dir);
     local_rmtree(logs);
+    local_ws_remove(lb->state_dir, id); /* mounts' copy-on-write layers (workspace.h) */
     local_release_slot(lb, id);
 }
 

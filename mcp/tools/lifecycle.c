@@ -52,16 +52,13 @@ static void create_done_cb(void *arg, json_t *result, const struct mcp_error *er
     tool_job_done_cb(job, result, err);
 }
 
-/* An image pull under way: bytes done of total, so clients show it and their timeouts reset. */
+/* An image pull under way: work done of total, so clients show it and their timeouts reset;
+ * what says which layer and how far (docs/images.md, Progress). */
 static void create_progress(void *arg, uint64_t done, uint64_t total, const char *what)
 {
     struct tool_job *job = arg;
-    char msg[160];
-    if (total > 0)
-        snprintf(msg, sizeof msg, "pulling the image: %s, %.1f of %.1f MB", what,
-                 (double)done / 1e6, (double)total / 1e6);
-    else
-        snprintf(msg, sizeof msg, "pulling the image: %s", what);
+    char msg[400];
+    snprintf(msg, sizeof msg, "pulling the image: %s", what);
     tool_call_progress(job->call, (double)done, (double)total, msg);
 }
 

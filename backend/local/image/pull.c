@@ -27,7 +27,7 @@
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 
-#define PROGRESS_STEP (1u << 20) /* report at most every MiB */
+#define PROGRESS_TICK_MS 250 /* how often a pull under way reports (and polls its unpacks) */
 
 struct pull;
 
@@ -35,12 +35,15 @@ struct layer_job {
     struct image_service *svc;
     struct layer_job *next;
     struct oci_descriptor desc;
+    size_t index;       /* 1-based among the layers its owner fetches */
     struct pull *owner; /* downloads it */
     struct pull **waiters;
     size_t n_waiters;
     int fd;
     struct sha256_ctx hash;
     uint64_t received;
+    uint64_t unpacked; /* blob bytes the unpacker has read (polled from the shared offset) */
+    bool unpacking, unpack_done;
     uv_work_t work;
     uint64_t max_bytes;
     struct unpack_result res;
@@ -66,10 +69,14 @@ struct pull {
     size_t n_queue, next_download;
     struct layer_job *downloading;
     size_t outstanding; /* jobs this pull waits for */
-    uint64_t total, done_bytes, reported;
+    uint64_t total, done_bytes; /* compressed bytes of the layers it fetches; downloaded */
+    uint64_t unpacked_bytes;    /* compressed bytes of its layers unpacked */
+    size_t n_unpacked;
+    uint64_t reported;          /* the work last reported (download + unpack bytes) */
     bool failed, finished;
     struct mcp_error err;
-    uv_timer_t timer; /* a cache hit answers from the next loop turn */
+    /* A cache hit answers from the next loop turn; a pull reports its progress on it. */
+    uv_timer_t timer;
     json_t *cached;
 };
 
@@ -214,6 +221,85 @@ static void pull_check(struct pull *p)
         pull_finish(p);
 }
 
+/* ---- progress -------------------------------------------------------------------------------- */
+
+enum layer_stage { STAGE_DOWNLOADING, STAGE_DOWNLOADED, STAGE_UNPACKING, STAGE_UNPACKED };
+
+/* The work of a pull counts each layer it fetches twice: its compressed bytes as they are
+ * downloaded, and again as the unpacker reads them, so that a slow unpack moves too. While a
+ * layer unpacks its part stays one byte short: its end is then a step forward, and the
+ * protocol shows only steps forward (progress must grow). */
+static uint64_t unpack_part(const struct layer_job *j)
+{
+    uint64_t size = (uint64_t)j->desc.size;
+    if (j->unpack_done)
+        return size;
+    return j->unpacked < size ? j->unpacked : size > 0 ? size - 1 : 0;
+}
+
+static uint64_t work_done(const struct pull *p)
+{
+    uint64_t w = p->done_bytes + p->unpacked_bytes;
+    for (size_t i = 0; i < p->n_queue; i++)
+        if (p->queue[i] && p->queue[i]->unpacking)
+            w += unpack_part(p->queue[i]);
+    return w;
+}
+
+/* One note about layer j of p: "layer 2 of 3 (sha256:1a2b3c4d5e6f, 5.0 MB): 1.2 MB
+ * downloaded; all: 3.1 of 21.7 MB downloaded, 1 of 3 unpacked". Only when work was done since
+ * the last one. */
+static void report(struct pull *p, const struct layer_job *j, enum layer_stage stage)
+{
+    uint64_t work = work_done(p);
+    if (p->progress == NULL || p->finished || work <= p->reported)
+        return;
+    p->reported = work;
+    char what[64], msg[300];
+    switch (stage) {
+    case STAGE_DOWNLOADING:
+        snprintf(what, sizeof what, "%.1f MB downloaded", (double)j->received / 1e6);
+        break;
+    case STAGE_DOWNLOADED:
+        snprintf(what, sizeof what, "downloaded, unpacking");
+        break;
+    case STAGE_UNPACKING:
+        snprintf(what, sizeof what, "unpacking, %.1f MB read", (double)j->unpacked / 1e6);
+        break;
+    case STAGE_UNPACKED:
+        snprintf(what, sizeof what, "unpacked");
+        break;
+    }
+    snprintf(msg, sizeof msg,
+             "layer %zu of %zu (%.19s, %.1f MB): %s; all: %.1f of %.1f MB downloaded, %zu of %zu "
+             "unpacked",
+             j->index, p->n_queue, j->desc.digest, (double)j->desc.size / 1e6, what,
+             (double)p->done_bytes / 1e6, (double)p->total / 1e6, p->n_unpacked, p->n_queue);
+    p->progress(p->arg, work, 2 * p->total, msg);
+}
+
+/* Every PROGRESS_TICK_MS while layers are fetched: how far the download and the unpacks are. */
+static void pull_tick(uv_timer_t *t)
+{
+    struct pull *p = t->data;
+    const struct layer_job *moved = NULL;
+    for (size_t i = 0; i < p->n_queue; i++) {
+        struct layer_job *j = p->queue[i];
+        if (j == NULL || !j->unpacking)
+            continue;
+        /* The unpacker reads the blob through a duplicate of j->fd: the offset is shared. */
+        off_t at = lseek(j->fd, 0, SEEK_CUR);
+        if (at > 0 && (uint64_t)at > j->unpacked) {
+            j->unpacked = (uint64_t)at;
+            moved = j;
+        }
+    }
+    if (p->downloading)
+        report(p, p->downloading, STAGE_DOWNLOADING);
+    else if (moved)
+        report(p, moved, STAGE_UNPACKING);
+}
+
 /* ---- layer jobs ------------------------------------------------------------------------------ */
 
 static void job_free(struct layer_job *j)
@@ -233,6 +319,17 @@ static void job_free(struct layer_job *j)
 /* The job is over (unpacked, or failed): every pull waiting for it moves on. */
 static void job_complete(struct layer_job *j)
 {
+    struct pull *owner = j->owner;
+    if (owner && j->index > 0 && owner->queue[j->index - 1] == j) {
+        j->unpacking = false;
+        if (j->rc == 0) {
+            j->unpack_done = true;
+            owner->unpacked_bytes += (uint64_t)j->desc.size;
+            owner->n_unpacked++;
+            report(owner, j, STAGE_UNPACKED);
+        }
+        owner->queue[j->index - 1] = NULL; /* freed below */
+    }
     for (size_t i = 0; i < j->n_waiters; i++) {
         struct pull *w = j->waiters[i];
         if (j->rc < 0)
@@ -272,11 +369,8 @@ static void unpack_work(uv_work_t *w)
     if (j->rc < 0)
         return;
     snprintf(root, sizeof root, "%s/root", tmp);
-    if (lseek(j->fd, 0, SEEK_SET) < 0)
-        j->rc = mcp_error_set(&j->err, MCP_ERR_IO, errno, "rewinding the layer");
-    else
-        j->rc = image_unpack(j->fd, j->desc.compression, root, j->max_bytes, s->store.ns,
-                             &j->res, &j->err);
+    j->rc = image_unpack(j->fd, j->desc.compression, root, j->max_bytes, s->store.ns, &j->res,
+                         &j->err);
     if (j->rc == 0)
         j->rc = layer_store_commit(&s->store, j->desc.digest, tmp, &j->res, &j->err);
     else
@@ -299,6 +393,13 @@ static void start_unpack(struct layer_job *j)
     struct image_service *s = j->svc;
     uint64_t used = layer_store_usage(&s->store);
     j->max_bytes = s->store.cap_bytes > used ? s->store.cap_bytes - used : 0;
+    /* Rewound here, not in the worker: the loop polls this offset for progress. */
+    if (lseek(j->fd, 0, SEEK_SET) < 0) {
+        j->rc = mcp_error_set(&j->err, MCP_ERR_IO, errno, "rewinding the layer");
+        job_complete(j);
+        return;
+    }
+    j->unpacking = true;
     j->work.data = j;
     s->busy++;
     uv_queue_work(s->loop, &j->work, unpack_work, unpack_after);
@@ -331,10 +432,6 @@ static int layer_sink(void *arg, const char *data, size_t len)
     sha256_update(&j->hash, data, len);
     j->received += len;
     p->done_bytes += len;
-    if (p->progress && p->done_bytes - p->reported >= PROGRESS_STEP) {
-        p->reported = p->done_bytes;
-        p->progress(p->arg, p->done_bytes, p->total, "downloading layers");
-    }
     return 0;
 }
 
@@ -364,8 +461,8 @@ static void download_done(void *arg, struct osb_response *resp, const struct mcp
         j->rc = -1, mcp_error_copy(&j->err, err);
     if (j->rc == 0)
         verify_layer(j);
-    if (j->rc == 0 && p->progress)
-        p->progress(p->arg, p->done_bytes, p->total, "unpacking layers");
+    if (j->rc == 0)
+        report(p, j, STAGE_DOWNLOADED);
     if (j->rc == 0)
         start_unpack(j);
     else
@@ -425,7 +522,7 @@ static void plan_layers(struct pull *p)
         if (layer_store_lookup(&s->store, d->digest, dir, sizeof dir))
             continue;
         j = xcalloc(1, sizeof *j);
-        j->svc = s, j->desc = *d, j->owner = p, j->fd = -1;
+        j->svc = s, j->desc = *d, j->owner = p, j->fd = -1, j->index = p->n_queue + 1;
         j->next = s->jobs;
         s->jobs = j;
         job_add_waiter(j, p);
@@ -442,7 +539,9 @@ static void plan_layers(struct pull *p)
         pull_fail(p, &err);
     json_decref(in_use);
     if (p->progress && need > 0)
-        p->progress(p->arg, 0, need, "downloading layers");
+        p->progress(p->arg, 0, 2 * need, "downloading layers");
+    if (need > 0)
+        uv_timer_start(&p->timer, pull_tick, PROGRESS_TICK_MS, PROGRESS_TICK_MS);
     next_download(p);
     pull_check(p);
 }

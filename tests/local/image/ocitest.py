@@ -197,7 +197,10 @@ class Registry:
 class Front:
     """A proxy to the registry on its own port. mode: "token" (bearer auth; the token endpoint
     wants Basic user:pass), "cut" (blob bodies stop halfway and the connection closes),
-    "tamper" (manifest bodies get a trailing space). hits counts GETs of blobs."""
+    "cut-once" (the first GET of each blob stops halfway; later ones, Range requests included,
+    go through), "slow" (blob bodies trickle, 32 KiB every 50 ms), "tamper" (manifest bodies
+    get a trailing space). Range headers are passed on to the registry. blob_gets counts GETs
+    of blobs; ranges lists (path, Range) of the GETs that had one."""
 
     def __init__(self, registry, mode, user="ociuser", password="ocipass"):
         self.registry, self.mode = registry, mode
@@ -205,6 +208,8 @@ class Front:
         self.token = "tok-" + os.urandom(8).hex()
         self.blob_gets = 0
         self.gets_by_path = {}
+        self.ranges = []
+        self.lock = threading.Lock()
         front = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -245,17 +250,25 @@ class Front:
             realm = f'Bearer realm="http://{self.host}/token",service="oci-test"'
             return self.send(h, 401, b'{"errors":[{"code":"UNAUTHORIZED"}]}',
                              {"WWW-Authenticate": realm})
+        fwd = {"Accept": h.headers.get("Accept", "*/*")}
+        if h.headers.get("Range"):
+            fwd["Range"] = h.headers["Range"]
         c = http.client.HTTPConnection("127.0.0.1", self.registry.port, timeout=30)
-        c.request("GET", h.path, headers={"Accept": h.headers.get("Accept", "*/*")})
+        c.request("GET", h.path, headers=fwd)
         r = c.getresponse()
         body = r.read()
         c.close()
         headers = {k: v for k, v in r.getheaders()
-                   if k.lower() in ("content-type", "docker-content-digest")}
-        if "/blobs/" in h.path:
-            self.blob_gets += 1
-            self.gets_by_path[h.path] = self.gets_by_path.get(h.path, 0) + 1
-        if self.mode == "cut" and "/blobs/" in h.path and len(body) > 1000 and r.status == 200:
+                   if k.lower() in ("content-type", "docker-content-digest", "content-range")}
+        with self.lock:
+            if "/blobs/" in h.path:
+                self.blob_gets += 1
+                self.gets_by_path[h.path] = self.gets_by_path.get(h.path, 0) + 1
+                if "Range" in fwd:
+                    self.ranges.append((h.path, fwd["Range"]))
+            nth = self.gets_by_path.get(h.path, 0)
+        cut = self.mode == "cut" or (self.mode == "cut-once" and nth == 1)
+        if cut and "/blobs/" in h.path and len(body) > 1000 and r.status == 200:
             h.send_response(200)
             h.send_header("Content-Length", str(len(body)))
             h.end_headers()
@@ -266,6 +279,17 @@ class Front:
             return
         if self.mode == "tamper" and "/manifests/" in h.path and r.status == 200:
             body = body + b" "
+        if self.mode == "slow" and "/blobs/" in h.path and r.status == 200:
+            h.send_response(200)
+            for k, v in headers.items():
+                h.send_header(k, v)
+            h.send_header("Content-Length", str(len(body)))
+            h.end_headers()
+            for off in range(0, len(body), 32 << 10):
+                h.wfile.write(body[off:off + (32 << 10)])
+                h.wfile.flush()
+                time.sleep(0.05)
+            return
         self.send(h, r.status, body, headers)
 
 

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""How a pull behaves on the wire, end to end through MCP against Debian's docker-registry on
+loopback (docs/images.md, Pulling): per-layer progress notifications of a slow pull.
+
+usage: test_image_pull.py --mcpbox PATH   (exit 77 where local sandboxes cannot run)
+"""
+import argparse
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import ocitest as oci  # noqa: E402
+from ocitest import f  # noqa: E402
+from mcpbox_cli import Cli  # noqa: E402
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+    print(f"ok - {what}")
+
+
+def blob_size(entries, how="gzip"):
+    return len(oci.compress(oci.tar_bytes(entries), how))
+
+
+def test_progress(s, reg, slow):
+    """Two layers through a front that trickles blobs: the notes name each layer (i of n), its
+    bytes move while it downloads, progress only grows, and it ends at the total."""
+    base = oci.busybox_layer() + [f("one", os.urandom(600000))]
+    top = [f("two", os.urandom(600000))]
+    reg.push_image("test/progress", "1", [("gzip", base), ("gzip", top)])
+    sizes = [blob_size(base), blob_size(top)]
+    s.progress.clear()
+    sid = s.create(f"{slow.host}/test/progress:1", token="pull-progress")
+    notes = [p for p in s.progress if p.get("progressToken") == "pull-progress"]
+    check(len(notes) == len(s.progress), "every note carries the request's progress token")
+    values = [p["progress"] for p in notes]
+    check(all(b > a for a, b in zip(values, values[1:])),
+          f"progress only grows ({len(values)} notes)")
+    layered = [p for p in notes if p.get("total")]
+    totals = {p["total"] for p in layered}
+    check(len(totals) == 1, f"one total for the whole pull ({totals})")
+    total = totals.pop()
+    check(total == 2 * sum(sizes),
+          f"the total counts each layer's bytes downloaded and unpacked ({total} vs "
+          f"2 x {sum(sizes)})")
+    check(layered[-1]["progress"] == total, "the last note is the whole work done")
+    by_layer = {1: [], 2: []}
+    for p in layered:
+        m = re.search(r"layer (\d) of 2 \(sha256:[0-9a-f]{12}, [\d.]+ MB\): ([\d.]+) MB downloaded",
+                      p.get("message", ""))
+        if m:
+            by_layer[int(m.group(1))].append(float(m.group(2)))
+    check(all(len(v) >= 2 and v == sorted(v) and v[0] < v[-1] for v in by_layer.values()),
+          f"each layer's downloaded bytes are reported as they move ({by_layer})")
+    for i in (1, 2):
+        check(any(f"layer {i} of 2" in p.get("message", "") and "unpacked" in p["message"]
+                  for p in layered), f"layer {i} of 2 reports that it is unpacked")
+    check(any("all: " in p.get("message", "") and "of 2 unpacked" in p["message"]
+              for p in layered), "the notes also give the whole pull's figures")
+    s.destroy(sid)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mcpbox", required=True)
+    args = ap.parse_args()
+    for tool in (oci.REGISTRY_BIN, oci.BUSYBOX):
+        if not os.path.exists(tool):
+            raise AssertionError(f"{tool} is missing: run scripts/install-deps.sh --test")
+    with Cli(args.mcpbox) as cli:
+        cli.create()  # skips (77) where local sandboxes cannot run
+        state = cli.state_dir
+        work = tempfile.mkdtemp(prefix="ocip-", dir="/tmp")
+        reg = oci.Registry(work)
+        fronts = []
+        s = None
+        ok = False
+        try:
+            slow = oci.Front(reg, "slow")
+            fronts = [slow]
+            s = oci.Serve(args.mcpbox, state, {"HOME": work})
+            test_progress(s, reg, slow)
+            ok = True
+        finally:
+            if s:
+                s.close(show_log=not ok)
+            for fr in fronts:
+                fr.close()
+            reg.close()
+            shutil.rmtree(work, ignore_errors=True)
+    print("all pull checks passed")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except AssertionError as e:
+        print(f"FAIL: {e}")
+        sys.exit(1)
