@@ -36,6 +36,7 @@ struct layer_job {
     struct layer_job *next;
     struct oci_descriptor desc;
     size_t index;       /* 1-based among the layers its owner fetches */
+    char diff_id[72];   /* the config's rootfs.diff_ids entry: the unpacked stream's digest */
     struct pull *owner; /* downloads it */
     struct pull **waiters;
     size_t n_waiters;
@@ -371,6 +372,12 @@ static void unpack_work(uv_work_t *w)
     snprintf(root, sizeof root, "%s/root", tmp);
     j->rc = image_unpack(j->fd, j->desc.compression, root, j->max_bytes, s->store.ns, &j->res,
                          &j->err);
+    if (j->rc == 0 && strcmp(j->res.diff_id, j->diff_id) != 0)
+        j->rc = mcp_error_set(&j->err, MCP_ERR_BACKEND, 0,
+                              "its uncompressed content has the digest %s, but the image's "
+                              "config (rootfs.diff_ids) says %s: the image is broken or was "
+                              "tampered with; nothing of this layer was kept",
+                              j->res.diff_id, j->diff_id);
     if (j->rc == 0)
         j->rc = layer_store_commit(&s->store, j->desc.digest, tmp, &j->res, &j->err);
     else
@@ -505,24 +512,45 @@ static void next_download(struct pull *p)
     }
 }
 
+/* A layer this image shares with the store or another pull must have been verified against
+ * the same uncompressed digest: one blob cannot unpack to two different things. */
+static int same_diff_id(struct pull *p, size_t i, const char *known, const char *where)
+{
+    const char *want = p->config.diff_ids[i];
+    if (known[0] == '\0' || strcmp(known, want) == 0)
+        return 0;
+    struct mcp_error e;
+    mcp_error_set(&e, MCP_ERR_BACKEND, 0,
+                  "layer %zu of %s (%s) unpacks to %s (%s), but this image's config "
+                  "(rootfs.diff_ids) says %s: the image is broken or was tampered with; refused",
+                  i + 1, p->ref_text, p->manifest.entries[i].digest, known, where, want);
+    pull_fail(p, &e);
+    return -1;
+}
+
 /* Every layer: in the store, being fetched by another pull, or a new job of ours. */
 static void plan_layers(struct pull *p)
 {
     struct image_service *s = p->svc;
     uint64_t need = 0;
     p->queue = xcalloc(p->manifest.n_entries, sizeof *p->queue);
-    for (size_t i = 0; i < p->manifest.n_entries; i++) {
+    for (size_t i = 0; i < p->manifest.n_entries && !p->failed; i++) {
         const struct oci_descriptor *d = &p->manifest.entries[i];
-        char dir[LAYER_STORE_PATH_MAX + 100];
+        char dir[LAYER_STORE_PATH_MAX + 100], known[72] = "";
         struct layer_job *j = job_find(s, d->digest);
         if (j) {
-            job_add_waiter(j, p);
+            if (same_diff_id(p, i, j->diff_id, "as another image being pulled says") == 0)
+                job_add_waiter(j, p);
             continue;
         }
-        if (layer_store_lookup(&s->store, d->digest, dir, sizeof dir))
+        if (layer_store_lookup(&s->store, d->digest, dir, sizeof dir)) {
+            layer_store_diff_id(&s->store, d->digest, known, sizeof known);
+            same_diff_id(p, i, known, "verified when it was stored");
             continue;
+        }
         j = xcalloc(1, sizeof *j);
         j->svc = s, j->desc = *d, j->owner = p, j->fd = -1, j->index = p->n_queue + 1;
+        memcpy(j->diff_id, p->config.diff_ids[i], sizeof j->diff_id);
         j->next = s->jobs;
         s->jobs = j;
         job_add_waiter(j, p);
@@ -535,7 +563,7 @@ static void plan_layers(struct pull *p)
     /* Layers of this image count as in use too. */
     for (size_t i = 0; in_use && i < p->manifest.n_entries; i++)
         json_array_append_new(in_use, json_string(p->manifest.entries[i].digest));
-    if (need > 0 && layer_store_make_room(&s->store, need, in_use, &err) < 0)
+    if (need > 0 && !p->failed && layer_store_make_room(&s->store, need, in_use, &err) < 0)
         pull_fail(p, &err);
     json_decref(in_use);
     if (p->progress && need > 0)
@@ -565,6 +593,14 @@ static void on_config(void *arg, struct osb_response *resp, const struct mcp_err
                                         p->ref_text), &e));
         else if (image_config_parse(resp->body.data, resp->body.len, &p->config, &e) < 0)
             pull_fail(p, &e);
+        else if (p->config.n_diff_ids != p->manifest.n_entries)
+            pull_fail(p, (mcp_error_set(&e, MCP_ERR_BACKEND, 0,
+                                        "the image %s is broken: its config lists %zu "
+                                        "rootfs.diff_ids for the %zu layers of its manifest; "
+                                        "rebuild it or pick another tag",
+                                        p->ref_text, p->config.n_diff_ids,
+                                        p->manifest.n_entries),
+                          &e));
     }
     if (p->failed)
         pull_check(p);

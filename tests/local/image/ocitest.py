@@ -92,6 +92,20 @@ def compress(raw, how):
     return raw
 
 
+def uncompressed_digest(blob):
+    """The diff_id of a blob: the digest of its uncompressed stream (of the blob itself when it
+    does not decompress: a corrupt layer fails before its diff_id is compared)."""
+    try:
+        if blob[:2] == b"\x1f\x8b":
+            return digest(gzip.decompress(blob))
+        if blob[:4] == b"\x28\xb5\x2f\xfd":
+            return digest(subprocess.run(["zstd", "-q", "-d", "-c"], input=blob,
+                                         capture_output=True, check=True).stdout)
+    except Exception:
+        pass
+    return digest(blob)
+
+
 def busybox_layer():
     """A base layer with busybox as /bin/sh and friends, /etc/passwd and /etc/group."""
     with open(BUSYBOX, "rb") as fh:
@@ -163,16 +177,18 @@ class Registry:
         assert r.status == 201, f"manifest put {r.status}: {resp[:300]}"
         return digest(body), len(body)
 
-    def push_image(self, repo, tag, layers, config=None, platform=("amd64", "")):
-        """layers: [(compression, tar entries)]; returns the manifest's digest."""
-        descs, diff_ids = [], []
+    def push_image(self, repo, tag, layers, config=None, platform=("amd64", ""), diff_ids=None):
+        """layers: [(compression, tar entries)]; returns the manifest's digest and size.
+        diff_ids: given, the config's rootfs.diff_ids (else the layers' true ones)."""
+        descs, true_ids = [], []
         for how, entries in layers:
             raw = tar_bytes(entries)
             b = self.push_blob(repo, compress(raw, how))
             descs.append({"mediaType": LAYER_TYPES[how], "digest": b["digest"], "size": b["size"]})
-            diff_ids.append(digest(raw))
+            true_ids.append(digest(raw))
         cfg = {"architecture": platform[0], "os": "linux", "config": config or {},
-               "rootfs": {"type": "layers", "diff_ids": diff_ids}}
+               "rootfs": {"type": "layers",
+                          "diff_ids": true_ids if diff_ids is None else diff_ids}}
         c = self.push_blob(repo, json.dumps(cfg).encode())
         manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
                     "config": {"mediaType": OCI_CONFIG, **c}, "layers": descs}
@@ -185,7 +201,8 @@ class Registry:
         b1 = self.push_blob(repo, blob)
         descs = [{"mediaType": LAYER_TYPES["gzip"], **b0}, {"mediaType": media_type, **b1}]
         cfg = {"architecture": "amd64", "os": "linux", "config": {},
-               "rootfs": {"type": "layers", "diff_ids": [b0["digest"], b1["digest"]]}}
+               "rootfs": {"type": "layers", "diff_ids": [digest(tar_bytes(busybox_layer())),
+                                                         uncompressed_digest(blob)]}}
         c = self.push_blob(repo, json.dumps(cfg).encode())
         manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
                     "config": {"mediaType": OCI_CONFIG, **c}, "layers": descs}

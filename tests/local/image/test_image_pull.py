@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """How a pull behaves on the wire, end to end through MCP against Debian's docker-registry on
-loopback (docs/images.md, Pulling): per-layer progress notifications of a slow pull.
+loopback (docs/images.md, Pulling): per-layer progress notifications of a slow pull; layers
+checked against the config's rootfs.diff_ids.
 
 usage: test_image_pull.py --mcpbox PATH   (exit 77 where local sandboxes cannot run)
 """
@@ -66,6 +67,46 @@ def test_progress(s, reg, slow):
     s.destroy(sid)
 
 
+def store_layers(state):
+    return set(os.listdir(os.path.join(state, "image-store", "layers")))
+
+
+def store_clean(state):
+    return os.listdir(os.path.join(state, "image-store", "tmp")) == []
+
+
+def test_diff_ids(s, reg, state):
+    """rootfs.diff_ids: a layer whose uncompressed digest is not the config's is refused with
+    both digests named, and the store keeps nothing of it; a config with the wrong count is
+    refused before anything is fetched; a stored layer claimed with another diff_id too."""
+    base = oci.busybox_layer()
+    top = [f("payload", os.urandom(100000))]
+    other = oci.digest(oci.tar_bytes([f("something-else", b"x")]))
+    right = oci.digest(oci.tar_bytes(top))
+    reg.push_image("test/diffid", "bad", [("gzip", base), ("zstd", top)],
+                   diff_ids=[oci.digest(oci.tar_bytes(base)), other])
+    before = store_layers(state)
+    msg = s.create(f"{reg.host}/test/diffid:bad",
+                   expect_error=["rootfs.diff_ids", other, right, "nothing of this layer"])
+    added = store_layers(state) - before
+    top_hex = oci.digest(oci.compress(oci.tar_bytes(top), "zstd"))[7:]
+    check(top_hex not in added and store_clean(state),
+          f"a layer whose content is not its diff_id is refused, nothing of it kept ({msg[:160]})")
+    reg.push_image("test/diffid", "count", [("gzip", base), ("zstd", top)],
+                   diff_ids=[oci.digest(oci.tar_bytes(base))])
+    s.create(f"{reg.host}/test/diffid:count", expect_error=["lists 1 rootfs.diff_ids",
+                                                            "2 layers"])
+    check(True, "a config with fewer diff_ids than layers is refused")
+    reg.push_image("test/diffid", "good", [("gzip", base), ("zstd", top)])
+    sid = s.create(f"{reg.host}/test/diffid:good")
+    s.destroy(sid)
+    check(top_hex in store_layers(state), "the same layer with its true diff_id is stored")
+    reg.push_image("test/diffid", "claim", [("gzip", base), ("zstd", top)],
+                   diff_ids=[oci.digest(oci.tar_bytes(base)), other])
+    s.create(f"{reg.host}/test/diffid:claim", expect_error=["verified when it was stored", other])
+    check(True, "an image claiming another diff_id for a stored layer is refused")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
@@ -86,6 +127,7 @@ def main():
             fronts = [slow]
             s = oci.Serve(args.mcpbox, state, {"HOME": work})
             test_progress(s, reg, slow)
+            test_diff_ids(s, reg, state)
             ok = True
         finally:
             if s:
