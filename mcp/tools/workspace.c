@@ -6,11 +6,6 @@
 
 #include <string.h>
 
-#define TOOLS_NO_WORKSPACE_HINT                                                                    \
-    "copy results out with read_file (or an archive made with run_command and read in "           \
-    "ranges); copy-on-write mounts and their review are a local backend feature "                 \
-    "(create_sandbox backend \"local\" with mounts)"
-
 static void review_done_cb(void *arg, json_t *result, const struct mcp_error *err)
 {
     struct tool_job *job = arg;
@@ -39,12 +34,6 @@ static void workspace_call(struct tool_call *call, json_t *args, const char *act
     struct mcp_error err;
     /* Any state: the upper layer outlives a paused or stopped sandbox until it is destroyed. */
     if (tool_job_bind(job, tools_arg_str(args, "sandbox_id", ""), TOOL_NEED_ANY, &err) < 0) {
-        tool_job_fail(job, &err);
-        return;
-    }
-    if (job->be->ops->workspace == NULL) {
-        tools_unsupported(&err, job->be, "copy-on-write mounts to review or apply",
-                          TOOLS_NO_WORKSPACE_HINT);
         tool_job_fail(job, &err);
         return;
     }
