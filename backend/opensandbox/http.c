@@ -540,7 +540,7 @@ static void req_setup_easy(struct osb_req *r)
 
 struct osb_req *osb_http_start(struct osb_http *h, const struct osb_req_opts *opts)
 {
-    /* NULL: the backend was shut down (v_shutdown) and a wait's timer asks for one more poll. */
+    /* NULL: the backend was shut down (osb_shutdown) and a wait's timer asks for one more poll. */
     if (h == NULL || h->closing) {
         osb_curl.slist_free_all(opts->headers);
         return NULL;
