@@ -347,10 +347,6 @@ struct lsbx *lsbx_for_op(struct local_backend *lb, const char *id, bool allow_pa
 struct agent_conn *lsbx_conn(struct lsbx *sb, struct mcp_error *err);
 void lsbx_ref(struct lsbx *sb);
 void lsbx_unref(struct lsbx *sb);
-/* Calls cb(arg, result, err) from the loop soon, not from inside the caller (result/err
- * copied). */
-void local_defer(struct local_backend *lb, backend_cb *cb, void *arg, json_t *result,
-                 const struct mcp_error *err);
 json_t *local_info(const struct store_sandbox *rec);
 /* store_event_add that takes ownership of data (may be NULL). */
 /* Records an event (logs a warning if the store refuses; takes data's reference). */
@@ -438,6 +434,9 @@ int local_endpoint(struct backend *be, const char *id, int port, backend_cb *cb,
                    struct mcp_error *err);
 int local_diagnose(struct backend *be, const char *id, const char *what, backend_cb *cb,
                    void *arg, struct mcp_error *err);
+/* local_workspace_ops.c: review and apply of copy-on-write mounts (backend.h "workspace"). */
+int local_workspace(struct backend *be, const char *id, const char *action, json_t *args,
+                    backend_cb *cb, void *arg, struct mcp_error *err);
 /* local_metrics.c: memory, pids and CPU use of a sandbox live in this process. */
 int local_metrics(struct backend *be, const char *id, backend_cb *cb, void *arg,
                   struct mcp_error *err);

@@ -101,15 +101,18 @@ void tool_create_sandbox(struct tool_call *call, json_t *args)
         tool_job_fail(job, &err);
         return;
     }
-    const char *name = tools_arg_str(args, "backend", restore ? "opensandbox" : "local");
-    struct backend *be = backend_by_name(&job->ctx->backends, name, &err);
-    if (be != NULL && restore && be->ops->snapshot == NULL)
+    /* no backend named: the first in the table, or for a restore the first that keeps them */
+    const char *name = tools_arg_str(args, "backend", NULL);
+    struct backend *be = name == NULL && restore
+                             ? backend_for_snapshots(&job->ctx->backends, &err)
+                             : backend_by_name(&job->ctx->backends, name, &err);
+    if (be != NULL && restore && !backend_has_snapshots(be->ops))
         be = (tools_unsupported(&err, be, "snapshots to restore", TOOLS_NO_SNAPSHOT_HINT), NULL);
     if (be == NULL || spec_from_args(args, job->owner, &spec, &err) < 0) {
         tool_job_fail(job, &err);
         return;
     }
-    tool_job_set_detail(job, "backend=%s %s=%s", name, restore ? "snapshot" : "image",
+    tool_job_set_detail(job, "backend=%s %s=%s", be->ops->name, restore ? "snapshot" : "image",
                         restore ? spec.snapshot_id : spec.image ? spec.image : "default");
     job->be = be;
     spec.progress = create_progress;
@@ -127,12 +130,6 @@ void tool_set_network_policy(struct tool_call *call, json_t *args)
     struct mcp_error err;
     const char *id = tools_arg_str(args, "sandbox_id", "");
     if (tool_job_bind(job, id, TOOL_NEED_ANY, &err) < 0) {
-        tool_job_fail(job, &err);
-        return;
-    }
-    if (job->be->ops->set_network_policy == NULL) {
-        tools_unsupported(&err, job->be, "egress policies",
-                          "create the sandbox with network true or false instead");
         tool_job_fail(job, &err);
         return;
     }
@@ -210,13 +207,14 @@ void tool_list_sandboxes(struct tool_call *call, json_t *args)
     lj->sandboxes = json_array();
     lj->errors = json_array();
     lj->pending = 1; /* held until every backend has been asked */
-    struct backend *all[] = {job->ctx->backends.local, job->ctx->backends.opensandbox};
-    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+    const struct backend_set *set = &job->ctx->backends;
+    for (size_t i = 0; i < set->n; i++) {
+        struct backend *be = set->slots[i].be;
         struct mcp_error err;
-        if (all[i] == NULL)
+        if (be == NULL) /* not running: it has no sandboxes to list */
             continue;
         lj->pending++;
-        if (all[i]->ops->list(all[i], job->owner, args, list_cb, lj, &err) < 0) {
+        if (be->ops->list(be, job->owner, args, list_cb, lj, &err) < 0) {
             json_array_append_new(lj->errors, json_string(err.msg));
             lj->pending--;
         }
