@@ -119,7 +119,7 @@ int local_set_network_policy(struct backend *be, const char *id,
     local_event(be->store, id, "network_policy", json_pack("{s:o}", "network_policy", j), err);
     json_t *info = local_info(&rec);
     store_sandbox_release(&rec);
-    local_defer(lb, cb, arg, info, NULL);
+    backend_defer(be, cb, arg, info, NULL);
     json_decref(info);
     return 0;
 }
