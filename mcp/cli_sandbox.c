@@ -1,4 +1,4 @@
-/* `mcpbox sandbox create|ls|get|exec|cp|logs|rm|pause|resume`: the local backend from the shell.
+/* `mcpbox sandbox create|ls|get|exec|cp|logs|rm|pause|resume|diff|apply`: the local backend from the shell.
  *
  * Each invocation runs its own libuv loop, opens the shared state store and the local backend
  * (the same ones a running MCP server uses, so both see the same sandboxes), performs one
@@ -39,6 +39,8 @@ static const struct cli_sandbox_cmd cli_sandbox_cmds[] = {
     {"rm", cli_sandbox_rm, "destroy sandboxes"},
     {"pause", cli_sandbox_pause, "freeze a sandbox"},
     {"resume", cli_sandbox_pause, "thaw a paused sandbox"},
+    {"diff", cli_sandbox_diff, "what it changed in its copy-on-write mounts (unified diff)"},
+    {"apply", cli_sandbox_apply, "write copy-on-write changes to the host: apply ID [PATH...]"},
 };
 
 static void cli_sandbox_usage(FILE *out)
@@ -58,18 +60,16 @@ static void cli_sandbox_usage(FILE *out)
 static int cli_sandbox_open(struct cli_sandbox *c, const char *state_flag)
 {
     struct mcp_error err = {0};
-    c->cfg.state_dir = cli_state_dir(state_flag);
-    c->cfg.local_enabled = true;
-    c->cfg.log_level = log_current_level;
+    c->state_dir = cli_state_dir(state_flag);
     snprintf(c->owner, sizeof(c->owner), "local:uid:%u", (unsigned)getuid());
     if (uv_loop_init(&c->loop) != 0) {
         fprintf(stderr, "mcpbox sandbox: cannot initialise the event loop\n");
         return CLI_EXIT_FAIL;
     }
-    c->store = store_open(c->cfg.state_dir, &err);
+    c->store = store_open(c->state_dir, &err);
     if (c->store == NULL)
         return cli_sandbox_fail("open", &err);
-    c->be = local_backend_new(&c->loop, c->store, &c->cfg, &err);
+    c->be = local_backend_new(&c->loop, c->store, NULL, &err); /* no pool: one operation */
     if (c->be == NULL) {
         mcp_error_prefix(&err, "starting the local backend (see `mcpbox doctor`)");
         return cli_sandbox_fail("open", &err);
@@ -94,7 +94,7 @@ static void cli_sandbox_close(struct cli_sandbox *c)
     uv_loop_close(&c->loop);
     store_close(c->store);
     json_decref(c->result);
-    free(c->cfg.state_dir);
+    free(c->state_dir);
 }
 
 static const struct cli_sandbox_cmd *cli_sandbox_find(const char *name)

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #define LOG_MODULE "local"
+#include "backend/local/doctor.h"
 #include "backend/local/local.h"
 #include "backend/local/image/image.h"
 #include "backend/local/local_internal.h"
@@ -23,45 +24,9 @@
 #include "mcp/base/log.h"
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
-#include "mcp/config.h"
 
 #define LOCAL_TIMER_MS 5000
 #define LOCAL_CREATING_GRACE_MS 60000 /* a "creating" record younger than this may be live */
-
-struct deferred {
-    uv_timer_t timer;
-    backend_cb *cb;
-    void *arg;
-    json_t *result;
-    struct mcp_error err;
-    bool has_err;
-};
-
-static void deferred_closed(uv_handle_t *h)
-{
-    free(h->data);
-}
-
-static void deferred_fire(uv_timer_t *t)
-{
-    struct deferred *d = t->data;
-    d->cb(d->arg, d->has_err ? NULL : d->result, d->has_err ? &d->err : NULL);
-    json_decref(d->result);
-    uv_close((uv_handle_t *)t, deferred_closed);
-}
-
-void local_defer(struct local_backend *lb, backend_cb *cb, void *arg, json_t *result,
-                 const struct mcp_error *err)
-{
-    struct deferred *d = xcalloc(1, sizeof *d);
-    d->cb = cb, d->arg = arg;
-    d->result = json_incref(result);
-    if (err)
-        d->err = *err, d->has_err = true;
-    uv_timer_init(lb->base.loop, &d->timer);
-    d->timer.data = d;
-    uv_timer_start(&d->timer, deferred_fire, 0, 0);
-}
 
 int local_event(struct store *st, const char *id, const char *kind, json_t *data,
                 struct mcp_error *err)
@@ -313,6 +278,7 @@ void local_release_resources(struct local_backend *lb, const char *id, const cha
     if (dir[0])
         local_rmtree(dir);
     local_rmtree(logs);
+    local_ws_remove(lb->state_dir, id); /* mounts' copy-on-write layers (workspace.h) */
     local_release_slot(lb, id);
 }
 
@@ -710,7 +676,7 @@ static int make_dirs(struct local_backend *lb, struct mcp_error *err)
 }
 
 struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
-                                  const struct mcp_config *cfg, struct mcp_error *err)
+                                  const struct local_options *opts, struct mcp_error *err)
 {
     if (local_backend_probe(err) < 0)
         return NULL;
@@ -720,7 +686,7 @@ struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
     lb->base.loop = loop;
     lb->base.store = store;
     lb->agent_fd = -1;
-    lb->pool_size = cfg ? cfg->local_pool : 0;
+    lb->pool_size = opts ? opts->pool : 0;
     const char *ttl = getenv("MCPBOX_LOCAL_POOL_TTL"); /* seconds; for tests of the drain */
     lb->pool_ttl_s = ttl && atoi(ttl) > 0 ? atoi(ttl) : LOCAL_POOL_TTL_S;
     const char *idle = getenv("MCPBOX_LOCAL_POOL_IDLE_MS"); /* for tests of the refill rules */
@@ -810,7 +776,9 @@ void local_backend_free(struct backend *be)
 const struct backend_ops local_ops = {
     .name = "local",
     .id_prefix = "sbx-",
+    .enable_hint = "run the doctor tool to see why",
     .shutdown = local_shutdown,
+    .free = local_backend_free,
     .create = local_create,
     .destroy = local_destroy,
     .list = local_list,
@@ -828,4 +796,9 @@ const struct backend_ops local_ops = {
     .endpoint = local_endpoint,
     .diagnose = local_diagnose,
     .metrics = local_metrics,
+    .snapshot = backend_def_snapshot,
+    .code_context = backend_def_code_context,
+    .code_run = backend_def_code_run,
+    .host_check = doctor_host_check,
+    .workspace = local_workspace,
 };

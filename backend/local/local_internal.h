@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "backend/local/pasta_path.h"
 #include "backend/local/identity.h"
+#include "backend/local/workspace.h"
 #include "mcp/base/buf.h"
 #include "mcp/base/error.h"
 #include "mcp/store/store.h"
@@ -43,6 +44,45 @@
 #define LOCAL_CG_RETRY_MS 100
 #define LOCAL_CG_RETRIES 100
 #define LOCAL_CG_SWEEP_AGE_S 60
+
+/* ---- host directories mounted at create (workspace.c; layout in workspace.h) ---- */
+/* The directories a person allowed (--allow-dir, MCPBOX_ALLOW_DIRS, or the default), as real
+ * paths resolved at start. */
+struct local_allow {
+    char **dirs;
+    size_t n;
+};
+/* dirs: colon-separated (NULL: none). -1 with err naming the bad entry. */
+int local_allow_init(struct local_allow *a, const char *dirs, struct mcp_error *err);
+void local_allow_free(struct local_allow *a);
+struct local_ws_check {
+    const struct local_allow *allow;
+    const char *state_dir, *run_dir; /* never mountable, nor anything holding them */
+};
+struct local_ws_mount {
+    struct local_mount m;
+    char allow_dir[LOCAL_WS_PATH_MAX]; /* the allowed directory it was found under */
+    char rel[LOCAL_WS_PATH_MAX];       /* its path below that ("." for the directory itself) */
+};
+struct local_ws {
+    struct local_ws_mount *m;
+    size_t n;
+};
+/* Checks a create's `mounts` (JSON list of {source, target, mode}) against the allowlist. */
+int local_ws_check(const struct local_ws_check *c, json_t *mounts, struct local_ws *out,
+                   struct mcp_error *err);
+void local_ws_free(struct local_ws *ws);
+bool local_ws_writable(const struct local_ws *ws); /* any rw or copy-on-write mount */
+/* The list as JSON (with_layers: upper and work too). */
+json_t *local_ws_json(const struct local_ws *ws, bool with_layers);
+/* Makes <state>/workspaces/<id>, the copy-on-write layers (owned by layer_uid/gid, as root)
+ * and mounts.json; fills each copy-on-write mount's upper and work. */
+int local_ws_prepare(const char *state_dir, const char *id, struct local_ws *ws, uid_t layer_uid,
+                     gid_t layer_gid, struct mcp_error *err);
+void local_ws_remove(const char *state_dir, const char *id);
+/* openat2(allow_dir, rel, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS) as an O_PATH directory fd;
+ * the allowed directory itself is opened with RESOLVE_NO_SYMLINKS. -1 with errno. */
+int local_ws_open_beneath(const char *allow_dir, const char *rel);
 
 /* ---- seccomp (seccomp_profile.c) ---- */
 struct local_seccomp {
@@ -304,10 +344,6 @@ struct lsbx *lsbx_for_op(struct local_backend *lb, const char *id, bool allow_pa
 struct agent_conn *lsbx_conn(struct lsbx *sb, struct mcp_error *err);
 void lsbx_ref(struct lsbx *sb);
 void lsbx_unref(struct lsbx *sb);
-/* Calls cb(arg, result, err) from the loop soon, not from inside the caller (result/err
- * copied). */
-void local_defer(struct local_backend *lb, backend_cb *cb, void *arg, json_t *result,
-                 const struct mcp_error *err);
 json_t *local_info(const struct store_sandbox *rec);
 /* store_event_add that takes ownership of data (may be NULL). */
 /* Records an event (logs a warning if the store refuses; takes data's reference). */
@@ -353,6 +389,9 @@ int local_endpoint(struct backend *be, const char *id, int port, backend_cb *cb,
                    struct mcp_error *err);
 int local_diagnose(struct backend *be, const char *id, const char *what, backend_cb *cb,
                    void *arg, struct mcp_error *err);
+/* local_workspace_ops.c: review and apply of copy-on-write mounts (backend.h "workspace"). */
+int local_workspace(struct backend *be, const char *id, const char *action, json_t *args,
+                    backend_cb *cb, void *arg, struct mcp_error *err);
 /* local_metrics.c: memory, pids and CPU use of a sandbox live in this process. */
 int local_metrics(struct backend *be, const char *id, backend_cb *cb, void *arg,
                   struct mcp_error *err);

@@ -10,13 +10,12 @@
 
 #include "backend/backend.h"
 #include "mcp/base/error.h"
-#include "mcp/config.h"
 
 struct store;
 
 struct cli_sandbox {
     uv_loop_t loop;
-    struct mcp_config cfg;
+    char *state_dir; /* owned */
     struct store *store;
     struct backend *be;
     char owner[64]; /* "local:uid:<uid>", the same owner a stdio server of this user has */
@@ -45,6 +44,8 @@ int cli_sandbox_logs(struct cli_sandbox *c, int argc, char **argv);
 int cli_sandbox_pause(struct cli_sandbox *c, int argc, char **argv); /* pause and resume */
 int cli_sandbox_exec(struct cli_sandbox *c, int argc, char **argv);
 int cli_sandbox_cp(struct cli_sandbox *c, int argc, char **argv);
+int cli_sandbox_diff(struct cli_sandbox *c, int argc, char **argv);  /* cli_sandbox_review.c */
+int cli_sandbox_apply(struct cli_sandbox *c, int argc, char **argv);
 
 /* "512M", "2G", "1048576", "64KiB" -> bytes; -1 if malformed. */
 int cli_parse_size(const char *s, uint64_t *out);

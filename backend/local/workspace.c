@@ -1,0 +1,466 @@
+/* Host directories mounted into local sandboxes: the allowlist, the checks of a create's
+ * `mounts`, and the on-disk record of them (workspace.h describes the layout).
+ *
+ * A source is reachable only through a directory the person allowed when starting the server
+ * (--allow-dir, MCPBOX_ALLOW_DIRS; real paths resolved at start). At create it is opened with
+ * openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS) from that directory, so neither ".." nor a
+ * symlink can lead out of it; the child repeats that walk itself when it opens the tree. */
+#include "backend/local/workspace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "backend/local/local_internal.h"
+#include "mcp/base/xalloc.h"
+
+/* Where a mount may appear inside a sandbox: its own writable space, or conventional places
+ * for data. Never over the system directories the sandbox's isolation is built from. */
+static const char *const target_roots[] = {"/workspace", "/mnt", "/srv", "/opt", "/home", "/data"};
+
+int local_mount_mode_parse(const char *s)
+{
+    if (s == NULL || strcmp(s, "copy-on-write") == 0)
+        return LOCAL_MOUNT_COW;
+    if (strcmp(s, "ro") == 0)
+        return LOCAL_MOUNT_RO;
+    if (strcmp(s, "rw") == 0)
+        return LOCAL_MOUNT_RW;
+    return -1;
+}
+
+const char *local_mount_mode_name(enum local_mount_mode m)
+{
+    return m == LOCAL_MOUNT_RO ? "ro" : m == LOCAL_MOUNT_RW ? "rw" : "copy-on-write";
+}
+
+void local_workspace_dir(const char *state_dir, const char *sandbox_id, char *out)
+{
+    snprintf(out, LOCAL_WS_PATH_MAX, "%s/" LOCAL_WS_DIR "/%s", state_dir, sandbox_id);
+}
+
+/* ---- the allowlist --------------------------------------------------------------------------- */
+
+void local_allow_free(struct local_allow *a)
+{
+    for (size_t i = 0; i < a->n; i++)
+        free(a->dirs[i]);
+    free(a->dirs);
+    a->dirs = NULL;
+    a->n = 0;
+}
+
+static int allow_add(struct local_allow *a, const char *dir, const char *from,
+                     struct mcp_error *err)
+{
+    char *real = realpath(dir, NULL);
+    struct stat st;
+    if (real == NULL || stat(real, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        int e = real ? ENOTDIR : errno;
+        free(real);
+        return mcp_error_set(err, MCP_ERR_INVALID, e,
+                             "%s names %s, which is not a directory this server can resolve: "
+                             "give an existing directory", from, dir);
+    }
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(a->dirs[i], real) == 0) {
+            free(real);
+            return 0;
+        }
+    a->dirs = xrealloc(a->dirs, (a->n + 1) * sizeof *a->dirs);
+    a->dirs[a->n++] = real;
+    return 0;
+}
+
+int local_allow_init(struct local_allow *a, const char *dirs, struct mcp_error *err)
+{
+    memset(a, 0, sizeof *a);
+    if (dirs == NULL)
+        return 0;
+    char *copy = xstrdup(dirs), *save = NULL;
+    int rc = 0;
+    for (char *d = strtok_r(copy, ":", &save); d && rc == 0; d = strtok_r(NULL, ":", &save))
+        rc = allow_add(a, d, "--allow-dir / MCPBOX_ALLOW_DIRS", err);
+    free(copy);
+    if (rc < 0)
+        local_allow_free(a);
+    return rc;
+}
+
+/* ---- checking one mount ---------------------------------------------------------------------- */
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/* True if the directory `fd` is `st` or lies below it (walks up through ".."). */
+static bool fd_within(int fd, const struct stat *st)
+{
+    int cur = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    bool found = false;
+    for (int depth = 0; cur >= 0 && depth < 4096 && !found; depth++) {
+        struct stat here, up;
+        if (fstat(cur, &here) < 0)
+            break;
+        found = same_file(&here, st);
+        int parent = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        close(cur);
+        cur = parent;
+        if (cur < 0 || fstat(cur, &up) < 0 || same_file(&up, &here))
+            break; /* the root: ".." is itself */
+    }
+    if (cur >= 0)
+        close(cur);
+    return found;
+}
+
+/* The state directory (or the runtime one) inside the source, or the source inside it. */
+static const char *holds_private_dir(int src, const char *const dirs[], size_t n)
+{
+    struct stat s;
+    if (fstat(src, &s) < 0)
+        return dirs[0];
+    for (size_t i = 0; i < n; i++) {
+        int d = open(dirs[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+        struct stat ds;
+        bool bad = d >= 0 && fstat(d, &ds) == 0 && (fd_within(d, &s) || fd_within(src, &ds));
+        if (d >= 0)
+            close(d);
+        if (bad)
+            return dirs[i];
+    }
+    return NULL;
+}
+
+/* A target: absolute, no "."/".." or empty components, under one of target_roots. */
+static int check_target(const char *t, unsigned i, struct mcp_error *err)
+{
+    size_t n = t ? strlen(t) : 0;
+    bool ok = n > 1 && n < 256 && t[0] == '/' && t[n - 1] != '/' && strstr(t, "//") == NULL &&
+              strstr(t, "/./") == NULL && strstr(t, "/../") == NULL &&
+              !(n >= 2 && strcmp(t + n - 2, "/.") == 0) &&
+              !(n >= 3 && strcmp(t + n - 3, "/..") == 0);
+    bool under = false;
+    for (size_t r = 0; ok && r < sizeof target_roots / sizeof target_roots[0]; r++) {
+        size_t rn = strlen(target_roots[r]);
+        under |= strncmp(t, target_roots[r], rn) == 0 && (t[rn] == '\0' || t[rn] == '/');
+    }
+    for (size_t k = 0; ok && k < n; k++)
+        ok = (unsigned char)t[k] >= 0x20 && t[k] != ':' && t[k] != ',' && t[k] != '\\';
+    if (ok && under)
+        return 0;
+    return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                         "mounts[%u].target \"%s\" must be an absolute path without \".\", \"..\", "
+                         "\"//\", ':' or ',' under /workspace, /mnt, /srv, /opt, /home or /data "
+                         "(e.g. /workspace/project)", i, t ? t : "");
+}
+
+/* The allowed directory the source lies under (lexically), and the rest of the path. */
+static const char *allowed_under(const struct local_allow *a, const char *src, const char **rel)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        size_t dn = strlen(a->dirs[i]);
+        bool root = strcmp(a->dirs[i], "/") == 0;
+        if (root || (strncmp(src, a->dirs[i], dn) == 0 && (src[dn] == '\0' || src[dn] == '/'))) {
+            const char *r = root ? src : src + dn;
+            while (*r == '/')
+                r++;
+            *rel = *r ? r : ".";
+            return a->dirs[i];
+        }
+    }
+    return NULL;
+}
+
+static void allow_list_text(const struct local_allow *a, char *out, size_t size)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < a->n && used < size; i++)
+        used += (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", a->dirs[i]);
+    if (a->n == 0)
+        snprintf(out, size, "none");
+}
+
+int local_ws_open_beneath(const char *allow_dir, const char *rel)
+{
+    struct open_how root_how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                                .resolve = RESOLVE_NO_SYMLINKS};
+    int root = (int)syscall(SYS_openat2, AT_FDCWD, allow_dir, &root_how, sizeof root_how);
+    if (root < 0)
+        return -1;
+    struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+    int fd = (int)syscall(SYS_openat2, root, rel, &how, sizeof how);
+    int e = errno;
+    close(root);
+    errno = e;
+    return fd;
+}
+
+/* Resolves and checks mount i's source; fills m->source, owner; returns an O_PATH fd. */
+static int resolve_source(const struct local_ws_check *c, const char *src, unsigned i,
+                          struct local_ws_mount *wm, struct mcp_error *err)
+{
+    char list[1024], abs[LOCAL_WS_PATH_MAX];
+    allow_list_text(c->allow, list, sizeof list);
+    if (src == NULL || src[0] == '\0')
+        return mcp_error_set(err, MCP_ERR_INVALID, 0, "mounts[%u].source is required: a host "
+                             "directory under one this server allows (%s)", i, list);
+    if (src[0] != '/' && c->allow->n > 0) /* relative: to the first allowed directory */
+        snprintf(abs, sizeof abs, "%s/%s", c->allow->dirs[0], src);
+    else
+        snprintf(abs, sizeof abs, "%s", src);
+    const char *rel = NULL;
+    const char *dir = allowed_under(c->allow, abs, &rel);
+    if (dir == NULL)
+        return mcp_error_set(err, MCP_ERR_DENIED, 0,
+                             "mounts[%u].source %s is outside the host directories this server "
+                             "allows (%s): the person running mcpbox can add it with "
+                             "--allow-dir %s (or MCPBOX_ALLOW_DIRS)", i, src, list, src);
+    int fd = local_ws_open_beneath(dir, rel);
+    if (fd < 0 && (errno == EXDEV || errno == ELOOP))
+        return mcp_error_set(err, MCP_ERR_DENIED, errno,
+                             "mounts[%u].source %s leaves the allowed directory %s through \"..\" "
+                             "or a symlink: name a path inside it, or have the person running "
+                             "mcpbox allow the real location with --allow-dir", i, src, dir);
+    if (fd < 0)
+        return mcp_error_set(err, errno == ENOENT ? MCP_ERR_NOT_FOUND : MCP_ERR_INVALID, errno,
+                             "mounts[%u].source %s: cannot open it as a directory", i, src);
+    const char *priv[] = {c->state_dir, c->run_dir};
+    const char *bad = holds_private_dir(fd, priv, c->run_dir ? 2 : 1);
+    if (bad) {
+        close(fd);
+        return mcp_error_set(err, MCP_ERR_DENIED, 0,
+                             "mounts[%u].source %s contains or lies inside mcpbox's own state "
+                             "(%s), which no sandbox may see: mount a directory outside it, or "
+                             "start mcpbox with another --state-dir", i, src, bad);
+    }
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(proc, wm->m.source, sizeof wm->m.source - 1);
+    struct stat st;
+    if (n <= 0 || fstat(fd, &st) < 0) {
+        int e = errno;
+        close(fd);
+        return mcp_error_set(err, MCP_ERR_IO, e, "mounts[%u].source %s: cannot resolve it", i, src);
+    }
+    wm->m.source[n] = '\0';
+    snprintf(wm->allow_dir, sizeof wm->allow_dir, "%s", dir);
+    snprintf(wm->rel, sizeof wm->rel, "%s", rel);
+    /* Whose files: as root, the owner of the mounted directory; as a user, that user. */
+    wm->m.owner_uid = geteuid() == 0 ? st.st_uid : geteuid();
+    wm->m.owner_gid = geteuid() == 0 ? st.st_gid : getegid();
+    return fd;
+}
+
+int local_ws_check(const struct local_ws_check *c, json_t *mounts, struct local_ws *out,
+                   struct mcp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (mounts == NULL || json_is_null(mounts))
+        return 0;
+    if (!json_is_array(mounts) || json_array_size(mounts) > LOCAL_WS_MAX_MOUNTS)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0, "mounts must be a list of at most %d "
+                             "{source, target, mode} objects", LOCAL_WS_MAX_MOUNTS);
+    size_t n = json_array_size(mounts);
+    out->m = xcalloc(n ? n : 1, sizeof *out->m);
+    for (size_t i = 0; i < n; i++) {
+        json_t *j = json_array_get(mounts, i);
+        struct local_ws_mount *wm = &out->m[i];
+        const char *mode = json_string_value(json_object_get(j, "mode"));
+        const char *target = json_string_value(json_object_get(j, "target"));
+        int md = json_is_object(j) ? local_mount_mode_parse(mode) : -1;
+        if (md < 0) {
+            local_ws_free(out);
+            return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                                 json_is_object(j) ? "mounts[%zu].mode must be \"ro\", \"rw\" or "
+                                                     "\"copy-on-write\" (the default)"
+                                                   : "mounts[%zu] must be an object {source, "
+                                                     "target, mode}", i);
+        }
+        if (check_target(target, (unsigned)i, err) < 0) {
+            local_ws_free(out);
+            return -1;
+        }
+        for (size_t k = 0; k < i; k++)
+            if (strcmp(out->m[k].m.target, target) == 0) {
+                local_ws_free(out);
+                return mcp_error_set(err, MCP_ERR_INVALID, 0, "mounts[%zu].target %s is also "
+                                     "mounts[%zu]'s: give each mount its own target", i, target, k);
+            }
+        wm->m.index = (unsigned)i;
+        wm->m.mode = (enum local_mount_mode)md;
+        snprintf(wm->m.target, sizeof wm->m.target, "%s", target);
+        int fd = resolve_source(c, json_string_value(json_object_get(j, "source")), (unsigned)i,
+                                wm, err);
+        if (fd < 0) {
+            local_ws_free(out);
+            return -1;
+        }
+        close(fd);
+        out->n++;
+    }
+    return 0;
+}
+
+void local_ws_free(struct local_ws *ws)
+{
+    free(ws->m);
+    memset(ws, 0, sizeof *ws);
+}
+
+bool local_ws_writable(const struct local_ws *ws)
+{
+    for (size_t i = 0; i < ws->n; i++)
+        if (ws->m[i].m.mode != LOCAL_MOUNT_RO)
+            return true;
+    return false;
+}
+
+/* ---- on disk ---------------------------------------------------------------------------------- */
+
+json_t *local_ws_json(const struct local_ws *ws, bool with_layers)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < ws->n; i++) {
+        const struct local_mount *m = &ws->m[i].m;
+        json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:I, s:I}", "index", (int)m->index, "source",
+                              m->source, "target", m->target, "mode",
+                              local_mount_mode_name(m->mode), "owner_uid", (json_int_t)m->owner_uid,
+                              "owner_gid", (json_int_t)m->owner_gid);
+        if (with_layers && m->mode == LOCAL_MOUNT_COW) {
+            json_object_set_new(o, "upper", json_string(m->upper));
+            json_object_set_new(o, "work", json_string(m->work));
+        }
+        json_array_append_new(arr, o);
+    }
+    return arr;
+}
+
+static int mkdir_owned(const char *path, mode_t mode, uid_t uid, gid_t gid, struct mcp_error *err)
+{
+    if (mkdir(path, mode) < 0 && errno != EEXIST)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s", path);
+    if (geteuid() == 0 && chown(path, uid, gid) < 0)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "chown %s", path);
+    return 0;
+}
+
+int local_ws_prepare(const char *state_dir, const char *id, struct local_ws *ws, uid_t layer_uid,
+                     gid_t layer_gid, struct mcp_error *err)
+{
+    if (ws->n == 0)
+        return 0;
+    char top[LOCAL_WS_PATH_MAX], dir[LOCAL_WS_PATH_MAX + 16];
+    snprintf(top, sizeof top, "%s/" LOCAL_WS_DIR, state_dir);
+    if (mkdir_owned(top, 0700, geteuid(), getegid(), err) < 0)
+        return -1;
+    local_workspace_dir(state_dir, id, top);
+    if (mkdir_owned(top, 0700, geteuid(), getegid(), err) < 0)
+        return -1;
+    for (size_t i = 0; i < ws->n; i++) {
+        struct local_mount *m = &ws->m[i].m;
+        if (m->mode != LOCAL_MOUNT_COW)
+            continue;
+        snprintf(dir, sizeof dir, "%s/%u", top, m->index);
+        snprintf(m->upper, sizeof m->upper, "%s/upper", dir);
+        snprintf(m->work, sizeof m->work, "%s/work", dir);
+        /* upper and work belong to the sandbox's root, which mounts the overlay. */
+        if (mkdir_owned(dir, 0700, geteuid(), getegid(), err) < 0 ||
+            mkdir_owned(m->upper, 0755, layer_uid, layer_gid, err) < 0 ||
+            mkdir_owned(m->work, 0700, layer_uid, layer_gid, err) < 0)
+            return -1;
+    }
+    json_t *doc = json_pack("{s:i, s:o}", "version", 1, "mounts", local_ws_json(ws, true));
+    snprintf(dir, sizeof dir, "%s/" LOCAL_WS_META, top);
+    int rc = json_dump_file(doc, dir, JSON_INDENT(1));
+    json_decref(doc);
+    if (rc < 0)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "writing %s", dir);
+    return 0;
+}
+
+void local_ws_remove(const char *state_dir, const char *id)
+{
+    char dir[LOCAL_WS_PATH_MAX];
+    local_workspace_dir(state_dir, id, dir);
+    if (access(dir, F_OK) == 0)
+        local_rmtree(dir);
+}
+
+static const char *jstr(json_t *o, const char *key)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    return s ? s : "";
+}
+
+int local_workspace_load(const char *state_dir, const char *sandbox_id, struct local_mount **out,
+                         size_t *n, struct mcp_error *err)
+{
+    char path[LOCAL_WS_PATH_MAX + 16];
+    *out = NULL;
+    *n = 0;
+    local_workspace_dir(state_dir, sandbox_id, path);
+    strncat(path, "/" LOCAL_WS_META, sizeof path - strlen(path) - 1);
+    if (access(path, F_OK) < 0)
+        return 0;
+    json_error_t je;
+    json_t *doc = json_load_file(path, 0, &je);
+    json_t *arr = json_object_get(doc, "mounts");
+    if (!json_is_array(arr)) {
+        json_decref(doc);
+        return mcp_error_set(err, MCP_ERR_IO, 0, "%s: %s", path,
+                             doc ? "no \"mounts\" list" : je.text);
+    }
+    size_t count = json_array_size(arr), i;
+    json_t *j;
+    *out = xcalloc(count ? count : 1, sizeof **out);
+    json_array_foreach(arr, i, j) {
+        struct local_mount *m = &(*out)[i];
+        m->index = (unsigned)json_integer_value(json_object_get(j, "index"));
+        m->mode = (enum local_mount_mode)local_mount_mode_parse(
+            json_string_value(json_object_get(j, "mode")));
+        snprintf(m->source, sizeof m->source, "%s",
+                 jstr(j, "source"));
+        snprintf(m->target, sizeof m->target, "%s",
+                 jstr(j, "target"));
+        m->owner_uid = (uint32_t)json_integer_value(json_object_get(j, "owner_uid"));
+        m->owner_gid = (uint32_t)json_integer_value(json_object_get(j, "owner_gid"));
+        snprintf(m->upper, sizeof m->upper, "%s",
+                 jstr(j, "upper"));
+        snprintf(m->work, sizeof m->work, "%s",
+                 jstr(j, "work"));
+    }
+    *n = count;
+    json_decref(doc);
+    return 0;
+}
+
+const struct local_mount *local_workspace_find(const struct local_mount *m, size_t n,
+                                               const char *path, const char **rel)
+{
+    const struct local_mount *best = NULL;
+    size_t best_len = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t tn = strlen(m[i].target);
+        if (m[i].mode != LOCAL_MOUNT_COW || strncmp(path, m[i].target, tn) != 0 ||
+            (path[tn] != '\0' && path[tn] != '/') || tn < best_len)
+            continue;
+        best = &m[i], best_len = tn;
+    }
+    if (best && rel) {
+        const char *r = path + best_len;
+        while (*r == '/')
+            r++;
+        *rel = r;
+    }
+    return best;
+}

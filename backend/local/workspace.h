@@ -1,0 +1,87 @@
+/* Host directories mounted into local sandboxes (issue #13): the on-disk layout and how to
+ * enumerate a sandbox's mounts. This header is the contract between the create side (allowlist,
+ * mounts at create: workspace.c, spawn.c) and the review/apply side (diffs of copy-on-write
+ * mounts), which must not guess paths.
+ *
+ * Layout, per sandbox that has mounts (made at create, removed with the sandbox's other files
+ * by local_release_resources):
+ *
+ *   <state_dir>/workspaces/<id>/                 mode 0700, owned by the server's euid; nothing
+ *                                                inside a sandbox can reach it (it is never
+ *                                                mounted whole; only <n>/upper and <n>/work are)
+ *   <state_dir>/workspaces/<id>/mounts.json      written once, before the sandbox starts:
+ *       {"version": 1, "mounts": [
+ *          {"index": 0, "source": "/home/me/proj",  host real path (resolved at create)
+ *           "target": "/workspace/proj",           absolute path inside the sandbox
+ *           "mode": "copy-on-write",               "ro" | "rw" | "copy-on-write"
+ *           "owner_uid": 1000, "owner_gid": 1000,  whose files these are: rw writes land as
+ *                                                  them, and so must applied changes
+ *           "upper": "<state_dir>/workspaces/<id>/0/upper",   copy-on-write only
+ *           "work":  "<state_dir>/workspaces/<id>/0/work"},   copy-on-write only
+ *          ...]}
+ *   <state_dir>/workspaces/<id>/<index>/upper    overlayfs upper layer of mount <index>: what
+ *                                                the sandbox changed (live while it runs)
+ *   <state_dir>/workspaces/<id>/<index>/work     overlayfs work dir (never read it)
+ *
+ * The same list is in the sandbox's store record as "mounts" (without upper/work), shown by
+ * get_sandbox; mounts.json is what survives a server restart next to the upper dirs and is the
+ * one to read here (local_workspace_load). A sandbox without mounts has no directory at all.
+ *
+ * Reading an upper dir (the overlay is mounted inside the sandbox with the "userxattr" option,
+ * no redirect_dir, no metacopy, no index):
+ *  - a file or symlink in upper = added or modified (compare with the same path under source);
+ *  - a deleted path is a whiteout: a character device 0:0 (st_rdev == 0) of the same name;
+ *  - a directory with the xattr "user.overlay.opaque" = "y" replaced the source's directory of
+ *    the same name (its source contents are hidden, not merged);
+ *  - a directory in upper without that xattr is merged: recurse.
+ *  - owners in upper: as root, host uid = the sandbox's "uid_base" (record) + uid inside; as an
+ *    ordinary user, files the sandbox's commands wrote belong to that user (commands of a
+ *    sandbox with a writable mount run as the user's own uid there, see docs/security.md).
+ *  - the sandbox writes upper while it runs: open everything in it with O_NOFOLLOW / openat
+ *    walks that never follow a symlink the sandbox planted.
+ */
+#ifndef MCPBOX_LOCAL_WORKSPACE_H
+#define MCPBOX_LOCAL_WORKSPACE_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mcp/base/error.h"
+
+#define LOCAL_WS_DIR "workspaces"   /* under the state directory */
+#define LOCAL_WS_META "mounts.json" /* in <state_dir>/workspaces/<id>/ */
+#define LOCAL_WS_PATH_MAX 4096
+#define LOCAL_WS_MAX_MOUNTS 16      /* per sandbox */
+
+enum local_mount_mode { LOCAL_MOUNT_RO, LOCAL_MOUNT_RW, LOCAL_MOUNT_COW };
+
+struct local_mount {
+    unsigned index;
+    enum local_mount_mode mode;
+    char source[LOCAL_WS_PATH_MAX]; /* host real path */
+    char target[LOCAL_WS_PATH_MAX]; /* inside the sandbox, absolute */
+    uint32_t owner_uid, owner_gid;  /* the person whose files these are */
+    char upper[LOCAL_WS_PATH_MAX];  /* copy-on-write only, else "" */
+    char work[LOCAL_WS_PATH_MAX];
+};
+
+/* "ro", "rw", "copy-on-write"; -1 for anything else. */
+int local_mount_mode_parse(const char *s);
+const char *local_mount_mode_name(enum local_mount_mode m);
+
+/* <state_dir>/workspaces/<id> (out: LOCAL_WS_PATH_MAX bytes). */
+void local_workspace_dir(const char *state_dir, const char *sandbox_id, char *out);
+
+/* The mounts of a sandbox, from <state_dir>/workspaces/<id>/mounts.json. *out is malloc'd
+ * (free it); *n = 0 and *out = NULL when the sandbox has no mounts (no file). -1 with err on a
+ * file that exists but cannot be read or parsed. */
+int local_workspace_load(const char *state_dir, const char *sandbox_id, struct local_mount **out,
+                         size_t *n, struct mcp_error *err);
+
+/* The copy-on-write mount of a sandbox that contains `path` (a path inside the sandbox), or
+ * NULL; *rel gets the path relative to its target ("" for the target itself). */
+const struct local_mount *local_workspace_find(const struct local_mount *m, size_t n,
+                                               const char *path, const char **rel);
+
+#endif
