@@ -28,6 +28,10 @@
 #include "mcp/base/xalloc.h"
 
 #define PROGRESS_TICK_MS 250 /* how often a pull under way reports (and polls its unpacks) */
+/* A blob download that breaks is resumed (a Range request from the bytes kept) this many
+ * times in all, after 250 ms, 0.5 s, 1 s, 2 s. */
+#define DOWNLOAD_ATTEMPTS 5
+#define DOWNLOAD_BACKOFF_MS 250
 
 struct pull;
 
@@ -43,6 +47,9 @@ struct layer_job {
     int fd;
     struct sha256_ctx hash;
     uint64_t received;
+    unsigned attempts;         /* downloads started */
+    uint64_t retry_at_ms;      /* a broken download resumes then (0: none waiting) */
+    struct mcp_error last_err; /* why the last attempt broke */
     uint64_t unpacked; /* blob bytes the unpacker has read (polled from the shared offset) */
     bool unpacking, unpack_done;
     uv_work_t work;
@@ -96,6 +103,7 @@ struct image_service {
 
 static void pull_check(struct pull *p);
 static void next_download(struct pull *p);
+static void resume_download(struct pull *p);
 
 bool image_reference_valid(const char *text)
 {
@@ -299,6 +307,7 @@ static void pull_tick(uv_timer_t *t)
         report(p, p->downloading, STAGE_DOWNLOADING);
     else if (moved)
         report(p, moved, STAGE_UNPACKING);
+    resume_download(p);
 }
 
 /* ---- layer jobs ------------------------------------------------------------------------------ */
@@ -412,10 +421,30 @@ static void start_unpack(struct layer_job *j)
     uv_queue_work(s->loop, &j->work, unpack_work, unpack_after);
 }
 
-static int layer_sink(void *arg, const char *data, size_t len)
+/* The registry ignored the Range of a resumed download and sends the blob from its start. */
+static int restart_download(struct layer_job *j)
+{
+    if (ftruncate(j->fd, 0) < 0 || lseek(j->fd, 0, SEEK_SET) < 0)
+        return mcp_error_set(&j->err, MCP_ERR_IO, errno, "restarting the download of %.19s",
+                             j->desc.digest);
+    sha256_init(&j->hash);
+    j->owner->done_bytes -= j->received;
+    j->received = 0;
+    return 0;
+}
+
+static int layer_sink(void *arg, uint64_t offset, const char *data, size_t len)
 {
     struct layer_job *j = arg;
     struct pull *p = j->owner;
+    if (offset != j->received && (offset != 0 || (j->rc = restart_download(j)) < 0)) {
+        if (j->rc == 0)
+            j->rc = mcp_error_set(&j->err, MCP_ERR_BACKEND, 0,
+                                  "registry sent layer %.19s from byte %llu, not %llu",
+                                  j->desc.digest, (unsigned long long)offset,
+                                  (unsigned long long)j->received);
+        return -1;
+    }
     if (j->received + len > (uint64_t)j->desc.size) { /* more than the manifest says: stop now */
         j->rc = mcp_error_set(&j->err, MCP_ERR_BACKEND, 0,
                               "layer %s is corrupt: the registry sent more than the %lld bytes "
@@ -459,12 +488,46 @@ static void verify_layer(struct layer_job *j)
                               (long long)j->desc.size);
 }
 
+static void start_download(struct layer_job *j);
+
+/* A download that broke: resumed later (pull_tick) if the failure may pass and attempts are
+ * left; else the layer fails, saying how often it was tried. */
+static bool retry_later(struct layer_job *j, const struct mcp_error *err)
+{
+    struct pull *p = j->owner;
+    mcp_error_copy(&j->last_err, err);
+    if (!registry_retryable(p->client) || p->failed || p->svc->closing)
+        return false;
+    if (j->attempts < DOWNLOAD_ATTEMPTS) {
+        uint64_t wait = (uint64_t)DOWNLOAD_BACKOFF_MS << (j->attempts - 1);
+        j->retry_at_ms = now_mono_ms() + wait;
+        log_info("layer %.19s of %s: the download broke at %llu of %lld bytes (%s); resuming "
+                 "in %llu ms (attempt %u of %d)",
+                 j->desc.digest, p->ref_text, (unsigned long long)j->received,
+                 (long long)j->desc.size, err->msg, (unsigned long long)wait, j->attempts + 1,
+                 DOWNLOAD_ATTEMPTS);
+        return true;
+    }
+    j->rc = mcp_error_set(&j->err, MCP_ERR_UNAVAILABLE, 0,
+                          "the download of layer %s broke %u times, the last time with: %s; "
+                          "gave up with %.1f of %.1f MB received (each attempt resumed where "
+                          "the last stopped); nothing of that layer was kept: retry later",
+                          j->desc.digest, j->attempts, err->msg, (double)j->received / 1e6,
+                          (double)j->desc.size / 1e6);
+    return false;
+}
+
 static void download_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
 {
     struct layer_job *j = arg;
     struct pull *p = j->owner;
+    (void)resp;
+    /* Broken after the last byte came: the digest decides. */
+    bool complete = j->received == (uint64_t)j->desc.size && registry_retryable(p->client);
+    if (j->rc == 0 && err && !complete && retry_later(j, err))
+        return; /* still p->downloading */
     p->downloading = NULL;
-    if (j->rc == 0 && err)
+    if (j->rc == 0 && err && !complete)
         j->rc = -1, mcp_error_copy(&j->err, err);
     if (j->rc == 0)
         verify_layer(j);
@@ -506,10 +569,34 @@ static void next_download(struct pull *p)
         }
         sha256_init(&j->hash);
         p->downloading = j;
-        char path[IMAGE_DIGEST_LEN + 8];
-        snprintf(path, sizeof path, "blobs/%s", j->desc.digest);
-        registry_get(p->client, path, NULL, 1 << 16, layer_sink, download_done, j);
+        start_download(j);
     }
+}
+
+static void start_download(struct layer_job *j)
+{
+    j->attempts++;
+    j->retry_at_ms = 0;
+    registry_get_blob(j->owner->client, j->desc.digest, j->received, layer_sink, download_done,
+                      j);
+}
+
+/* pull_tick: a broken download whose time has come resumes, unless the pull failed meanwhile. */
+static void resume_download(struct pull *p)
+{
+    struct layer_job *j = p->downloading;
+    if (j == NULL || j->retry_at_ms == 0 || now_mono_ms() < j->retry_at_ms)
+        return;
+    if (!p->failed && !p->svc->closing) {
+        start_download(j);
+        return;
+    }
+    p->downloading = NULL;
+    j->rc = -1;
+    mcp_error_copy(&j->err, p->failed ? &p->err : &j->last_err);
+    job_complete(j);
+    next_download(p);
+    pull_check(p);
 }
 
 /* A layer this image shares with the store or another pull must have been verified against

@@ -215,7 +215,8 @@ class Front:
     """A proxy to the registry on its own port. mode: "token" (bearer auth; the token endpoint
     wants Basic user:pass), "cut" (blob bodies stop halfway and the connection closes),
     "cut-once" (the first GET of each blob stops halfway; later ones, Range requests included,
-    go through), "slow" (blob bodies trickle, 32 KiB every 50 ms), "tamper" (manifest bodies
+    go through), "cut-once-norange" (the same, but Range headers are dropped, so the registry
+    sends whole blobs again), "slow" (blob bodies trickle, 32 KiB every 50 ms), "tamper" (manifest bodies
     get a trailing space). Range headers are passed on to the registry. blob_gets counts GETs
     of blobs; ranges lists (path, Range) of the GETs that had one."""
 
@@ -269,7 +270,9 @@ class Front:
                              {"WWW-Authenticate": realm})
         fwd = {"Accept": h.headers.get("Accept", "*/*")}
         if h.headers.get("Range"):
-            fwd["Range"] = h.headers["Range"]
+            self.ranges.append((h.path, h.headers["Range"]))
+            if self.mode != "cut-once-norange":
+                fwd["Range"] = h.headers["Range"]
         c = http.client.HTTPConnection("127.0.0.1", self.registry.port, timeout=30)
         c.request("GET", h.path, headers=fwd)
         r = c.getresponse()
@@ -281,12 +284,12 @@ class Front:
             if "/blobs/" in h.path:
                 self.blob_gets += 1
                 self.gets_by_path[h.path] = self.gets_by_path.get(h.path, 0) + 1
-                if "Range" in fwd:
-                    self.ranges.append((h.path, fwd["Range"]))
             nth = self.gets_by_path.get(h.path, 0)
-        cut = self.mode == "cut" or (self.mode == "cut-once" and nth == 1)
-        if cut and "/blobs/" in h.path and len(body) > 1000 and r.status == 200:
-            h.send_response(200)
+        cut = self.mode == "cut" or (self.mode.startswith("cut-once") and nth == 1)
+        if cut and "/blobs/" in h.path and len(body) > 1000 and r.status in (200, 206):
+            h.send_response(r.status)
+            for k, v in headers.items():
+                h.send_header(k, v)
             h.send_header("Content-Length", str(len(body)))
             h.end_headers()
             h.wfile.write(body[:len(body) // 2])

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """How a pull behaves on the wire, end to end through MCP against Debian's docker-registry on
 loopback (docs/images.md, Pulling): per-layer progress notifications of a slow pull; layers
-checked against the config's rootfs.diff_ids.
+checked against the config's rootfs.diff_ids; a download cut mid-blob resumed with a Range
+request, or given up after 5 attempts.
 
 usage: test_image_pull.py --mcpbox PATH   (exit 77 where local sandboxes cannot run)
 """
@@ -107,6 +108,51 @@ def test_diff_ids(s, reg, state):
     check(True, "an image claiming another diff_id for a stored layer is refused")
 
 
+def blob_path(repo, entries, how="gzip"):
+    return f"/v2/{repo}/blobs/" + oci.digest(oci.compress(oci.tar_bytes(entries), how))
+
+
+def test_resume(s, reg, state, cut_once, no_range, cut_always):
+    """A blob download that breaks halfway is resumed with a Range request from the bytes
+    received (or restarted when the registry ignores the range), and the layer is whole; one
+    that breaks every time is given up after 5 attempts, saying so, with nothing kept."""
+    big = [f("big", os.urandom(300000))]
+    reg.push_image("test/resume", "1", [("gzip", oci.busybox_layer()), ("gzip", big)])
+    path = blob_path("test/resume", big)
+    size = blob_size(big)
+    sid = s.create(f"{cut_once.host}/test/resume:1")
+    rc, out, _ = s.run(sid, "stat -c %s /big")
+    s.destroy(sid)
+    ranges = [r for p, r in cut_once.ranges if p == path]
+    check(out.strip() == "300000" and cut_once.gets_by_path.get(path) == 2 and
+          ranges == [f"bytes={size // 2}-"],
+          f"a download cut halfway resumes from byte {size // 2} of {size} and the layer is "
+          f"whole ({ranges}, {cut_once.gets_by_path.get(path)} GETs)")
+    big2 = [f("big2", os.urandom(300000))]
+    reg.push_image("test/resume", "2", [("gzip", oci.busybox_layer()), ("gzip", big2)])
+    path2 = blob_path("test/resume", big2)
+    sid = s.create(f"{no_range.host}/test/resume:2")
+    rc, out, _ = s.run(sid, "stat -c %s /big2")
+    s.destroy(sid)
+    check(out.strip() == "300000" and no_range.gets_by_path.get(path2) == 2,
+          "a registry that ignores the Range sends the blob again, and it is taken from the "
+          "start")
+    big3 = [f("big3", os.urandom(300000))]
+    reg.push_image("test/resume", "3", [("gzip", oci.busybox_layer()), ("gzip", big3)])
+    path3 = blob_path("test/resume", big3)
+    before = store_layers(state)
+    msg = s.create(f"{cut_always.host}/test/resume:3",
+                   expect_error=["broke 5 times", "gave up", "nothing of that layer was kept",
+                                 "retry"])
+    resumed = [r for p, r in cut_always.ranges if p == path3]
+    starts = [int(r[6:-1]) for r in resumed]
+    check(cut_always.gets_by_path.get(path3) == 5 and len(starts) == 4 and
+          starts == sorted(starts) and starts[0] == blob_size(big3) // 2,
+          f"a download cut every time is tried 5 times, each resuming further ({starts})")
+    check(path3.rsplit(":", 1)[1] not in store_layers(state) - before and store_clean(state),
+          f"and nothing of it is kept ({msg[:200]})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
@@ -123,11 +169,13 @@ def main():
         s = None
         ok = False
         try:
-            slow = oci.Front(reg, "slow")
-            fronts = [slow]
+            slow, cut_once, no_range, cut = (oci.Front(reg, m) for m in (
+                "slow", "cut-once", "cut-once-norange", "cut"))
+            fronts = [slow, cut_once, no_range, cut]
             s = oci.Serve(args.mcpbox, state, {"HOME": work})
             test_progress(s, reg, slow)
             test_diff_ids(s, reg, state)
+            test_resume(s, reg, state, cut_once, no_range, cut)
             ok = True
         finally:
             if s:
