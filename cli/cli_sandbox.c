@@ -1,4 +1,4 @@
-/* `mcpbox sandbox create|ls|get|exec|cp|logs|rm|pause|resume`: the local backend from the shell.
+/* `mcpbox sandbox create|ls|get|exec|cp|logs|rm|pause|resume|diff|apply`: the local backend from the shell.
  *
  * Each invocation runs its own libuv loop, opens the shared state store and the local backend
  * (the same ones a running MCP server uses, so both see the same sandboxes), performs one
@@ -34,6 +34,8 @@ static const struct cli_sandbox_cmd cli_sandbox_cmds[] = {
     {"rm", cli_sandbox_rm, "destroy sandboxes"},
     {"pause", cli_sandbox_pause, "freeze a sandbox"},
     {"resume", cli_sandbox_pause, "thaw a paused sandbox"},
+    {"diff", cli_sandbox_diff, "what it changed in its copy-on-write mounts (unified diff)"},
+    {"apply", cli_sandbox_apply, "write copy-on-write changes to the host: apply ID [PATH...]"},
 };
 
 static void cli_sandbox_usage(FILE *out)

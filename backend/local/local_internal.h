@@ -387,6 +387,9 @@ int local_endpoint(struct backend *be, const char *id, int port, backend_cb *cb,
                    struct mcp_error *err);
 int local_diagnose(struct backend *be, const char *id, const char *what, backend_cb *cb,
                    void *arg, struct mcp_error *err);
+/* local_workspace_ops.c: review and apply of copy-on-write mounts (backend.h "workspace"). */
+int local_workspace(struct backend *be, const char *id, const char *action, json_t *args,
+                    backend_cb *cb, void *arg, struct mcp_error *err);
 /* local_metrics.c: memory, pids and CPU use of a sandbox live in this process. */
 int local_metrics(struct backend *be, const char *id, backend_cb *cb, void *arg,
                   struct mcp_error *err);
