@@ -34,6 +34,10 @@ struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
  * Sandboxes keep running. Pending callbacks are called with an error first. */
 void local_backend_free(struct backend *be);
 
+/* Adds a host directory to those this backend's sandboxes may mount (the CLI: the person named
+ * it with --mount). -1 with err if it is not a directory. */
+int local_backend_allow(struct backend *be, const char *dir, struct mcp_error *err);
+
 /* Checks that this host can run local sandboxes without creating one: returns 0, or -1 with
  * err naming what is missing (used by `mcpbox doctor`). */
 int local_backend_probe(struct mcp_error *err);

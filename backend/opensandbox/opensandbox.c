@@ -54,6 +54,12 @@ static int v_create(struct backend *be, const struct sandbox_spec *spec, backend
                     void *arg, struct mcp_error *err)
 {
     GUARD(be, err);
+    /* Host directories: the remote server cannot see this host's files. */
+    if (json_array_size(spec->mounts) > 0)
+        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
+                             "the opensandbox backend cannot mount host directories (its "
+                             "sandboxes run on another server): copy files in with write_file, "
+                             "or create the sandbox on the local backend (backend: \"local\")");
     return osb_create(be, spec, cb, arg, err);
 }
 
