@@ -58,18 +58,17 @@ static void cli_sandbox_usage(FILE *out)
 static int cli_sandbox_open(struct cli_sandbox *c, const char *state_flag)
 {
     struct mcp_error err = {0};
-    c->cfg.state_dir = cli_state_dir(state_flag);
-    c->cfg.local_enabled = true;
-    c->cfg.log_level = log_current_level;
+    c->state_dir = cli_state_dir(state_flag);
     snprintf(c->owner, sizeof(c->owner), "local:uid:%u", (unsigned)getuid());
     if (uv_loop_init(&c->loop) != 0) {
         fprintf(stderr, "mcpbox sandbox: cannot initialise the event loop\n");
         return CLI_EXIT_FAIL;
     }
-    c->store = store_open(c->cfg.state_dir, &err);
+    c->store = store_open(c->state_dir, &err);
     if (c->store == NULL)
         return cli_sandbox_fail("open", &err);
-    c->be = local_backend_new(&c->loop, c->store, &c->cfg, &err);
+    /* No pool (one operation); host directories: the ones --mount names (local_backend_allow). */
+    c->be = local_backend_new(&c->loop, c->store, NULL, &err);
     if (c->be == NULL) {
         mcp_error_prefix(&err, "starting the local backend (see `mcpbox doctor`)");
         return cli_sandbox_fail("open", &err);
@@ -94,7 +93,7 @@ static void cli_sandbox_close(struct cli_sandbox *c)
     uv_loop_close(&c->loop);
     store_close(c->store);
     json_decref(c->result);
-    free(c->cfg.state_dir);
+    free(c->state_dir);
 }
 
 static const struct cli_sandbox_cmd *cli_sandbox_find(const char *name)

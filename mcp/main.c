@@ -10,6 +10,7 @@
 #include "mcp/base/error.h"
 #include "mcp/base/log.h"
 #include "mcp/base/xalloc.h"
+#include "cli/backends.h"
 #include "mcp/cli.h"
 #ifdef MCPBOX_HAVE_CLI_SANDBOX
 #include "backend/local/image/unpack.h"
@@ -26,10 +27,6 @@
 #endif
 #ifdef MCPBOX_HAVE_OSAPI
 #include "mcp/osapi/osapi.h"
-#endif
-
-#ifndef MCPBOX_BACKENDS
-#define MCPBOX_BACKENDS ""
 #endif
 
 struct subcommand {
@@ -85,6 +82,8 @@ static int serve(const struct mcp_config *cfg)
     struct mcp_error err = {0};
     struct mcp_server *srv = server_new(cfg, &err);
 
+    if (srv)
+        server_set_backends(srv, backends_start);
     if (!srv || server_add_sandbox_tools(srv, &err) < 0 || start_transport(srv, cfg, &err) < 0) {
         fprintf(stderr, "mcpbox: %s\n", err.msg);
         if (srv) {
@@ -132,7 +131,7 @@ static void print_version(void)
     printf("mcpbox %s\n", MCPBOX_VERSION);
     printf("protocol: MCP 2025-11-25 (also 2026-07-28, 2025-06-18, 2025-03-26)\n");
     printf("license: Apache-2.0\n");
-    printf("backends: %s\n", MCPBOX_BACKENDS[0] ? MCPBOX_BACKENDS : "none");
+    printf("backends: %s\n", backends_names());
 #ifdef MCPBOX_HAVE_HTTP
     printf("transports: stdio, http\n");
 #else

@@ -17,8 +17,10 @@
 
 #include "mcp/base/error.h"
 
+struct backend_set;
 struct mcp_config;
 struct mcp_context;
+struct store;
 struct registry;
 struct session;
 struct mcp_server;
@@ -28,6 +30,13 @@ struct mcp_server;
  * sandbox tools come with server_add_sandbox_tools). cfg is borrowed and must outlive the
  * server. */
 struct mcp_server *server_new(const struct mcp_config *cfg, struct mcp_error *err);
+/* Fills set with the backends this executable has, one slot each (a slot's backend NULL when
+ * cfg leaves it off or it cannot start on this host, with a warning logged). The composition
+ * root (cli/backends.c) provides it; a server without one serves no backends. */
+typedef void server_backends_fn(struct backend_set *set, uv_loop_t *loop, struct store *store,
+                                const struct mcp_config *cfg);
+/* Before the first request: the backends are started by start on first use. */
+void server_set_backends(struct mcp_server *srv, server_backends_fn *start);
 /* Runs the loop until server_stop() and every handle has closed. Returns 0. */
 int server_run(struct mcp_server *srv);
 /* Starts a clean shutdown: calls every stop hook (transports close their listeners and

@@ -120,3 +120,16 @@ json_t *doctor_report_json(const struct doctor_report *r)
     }
     return json_pack("{s:b, s:o}", "ok", doctor_report_ok(r), "checks", checks);
 }
+
+json_t *doctor_host_check(const char *state_dir)
+{
+    struct doctor_report report = {0};
+    doctor_run(state_dir, &report);
+    json_t *out = doctor_report_json(&report);
+    if (!doctor_report_ok(&report))
+        json_object_set_new(out, "note", json_string("local sandboxes cannot run on this host "
+                                                     "until the failing required checks are "
+                                                     "fixed: run each check's fix"));
+    doctor_report_release(&report);
+    return out;
+}

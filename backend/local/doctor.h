@@ -34,6 +34,9 @@ void doctor_report_release(struct doctor_report *r);
 bool doctor_report_ok(const struct doctor_report *r);
 /* {ok, checks:[{name, ok, required, detail, fix|null}]} (new reference). */
 json_t *doctor_report_json(const struct doctor_report *r);
+/* The local backend's host_check op: every check as {ok, checks, note?} (note when a required
+ * check failed). Blocks. */
+json_t *doctor_host_check(const char *state_dir);
 /* The named check, or NULL. */
 const struct doctor_check *doctor_report_find(const struct doctor_report *r, const char *name);
 

@@ -24,12 +24,23 @@
 #include "backend/backend.h"
 #include "mcp/base/error.h"
 
-struct mcp_config;
 struct store;
 
-/* cfg may be NULL (defaults); the state directory is the store's. */
+/* What the composition root configures (the rest comes from the host and the store). */
+struct local_options {
+    /* Pre-created sandboxes for the default spec (serve --local-pool N); 0 = off. */
+    int pool;
+    /* Host directories sandboxes may mount (create_sandbox mounts), colon-separated; NULL:
+     * none. The composition root applies the default (docs/configuration.md). */
+    const char *allow_dirs;
+};
+
+/* Its ops, also for the slot of a server where it could not start (backend_set). */
+extern const struct backend_ops local_ops;
+
+/* opts may be NULL (defaults); the state directory is the store's. */
 struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
-                                  const struct mcp_config *cfg, struct mcp_error *err);
+                                  const struct local_options *opts, struct mcp_error *err);
 /* Stops watching (closes handles; the loop must run once more to finish closing) and frees.
  * Sandboxes keep running. Pending callbacks are called with an error first. */
 void local_backend_free(struct backend *be);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #define LOG_MODULE "local"
+#include "backend/local/doctor.h"
 #include "backend/local/local.h"
 #include "backend/local/image/image.h"
 #include "backend/local/local_internal.h"
@@ -23,45 +24,9 @@
 #include "mcp/base/log.h"
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
-#include "mcp/config.h"
 
 #define LOCAL_TIMER_MS 5000
 #define LOCAL_CREATING_GRACE_MS 60000 /* a "creating" record younger than this may be live */
-
-struct deferred {
-    uv_timer_t timer;
-    backend_cb *cb;
-    void *arg;
-    json_t *result;
-    struct mcp_error err;
-    bool has_err;
-};
-
-static void deferred_closed(uv_handle_t *h)
-{
-    free(h->data);
-}
-
-static void deferred_fire(uv_timer_t *t)
-{
-    struct deferred *d = t->data;
-    d->cb(d->arg, d->has_err ? NULL : d->result, d->has_err ? &d->err : NULL);
-    json_decref(d->result);
-    uv_close((uv_handle_t *)t, deferred_closed);
-}
-
-void local_defer(struct local_backend *lb, backend_cb *cb, void *arg, json_t *result,
-                 const struct mcp_error *err)
-{
-    struct deferred *d = xcalloc(1, sizeof *d);
-    d->cb = cb, d->arg = arg;
-    d->result = json_incref(result);
-    if (err)
-        d->err = *err, d->has_err = true;
-    uv_timer_init(lb->base.loop, &d->timer);
-    d->timer.data = d;
-    uv_timer_start(&d->timer, deferred_fire, 0, 0);
-}
 
 int local_event(struct store *st, const char *id, const char *kind, json_t *data,
                 struct mcp_error *err)
@@ -729,21 +694,8 @@ static int make_dirs(struct local_backend *lb, struct mcp_error *err)
     return local_runtime_dir(lb->state_dir, lb->run_dir, sizeof lb->run_dir, err);
 }
 
-/* The host directories mounts may come from: --allow-dir / MCPBOX_ALLOW_DIRS, else for a
- * stdio server the directory it was started in (where Claude Code and Cursor start it: the
- * project), else none (docs/configuration.md, "Host directories"). */
-static int allow_init(struct local_backend *lb, const struct mcp_config *cfg,
-                      struct mcp_error *err)
-{
-    char cwd[LOCAL_PATH_MAX];
-    const char *dirs = cfg ? cfg->allow_dirs : NULL;
-    if (dirs == NULL && cfg && cfg->http_listen == NULL && getcwd(cwd, sizeof cwd) != NULL)
-        dirs = cwd;
-    return local_allow_init(&lb->allow, dirs, err);
-}
-
 struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
-                                  const struct mcp_config *cfg, struct mcp_error *err)
+                                  const struct local_options *opts, struct mcp_error *err)
 {
     if (local_backend_probe(err) < 0)
         return NULL;
@@ -753,14 +705,14 @@ struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
     lb->base.loop = loop;
     lb->base.store = store;
     lb->agent_fd = -1;
-    lb->pool_size = cfg ? cfg->local_pool : 0;
+    lb->pool_size = opts ? opts->pool : 0;
     const char *ttl = getenv("MCPBOX_LOCAL_POOL_TTL"); /* seconds; for tests of the drain */
     lb->pool_ttl_s = ttl && atoi(ttl) > 0 ? atoi(ttl) : LOCAL_POOL_TTL_S;
     const char *idle = getenv("MCPBOX_LOCAL_POOL_IDLE_MS"); /* for tests of the refill rules */
     lb->pool_idle_ms = idle && atoi(idle) > 0 ? (uint64_t)atoi(idle) : LOCAL_POOL_REFILL_IDLE_MS;
     snprintf(lb->state_dir, sizeof lb->state_dir, "%s", store_state_dir(store));
     local_identity_detect(&lb->ident);
-    if (allow_init(lb, cfg, err) < 0) {
+    if (local_allow_init(&lb->allow, opts ? opts->allow_dirs : NULL, err) < 0) {
         free(lb);
         return NULL;
     }
@@ -849,7 +801,9 @@ void local_backend_free(struct backend *be)
 const struct backend_ops local_ops = {
     .name = "local",
     .id_prefix = "sbx-",
+    .enable_hint = "run the doctor tool to see why",
     .shutdown = local_shutdown,
+    .free = local_backend_free,
     .create = local_create,
     .destroy = local_destroy,
     .list = local_list,
@@ -867,4 +821,8 @@ const struct backend_ops local_ops = {
     .endpoint = local_endpoint,
     .diagnose = local_diagnose,
     .metrics = local_metrics,
+    .snapshot = backend_def_snapshot,
+    .code_context = backend_def_code_context,
+    .code_run = backend_def_code_run,
+    .host_check = doctor_host_check,
 };

@@ -765,7 +765,7 @@ int local_destroy(struct backend *be, const char *id, backend_cb *cb, void *arg,
         local_record_delete(be->store, id);
         store_sandbox_release(&rec);
         json_t *res = json_pack("{s:s, s:b}", "sandbox_id", id, "destroyed", 1);
-        local_defer(lb, cb, arg, res, NULL);
+        backend_defer(&lb->base, cb, arg, res, NULL);
         json_decref(res);
         return 0;
     }
@@ -788,7 +788,7 @@ int local_destroy(struct backend *be, const char *id, backend_cb *cb, void *arg,
         cg_freeze(&sb->cg, false, err);
     syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
     json_t *res = json_pack("{s:s, s:b}", "sandbox_id", id, "destroyed", 1);
-    local_defer(lb, cb, arg, res, NULL);
+    backend_defer(&lb->base, cb, arg, res, NULL);
     json_decref(res);
     return 0; /* on_init_exit finishes the job */
 }

@@ -352,10 +352,6 @@ struct lsbx *lsbx_for_op(struct local_backend *lb, const char *id, bool allow_pa
 struct agent_conn *lsbx_conn(struct lsbx *sb, struct mcp_error *err);
 void lsbx_ref(struct lsbx *sb);
 void lsbx_unref(struct lsbx *sb);
-/* Calls cb(arg, result, err) from the loop soon, not from inside the caller (result/err
- * copied). */
-void local_defer(struct local_backend *lb, backend_cb *cb, void *arg, json_t *result,
-                 const struct mcp_error *err);
 json_t *local_info(const struct store_sandbox *rec);
 /* store_event_add that takes ownership of data (may be NULL). */
 /* Records an event (logs a warning if the store refuses; takes data's reference). */

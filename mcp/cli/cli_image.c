@@ -76,11 +76,13 @@ static void progress(void *arg, uint64_t done, uint64_t total, const char *what)
     for (int i = 0; i < BAR_WIDTH; i++)
         bar[i] = i < fill ? '#' : '.';
     bar[BAR_WIDTH] = '\0';
+    /* what is "layer i of n (digest, size): how far; all: ...": the layer's part fits a line */
+    int len = (int)strcspn(what, ";");
     if (total)
-        fprintf(stderr, "\r%s [%s] %6.1f/%.1f MB %-20s", c->ref, bar, (double)done / 1e6,
-                (double)total / 1e6, what);
+        fprintf(stderr, "\r\033[K%s [%s] %3d%% %.*s", c->ref, bar, (int)(done * 100 / total),
+                len < 70 ? len : 70, what);
     else
-        fprintf(stderr, "\r%s %-60s", c->ref, what);
+        fprintf(stderr, "\r\033[K%s %.70s", c->ref, what);
     fflush(stderr);
 }
 

@@ -10,13 +10,12 @@
 
 #include "backend/backend.h"
 #include "mcp/base/error.h"
-#include "mcp/config.h"
 
 struct store;
 
 struct cli_sandbox {
     uv_loop_t loop;
-    struct mcp_config cfg;
+    char *state_dir; /* owned */
     struct store *store;
     struct backend *be;
     char owner[64]; /* "local:uid:<uid>", the same owner a stdio server of this user has */

@@ -53,16 +53,13 @@ static void create_done_cb(void *arg, json_t *result, const struct mcp_error *er
     tool_job_done_cb(job, result, err);
 }
 
-/* An image pull under way: bytes done of total, so clients show it and their timeouts reset. */
+/* An image pull under way: work done of total, so clients show it and their timeouts reset;
+ * what says which layer and how far (docs/images.md, Progress). */
 static void create_progress(void *arg, uint64_t done, uint64_t total, const char *what)
 {
     struct tool_job *job = arg;
-    char msg[160];
-    if (total > 0)
-        snprintf(msg, sizeof msg, "pulling the image: %s, %.1f of %.1f MB", what,
-                 (double)done / 1e6, (double)total / 1e6);
-    else
-        snprintf(msg, sizeof msg, "pulling the image: %s", what);
+    char msg[400];
+    snprintf(msg, sizeof msg, "pulling the image: %s", what);
     tool_call_progress(job->call, (double)done, (double)total, msg);
 }
 
@@ -80,15 +77,18 @@ void tool_create_sandbox(struct tool_call *call, json_t *args)
         tool_job_fail(job, &err);
         return;
     }
-    const char *name = tools_arg_str(args, "backend", restore ? "opensandbox" : "local");
-    struct backend *be = backend_by_name(&job->ctx->backends, name, &err);
-    if (be != NULL && restore && be->ops->snapshot == NULL)
+    /* no backend named: the first in the table, or for a restore the first that keeps them */
+    const char *name = tools_arg_str(args, "backend", NULL);
+    struct backend *be = name == NULL && restore
+                             ? backend_for_snapshots(&job->ctx->backends, &err)
+                             : backend_by_name(&job->ctx->backends, name, &err);
+    if (be != NULL && restore && !backend_has_snapshots(be->ops))
         be = (tools_unsupported(&err, be, "snapshots to restore", TOOLS_NO_SNAPSHOT_HINT), NULL);
     if (be == NULL || spec_from_args(args, job->owner, &spec, &err) < 0) {
         tool_job_fail(job, &err);
         return;
     }
-    tool_job_set_detail(job, "backend=%s %s=%s", name, restore ? "snapshot" : "image",
+    tool_job_set_detail(job, "backend=%s %s=%s", be->ops->name, restore ? "snapshot" : "image",
                         restore ? spec.snapshot_id : spec.image ? spec.image : "default");
     job->be = be;
     spec.progress = create_progress;
@@ -151,13 +151,14 @@ void tool_list_sandboxes(struct tool_call *call, json_t *args)
     lj->sandboxes = json_array();
     lj->errors = json_array();
     lj->pending = 1; /* held until every backend has been asked */
-    struct backend *all[] = {job->ctx->backends.local, job->ctx->backends.opensandbox};
-    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+    const struct backend_set *set = &job->ctx->backends;
+    for (size_t i = 0; i < set->n; i++) {
+        struct backend *be = set->slots[i].be;
         struct mcp_error err;
-        if (all[i] == NULL)
+        if (be == NULL) /* not running: it has no sandboxes to list */
             continue;
         lj->pending++;
-        if (all[i]->ops->list(all[i], job->owner, args, list_cb, lj, &err) < 0) {
+        if (be->ops->list(be, job->owner, args, list_cb, lj, &err) < 0) {
             json_array_append_new(lj->errors, json_string(err.msg));
             lj->pending--;
         }

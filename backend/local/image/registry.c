@@ -33,6 +33,11 @@ struct registry_client {
     void *arg;
     bool auth_tried;
     struct osb_req *req;
+    /* a blob request */
+    registry_blob_sink_fn *blob_sink;
+    uint64_t from, pos; /* asked from; where the next byte goes (UINT64_MAX: no byte yet) */
+    bool range_refused; /* 206 with another range than asked */
+    bool retryable;     /* of the last failure */
 };
 
 static void send_request(struct registry_client *c);
@@ -312,11 +317,26 @@ static void request_token(struct registry_client *c, const char *challenge)
     c->req = osb_http_start(c->http, &o);
 }
 
+static bool failure_retryable(const struct osb_response *resp)
+{
+    if (resp->sink_aborted || resp->body_capped || resp->curl_code == CURLE_ABORTED_BY_CALLBACK)
+        return false;
+    if (resp->curl_code != CURLE_OK || resp->status == 0)
+        return true;
+    return resp->status == 408 || resp->status == 429 || resp->status >= 500;
+}
+
+bool registry_retryable(const struct registry_client *c)
+{
+    return c->retryable;
+}
+
 static void on_response(void *arg, struct osb_response *resp)
 {
     struct registry_client *c = arg;
     struct mcp_error err;
     c->req = NULL;
+    c->retryable = false;
     if (resp->status == 401 && !c->auth_tried) {
         c->auth_tried = true;
         if (strncasecmp(resp->www_authenticate, "Bearer ", 7) == 0) {
@@ -337,7 +357,13 @@ static void on_response(void *arg, struct osb_response *resp)
         finish(c, resp, NULL);
         return;
     }
-    if (resp->sink_aborted)
+    c->retryable = failure_retryable(resp);
+    if (c->range_refused)
+        mcp_error_set(&err, MCP_ERR_BACKEND, 0,
+                      "registry %s answered a request for %.200s from byte %llu with another "
+                      "range (%.100s): refused",
+                      c->ref.registry, c->path, (unsigned long long)c->from, resp->content_range);
+    else if (resp->sink_aborted)
         mcp_error_set(&err, MCP_ERR_BACKEND, 0, "the download of %.200s was stopped", c->path);
     else if (resp->body_capped)
         mcp_error_set(&err, MCP_ERR_BACKEND, 0,
@@ -350,17 +376,43 @@ static void on_response(void *arg, struct osb_response *resp)
     finish(c, NULL, &err);
 }
 
+/* "bytes 100-199/200" -> 100; -1 if it is not such a range. */
+static long long range_start(const char *content_range)
+{
+    char *end;
+    if (strncasecmp(content_range, "bytes ", 6) != 0)
+        return -1;
+    long long v = strtoll(content_range + 6, &end, 10);
+    return end > content_range + 6 && *end == '-' ? v : -1;
+}
+
 /* The engine calls sinks with the request's arg (the client): hand the bytes to the caller's. */
 static int client_sink(void *arg, const char *data, size_t len)
 {
     struct registry_client *c = arg;
-    return c->sink(c->arg, data, len);
+    if (c->blob_sink == NULL)
+        return c->sink(c->arg, data, len);
+    if (c->pos == UINT64_MAX) { /* the first bytes: did the registry honour the range? */
+        const struct osb_response *r = osb_req_response(c->req);
+        c->pos = 0;
+        if (r->status == 206) {
+            if (range_start(r->content_range) != (long long)c->from) {
+                c->range_refused = true;
+                return -1;
+            }
+            c->pos = c->from;
+        }
+    }
+    uint64_t at = c->pos;
+    c->pos += len;
+    return c->blob_sink(c->arg, at, data, len);
 }
 
 static void send_request(struct registry_client *c)
 {
     char url[REGISTRY_URL_MAX];
     snprintf(url, sizeof url, "%s/v2/%s/%s", c->base, c->ref.repository, c->path);
+    bool streamed = c->sink != NULL || c->blob_sink != NULL;
     struct curl_slist *h = NULL;
     if (c->accept[0]) {
         char *a = xasprintf("Accept: %s", c->accept);
@@ -369,16 +421,23 @@ static void send_request(struct registry_client *c)
     }
     if (c->auth[0])
         h = osb_curl.slist_append(h, c->auth);
+    if (c->blob_sink && c->from > 0) {
+        char range[64];
+        snprintf(range, sizeof range, "Range: bytes=%llu-", (unsigned long long)c->from);
+        h = osb_curl.slist_append(h, range);
+    }
+    c->pos = UINT64_MAX;
+    c->range_refused = false;
     /* Blobs stream: a deadline would cut large layers on slow links; a stall fails instead. */
     struct osb_req_opts o = {.method = "GET", .url = url, .headers = h,
                              .connect_timeout_ms = REGISTRY_CONNECT_MS,
                              .low_speed_s = REGISTRY_LOW_SPEED_S, .body_cap = c->body_cap,
-                             .retry = c->sink ? OSB_RETRY_NONE : OSB_RETRY_SAFE, .retry_max = 3,
+                             .retry = streamed ? OSB_RETRY_NONE : OSB_RETRY_SAFE, .retry_max = 3,
                              .retry_base_ms = 200, .retry_cap_ms = 2000,
-                             .follow_redirects = true, .sink = c->sink ? client_sink : NULL,
+                             .follow_redirects = true, .sink = streamed ? client_sink : NULL,
                              .done = on_response,
                              .arg = c};
-    if (c->sink == NULL)
+    if (!streamed)
         o.deadline_ms = 120000;
     c->req = osb_http_start(c->http, &o);
 }
@@ -390,6 +449,23 @@ void registry_get(struct registry_client *c, const char *path, const char *accep
     snprintf(c->accept, sizeof c->accept, "%s", accept ? accept : "");
     c->body_cap = body_cap;
     c->sink = sink;
+    c->blob_sink = NULL;
+    c->from = 0;
+    c->done = done;
+    c->arg = arg;
+    c->auth_tried = false;
+    send_request(c);
+}
+
+void registry_get_blob(struct registry_client *c, const char *digest, uint64_t from,
+                       registry_blob_sink_fn *sink, registry_done_fn *done, void *arg)
+{
+    snprintf(c->path, sizeof c->path, "blobs/%s", digest);
+    c->accept[0] = '\0';
+    c->body_cap = 1 << 16; /* error bodies */
+    c->sink = NULL;
+    c->blob_sink = sink;
+    c->from = from;
     c->done = done;
     c->arg = arg;
     c->auth_tried = false;

@@ -5,7 +5,9 @@
 #ifndef MCPBOX_IMAGE_REGISTRY_H
 #define MCPBOX_IMAGE_REGISTRY_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "backend/local/image/reference.h"
 #include "backend/opensandbox/http.h"
@@ -28,6 +30,20 @@ void registry_client_free(struct registry_client *c);
  * answer or a transport failure arrives as err, worded for the user. */
 void registry_get(struct registry_client *c, const char *path, const char *accept,
                   size_t body_cap, osb_sink_fn *sink, registry_done_fn *done, void *arg);
+
+/* A blob's bytes: offset is where data starts in the blob. */
+typedef int registry_blob_sink_fn(void *arg, uint64_t offset, const char *data, size_t len);
+
+/* GET /v2/<repository>/blobs/<digest> from byte `from` on (a Range request when from > 0). A
+ * registry that answers 206 with the range asked for continues at from; one that ignores the
+ * range (200) starts again at 0, and the sink sees offset 0. Other answers fail as above. */
+void registry_get_blob(struct registry_client *c, const char *digest, uint64_t from,
+                       registry_blob_sink_fn *sink, registry_done_fn *done, void *arg);
+
+/* Whether the last request's failure may pass if it is tried again: a transport failure
+ * (connection refused or cut, a stalled transfer) or HTTP 408, 429, 5xx; not a refusal, a
+ * missing blob, a cancel or a sink that stopped. */
+bool registry_retryable(const struct registry_client *c);
 
 /* Cancels the request under way, if any (its done gets an error). */
 void registry_cancel(struct registry_client *c);

@@ -156,6 +156,8 @@ TEST(config_env_workdir_user)
     ASSERT_STR_EQ(c.workdir, "/app");
     ASSERT_STR_EQ(c.user, "1000:1000");
     ASSERT_EQ(c.n_diff_ids, 2);
+    ASSERT_STR_EQ(c.diff_ids[0], D1);
+    ASSERT_STR_EQ(c.diff_ids[1], D2);
     json_t *j = image_config_to_json(&c);
     ASSERT_STR_EQ(json_string_value(json_object_get(j, "user")), "1000:1000");
     json_decref(j);
@@ -173,6 +175,9 @@ TEST(config_env_workdir_user)
     const char *badenv = "{\"config\":{\"Env\":[\"NOEQUALS\"]}}";
     ASSERT_EQ(image_config_parse(badenv, strlen(badenv), &c, &err), -1);
     ASSERT_CONTAINS(err.msg, "NAME=value");
+    const char *baddiff = "{\"rootfs\":{\"diff_ids\":[\"" D1 "\",\"sha256:12\"]}}";
+    ASSERT_EQ(image_config_parse(baddiff, strlen(baddiff), &c, &err), -1);
+    ASSERT_CONTAINS(err.msg, "diff_ids entry is not a sha256 digest");
 }
 
 TEST(digest_of)

@@ -47,8 +47,11 @@ static void setup(void)
         fprintf(stderr, "store_open: %s\n", err.msg);
         exit(77);
     }
-    ctx.backends.local = fake_backend_new(&loop, ctx.store);
-    fb = (struct fake_backend *)ctx.backends.local;
+    struct backend *be = fake_backend_new(&loop, ctx.store);
+    if (backend_set_add(&ctx.backends, be->ops, be, &err) < 0 ||
+        backend_set_add(&ctx.backends, &fake_remote_ops, NULL, &err) < 0)
+        TEST_FAIL("backend_set_add: %s", err.msg);
+    fb = (struct fake_backend *)be;
     add_sandbox("sbx-a1", "alice", "running");
     add_sandbox("sbx-b1", "bob", "running");
     add_sandbox("sbx-p1", "alice", "paused");
@@ -464,7 +467,7 @@ int main(void)
     while (uv_run(&loop, UV_RUN_ONCE))
         ;
     store_close(ctx.store);
-    fake_backend_free(ctx.backends.local);
+    backend_set_free(&ctx.backends);
     uv_loop_close(&loop);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", state_dir);
