@@ -70,6 +70,17 @@ int backend_def_snapshot(struct backend *be, const char *owner, const char *acti
     return unsupported(be, "snapshots", err);
 }
 
+int backend_def_workspace(struct backend *be, const char *sandbox_id, const char *action,
+                          json_t *args, backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
+                         "the %s backend has no copy-on-write mounts to review or apply; copy "
+                         "results out with read_file (or an archive made with run_command, read "
+                         "in ranges), or work on host files in a local sandbox (create_sandbox "
+                         "backend \"local\" with mounts, then review_changes and apply_changes)",
+                         be->ops->name);
+}
+
 int backend_def_metrics(struct backend *be, const char *sandbox_id, backend_cb *cb, void *arg,
                         struct mcp_error *err)
 {

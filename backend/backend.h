@@ -170,7 +170,16 @@ typedef int backend_file_op_fn(struct backend *be, const char *sandbox_id, const
  *    execution_count|null, results:[{mime type: value}...] (capped: 1 MiB on opensandbox),
  *    results_dropped (how many did not fit), error:{name, value, traceback:[]}|null, duration_ms}
  * or err (no interpreter in the image, unknown context, ...). No context_id: the language's
- * default context, created on demand. Cancel by code_context "interrupt". */
+ * default context, created on demand. Cancel by code_context "interrupt".
+ *
+ * workspace(action, args): review and apply of the sandbox's copy-on-write mounts (issue 13).
+ *   "review" {paths?, offset?, max_bytes?} -> {changes:[{path, host_path, change:"added"|
+ *            "modified"|"deleted"|"mode", type, old_type?, mode|null, old_mode|null, size,
+ *            old_size, binary?, conflict?, applicable?, diff_offset}], diff (unified, from
+ *            offset, at most max_bytes), diff_bytes, offset, next_offset|null, truncated, note?}
+ *   "apply"  {paths?, overwrite?} -> {results:[{path, change, status:"applied"|"conflict"|
+ *            "skipped"|"failed", reason?}], applied, conflicts, skipped, failed}
+ * paths are sandbox (or host) paths; a directory selects everything below it. */
 struct code_request {
     const char *language;   /* "python" (default), "javascript", "bash", ... */
     const char *code;
@@ -254,6 +263,8 @@ struct backend_ops {
      * (forks probes): call it off the loop thread. Needs no instance, so it also explains a
      * backend that could not start. */
     json_t *(*host_check)(const char *state_dir);
+    int (*workspace)(struct backend *be, const char *sandbox_id, const char *action,
+                     json_t *args, backend_cb *cb, void *arg, struct mcp_error *err);
 };
 
 /* Default slots for the optional operations: each fails with MCP_ERR_UNSUPPORTED, "the <name>
@@ -268,6 +279,8 @@ int backend_def_code_run(struct backend *be, const char *sandbox_id,
                          const struct code_request *req, const struct exec_observer *obs,
                          struct mcp_error *err);
 json_t *backend_def_host_check(const char *state_dir);
+int backend_def_workspace(struct backend *be, const char *sandbox_id, const char *action,
+                          json_t *args, backend_cb *cb, void *arg, struct mcp_error *err);
 /* True when ops keep snapshots (a restore needs one): its snapshot slot is not the default. */
 bool backend_has_snapshots(const struct backend_ops *ops);
 

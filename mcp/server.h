@@ -1,7 +1,7 @@
 /* The server: one libuv loop, the shared context (config, store, backends), the registry of
  * tools/resources/prompts, and the list of live sessions. One per process.
  *
- * Typical use (mcp/main.c):
+ * Typical use (cli/main.c):
  *     srv = server_new(cfg, &err);
  *     stdio_transport_start(srv, &err)   or   http_server_start(srv, cfg, &err);
  *     server_run(srv);                   runs until server_stop() (EOF, SIGINT, SIGTERM)

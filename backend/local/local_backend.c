@@ -825,4 +825,5 @@ const struct backend_ops local_ops = {
     .code_context = backend_def_code_context,
     .code_run = backend_def_code_run,
     .host_check = doctor_host_check,
+    .workspace = local_workspace,
 };

@@ -466,8 +466,11 @@ static int start_record(struct create_op *op, const struct sandbox_spec *spec,
                               local_identity_root_uid(&lb->ident, op->slot),
                               local_identity_root_gid(&lb->ident, op->slot), err);
     if (rc == 0)
-        rc = op->pool_slot >= 0 ? cg_set_limits(&sb->cg, lim, err)
-                                : cg_create(&lb->cg, sb->id, lim, &sb->cg, err);
+        rc = op->pool_slot < 0 ? cg_create(&lb->cg, sb->id, lim, &sb->cg, err)
+             /* a prepared set holds the default spec's limits already (four cgroup writes,
+              * 80 us, saved on the critical path of most creates) */
+             : local_spawner_has_limits(lim) ? 0
+                                              : cg_set_limits(&sb->cg, lim, err);
     return rc;
 }
 

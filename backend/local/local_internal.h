@@ -254,6 +254,8 @@ struct fwd;
 struct local_spawner;
 /* NULL: not needed. Prepared sets are marked in run_dir (spawner_marker.c). */
 struct local_spawner *local_spawner_start(const struct cg_host *host, const char *run_dir);
+/* Whether a prepared set's cgroups already hold these limits (those of the default spec). */
+bool local_spawner_has_limits(const struct cg_limits *lim);
 /* Reserves a prepared id + cgroup set; returns its slot, or -1 if none is ready. */
 int local_spawner_take(struct local_spawner *s, char *id, struct cg_sandbox *cg);
 /* local_spawn in the reserved thread (req NULL: give the set back unused). */
@@ -397,6 +399,9 @@ int local_endpoint(struct backend *be, const char *id, int port, backend_cb *cb,
                    struct mcp_error *err);
 int local_diagnose(struct backend *be, const char *id, const char *what, backend_cb *cb,
                    void *arg, struct mcp_error *err);
+/* local_workspace_ops.c: review and apply of copy-on-write mounts (backend.h "workspace"). */
+int local_workspace(struct backend *be, const char *id, const char *action, json_t *args,
+                    backend_cb *cb, void *arg, struct mcp_error *err);
 /* local_metrics.c: memory, pids and CPU use of a sandbox live in this process. */
 int local_metrics(struct backend *be, const char *id, backend_cb *cb, void *arg,
                   struct mcp_error *err);

@@ -78,6 +78,15 @@ static mode_t host_mode(mode_t m)
     return ws_carried_mode(m);
 }
 
+/* Gives a new entry (name in parent) to the mount's owner when running as root. */
+static int chown_entry(const struct apply *a, int parent, const char *name)
+{
+    if (geteuid() != 0 || a->m->owner_uid < 0)
+        return 0;
+    return fchownat(parent, name, (uid_t)a->m->owner_uid, (gid_t)a->m->owner_gid,
+                    AT_SYMLINK_NOFOLLOW);
+}
+
 /* chmod of the entry itself (never through a symlink) via an O_PATH descriptor of it. */
 static int chmod_entry(int parent, const char *name, mode_t mode)
 {
@@ -115,6 +124,7 @@ static int open_parent(struct apply *a, const char *rel, bool create, const char
             cleanup_close int ud = ws_open_beneath(a->upper, uprel, 0, true);
             mode_t mode = ud >= 0 && fstat(ud, &us) == 0 ? host_mode(us.st_mode) : 0755;
             if (mkdirat(fd, comp, 0700) == 0 || errno == EEXIST) {
+                chown_entry(a, fd, comp);
                 chmod_entry(fd, comp, mode);
                 sub = ws_open_beneath(fd, comp, 0, true);
             }
@@ -182,7 +192,8 @@ static int write_temp(struct apply *a, const char *rel, int parent, mode_t mode,
             done += w;
         }
     }
-    if (n < 0 || fchmod(out, host_mode(mode)) < 0 || fsync(out) < 0)
+    if (n < 0 || chown_entry(a, parent, tmp) < 0 || fchmod(out, host_mode(mode)) < 0 ||
+        fsync(out) < 0)
         goto fail;
     return 0;
 fail:;
@@ -206,7 +217,15 @@ static int make_symlink_temp(struct apply *a, const char *rel, int parent, char 
     char rnd[17];
     random_id(rnd, sizeof rnd, "", 8);
     snprintf(tmp, tmp_size, ".mcpbox-apply-%s", rnd);
-    return symlinkat(target, parent, tmp);
+    if (symlinkat(target, parent, tmp) < 0)
+        return -1;
+    if (chown_entry(a, parent, tmp) < 0) {
+        int e = errno;
+        unlinkat(parent, tmp, 0);
+        errno = e;
+        return -1;
+    }
+    return 0;
 }
 
 /* Puts the sandbox's file or symlink at name (replacing whatever the host has there). */
@@ -241,8 +260,11 @@ static int put_dir(struct apply *a, const struct ws_change *c, int parent, const
 {
     if (hs && !S_ISDIR(hs->st_mode) && unlinkat(parent, name, 0) < 0)
         return fail_errno(a, c, "cannot remove the host entry it replaces");
-    if ((!hs || !S_ISDIR(hs->st_mode)) && mkdirat(parent, name, 0700) < 0 && errno != EEXIST)
+    bool made = !hs || !S_ISDIR(hs->st_mode);
+    if (made && mkdirat(parent, name, 0700) < 0 && errno != EEXIST)
         return fail_errno(a, c, "cannot make the directory");
+    if (made && chown_entry(a, parent, name) < 0)
+        return fail_errno(a, c, "cannot give it to the mount's owner");
     if (chmod_entry(parent, name, host_mode(c->new_mode)) < 0)
         return fail_errno(a, c, "cannot set its mode");
     return 0;

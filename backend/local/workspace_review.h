@@ -42,6 +42,9 @@ struct ws_mount {
     const char *target;  /* where the sandbox sees it ("/workspace/proj") */
     const char *upper;   /* the overlay's upper directory */
     const char *journal; /* host state of the paths applied so far (NULL: none kept) */
+    /* Whose files these are: what apply writes is chown'ed to them when it runs as root (-1,
+     * or not root: the writer's own ids). */
+    int64_t owner_uid, owner_gid;
 };
 
 struct ws_options {

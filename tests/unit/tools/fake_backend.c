@@ -378,6 +378,7 @@ static const struct backend_ops fake_ops = {
     .code_context = backend_def_code_context,
     .code_run = backend_def_code_run,
     .host_check = backend_def_host_check,
+    .workspace = backend_def_workspace,
 };
 
 /* Only ever a slot that is not running: a backend that keeps snapshots, to be named. */
@@ -414,6 +415,7 @@ const struct backend_ops fake_remote_ops = {
     .code_context = backend_def_code_context,
     .code_run = backend_def_code_run,
     .host_check = backend_def_host_check,
+    .workspace = backend_def_workspace,
 };
 
 struct backend *fake_backend_new(uv_loop_t *loop, struct store *store)

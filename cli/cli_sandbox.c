@@ -1,8 +1,8 @@
-/* `mcpbox sandbox create|ls|get|exec|cp|logs|rm|pause|resume`: the local backend from the shell.
+/* `mcpbox sandbox create|ls|get|exec|cp|logs|rm|pause|resume|diff|apply`: the local backend from the shell.
  *
  * Each invocation runs its own libuv loop, opens the shared state store and the local backend
  * (the same ones a running MCP server uses, so both see the same sandboxes), performs one
- * operation through the backend vtable and exits. The subcommands are in mcp/cli/. */
+ * operation through the backend vtable and exits. The subcommands are in cli_sandbox_cmds.c and cli_sandbox_exec.c. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,18 +10,13 @@
 #include <unistd.h>
 
 #include "backend/local/local.h"
+#include "cli/cli.h"
+#include "cli/cli_sandbox.h"
+#include "cli/cli_util.h"
 #include "mcp/base/cleanup.h"
 #include "mcp/base/log.h"
 #include "mcp/base/xalloc.h"
-#include "mcp/cli/cli_sandbox.h"
-#include "mcp/cli/cli_util.h"
 #include "mcp/store/store.h"
-
-#if __has_include("mcp/cli.h")
-#include "mcp/cli.h"
-#else
-int cli_sandbox_main(int argc, char **argv);
-#endif
 
 struct cli_sandbox_cmd {
     const char *name;
@@ -39,6 +34,8 @@ static const struct cli_sandbox_cmd cli_sandbox_cmds[] = {
     {"rm", cli_sandbox_rm, "destroy sandboxes"},
     {"pause", cli_sandbox_pause, "freeze a sandbox"},
     {"resume", cli_sandbox_pause, "thaw a paused sandbox"},
+    {"diff", cli_sandbox_diff, "what it changed in its copy-on-write mounts (unified diff)"},
+    {"apply", cli_sandbox_apply, "write copy-on-write changes to the host: apply ID [PATH...]"},
 };
 
 static void cli_sandbox_usage(FILE *out)

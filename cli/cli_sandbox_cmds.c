@@ -8,10 +8,10 @@
 #include <unistd.h>
 
 #include "backend/local/local.h"
+#include "cli/cli_sandbox.h"
+#include "cli/cli_util.h"
 #include "mcp/base/cleanup.h"
 #include "mcp/base/xalloc.h"
-#include "mcp/cli/cli_sandbox.h"
-#include "mcp/cli/cli_util.h"
 
 #define CLI_SIZE_TEXT_MAX 32
 
