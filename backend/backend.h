@@ -71,6 +71,9 @@ struct sandbox_spec {
     uint64_t disk_bytes;      /* writable space (workspace + tmp) */
     uint32_t pids;
     bool network;             /* false: loopback only; true: egress (public internet only) */
+    /* Host directories to mount: [{source, target, mode: "ro"|"rw"|"copy-on-write"}], or NULL.
+     * Only the local backend mounts; the others refuse a non-empty list. */
+    json_t *mounts;
     /* Egress by policy (egress_policy.h), borrowed; NULL: none, network decides. The tool layer
      * sets network false whenever it sets a policy, so code that knows only network fails
      * closed (loopback only); a backend that takes the policy copies what it keeps
