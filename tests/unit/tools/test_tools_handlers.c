@@ -184,6 +184,14 @@ TEST(optional_ops_unsupported)
     c = call_tool("alice", "diagnose_sandbox", "{\"sandbox_id\":\"sbx-a1\",\"what\":\"metrics\"}");
     ASSERT_CONTAINS(c->text, "the local backend has no live metrics");
     ASSERT_CONTAINS(c->text, "get_sandbox");
+    /* review and apply of copy-on-write mounts: any state (a paused sandbox's layer is there),
+     * owner checked first, then the backend's answer with what to use instead */
+    c = call_tool("alice", "review_changes", "{\"sandbox_id\":\"sbx-p1\"}");
+    ASSERT(c->is_error);
+    ASSERT_CONTAINS(c->text, "has no copy-on-write mounts to review or apply");
+    ASSERT_CONTAINS(c->text, "read_file");
+    c = call_tool("alice", "apply_changes", "{\"sandbox_id\":\"sbx-b1\",\"overwrite\":true}");
+    ASSERT_CONTAINS(c->text, "no sandbox sbx-b1 among yours");
 }
 
 TEST(paused_sandbox_refuses_commands)

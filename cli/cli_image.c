@@ -12,9 +12,9 @@
 #include "backend/local/identity.h"
 #include "backend/local/image/image.h"
 #include "backend/local/image/unpack.h"
+#include "cli/cli.h"
+#include "cli/cli_util.h"
 #include "mcp/base/util.h"
-#include "mcp/cli.h"
-#include "mcp/cli/cli_util.h"
 #include "mcp/store/store.h"
 
 #define BAR_WIDTH 30

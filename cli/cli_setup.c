@@ -23,7 +23,7 @@
 
 #include <linux/magic.h>
 
-#include "mcp/cli/cli_util.h"
+#include "cli/cli_util.h"
 
 #define SETUP_RECORD_DIR "/var/lib/mcpbox"
 #define SETUP_SUBID_MIN 100000UL      /* login.defs SUB_UID_MIN */

@@ -2,7 +2,7 @@
  *
  * Each invocation runs its own libuv loop, opens the shared state store and the local backend
  * (the same ones a running MCP server uses, so both see the same sandboxes), performs one
- * operation through the backend vtable and exits. The subcommands are in mcp/cli/. */
+ * operation through the backend vtable and exits. The subcommands are in cli_sandbox_cmds.c and cli_sandbox_exec.c. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,18 +10,13 @@
 #include <unistd.h>
 
 #include "backend/local/local.h"
+#include "cli/cli.h"
+#include "cli/cli_sandbox.h"
+#include "cli/cli_util.h"
 #include "mcp/base/cleanup.h"
 #include "mcp/base/log.h"
 #include "mcp/base/xalloc.h"
-#include "mcp/cli/cli_sandbox.h"
-#include "mcp/cli/cli_util.h"
 #include "mcp/store/store.h"
-
-#if __has_include("mcp/cli.h")
-#include "mcp/cli.h"
-#else
-int cli_sandbox_main(int argc, char **argv);
-#endif
 
 struct cli_sandbox_cmd {
     const char *name;
@@ -69,7 +64,8 @@ static int cli_sandbox_open(struct cli_sandbox *c, const char *state_flag)
     c->store = store_open(c->state_dir, &err);
     if (c->store == NULL)
         return cli_sandbox_fail("open", &err);
-    c->be = local_backend_new(&c->loop, c->store, NULL, &err); /* no pool: one operation */
+    /* No pool (one operation); host directories: the ones --mount names (local_backend_allow). */
+    c->be = local_backend_new(&c->loop, c->store, NULL, &err);
     if (c->be == NULL) {
         mcp_error_prefix(&err, "starting the local backend (see `mcpbox doctor`)");
         return cli_sandbox_fail("open", &err);

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mcp/cli/cli_sandbox.h"
-#include "mcp/cli/cli_util.h"
+#include "cli/cli_sandbox.h"
+#include "cli/cli_util.h"
 
 #define CLI_DIFF_PAGE (1u << 20)
 

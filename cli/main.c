@@ -1,33 +1,27 @@
-/* mcpbox: argv -> subcommand -> its main. `serve` is here; other subcommands live with their
- * owners and are listed in the table. */
+/* mcpbox: argv -> subcommand -> its main. `serve` is here (the backends come from the
+ * composition root, cli/backends.c); the other subcommands are in cli/cli_*.c. */
 #define LOG_MODULE "main"
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/local/image/unpack.h"
+#include "backend/local/local.h"
+#include "cli/backends.h"
+#include "cli/cli.h"
 #include "mcp/base/cleanup.h"
 #include "mcp/base/error.h"
 #include "mcp/base/log.h"
 #include "mcp/base/xalloc.h"
-#include "cli/backends.h"
-#include "mcp/cli.h"
-#ifdef MCPBOX_HAVE_CLI_SANDBOX
-#include "backend/local/image/unpack.h"
-#endif
-#ifdef MCPBOX_HAVE_CLI_SANDBOX
-#include "backend/local/local.h"
-#endif
 #include "mcp/config.h"
-#include "mcp/server.h"
-#include "mcp/transport_stdio.h"
-#ifdef MCPBOX_HAVE_HTTP
+#include "mcp/fixtures/fixtures.h"
 #include "mcp/http/http_ext.h"
 #include "mcp/http/http_server.h"
-#endif
-#ifdef MCPBOX_HAVE_OSAPI
 #include "mcp/osapi/osapi.h"
-#endif
+#include "mcp/registry.h"
+#include "mcp/server.h"
+#include "mcp/transport_stdio.h"
 
 struct subcommand {
     const char *name;
@@ -37,20 +31,14 @@ struct subcommand {
 
 static const struct subcommand subcommands[] = {
     {"serve", cli_serve_main, "serve MCP over stdio, or Streamable HTTP with --http ADDR:PORT"},
-#ifdef MCPBOX_HAVE_CLI_SANDBOX
     {"sandbox", cli_sandbox_main, "list, inspect, exec in and destroy sandboxes from a terminal"},
     {"image", cli_image_main, "pull, list and remove the local backend's OCI images"},
-#endif
-#ifdef MCPBOX_HAVE_CLI_DOCTOR
     {"doctor", cli_doctor_main, "check this host can run local sandboxes"},
     {"setup", cli_setup_main,
      "--user NAME [--undo]: as root, once, let NAME run local sandboxes as itself"},
-#endif
-#ifdef MCPBOX_HAVE_CLI_SKILL
     {"skill", cli_skill_main,
      "install [--dir DIR | --project] [--force] | uninstall | show | path: the "
      "troubleshoot-sandbox skill"},
-#endif
 };
 
 static int start_transport(struct mcp_server *srv, const struct mcp_config *cfg,
@@ -58,23 +46,12 @@ static int start_transport(struct mcp_server *srv, const struct mcp_config *cfg,
 {
     if (!cfg->http_listen)
         return stdio_transport_start(srv, STDIN_FILENO, STDOUT_FILENO, err);
-#ifdef MCPBOX_HAVE_HTTP
     const struct http_extension *ext = NULL;
     if (cfg->osapi_enabled) {
-#ifdef MCPBOX_HAVE_OSAPI
         if (!(ext = osapi_new(srv, cfg, err)))
             return -1;
-#else
-        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
-                             "this mcpbox was built without the OpenSandbox API (mcp/osapi/)");
-#endif
     }
     return http_server_start_ext(srv, cfg, ext, err);
-#else
-    return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
-                         "this mcpbox was built without the HTTP transport (mcp/http/); use "
-                         "stdio (mcpbox serve without --http)");
-#endif
 }
 
 static int serve(const struct mcp_config *cfg)
@@ -84,7 +61,7 @@ static int serve(const struct mcp_config *cfg)
 
     if (srv)
         server_set_backends(srv, backends_start);
-    if (!srv || server_add_sandbox_tools(srv, &err) < 0 || start_transport(srv, cfg, &err) < 0) {
+    if (!srv || (cfg->conformance_fixtures && fixtures_register(server_registry(srv), &err) < 0) || server_add_sandbox_tools(srv, &err) < 0 || start_transport(srv, cfg, &err) < 0) {
         fprintf(stderr, "mcpbox: %s\n", err.msg);
         if (srv) {
             server_stop(srv);
@@ -117,9 +94,7 @@ int cli_serve_main(int argc, char **argv)
         if (!cfg.http_listen && !cfg.log_level_given)
             cfg.log_level = LOG_LEVEL_WARN;
         log_set_level(cfg.log_level);
-#ifdef MCPBOX_HAVE_CLI_SANDBOX
         local_enter_delegated_scope(argc, argv); /* rootless on systemd: a delegated scope */
-#endif
         r = serve(&cfg); /* 1 when the server could not start */
     }
     config_release(&cfg);
@@ -132,11 +107,7 @@ static void print_version(void)
     printf("protocol: MCP 2025-11-25 (also 2026-07-28, 2025-06-18, 2025-03-26)\n");
     printf("license: Apache-2.0\n");
     printf("backends: %s\n", backends_names());
-#ifdef MCPBOX_HAVE_HTTP
     printf("transports: stdio, http\n");
-#else
-    printf("transports: stdio\n");
-#endif
 }
 
 static void print_help(FILE *out)
@@ -158,10 +129,8 @@ static void print_help(FILE *out)
 
 int main(int argc, char **argv)
 {
-#ifdef MCPBOX_HAVE_CLI_SANDBOX
     if (argc > 1 && strcmp(argv[1], IMAGE_UNPACK_ARGV1) == 0) /* an image layer's unpacker */
         return image_unpack_child_main(argc, argv);
-#endif
     xalloc_install();
     if (argc < 2) {
         print_help(stderr);

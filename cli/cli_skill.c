@@ -1,6 +1,6 @@
 /* `mcpbox skill install|uninstall|show|path`: puts the troubleshoot-sandbox skill where Claude
- * Code finds it. The skill text is embedded in the binary at build time (mcp/cli_skill/), so an
- * installed mcpbox needs no data file.
+ * Code finds it. The skill text is embedded in the binary at build time (cli/CMakeLists.txt), so
+ * an installed mcpbox needs no data file.
  *
  * Where it goes: DIR/troubleshoot-sandbox/SKILL.md (and reference.md, the detail SKILL.md
  * points to, which Claude Code reads only when needed), with DIR
@@ -23,16 +23,11 @@
 
 #include <jansson.h>
 
+#include "cli/cli.h"
+#include "cli/skill_text.h"
 #include "mcp/base/cleanup.h"
 #include "mcp/base/error.h"
 #include "mcp/base/xalloc.h"
-#include "mcp/cli_skill/skill_text.h"
-
-#if __has_include("mcp/cli.h")
-#include "mcp/cli.h"
-#else
-int cli_skill_main(int argc, char **argv);
-#endif
 
 #define SKILL_NAME "troubleshoot-sandbox"
 #define SKILL_FILE "SKILL.md"
@@ -47,7 +42,7 @@ enum skill_exit { SKILL_EXIT_OK = 0, SKILL_EXIT_FAIL = 1, SKILL_EXIT_USAGE = 2 }
 /* What is on disk compared with the embedded skill. */
 enum skill_disk { SKILL_ABSENT, SKILL_SAME, SKILL_DIFFERENT };
 
-/* The skill's files, as embedded (mcp/cli_skill/CMakeLists.txt). */
+/* The skill's files, as embedded (cli/CMakeLists.txt). */
 struct skill_file {
     const char *name;
     const unsigned char *text;

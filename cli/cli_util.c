@@ -1,5 +1,5 @@
 /* Helpers shared by the CLI commands: state directory, exit codes, output formats, tables. */
-#include "mcp/cli/cli_util.h"
+#include "cli/cli_util.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -8,18 +8,11 @@
 #include <unistd.h>
 
 #include "backend/local/doctor.h"
+#include "backend/local/local.h"
+#include "cli/cli.h"
+#include "cli/cli_util.h"
 #include "mcp/base/cleanup.h"
 #include "mcp/base/xalloc.h"
-#include "mcp/cli/cli_util.h"
-#ifdef MCPBOX_HAVE_CLI_SANDBOX
-#include "backend/local/local.h"
-#endif
-
-#if __has_include("mcp/cli.h")
-#include "mcp/cli.h"
-#else
-int cli_doctor_main(int argc, char **argv);
-#endif
 
 static void doctor_usage(FILE *out)
 {
@@ -42,7 +35,6 @@ static void doctor_usage(FILE *out)
 /* The backend's own verdict, when this mcpbox has the local backend built in. */
 static void doctor_add_backend_probe(struct doctor_report *r)
 {
-#ifdef MCPBOX_HAVE_CLI_SANDBOX
     struct doctor_check *c = doctor_add(r, "local_backend", true);
     struct mcp_error err = {0};
     if (local_backend_probe(&err) == 0)
@@ -52,9 +44,6 @@ static void doctor_add_backend_probe(struct doctor_report *r)
                     geteuid() != 0 ? "run mcpbox as root (for example: sudo mcpbox serve)"
                                    : "see the failed checks above",
                     "%s", err.msg);
-#else
-    (void)r;
-#endif
 }
 
 static const char *doctor_status(const struct doctor_check *c)
