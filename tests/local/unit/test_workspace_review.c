@@ -203,6 +203,7 @@ static json_t *review(json_t *paths, uint64_t offset, uint64_t max)
     struct ws_options o = opts_of();
     struct mcp_error err;
     json_t *r = ws_review(&m, 1, &o, paths, offset, max, &err);
+    json_decref(paths); /* the callers pass a new list */
     if (r == NULL)
         TEST_FAIL("review: %s", err.msg);
     return r;
@@ -214,6 +215,7 @@ static json_t *apply(json_t *paths, bool overwrite)
     struct ws_options o = opts_of();
     struct mcp_error err;
     json_t *r = ws_apply(&m, 1, &o, paths, overwrite, &err);
+    json_decref(paths); /* the callers pass a new list */
     if (r == NULL)
         TEST_FAIL("apply: %s", err.msg);
     return r;
