@@ -67,6 +67,9 @@ struct sandbox_spec {
     uint64_t disk_bytes;      /* writable space (workspace + tmp) */
     uint32_t pids;
     bool network;             /* false: loopback only; true: egress (public internet only) */
+    /* Host directories to mount: [{source, target, mode: "ro"|"rw"|"copy-on-write"}], or NULL.
+     * Only the local backend mounts; the others refuse a non-empty list. */
+    json_t *mounts;
     int64_t timeout_seconds;  /* absolute TTL from now; 0 = default; < 0 = none */
     int64_t idle_timeout_seconds; /* 0 = default; < 0 = none */
     /* Restore from this snapshot instead of image (only backends with ops->snapshot; the tool

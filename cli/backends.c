@@ -4,6 +4,7 @@
 #include "cli/backends.h"
 
 #include <stdio.h>
+#include <unistd.h>
 
 #include "backend/backend.h"
 #include "backend/local/local.h"
@@ -15,7 +16,14 @@
 static struct backend *start_local(uv_loop_t *loop, struct store *store,
                                    const struct mcp_config *cfg, struct mcp_error *err)
 {
-    struct local_options opts = {.pool = cfg->local_pool};
+    /* Host directories: --allow-dir / MCPBOX_ALLOW_DIRS, else for a stdio server the directory
+     * it was started in (where Claude Code and Cursor start it: the project), else none
+     * (docs/configuration.md, "Host directories"). */
+    char cwd[4096];
+    const char *allow = cfg->allow_dirs;
+    if (allow == NULL && cfg->http_listen == NULL && getcwd(cwd, sizeof cwd) != NULL)
+        allow = cwd;
+    struct local_options opts = {.pool = cfg->local_pool, .allow_dirs = allow};
     return cfg->local_enabled ? local_backend_new(loop, store, &opts, err) : NULL;
 }
 

@@ -64,7 +64,8 @@ static int cli_sandbox_open(struct cli_sandbox *c, const char *state_flag)
     c->store = store_open(c->state_dir, &err);
     if (c->store == NULL)
         return cli_sandbox_fail("open", &err);
-    c->be = local_backend_new(&c->loop, c->store, NULL, &err); /* no pool: one operation */
+    /* No pool (one operation); host directories: the ones --mount names (local_backend_allow). */
+    c->be = local_backend_new(&c->loop, c->store, NULL, &err);
     if (c->be == NULL) {
         mcp_error_prefix(&err, "starting the local backend (see `mcpbox doctor`)");
         return cli_sandbox_fail("open", &err);

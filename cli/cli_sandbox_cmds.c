@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/local/local.h"
 #include "cli/cli_sandbox.h"
 #include "cli/cli_util.h"
 #include "mcp/base/cleanup.h"
@@ -110,7 +111,7 @@ static void cli_print_info(struct cli_sandbox *c, const json_t *sb)
 
 struct cli_create_opts {
     struct sandbox_spec spec;
-    json_t *env, *metadata;
+    json_t *env, *metadata, *mounts;
     bool quiet;
 };
 
@@ -127,9 +128,41 @@ static void create_usage(FILE *out)
           "  --idle-timeout SECONDS  destroy after this long without use; -1 = none\n"
           "  -e, --env KEY=VALUE   environment for every command (repeatable)\n"
           "  -l, --label KEY=VALUE metadata (repeatable)\n"
+          "  --mount SRC:DST[:MODE]  host directory SRC at DST inside (under /workspace, /mnt,\n"
+          "                        /srv, /opt, /home or /data); MODE ro, rw or copy-on-write\n"
+          "                        (default: the sandbox writes to a private layer, the host\n"
+          "                        is untouched); repeatable\n"
           "  -q, --quiet           print only the sandbox id\n"
           "  -o, --output FORMAT   table (default) or json\n",
           out);
+}
+
+/* --mount SRC:DST[:MODE]: SRC (resolved here: the person named it) is allowed for this create. */
+static int parse_mount(struct cli_sandbox *c, struct cli_create_opts *o, const char *arg)
+{
+    char *copy = xstrdup(arg), *dst = strchr(copy, ':'), *mode = NULL;
+    char *real = NULL;
+    struct mcp_error err;
+    int rc = CLI_EXIT_USAGE;
+    if (dst) {
+        *dst++ = '\0';
+        if ((mode = strchr(dst, ':')) != NULL)
+            *mode++ = '\0';
+        real = copy[0] ? realpath(copy, NULL) : NULL;
+    }
+    if (real == NULL) {
+        fprintf(stderr, "mcpbox sandbox create: --mount %s: %s\n", arg,
+                dst ? "SRC is not an existing directory" : "expected SRC:DST[:MODE]");
+    } else if (local_backend_allow(c->be, real, &err) < 0) {
+        fprintf(stderr, "mcpbox sandbox create: %s\n", err.msg);
+    } else {
+        json_array_append_new(o->mounts, json_pack("{s:s, s:s, s:s}", "source", real, "target",
+                                                   dst, "mode", mode ? mode : "copy-on-write"));
+        rc = -1;
+    }
+    free(real);
+    free(copy);
+    return rc;
 }
 
 /* Returns -1 to go on, else an exit code. */
@@ -153,6 +186,7 @@ static int create_opt(struct cli_sandbox *c, struct cli_create_opts *o, int opt,
     case 'e': return cli_parse_kv(o->env, arg) == 0 ? -1 : CLI_EXIT_USAGE;
     case 'l': return cli_parse_kv(o->metadata, arg) == 0 ? -1 : CLI_EXIT_USAGE;
     case 'q': o->quiet = true; return -1;
+    case 'M': return parse_mount(c, o, arg);
     case 'o': return cli_parse_output(arg, &c->json) == 0 ? -1 : CLI_EXIT_USAGE;
     case 'h': create_usage(stdout); return CLI_EXIT_OK;
     default: return CLI_EXIT_USAGE;
@@ -168,13 +202,14 @@ static int create_parse(struct cli_sandbox *c, struct cli_create_opts *o, int ar
         {"timeout", required_argument, NULL, 't'}, {"idle-timeout", required_argument, NULL, 'T'},
         {"env", required_argument, NULL, 'e'},    {"label", required_argument, NULL, 'l'},
         {"quiet", no_argument, NULL, 'q'},        {"output", required_argument, NULL, 'o'},
+        {"mount", required_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
     int opt;
     while ((opt = getopt_long(argc, argv, "e:l:qo:h", longopts, NULL)) != -1) {
         int rc = create_opt(c, o, opt, optarg);
         if (rc >= 0) {
-            if (rc == CLI_EXIT_USAGE) {
+            if (rc == CLI_EXIT_USAGE && opt != 'M') {
                 fprintf(stderr, "mcpbox sandbox create: bad option value%s%s\n",
                         optarg ? ": " : "", optarg ? optarg : "");
                 create_usage(stderr);
@@ -191,11 +226,13 @@ static int create_parse(struct cli_sandbox *c, struct cli_create_opts *o, int ar
 
 int cli_sandbox_create(struct cli_sandbox *c, int argc, char **argv)
 {
-    struct cli_create_opts o = {.env = json_object(), .metadata = json_object()};
+    struct cli_create_opts o = {.env = json_object(), .metadata = json_object(),
+                                .mounts = json_array()};
     int rc = create_parse(c, &o, argc, argv);
     o.spec.owner = c->owner;
     o.spec.env = o.env;
     o.spec.metadata = o.metadata;
+    o.spec.mounts = o.mounts;
     if (rc < 0) {
         cli_sandbox_op_reset(c);
         if (c->be->ops->create(c->be, &o.spec, cli_sandbox_op_cb, c, &c->err) < 0 ||
@@ -208,6 +245,7 @@ int cli_sandbox_create(struct cli_sandbox *c, int argc, char **argv)
     }
     json_decref(o.env);
     json_decref(o.metadata);
+    json_decref(o.mounts);
     return rc < 0 ? CLI_EXIT_OK : rc;
 }
 

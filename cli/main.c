@@ -15,9 +15,11 @@
 #include "mcp/base/log.h"
 #include "mcp/base/xalloc.h"
 #include "mcp/config.h"
+#include "mcp/fixtures/fixtures.h"
 #include "mcp/http/http_ext.h"
 #include "mcp/http/http_server.h"
 #include "mcp/osapi/osapi.h"
+#include "mcp/registry.h"
 #include "mcp/server.h"
 #include "mcp/transport_stdio.h"
 
@@ -59,7 +61,7 @@ static int serve(const struct mcp_config *cfg)
 
     if (srv)
         server_set_backends(srv, backends_start);
-    if (!srv || server_add_sandbox_tools(srv, &err) < 0 || start_transport(srv, cfg, &err) < 0) {
+    if (!srv || (cfg->conformance_fixtures && fixtures_register(server_registry(srv), &err) < 0) || server_add_sandbox_tools(srv, &err) < 0 || start_transport(srv, cfg, &err) < 0) {
         fprintf(stderr, "mcpbox: %s\n", err.msg);
         if (srv) {
             server_stop(srv);

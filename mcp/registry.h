@@ -2,7 +2,7 @@
  * completion providers, each described by data (the JSON the client sees) plus a callback.
  *
  * Tools come from schema files embedded at build time (schemas/tools/<name>.json and, with
- * --conformance-fixtures, schemas/fixtures/<name>.json) and a handler table (struct tool_def):
+ * --conformance-fixtures, mcp/fixtures/schemas/fixtures/<name>.json) and a handler table (struct tool_def):
  * registry_load_tools(). Everything else is registered in code, typically once at startup.
  *
  * How a module (e.g. mcp/tools/, the sandbox tools) adds resources, prompts or completions: it

@@ -14,7 +14,6 @@
 #include "mcp/base/xalloc.h"
 #include "mcp/config.h"
 #include "mcp/context.h"
-#include "mcp/fixtures.h"
 #include "mcp/modern/modern.h"
 #include "mcp/registry.h"
 #include "mcp/session-internal.h"
@@ -128,8 +127,6 @@ struct mcp_server *server_new(const struct mcp_config *cfg, struct mcp_error *er
     /* Changes before any session exists broadcast to nobody, so one listener serves both. */
     srv->reg = registry_new(on_registry_change, srv);
     if (check_state_dir(srv, err) < 0)
-        goto fail;
-    if (cfg->conformance_fixtures && fixtures_register(srv->reg, err) < 0)
         goto fail;
     start_signals(srv);
     return srv;

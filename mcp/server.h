@@ -26,9 +26,8 @@ struct session;
 struct mcp_server;
 
 /* Creates the loop, checks the state directory (the store and the backends start later: see
- * server_sandbox_context) and fills the registry (fixtures with --conformance-fixtures; the
- * sandbox tools come with server_add_sandbox_tools). cfg is borrowed and must outlive the
- * server. */
+ * server_sandbox_context) and an empty registry (the executable adds the sandbox tools and,
+ * with --conformance-fixtures, the fixtures). cfg is borrowed and must outlive the server. */
 struct mcp_server *server_new(const struct mcp_config *cfg, struct mcp_error *err);
 /* Fills set with the backends this executable has, one slot each (a slot's backend NULL when
  * cfg leaves it off or it cannot start on this host, with a warning logged). The composition

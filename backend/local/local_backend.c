@@ -96,6 +96,17 @@ json_t *local_info(const struct store_sandbox *rec)
     json_t *digest = json_object_get(r, "image_digest");
     if (json_is_string(digest)) /* an OCI image: what exactly runs */
         json_object_set_new(info, "image_digest", json_copy(digest));
+    json_t *mounts = json_object_get(r, "mounts");
+    if (json_array_size(mounts) > 0) { /* host directories: where, and how */
+        json_t *shown = json_array(), *m;
+        size_t i;
+        json_array_foreach(mounts, i, m)
+            json_array_append_new(shown, json_pack("{s:O, s:O, s:O}", "source",
+                                                   json_object_get(m, "source"), "target",
+                                                   json_object_get(m, "target"), "mode",
+                                                   json_object_get(m, "mode")));
+        json_object_set_new(info, "mounts", shown);
+    }
     json_t *mapping = json_object_get(r, "image_mapping");
     if (json_is_string(mapping)) /* root mode without idmapped mounts (docs/images.md) */
         json_object_set_new(info, "image_mapping", json_copy(mapping));
@@ -209,10 +220,18 @@ static void rmtree_at(int parent, const char *name)
     if (unlinkat(parent, name, 0) == 0 || (errno != EISDIR && errno != EPERM))
         return;
     int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    /* A directory of ours we may not read (a copy-on-write overlay's work/work is mode 000):
+     * make it readable, it is going anyway. fchmodat never follows a symlink here: the open
+     * above refused those with ELOOP, not EACCES. */
+    if (fd < 0 && errno == EACCES && fchmodat(parent, name, 0700, 0) == 0)
+        fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (d == NULL) {
         if (fd >= 0)
             close(fd);
+        /* An empty directory we may not read (a copy-on-write overlay's work/work, mode 000,
+         * of the sandbox's root) can still be removed from a parent we own. */
+        unlinkat(parent, name, AT_REMOVEDIR);
         return;
     }
     struct dirent *e;
@@ -278,7 +297,7 @@ void local_release_resources(struct local_backend *lb, const char *id, const cha
     if (dir[0])
         local_rmtree(dir);
     local_rmtree(logs);
-    local_ws_remove(lb->state_dir, id); /* mounts' copy-on-write layers (workspace.h) */
+    local_ws_remove(lb->state_dir, id, &lb->ident); /* mounts' copy-on-write layers (workspace.h) */
     local_release_slot(lb, id);
 }
 
@@ -693,6 +712,10 @@ struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
     lb->pool_idle_ms = idle && atoi(idle) > 0 ? (uint64_t)atoi(idle) : LOCAL_POOL_REFILL_IDLE_MS;
     snprintf(lb->state_dir, sizeof lb->state_dir, "%s", store_state_dir(store));
     local_identity_detect(&lb->ident);
+    if (local_allow_init(&lb->allow, opts ? opts->allow_dirs : NULL, err) < 0) {
+        free(lb);
+        return NULL;
+    }
     if (lb->ident.mode == LOCAL_ID_SLICES)
         local_slots_excluded(lb->slots_excluded, LOCAL_MAX_SLOTS);
     if (lb->ident.mode == LOCAL_ID_SINGLE)
@@ -706,6 +729,7 @@ struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
         local_seccomp_free(&lb->seccomp);
         if (lb->agent_fd >= 0)
             close(lb->agent_fd);
+        local_allow_free(&lb->allow);
         free(lb);
         return NULL;
     }
@@ -724,6 +748,7 @@ static void timer_closed(uv_handle_t *h)
 {
     struct local_backend *lb = h->data;
     local_seccomp_free(&lb->seccomp);
+    local_allow_free(&lb->allow);
     free(lb);
 }
 

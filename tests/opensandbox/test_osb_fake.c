@@ -817,6 +817,14 @@ TEST(fault_auth_refused_image_quota)
     ASSERT_EQ(be->ops->create(be, &shortlived, osb_wait_cb, &w, &e), -1);
     ASSERT_EQ(e.code, MCP_ERR_INVALID);
     ASSERT_CONTAINS(e.msg, ">= 60");
+    /* Host directories (issue #13): refused, saying what to use instead. */
+    json_t *mounts = json_pack("[{s:s, s:s}]", "source", "/tmp", "target", "/workspace/t");
+    struct sandbox_spec mounted = {.owner = OWNER, .mounts = mounts};
+    ASSERT_EQ(be->ops->create(be, &mounted, osb_wait_cb, &w, &e), -1);
+    json_decref(mounts);
+    ASSERT_EQ(e.code, MCP_ERR_UNSUPPORTED);
+    ASSERT_CONTAINS(e.msg, "write_file");
+    ASSERT_CONTAINS(e.msg, "local");
 
     fake_fault(&fs, "[{\"match\":\"POST /v1/sandboxes\",\"kind\":\"status\",\"status\":403,"
                     "\"code\":\"SANDBOX::QUOTA_EXCEEDED\",\"message\":\"quota of 1 exceeded\"}]");
