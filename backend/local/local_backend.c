@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #define LOG_MODULE "local"
-#include "backend/local/doctor.h"
+#include "backend/local/doctor/doctor.h"
 #include "backend/local/local.h"
 #include "backend/local/image/image.h"
 #include "backend/local/local_internal.h"
