@@ -11,6 +11,7 @@ const struct tool_def sandbox_tools[] = {
     {"renew_sandbox", tool_renew_sandbox},
     {"pause_sandbox", tool_pause_sandbox},
     {"resume_sandbox", tool_resume_sandbox},
+    {"set_network_policy", tool_set_network_policy},
     {"run_command", tool_run_command},
     {"get_command", tool_get_command},
     {"kill_command", tool_kill_command},
