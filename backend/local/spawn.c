@@ -26,6 +26,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -689,6 +690,37 @@ static int note_init(const char *dir, pid_t pid, struct mcp_error *err)
     return ok ? 0 : mcp_error_set(err, MCP_ERR_IO, e, "writing %s", path);
 }
 
+/* The filesystems seen refusing idmapped mounts (docs/images.md, Ownership). */
+static const char *fs_name(const char *dir)
+{
+    struct statfs fs;
+    if (statfs(dir, &fs) < 0)
+        return "unknown";
+    switch ((unsigned long)fs.f_type) {
+    case 0x794c7630UL: return "overlayfs";
+    case 0x6969UL: return "NFS";
+    case 0x2fc12fc1UL: return "ZFS";
+    case 0x65735546UL: return "FUSE";
+    case 0xff534d42UL: return "CIFS";
+    default: return "a filesystem";
+    }
+}
+
+/* Registered directories need an idmapped mount in root mode (pulled OCI images fall back to a
+ * shared mapping instead: their files are written with it; a registered directory's are not
+ * ours to change). Say which filesystem refused and what to do. */
+static int idmap_refused(const char *dir, int e, struct mcp_error *err)
+{
+    return mcp_error_set(err, MCP_ERR_UNSUPPORTED, e,
+                         "cannot make an idmapped mount of image %s: %s there does not support "
+                         "idmapped mounts (or Linux is older than 5.12), and a registered root "
+                         "filesystem directory needs one in root mode. Move the directory to a "
+                         "filesystem that supports them (ext4, xfs, btrfs, tmpfs) and leave a "
+                         "symlink to it at %s, or push it to a registry as an OCI image (pulled "
+                         "images work on any filesystem, docs/images.md)",
+                         dir, fs_name(dir), dir);
+}
+
 /* The image directory as a detached mount tree, idmapped through the sandbox's user namespace
  * and read-only (docs/internals/isolation-facts.md §5). */
 static int image_tree(const char *dir, pid_t pid, struct mcp_error *err)
@@ -710,9 +742,7 @@ static int image_tree(const char *dir, pid_t pid, struct mcp_error *err)
     if (rc < 0) {
         if (tree >= 0)
             close(tree);
-        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, e,
-                             "cannot make an idmapped mount of image %s (needs Linux 5.12+ "
-                             "and a filesystem that supports idmapped mounts)", dir);
+        return idmap_refused(dir, e, err);
     }
     return tree;
 }
