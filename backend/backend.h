@@ -184,10 +184,12 @@ typedef int backend_file_op_fn(struct backend *be, const char *sandbox_id, const
  * workspace(action, args): review and apply of the sandbox's copy-on-write mounts (issue 13).
  *   "review" {paths?, offset?, max_bytes?} -> {changes:[{path, host_path, change:"added"|
  *            "modified"|"deleted"|"mode", type, old_type?, mode|null, old_mode|null, size,
- *            old_size, binary?, conflict?, applicable?, diff_offset}], diff (unified, from
- *            offset, at most max_bytes), diff_bytes, offset, next_offset|null, truncated, note?}
+ *            old_size, binary?, conflict?, applicable?, diff_offset}] (at most 500), changes_total,
+ *            changes_note?, diff (unified, from offset, at most max_bytes), diff_bytes, offset,
+ *            next_offset|null, truncated, note?}
  *   "apply"  {paths?, overwrite?} -> {results:[{path, change, status:"applied"|"conflict"|
- *            "skipped"|"failed", reason?}], applied, conflicts, skipped, failed}
+ *            "skipped"|"failed", reason?}] (at most 500), applied, conflicts, skipped, failed,
+ *            results_note?}
  * paths are sandbox (or host) paths; a directory selects everything below it. */
 struct code_request {
     const char *language;   /* "python" (default), "javascript", "bash", ... */

@@ -444,6 +444,36 @@ TEST(host_symlink_on_the_way_is_not_followed)
     teardown();
 }
 
+static void sandbox_adds_600(void)
+{
+    if (system("mkdir many && cd many && i=0; while [ $i -lt 600 ]; do echo $i > f$i; "
+               "i=$((i+1)); done") != 0)
+        _exit(1);
+}
+
+/* A result lists at most WS_LISTED_MAX entries (the SDK's stdio client drops a message over
+ * 10 MiB) and counts the rest; paths narrows the list. */
+TEST(long_lists_are_capped_and_counted)
+{
+    setup(true);
+    as_sandbox(sandbox_adds_600);
+    json_t *r = review(NULL, 0, 0);
+    ASSERT_EQ(json_array_size(json_object_get(r, "changes")), WS_LISTED_MAX);
+    ASSERT_EQ(json_integer_value(json_object_get(r, "changes_total")), 601);
+    ASSERT_CONTAINS(json_string_value(json_object_get(r, "changes_note")), "narrow with paths");
+    json_decref(r);
+    r = review(json_pack("[s]", "/workspace/proj/many/f599"), 0, 0);
+    ASSERT_STR_EQ(summary(r), "many/f599 added file\n");
+    json_decref(r);
+    r = apply(NULL, false);
+    ASSERT_EQ(json_integer_value(json_object_get(r, "applied")), 601);
+    ASSERT_EQ(json_array_size(json_object_get(r, "results")), WS_LISTED_MAX);
+    ASSERT_CONTAINS(json_string_value(json_object_get(r, "results_note")), "601 results");
+    ASSERT_STR_EQ(slurp(lower, "many/f599", NULL), "599\n");
+    json_decref(r);
+    teardown();
+}
+
 /* A device node in the sandbox's layer (a sandbox cannot make one: no CAP_MKNOD; a layer
  * written by other means could hold one) is listed as not applicable and never created. */
 TEST(device_node_is_not_created)
@@ -477,5 +507,6 @@ int main(void)
     RUN(host_change_is_a_conflict_until_overwrite);
     RUN(host_symlink_on_the_way_is_not_followed);
     RUN(device_node_is_not_created);
+    RUN(long_lists_are_capped_and_counted);
     return test_done();
 }
