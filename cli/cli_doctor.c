@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/local/doctor.h"
+#include "backend/local/doctor/doctor.h"
 #include "backend/local/local.h"
 #include "cli/cli.h"
 #include "cli/cli_util.h"

@@ -779,7 +779,7 @@ static int start_pull(struct pull *p, struct mcp_error *err)
         return -1;
     if (oci_archive_load(err) < 0)
         return -1;
-    p->client = registry_client_new(s->http, &p->ref);
+    p->client = registry_client_new(s->loop, s->http, &p->ref);
     char path[IMAGE_REF_TAG_MAX + IMAGE_DIGEST_LEN + 16];
     snprintf(path, sizeof path, "manifests/%s", image_ref_manifest_ref(&p->ref));
     if (p->progress)

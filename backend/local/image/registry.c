@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "backend/local/image/credentials.h"
 #include "backend/opensandbox/curl_loader.h"
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
@@ -18,11 +19,15 @@
 #define REGISTRY_TOKEN_CAP (64u << 10)
 
 struct registry_client {
+    uv_loop_t *loop;
     struct osb_http *http;
     struct image_ref ref;
     char base[IMAGE_REF_NAME_MAX + 16]; /* "https://host:port" */
     bool plain_http;
     char *creds;                    /* "user:password" or NULL */
+    bool creds_looked;              /* looked up at the first challenge (credentials.h) */
+    struct cred_helper_run *helper; /* a credential helper asked, not yet answered */
+    char challenge[OSB_HDR_VALUE_MAX]; /* the WWW-Authenticate being answered */
     char auth[REGISTRY_AUTH_MAX];   /* "Authorization: ..." once known, else "" */
     /* the request under way */
     char path[600];
@@ -42,15 +47,16 @@ struct registry_client {
 
 static void send_request(struct registry_client *c);
 
-struct registry_client *registry_client_new(struct osb_http *http, const struct image_ref *ref)
+struct registry_client *registry_client_new(uv_loop_t *loop, struct osb_http *http,
+                                            const struct image_ref *ref)
 {
     struct registry_client *c = xcalloc(1, sizeof *c);
+    c->loop = loop;
     c->http = http;
     c->ref = *ref;
     c->plain_http = image_ref_plain_http_ok(ref, getenv(REGISTRY_INSECURE_ENV));
     snprintf(c->base, sizeof c->base, "%s://%s", c->plain_http ? "http" : "https",
              image_ref_api_host(ref));
-    c->creds = registry_find_credentials(ref->registry);
     return c;
 }
 
@@ -66,72 +72,8 @@ void registry_cancel(struct registry_client *c)
 {
     if (c->req)
         osb_http_cancel(c->req);
-}
-
-/* ---- credentials ----------------------------------------------------------------------------- */
-
-/* "https://index.docker.io/v1/" -> "index.docker.io"; "host:5000/ns" -> "host:5000" */
-static void key_host(const char *key, char *out, size_t size)
-{
-    if (strncmp(key, "https://", 8) == 0)
-        key += 8;
-    else if (strncmp(key, "http://", 7) == 0)
-        key += 7;
-    snprintf(out, size, "%.*s", (int)strcspn(key, "/"), key);
-}
-
-static bool same_registry(const char *a, const char *b)
-{
-    static const char *const hub[] = {"docker.io", "index.docker.io", "registry-1.docker.io"};
-    bool ha = false, hb = false;
-    for (size_t i = 0; i < 3; i++)
-        ha |= strcmp(a, hub[i]) == 0, hb |= strcmp(b, hub[i]) == 0;
-    return (ha && hb) || strcmp(a, b) == 0;
-}
-
-static char *creds_from_file(const char *path, const char *registry)
-{
-    json_t *root = json_load_file(path, 0, NULL);
-    json_t *auths = json_object_get(root, "auths");
-    const char *key;
-    json_t *v;
-    char *found = NULL;
-    json_object_foreach(auths, key, v) {
-        char host[300];
-        key_host(key, host, sizeof host);
-        const char *b64 = json_string_value(json_object_get(v, "auth"));
-        if (!same_registry(host, registry) || b64 == NULL)
-            continue;
-        size_t len = strlen(b64), out_len = 0;
-        char *dec = xmalloc(base64_decoded_max(len) + 1);
-        if (base64_decode(b64, len, (unsigned char *)dec, &out_len) == 0 &&
-            memchr(dec, ':', out_len)) {
-            dec[out_len] = '\0';
-            found = dec;
-            break;
-        }
-        free(dec);
-    }
-    json_decref(root);
-    return found;
-}
-
-char *registry_find_credentials(const char *registry)
-{
-    const char *home = getenv("HOME"), *xdg = getenv("XDG_RUNTIME_DIR"),
-               *file = getenv("REGISTRY_AUTH_FILE");
-    char paths[4][1024];
-    snprintf(paths[0], sizeof paths[0], "%s", file ? file : "");
-    snprintf(paths[1], sizeof paths[1], "%s/containers/auth.json", xdg ? xdg : "/nonexistent");
-    snprintf(paths[2], sizeof paths[2], "%s/.config/containers/auth.json",
-             home ? home : "/nonexistent");
-    snprintf(paths[3], sizeof paths[3], "%s/.docker/config.json", home ? home : "/nonexistent");
-    for (size_t i = 0; i < 4; i++) {
-        char *c = paths[i][0] ? creds_from_file(paths[i], registry) : NULL;
-        if (c)
-            return c;
-    }
-    return NULL;
+    if (c->helper)
+        cred_helper_cancel(c->helper); /* its answer, an error, ends the request */
 }
 
 /* ---- errors ---------------------------------------------------------------------------------- */
@@ -190,7 +132,8 @@ static void status_error(const struct registry_client *c, const struct osb_respo
         mcp_error_set(err, MCP_ERR_DENIED, 0,
                       "registry %s refused access to %s%s: the image may not exist, or it needs "
                       "a login. %s: log in with `docker login %s` or `podman login %s` (mcpbox "
-                      "reads $REGISTRY_AUTH_FILE, containers' auth.json and ~/.docker/config.json)",
+                      "reads $REGISTRY_AUTH_FILE, containers' auth.json and ~/.docker/config.json, "
+                      "and runs the credential helpers they name)",
                       c->ref.registry, c->ref.repository, words,
                       c->creds ? "The stored credentials were refused" : "No credentials found",
                       c->ref.registry, c->ref.registry);
@@ -331,6 +274,59 @@ bool registry_retryable(const struct registry_client *c)
     return c->retryable;
 }
 
+static bool challenge_answerable(const struct registry_client *c)
+{
+    return strncasecmp(c->challenge, "Bearer ", 7) == 0 ||
+           (strncasecmp(c->challenge, "Basic", 5) == 0 && c->creds);
+}
+
+/* With the credentials known: a token for a Bearer challenge, Basic for a Basic one; else ask
+ * again, and the second 401 is reported as it is. */
+static void answer_challenge(struct registry_client *c)
+{
+    if (strncasecmp(c->challenge, "Bearer ", 7) == 0) {
+        request_token(c, c->challenge);
+        return;
+    }
+    if (strncasecmp(c->challenge, "Basic", 5) == 0 && c->creds) {
+        char *b64 = xmalloc(base64_encoded_len(strlen(c->creds)) + 1);
+        base64_encode(c->creds, strlen(c->creds), b64);
+        snprintf(c->auth, sizeof c->auth, "Authorization: Basic %s", b64);
+        free(b64);
+    }
+    send_request(c);
+}
+
+static void on_helper_answer(void *arg, char *creds, const struct mcp_error *err)
+{
+    struct registry_client *c = arg;
+    c->helper = NULL;
+    if (err) {
+        free(creds);
+        finish(c, NULL, err);
+        return;
+    }
+    if (creds) { /* else the file's own entry, if any, stays */
+        free(c->creds);
+        c->creds = creds;
+    }
+    answer_challenge(c);
+}
+
+/* At the first challenge (credentials are sent only to a registry that asks): the files; true
+ * if a credential helper runs, which answers the challenge when it is done. */
+static bool look_up_credentials(struct registry_client *c)
+{
+    struct cred_source src;
+    c->creds_looked = true;
+    cred_find(c->ref.registry, &src);
+    c->creds = src.creds;
+    if (src.helper[0] == '\0')
+        return false;
+    c->helper = cred_helper_start(c->loop, &src, c->ref.registry, on_helper_answer, c);
+    return true;
+}
+
 static void on_response(void *arg, struct osb_response *resp)
 {
     struct registry_client *c = arg;
@@ -339,16 +335,11 @@ static void on_response(void *arg, struct osb_response *resp)
     c->retryable = false;
     if (resp->status == 401 && !c->auth_tried) {
         c->auth_tried = true;
-        if (strncasecmp(resp->www_authenticate, "Bearer ", 7) == 0) {
-            request_token(c, resp->www_authenticate);
+        snprintf(c->challenge, sizeof c->challenge, "%s", resp->www_authenticate);
+        if (!c->creds_looked && look_up_credentials(c))
             return;
-        }
-        if (strncasecmp(resp->www_authenticate, "Basic", 5) == 0 && c->creds) {
-            char *b64 = xmalloc(base64_encoded_len(strlen(c->creds)) + 1);
-            base64_encode(c->creds, strlen(c->creds), b64);
-            snprintf(c->auth, sizeof c->auth, "Authorization: Basic %s", b64);
-            free(b64);
-            send_request(c);
+        if (challenge_answerable(c)) {
+            answer_challenge(c);
             return;
         }
     }

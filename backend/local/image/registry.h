@@ -21,8 +21,10 @@ struct registry_client;
 typedef void registry_done_fn(void *arg, struct osb_response *resp, const struct mcp_error *err);
 
 /* Plain HTTP only for loopback registries and those in MCPBOX_INSECURE_REGISTRIES; else
- * HTTPS. Credentials are looked up once, here (registry_find_credentials). */
-struct registry_client *registry_client_new(struct osb_http *http, const struct image_ref *ref);
+ * HTTPS. Credentials are looked up once, at the registry's first challenge (credentials.h); a
+ * credential helper runs on loop. */
+struct registry_client *registry_client_new(uv_loop_t *loop, struct osb_http *http,
+                                            const struct image_ref *ref);
 void registry_client_free(struct registry_client *c);
 
 /* GET /v2/<repository>/<path> ("manifests/<tag>", "blobs/<digest>"). With a sink, 2xx bodies
@@ -47,12 +49,6 @@ bool registry_retryable(const struct registry_client *c);
 
 /* Cancels the request under way, if any (its done gets an error). */
 void registry_cancel(struct registry_client *c);
-
-/* "user:password" for registry from the first of $REGISTRY_AUTH_FILE,
- * $XDG_RUNTIME_DIR/containers/auth.json, ~/.config/containers/auth.json, ~/.docker/config.json
- * that has an entry for it (keys "host", "https://host/...", and for docker.io
- * "https://index.docker.io/v1/"); NULL if none. Returned string is malloc'd. */
-char *registry_find_credentials(const char *registry);
 
 /* Parses a Bearer challenge: realm, service, scope (each "" if absent). 0 if it is one. */
 int registry_parse_bearer(const char *challenge, char *realm, size_t realm_size, char *service,

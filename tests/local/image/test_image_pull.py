@@ -2,16 +2,19 @@
 """How a pull behaves on the wire, end to end through MCP against Debian's docker-registry on
 loopback (docs/images.md, Pulling): per-layer progress notifications of a slow pull; layers
 checked against the config's rootfs.diff_ids; a download cut mid-blob resumed with a Range
-request, or given up after 5 attempts.
+request, or given up after 5 attempts; credential helpers (credsStore, credHelpers) run with a
+time limit.
 
 usage: test_image_pull.py --mcpbox PATH   (exit 77 where local sandboxes cannot run)
 """
 import argparse
+import json
 import os
 import re
 import shutil
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -153,6 +156,101 @@ def test_resume(s, reg, state, cut_once, no_range, cut_always):
           f"and nothing of it is kept ({msg[:200]})")
 
 
+HELPER = """#!/bin/sh
+# docker-credential-{name}: answers for {host} only, as a keychain would
+host=$(cat)
+echo "{name} $host" >> {log}
+{extra}
+if [ "$host" = "{host}" ]; then
+    printf '{{"ServerURL":"%s","Username":"{user}","Secret":"{password}"}}' "$host"
+else
+    echo "credentials not found in native keychain"
+    exit 1
+fi
+"""
+
+
+def write_helper(bindir, name, host, user, password, log, extra=""):
+    path = os.path.join(bindir, f"docker-credential-{name}")
+    with open(path, "w") as fh:
+        fh.write(HELPER.format(name=name, host=host, user=user, password=password, log=log,
+                               extra=extra))
+    os.chmod(path, 0o755)
+
+
+def docker_config(home, cfg):
+    os.makedirs(os.path.join(home, ".docker"), exist_ok=True)
+    with open(os.path.join(home, ".docker", "config.json"), "w") as fh:
+        json.dump(cfg, fh)
+
+
+def helper_calls(log):
+    if not os.path.exists(log):
+        return []
+    with open(log) as fh:
+        return fh.read().split("\n")[:-1]
+
+
+def test_credential_helpers(s, reg, token, home, bindir):
+    """credsStore and credHelpers in ~/.docker/config.json run docker-credential-<name> get
+    (registry on stdin, JSON on stdout) against a registry that wants a bearer token; a helper
+    that is missing, slow (past the time limit) or fails says so, and the server stays up."""
+    log = os.path.join(home, "helper.log")
+    write_helper(bindir, "ocistore", token.host, token.user, token.password, log)
+    write_helper(bindir, "ocihost", token.host, token.user, token.password, log)
+    write_helper(bindir, "ociwrong", token.host, token.user, "not-the-password", log)
+    write_helper(bindir, "ocislow", token.host, token.user, token.password, log,
+                 f"sleep 30 & echo $! > {home}/slow.pid; wait")
+    write_helper(bindir, "ocifail", "nowhere", "u", "p", log, "echo 'keychain locked' >&2; exit 3")
+    for tag in ("store", "hosts", "missing", "slow", "fail", "none", "wrong"):
+        reg.push_image("test/cred", tag, [("gzip", oci.busybox_layer()),
+                                          ("gzip", [f(f"cred-{tag}", tag.encode())])])
+
+    def create(tag, **kw):
+        return s.create(f"{token.host}/test/cred:{tag}", **kw)
+
+    docker_config(home, {"auths": {token.host: {}}, "credsStore": "ocistore"})
+    sid = create("store")
+    s.destroy(sid)
+    check(helper_calls(log) == [f"ocistore {token.host}"],
+          f"credsStore: docker-credential-ocistore get is asked for {token.host} and its "
+          f"answer opens a token registry ({helper_calls(log)})")
+    docker_config(home, {"credsStore": "ocistore", "credHelpers": {token.host: "ocihost"}})
+    sid = create("hosts")
+    s.destroy(sid)
+    check(helper_calls(log)[-1] == f"ocihost {token.host}",
+          "credHelpers.<host> comes before credsStore")
+    docker_config(home, {"credsStore": "ocinothere"})
+    create("missing", expect_error=["docker-credential-ocinothere", "not installed",
+                                    "credsStore", "config.json"])
+    check(True, "a helper that is not installed is named, with what to do")
+    docker_config(home, {"credsStore": "ocislow"})
+    t0 = time.time()
+    create("slow", expect_error=["docker-credential-ocislow", "did not answer within 2 s",
+                                 "MCPBOX_CREDENTIAL_HELPER_TIMEOUT"])
+    took = time.time() - t0
+    with open(os.path.join(home, "slow.pid")) as fh:
+        sleeper = int(fh.read())
+    time.sleep(0.2)
+    gone = not os.path.exists(f"/proc/{sleeper}") or \
+        open(f"/proc/{sleeper}/stat").read().split()[2] == "Z"
+    check(took < 10 and gone,
+          f"a helper past the time limit is stopped, with what it started ({took:.1f} s)")
+    docker_config(home, {"credsStore": "ocifail"})
+    create("fail", expect_error=["docker-credential-ocifail", "exit 3", "keychain locked"])
+    check(True, "a helper that fails is reported with its exit status and its words")
+    write_helper(bindir, "ocifail", "nowhere", "u", "p", log)  # now only "not found"
+    create("none", expect_error=["No credentials found", "docker login"])
+    check(True, "a helper without credentials for the registry leaves the pull anonymous")
+    docker_config(home, {"credsStore": "ociwrong"})
+    create("wrong", expect_error=["stored credentials were refused"])
+    check(True, "credentials from a helper that the registry refuses are reported as such")
+    sid = s.create(f"{reg.host}/test/cred:store")
+    s.destroy(sid)
+    check(True, "the server still creates after the helper failures")
+    os.unlink(os.path.join(home, ".docker", "config.json"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
@@ -172,10 +270,17 @@ def main():
             slow, cut_once, no_range, cut = (oci.Front(reg, m) for m in (
                 "slow", "cut-once", "cut-once-norange", "cut"))
             fronts = [slow, cut_once, no_range, cut]
-            s = oci.Serve(args.mcpbox, state, {"HOME": work})
+            token = oci.Front(reg, "token")
+            fronts.append(token)
+            bindir = os.path.join(work, "bin")
+            os.mkdir(bindir)
+            s = oci.Serve(args.mcpbox, state, {
+                "HOME": work, "PATH": bindir + ":" + os.environ["PATH"],
+                "MCPBOX_CREDENTIAL_HELPER_TIMEOUT": "2"})
             test_progress(s, reg, slow)
             test_diff_ids(s, reg, state)
             test_resume(s, reg, state, cut_once, no_range, cut)
+            test_credential_helpers(s, reg, token, work, bindir)
             ok = True
         finally:
             if s:

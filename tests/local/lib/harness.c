@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/local/doctor.h"
+#include "backend/local/doctor/doctor.h"
 #include "backend/local/local.h"
 #include "backend/local/runtime_dir.h"
 #include "mcp/base/util.h"

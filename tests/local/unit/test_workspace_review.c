@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -203,6 +204,7 @@ static json_t *review(json_t *paths, uint64_t offset, uint64_t max)
     struct ws_options o = opts_of();
     struct mcp_error err;
     json_t *r = ws_review(&m, 1, &o, paths, offset, max, &err);
+    json_decref(paths); /* the callers pass a new list */
     if (r == NULL)
         TEST_FAIL("review: %s", err.msg);
     return r;
@@ -214,6 +216,7 @@ static json_t *apply(json_t *paths, bool overwrite)
     struct ws_options o = opts_of();
     struct mcp_error err;
     json_t *r = ws_apply(&m, 1, &o, paths, overwrite, &err);
+    json_decref(paths); /* the callers pass a new list */
     if (r == NULL)
         TEST_FAIL("apply: %s", err.msg);
     return r;
@@ -441,6 +444,61 @@ TEST(host_symlink_on_the_way_is_not_followed)
     teardown();
 }
 
+static void sandbox_adds_600(void)
+{
+    if (system("mkdir many && cd many && i=0; while [ $i -lt 600 ]; do echo $i > f$i; "
+               "i=$((i+1)); done") != 0)
+        _exit(1);
+}
+
+/* A result lists at most WS_LISTED_MAX entries (the SDK's stdio client drops a message over
+ * 10 MiB) and counts the rest; paths narrows the list. */
+TEST(long_lists_are_capped_and_counted)
+{
+    setup(true);
+    as_sandbox(sandbox_adds_600);
+    json_t *r = review(NULL, 0, 0);
+    ASSERT_EQ(json_array_size(json_object_get(r, "changes")), WS_LISTED_MAX);
+    ASSERT_EQ(json_integer_value(json_object_get(r, "changes_total")), 601);
+    ASSERT_CONTAINS(json_string_value(json_object_get(r, "changes_note")), "narrow with paths");
+    json_decref(r);
+    r = review(json_pack("[s]", "/workspace/proj/many/f599"), 0, 0);
+    ASSERT_STR_EQ(summary(r), "many/f599 added file\n");
+    json_decref(r);
+    r = apply(NULL, false);
+    ASSERT_EQ(json_integer_value(json_object_get(r, "applied")), 601);
+    ASSERT_EQ(json_array_size(json_object_get(r, "results")), WS_LISTED_MAX);
+    ASSERT_CONTAINS(json_string_value(json_object_get(r, "results_note")), "601 results");
+    ASSERT_STR_EQ(slurp(lower, "many/f599", NULL), "599\n");
+    json_decref(r);
+    teardown();
+}
+
+/* A device node in the sandbox's layer (a sandbox cannot make one: no CAP_MKNOD; a layer
+ * written by other means could hold one) is listed as not applicable and never created. */
+TEST(device_node_is_not_created)
+{
+    if (getuid() != 0)
+        SKIP("making a device node needs root");
+    setup(true);
+    char p[600];
+    snprintf(p, sizeof p, "%s/null2", upper);
+    ASSERT(mknod(p, S_IFCHR | 0666, makedev(1, 3)) == 0);
+    json_t *r = review(NULL, 0, 0);
+    ASSERT_STR_EQ(summary(r), "null2 added char-device\n");
+    ASSERT(json_is_false(json_object_get(json_array_get(json_object_get(r, "changes"), 0),
+                                         "applicable")));
+    json_decref(r);
+    r = apply(NULL, true);
+    ASSERT_EQ(json_integer_value(json_object_get(r, "skipped")), 1);
+    ASSERT_EQ(json_integer_value(json_object_get(r, "applied")), 0);
+    snprintf(p, sizeof p, "%s/null2", lower);
+    struct stat st;
+    ASSERT(lstat(p, &st) < 0 && errno == ENOENT);
+    json_decref(r);
+    teardown();
+}
+
 int main(void)
 {
     RUN(review_trusted_xattrs);
@@ -448,5 +506,7 @@ int main(void)
     RUN(apply_all_round_trips);
     RUN(host_change_is_a_conflict_until_overwrite);
     RUN(host_symlink_on_the_way_is_not_followed);
+    RUN(device_node_is_not_created);
+    RUN(long_lists_are_capped_and_counted);
     return test_done();
 }

@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend/local/doctor.h"
+#include "backend/local/doctor/doctor.h"
 #include "backend/local/identity.h"
 
 #define DOCTOR_SYSCTL_PERSIST "/etc/sysctl.d/90-mcpbox.conf"

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend/local/doctor.h"
+#include "backend/local/doctor/doctor.h"
 
 #define CG_MOUNTS_MAX 32
 #define CG_PATH_MAX 512

@@ -1,5 +1,5 @@
 /* The doctor's report: adding checks, running them, JSON. The checks are in doctor_*.c. */
-#include "backend/local/doctor.h"
+#include "backend/local/doctor/doctor.h"
 
 #include <errno.h>
 #include <signal.h>

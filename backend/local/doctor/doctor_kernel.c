@@ -13,7 +13,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "backend/local/doctor.h"
+#include "backend/local/doctor/doctor.h"
 #include "backend/local/pasta_path.h"
 #include "backend/local/runtime_dir.h"
 
