@@ -47,10 +47,10 @@ static void ws_work(uv_work_t *req)
         j->result = ws_apply(j->mounts, j->n, &j->opts, paths,
                              json_is_true(json_object_get(j->args, "overwrite")), &j->err);
     else
-        j->result = ws_review(j->mounts, j->n, &j->opts, paths,
-                              (uint64_t)json_integer_value(json_object_get(j->args, "offset")),
-                              (uint64_t)json_integer_value(json_object_get(j->args, "max_bytes")),
-                              &j->err);
+        j->result =
+            ws_review(j->mounts, j->n, &j->opts, paths,
+                      (uint64_t)json_integer_value(json_object_get(j->args, "offset")),
+                      (uint64_t)json_integer_value(json_object_get(j->args, "max_bytes")), &j->err);
 }
 
 static void ws_after(uv_work_t *req, int status)
@@ -78,8 +78,10 @@ static int load_mounts(struct ws_job *j, const char *id, struct mcp_error *err)
             continue;
         size_t k = j->n++;
         snprintf(j->journals[k], LOCAL_WS_PATH_MAX, "%s/%u/%s", dir, m->index, WS_JOURNAL_NAME);
-        j->mounts[k] = (struct ws_mount){.source = m->source, .target = m->target,
-                                         .upper = m->upper, .journal = j->journals[k],
+        j->mounts[k] = (struct ws_mount){.source = m->source,
+                                         .target = m->target,
+                                         .upper = m->upper,
+                                         .journal = j->journals[k],
                                          .owner_uid = (int64_t)m->owner_uid,
                                          .owner_gid = (int64_t)m->owner_gid};
     }
@@ -108,8 +110,8 @@ int local_workspace(struct backend *be, const char *id, const char *action, json
     j->args = json_deep_copy(args ? args : json_object());
     /* The mounts are made during the create, after its record: the sandbox saw the host from
      * then on (a host change in between is taken for a conflict, the safe side). */
-    j->opts = (struct ws_options){.since_ns = created_ms * 1000000ll,
-                                  .xattr_prefix = "user.overlay."};
+    j->opts =
+        (struct ws_options){.since_ns = created_ms * 1000000ll, .xattr_prefix = "user.overlay."};
     if (load_mounts(j, id, err) < 0) {
         ws_job_free(j);
         return -1;

@@ -22,7 +22,6 @@
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 
-
 struct apply {
     const struct ws_mount *m;
     const struct ws_options *o;
@@ -369,7 +368,8 @@ json_t *ws_apply(const struct ws_mount *mounts, size_t n_mounts, const struct ws
         return NULL;
     }
     json_int_t listed = (json_int_t)json_array_size(a.results);
-    json_int_t total = a.counts[APPLIED] + a.counts[CONFLICT] + a.counts[SKIPPED] + a.counts[FAILED];
+    json_int_t total =
+        a.counts[APPLIED] + a.counts[CONFLICT] + a.counts[SKIPPED] + a.counts[FAILED];
     json_t *res = json_pack("{s:o, s:I, s:I, s:I, s:I}", "results", a.results, "applied",
                             a.counts[APPLIED], "conflicts", a.counts[CONFLICT], "skipped",
                             a.counts[SKIPPED], "failed", a.counts[FAILED]);

@@ -486,8 +486,8 @@ TEST(device_node_is_not_created)
     ASSERT(mknod(p, S_IFCHR | 0666, makedev(1, 3)) == 0);
     json_t *r = review(NULL, 0, 0);
     ASSERT_STR_EQ(summary(r), "null2 added char-device\n");
-    ASSERT(json_is_false(json_object_get(json_array_get(json_object_get(r, "changes"), 0),
-                                         "applicable")));
+    ASSERT(json_is_false(
+        json_object_get(json_array_get(json_object_get(r, "changes"), 0), "applicable")));
     json_decref(r);
     r = apply(NULL, true);
     ASSERT_EQ(json_integer_value(json_object_get(r, "skipped")), 1);
