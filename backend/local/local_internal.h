@@ -139,6 +139,8 @@ int cg_open_v2(const struct cg_sandbox *cg); /* fd for CLONE_INTO_CGROUP, or -1 
 int cg_kill(const struct cg_sandbox *cg);
 int cg_freeze(const struct cg_sandbox *cg, bool frozen, struct mcp_error *err);
 int cg_set_limits(const struct cg_sandbox *cg, const struct cg_limits *lim, struct mcp_error *err);
+/* Makes the v2 cgroup again if it was removed (a prepared set's, swept while it waited). */
+int cg_ensure_v2(const struct cg_sandbox *cg, struct mcp_error *err);
 int cg_join_v1_thread(const struct cg_sandbox *cg, pid_t tid, struct mcp_error *err);
 int cg_wait_empty(const struct cg_sandbox *cg, int timeout_ms); /* -1: still populated */
 int cg_destroy(const struct cg_sandbox *cg); /* rmdir all; -1 if one is still busy */
