@@ -169,7 +169,8 @@ static bool ops_complete(const struct backend_ops *o)
            o->destroy && o->list && o->get && o->renew && o->pause && o->resume && o->exec &&
            o->exec_detach && o->command_get && o->command_kill && o->file_read && o->file_write &&
            o->file_op && o->endpoint && o->diagnose && o->snapshot && o->metrics &&
-           o->code_context && o->code_run && o->host_check && o->set_network_policy;
+           o->code_context && o->code_run && o->host_check && o->workspace &&
+           o->set_network_policy;
 }
 
 static bool has_prefix(const char *s, const char *prefix)
