@@ -392,18 +392,23 @@ int local_set_network_policy(struct backend *be, const char *id,
                              const struct egress_policy *policy, backend_cb *cb, void *arg,
                              struct mcp_error *err);
 
-/* One refused outbound connection (or UDP datagram), as the enforcement saw it. */
+/* One refused outbound connection, UDP datagram or DNS lookup, as the enforcement saw it. A
+ * lookup the policy refuses (no port of the name could be allowed) is protocol "dns", port 0,
+ * reason "policy" with decision = egress_policy_decide_lookup(policy, name); it is usually the
+ * only trace a refused name leaves, since the program never connects. */
 struct egress_refusal {
     const char *name;     /* SNI, Host or DNS name it asked for; NULL/"": it named none */
     const char *address;  /* the address it went to or the name resolved to, or NULL */
     uint16_t port;
-    const char *protocol; /* "tcp" (NULL), "udp" */
+    const char *protocol; /* "tcp" (NULL), "udp", "dns" */
     /* "policy" (NULL): the policy refused, see decision; "private_address": an allowed name
      * resolved to a loopback/private/link-local/metadata address; "udp": UDP other than DNS;
-     * another short word for any other refusal */
+     * "dns" is taken as "policy" for a lookup; another short word for any other refusal */
     const char *reason;
-    const struct egress_policy *policy; /* reason "policy": the policy that decided */
-    struct egress_decision decision;    /* ... and what it decided (egress_policy_decide) */
+    /* reason "policy": the policy that decided (NULL: not known, decided_by is left out) and
+     * what it decided (egress_policy_decide, or egress_policy_decide_lookup for a lookup) */
+    const struct egress_policy *policy;
+    struct egress_decision decision;
 };
 /* Records the "egress_refused" event, data {name|null, port, protocol, reason, address?,
  * rule:index|null and decided_by:"egress[2] (deny ...)"|"default deny" (reason policy),
