@@ -22,14 +22,17 @@ PERSON = (4242, 4243) if ROOT else (os.getuid(), os.getgid())  # whose project i
 
 
 class Serve:
-    def __init__(self, mcpbox, state, allow, pool=0):
+    def __init__(self, mcpbox, state, allow, pool=0, roots=None):
         args = [mcpbox, "serve", "--state-dir", state, "--local-pool", str(pool)]
         for d in allow:
             args += ["--allow-dir", d]
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, cwd="/")
         self.next_id = 1
-        self.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+        self.roots = roots  # a list of file:// URIs to answer roots/list with, or None
+        self.roots_asked = 0
+        caps = {} if roots is None else {"roots": {}}
+        self.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": caps,
                                  "clientInfo": {"name": "mounts-test", "version": "1"}})
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
@@ -45,7 +48,12 @@ class Serve:
             line = self.proc.stdout.readline()
             assert line, f"server closed stdout during {method}"
             msg = json.loads(line)
-            if msg.get("id") == rid:
+            if msg.get("method") == "roots/list" and "id" in msg:
+                self.roots_asked += 1
+                self.send({"jsonrpc": "2.0", "id": msg["id"],
+                           "result": {"roots": [{"uri": u} for u in self.roots or []]}})
+                continue
+            if msg.get("id") == rid and "method" not in msg:
                 assert "error" not in msg, f"{method}: {msg['error']}"
                 return msg["result"]
 
@@ -284,6 +292,28 @@ def check_image(s, proj, state):
     print("image: a registered image's sandbox gets the same mounts and ownership")
 
 
+def check_roots(mcpbox, base, proj, state, allowed):
+    """A client that declares roots narrows the allowlist to them, never extends it."""
+    sub = os.path.join(proj, "sub")
+    s = Serve(mcpbox, state, [allowed], roots=["file://" + sub.replace(" ", "%20")])
+    try:
+        sid = s.create([{"source": sub, "target": "/mnt/sub", "mode": "ro"}])
+        assert s.roots_asked == 1, "roots/list was not asked"
+        s.tool("destroy_sandbox", sandbox_id=sid)
+        s.refused([{"source": proj, "target": "/mnt/p", "mode": "ro"}], "roots", "narrow")
+        s.roots = ["file://" + os.path.join(base, "outside"), "https://example.com/x"]
+        s.refused([{"source": os.path.join(base, "outside"), "target": "/mnt/o"}], "--allow-dir")
+        s.roots = []
+        s.refused([{"source": sub, "target": "/mnt/sub"}], "roots")
+        err, out, _ = s.tool("create_sandbox")  # no mounts: roots are not asked
+        asked = s.roots_asked
+        assert not err and asked == 4, asked
+        s.tool("destroy_sandbox", sandbox_id=out["sandbox_id"])
+    finally:
+        s.close()
+    print("roots: a client's roots narrow the allowlist (a root outside it adds nothing)")
+
+
 def check_pool_and_restart(mcpbox, proj, state, allowed):
     """With the pool on, a create with mounts is never a pooled (mount-less) sandbox; and a
     sandbox outlives its server: the next server finds its layers and removes them on destroy."""
@@ -339,6 +369,7 @@ def main():
         finally:
             s.close()
         check_pool_and_restart(a.mcpbox, proj, state, allowed)
+        check_roots(a.mcpbox, base, proj, state, allowed)
     finally:
         subprocess.run([a.mcpbox, "sandbox", "--state-dir", os.path.join(base, "allowed", "state"),
                         "rm", "--all"], capture_output=True)
