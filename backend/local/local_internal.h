@@ -57,6 +57,7 @@ int local_allow_init(struct local_allow *a, const char *dirs, struct mcp_error *
 void local_allow_free(struct local_allow *a);
 struct local_ws_check {
     const struct local_allow *allow;
+    json_t *roots; /* the client's roots (host paths), or NULL: they only narrow allow */
     const char *state_dir, *run_dir; /* never mountable, nor anything holding them */
 };
 struct local_ws_mount {
@@ -256,7 +257,8 @@ struct fwd;
 #define LOCAL_SPAWNERS 2
 struct local_spawner;
 /* NULL: not needed. Prepared sets are marked in run_dir (spawner_marker.c). */
-struct local_spawner *local_spawner_start(const struct cg_host *host, const char *run_dir);
+struct local_spawner *local_spawner_start(const struct cg_host *host, const char *run_dir,
+                                          const char *logs_base);
 /* Whether a prepared set's cgroups already hold these limits (those of the default spec). */
 bool local_spawner_has_limits(const struct cg_limits *lim);
 /* Reserves a prepared id + cgroup set; returns its slot, or -1 if none is ready. */
@@ -268,7 +270,7 @@ void local_spawner_stop(struct local_spawner *s);
 void spawner_marker_write(const char *run_dir, const char *id, const struct cg_sandbox *cg);
 void spawner_marker_remove(const char *run_dir, const char *id);
 /* At start: removes the prepared sets of processes that are gone (kill -9). */
-void local_spawner_reap(const char *run_dir);
+void local_spawner_reap(const char *run_dir, const char *logs_base);
 
 /* The pool (local_pool.c): sandboxes pre-created for the default spec (image host, no network,
  * default limits), taken by create; refilled in the background. */
