@@ -22,8 +22,11 @@
  * structuredContent (schemas/tools/<tool>.json); the tool layer adds nothing but presentation.
  * In particular a "sandbox info" object (create, get, list items, renew, pause, resume) is:
  *   {sandbox_id, backend, image, state, created_at, expires_at|null, idle_timeout_seconds,
- *    limits:{cpu, memory_bytes, pids, disk_bytes}, network, metadata:{}, usage?:{...}}
- * with times in RFC 3339 UTC and state one of sandbox_state_name().
+ *    limits:{cpu, memory_bytes, pids, disk_bytes}, network, network_policy|null, metadata:{},
+ *    usage?:{...}}
+ * with times in RFC 3339 UTC and state one of sandbox_state_name(). network is true when the
+ * sandbox has any egress (unfiltered or by policy); network_policy is the policy in force in the
+ * normalized form of egress_policy_to_json (egress_policy.h), null without one.
  */
 #ifndef MCPBOX_BACKEND_H
 #define MCPBOX_BACKEND_H
@@ -34,6 +37,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "backend/egress_policy.h"
 #include "mcp/base/error.h"
 
 struct backend;
@@ -64,6 +68,11 @@ struct sandbox_spec {
     uint64_t disk_bytes;      /* writable space (workspace + tmp) */
     uint32_t pids;
     bool network;             /* false: loopback only; true: egress (public internet only) */
+    /* Egress by policy (egress_policy.h), borrowed; NULL: none, network decides. The tool layer
+     * sets network false whenever it sets a policy, so code that knows only network fails
+     * closed (loopback only); a backend that takes the policy copies what it keeps
+     * (egress_policy_ref, or its JSON). */
+    const struct egress_policy *network_policy;
     int64_t timeout_seconds;  /* absolute TTL from now; 0 = default; < 0 = none */
     int64_t idle_timeout_seconds; /* 0 = default; < 0 = none */
     /* Restore from this snapshot instead of image (only backends with ops->snapshot; the tool
@@ -236,6 +245,13 @@ struct backend_ops {
                         json_t *args, backend_cb *cb, void *arg, struct mcp_error *err);
     int (*code_run)(struct backend *be, const char *sandbox_id, const struct code_request *req,
                     const struct exec_observer *obs, struct mcp_error *err);
+    /* Replaces the egress policy of a live sandbox made with one (create's network_policy);
+     * new connections follow it at once, open ones are left alone. Result: sandbox info.
+     * MCP_ERR_CONFLICT for a sandbox made without a policy (network true/false), which has no
+     * policy path to change; MCP_ERR_UNSUPPORTED for what the backend cannot express. */
+    int (*set_network_policy)(struct backend *be, const char *sandbox_id,
+                              const struct egress_policy *policy, backend_cb *cb, void *arg,
+                              struct mcp_error *err);
 };
 
 /* Implementations embed this first and recover themselves with container_of. */

@@ -380,6 +380,8 @@ static void oom_poll_closed(uv_handle_t *h)
 static void stop_watching(struct lsbx *sb)
 {
     local_forwards_close(sb);
+    local_egress_stop(sb->egress);
+    sb->egress = NULL;
     if (sb->watching) {
         sb->watching = false;
         uv_close((uv_handle_t *)&sb->exit_poll, exit_poll_closed);

@@ -43,6 +43,9 @@ struct create_op {
     int release_fd;              /* network or hold: the child waits until released */
     struct image_trees trees;    /* ... and then gets the image's layers (root mode) */
     bool network;                /* pasta starts before the release */
+    /* Egress by policy (egress_proxy.c): nft writes the netns's rules before the release, and
+     * the proxy starts before the reply. One reference, dropped with the op. */
+    struct egress_policy *policy;
     /* A pooled create (the pool's refill): spawned in a worker thread, never replied to. */
     bool pooled;
     struct spawn_request req;
@@ -204,6 +207,8 @@ static void attach_work(uv_work_t *w)
         return;
     if (op->attach_rc == 0 && op->network)
         op->attach_rc = local_start_network(op->sb->dir, op->sb->pid, &op->sb->cg, &op->attach_err);
+    if (op->attach_rc == 0 && op->policy)
+        op->attach_rc = local_egress_rules(op->sb->pid, &op->attach_err);
     if (op->attach_rc == 0 && local_spawn_release(op->release_fd, &op->trees) < 0)
         op->attach_rc = mcp_error_set(&op->attach_err, MCP_ERR_IO, errno,
                                       "releasing the sandbox init failed");
@@ -250,7 +255,8 @@ static void create_finish(struct create_op *op)
         pooled_finish(op);
         return;
     }
-    if (store_sandbox_set_state(lb->base.store, sb->id, "running", &err) < 0 ||
+    if ((op->policy && local_egress_start(sb, op->policy, &err) < 0) ||
+        store_sandbox_set_state(lb->base.store, sb->id, "running", &err) < 0 ||
         store_sandbox_get(lb->base.store, sb->id, &rec, &err) < 0) {
         create_fail(op, &err);
         return;
@@ -273,6 +279,7 @@ static void create_finish(struct create_op *op)
      * else, so an operation on the new sandbox still finds it. */
     local_event(lb->base.store, id, "created", ev, &err);
     json_decref(info);
+    egress_policy_unref(op->policy);
     free(op);
     local_pool_refill(lb); /* after the reply: off the critical path */
 }
@@ -311,7 +318,10 @@ static void create_fail(struct create_op *op, const struct mcp_error *e)
         local_pool_fill_failed(lb, e);
     else
         op->cb(op->arg, NULL, e);
+    local_egress_stop(sb->egress);
+    sb->egress = NULL;
     lsbx_unref(sb);
+    egress_policy_unref(op->policy);
     free(op);
 }
 
@@ -323,6 +333,8 @@ static char *agent_config(const struct sandbox_spec *spec, int64_t expires_ms, i
                             json_is_object(spec->env) ? spec->env : NULL);
     if (img->oci)
         local_image_agent_config(cfg, img->oci, spec->env);
+    if (spec->network_policy) /* the agent opens the sockets nftables sends traffic to */
+        json_object_set_new(cfg, "egress", json_true());
     char *text = json_dumps(cfg, JSON_COMPACT);
     json_decref(cfg);
     return text;
@@ -364,6 +376,7 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
                                 .ident = &lb->ident, .slot = op->slot,
                                 .disk_bytes = disk, .memory_bytes = lim->memory_bytes,
                                 .pids = lim->pids, .network = spec->network,
+                                .egress = spec->network_policy != NULL,
                                 .agent_config = cfg, .agent_exe_fd = lb->agent_fd,
                                 .image_dirs = img->dirs, .n_image_dirs = img->n,
                                 .run_uid = img->run_uid, .run_gid = img->run_gid,
@@ -532,6 +545,7 @@ static void create_abort(struct create_op *op)
     local_record_delete(lb->base.store, op->sb->id);
     lsbx_unref(op->sb);
     free(op->agent_cfg);
+    egress_policy_unref(op->policy);
     free(op);
 }
 
@@ -545,6 +559,8 @@ static int create_with_image(struct local_backend *lb, const struct sandbox_spec
     if (local_spec_limits(spec, &lim, &disk, err) < 0)
         return -1;
     struct create_op *op = create_op_new(lb, cb, arg);
+    if (spec->network_policy)
+        op->policy = egress_policy_ref((struct egress_policy *)spec->network_policy);
     /* From the second create on: a one-shot process (the CLI's create) would only pay for
      * preparing sets it never uses. MCPBOX_LOCAL_SPAWNER=0: off, to compare (benchmarks). */
     if (!lb->spawner_tried && lb->creates > 1) {
@@ -600,6 +616,10 @@ int local_create_cold(struct local_backend *lb, const struct sandbox_spec *spec,
         return mcp_error_set(err, MCP_ERR_UNSUPPORTED, ENOENT,
                              "network: true needs pasta, which is not installed (Debian/Ubuntu: "
                              "apt install passt); or create the sandbox without network");
+    if (spec->network_policy && local_nft_path() == NULL)
+        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, ENOENT,
+                             "a network policy needs nft, which is not installed (Debian/Ubuntu: "
+                             "apt install nftables); or create the sandbox without one");
     if (kind == 1)
         return local_image_resolve(lb, spec, image_ready, cb, arg, err);
     return create_with_image(lb, spec, &img, cb, arg, err);

@@ -55,6 +55,7 @@ static bool spec_is_pooled(const struct sandbox_spec *spec, const struct cg_limi
     if (local_spec_limits(&defaults, &dlim, &ddisk, &err) < 0)
         return false;
     return (spec->image == NULL || strcmp(spec->image, "host") == 0) && !spec->network &&
+           spec->network_policy == NULL &&
            spec->snapshot_id == NULL && lim->memory_bytes == dlim.memory_bytes &&
            lim->pids == dlim.pids && lim->cpu == dlim.cpu && disk == ddisk;
 }
