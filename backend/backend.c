@@ -1,6 +1,9 @@
 #include "backend/backend.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#include "mcp/base/xalloc.h"
 
 static const char *const state_names[] = {
     [SANDBOX_CREATING] = "creating", [SANDBOX_RUNNING] = "running",
@@ -53,53 +56,220 @@ int backend_check_env(const json_t *env, const char *what, struct mcp_error *err
     return 0;
 }
 
+/* ---- default slots ------------------------------------------------------------------------- */
+
+static int unsupported(const struct backend *be, const char *what, struct mcp_error *err)
+{
+    return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0, "the %s backend has no %s", be->ops->name,
+                         what);
+}
+
+int backend_def_snapshot(struct backend *be, const char *owner, const char *action, json_t *args,
+                         backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    return unsupported(be, "snapshots", err);
+}
+
+int backend_def_workspace(struct backend *be, const char *sandbox_id, const char *action,
+                          json_t *args, backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
+                         "the %s backend has no copy-on-write mounts to review or apply; copy "
+                         "results out with read_file (or an archive made with run_command, read "
+                         "in ranges), or work on host files in a local sandbox (create_sandbox "
+                         "backend \"local\" with mounts, then review_changes and apply_changes)",
+                         be->ops->name);
+}
+
+int backend_def_metrics(struct backend *be, const char *sandbox_id, backend_cb *cb, void *arg,
+                        struct mcp_error *err)
+{
+    return unsupported(be, "live metrics", err);
+}
+
+int backend_def_code_context(struct backend *be, const char *sandbox_id, const char *action,
+                             json_t *args, backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    return unsupported(be, "code interpreter contexts", err);
+}
+
+int backend_def_code_run(struct backend *be, const char *sandbox_id,
+                         const struct code_request *req, const struct exec_observer *obs,
+                         struct mcp_error *err)
+{
+    return unsupported(be, "code interpreter contexts", err);
+}
+
+json_t *backend_def_host_check(const char *state_dir)
+{
+    return NULL;
+}
+
+bool backend_has_snapshots(const struct backend_ops *ops)
+{
+    return ops->snapshot != backend_def_snapshot;
+}
+
+/* ---- backend_defer ----------------------------------------------------------------------------- */
+
+struct deferred {
+    uv_timer_t timer;
+    backend_cb *cb;
+    void *arg;
+    json_t *result; /* own reference */
+    struct mcp_error err;
+    bool failed;
+};
+
+static void deferred_closed(uv_handle_t *h)
+{
+    struct deferred *d = h->data;
+    json_decref(d->result);
+    free(d);
+}
+
+static void deferred_fire(uv_timer_t *t)
+{
+    struct deferred *d = t->data;
+    d->cb(d->arg, d->failed ? NULL : d->result, d->failed ? &d->err : NULL);
+    uv_close((uv_handle_t *)&d->timer, deferred_closed);
+}
+
+void backend_defer(struct backend *be, backend_cb *cb, void *arg, json_t *result,
+                   const struct mcp_error *err)
+{
+    struct deferred *d = xcalloc(1, sizeof(*d));
+    d->cb = cb;
+    d->arg = arg;
+    d->result = json_incref(result);
+    d->failed = err != NULL;
+    if (err != NULL)
+        mcp_error_copy(&d->err, err);
+    uv_timer_init(be->loop, &d->timer);
+    d->timer.data = d;
+    uv_timer_start(&d->timer, deferred_fire, 0, 0);
+}
+
+/* ---- the set --------------------------------------------------------------------------------- */
+
+/* Every slot filled: what lets callers call any operation without a test. */
+static bool ops_complete(const struct backend_ops *o)
+{
+    return o->name && o->id_prefix && o->enable_hint && o->shutdown && o->free && o->create &&
+           o->destroy && o->list && o->get && o->renew && o->pause && o->resume && o->exec &&
+           o->exec_detach && o->command_get && o->command_kill && o->file_read && o->file_write &&
+           o->file_op && o->endpoint && o->diagnose && o->snapshot && o->metrics &&
+           o->code_context && o->code_run && o->host_check;
+}
+
 static bool has_prefix(const char *s, const char *prefix)
 {
     return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
+int backend_set_add(struct backend_set *set, const struct backend_ops *ops, struct backend *be,
+                    struct mcp_error *err)
+{
+    if (set->n == BACKEND_SET_MAX)
+        return mcp_error_set(err, MCP_ERR_LIMIT, 0, "more than %d backends", BACKEND_SET_MAX);
+    if (!ops_complete(ops))
+        return mcp_error_set(err, MCP_ERR_INTERNAL, 0,
+                             "the %s backend leaves an operation empty: give it the default "
+                             "slot (backend_def_*)", ops->name ? ops->name : "unnamed");
+    for (size_t i = 0; i < set->n; i++) {
+        const struct backend_ops *o = set->slots[i].ops;
+        if (strcmp(o->name, ops->name) == 0 || has_prefix(o->id_prefix, ops->id_prefix) ||
+            has_prefix(ops->id_prefix, o->id_prefix))
+            return mcp_error_set(err, MCP_ERR_INTERNAL, 0,
+                                 "backends %s and %s share a name or an id prefix", o->name,
+                                 ops->name);
+    }
+    set->slots[set->n++] = (struct backend_slot){ops, be};
+    return 0;
+}
+
+void backend_set_shutdown(struct backend_set *set)
+{
+    for (size_t i = 0; i < set->n; i++)
+        if (set->slots[i].be != NULL)
+            set->slots[i].ops->shutdown(set->slots[i].be);
+}
+
+void backend_set_free(struct backend_set *set)
+{
+    for (size_t i = 0; i < set->n; i++)
+        if (set->slots[i].be != NULL)
+            set->slots[i].ops->free(set->slots[i].be);
+    *set = (struct backend_set){0};
+}
+
+/* The slot's backend, or NULL with err saying how to enable it. */
+static struct backend *slot_backend(const struct backend_slot *slot, struct mcp_error *err)
+{
+    if (slot->be == NULL)
+        mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0,
+                      "the %s backend is not enabled in this mcpbox server: %s", slot->ops->name,
+                      slot->ops->enable_hint);
+    return slot->be;
+}
+
+/* "\"sbx-\" (local) or \"osb-\" (opensandbox)" / "\"local\" or \"opensandbox\"" */
+static void list_known(const struct backend_set *set, bool prefixes, char *out, size_t size)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < set->n && len < size; i++) {
+        const struct backend_ops *o = set->slots[i].ops;
+        const char *sep = i == 0 ? "" : i + 1 == set->n ? " or " : ", ";
+        int n = prefixes ? snprintf(out + len, size - len, "%s\"%s\" (%s)", sep, o->id_prefix,
+                                    o->name)
+                         : snprintf(out + len, size - len, "%s\"%s\"", sep, o->name);
+        len += n > 0 ? (size_t)n : 0;
+    }
+}
+
 struct backend *backend_for_sandbox_id(const struct backend_set *set, const char *sandbox_id,
                                        struct mcp_error *err)
 {
-    struct backend *all[] = {set->local, set->opensandbox};
-    static const char *const prefixes[] = {"sbx-", "osb-"};
-    static const char *const names[] = {"local", "opensandbox"};
-    for (size_t i = 0; i < 2; i++) {
-        if (!has_prefix(sandbox_id, prefixes[i]))
+    for (size_t i = 0; i < set->n; i++) {
+        const struct backend_slot *slot = &set->slots[i];
+        if (!has_prefix(sandbox_id, slot->ops->id_prefix))
             continue;
-        if (all[i] == NULL) {
+        if (slot->be == NULL)
             mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0,
                           "sandbox %s belongs to the %s backend, which is not enabled in this "
                           "mcpbox server; see docs/configuration.md",
-                          sandbox_id, names[i]);
-            return NULL;
-        }
-        return all[i];
+                          sandbox_id, slot->ops->name);
+        return slot->be;
     }
+    char known[160];
+    list_known(set, true, known, sizeof known);
     mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
-                  "no sandbox %s: sandbox ids start with \"sbx-\" (local) or \"osb-\" "
-                  "(opensandbox); call list_sandboxes to see yours",
-                  sandbox_id);
+                  "no sandbox %s: sandbox ids start with %s; call list_sandboxes to see yours",
+                  sandbox_id, known);
     return NULL;
 }
 
 struct backend *backend_by_name(const struct backend_set *set, const char *name,
                                 struct mcp_error *err)
 {
-    if (strcmp(name, "local") == 0 && set->local != NULL)
-        return set->local;
-    if (strcmp(name, "opensandbox") == 0 && set->opensandbox != NULL)
-        return set->opensandbox;
-    if (strcmp(name, "local") == 0 || strcmp(name, "opensandbox") == 0) {
-        mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0,
-                      "the %s backend is not enabled in this mcpbox server%s", name,
-                      strcmp(name, "opensandbox") == 0
-                          ? ": set OPEN_SANDBOX_DOMAIN (and OPEN_SANDBOX_API_KEY) and "
-                            "restart mcpbox"
-                          : ": run the doctor tool to see why");
-        return NULL;
-    }
-    mcp_error_set(err, MCP_ERR_INVALID, 0,
-                  "unknown backend \"%s\": use \"local\" or \"opensandbox\"", name);
+    for (size_t i = 0; i < set->n; i++)
+        if (name == NULL || strcmp(name, set->slots[i].ops->name) == 0)
+            return slot_backend(&set->slots[i], err);
+    char known[160];
+    list_known(set, false, known, sizeof known);
+    if (set->n == 0)
+        mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0, "this mcpbox has no backends");
+    else
+        mcp_error_set(err, MCP_ERR_INVALID, 0, "unknown backend \"%s\": use %s", name, known);
+    return NULL;
+}
+
+struct backend *backend_for_snapshots(const struct backend_set *set, struct mcp_error *err)
+{
+    for (size_t i = 0; i < set->n; i++)
+        if (backend_has_snapshots(set->slots[i].ops))
+            return slot_backend(&set->slots[i], err);
+    mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0, "no backend of this mcpbox keeps snapshots");
     return NULL;
 }

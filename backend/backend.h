@@ -1,7 +1,10 @@
-/* The backend layer: one vtable, two implementations (local, opensandbox).
+/* The backend layer: one vtable, and a table of the backends a process runs with.
  *
- * mcp/ never knows which backend it talks to. The sandbox id says which backend owns a sandbox:
- * local ids start with "sbx-", OpenSandbox ids with "osb-" (backend_for_sandbox_id).
+ * mcp/ never knows which backend it talks to. Each backend's ops name it and the prefix of its
+ * sandbox ids (ops->name, ops->id_prefix); the composition root (cli/backends.c) puts every backend
+ * this build has into one struct backend_set, in the order create_sandbox prefers them, and the
+ * tool layer looks them up by name or by a sandbox id's prefix (backend_by_name,
+ * backend_for_sandbox_id).
  *
  * Contract, as in libuv:
  *  - Every operation runs on the server's libuv loop thread and never blocks it for long.
@@ -73,6 +76,9 @@ struct sandbox_spec {
      * closed (loopback only); a backend that takes the policy copies what it keeps
      * (egress_policy_ref, or its JSON). */
     const struct egress_policy *network_policy;
+    /* Host directories to mount: [{source, target, mode: "ro"|"rw"|"copy-on-write"}], or NULL.
+     * Only the local backend mounts; the others refuse a non-empty list. */
+    json_t *mounts;
     int64_t timeout_seconds;  /* absolute TTL from now; 0 = default; < 0 = none */
     int64_t idle_timeout_seconds; /* 0 = default; < 0 = none */
     /* Restore from this snapshot instead of image (only backends with ops->snapshot; the tool
@@ -147,9 +153,10 @@ typedef void backend_read_cb(void *arg, const struct file_read_result *res,
 typedef int backend_file_op_fn(struct backend *be, const char *sandbox_id, const char *op,
                                json_t *args, backend_cb *cb, void *arg, struct mcp_error *err);
 
-/* ---- optional operations: snapshots, metrics, code interpreter --------------------------------
- * A backend leaves these NULL when it cannot do them; the tool layer then answers with a tool
- * error naming the backend and what to use instead.
+/* ---- optional operations: snapshots, metrics, code interpreter, host checks ------------------
+ * A backend that cannot do these puts the default slot there (backend_def_*, below), which fails
+ * with MCP_ERR_UNSUPPORTED naming the backend; the tool layer adds what to use instead. No slot
+ * is ever NULL, so callers never test for one.
  *
  * snapshot(owner, action, args): args are the snapshot tool's arguments.
  *   "create" {sandbox_id, name?}  -> snapshot info, once ready (state "creating" with a note when
@@ -172,7 +179,16 @@ typedef int backend_file_op_fn(struct backend *be, const char *sandbox_id, const
  *    execution_count|null, results:[{mime type: value}...] (capped: 1 MiB on opensandbox),
  *    results_dropped (how many did not fit), error:{name, value, traceback:[]}|null, duration_ms}
  * or err (no interpreter in the image, unknown context, ...). No context_id: the language's
- * default context, created on demand. Cancel by code_context "interrupt". */
+ * default context, created on demand. Cancel by code_context "interrupt".
+ *
+ * workspace(action, args): review and apply of the sandbox's copy-on-write mounts (issue 13).
+ *   "review" {paths?, offset?, max_bytes?} -> {changes:[{path, host_path, change:"added"|
+ *            "modified"|"deleted"|"mode", type, old_type?, mode|null, old_mode|null, size,
+ *            old_size, binary?, conflict?, applicable?, diff_offset}], diff (unified, from
+ *            offset, at most max_bytes), diff_bytes, offset, next_offset|null, truncated, note?}
+ *   "apply"  {paths?, overwrite?} -> {results:[{path, change, status:"applied"|"conflict"|
+ *            "skipped"|"failed", reason?}], applied, conflicts, skipped, failed}
+ * paths are sandbox (or host) paths; a directory selects everything below it. */
 struct code_request {
     const char *language;   /* "python" (default), "javascript", "bash", ... */
     const char *code;
@@ -184,9 +200,15 @@ struct code_request {
 
 struct backend_ops {
     const char *name;      /* "local", "opensandbox" */
-    const char *id_prefix; /* "sbx-", "osb-" */
+    const char *id_prefix; /* "sbx-", "osb-": every sandbox id of this backend starts with it */
+    /* Told to whoever asks for this backend while it is not running ("set OPEN_SANDBOX_DOMAIN
+     * ... and restart mcpbox"). */
+    const char *enable_hint;
 
     void (*shutdown)(struct backend *be); /* stop watching; sandboxes keep running */
+    /* Releases what shutdown left (calls shutdown first if it was not); the loop must run once
+     * more to finish closing handles. */
+    void (*free)(struct backend *be);
 
     int (*create)(struct backend *be, const struct sandbox_spec *spec, backend_cb *cb, void *arg,
                   struct mcp_error *err);
@@ -236,7 +258,7 @@ struct backend_ops {
     int (*diagnose)(struct backend *be, const char *sandbox_id, const char *what, backend_cb *cb,
                     void *arg, struct mcp_error *err);
 
-    /* Optional (NULL: unsupported); shapes above the vtable. */
+    /* Optional (backend_def_* when unsupported); shapes above the vtable. */
     int (*snapshot)(struct backend *be, const char *owner, const char *action, json_t *args,
                     backend_cb *cb, void *arg, struct mcp_error *err);
     int (*metrics)(struct backend *be, const char *sandbox_id, backend_cb *cb, void *arg,
@@ -252,7 +274,38 @@ struct backend_ops {
     int (*set_network_policy)(struct backend *be, const char *sandbox_id,
                               const struct egress_policy *policy, backend_cb *cb, void *arg,
                               struct mcp_error *err);
+    /* Can this host run the backend, and if not, what exactly to do: {ok, checks:[{name, ok,
+     * required, detail, fix|null}], note?}, or NULL when the backend has no host checks. Blocks
+     * (forks probes): call it off the loop thread. Needs no instance, so it also explains a
+     * backend that could not start. */
+    json_t *(*host_check)(const char *state_dir);
+    int (*workspace)(struct backend *be, const char *sandbox_id, const char *action,
+                     json_t *args, backend_cb *cb, void *arg, struct mcp_error *err);
 };
+
+/* Default slots for the optional operations: each fails with MCP_ERR_UNSUPPORTED, "the <name>
+ * backend has no <what>" (host_check returns NULL). */
+int backend_def_snapshot(struct backend *be, const char *owner, const char *action, json_t *args,
+                         backend_cb *cb, void *arg, struct mcp_error *err);
+int backend_def_metrics(struct backend *be, const char *sandbox_id, backend_cb *cb, void *arg,
+                        struct mcp_error *err);
+int backend_def_code_context(struct backend *be, const char *sandbox_id, const char *action,
+                             json_t *args, backend_cb *cb, void *arg, struct mcp_error *err);
+int backend_def_code_run(struct backend *be, const char *sandbox_id,
+                         const struct code_request *req, const struct exec_observer *obs,
+                         struct mcp_error *err);
+json_t *backend_def_host_check(const char *state_dir);
+int backend_def_workspace(struct backend *be, const char *sandbox_id, const char *action,
+                          json_t *args, backend_cb *cb, void *arg, struct mcp_error *err);
+/* True when ops keep snapshots (a restore needs one): its snapshot slot is not the default. */
+bool backend_has_snapshots(const struct backend_ops *ops);
+
+/* Calls cb(arg, result, err) from the loop soon, never from inside the caller: how an operation
+ * that already knows its answer keeps the contract above. Both are borrowed, like every other
+ * argument: result gets its own reference (json_incref) and err is copied, so the caller still
+ * releases what it passed. */
+void backend_defer(struct backend *be, backend_cb *cb, void *arg, json_t *result,
+                   const struct mcp_error *err);
 
 /* Implementations embed this first and recover themselves with container_of. */
 struct backend {
@@ -261,11 +314,27 @@ struct backend {
     struct store *store; /* borrowed: the shared state store */
 };
 
-/* The set of backends a server runs with. */
-struct backend_set {
-    struct backend *local;       /* NULL if disabled or unavailable on this host */
-    struct backend *opensandbox; /* NULL unless configured */
+/* The backends a process runs with: one slot per backend this build has, in the order
+ * create_sandbox prefers them (the first is the default). A slot whose backend is not running
+ * (not configured, or it could not start on this host) keeps its ops, so that its name, id
+ * prefix, enable_hint and host checks still answer. Filled by the composition root. */
+#define BACKEND_SET_MAX 4
+struct backend_slot {
+    const struct backend_ops *ops;
+    struct backend *be; /* owned; NULL: not running */
 };
+struct backend_set {
+    struct backend_slot slots[BACKEND_SET_MAX];
+    size_t n;
+};
+
+/* Adds a slot (be may be NULL); returns -1 with err when the set is full, a slot of ops is NULL
+ * or ops's name or id prefix is taken. */
+int backend_set_add(struct backend_set *set, const struct backend_ops *ops, struct backend *be,
+                    struct mcp_error *err);
+/* Each running backend's shutdown, then free; the slots are emptied. */
+void backend_set_shutdown(struct backend_set *set);
+void backend_set_free(struct backend_set *set);
 
 /* What exec(2) can pass a sandbox's commands: Linux refuses (E2BIG, "Argument list too long") a
  * single "NAME=value" string longer than MAX_ARG_STRLEN (32 pages: 131072 bytes with its NUL),
@@ -281,8 +350,12 @@ int backend_check_env(const json_t *env, const char *what, struct mcp_error *err
 /* The backend that owns a sandbox id, or NULL (err filled: unknown id form / backend disabled). */
 struct backend *backend_for_sandbox_id(const struct backend_set *set, const char *sandbox_id,
                                        struct mcp_error *err);
-/* The backend called name ("local", "opensandbox"), or NULL with err filled. */
+/* The backend called name ("local", "opensandbox"), or NULL with err filled. name NULL: the
+ * default (the first slot). */
 struct backend *backend_by_name(const struct backend_set *set, const char *name,
                                 struct mcp_error *err);
+/* The first backend that keeps snapshots (where a restore or a snapshot list without a sandbox
+ * goes), or NULL with err saying which to enable. */
+struct backend *backend_for_snapshots(const struct backend_set *set, struct mcp_error *err);
 
 #endif

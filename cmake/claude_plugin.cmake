@@ -5,7 +5,7 @@
 #
 # One source of truth: plugin.json's version must be the project's version (checked here, so a
 # mismatch fails the configure), and the skill files installed here are the ones the binary
-# embeds (mcp/cli_skill) and the package ships (tests/package checks both).
+# embeds (cli/) and the package ships (tests/package checks both).
 set(MCPBOX_PLUGIN_JSON ${PROJECT_SOURCE_DIR}/.claude-plugin/plugin.json)
 set(MCPBOX_SKILL_FILES ${PROJECT_SOURCE_DIR}/skills/troubleshoot-sandbox/SKILL.md
                        ${PROJECT_SOURCE_DIR}/skills/troubleshoot-sandbox/reference.md)

@@ -4,9 +4,7 @@
 # people and for `claude` to find.
 include(GNUInstallDirs)
 
-if(TARGET mcpbox)
-    install(TARGETS mcpbox RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-endif()
+install(TARGETS mcpbox RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 # Man page, gzipped as Debian policy wants (man(1) reads it either way).
 find_program(MCPBOX_GZIP gzip)
@@ -35,8 +33,6 @@ install(FILES ${_mcpbox_docs} ${PROJECT_SOURCE_DIR}/docs/architecture.svg
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(FILES ${CMAKE_CURRENT_LIST_DIR}/debian-copyright DESTINATION ${CMAKE_INSTALL_DOCDIR}
         RENAME copyright)
-if(EXISTS ${PROJECT_SOURCE_DIR}/README.md)
-    install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
-endif()
+install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples
         PATTERN node_modules EXCLUDE PATTERN package-lock.json EXCLUDE)

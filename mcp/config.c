@@ -54,6 +54,8 @@ void config_init(struct mcp_config *cfg)
                                      *getenv("MCPBOX_OPENSANDBOX_API_KEY")
                                  ? getenv("MCPBOX_OPENSANDBOX_API_KEY") : NULL);
     cfg->local_pool = CONFIG_LOCAL_POOL_DEFAULT;
+    if ((v = getenv("MCPBOX_ALLOW_DIRS")) && *v)
+        set_str(&cfg->allow_dirs, v);
     char *end;
     long pool = (v = getenv("MCPBOX_LOCAL_POOL")) && *v ? strtol(v, &end, 10) : -1;
     if (pool >= 0 && pool <= CONFIG_LOCAL_POOL_MAX && *end == '\0') /* else the default */
@@ -72,6 +74,7 @@ void config_init(struct mcp_config *cfg)
 void config_release(struct mcp_config *cfg)
 {
     free(cfg->state_dir);
+    free(cfg->allow_dirs);
     free(cfg->http_listen);
     free(cfg->token);
     free(cfg->osapi_key);
@@ -100,6 +103,17 @@ static int set_http(struct mcp_config *cfg, const char *v, struct mcp_error *err
     if (config_split_listen(v, host, sizeof(host), &port, err) < 0)
         return -1;
     set_str(&cfg->http_listen, v);
+    return 0;
+}
+
+static int add_allow_dir(struct mcp_config *cfg, const char *v, struct mcp_error *err)
+{
+    if (!*v || strchr(v, ':'))
+        return mcp_error_set(err, MCP_ERR_INVALID, 0, "--allow-dir needs one directory (no ':'; "
+                             "repeat the option for several)");
+    char *joined = cfg->allow_dirs ? xasprintf("%s:%s", cfg->allow_dirs, v) : xstrdup(v);
+    free(cfg->allow_dirs);
+    cfg->allow_dirs = joined;
     return 0;
 }
 
@@ -198,6 +212,9 @@ static const struct option options[] = {
     {"conformance-fixtures", NULL, set_fixtures,
      "also serve the MCP conformance suite's fixture tools, resources and prompts"},
     {"no-local", NULL, set_no_local, "disable the local (namespace + seccomp) backend"},
+    {"allow-dir", "DIR", add_allow_dir,
+     "a host directory sandboxes may mount (repeatable; or env MCPBOX_ALLOW_DIRS=D1:D2; "
+     "default: on stdio the directory mcpbox starts in, on HTTP none)"},
     {"local-pool", "N", set_local_pool,
      "pre-created local sandboxes kept ready for fast creates (default 2, 0 = off)"},
     {"opensandbox-domain", "HOST:PORT", set_os_domain,

@@ -31,6 +31,10 @@ struct mcp_config {
     /* Pre-created sandboxes for the default spec (--local-pool N, env MCPBOX_LOCAL_POOL);
      * 0 = off. A zeroed struct (tests) has the pool off. */
     int local_pool;
+    /* Host directories sandboxes may mount, colon-separated (--allow-dir, repeatable, and
+     * MCPBOX_ALLOW_DIRS together); NULL: the default (stdio: the directory mcpbox started in;
+     * HTTP: none). */
+    char *allow_dirs;
 
     /* OpenSandbox backend: enabled when opensandbox_domain is set. */
     char *opensandbox_domain;   /* OPEN_SANDBOX_DOMAIN, e.g. "localhost:8080" */

@@ -1,12 +1,14 @@
-/* The schema files (schemas/tools/<name>.json, schemas/fixtures/<name>.json) compiled into the binary by
- * cmake/embed_schemas.cmake, so the binary is self-contained. */
+/* The schema files compiled into the binary by cmake/embed_schemas.cmake, so the binary is
+ * self-contained: schemas/tools/<name>.json and the fixtures'
+ * mcp/fixtures/schemas/<dir>/<name>.json, each keyed by its path below schemas/
+ * ("tools/run_command.json", "fixtures/test_simple_text.json"). */
 #ifndef MCPBOX_EMBEDDED_SCHEMAS_H
 #define MCPBOX_EMBEDDED_SCHEMAS_H
 
 #include <stddef.h>
 
 struct embedded_schema {
-    const char *path; /* relative to schemas/: "tools/run_command.json" */
+    const char *path; /* below its schemas/ folder: "tools/run_command.json" */
     const char *data; /* the file's bytes, NUL-terminated */
     size_t len;
 };
@@ -14,7 +16,7 @@ struct embedded_schema {
 extern const struct embedded_schema embedded_schemas[];
 extern const size_t embedded_schemas_count;
 
-/* The file at path (relative to schemas/), or NULL. */
+/* The file at path (below its schemas/ folder), or NULL. */
 const struct embedded_schema *embedded_schema_find(const char *path);
 
 #endif

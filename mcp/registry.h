@@ -2,14 +2,12 @@
  * completion providers, each described by data (the JSON the client sees) plus a callback.
  *
  * Tools come from schema files embedded at build time (schemas/tools/<name>.json and, with
- * --conformance-fixtures, schemas/fixtures/<name>.json) and a handler table (struct tool_def):
+ * --conformance-fixtures, mcp/fixtures/schemas/fixtures/<name>.json) and a handler table (struct tool_def):
  * registry_load_tools(). Everything else is registered in code, typically once at startup.
  *
- * How a module (e.g. mcp/tools/, the sandbox tools) adds resources, prompts or completions:
- * in mcp/tools/tools.h,
- *     #define SANDBOX_TOOLS_HAVE_REGISTER 1
- *     void sandbox_tools_register(struct registry *reg, struct mcp_context *ctx);
- * server.c then calls sandbox_tools_register() once after the tools are loaded. In it, call
+ * How a module (e.g. mcp/tools/, the sandbox tools) adds resources, prompts or completions: it
+ * offers a function like sandbox_tools_register(reg, ctx) (mcp/tools/tools.h), which the
+ * executable (cli/server_tools.c) calls once after the tools are loaded. In it, call
  * registry_add_resource_template(), registry_add_prompt(), registry_add_completion() below.
  * Adding or removing things later (while sessions are live) broadcasts list_changed.
  *

@@ -14,19 +14,10 @@
 #include "mcp/base/xalloc.h"
 #include "mcp/config.h"
 #include "mcp/context.h"
-#include "mcp/fixtures.h"
 #include "mcp/modern/modern.h"
 #include "mcp/registry.h"
 #include "mcp/session-internal.h"
-#ifdef MCPBOX_HAVE_STORE
 #include "mcp/store/store.h"
-#endif
-#ifdef MCPBOX_HAVE_LOCAL
-#include "backend/local/local.h"
-#endif
-#ifdef MCPBOX_HAVE_OPENSANDBOX
-#include "backend/opensandbox/opensandbox.h"
-#endif
 
 #define SERVER_MAX_STOP_HOOKS 8
 
@@ -47,6 +38,7 @@ struct mcp_server {
     uv_signal_t sigint, sigterm;
     bool stopping;
     bool sandboxes_started; /* the store is open and the backends made (server_sandbox_context) */
+    server_backends_fn *start_backends; /* the composition root's; NULL: no backends */
 };
 
 static const char server_instructions_text[] =
@@ -76,11 +68,9 @@ static void on_signal(uv_signal_t *h, int signum)
 
 static int open_store(struct mcp_server *srv, struct mcp_error *err)
 {
-#ifdef MCPBOX_HAVE_STORE
     srv->ctx.store = store_open(srv->cfg->state_dir, err);
     if (!srv->ctx.store)
         return mcp_error_prefix(err, "opening the state store in %s", srv->cfg->state_dir);
-#endif
     return 0;
 }
 
@@ -88,36 +78,27 @@ static int open_store(struct mcp_server *srv, struct mcp_error *err)
  * database is opened with the backends, on first use. */
 static int check_state_dir(struct mcp_server *srv, struct mcp_error *err)
 {
-#ifdef MCPBOX_HAVE_STORE
-    if (store_check_state_dir(srv->cfg->state_dir, err) < 0)
-        return -1; /* the message names the directory */
-#endif
-    return 0;
+    return store_check_state_dir(srv->cfg->state_dir, err); /* the message names the directory */
 }
 
 static void create_backends(struct mcp_server *srv)
 {
-    struct mcp_error err = {0};
+    if (srv->start_backends != NULL)
+        srv->start_backends(&srv->ctx.backends, &srv->loop, srv->ctx.store, srv->cfg);
+    const struct backend_set *set = &srv->ctx.backends;
+    char line[160] = "";
+    size_t len = 0;
+    for (size_t i = 0; i < set->n && len < sizeof line; i++) {
+        int n = snprintf(line + len, sizeof line - len, "%s%s %s", i ? ", " : "",
+                         set->slots[i].ops->name, set->slots[i].be ? "enabled" : "disabled");
+        len += n > 0 ? (size_t)n : 0;
+    }
+    log_info("backends: %s", set->n ? line : "none");
+}
 
-    (void)err;
-#ifdef MCPBOX_HAVE_LOCAL
-    if (srv->cfg->local_enabled) {
-        srv->ctx.backends.local = local_backend_new(&srv->loop, srv->ctx.store, srv->cfg, &err);
-        if (!srv->ctx.backends.local)
-            log_warn("local backend unavailable: %s", err.msg);
-    }
-#endif
-#ifdef MCPBOX_HAVE_OPENSANDBOX
-    if (srv->cfg->opensandbox_domain) {
-        srv->ctx.backends.opensandbox =
-            opensandbox_backend_new(&srv->loop, srv->ctx.store, srv->cfg, &err);
-        if (!srv->ctx.backends.opensandbox)
-            log_warn("opensandbox backend unavailable: %s", err.msg);
-    }
-#endif
-    log_info("backends: local %s, opensandbox %s",
-             srv->ctx.backends.local ? "enabled" : "disabled",
-             srv->ctx.backends.opensandbox ? "enabled" : "disabled");
+void server_set_backends(struct mcp_server *srv, server_backends_fn *start)
+{
+    srv->start_backends = start;
 }
 
 static void start_signals(struct mcp_server *srv)
@@ -147,8 +128,6 @@ struct mcp_server *server_new(const struct mcp_config *cfg, struct mcp_error *er
     srv->reg = registry_new(on_registry_change, srv);
     if (check_state_dir(srv, err) < 0)
         goto fail;
-    if (cfg->conformance_fixtures && fixtures_register(srv->reg, err) < 0)
-        goto fail;
     start_signals(srv);
     return srv;
 fail:
@@ -162,16 +141,6 @@ int server_run(struct mcp_server *srv)
     return 0;
 }
 
-static void shutdown_backends(struct mcp_server *srv)
-{
-    struct backend *bes[] = {srv->ctx.backends.local, srv->ctx.backends.opensandbox};
-
-    for (size_t i = 0; i < ARRAY_SIZE(bes); i++) {
-        if (bes[i] && bes[i]->ops->shutdown)
-            bes[i]->ops->shutdown(bes[i]);
-    }
-}
-
 void server_stop(struct mcp_server *srv)
 {
     if (srv->stopping)
@@ -179,7 +148,7 @@ void server_stop(struct mcp_server *srv)
     srv->stopping = true;
     for (size_t i = 0; i < srv->n_hooks; i++)
         srv->hooks[i].fn(srv->hooks[i].arg);
-    shutdown_backends(srv);
+    backend_set_shutdown(&srv->ctx.backends);
     if (!uv_is_closing((uv_handle_t *)&srv->sigint)) {
         uv_close((uv_handle_t *)&srv->sigint, NULL);
         uv_close((uv_handle_t *)&srv->sigterm, NULL);
@@ -192,18 +161,6 @@ static void close_leftover(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
-static void free_backends(struct mcp_server *srv)
-{
-#ifdef MCPBOX_HAVE_LOCAL
-    local_backend_free(srv->ctx.backends.local);
-#endif
-#ifdef MCPBOX_HAVE_OPENSANDBOX
-    opensandbox_backend_free(srv->ctx.backends.opensandbox);
-#endif
-    srv->ctx.backends.local = NULL;
-    srv->ctx.backends.opensandbox = NULL;
-}
-
 void server_free(struct mcp_server *srv)
 {
     if (!srv)
@@ -212,14 +169,12 @@ void server_free(struct mcp_server *srv)
         uv_close((uv_handle_t *)&srv->sigint, NULL);
         uv_close((uv_handle_t *)&srv->sigterm, NULL);
     }
-    free_backends(srv);
+    backend_set_free(&srv->ctx.backends);
     /* Whatever is still open (a backend's watcher, a late timer) is closed so the loop can go. */
     uv_walk(&srv->loop, close_leftover, NULL);
     uv_run(&srv->loop, UV_RUN_DEFAULT);
     uv_loop_close(&srv->loop);
-#ifdef MCPBOX_HAVE_STORE
     store_close(srv->ctx.store);
-#endif
     registry_free(srv->reg);
     free(srv->sessions);
     free(srv);

@@ -1,7 +1,7 @@
 /* The server: one libuv loop, the shared context (config, store, backends), the registry of
  * tools/resources/prompts, and the list of live sessions. One per process.
  *
- * Typical use (mcp/main.c):
+ * Typical use (cli/main.c):
  *     srv = server_new(cfg, &err);
  *     stdio_transport_start(srv, &err)   or   http_server_start(srv, cfg, &err);
  *     server_run(srv);                   runs until server_stop() (EOF, SIGINT, SIGTERM)
@@ -17,17 +17,25 @@
 
 #include "mcp/base/error.h"
 
+struct backend_set;
 struct mcp_config;
 struct mcp_context;
+struct store;
 struct registry;
 struct session;
 struct mcp_server;
 
 /* Creates the loop, checks the state directory (the store and the backends start later: see
- * server_sandbox_context) and fills the registry (fixtures with --conformance-fixtures; the
- * sandbox tools come with server_add_sandbox_tools). cfg is borrowed and must outlive the
- * server. */
+ * server_sandbox_context) and an empty registry (the executable adds the sandbox tools and,
+ * with --conformance-fixtures, the fixtures). cfg is borrowed and must outlive the server. */
 struct mcp_server *server_new(const struct mcp_config *cfg, struct mcp_error *err);
+/* Fills set with the backends this executable has, one slot each (a slot's backend NULL when
+ * cfg leaves it off or it cannot start on this host, with a warning logged). The composition
+ * root (cli/backends.c) provides it; a server without one serves no backends. */
+typedef void server_backends_fn(struct backend_set *set, uv_loop_t *loop, struct store *store,
+                                const struct mcp_config *cfg);
+/* Before the first request: the backends are started by start on first use. */
+void server_set_backends(struct mcp_server *srv, server_backends_fn *start);
 /* Runs the loop until server_stop() and every handle has closed. Returns 0. */
 int server_run(struct mcp_server *srv);
 /* Starts a clean shutdown: calls every stop hook (transports close their listeners and

@@ -129,13 +129,27 @@ static int write_proc(int pid, const char *file, const char *text, struct mcp_er
     return mcp_error_set(err, MCP_ERR_UNSUPPORTED, e, "cannot write %s", path);
 }
 
-static int spawn_map_tool(const char *tool, int pid, uint32_t base, uint32_t count, pid_t *child)
+/* person: 0, or the sandbox id (< count - 1) at which `own` (the caller's uid or gid) is mapped
+ * instead of base + person. */
+static int spawn_map_tool(const char *tool, int pid, uint32_t base, uint32_t count,
+                          uint32_t person, uint32_t own, pid_t *child)
 {
-    char p[16], b[16], c[16];
+    char p[16], n[9][16];
     snprintf(p, sizeof p, "%d", pid);
-    snprintf(b, sizeof b, "%u", (unsigned)base);
-    snprintf(c, sizeof c, "%u", (unsigned)count);
-    char *argv[] = {(char *)tool, p, (char *)"0", b, c, NULL};
+    uint32_t v[9] = {0, base, count};
+    int nv = 3;
+    if (person > 0) {
+        uint32_t w[9] = {0, base, person, person, own, 1, person + 1, base + person + 1,
+                         count - person - 1};
+        memcpy(v, w, sizeof v);
+        nv = 9;
+    }
+    char *argv[12] = {(char *)tool, p};
+    for (int i = 0; i < nv; i++) {
+        snprintf(n[i], sizeof n[i], "%u", (unsigned)v[i]);
+        argv[2 + i] = n[i];
+    }
+    argv[2 + nv] = NULL;
     char *envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -158,11 +172,14 @@ static int wait_tool(pid_t child)
 
 /* newuidmap and newgidmap (setuid root, from Debian's uidmap) check the ranges against
  * /etc/subuid and /etc/subgid; both run at once (each is a fork and exec). */
-static int write_maps_subid(const struct local_identity *id, int pid, struct mcp_error *err)
+static int write_maps_subid(const struct local_identity *id, int pid, uint32_t person,
+                            struct mcp_error *err)
 {
     pid_t u = -1, g = -1;
-    int urc = spawn_map_tool(LOCAL_NEWUIDMAP, pid, id->uid_base, id->uid_count, &u);
-    int grc = spawn_map_tool(LOCAL_NEWGIDMAP, pid, id->gid_base, id->gid_count, &g);
+    int urc = spawn_map_tool(LOCAL_NEWUIDMAP, pid, id->uid_base, id->uid_count, person,
+                             (uint32_t)geteuid(), &u);
+    int grc = spawn_map_tool(LOCAL_NEWGIDMAP, pid, id->gid_base, id->gid_count, person,
+                             (uint32_t)getegid(), &g);
     int ust = urc == 0 ? wait_tool(u) : -1;
     int gst = grc == 0 ? wait_tool(g) : -1;
     if (ust == 0 && gst == 0)
@@ -181,7 +198,7 @@ int local_identity_write_maps(const struct local_identity *id, uint32_t slot, in
 {
     char map[64];
     if (id->mode == LOCAL_ID_SUBID)
-        return write_maps_subid(id, pid, err);
+        return write_maps_subid(id, pid, 0, err);
     /* An unprivileged writer may map only its own ids, and gid_map only once setgroups is
      * denied (the sandbox then keeps the user's supplementary groups: see docs/security.md). */
     if (id->mode == LOCAL_ID_SINGLE && write_proc(pid, "setgroups", "deny", err) < 0)
@@ -193,4 +210,23 @@ int local_identity_write_maps(const struct local_identity *id, uint32_t slot, in
     snprintf(map, sizeof map, "0 %u %u\n", (unsigned)local_identity_root_gid(id, slot),
              (unsigned)id->gid_count);
     return write_proc(pid, "gid_map", map, err);
+}
+
+uint32_t local_identity_person_id(const struct local_identity *id)
+{
+    uint32_t n = id->uid_count < id->gid_count ? id->uid_count : id->gid_count;
+    uint32_t uid = (uint32_t)geteuid(), gid = (uint32_t)getegid();
+    /* The user's own number where it fits (ls -n shows the same owner inside and out), else
+     * 1000; never root, never nobody (65534). */
+    if (uid == gid && uid > 0 && uid + 1 < n && uid != 65534)
+        return uid;
+    return n > 1001 ? 1000 : n - 1;
+}
+
+int local_identity_write_maps_person(const struct local_identity *id, int pid,
+                                     struct mcp_error *err)
+{
+    if (id->mode != LOCAL_ID_SUBID)
+        return local_identity_write_maps(id, 0, pid, err);
+    return write_maps_subid(id, pid, local_identity_person_id(id), err);
 }

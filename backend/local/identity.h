@@ -57,5 +57,14 @@ json_t *local_identity_json(const struct local_identity *id, uint32_t slot);
  * root, through newuidmap/newgidmap for SUBID, "deny" setgroups + 0 <uid> 1 for SINGLE. */
 int local_identity_write_maps(const struct local_identity *id, uint32_t slot, int pid,
                               struct mcp_error *err);
+/* LOCAL_ID_SUBID only: the sandbox id at which a sandbox with a writable host mount also maps
+ * the user's own uid and gid (never 0: sandbox root stays a subordinate id). The user's files
+ * appear as owned by it, and that sandbox's commands run as it, so what they write on the host
+ * belongs to the user (docs/security.md, "Host directories"). */
+uint32_t local_identity_person_id(const struct local_identity *id);
+/* The maps of local_identity_write_maps plus "<person_id> <euid> 1" (and the egid) cut out of
+ * the subordinate range: three extents, through newuidmap/newgidmap. */
+int local_identity_write_maps_person(const struct local_identity *id, int pid,
+                                     struct mcp_error *err);
 
 #endif

@@ -24,15 +24,30 @@
 #include "backend/backend.h"
 #include "mcp/base/error.h"
 
-struct mcp_config;
 struct store;
 
-/* cfg may be NULL (defaults); the state directory is the store's. */
+/* What the composition root configures (the rest comes from the host and the store). */
+struct local_options {
+    /* Pre-created sandboxes for the default spec (serve --local-pool N); 0 = off. */
+    int pool;
+    /* Host directories sandboxes may mount (create_sandbox mounts), colon-separated; NULL:
+     * none. The composition root applies the default (docs/configuration.md). */
+    const char *allow_dirs;
+};
+
+/* Its ops, also for the slot of a server where it could not start (backend_set). */
+extern const struct backend_ops local_ops;
+
+/* opts may be NULL (defaults); the state directory is the store's. */
 struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
-                                  const struct mcp_config *cfg, struct mcp_error *err);
+                                  const struct local_options *opts, struct mcp_error *err);
 /* Stops watching (closes handles; the loop must run once more to finish closing) and frees.
  * Sandboxes keep running. Pending callbacks are called with an error first. */
 void local_backend_free(struct backend *be);
+
+/* Adds a host directory to those this backend's sandboxes may mount (the CLI: the person named
+ * it with --mount). -1 with err if it is not a directory. */
+int local_backend_allow(struct backend *be, const char *dir, struct mcp_error *err);
 
 /* Checks that this host can run local sandboxes without creating one: returns 0, or -1 with
  * err naming what is missing (used by `mcpbox doctor`). */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #define LOG_MODULE "local"
+#include "backend/local/doctor/doctor.h"
 #include "backend/local/local.h"
 #include "backend/local/image/image.h"
 #include "backend/local/local_internal.h"
@@ -23,45 +24,9 @@
 #include "mcp/base/log.h"
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
-#include "mcp/config.h"
 
 #define LOCAL_TIMER_MS 5000
 #define LOCAL_CREATING_GRACE_MS 60000 /* a "creating" record younger than this may be live */
-
-struct deferred {
-    uv_timer_t timer;
-    backend_cb *cb;
-    void *arg;
-    json_t *result;
-    struct mcp_error err;
-    bool has_err;
-};
-
-static void deferred_closed(uv_handle_t *h)
-{
-    free(h->data);
-}
-
-static void deferred_fire(uv_timer_t *t)
-{
-    struct deferred *d = t->data;
-    d->cb(d->arg, d->has_err ? NULL : d->result, d->has_err ? &d->err : NULL);
-    json_decref(d->result);
-    uv_close((uv_handle_t *)t, deferred_closed);
-}
-
-void local_defer(struct local_backend *lb, backend_cb *cb, void *arg, json_t *result,
-                 const struct mcp_error *err)
-{
-    struct deferred *d = xcalloc(1, sizeof *d);
-    d->cb = cb, d->arg = arg;
-    d->result = json_incref(result);
-    if (err)
-        d->err = *err, d->has_err = true;
-    uv_timer_init(lb->base.loop, &d->timer);
-    d->timer.data = d;
-    uv_timer_start(&d->timer, deferred_fire, 0, 0);
-}
 
 int local_event(struct store *st, const char *id, const char *kind, json_t *data,
                 struct mcp_error *err)
@@ -131,6 +96,17 @@ json_t *local_info(const struct store_sandbox *rec)
     json_t *digest = json_object_get(r, "image_digest");
     if (json_is_string(digest)) /* an OCI image: what exactly runs */
         json_object_set_new(info, "image_digest", json_copy(digest));
+    json_t *mounts = json_object_get(r, "mounts");
+    if (json_array_size(mounts) > 0) { /* host directories: where, and how */
+        json_t *shown = json_array(), *m;
+        size_t i;
+        json_array_foreach(mounts, i, m)
+            json_array_append_new(shown, json_pack("{s:O, s:O, s:O}", "source",
+                                                   json_object_get(m, "source"), "target",
+                                                   json_object_get(m, "target"), "mode",
+                                                   json_object_get(m, "mode")));
+        json_object_set_new(info, "mounts", shown);
+    }
     json_t *mapping = json_object_get(r, "image_mapping");
     if (json_is_string(mapping)) /* root mode without idmapped mounts (docs/images.md) */
         json_object_set_new(info, "image_mapping", json_copy(mapping));
@@ -244,10 +220,18 @@ static void rmtree_at(int parent, const char *name)
     if (unlinkat(parent, name, 0) == 0 || (errno != EISDIR && errno != EPERM))
         return;
     int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    /* A directory of ours we may not read (a copy-on-write overlay's work/work is mode 000):
+     * make it readable, it is going anyway. fchmodat never follows a symlink here: the open
+     * above refused those with ELOOP, not EACCES. */
+    if (fd < 0 && errno == EACCES && fchmodat(parent, name, 0700, 0) == 0)
+        fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (d == NULL) {
         if (fd >= 0)
             close(fd);
+        /* An empty directory we may not read (a copy-on-write overlay's work/work, mode 000,
+         * of the sandbox's root) can still be removed from a parent we own. */
+        unlinkat(parent, name, AT_REMOVEDIR);
         return;
     }
     struct dirent *e;
@@ -313,7 +297,7 @@ void local_release_resources(struct local_backend *lb, const char *id, const cha
     if (dir[0])
         local_rmtree(dir);
     local_rmtree(logs);
-    local_ws_remove(lb->state_dir, id); /* mounts' copy-on-write layers (workspace.h) */
+    local_ws_remove(lb->state_dir, id, &lb->ident); /* mounts' copy-on-write layers (workspace.h) */
     local_release_slot(lb, id);
 }
 
@@ -713,7 +697,7 @@ static int make_dirs(struct local_backend *lb, struct mcp_error *err)
 }
 
 struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
-                                  const struct mcp_config *cfg, struct mcp_error *err)
+                                  const struct local_options *opts, struct mcp_error *err)
 {
     if (local_backend_probe(err) < 0)
         return NULL;
@@ -723,13 +707,17 @@ struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
     lb->base.loop = loop;
     lb->base.store = store;
     lb->agent_fd = -1;
-    lb->pool_size = cfg ? cfg->local_pool : 0;
+    lb->pool_size = opts ? opts->pool : 0;
     const char *ttl = getenv("MCPBOX_LOCAL_POOL_TTL"); /* seconds; for tests of the drain */
     lb->pool_ttl_s = ttl && atoi(ttl) > 0 ? atoi(ttl) : LOCAL_POOL_TTL_S;
     const char *idle = getenv("MCPBOX_LOCAL_POOL_IDLE_MS"); /* for tests of the refill rules */
     lb->pool_idle_ms = idle && atoi(idle) > 0 ? (uint64_t)atoi(idle) : LOCAL_POOL_REFILL_IDLE_MS;
     snprintf(lb->state_dir, sizeof lb->state_dir, "%s", store_state_dir(store));
     local_identity_detect(&lb->ident);
+    if (local_allow_init(&lb->allow, opts ? opts->allow_dirs : NULL, err) < 0) {
+        free(lb);
+        return NULL;
+    }
     if (lb->ident.mode == LOCAL_ID_SLICES)
         local_slots_excluded(lb->slots_excluded, LOCAL_MAX_SLOTS);
     if (lb->ident.mode == LOCAL_ID_SINGLE)
@@ -743,6 +731,7 @@ struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
         local_seccomp_free(&lb->seccomp);
         if (lb->agent_fd >= 0)
             close(lb->agent_fd);
+        local_allow_free(&lb->allow);
         free(lb);
         return NULL;
     }
@@ -761,6 +750,7 @@ static void timer_closed(uv_handle_t *h)
 {
     struct local_backend *lb = h->data;
     local_seccomp_free(&lb->seccomp);
+    local_allow_free(&lb->allow);
     free(lb);
 }
 
@@ -813,7 +803,9 @@ void local_backend_free(struct backend *be)
 const struct backend_ops local_ops = {
     .name = "local",
     .id_prefix = "sbx-",
+    .enable_hint = "run the doctor tool to see why",
     .shutdown = local_shutdown,
+    .free = local_backend_free,
     .create = local_create,
     .destroy = local_destroy,
     .list = local_list,
@@ -831,4 +823,9 @@ const struct backend_ops local_ops = {
     .endpoint = local_endpoint,
     .diagnose = local_diagnose,
     .metrics = local_metrics,
+    .snapshot = backend_def_snapshot,
+    .code_context = backend_def_code_context,
+    .code_run = backend_def_code_run,
+    .host_check = doctor_host_check,
+    .workspace = local_workspace,
 };

@@ -158,6 +158,7 @@ static void copy_spec(struct sandbox_spec *dst, const struct sandbox_spec *src)
     dst->snapshot_id = src->snapshot_id ? xstrdup(src->snapshot_id) : NULL;
     dst->env = json_incref(src->env);
     dst->metadata = json_incref(src->metadata);
+    dst->mounts = json_incref(src->mounts);
 }
 
 static void free_spec(struct sandbox_spec *s)
@@ -167,6 +168,7 @@ static void free_spec(struct sandbox_spec *s)
     free((char *)s->snapshot_id);
     json_decref(s->env);
     json_decref(s->metadata);
+    json_decref(s->mounts);
 }
 
 static void on_progress(void *arg, uint64_t done, uint64_t total, const char *what)

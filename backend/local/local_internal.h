@@ -80,7 +80,7 @@ json_t *local_ws_json(const struct local_ws *ws, bool with_layers);
  * and mounts.json; fills each copy-on-write mount's upper and work. */
 int local_ws_prepare(const char *state_dir, const char *id, struct local_ws *ws, uid_t layer_uid,
                      gid_t layer_gid, struct mcp_error *err);
-void local_ws_remove(const char *state_dir, const char *id);
+void local_ws_remove(const char *state_dir, const char *id, const struct local_identity *ident);
 /* openat2(allow_dir, rel, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS) as an O_PATH directory fd;
  * the allowed directory itself is opened with RESOLVE_NO_SYMLINKS. -1 with errno. */
 int local_ws_open_beneath(const char *allow_dir, const char *rel);
@@ -185,14 +185,23 @@ struct spawn_request {
     /* The child binds the image directories itself instead of receiving idmapped trees (root
      * mode on a filesystem without idmapped mounts: see local_image_shared_identity). */
     bool bind_image;
+    /* Host directories to mount (workspace.c checked them); NULL: none. As root each tree is
+     * opened and idmapped by the parent (the mount owner's files appear as the sandbox's root,
+     * its writes land as that owner); as a user the child opens them itself (no idmap). */
+    const struct local_ws *ws;
+    /* LOCAL_ID_SUBID with a writable mount: the user's own ids are mapped at this sandbox id
+     * (local_identity_person_id) and run_uid/run_gid are it; 0 otherwise. */
+    uint32_t person_id;
     /* No pids cgroup: RLIMIT_NPROC (counted per user namespace and uid, and no process in the
      * sandbox can change uid) is the pids limit itself rather than a backstop. */
     bool pids_by_rlimit;
 };
 
 #define LOCAL_MAX_IMAGE_LAYERS 128 /* = OCI_MAX_LAYERS; all go in one SCM_RIGHTS message */
+/* ... with the host mounts' trees after them (root mode). Under SCM_MAX_FD (253). */
+#define LOCAL_MAX_TREES (LOCAL_MAX_IMAGE_LAYERS + LOCAL_WS_MAX_MOUNTS)
 struct image_trees {
-    int fd[LOCAL_MAX_IMAGE_LAYERS];
+    int fd[LOCAL_MAX_TREES];
     unsigned n;
 };
 void local_image_trees_close(struct image_trees *t);
@@ -267,6 +276,8 @@ struct fwd;
 struct local_spawner;
 /* NULL: not needed. Prepared sets are marked in run_dir (spawner_marker.c). */
 struct local_spawner *local_spawner_start(const struct cg_host *host, const char *run_dir);
+/* Whether a prepared set's cgroups already hold these limits (those of the default spec). */
+bool local_spawner_has_limits(const struct cg_limits *lim);
 /* Reserves a prepared id + cgroup set; returns its slot, or -1 if none is ready. */
 int local_spawner_take(struct local_spawner *s, char *id, struct cg_sandbox *cg);
 /* local_spawn in the reserved thread (req NULL: give the set back unused). */
@@ -315,6 +326,7 @@ struct local_backend {
     bool image_shared_mapping;    /* root, store not idmappable: image sandboxes share a mapping */
     char run_dir[LOCAL_PATH_MAX]; /* runtime_dir.c: per-sandbox files that need no disk */
     struct local_identity ident;  /* which host ids its sandboxes get (identity.h) */
+    struct local_allow allow;     /* host directories mounts may come from (workspace.c) */
     char slots_dir[LOCAL_PATH_MAX]; /* host-wide uid slot leases (LOCAL_ID_SLICES only) */
     unsigned char slots_excluded[LOCAL_MAX_SLOTS / 8 + 1]; /* slices of users' subordinate ids */
     struct lsbx *sandboxes;       /* live sandboxes this process watches */
@@ -365,10 +377,6 @@ struct lsbx *lsbx_for_op(struct local_backend *lb, const char *id, bool allow_pa
 struct agent_conn *lsbx_conn(struct lsbx *sb, struct mcp_error *err);
 void lsbx_ref(struct lsbx *sb);
 void lsbx_unref(struct lsbx *sb);
-/* Calls cb(arg, result, err) from the loop soon, not from inside the caller (result/err
- * copied). */
-void local_defer(struct local_backend *lb, backend_cb *cb, void *arg, json_t *result,
-                 const struct mcp_error *err);
 json_t *local_info(const struct store_sandbox *rec);
 /* store_event_add that takes ownership of data (may be NULL). */
 /* Records an event (logs a warning if the store refuses; takes data's reference). */
@@ -414,6 +422,9 @@ int local_endpoint(struct backend *be, const char *id, int port, backend_cb *cb,
                    struct mcp_error *err);
 int local_diagnose(struct backend *be, const char *id, const char *what, backend_cb *cb,
                    void *arg, struct mcp_error *err);
+/* local_workspace_ops.c: review and apply of copy-on-write mounts (backend.h "workspace"). */
+int local_workspace(struct backend *be, const char *id, const char *action, json_t *args,
+                    backend_cb *cb, void *arg, struct mcp_error *err);
 /* local_metrics.c: memory, pids and CPU use of a sandbox live in this process. */
 int local_metrics(struct backend *be, const char *id, backend_cb *cb, void *arg,
                   struct mcp_error *err);

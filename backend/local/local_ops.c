@@ -49,7 +49,7 @@ int local_list(struct backend *be, const char *owner, json_t *filter, backend_cb
     }
     store_sandbox_list_free(list, n);
     json_t *res = json_pack("{s:o}", "sandboxes", items);
-    local_defer((struct local_backend *)be, cb, arg, res, NULL);
+    backend_defer(be, cb, arg, res, NULL);
     json_decref(res);
     return 0;
 }
@@ -73,7 +73,7 @@ int local_get(struct backend *be, const char *id, backend_cb *cb, void *arg,
     json_t *info = info_with_usage((struct local_backend *)be, id, err);
     if (info == NULL)
         return -1;
-    local_defer((struct local_backend *)be, cb, arg, info, NULL);
+    backend_defer(be, cb, arg, info, NULL);
     json_decref(info);
     return 0;
 }
@@ -142,7 +142,7 @@ int local_renew(struct backend *be, const char *id, int64_t timeout_seconds, bac
         json_t *info = info_with_usage(lb, id, err);
         if (info == NULL)
             return -1;
-        local_defer(lb, cb, arg, info, NULL);
+        backend_defer(&lb->base, cb, arg, info, NULL);
         json_decref(info);
         return 0;
     }
@@ -165,7 +165,7 @@ static int set_frozen(struct backend *be, const char *id, bool frozen, backend_c
     json_t *info = info_with_usage(lb, id, err);
     if (info == NULL)
         return -1;
-    local_defer(lb, cb, arg, info, NULL);
+    backend_defer(&lb->base, cb, arg, info, NULL);
     json_decref(info);
     return 0;
 }
@@ -205,7 +205,7 @@ int local_endpoint(struct backend *be, const char *id, int port, backend_cb *cb,
     json_t *res = json_pack("{s:s, s:i, s:s, s:{}, s:s, s:i, s:s}", "sandbox_id", id, "port", port,
                             "url", url, "headers", "reachable_from", "host", "host_port",
                             host_port, "note", note);
-    local_defer((struct local_backend *)be, cb, arg, res, NULL);
+    backend_defer(be, cb, arg, res, NULL);
     json_decref(res);
     return 0;
 }
@@ -319,7 +319,7 @@ int local_diagnose(struct backend *be, const char *id, const char *what, backend
     store_sandbox_release(&rec);
     int rc = strcmp(what, "logs") == 0 ? diag_logs(lb, id, res, cb, arg) : -1;
     if (rc < 0) /* not "logs", or the agent is out of reach: what the store knows */
-        local_defer(lb, cb, arg, res, NULL);
+        backend_defer(&lb->base, cb, arg, res, NULL);
     json_decref(res);
     return 0;
 }

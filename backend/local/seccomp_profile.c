@@ -28,12 +28,12 @@
 
 static const char *const allowed[] = {
     "accept", "accept4", "access", "adjtimex", "alarm", "bind", "brk", "capget", "capset",
-    "chdir", "chmod", "chown", "clock_adjtime", "clock_getres", "clock_gettime",
+    "chdir", "chown", "clock_adjtime", "clock_getres", "clock_gettime",
     "clock_nanosleep", "close", "close_range", "connect", "copy_file_range", "creat", "dup",
     "dup2", "dup3", "epoll_create", "epoll_create1", "epoll_ctl", "epoll_ctl_old", "epoll_pwait",
     "epoll_pwait2", "epoll_wait", "epoll_wait_old", "eventfd", "eventfd2", "execve", "execveat",
     "exit", "exit_group", "faccessat", "faccessat2", "fadvise64", "fallocate", "fanotify_mark",
-    "fchdir", "fchmod", "fchmodat", "fchown", "fchownat", "fcntl", "fdatasync", "fgetxattr",
+    "fchdir", "fchown", "fchownat", "fcntl", "fdatasync", "fgetxattr",
     "flistxattr", "flock", "fork", "fremovexattr", "fsetxattr", "fstat", "fstatfs", "fsync",
     "ftruncate", "futex", "futex_waitv", "futimesat", "getcpu", "getcwd", "getdents",
     "getdents64", "getegid", "geteuid", "getgid", "getgroups", "getitimer", "getpeername",
@@ -77,7 +77,7 @@ static const struct {
     const char *name;
     int nr;
 } allowed_by_number[] = {
-    {"uretprobe", 335},  {"cachestat", 451},       {"fchmodat2", 452},   {"map_shadow_stack", 453},
+    {"uretprobe", 335},  {"cachestat", 451},       {"map_shadow_stack", 453},
     {"futex_wake", 454}, {"futex_wait", 455},      {"futex_requeue", 456}, {"statmount", 457},
     {"listmount", 458},  {"mseal", 462},           {"setxattrat", 463},  {"getxattrat", 464},
     {"listxattrat", 465}, {"removexattrat", 466},  {"file_getattr", 468}, {"file_setattr", 469},
@@ -96,6 +96,32 @@ static int rule(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned
     if (nr == __NR_SCMP_ERROR)
         return 0;
     return seccomp_rule_add_array(ctx, action, nr, n, cmp);
+}
+
+/* chmod without the setuid and setgid bits. A sandbox's root owns the files of a host directory
+ * mounted rw (as the directory's owner on the host, through the idmapped mount): a setuid file
+ * it made there would run as that owner for anyone on the host. Inside, no_new_privs makes the
+ * bits useless anyway. Creating a file with them (open, mknod) is harmless: the kernel clears
+ * them on the first write by a process without CAP_FSETID. */
+static int chmod_rules(scmp_filter_ctx ctx)
+{
+    static const struct {
+        const char *name;
+        int nr;
+        unsigned mode_arg;
+    } calls[] = {{"chmod", -1, 1}, {"fchmod", -1, 1}, {"fchmodat", -1, 2}, {"fchmodat2", 452, 2}};
+    int rc = 0;
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        int nr = seccomp_syscall_resolve_name(calls[i].name);
+        if (nr == __NR_SCMP_ERROR)
+            nr = calls[i].nr;
+        if (nr < 0)
+            continue;
+        struct scmp_arg_cmp plain = {.arg = calls[i].mode_arg, .op = SCMP_CMP_MASKED_EQ,
+                                     .datum_a = 06000, .datum_b = 0};
+        rc |= seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, 1, &plain);
+    }
+    return rc;
 }
 
 static int add_rules(scmp_filter_ctx ctx)
@@ -123,6 +149,7 @@ static int add_rules(scmp_filter_ctx ctx)
     struct scmp_arg_cmp ns = arg0(SCMP_CMP_MASKED_EQ, CLONE_NS_FLAGS, 0);
     rc |= rule(ctx, SCMP_ACT_ALLOW, "clone", 1, &ns);
     rc |= rule(ctx, SCMP_ACT_ERRNO(ENOSYS), "clone3", 0, NULL);
+    rc |= chmod_rules(ctx);
     return rc;
 }
 

@@ -85,12 +85,20 @@ static void leave(const struct cg_host *h)
         log_warn("spawner: %s", err.msg);
 }
 
-/* In the thread: a fresh id, its cgroups (default limits; create sets the real ones) and this
- * thread inside the v1 ones. */
+/* The limits a prepared set is made with: those of the default spec. */
+static const struct cg_limits defaults = {.memory_bytes = LOCAL_DEFAULT_MEMORY,
+                                          .pids = LOCAL_DEFAULT_PIDS, .cpu = LOCAL_DEFAULT_CPU};
+
+bool local_spawner_has_limits(const struct cg_limits *lim)
+{
+    return lim->memory_bytes == defaults.memory_bytes && lim->pids == defaults.pids &&
+           lim->cpu == defaults.cpu;
+}
+
+/* In the thread: a fresh id, its cgroups (default limits; create sets others) and this thread
+ * inside the v1 ones. */
 static int prepare(struct spawner_slot *sl)
 {
-    static const struct cg_limits defaults = {.memory_bytes = LOCAL_DEFAULT_MEMORY,
-                                              .pids = LOCAL_DEFAULT_PIDS, .cpu = LOCAL_DEFAULT_CPU};
     char id[LOCAL_ID_LEN];
     struct cg_sandbox cg;
     struct mcp_error err;

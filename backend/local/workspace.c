@@ -17,7 +17,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#define LOG_MODULE "local"
+#include "backend/local/image/unpack.h"
+#include "backend/local/local.h"
 #include "backend/local/local_internal.h"
+#include "mcp/base/log.h"
 #include "mcp/base/xalloc.h"
 
 /* Where a mount may appear inside a sandbox: its own writable space, or conventional places
@@ -76,6 +80,11 @@ static int allow_add(struct local_allow *a, const char *dir, const char *from,
     a->dirs = xrealloc(a->dirs, (a->n + 1) * sizeof *a->dirs);
     a->dirs[a->n++] = real;
     return 0;
+}
+
+int local_backend_allow(struct backend *be, const char *dir, struct mcp_error *err)
+{
+    return allow_add(&((struct local_backend *)be)->allow, dir, "--mount", err);
 }
 
 int local_allow_init(struct local_allow *a, const char *dirs, struct mcp_error *err)
@@ -308,6 +317,14 @@ int local_ws_check(const struct local_ws_check *c, json_t *mounts, struct local_
         close(fd);
         out->n++;
     }
+    /* A mount whose target lies in another's comes after it (shorter targets first). */
+    for (size_t i = 1; i < out->n; i++)
+        for (size_t k = i; k > 0 && strlen(out->m[k].m.target) < strlen(out->m[k - 1].m.target);
+             k--) {
+            struct local_ws_mount t = out->m[k];
+            out->m[k] = out->m[k - 1];
+            out->m[k - 1] = t;
+        }
     return 0;
 }
 
@@ -374,7 +391,7 @@ int local_ws_prepare(const char *state_dir, const char *id, struct local_ws *ws,
         snprintf(m->upper, sizeof m->upper, "%s/upper", dir);
         snprintf(m->work, sizeof m->work, "%s/work", dir);
         /* upper and work belong to the sandbox's root, which mounts the overlay. */
-        if (mkdir_owned(dir, 0700, geteuid(), getegid(), err) < 0 ||
+        if (mkdir_owned(dir, 0700, layer_uid, layer_gid, err) < 0 ||
             mkdir_owned(m->upper, 0755, layer_uid, layer_gid, err) < 0 ||
             mkdir_owned(m->work, 0700, layer_uid, layer_gid, err) < 0)
             return -1;
@@ -388,12 +405,30 @@ int local_ws_prepare(const char *state_dir, const char *id, struct local_ws *ws,
     return 0;
 }
 
-void local_ws_remove(const char *state_dir, const char *id)
+/* A user with subordinate ids: overlayfs made <n>/work/work (mode 000) and files in it as the
+ * sandbox's root, a subordinate uid the user cannot delete for; they go from inside a user
+ * namespace with the sandboxes' mapping, like unpacked image layers. The rest is the user's. */
+static void clear_work_dirs(const char *dir, const struct local_identity *ident)
+{
+    struct unpack_userns ns = {.write_maps = local_image_write_maps, .arg = (void *)ident};
+    for (unsigned i = 0; i < LOCAL_WS_MAX_MOUNTS; i++) {
+        char work[LOCAL_WS_PATH_MAX + 32];
+        struct mcp_error err;
+        snprintf(work, sizeof work, "%s/%u/work", dir, i);
+        if (access(work, F_OK) == 0 && image_clear_in_userns(work, &ns, &err) < 0)
+            log_warn("removing %s: %s", work, err.msg);
+    }
+}
+
+void local_ws_remove(const char *state_dir, const char *id, const struct local_identity *ident)
 {
     char dir[LOCAL_WS_PATH_MAX];
     local_workspace_dir(state_dir, id, dir);
-    if (access(dir, F_OK) == 0)
-        local_rmtree(dir);
+    if (access(dir, F_OK) < 0)
+        return;
+    if (ident->mode == LOCAL_ID_SUBID)
+        clear_work_dirs(dir, ident);
+    local_rmtree(dir);
 }
 
 static const char *jstr(json_t *o, const char *key)

@@ -201,49 +201,6 @@ char *osb_endpoint_url(const char *protocol, const char *endpoint)
     return url;
 }
 
-struct osb_deferred {
-    uv_timer_t timer;
-    backend_cb *cb;
-    void *arg;
-    json_t *result;
-    struct mcp_error err;
-    bool failed;
-};
-
-static void deferred_closed(uv_handle_t *h)
-{
-    struct osb_deferred *d = h->data;
-    json_decref(d->result);
-    free(d);
-}
-
-static void deferred_fire(uv_timer_t *t)
-{
-    struct osb_deferred *d = t->data;
-    d->cb(d->arg, d->failed ? NULL : d->result, d->failed ? &d->err : NULL);
-    uv_close((uv_handle_t *)&d->timer, deferred_closed);
-}
-
-void osb_defer(struct osb_backend *b, backend_cb *cb, void *arg, json_t *result,
-               const struct mcp_error *err)
-{
-    struct osb_deferred *d = xcalloc(1, sizeof(*d));
-    d->cb = cb;
-    d->arg = arg;
-    d->result = result;
-    d->failed = err != NULL;
-    if (err != NULL)
-        mcp_error_copy(&d->err, err);
-    uv_timer_init(b->base.loop, &d->timer);
-    d->timer.data = d;
-    uv_timer_start(&d->timer, deferred_fire, 0, 0);
-}
-
-void osb_defer_error(struct osb_backend *b, backend_cb *cb, void *arg, const struct mcp_error *err)
-{
-    osb_defer(b, cb, arg, NULL, err);
-}
-
 /* ---- execd endpoints ------------------------------------------------------------------------ */
 
 struct osb_resolve {

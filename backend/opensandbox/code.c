@@ -453,7 +453,7 @@ static void ctx_with_endpoint(void *arg, const struct osb_endpoint *ep, const st
     struct mcp_error e;
     bool ok = false;
     if (err != NULL) {
-        osb_defer_error(c->b, c->cb, c->arg, err);
+        backend_defer(&c->b->base, c->cb, c->arg, NULL, err);
         ctx_free(c);
         return;
     }
@@ -475,7 +475,7 @@ static void ctx_with_endpoint(void *arg, const struct osb_endpoint *ep, const st
         ok = osb_execd_call(c->b, ep, path, &o, ctx_done, c, &e) != NULL;
     }
     if (!ok) {
-        osb_defer_error(c->b, c->cb, c->arg, &e);
+        backend_defer(&c->b->base, c->cb, c->arg, NULL, &e);
         ctx_free(c);
     }
 }

@@ -475,7 +475,7 @@ static void query_with_endpoint(void *arg, const struct osb_endpoint *ep,
     struct cmd_query *q = arg;
     struct mcp_error e;
     if (err != NULL) {
-        osb_defer_error(q->b, q->cb, q->arg, err);
+        backend_defer(&q->b->base, q->cb, q->arg, NULL, err);
         query_free(q);
         return;
     }
@@ -488,7 +488,7 @@ static void query_with_endpoint(void *arg, const struct osb_endpoint *ep,
                                                 : "getting the command's status",
                               .retry = OSB_RETRY_IDEMPOTENT, .body_cap = OSB_CMD_LOG_MAX};
     if (osb_execd_call(q->b, ep, path, &o, q->status ? logs_done : status_done, q, &e) == NULL) {
-        osb_defer_error(q->b, q->cb, q->arg, &e);
+        backend_defer(&q->b->base, q->cb, q->arg, NULL, &e);
         query_free(q);
     }
 }
@@ -521,7 +521,9 @@ int osb_command_get(struct backend *be, const char *sandbox_id, const char *comm
         return -1;
     struct osb_cmd *c = cmd_find(b, sandbox_id, command_id);
     if (c != NULL) {
-        osb_defer(b, cb, arg, cmd_get_local(c, offset, limit), NULL);
+        json_t *res = cmd_get_local(c, offset, limit);
+        backend_defer(be, cb, arg, res, NULL);
+        json_decref(res);
         return 0;
     }
     struct cmd_query *q = xcalloc(1, sizeof(*q));
@@ -591,7 +593,7 @@ static void kill_with_endpoint(void *arg, const struct osb_endpoint *ep,
     struct kill_op *k = arg;
     struct mcp_error e;
     if (err != NULL) {
-        osb_defer_error(k->b, k->cb, k->arg, err);
+        backend_defer(&k->b->base, k->cb, k->arg, NULL, err);
         kill_free(k);
         return;
     }
@@ -603,7 +605,7 @@ static void kill_with_endpoint(void *arg, const struct osb_endpoint *ep,
     struct osb_call_opts o = {.method = "DELETE", .what = "interrupting the command",
                               .sandbox_id = k->sid, .retry = OSB_RETRY_IDEMPOTENT};
     if (osb_execd_call(k->b, ep, path, &o, kill_done, k, &e) == NULL) {
-        osb_defer_error(k->b, k->cb, k->arg, &e);
+        backend_defer(&k->b->base, k->cb, k->arg, NULL, &e);
         kill_free(k);
     }
 }

@@ -108,7 +108,7 @@ static void fop_defer_fail(struct fop *f, const struct mcp_error *err)
         fop_free(f);
         return;
     }
-    osb_defer_error(f->b, f->cb, f->arg, err);
+    backend_defer(&f->b->base, f->cb, f->arg, NULL, err);
     fop_free(f);
 }
 

@@ -192,6 +192,11 @@ size_t osb_http_active(const struct osb_http *h)
     return h->active;
 }
 
+const struct osb_response *osb_req_response(const struct osb_req *r)
+{
+    return &r->resp;
+}
+
 /* ---- headers and body ------------------------------------------------------------------------ */
 
 static void copy_value(char *dst, size_t cap, const char *v, size_t n)
@@ -267,6 +272,7 @@ static size_t on_write(char *data, size_t size, size_t n, void *userdata)
     osb_curl.easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &code);
     if (r->opts.sink != NULL && code >= 200 && code < 300) {
         r->delivered = true;
+        r->resp.status = code; /* for a sink that asks (osb_req_response) */
         if (r->opts.sink(r->opts.arg, data, len) != 0) {
             r->resp.sink_aborted = true;
             return 0;
@@ -534,7 +540,7 @@ static void req_setup_easy(struct osb_req *r)
 
 struct osb_req *osb_http_start(struct osb_http *h, const struct osb_req_opts *opts)
 {
-    /* NULL: the backend was shut down (v_shutdown) and a wait's timer asks for one more poll. */
+    /* NULL: the backend was shut down (osb_shutdown) and a wait's timer asks for one more poll. */
     if (h == NULL || h->closing) {
         osb_curl.slist_free_all(opts->headers);
         return NULL;

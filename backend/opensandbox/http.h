@@ -80,6 +80,9 @@ void osb_http_free(struct osb_http *h);
 struct osb_req *osb_http_start(struct osb_http *h, const struct osb_req_opts *opts);
 /* Stops a request early: its done is called (later, from the loop) with CURLE_ABORTED. */
 void osb_http_cancel(struct osb_req *r);
+/* The response under way, as far as it has come: a sink may read its status and headers
+ * (a resumed download checks it got 206 and the Content-Range it asked for). */
+const struct osb_response *osb_req_response(const struct osb_req *r);
 /* Number of requests in flight (for tests). */
 size_t osb_http_active(const struct osb_http *h);
 

@@ -78,14 +78,14 @@ static void metrics_with_endpoint(void *arg, const struct osb_endpoint *ep,
     struct metrics_op *m = arg;
     struct mcp_error e;
     if (err != NULL) {
-        osb_defer_error(m->b, m->cb, m->arg, err);
+        backend_defer(&m->b->base, m->cb, m->arg, NULL, err);
         metrics_free(m);
         return;
     }
     struct osb_call_opts o = {.method = "GET", .what = "reading the metrics",
                               .sandbox_id = m->sid, .retry = OSB_RETRY_IDEMPOTENT};
     if (osb_execd_call(m->b, ep, "/metrics", &o, metrics_done, m, &e) == NULL) {
-        osb_defer_error(m->b, m->cb, m->arg, &e);
+        backend_defer(&m->b->base, m->cb, m->arg, NULL, &e);
         metrics_free(m);
     }
 }

@@ -20,10 +20,11 @@
 #define OSB_RETRY_BASE_MS 500
 #define OSB_RETRY_CAP_MS 30000
 
-void opensandbox_tuning_default(struct opensandbox_tuning *t, const struct mcp_config *cfg)
+void opensandbox_tuning_default(struct opensandbox_tuning *t,
+                                const struct opensandbox_options *opts)
 {
-    int s = cfg && cfg->opensandbox_request_timeout_s > 0 ? cfg->opensandbox_request_timeout_s
-                                                          : OSB_DEFAULT_REQUEST_TIMEOUT_S;
+    int s = opts && opts->request_timeout_s > 0 ? opts->request_timeout_s
+                                                : OSB_DEFAULT_REQUEST_TIMEOUT_S;
     *t = (struct opensandbox_tuning){
         .request_timeout_ms = (uint32_t)s * 1000, .connect_timeout_ms = OSB_CONNECT_TIMEOUT_MS,
         .stream_idle_s = OSB_STREAM_IDLE_S, .ready_timeout_ms = OSB_READY_TIMEOUT_MS,
@@ -33,131 +34,8 @@ void opensandbox_tuning_default(struct opensandbox_tuning *t, const struct mcp_c
     };
 }
 
-static bool osb_usable(struct backend *be, struct mcp_error *err)
-{
-    if (osb_of(be)->closing) {
-        mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0,
-                      "the OpenSandbox backend is shutting "
-                      "down");
-        return false;
-    }
-    return true;
-}
-
-#define GUARD(be, err)                                                                             \
-    do {                                                                                           \
-        if (!osb_usable((be), (err)))                                                              \
-            return -1;                                                                             \
-    } while (0)
-
-static int v_create(struct backend *be, const struct sandbox_spec *spec, backend_cb *cb,
-                    void *arg, struct mcp_error *err)
-{
-    GUARD(be, err);
-    return osb_create(be, spec, cb, arg, err);
-}
-
-static int v_destroy(struct backend *be, const char *id, backend_cb *cb, void *arg,
-                     struct mcp_error *err)
-{
-    GUARD(be, err);
-    return osb_destroy(be, id, cb, arg, err);
-}
-
-static int v_list(struct backend *be, const char *owner, json_t *filter, backend_cb *cb,
-                  void *arg, struct mcp_error *err)
-{
-    GUARD(be, err);
-    return osb_list(be, owner, filter, cb, arg, err);
-}
-
-static int v_get(struct backend *be, const char *id, backend_cb *cb, void *arg,
-                 struct mcp_error *err)
-{
-    GUARD(be, err);
-    return osb_get(be, id, cb, arg, err);
-}
-
-static int v_renew(struct backend *be, const char *id, int64_t t, backend_cb *cb, void *arg,
-                   struct mcp_error *err)
-{
-    GUARD(be, err);
-    return osb_renew(be, id, t, cb, arg, err);
-}
-
-static int v_pause(struct backend *be, const char *id, backend_cb *cb, void *arg,
-                   struct mcp_error *err)
-{
-    GUARD(be, err);
-    return osb_pause(be, id, cb, arg, err);
-}
-
-static int v_resume(struct backend *be, const char *id, backend_cb *cb, void *arg,
-                    struct mcp_error *err)
-{
-    GUARD(be, err);
-    return osb_resume(be, id, cb, arg, err);
-}
-
-static int v_exec(struct backend *be, const char *id, const struct exec_request *req,
-                  const struct exec_observer *obs, struct exec_handle **out, struct mcp_error *err)
-{
-    GUARD(be, err);
-    return osb_exec(be, id, req, obs, out, err);
-}
-
-static int v_command_get(struct backend *be, const char *id, const char *cid, uint64_t off,
-                         uint64_t limit, backend_cb *cb, void *arg, struct mcp_error *err)
-{
-    GUARD(be, err);
-    return osb_command_get(be, id, cid, off, limit, cb, arg, err);
-}
-
-static int v_command_kill(struct backend *be, const char *id, const char *cid, int sig,
-                          backend_cb *cb, void *arg, struct mcp_error *err)
-{
-    GUARD(be, err);
-    return osb_command_kill(be, id, cid, sig, cb, arg, err);
-}
-
-static int v_file_read(struct backend *be, const char *id, const char *path, uint64_t off,
-                       uint64_t len, backend_read_cb *cb, void *arg, struct mcp_error *err)
-{
-    GUARD(be, err);
-    return osb_file_read(be, id, path, off, len, cb, arg, err);
-}
-
-static int v_file_write(struct backend *be, const char *id, const char *path, const void *data,
-                        size_t len, uint32_t mode, bool append, backend_cb *cb, void *arg,
-                        struct mcp_error *err)
-{
-    GUARD(be, err);
-    return osb_file_write(be, id, path, data, len, mode, append, cb, arg, err);
-}
-
-static int v_file_op(struct backend *be, const char *id, const char *op, json_t *args,
-                     backend_cb *cb, void *arg, struct mcp_error *err)
-{
-    GUARD(be, err);
-    return osb_file_op(be, id, op, args, cb, arg, err);
-}
-
-static int v_endpoint(struct backend *be, const char *id, int port, backend_cb *cb, void *arg,
-                      struct mcp_error *err)
-{
-    GUARD(be, err);
-    return osb_endpoint_op(be, id, port, cb, arg, err);
-}
-
-static int v_diagnose(struct backend *be, const char *id, const char *what, backend_cb *cb,
-                      void *arg, struct mcp_error *err)
-{
-    GUARD(be, err);
-    return osb_diagnose(be, id, what, cb, arg, err);
-}
-
 /* Stops everything in flight: each pending operation completes with an error. */
-static void v_shutdown(struct backend *be)
+static void osb_shutdown(struct backend *be)
 {
     struct osb_backend *b = osb_of(be);
     if (b->closing)
@@ -167,39 +45,20 @@ static void v_shutdown(struct backend *be)
     b->http = NULL;
 }
 
-static int v_snapshot(struct backend *be, const char *owner, const char *action, json_t *args,
-                      backend_cb *cb, void *arg, struct mcp_error *err)
-{
-    GUARD(be, err);
-    return osb_snapshot(be, owner, action, args, cb, arg, err);
-}
-static int v_metrics(struct backend *be, const char *id, backend_cb *cb, void *arg,
-                     struct mcp_error *err)
-{
-    GUARD(be, err);
-    return osb_metrics(be, id, cb, arg, err);
-}
-static int v_code_context(struct backend *be, const char *id, const char *action, json_t *args,
-                          backend_cb *cb, void *arg, struct mcp_error *err)
-{
-    GUARD(be, err);
-    return osb_code_context(be, id, action, args, cb, arg, err);
-}
-static int v_code_run(struct backend *be, const char *id, const struct code_request *req,
-                      const struct exec_observer *obs, struct mcp_error *err)
-{
-    GUARD(be, err);
-    return osb_code_run(be, id, req, obs, err);
-}
-
-static const struct backend_ops osb_ops = {
-    .name = "opensandbox", .id_prefix = OSB_ID_PREFIX, .shutdown = v_shutdown,
-    .create = v_create, .destroy = v_destroy, .list = v_list, .get = v_get, .renew = v_renew,
-    .pause = v_pause, .resume = v_resume, .exec = v_exec, .exec_detach = osb_exec_detach,
-    .command_get = v_command_get, .command_kill = v_command_kill, .file_read = v_file_read,
-    .file_write = v_file_write, .file_op = v_file_op, .endpoint = v_endpoint,
-    .diagnose = v_diagnose, .snapshot = v_snapshot, .metrics = v_metrics,
-    .code_context = v_code_context, .code_run = v_code_run,
+/* No guard per operation: after shutdown every request fails to start ("shutting down"), and
+ * the few answers kept in memory (a finished command's output) are still true. */
+const struct backend_ops opensandbox_ops = {
+    .name = "opensandbox", .id_prefix = OSB_ID_PREFIX,
+    .enable_hint = "set OPEN_SANDBOX_DOMAIN (and OPEN_SANDBOX_API_KEY) and restart mcpbox",
+    .shutdown = osb_shutdown, .free = opensandbox_backend_free,
+    .create = osb_create, .destroy = osb_destroy, .list = osb_list, .get = osb_get,
+    .renew = osb_renew, .pause = osb_pause, .resume = osb_resume, .exec = osb_exec,
+    .exec_detach = osb_exec_detach, .command_get = osb_command_get,
+    .command_kill = osb_command_kill, .file_read = osb_file_read, .file_write = osb_file_write,
+    .file_op = osb_file_op, .endpoint = osb_endpoint_op, .diagnose = osb_diagnose,
+    .snapshot = osb_snapshot, .metrics = osb_metrics, .code_context = osb_code_context,
+    .code_run = osb_code_run, .host_check = backend_def_host_check,
+    .workspace = backend_def_workspace,
 };
 
 /* OPEN_SANDBOX_DOMAIN may carry a scheme ("https://host"), which then wins over the protocol. */
@@ -222,17 +81,17 @@ static void osb_split_domain(struct osb_backend *b, const char *domain, const ch
 }
 
 struct backend *opensandbox_backend_new_tuned(uv_loop_t *loop, struct store *store,
-                                              const struct mcp_config *cfg,
+                                              const struct opensandbox_options *opts,
                                               const struct opensandbox_tuning *tuning,
                                               struct mcp_error *err)
 {
-    if (cfg == NULL || cfg->opensandbox_domain == NULL || cfg->opensandbox_domain[0] == '\0') {
+    if (opts == NULL || opts->domain == NULL || opts->domain[0] == '\0') {
         mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0,
                       "the OpenSandbox backend needs "
                       "OPEN_SANDBOX_DOMAIN (host:port of the server)");
         return NULL;
     }
-    const char *proto = cfg->opensandbox_protocol;
+    const char *proto = opts->protocol;
     if (proto != NULL && proto[0] && strcmp(proto, "http") != 0 && strcmp(proto, "https") != 0) {
         mcp_error_set(err, MCP_ERR_INVALID, 0,
                       "the OpenSandbox protocol must be http or "
@@ -241,16 +100,16 @@ struct backend *opensandbox_backend_new_tuned(uv_loop_t *loop, struct store *sto
         return NULL;
     }
     struct osb_backend *b = xcalloc(1, sizeof(*b));
-    b->base = (struct backend){&osb_ops, loop, store};
+    b->base = (struct backend){&opensandbox_ops, loop, store};
     b->http = osb_http_new(loop, err);
     if (b->http == NULL) {
         free(b);
         return NULL;
     }
-    osb_split_domain(b, cfg->opensandbox_domain, proto);
-    if (cfg->opensandbox_api_key != NULL && cfg->opensandbox_api_key[0] != '\0')
-        b->api_key = xstrdup(cfg->opensandbox_api_key);
-    b->use_server_proxy = cfg->opensandbox_use_server_proxy;
+    osb_split_domain(b, opts->domain, proto);
+    if (opts->api_key != NULL && opts->api_key[0] != '\0')
+        b->api_key = xstrdup(opts->api_key);
+    b->use_server_proxy = opts->use_server_proxy;
     b->t = *tuning;
     log_info("OpenSandbox backend: %s (%s, execd %s)", b->base_url,
              b->api_key ? "with an API key" : "without an API key",
@@ -259,11 +118,12 @@ struct backend *opensandbox_backend_new_tuned(uv_loop_t *loop, struct store *sto
 }
 
 struct backend *opensandbox_backend_new(uv_loop_t *loop, struct store *store,
-                                        const struct mcp_config *cfg, struct mcp_error *err)
+                                        const struct opensandbox_options *opts,
+                                        struct mcp_error *err)
 {
     struct opensandbox_tuning t;
-    opensandbox_tuning_default(&t, cfg);
-    return opensandbox_backend_new_tuned(loop, store, cfg, &t, err);
+    opensandbox_tuning_default(&t, opts);
+    return opensandbox_backend_new_tuned(loop, store, opts, &t, err);
 }
 
 void opensandbox_backend_free(struct backend *be)
@@ -271,7 +131,7 @@ void opensandbox_backend_free(struct backend *be)
     if (be == NULL)
         return;
     struct osb_backend *b = osb_of(be);
-    v_shutdown(be);
+    osb_shutdown(be);
     osb_cmds_free(b);
     osb_endpoints_free(b);
     if (b->api_key != NULL)

@@ -6,10 +6,24 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "backend/backend.h"
-#include "mcp/config.h"
+#include <stdbool.h>
 
-/* Timing knobs. opensandbox_backend_new() derives them from the config; tests shrink them. */
+#include "backend/backend.h"
+
+/* Where the OpenSandbox server is (the composition root fills it from OPEN_SANDBOX_*). Strings
+ * are borrowed for the call; the backend copies them. */
+struct opensandbox_options {
+    const char *domain;    /* "host:port" or "https://host/prefix"; required */
+    const char *api_key;   /* sent as OPEN-SANDBOX-API-KEY; NULL or "": none; never logged */
+    const char *protocol;  /* "http" (NULL/"": http) or "https" */
+    int request_timeout_s; /* 0: 30 s */
+    bool use_server_proxy; /* reach execd through the server's proxy path */
+};
+
+/* Its ops, also for the slot of a server that has not configured it (backend_set). */
+extern const struct backend_ops opensandbox_ops;
+
+/* Timing knobs. opensandbox_backend_new() derives them from the options; tests shrink them. */
 struct opensandbox_tuning {
     uint32_t request_timeout_ms; /* deadline of one API call, retries included */
     uint32_t connect_timeout_ms;
@@ -23,15 +37,17 @@ struct opensandbox_tuning {
     uint32_t retry_cap_ms;
 };
 
-/* Fills t with the defaults for cfg (request timeout from opensandbox_request_timeout_s). */
-void opensandbox_tuning_default(struct opensandbox_tuning *t, const struct mcp_config *cfg);
+/* Fills t with the defaults for opts (request timeout from request_timeout_s; opts may be NULL). */
+void opensandbox_tuning_default(struct opensandbox_tuning *t,
+                                const struct opensandbox_options *opts);
 
-/* NULL with err filled when cfg has no opensandbox_domain or libcurl cannot start. store may be
- * NULL (then nothing is recorded and ownership is kept only in the remote metadata). */
+/* NULL with err filled when opts has no domain or libcurl cannot start. store may be NULL (then
+ * nothing is recorded and ownership is kept only in the remote metadata). */
 struct backend *opensandbox_backend_new(uv_loop_t *loop, struct store *store,
-                                        const struct mcp_config *cfg, struct mcp_error *err);
+                                        const struct opensandbox_options *opts,
+                                        struct mcp_error *err);
 struct backend *opensandbox_backend_new_tuned(uv_loop_t *loop, struct store *store,
-                                              const struct mcp_config *cfg,
+                                              const struct opensandbox_options *opts,
                                               const struct opensandbox_tuning *tuning,
                                               struct mcp_error *err);
 /* Aborts what is in flight (each pending callback gets an error) and releases the backend once

@@ -116,10 +116,6 @@ json_t *osb_resp_member(struct osb_response *resp, const char *what, const char 
                         json_type type, json_t **doc, struct mcp_error *err);
 /* A url like "http://h:p/x" from an endpoint string, which may lack a scheme and carry a path. */
 char *osb_endpoint_url(const char *protocol, const char *endpoint);
-/* Calls cb(arg, result, err) from the loop soon (never from inside the caller); takes result. */
-void osb_defer(struct osb_backend *b, backend_cb *cb, void *arg, json_t *result,
-               const struct mcp_error *err);
-void osb_defer_error(struct osb_backend *b, backend_cb *cb, void *arg, const struct mcp_error *err);
 
 /* ---- errors.c -------------------------------------------------------------------------------- */
 

@@ -90,9 +90,24 @@ void modern_listeners_resource_updated(const char *uri);
 /* The server capabilities a modern client sees in server/discover. */
 json_t *modern_server_capabilities(void);
 
-/* Registers the 2026-07-28 conformance fixtures (MRTR tools and prompt, capability probes).
- * Only with --conformance-fixtures. */
-struct registry;
-int modern_fixtures_register(struct registry *reg, struct mcp_error *err);
+/* ---- what a module adds to the 2026-07-28 revision (the conformance fixtures do) ---------- */
+
+struct request;
+/* A prompt whose prompts/get may answer InputRequiredResult: fn sees the whole params
+ * (inputResponses, requestState) and answers req. name must outlive the server. */
+typedef void modern_prompt_fn(struct request *req, json_t *params);
+void modern_input_prompt_add(const char *name, modern_prompt_fn *fn);
+/* {resultType:"input_required", inputRequests (stolen), requestState: sealed(state)?}. */
+json_t *modern_input_required_result(json_t *input_requests, const json_t *state);
+/* Answers req with -32021 naming capability. */
+void modern_missing_capability(struct request *req, const char *capability);
+
+enum modern_task_support {
+    TASK_SUPPORT_NONE,     /* always answered in the request */
+    TASK_SUPPORT_OPTIONAL, /* a task when the client has the extension and the call goes async */
+    TASK_SUPPORT_REQUIRED, /* only as a task: -32021 without the extension */
+};
+/* Marks tool name (which must outlive the server) as one that may or must run as a task. */
+void modern_task_tool_add(const char *name, enum modern_task_support support);
 
 #endif

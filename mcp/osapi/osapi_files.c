@@ -644,6 +644,15 @@ static void metrics_cb(void *arg, json_t *r, const struct mcp_error *err)
         osapi_reply_json(req, 200, metrics_json(r), NULL);
 }
 
+/* A backend without live metrics answers as execd does for what it lacks. */
+static void metrics_failed(struct osapi_req *req, const struct mcp_error *err)
+{
+    if (err->code == MCP_ERR_UNSUPPORTED)
+        osapi_reply_unsupported(req, "metrics: %s", err->msg);
+    else
+        osapi_reply_error(req, 500, "RUNTIME_ERROR", "%s", err->msg);
+}
+
 /* /metrics/watch: one Metrics object and "\n" per second (execd's NDJSON) until the client goes. */
 struct watch {
     struct osapi_req *req; /* NULL once the client is gone */
@@ -816,17 +825,12 @@ bool osapi_files_route(struct osapi_req *req, const char *path)
     } else if (!strcmp(path, "/metrics")) {
         if (wrong_method(req, HTTP_GET))
             return true;
-        if (!req->be->ops->metrics)
-            osapi_reply_unsupported(req, "metrics: the %s backend has none", req->be->ops->name);
-        else if (req->be->ops->metrics(req->be, req->sandbox_id, metrics_cb, req, &err) < 0)
-            osapi_reply_error(req, 500, "RUNTIME_ERROR", "%s", err.msg);
+        if (req->be->ops->metrics(req->be, req->sandbox_id, metrics_cb, req, &err) < 0)
+            metrics_failed(req, &err);
     } else if (!strcmp(path, "/metrics/watch")) {
         if (wrong_method(req, HTTP_GET))
             return true;
-        if (!req->be->ops->metrics)
-            osapi_reply_unsupported(req, "metrics: the %s backend has none", req->be->ops->name);
-        else
-            handle_watch(req);
+        handle_watch(req);
     } else {
         return false;
     }

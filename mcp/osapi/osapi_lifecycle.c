@@ -325,11 +325,10 @@ static void handle_create(struct osapi_req *req)
         json_decref(body);
         return;
     }
-    struct backend *be = ctx->backends.local;
+    struct mcp_error berr;
+    struct backend *be = backend_by_name(&ctx->backends, NULL, &berr); /* the default backend */
     if (!be) {
-        osapi_reply_error(req, 500, "SANDBOX::UNKNOWN_ERROR",
-                          "the local backend is not available on this host (mcpbox doctor says "
-                          "why)");
+        osapi_reply_error(req, 500, "SANDBOX::UNKNOWN_ERROR", "%s", berr.msg);
         json_decref(body);
         return;
     }
@@ -484,14 +483,14 @@ static void handle_list(struct osapi_req *req)
         json_decref(filter);
         return;
     }
-    struct backend *be = ctx->backends.local;
+    struct mcp_error err;
+    struct backend *be = backend_by_name(&ctx->backends, NULL, &err); /* the default backend */
     struct list_state *ls = xcalloc(1, sizeof(*ls));
     ls->states = osapi_query_all(osapi_req_query(req), "state");
     ls->page = page;
     ls->page_size = size;
     req->state = ls;
     req->free_state = list_state_free;
-    struct mcp_error err;
     if (!be) {
         json_t *none = json_pack("{s:[]}", "sandboxes");
         list_cb(req, none, NULL);

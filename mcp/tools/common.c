@@ -346,6 +346,14 @@ bool tools_arg_bool(json_t *args, const char *key, bool def)
     return json_is_boolean(v) ? json_is_true(v) : def;
 }
 
+int tools_instead(struct mcp_error *err, const char *instead)
+{
+    size_t n = strlen(err->msg);
+    if (err->code == MCP_ERR_UNSUPPORTED || err->code == MCP_ERR_UNAVAILABLE)
+        snprintf(err->msg + n, sizeof(err->msg) - n, "; %s", instead);
+    return -1;
+}
+
 int tools_unsupported(struct mcp_error *err, const struct backend *be, const char *what,
                       const char *instead)
 {

@@ -10,9 +10,6 @@
 #include "mcp/config.h"
 #include "mcp/context.h"
 #include "mcp/store/store.h"
-#ifdef MCPBOX_HAVE_DOCTOR
-#include "backend/local/doctor.h"
-#endif
 
 void tool_get_endpoint(struct tool_call *call, json_t *args)
 {
@@ -155,44 +152,53 @@ void tool_diagnose_sandbox(struct tool_call *call, json_t *args)
         diagnose_command(job, command_id);
         return;
     }
-    if (metrics && job->be->ops->metrics == NULL) {
-        tools_unsupported(&err, job->be, "live metrics", "call get_sandbox for what it records "
-                          "of the sandbox's usage");
-        tool_job_fail(job, &err);
-        return;
-    }
     if ((metrics ? job->be->ops->metrics(job->be, job->sandbox_id, metrics_done_cb, job, &err)
                  : job->be->ops->diagnose(job->be, job->sandbox_id, what, tool_job_done_cb, job,
-                                          &err)) < 0)
+                                          &err)) < 0) {
+        tools_instead(&err, "call get_sandbox for what it records of the sandbox's usage");
         tool_job_fail(job, &err);
+    }
 }
 
-#ifdef MCPBOX_HAVE_DOCTOR
-/* The checks fork probe children and read /proc and /sys: run them off the loop thread. */
+/* The backends' host checks fork probe children and read /proc and /sys: run them off the loop
+ * thread. Every backend of the table is asked, also one that could not start (its checks say
+ * why); the reports merge into one. */
 struct doctor_job {
     uv_work_t work;
     struct tool_job *job;
     char *state_dir;
-    struct doctor_report report;
+    json_t *report; /* {ok, checks, note?} */
 };
+
+static void doctor_merge(json_t *into, json_t *part)
+{
+    json_t *ok = json_object_get(part, "ok");
+    if (json_is_false(ok))
+        json_object_set(into, "ok", ok);
+    json_array_extend(json_object_get(into, "checks"), json_object_get(part, "checks"));
+    if (json_object_get(part, "note") != NULL && json_object_get(into, "note") == NULL)
+        json_object_set(into, "note", json_object_get(part, "note"));
+}
 
 static void doctor_work(uv_work_t *w)
 {
     struct doctor_job *dj = container_of(w, struct doctor_job, work);
-    doctor_run(dj->state_dir, &dj->report);
+    const struct backend_set *set = &dj->job->ctx->backends;
+    dj->report = json_pack("{s:b, s:[]}", "ok", 1, "checks");
+    for (size_t i = 0; i < set->n; i++) {
+        json_t *part = set->slots[i].ops->host_check(dj->state_dir);
+        if (part != NULL)
+            doctor_merge(dj->report, part);
+        json_decref(part);
+    }
 }
 
 static void doctor_after(uv_work_t *w, int status)
 {
     struct doctor_job *dj = container_of(w, struct doctor_job, work);
-    json_t *out = doctor_report_json(&dj->report);
-    if (!doctor_report_ok(&dj->report))
-        json_object_set_new(out, "note", json_string("local sandboxes cannot run on this host "
-                                                     "until the failing required checks are "
-                                                     "fixed: run each check's fix"));
-    tool_job_set_detail(dj->job, "ok=%s", doctor_report_ok(&dj->report) ? "true" : "false");
-    tool_job_finish(dj->job, out);
-    doctor_report_release(&dj->report);
+    tool_job_set_detail(dj->job, "ok=%s",
+                        json_is_true(json_object_get(dj->report, "ok")) ? "true" : "false");
+    tool_job_finish(dj->job, dj->report);
     free(dj->state_dir);
     free(dj);
 }
@@ -211,14 +217,3 @@ void tool_doctor(struct tool_call *call, json_t *args)
         doctor_after(&dj->work, 0);
     }
 }
-#else
-void tool_doctor(struct tool_call *call, json_t *args)
-{
-    struct tool_job *job = tool_job_new(call, args);
-    struct mcp_error err;
-    mcp_error_set(&err, MCP_ERR_UNSUPPORTED, 0,
-                  "this mcpbox was built without the local backend's host checks; run "
-                  "`mcpbox doctor` from a build that includes backend/local");
-    tool_job_fail(job, &err);
-}
-#endif

@@ -34,6 +34,7 @@ static int spec_from_args(json_t *args, const char *owner, struct sandbox_spec *
         return -1;
     spec->pids = (uint32_t)tools_arg_int(args, "pids", 0, 0, UINT32_MAX);
     spec->network = tools_arg_bool(args, "network", false);
+    spec->mounts = json_object_get(args, "mounts");
     spec->timeout_seconds = tools_arg_int(args, "timeout_seconds", 0, -1, MAX_DURATION_S);
     spec->idle_timeout_seconds = tools_arg_int(args, "idle_timeout_seconds", 0, -1, MAX_DURATION_S);
     spec->snapshot_id = tools_arg_str(args, "snapshot_id", NULL);
@@ -76,15 +77,18 @@ void tool_create_sandbox(struct tool_call *call, json_t *args)
         tool_job_fail(job, &err);
         return;
     }
-    const char *name = tools_arg_str(args, "backend", restore ? "opensandbox" : "local");
-    struct backend *be = backend_by_name(&job->ctx->backends, name, &err);
-    if (be != NULL && restore && be->ops->snapshot == NULL)
+    /* no backend named: the first in the table, or for a restore the first that keeps them */
+    const char *name = tools_arg_str(args, "backend", NULL);
+    struct backend *be = name == NULL && restore
+                             ? backend_for_snapshots(&job->ctx->backends, &err)
+                             : backend_by_name(&job->ctx->backends, name, &err);
+    if (be != NULL && restore && !backend_has_snapshots(be->ops))
         be = (tools_unsupported(&err, be, "snapshots to restore", TOOLS_NO_SNAPSHOT_HINT), NULL);
     if (be == NULL || spec_from_args(args, job->owner, &spec, &err) < 0) {
         tool_job_fail(job, &err);
         return;
     }
-    tool_job_set_detail(job, "backend=%s %s=%s", name, restore ? "snapshot" : "image",
+    tool_job_set_detail(job, "backend=%s %s=%s", be->ops->name, restore ? "snapshot" : "image",
                         restore ? spec.snapshot_id : spec.image ? spec.image : "default");
     job->be = be;
     spec.progress = create_progress;
@@ -147,13 +151,14 @@ void tool_list_sandboxes(struct tool_call *call, json_t *args)
     lj->sandboxes = json_array();
     lj->errors = json_array();
     lj->pending = 1; /* held until every backend has been asked */
-    struct backend *all[] = {job->ctx->backends.local, job->ctx->backends.opensandbox};
-    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+    const struct backend_set *set = &job->ctx->backends;
+    for (size_t i = 0; i < set->n; i++) {
+        struct backend *be = set->slots[i].be;
         struct mcp_error err;
-        if (all[i] == NULL)
+        if (be == NULL) /* not running: it has no sandboxes to list */
             continue;
         lj->pending++;
-        if (all[i]->ops->list(all[i], job->owner, args, list_cb, lj, &err) < 0) {
+        if (be->ops->list(be, job->owner, args, list_cb, lj, &err) < 0) {
             json_array_append_new(lj->errors, json_string(err.msg));
             lj->pending--;
         }

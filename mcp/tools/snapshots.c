@@ -7,21 +7,16 @@
 
 #include "mcp/context.h"
 
-/* The backend that holds snapshots: the sandbox's, or OpenSandbox when no sandbox is named. */
+/* The backend that holds snapshots: the sandbox's, or the first that keeps them when no sandbox
+ * is named. */
 static struct backend *snapshot_backend(struct tool_job *job, const char *sandbox_id,
                                         struct mcp_error *err)
 {
-    struct backend *be = sandbox_id
-        ? backend_for_sandbox_id(&job->ctx->backends, sandbox_id, err)
-        : job->ctx->backends.opensandbox;
-    if (be == NULL && sandbox_id == NULL)
-        mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0, "snapshots need the opensandbox backend, "
-                      "which is not configured (set OPEN_SANDBOX_DOMAIN); the local backend "
-                      "has none: " TOOLS_NO_SNAPSHOT_HINT);
-    else if (be != NULL && be->ops->snapshot == NULL) {
-        tools_unsupported(err, be, "snapshots", TOOLS_NO_SNAPSHOT_HINT);
-        return NULL;
-    }
+    if (sandbox_id != NULL)
+        return backend_for_sandbox_id(&job->ctx->backends, sandbox_id, err);
+    struct backend *be = backend_for_snapshots(&job->ctx->backends, err);
+    if (be == NULL)
+        tools_instead(err, TOOLS_NO_SNAPSHOT_HINT);
     return be;
 }
 
@@ -50,16 +45,13 @@ void tool_snapshot_sandbox(struct tool_call *call, json_t *args)
             tool_job_fail(job, &err);
             return;
         }
-        if (job->be->ops->snapshot == NULL) {
-            tools_unsupported(&err, job->be, "snapshots", TOOLS_NO_SNAPSHOT_HINT);
-            tool_job_fail(job, &err);
-            return;
-        }
     } else if ((job->be = snapshot_backend(job, sandbox_id, &err)) == NULL) {
         tool_job_fail(job, &err);
         return;
     }
     if (job->be->ops->snapshot(job->be, job->owner, action, args, snapshot_done_cb, job,
-                               &err) < 0)
+                               &err) < 0) {
+        tools_instead(&err, TOOLS_NO_SNAPSHOT_HINT);
         tool_job_fail(job, &err);
+    }
 }

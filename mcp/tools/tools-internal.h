@@ -93,10 +93,13 @@ int tools_error_no_sandbox(struct mcp_error *err, const char *sandbox_id);
 /* err for a sandbox whose stored state does not allow need, or 0 if it does. */
 int tools_state_check(const char *sandbox_id, const char *state, enum tool_need need,
                       struct mcp_error *err);
-/* err for an optional backend operation the sandbox's backend lacks (a NULL op): names the
- * backend, what it lacks and what to use instead. */
+/* err for an optional backend operation the sandbox's backend lacks: names the backend, what it
+ * lacks and what to use instead. */
 int tools_unsupported(struct mcp_error *err, const struct backend *be, const char *what,
                       const char *instead);
+/* After a backend's default slot answered MCP_ERR_UNSUPPORTED ("the local backend has no
+ * snapshots"): adds "; <instead>" so the agent knows what to do. Returns -1. */
+int tools_instead(struct mcp_error *err, const char *instead);
 /* Audit outcome for an error: "error:not_found", ... (static storage). */
 const char *tools_outcome(const struct mcp_error *err);
 
@@ -156,6 +159,7 @@ tool_handler_fn tool_write_file, tool_read_file, tool_list_files, tool_search_fi
     tool_replace_in_file, tool_move_path, tool_delete_path, tool_make_directory;
 tool_handler_fn tool_get_endpoint, tool_diagnose_sandbox, tool_doctor;
 tool_handler_fn tool_snapshot_sandbox, tool_run_code;
+tool_handler_fn tool_review_changes, tool_apply_changes;
 
 /* What to use instead, for backends without snapshots / code contexts (the local backend). */
 #define TOOLS_NO_SNAPSHOT_HINT                                                                     \

@@ -27,6 +27,8 @@ const struct tool_def sandbox_tools[] = {
     {"doctor", tool_doctor},
     {"snapshot_sandbox", tool_snapshot_sandbox},
     {"run_code", tool_run_code},
+    {"review_changes", tool_review_changes},
+    {"apply_changes", tool_apply_changes},
 };
 
 const size_t sandbox_tools_count = sizeof(sandbox_tools) / sizeof(sandbox_tools[0]);

@@ -21,7 +21,6 @@ extern const char *const sandbox_tools_opensandbox_only[];
 
 /* Registers the resource template sandbox://{sandbox_id}/{+path}, the troubleshoot_sandbox
  * prompt and the sandbox_id completions. Called once by the server after the tools are loaded. */
-#define SANDBOX_TOOLS_HAVE_REGISTER 1
 void sandbox_tools_register(struct registry *reg, struct mcp_context *ctx);
 
 #endif

@@ -13,7 +13,9 @@
 
 #include "mcp/base/xalloc.h"
 #include "mcp/config.h"
+#include "mcp/fixtures/fixtures.h"
 #include "mcp/jsonrpc.h"
+#include "mcp/registry.h"
 #include "mcp/server.h"
 #include "mcp/session.h"
 
@@ -69,7 +71,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     cfg.opensandbox_domain = NULL;
     cfg.conformance_fixtures = true;
     srv = server_new(&cfg, &err);
-    if (!srv) {
+    if (!srv || fixtures_register(server_registry(srv), &err) < 0) {
         fprintf(stderr, "fuzz_jsonrpc: %s\n", err.msg);
         abort();
     }

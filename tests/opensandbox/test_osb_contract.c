@@ -236,14 +236,13 @@ int main(void)
     uv_loop_init(&loop);
     char domain[64];
     snprintf(domain, sizeof(domain), "127.0.0.1:%d", lp);
-    struct mcp_config cfg = {.opensandbox_domain = domain,
-                             .opensandbox_api_key = (char *)"contract-key",
-                             .opensandbox_request_timeout_s = 10};
+    struct opensandbox_options opts = {.domain = domain, .api_key = "contract-key",
+                                       .request_timeout_s = 10};
     struct opensandbox_tuning t;
-    opensandbox_tuning_default(&t, &cfg);
+    opensandbox_tuning_default(&t, &opts);
     t.retry_max = 0;
     struct mcp_error err;
-    be = opensandbox_backend_new_tuned(&loop, NULL, &cfg, &t, &err);
+    be = opensandbox_backend_new_tuned(&loop, NULL, &opts, &t, &err);
     RUN(violations_are_detected);
     RUN(lifecycle_requests);
     RUN(execd_requests);

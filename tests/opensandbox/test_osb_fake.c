@@ -31,15 +31,10 @@ static char state_dir[] = "/tmp/osb-test-XXXXXX";
 static char domain[64];
 static char sid[160]; /* the sandbox most tests use */
 
-static struct mcp_config test_config(const char *key, bool proxy)
+static struct opensandbox_options test_options(const char *key, bool proxy)
 {
-    struct mcp_config cfg = {0};
-    cfg.opensandbox_domain = domain;
-    cfg.opensandbox_api_key = (char *)key;
-    cfg.opensandbox_protocol = (char *)"http";
-    cfg.opensandbox_request_timeout_s = 2;
-    cfg.opensandbox_use_server_proxy = proxy;
-    return cfg;
+    return (struct opensandbox_options){.domain = domain, .api_key = key, .protocol = "http",
+                                        .request_timeout_s = 2, .use_server_proxy = proxy};
 }
 
 static struct opensandbox_tuning test_tuning(void)
@@ -60,10 +55,10 @@ static struct opensandbox_tuning test_tuning(void)
 
 static struct backend *new_backend(const char *key, bool proxy)
 {
-    struct mcp_config cfg = test_config(key, proxy);
+    struct opensandbox_options opts = test_options(key, proxy);
     struct opensandbox_tuning t = test_tuning();
     struct mcp_error e;
-    struct backend *b = opensandbox_backend_new_tuned(&loop, store, &cfg, &t, &e);
+    struct backend *b = opensandbox_backend_new_tuned(&loop, store, &opts, &t, &e);
     if (b == NULL)
         printf("# %s\n", e.msg);
     return b;
@@ -822,6 +817,14 @@ TEST(fault_auth_refused_image_quota)
     ASSERT_EQ(be->ops->create(be, &shortlived, osb_wait_cb, &w, &e), -1);
     ASSERT_EQ(e.code, MCP_ERR_INVALID);
     ASSERT_CONTAINS(e.msg, ">= 60");
+    /* Host directories (issue #13): refused, saying what to use instead. */
+    json_t *mounts = json_pack("[{s:s, s:s}]", "source", "/tmp", "target", "/workspace/t");
+    struct sandbox_spec mounted = {.owner = OWNER, .mounts = mounts};
+    ASSERT_EQ(be->ops->create(be, &mounted, osb_wait_cb, &w, &e), -1);
+    json_decref(mounts);
+    ASSERT_EQ(e.code, MCP_ERR_UNSUPPORTED);
+    ASSERT_CONTAINS(e.msg, "write_file");
+    ASSERT_CONTAINS(e.msg, "local");
 
     fake_fault(&fs, "[{\"match\":\"POST /v1/sandboxes\",\"kind\":\"status\",\"status\":403,"
                     "\"code\":\"SANDBOX::QUOTA_EXCEEDED\",\"message\":\"quota of 1 exceeded\"}]");

@@ -2,7 +2,10 @@
 #include "backend/local/image/image_config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "mcp/base/xalloc.h"
 
 static int bad_config(struct mcp_error *err, const char *why)
 {
@@ -49,6 +52,27 @@ static int copy_field(json_t *v, char *dst, size_t cap, const char *name, struct
     return 0;
 }
 
+/* rootfs.diff_ids: each the sha256 of a layer's uncompressed tar, checked as it unpacks. */
+static int parse_diff_ids(json_t *arr, struct image_config *cfg, struct mcp_error *err)
+{
+    if (arr == NULL || json_is_null(arr))
+        return 0;
+    if (!json_is_array(arr))
+        return bad_config(err, "rootfs.diff_ids is not an array");
+    cfg->n_diff_ids = json_array_size(arr);
+    cfg->diff_ids = xcalloc(cfg->n_diff_ids ? cfg->n_diff_ids : 1, sizeof *cfg->diff_ids);
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v) {
+        const char *d = json_string_value(v);
+        if (d == NULL || strncmp(d, "sha256:", 7) != 0 || strlen(d) != 71 ||
+            strspn(d + 7, "0123456789abcdef") != 64)
+            return bad_config(err, "a rootfs.diff_ids entry is not a sha256 digest");
+        memcpy(cfg->diff_ids[i], d, 72);
+    }
+    return 0;
+}
+
 int image_config_parse(const char *body, size_t len, struct image_config *cfg,
                        struct mcp_error *err)
 {
@@ -78,7 +102,8 @@ int image_config_parse(const char *body, size_t len, struct image_config *cfg,
         rc = copy_field(json_object_get(c, "User"), cfg->user, sizeof cfg->user, "User", err);
     if (rc == 0 && cfg->workdir[0] && cfg->workdir[0] != '/')
         rc = bad_config(err, "WorkingDir is not an absolute path");
-    cfg->n_diff_ids = json_array_size(diff_ids);
+    if (rc == 0)
+        rc = parse_diff_ids(diff_ids, cfg, err);
     json_decref(root);
     if (rc < 0)
         image_config_free(cfg);
@@ -89,6 +114,9 @@ void image_config_free(struct image_config *cfg)
 {
     json_decref(cfg->env);
     cfg->env = NULL;
+    free(cfg->diff_ids);
+    cfg->diff_ids = NULL;
+    cfg->n_diff_ids = 0;
 }
 
 json_t *image_config_to_json(const struct image_config *cfg)

@@ -14,10 +14,12 @@ struct image_config {
     json_t *env;                       /* {"PATH": "...", ...}: the config's Env */
     char workdir[IMAGE_WORKDIR_MAX];   /* "" when the image sets none */
     char user[IMAGE_USER_MAX];         /* "", "1000", "1000:1000", "app", "app:staff" */
-    size_t n_diff_ids;                 /* rootfs.diff_ids: one per layer */
+    size_t n_diff_ids;                 /* rootfs.diff_ids: one per layer, bottom first */
+    char (*diff_ids)[72];              /* "sha256:<hex>" each: the layer's uncompressed digest */
 };
 
-/* -1 with err if the blob is not a config for Linux or has malformed fields. */
+/* -1 with err if the blob is not a config for Linux or has malformed fields (a diff_id that is
+ * not a sha256 digest among them). */
 int image_config_parse(const char *body, size_t len, struct image_config *cfg,
                        struct mcp_error *err);
 void image_config_free(struct image_config *cfg);

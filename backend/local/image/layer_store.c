@@ -114,6 +114,19 @@ bool layer_store_lookup(const struct layer_store *s, const char *digest, char *o
     return true;
 }
 
+bool layer_store_diff_id(const struct layer_store *s, const char *digest, char *out,
+                         size_t size)
+{
+    char meta[LAYER_STORE_PATH_MAX + 100];
+    snprintf(meta, sizeof meta, "%s/layers/%s/meta.json", s->dir, hex_of(digest));
+    json_t *m = json_load_file(meta, 0, NULL);
+    const char *d = json_string_value(json_object_get(m, "diff_id"));
+    if (d)
+        snprintf(out, size, "%s", d);
+    json_decref(m);
+    return d != NULL;
+}
+
 int layer_store_begin(const struct layer_store *s, const char *digest, char *tmp_dir,
                       size_t size, struct mcp_error *err)
 {
@@ -132,8 +145,9 @@ int layer_store_commit(const struct layer_store *s, const char *digest, const ch
 {
     char path[LAYER_STORE_PATH_MAX + 200], final[LAYER_STORE_PATH_MAX + 100];
     snprintf(path, sizeof path, "%s/meta.json", tmp_dir);
-    json_t *meta = json_pack("{s:s, s:I, s:I}", "digest", digest, "bytes",
-                             (json_int_t)res->bytes, "entries", (json_int_t)res->entries);
+    json_t *meta = json_pack("{s:s, s:s, s:I, s:I}", "digest", digest, "diff_id", res->diff_id,
+                             "bytes", (json_int_t)res->bytes, "entries",
+                             (json_int_t)res->entries);
     int rc = json_dump_file(meta, path, JSON_COMPACT);
     json_decref(meta);
     if (rc < 0)

@@ -2,7 +2,8 @@
  *
  *   layers/<hex>/root        a layer unpacked once (hex of its compressed blob's sha256),
  *                            shared read-only by every sandbox that uses it (overlay lowers)
- *   layers/<hex>/meta.json   {"digest", "bytes", "entries"}; the directory's mtime is its last use
+ *   layers/<hex>/meta.json   {"digest", "diff_id", "bytes", "entries"}; the directory's mtime
+ *                            is its last use
  *   images/<hex>.json        one pulled reference: manifest digest, config, layer digests
  *   tmp/<hex>.<pid>.<rand>   an unpack under way; renamed into layers/ only once complete and
  *                            verified, so an interrupted pull leaves nothing half-used (and the
@@ -36,6 +37,11 @@ int layer_store_open(struct layer_store *s, const char *state_dir, const struct 
 
 /* layers/<hex>/root into out; true if that layer is complete (and then marks it used now). */
 bool layer_store_lookup(const struct layer_store *s, const char *digest, char *out, size_t size);
+
+/* The uncompressed digest (rootfs.diff_ids) a stored layer was verified against, into out;
+ * false if the layer is absent or was stored before diff_ids were kept. */
+bool layer_store_diff_id(const struct layer_store *s, const char *digest, char *out,
+                         size_t size);
 
 /* A fresh tmp/<hex>.<pid>.<rand> with an empty root/ in it (its path into tmp_dir). */
 int layer_store_begin(const struct layer_store *s, const char *digest, char *tmp_dir,

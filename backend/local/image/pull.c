@@ -28,6 +28,10 @@
 #include "mcp/base/xalloc.h"
 
 #define PROGRESS_TICK_MS 250 /* how often a pull under way reports (and polls its unpacks) */
+/* A blob download that breaks is resumed (a Range request from the bytes kept) this many
+ * times in all, after 250 ms, 0.5 s, 1 s, 2 s. */
+#define DOWNLOAD_ATTEMPTS 5
+#define DOWNLOAD_BACKOFF_MS 250
 
 struct pull;
 
@@ -36,12 +40,16 @@ struct layer_job {
     struct layer_job *next;
     struct oci_descriptor desc;
     size_t index;       /* 1-based among the layers its owner fetches */
+    char diff_id[72];   /* the config's rootfs.diff_ids entry: the unpacked stream's digest */
     struct pull *owner; /* downloads it */
     struct pull **waiters;
     size_t n_waiters;
     int fd;
     struct sha256_ctx hash;
     uint64_t received;
+    unsigned attempts;         /* downloads started */
+    uint64_t retry_at_ms;      /* a broken download resumes then (0: none waiting) */
+    struct mcp_error last_err; /* why the last attempt broke */
     uint64_t unpacked; /* blob bytes the unpacker has read (polled from the shared offset) */
     bool unpacking, unpack_done;
     uv_work_t work;
@@ -95,6 +103,7 @@ struct image_service {
 
 static void pull_check(struct pull *p);
 static void next_download(struct pull *p);
+static void resume_download(struct pull *p);
 
 bool image_reference_valid(const char *text)
 {
@@ -298,6 +307,7 @@ static void pull_tick(uv_timer_t *t)
         report(p, p->downloading, STAGE_DOWNLOADING);
     else if (moved)
         report(p, moved, STAGE_UNPACKING);
+    resume_download(p);
 }
 
 /* ---- layer jobs ------------------------------------------------------------------------------ */
@@ -371,6 +381,12 @@ static void unpack_work(uv_work_t *w)
     snprintf(root, sizeof root, "%s/root", tmp);
     j->rc = image_unpack(j->fd, j->desc.compression, root, j->max_bytes, s->store.ns, &j->res,
                          &j->err);
+    if (j->rc == 0 && strcmp(j->res.diff_id, j->diff_id) != 0)
+        j->rc = mcp_error_set(&j->err, MCP_ERR_BACKEND, 0,
+                              "its uncompressed content has the digest %s, but the image's "
+                              "config (rootfs.diff_ids) says %s: the image is broken or was "
+                              "tampered with; nothing of this layer was kept",
+                              j->res.diff_id, j->diff_id);
     if (j->rc == 0)
         j->rc = layer_store_commit(&s->store, j->desc.digest, tmp, &j->res, &j->err);
     else
@@ -405,10 +421,30 @@ static void start_unpack(struct layer_job *j)
     uv_queue_work(s->loop, &j->work, unpack_work, unpack_after);
 }
 
-static int layer_sink(void *arg, const char *data, size_t len)
+/* The registry ignored the Range of a resumed download and sends the blob from its start. */
+static int restart_download(struct layer_job *j)
+{
+    if (ftruncate(j->fd, 0) < 0 || lseek(j->fd, 0, SEEK_SET) < 0)
+        return mcp_error_set(&j->err, MCP_ERR_IO, errno, "restarting the download of %.19s",
+                             j->desc.digest);
+    sha256_init(&j->hash);
+    j->owner->done_bytes -= j->received;
+    j->received = 0;
+    return 0;
+}
+
+static int layer_sink(void *arg, uint64_t offset, const char *data, size_t len)
 {
     struct layer_job *j = arg;
     struct pull *p = j->owner;
+    if (offset != j->received && (offset != 0 || (j->rc = restart_download(j)) < 0)) {
+        if (j->rc == 0)
+            j->rc = mcp_error_set(&j->err, MCP_ERR_BACKEND, 0,
+                                  "registry sent layer %.19s from byte %llu, not %llu",
+                                  j->desc.digest, (unsigned long long)offset,
+                                  (unsigned long long)j->received);
+        return -1;
+    }
     if (j->received + len > (uint64_t)j->desc.size) { /* more than the manifest says: stop now */
         j->rc = mcp_error_set(&j->err, MCP_ERR_BACKEND, 0,
                               "layer %s is corrupt: the registry sent more than the %lld bytes "
@@ -452,12 +488,46 @@ static void verify_layer(struct layer_job *j)
                               (long long)j->desc.size);
 }
 
+static void start_download(struct layer_job *j);
+
+/* A download that broke: resumed later (pull_tick) if the failure may pass and attempts are
+ * left; else the layer fails, saying how often it was tried. */
+static bool retry_later(struct layer_job *j, const struct mcp_error *err)
+{
+    struct pull *p = j->owner;
+    mcp_error_copy(&j->last_err, err);
+    if (!registry_retryable(p->client) || p->failed || p->svc->closing)
+        return false;
+    if (j->attempts < DOWNLOAD_ATTEMPTS) {
+        uint64_t wait = (uint64_t)DOWNLOAD_BACKOFF_MS << (j->attempts - 1);
+        j->retry_at_ms = now_mono_ms() + wait;
+        log_info("layer %.19s of %s: the download broke at %llu of %lld bytes (%s); resuming "
+                 "in %llu ms (attempt %u of %d)",
+                 j->desc.digest, p->ref_text, (unsigned long long)j->received,
+                 (long long)j->desc.size, err->msg, (unsigned long long)wait, j->attempts + 1,
+                 DOWNLOAD_ATTEMPTS);
+        return true;
+    }
+    j->rc = mcp_error_set(&j->err, MCP_ERR_UNAVAILABLE, 0,
+                          "the download of layer %s broke %u times, the last time with: %s; "
+                          "gave up with %.1f of %.1f MB received (each attempt resumed where "
+                          "the last stopped); nothing of that layer was kept: retry later",
+                          j->desc.digest, j->attempts, err->msg, (double)j->received / 1e6,
+                          (double)j->desc.size / 1e6);
+    return false;
+}
+
 static void download_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
 {
     struct layer_job *j = arg;
     struct pull *p = j->owner;
+    (void)resp;
+    /* Broken after the last byte came: the digest decides. */
+    bool complete = j->received == (uint64_t)j->desc.size && registry_retryable(p->client);
+    if (j->rc == 0 && err && !complete && retry_later(j, err))
+        return; /* still p->downloading */
     p->downloading = NULL;
-    if (j->rc == 0 && err)
+    if (j->rc == 0 && err && !complete)
         j->rc = -1, mcp_error_copy(&j->err, err);
     if (j->rc == 0)
         verify_layer(j);
@@ -499,10 +569,50 @@ static void next_download(struct pull *p)
         }
         sha256_init(&j->hash);
         p->downloading = j;
-        char path[IMAGE_DIGEST_LEN + 8];
-        snprintf(path, sizeof path, "blobs/%s", j->desc.digest);
-        registry_get(p->client, path, NULL, 1 << 16, layer_sink, download_done, j);
+        start_download(j);
     }
+}
+
+static void start_download(struct layer_job *j)
+{
+    j->attempts++;
+    j->retry_at_ms = 0;
+    registry_get_blob(j->owner->client, j->desc.digest, j->received, layer_sink, download_done,
+                      j);
+}
+
+/* pull_tick: a broken download whose time has come resumes, unless the pull failed meanwhile. */
+static void resume_download(struct pull *p)
+{
+    struct layer_job *j = p->downloading;
+    if (j == NULL || j->retry_at_ms == 0 || now_mono_ms() < j->retry_at_ms)
+        return;
+    if (!p->failed && !p->svc->closing) {
+        start_download(j);
+        return;
+    }
+    p->downloading = NULL;
+    j->rc = -1;
+    mcp_error_copy(&j->err, p->failed ? &p->err : &j->last_err);
+    job_complete(j);
+    next_download(p);
+    pull_check(p);
+}
+
+/* A layer this image shares with the store or another pull must have been verified against
+ * the same uncompressed digest: one blob cannot unpack to two different things. */
+static int same_diff_id(struct pull *p, size_t i, const char *known, const char *where)
+{
+    const char *want = p->config.diff_ids[i];
+    if (known[0] == '\0' || strcmp(known, want) == 0)
+        return 0;
+    struct mcp_error e;
+    mcp_error_set(&e, MCP_ERR_BACKEND, 0,
+                  "layer %zu of %s (%s) unpacks to %s (%s), but this image's config "
+                  "(rootfs.diff_ids) says %s: the image is broken or was tampered with; refused",
+                  i + 1, p->ref_text, p->manifest.entries[i].digest, known, where, want);
+    pull_fail(p, &e);
+    return -1;
 }
 
 /* Every layer: in the store, being fetched by another pull, or a new job of ours. */
@@ -511,18 +621,23 @@ static void plan_layers(struct pull *p)
     struct image_service *s = p->svc;
     uint64_t need = 0;
     p->queue = xcalloc(p->manifest.n_entries, sizeof *p->queue);
-    for (size_t i = 0; i < p->manifest.n_entries; i++) {
+    for (size_t i = 0; i < p->manifest.n_entries && !p->failed; i++) {
         const struct oci_descriptor *d = &p->manifest.entries[i];
-        char dir[LAYER_STORE_PATH_MAX + 100];
+        char dir[LAYER_STORE_PATH_MAX + 100], known[72] = "";
         struct layer_job *j = job_find(s, d->digest);
         if (j) {
-            job_add_waiter(j, p);
+            if (same_diff_id(p, i, j->diff_id, "as another image being pulled says") == 0)
+                job_add_waiter(j, p);
             continue;
         }
-        if (layer_store_lookup(&s->store, d->digest, dir, sizeof dir))
+        if (layer_store_lookup(&s->store, d->digest, dir, sizeof dir)) {
+            layer_store_diff_id(&s->store, d->digest, known, sizeof known);
+            same_diff_id(p, i, known, "verified when it was stored");
             continue;
+        }
         j = xcalloc(1, sizeof *j);
         j->svc = s, j->desc = *d, j->owner = p, j->fd = -1, j->index = p->n_queue + 1;
+        memcpy(j->diff_id, p->config.diff_ids[i], sizeof j->diff_id);
         j->next = s->jobs;
         s->jobs = j;
         job_add_waiter(j, p);
@@ -535,7 +650,7 @@ static void plan_layers(struct pull *p)
     /* Layers of this image count as in use too. */
     for (size_t i = 0; in_use && i < p->manifest.n_entries; i++)
         json_array_append_new(in_use, json_string(p->manifest.entries[i].digest));
-    if (need > 0 && layer_store_make_room(&s->store, need, in_use, &err) < 0)
+    if (need > 0 && !p->failed && layer_store_make_room(&s->store, need, in_use, &err) < 0)
         pull_fail(p, &err);
     json_decref(in_use);
     if (p->progress && need > 0)
@@ -565,6 +680,14 @@ static void on_config(void *arg, struct osb_response *resp, const struct mcp_err
                                         p->ref_text), &e));
         else if (image_config_parse(resp->body.data, resp->body.len, &p->config, &e) < 0)
             pull_fail(p, &e);
+        else if (p->config.n_diff_ids != p->manifest.n_entries)
+            pull_fail(p, (mcp_error_set(&e, MCP_ERR_BACKEND, 0,
+                                        "the image %s is broken: its config lists %zu "
+                                        "rootfs.diff_ids for the %zu layers of its manifest; "
+                                        "rebuild it or pick another tag",
+                                        p->ref_text, p->config.n_diff_ids,
+                                        p->manifest.n_entries),
+                          &e));
     }
     if (p->failed)
         pull_check(p);
@@ -656,7 +779,7 @@ static int start_pull(struct pull *p, struct mcp_error *err)
         return -1;
     if (oci_archive_load(err) < 0)
         return -1;
-    p->client = registry_client_new(s->http, &p->ref);
+    p->client = registry_client_new(s->loop, s->http, &p->ref);
     char path[IMAGE_REF_TAG_MAX + IMAGE_DIGEST_LEN + 16];
     snprintf(path, sizeof path, "manifests/%s", image_ref_manifest_ref(&p->ref));
     if (p->progress)

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "backend/local/image/credentials.h"
 #include "backend/opensandbox/curl_loader.h"
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
@@ -18,11 +19,15 @@
 #define REGISTRY_TOKEN_CAP (64u << 10)
 
 struct registry_client {
+    uv_loop_t *loop;
     struct osb_http *http;
     struct image_ref ref;
     char base[IMAGE_REF_NAME_MAX + 16]; /* "https://host:port" */
     bool plain_http;
     char *creds;                    /* "user:password" or NULL */
+    bool creds_looked;              /* looked up at the first challenge (credentials.h) */
+    struct cred_helper_run *helper; /* a credential helper asked, not yet answered */
+    char challenge[OSB_HDR_VALUE_MAX]; /* the WWW-Authenticate being answered */
     char auth[REGISTRY_AUTH_MAX];   /* "Authorization: ..." once known, else "" */
     /* the request under way */
     char path[600];
@@ -33,19 +38,25 @@ struct registry_client {
     void *arg;
     bool auth_tried;
     struct osb_req *req;
+    /* a blob request */
+    registry_blob_sink_fn *blob_sink;
+    uint64_t from, pos; /* asked from; where the next byte goes (UINT64_MAX: no byte yet) */
+    bool range_refused; /* 206 with another range than asked */
+    bool retryable;     /* of the last failure */
 };
 
 static void send_request(struct registry_client *c);
 
-struct registry_client *registry_client_new(struct osb_http *http, const struct image_ref *ref)
+struct registry_client *registry_client_new(uv_loop_t *loop, struct osb_http *http,
+                                            const struct image_ref *ref)
 {
     struct registry_client *c = xcalloc(1, sizeof *c);
+    c->loop = loop;
     c->http = http;
     c->ref = *ref;
     c->plain_http = image_ref_plain_http_ok(ref, getenv(REGISTRY_INSECURE_ENV));
     snprintf(c->base, sizeof c->base, "%s://%s", c->plain_http ? "http" : "https",
              image_ref_api_host(ref));
-    c->creds = registry_find_credentials(ref->registry);
     return c;
 }
 
@@ -61,72 +72,8 @@ void registry_cancel(struct registry_client *c)
 {
     if (c->req)
         osb_http_cancel(c->req);
-}
-
-/* ---- credentials ----------------------------------------------------------------------------- */
-
-/* "https://index.docker.io/v1/" -> "index.docker.io"; "host:5000/ns" -> "host:5000" */
-static void key_host(const char *key, char *out, size_t size)
-{
-    if (strncmp(key, "https://", 8) == 0)
-        key += 8;
-    else if (strncmp(key, "http://", 7) == 0)
-        key += 7;
-    snprintf(out, size, "%.*s", (int)strcspn(key, "/"), key);
-}
-
-static bool same_registry(const char *a, const char *b)
-{
-    static const char *const hub[] = {"docker.io", "index.docker.io", "registry-1.docker.io"};
-    bool ha = false, hb = false;
-    for (size_t i = 0; i < 3; i++)
-        ha |= strcmp(a, hub[i]) == 0, hb |= strcmp(b, hub[i]) == 0;
-    return (ha && hb) || strcmp(a, b) == 0;
-}
-
-static char *creds_from_file(const char *path, const char *registry)
-{
-    json_t *root = json_load_file(path, 0, NULL);
-    json_t *auths = json_object_get(root, "auths");
-    const char *key;
-    json_t *v;
-    char *found = NULL;
-    json_object_foreach(auths, key, v) {
-        char host[300];
-        key_host(key, host, sizeof host);
-        const char *b64 = json_string_value(json_object_get(v, "auth"));
-        if (!same_registry(host, registry) || b64 == NULL)
-            continue;
-        size_t len = strlen(b64), out_len = 0;
-        char *dec = xmalloc(base64_decoded_max(len) + 1);
-        if (base64_decode(b64, len, (unsigned char *)dec, &out_len) == 0 &&
-            memchr(dec, ':', out_len)) {
-            dec[out_len] = '\0';
-            found = dec;
-            break;
-        }
-        free(dec);
-    }
-    json_decref(root);
-    return found;
-}
-
-char *registry_find_credentials(const char *registry)
-{
-    const char *home = getenv("HOME"), *xdg = getenv("XDG_RUNTIME_DIR"),
-               *file = getenv("REGISTRY_AUTH_FILE");
-    char paths[4][1024];
-    snprintf(paths[0], sizeof paths[0], "%s", file ? file : "");
-    snprintf(paths[1], sizeof paths[1], "%s/containers/auth.json", xdg ? xdg : "/nonexistent");
-    snprintf(paths[2], sizeof paths[2], "%s/.config/containers/auth.json",
-             home ? home : "/nonexistent");
-    snprintf(paths[3], sizeof paths[3], "%s/.docker/config.json", home ? home : "/nonexistent");
-    for (size_t i = 0; i < 4; i++) {
-        char *c = paths[i][0] ? creds_from_file(paths[i], registry) : NULL;
-        if (c)
-            return c;
-    }
-    return NULL;
+    if (c->helper)
+        cred_helper_cancel(c->helper); /* its answer, an error, ends the request */
 }
 
 /* ---- errors ---------------------------------------------------------------------------------- */
@@ -185,7 +132,8 @@ static void status_error(const struct registry_client *c, const struct osb_respo
         mcp_error_set(err, MCP_ERR_DENIED, 0,
                       "registry %s refused access to %s%s: the image may not exist, or it needs "
                       "a login. %s: log in with `docker login %s` or `podman login %s` (mcpbox "
-                      "reads $REGISTRY_AUTH_FILE, containers' auth.json and ~/.docker/config.json)",
+                      "reads $REGISTRY_AUTH_FILE, containers' auth.json and ~/.docker/config.json, "
+                      "and runs the credential helpers they name)",
                       c->ref.registry, c->ref.repository, words,
                       c->creds ? "The stored credentials were refused" : "No credentials found",
                       c->ref.registry, c->ref.registry);
@@ -312,23 +260,86 @@ static void request_token(struct registry_client *c, const char *challenge)
     c->req = osb_http_start(c->http, &o);
 }
 
+static bool failure_retryable(const struct osb_response *resp)
+{
+    if (resp->sink_aborted || resp->body_capped || resp->curl_code == CURLE_ABORTED_BY_CALLBACK)
+        return false;
+    if (resp->curl_code != CURLE_OK || resp->status == 0)
+        return true;
+    return resp->status == 408 || resp->status == 429 || resp->status >= 500;
+}
+
+bool registry_retryable(const struct registry_client *c)
+{
+    return c->retryable;
+}
+
+static bool challenge_answerable(const struct registry_client *c)
+{
+    return strncasecmp(c->challenge, "Bearer ", 7) == 0 ||
+           (strncasecmp(c->challenge, "Basic", 5) == 0 && c->creds);
+}
+
+/* With the credentials known: a token for a Bearer challenge, Basic for a Basic one; else ask
+ * again, and the second 401 is reported as it is. */
+static void answer_challenge(struct registry_client *c)
+{
+    if (strncasecmp(c->challenge, "Bearer ", 7) == 0) {
+        request_token(c, c->challenge);
+        return;
+    }
+    if (strncasecmp(c->challenge, "Basic", 5) == 0 && c->creds) {
+        char *b64 = xmalloc(base64_encoded_len(strlen(c->creds)) + 1);
+        base64_encode(c->creds, strlen(c->creds), b64);
+        snprintf(c->auth, sizeof c->auth, "Authorization: Basic %s", b64);
+        free(b64);
+    }
+    send_request(c);
+}
+
+static void on_helper_answer(void *arg, char *creds, const struct mcp_error *err)
+{
+    struct registry_client *c = arg;
+    c->helper = NULL;
+    if (err) {
+        free(creds);
+        finish(c, NULL, err);
+        return;
+    }
+    if (creds) { /* else the file's own entry, if any, stays */
+        free(c->creds);
+        c->creds = creds;
+    }
+    answer_challenge(c);
+}
+
+/* At the first challenge (credentials are sent only to a registry that asks): the files; true
+ * if a credential helper runs, which answers the challenge when it is done. */
+static bool look_up_credentials(struct registry_client *c)
+{
+    struct cred_source src;
+    c->creds_looked = true;
+    cred_find(c->ref.registry, &src);
+    c->creds = src.creds;
+    if (src.helper[0] == '\0')
+        return false;
+    c->helper = cred_helper_start(c->loop, &src, c->ref.registry, on_helper_answer, c);
+    return true;
+}
+
 static void on_response(void *arg, struct osb_response *resp)
 {
     struct registry_client *c = arg;
     struct mcp_error err;
     c->req = NULL;
+    c->retryable = false;
     if (resp->status == 401 && !c->auth_tried) {
         c->auth_tried = true;
-        if (strncasecmp(resp->www_authenticate, "Bearer ", 7) == 0) {
-            request_token(c, resp->www_authenticate);
+        snprintf(c->challenge, sizeof c->challenge, "%s", resp->www_authenticate);
+        if (!c->creds_looked && look_up_credentials(c))
             return;
-        }
-        if (strncasecmp(resp->www_authenticate, "Basic", 5) == 0 && c->creds) {
-            char *b64 = xmalloc(base64_encoded_len(strlen(c->creds)) + 1);
-            base64_encode(c->creds, strlen(c->creds), b64);
-            snprintf(c->auth, sizeof c->auth, "Authorization: Basic %s", b64);
-            free(b64);
-            send_request(c);
+        if (challenge_answerable(c)) {
+            answer_challenge(c);
             return;
         }
     }
@@ -337,7 +348,13 @@ static void on_response(void *arg, struct osb_response *resp)
         finish(c, resp, NULL);
         return;
     }
-    if (resp->sink_aborted)
+    c->retryable = failure_retryable(resp);
+    if (c->range_refused)
+        mcp_error_set(&err, MCP_ERR_BACKEND, 0,
+                      "registry %s answered a request for %.200s from byte %llu with another "
+                      "range (%.100s): refused",
+                      c->ref.registry, c->path, (unsigned long long)c->from, resp->content_range);
+    else if (resp->sink_aborted)
         mcp_error_set(&err, MCP_ERR_BACKEND, 0, "the download of %.200s was stopped", c->path);
     else if (resp->body_capped)
         mcp_error_set(&err, MCP_ERR_BACKEND, 0,
@@ -350,17 +367,43 @@ static void on_response(void *arg, struct osb_response *resp)
     finish(c, NULL, &err);
 }
 
+/* "bytes 100-199/200" -> 100; -1 if it is not such a range. */
+static long long range_start(const char *content_range)
+{
+    char *end;
+    if (strncasecmp(content_range, "bytes ", 6) != 0)
+        return -1;
+    long long v = strtoll(content_range + 6, &end, 10);
+    return end > content_range + 6 && *end == '-' ? v : -1;
+}
+
 /* The engine calls sinks with the request's arg (the client): hand the bytes to the caller's. */
 static int client_sink(void *arg, const char *data, size_t len)
 {
     struct registry_client *c = arg;
-    return c->sink(c->arg, data, len);
+    if (c->blob_sink == NULL)
+        return c->sink(c->arg, data, len);
+    if (c->pos == UINT64_MAX) { /* the first bytes: did the registry honour the range? */
+        const struct osb_response *r = osb_req_response(c->req);
+        c->pos = 0;
+        if (r->status == 206) {
+            if (range_start(r->content_range) != (long long)c->from) {
+                c->range_refused = true;
+                return -1;
+            }
+            c->pos = c->from;
+        }
+    }
+    uint64_t at = c->pos;
+    c->pos += len;
+    return c->blob_sink(c->arg, at, data, len);
 }
 
 static void send_request(struct registry_client *c)
 {
     char url[REGISTRY_URL_MAX];
     snprintf(url, sizeof url, "%s/v2/%s/%s", c->base, c->ref.repository, c->path);
+    bool streamed = c->sink != NULL || c->blob_sink != NULL;
     struct curl_slist *h = NULL;
     if (c->accept[0]) {
         char *a = xasprintf("Accept: %s", c->accept);
@@ -369,16 +412,23 @@ static void send_request(struct registry_client *c)
     }
     if (c->auth[0])
         h = osb_curl.slist_append(h, c->auth);
+    if (c->blob_sink && c->from > 0) {
+        char range[64];
+        snprintf(range, sizeof range, "Range: bytes=%llu-", (unsigned long long)c->from);
+        h = osb_curl.slist_append(h, range);
+    }
+    c->pos = UINT64_MAX;
+    c->range_refused = false;
     /* Blobs stream: a deadline would cut large layers on slow links; a stall fails instead. */
     struct osb_req_opts o = {.method = "GET", .url = url, .headers = h,
                              .connect_timeout_ms = REGISTRY_CONNECT_MS,
                              .low_speed_s = REGISTRY_LOW_SPEED_S, .body_cap = c->body_cap,
-                             .retry = c->sink ? OSB_RETRY_NONE : OSB_RETRY_SAFE, .retry_max = 3,
+                             .retry = streamed ? OSB_RETRY_NONE : OSB_RETRY_SAFE, .retry_max = 3,
                              .retry_base_ms = 200, .retry_cap_ms = 2000,
-                             .follow_redirects = true, .sink = c->sink ? client_sink : NULL,
+                             .follow_redirects = true, .sink = streamed ? client_sink : NULL,
                              .done = on_response,
                              .arg = c};
-    if (c->sink == NULL)
+    if (!streamed)
         o.deadline_ms = 120000;
     c->req = osb_http_start(c->http, &o);
 }
@@ -390,6 +440,23 @@ void registry_get(struct registry_client *c, const char *path, const char *accep
     snprintf(c->accept, sizeof c->accept, "%s", accept ? accept : "");
     c->body_cap = body_cap;
     c->sink = sink;
+    c->blob_sink = NULL;
+    c->from = 0;
+    c->done = done;
+    c->arg = arg;
+    c->auth_tried = false;
+    send_request(c);
+}
+
+void registry_get_blob(struct registry_client *c, const char *digest, uint64_t from,
+                       registry_blob_sink_fn *sink, registry_done_fn *done, void *arg)
+{
+    snprintf(c->path, sizeof c->path, "blobs/%s", digest);
+    c->accept[0] = '\0';
+    c->body_cap = 1 << 16; /* error bodies */
+    c->sink = NULL;
+    c->blob_sink = sink;
+    c->from = from;
     c->done = done;
     c->arg = arg;
     c->auth_tried = false;

@@ -5,7 +5,9 @@
 #ifndef MCPBOX_IMAGE_REGISTRY_H
 #define MCPBOX_IMAGE_REGISTRY_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "backend/local/image/reference.h"
 #include "backend/opensandbox/http.h"
@@ -19,8 +21,10 @@ struct registry_client;
 typedef void registry_done_fn(void *arg, struct osb_response *resp, const struct mcp_error *err);
 
 /* Plain HTTP only for loopback registries and those in MCPBOX_INSECURE_REGISTRIES; else
- * HTTPS. Credentials are looked up once, here (registry_find_credentials). */
-struct registry_client *registry_client_new(struct osb_http *http, const struct image_ref *ref);
+ * HTTPS. Credentials are looked up once, at the registry's first challenge (credentials.h); a
+ * credential helper runs on loop. */
+struct registry_client *registry_client_new(uv_loop_t *loop, struct osb_http *http,
+                                            const struct image_ref *ref);
 void registry_client_free(struct registry_client *c);
 
 /* GET /v2/<repository>/<path> ("manifests/<tag>", "blobs/<digest>"). With a sink, 2xx bodies
@@ -29,14 +33,22 @@ void registry_client_free(struct registry_client *c);
 void registry_get(struct registry_client *c, const char *path, const char *accept,
                   size_t body_cap, osb_sink_fn *sink, registry_done_fn *done, void *arg);
 
+/* A blob's bytes: offset is where data starts in the blob. */
+typedef int registry_blob_sink_fn(void *arg, uint64_t offset, const char *data, size_t len);
+
+/* GET /v2/<repository>/blobs/<digest> from byte `from` on (a Range request when from > 0). A
+ * registry that answers 206 with the range asked for continues at from; one that ignores the
+ * range (200) starts again at 0, and the sink sees offset 0. Other answers fail as above. */
+void registry_get_blob(struct registry_client *c, const char *digest, uint64_t from,
+                       registry_blob_sink_fn *sink, registry_done_fn *done, void *arg);
+
+/* Whether the last request's failure may pass if it is tried again: a transport failure
+ * (connection refused or cut, a stalled transfer) or HTTP 408, 429, 5xx; not a refusal, a
+ * missing blob, a cancel or a sink that stopped. */
+bool registry_retryable(const struct registry_client *c);
+
 /* Cancels the request under way, if any (its done gets an error). */
 void registry_cancel(struct registry_client *c);
-
-/* "user:password" for registry from the first of $REGISTRY_AUTH_FILE,
- * $XDG_RUNTIME_DIR/containers/auth.json, ~/.config/containers/auth.json, ~/.docker/config.json
- * that has an entry for it (keys "host", "https://host/...", and for docker.io
- * "https://index.docker.io/v1/"); NULL if none. Returned string is malloc'd. */
-char *registry_find_credentials(const char *registry);
 
 /* Parses a Bearer challenge: realm, service, scope (each "" if absent). 0 if it is one. */
 int registry_parse_bearer(const char *challenge, char *realm, size_t realm_size, char *service,

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "backend/local/image/archive_loader.h"
+#include "mcp/base/util.h"
 
 #define WH_PREFIX ".wh."
 #define WH_OPAQUE ".wh..wh..opq"
@@ -126,7 +128,45 @@ static int apply_whiteout(const char *path, const char *base, struct unpack_repo
     return xattr_whiteout(d, target, r);
 }
 
-static int copy_data(struct archive *a, struct archive *w, struct unpack_report *r)
+/* The blob's decompressed stream, fed to the tar reader and hashed on the way: rootfs.diff_ids
+ * names the sha256 of each uncompressed tar, so the one pass that unpacks also checks it. */
+struct plain_feed {
+    struct archive *raw; /* the blob through its decompression filter, as one "raw" entry */
+    struct sha256_ctx hash;
+    bool failed;
+    char err[200];
+};
+
+static la_ssize_t feed_read(struct archive *a, void *arg, const void **buf)
+{
+    (void)a;
+    struct plain_feed *f = arg;
+    size_t size = 0;
+    la_int64_t offset;
+    int rc;
+    while ((rc = oci_archive.read_data_block(f->raw, buf, &size, &offset)) == ARCHIVE_OK &&
+           size == 0) {
+    }
+    if (rc == ARCHIVE_EOF)
+        return 0;
+    if (rc < ARCHIVE_WARN) {
+        f->failed = true;
+        snprintf(f->err, sizeof f->err, "%s", oci_archive.error_string(f->raw));
+        return -1;
+    }
+    sha256_update(&f->hash, *buf, size);
+    return (la_ssize_t)size;
+}
+
+/* What failed in reading: the decompression, if that is where, else the tar reader. */
+static const char *read_error(struct archive *a, const struct plain_feed *f)
+{
+    const char *e = f->failed ? f->err : oci_archive.error_string(a);
+    return e ? e : "unknown error";
+}
+
+static int copy_data(struct archive *a, struct archive *w, const struct plain_feed *f,
+                     struct unpack_report *r)
 {
     const void *block;
     size_t size;
@@ -136,8 +176,8 @@ static int copy_data(struct archive *a, struct archive *w, struct unpack_report 
         if (rc == ARCHIVE_EOF)
             return 0;
         if (rc < ARCHIVE_WARN)
-            return report(r, MCP_ERR_BACKEND, "the layer is corrupt: %s%s",
-                          oci_archive.error_string(a), NULL);
+            return report(r, MCP_ERR_BACKEND, "the layer is corrupt: %s%s", read_error(a, f),
+                          NULL);
         if (oci_archive.write_data_block(w, block, size, offset) < ARCHIVE_WARN)
             return report(r, MCP_ERR_IO, "writing failed: %s%s", oci_archive.error_string(w),
                           NULL);
@@ -146,7 +186,7 @@ static int copy_data(struct archive *a, struct archive *w, struct unpack_report 
 
 /* One entry: the checks, then whiteout, skip or extract. */
 static int apply_entry(struct archive *a, struct archive *w, struct archive_entry *e,
-                       uint64_t max_bytes, struct unpack_report *r)
+                       uint64_t max_bytes, const struct plain_feed *f, struct unpack_report *r)
 {
     char path[UNPACK_PATH_MAX], link[UNPACK_PATH_MAX];
     const char *raw = oci_archive.entry_pathname(e);
@@ -190,7 +230,7 @@ static int apply_entry(struct archive *a, struct archive *w, struct archive_entr
     if (oci_archive.write_header(w, e) < ARCHIVE_WARN)
         return report(r, MCP_ERR_DENIED, "the entry '%.200s' was refused: %.150s", path,
                       oci_archive.error_string(w));
-    if (size > 0 && copy_data(a, w, r) < 0)
+    if (size > 0 && copy_data(a, w, f, r) < 0)
         return -1;
     if (oci_archive.write_finish_entry(w) < ARCHIVE_WARN)
         return report(r, MCP_ERR_IO, "finishing '%.200s' failed: %.150s", path,
@@ -198,45 +238,84 @@ static int apply_entry(struct archive *a, struct archive *w, struct archive_entr
     return 0;
 }
 
-static void open_reader(struct archive *a, enum oci_compression c)
+/* The blob as one raw entry through its decompression filter. */
+static int open_plain(struct archive *raw, int fd, enum oci_compression c)
 {
-    oci_archive.read_support_format_tar(a);
+    struct archive_entry *e;
     if (c == OCI_GZIP)
-        oci_archive.read_support_filter_gzip(a);
+        oci_archive.read_support_filter_gzip(raw);
     else if (c == OCI_ZSTD)
-        oci_archive.read_support_filter_zstd(a);
+        oci_archive.read_support_filter_zstd(raw);
     else
-        oci_archive.read_support_filter_none(a);
+        oci_archive.read_support_filter_none(raw);
+    oci_archive.read_support_format_raw(raw);
+    if (oci_archive.read_open_fd(raw, fd, 1 << 17) != ARCHIVE_OK)
+        return -1;
+    return oci_archive.read_next_header(raw, &e) == ARCHIVE_OK ? 0 : -1;
+}
+
+/* The rest of the stream after the tar's end (padding) counts for the digest too. */
+static void feed_drain(struct plain_feed *f)
+{
+    const void *block;
+    while (feed_read(NULL, f, &block) > 0) {
+    }
+}
+
+static void feed_digest(struct plain_feed *f, char out[72])
+{
+    unsigned char d[32];
+    sha256_final(&f->hash, d);
+    memcpy(out, "sha256:", 7);
+    for (int i = 0; i < 32; i++)
+        snprintf(out + 7 + 2 * i, 3, "%02x", d[i]);
+}
+
+static void extract_entries(struct archive *a, struct archive *w, uint64_t max_bytes,
+                            struct plain_feed *f, struct unpack_report *r)
+{
+    struct archive_entry *e;
+    int rc;
+    while ((rc = oci_archive.read_next_header(a, &e)) != ARCHIVE_EOF) {
+        if (rc < ARCHIVE_WARN) {
+            report(r, MCP_ERR_BACKEND, "the layer is corrupt: %.200s%s", read_error(a, f), NULL);
+            return;
+        }
+        if (apply_entry(a, w, e, max_bytes, f, r) < 0)
+            return;
+    }
+    feed_drain(f);
+    if (f->failed)
+        report(r, MCP_ERR_BACKEND, "the layer is corrupt after its last entry: %.200s%s", f->err,
+               NULL);
+    else
+        feed_digest(f, r->res.diff_id);
 }
 
 static void extract(int fd, enum oci_compression c, uint64_t max_bytes, struct unpack_report *r)
 {
+    struct plain_feed f = {.raw = oci_archive.read_new()};
     struct archive *a = oci_archive.read_new();
     struct archive *w = oci_archive.write_disk_new();
-    open_reader(a, c);
+    sha256_init(&f.hash);
+    oci_archive.read_support_format_tar(a);
+    oci_archive.read_support_filter_none(a);
     oci_archive.write_disk_set_options(
         w, ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME |
                ARCHIVE_EXTRACT_XATTR | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
                ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS);
-    if (oci_archive.read_open_fd(a, fd, 1 << 17) != ARCHIVE_OK) {
+    if (open_plain(f.raw, fd, c) < 0)
+        report(r, MCP_ERR_BACKEND, "the layer is corrupt (cannot be decompressed): %.200s%s",
+               oci_archive.error_string(f.raw), NULL);
+    else if (oci_archive.read_open(a, &f, NULL, feed_read, NULL) != ARCHIVE_OK)
         report(r, MCP_ERR_BACKEND, "the layer is corrupt (not a readable tar stream): %.200s%s",
-               oci_archive.error_string(a), NULL);
-    } else {
-        struct archive_entry *e;
-        int rc;
-        while ((rc = oci_archive.read_next_header(a, &e)) != ARCHIVE_EOF) {
-            if (rc < ARCHIVE_WARN) {
-                report(r, MCP_ERR_BACKEND, "the layer is corrupt: %.200s%s",
-                       oci_archive.error_string(a), NULL);
-                break;
-            }
-            if (apply_entry(a, w, e, max_bytes, r) < 0)
-                break;
-        }
-    }
+               read_error(a, &f), NULL);
+    else
+        extract_entries(a, w, max_bytes, &f, r);
     if (oci_archive.write_free(w) < ARCHIVE_WARN && r->code == 0) /* directory fix-ups */
         report(r, MCP_ERR_IO, "finishing the layer failed%s%s", "", NULL);
     oci_archive.read_free(a);
+    oci_archive.read_free(f.raw);
 }
 
 /* What a child does once it is in place: unpack, or clear a directory. */

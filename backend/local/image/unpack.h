@@ -21,6 +21,7 @@ struct unpack_result {
     uint64_t bytes;   /* file data written */
     uint64_t entries; /* entries applied */
     uint64_t skipped; /* device nodes and sockets not created */
+    char diff_id[72]; /* "sha256:<hex>" of the uncompressed stream (what rootfs.diff_ids names) */
 };
 
 /* Rootless: the child unpacks as root of a new user namespace whose maps write_maps writes

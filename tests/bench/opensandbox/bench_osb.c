@@ -214,13 +214,11 @@ static int measure(const struct pair *p, size_t n)
 
 static int setup(void)
 {
-    struct mcp_config cfg = {0};
     char domain[64];
     snprintf(domain, sizeof(domain), "127.0.0.1:%d", fs.port);
-    cfg.opensandbox_domain = domain;
-    cfg.opensandbox_api_key = (char *)API_KEY;
+    struct opensandbox_options opts = {.domain = domain, .api_key = API_KEY};
     struct mcp_error e;
-    be = opensandbox_backend_new(&loop, NULL, &cfg, &e);
+    be = opensandbox_backend_new(&loop, NULL, &opts, &e);
     struct sandbox_spec spec = {.owner = "bench", .image = "ubuntu", .network = true};
     osb_wait_reset(&w);
     if (be == NULL || be->ops->create(be, &spec, osb_wait_cb, &w, &e) != 0)

@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend/local/doctor.h"
+#include "backend/local/doctor/doctor.h"
 #include "backend/local/runtime_dir.h"
 #include "mcp/base/cleanup.h"
 #include "mcp/base/xalloc.h"

@@ -92,6 +92,20 @@ def compress(raw, how):
     return raw
 
 
+def uncompressed_digest(blob):
+    """The diff_id of a blob: the digest of its uncompressed stream (of the blob itself when it
+    does not decompress: a corrupt layer fails before its diff_id is compared)."""
+    try:
+        if blob[:2] == b"\x1f\x8b":
+            return digest(gzip.decompress(blob))
+        if blob[:4] == b"\x28\xb5\x2f\xfd":
+            return digest(subprocess.run(["zstd", "-q", "-d", "-c"], input=blob,
+                                         capture_output=True, check=True).stdout)
+    except Exception:
+        pass
+    return digest(blob)
+
+
 def busybox_layer():
     """A base layer with busybox as /bin/sh and friends, /etc/passwd and /etc/group."""
     with open(BUSYBOX, "rb") as fh:
@@ -163,16 +177,18 @@ class Registry:
         assert r.status == 201, f"manifest put {r.status}: {resp[:300]}"
         return digest(body), len(body)
 
-    def push_image(self, repo, tag, layers, config=None, platform=("amd64", "")):
-        """layers: [(compression, tar entries)]; returns the manifest's digest."""
-        descs, diff_ids = [], []
+    def push_image(self, repo, tag, layers, config=None, platform=("amd64", ""), diff_ids=None):
+        """layers: [(compression, tar entries)]; returns the manifest's digest and size.
+        diff_ids: given, the config's rootfs.diff_ids (else the layers' true ones)."""
+        descs, true_ids = [], []
         for how, entries in layers:
             raw = tar_bytes(entries)
             b = self.push_blob(repo, compress(raw, how))
             descs.append({"mediaType": LAYER_TYPES[how], "digest": b["digest"], "size": b["size"]})
-            diff_ids.append(digest(raw))
+            true_ids.append(digest(raw))
         cfg = {"architecture": platform[0], "os": "linux", "config": config or {},
-               "rootfs": {"type": "layers", "diff_ids": diff_ids}}
+               "rootfs": {"type": "layers",
+                          "diff_ids": true_ids if diff_ids is None else diff_ids}}
         c = self.push_blob(repo, json.dumps(cfg).encode())
         manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
                     "config": {"mediaType": OCI_CONFIG, **c}, "layers": descs}
@@ -185,7 +201,8 @@ class Registry:
         b1 = self.push_blob(repo, blob)
         descs = [{"mediaType": LAYER_TYPES["gzip"], **b0}, {"mediaType": media_type, **b1}]
         cfg = {"architecture": "amd64", "os": "linux", "config": {},
-               "rootfs": {"type": "layers", "diff_ids": [b0["digest"], b1["digest"]]}}
+               "rootfs": {"type": "layers", "diff_ids": [digest(tar_bytes(busybox_layer())),
+                                                         uncompressed_digest(blob)]}}
         c = self.push_blob(repo, json.dumps(cfg).encode())
         manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
                     "config": {"mediaType": OCI_CONFIG, **c}, "layers": descs}
@@ -198,7 +215,8 @@ class Front:
     """A proxy to the registry on its own port. mode: "token" (bearer auth; the token endpoint
     wants Basic user:pass), "cut" (blob bodies stop halfway and the connection closes),
     "cut-once" (the first GET of each blob stops halfway; later ones, Range requests included,
-    go through), "slow" (blob bodies trickle, 32 KiB every 50 ms), "tamper" (manifest bodies
+    go through), "cut-once-norange" (the same, but Range headers are dropped, so the registry
+    sends whole blobs again), "slow" (blob bodies trickle, 32 KiB every 50 ms), "tamper" (manifest bodies
     get a trailing space). Range headers are passed on to the registry. blob_gets counts GETs
     of blobs; ranges lists (path, Range) of the GETs that had one."""
 
@@ -252,7 +270,9 @@ class Front:
                              {"WWW-Authenticate": realm})
         fwd = {"Accept": h.headers.get("Accept", "*/*")}
         if h.headers.get("Range"):
-            fwd["Range"] = h.headers["Range"]
+            self.ranges.append((h.path, h.headers["Range"]))
+            if self.mode != "cut-once-norange":
+                fwd["Range"] = h.headers["Range"]
         c = http.client.HTTPConnection("127.0.0.1", self.registry.port, timeout=30)
         c.request("GET", h.path, headers=fwd)
         r = c.getresponse()
@@ -264,12 +284,12 @@ class Front:
             if "/blobs/" in h.path:
                 self.blob_gets += 1
                 self.gets_by_path[h.path] = self.gets_by_path.get(h.path, 0) + 1
-                if "Range" in fwd:
-                    self.ranges.append((h.path, fwd["Range"]))
             nth = self.gets_by_path.get(h.path, 0)
-        cut = self.mode == "cut" or (self.mode == "cut-once" and nth == 1)
-        if cut and "/blobs/" in h.path and len(body) > 1000 and r.status == 200:
-            h.send_response(200)
+        cut = self.mode == "cut" or (self.mode.startswith("cut-once") and nth == 1)
+        if cut and "/blobs/" in h.path and len(body) > 1000 and r.status in (200, 206):
+            h.send_response(r.status)
+            for k, v in headers.items():
+                h.send_header(k, v)
             h.send_header("Content-Length", str(len(body)))
             h.end_headers()
             h.wfile.write(body[:len(body) // 2])

@@ -1,6 +1,8 @@
-/* Manifest/index parsing, platform choice and the image config (manifest.h, image_config.h). */
+/* Manifest/index parsing, platform choice, the image config and credential helpers' answers
+ * (manifest.h, image_config.h, credentials.h). */
 #include <stdlib.h>
 
+#include "backend/local/image/credentials.h"
 #include "backend/local/image/image_config.h"
 #include "backend/local/image/manifest.h"
 #include "mcp/base/buf.h"
@@ -156,6 +158,8 @@ TEST(config_env_workdir_user)
     ASSERT_STR_EQ(c.workdir, "/app");
     ASSERT_STR_EQ(c.user, "1000:1000");
     ASSERT_EQ(c.n_diff_ids, 2);
+    ASSERT_STR_EQ(c.diff_ids[0], D1);
+    ASSERT_STR_EQ(c.diff_ids[1], D2);
     json_t *j = image_config_to_json(&c);
     ASSERT_STR_EQ(json_string_value(json_object_get(j, "user")), "1000:1000");
     json_decref(j);
@@ -173,6 +177,9 @@ TEST(config_env_workdir_user)
     const char *badenv = "{\"config\":{\"Env\":[\"NOEQUALS\"]}}";
     ASSERT_EQ(image_config_parse(badenv, strlen(badenv), &c, &err), -1);
     ASSERT_CONTAINS(err.msg, "NAME=value");
+    const char *baddiff = "{\"rootfs\":{\"diff_ids\":[\"" D1 "\",\"sha256:12\"]}}";
+    ASSERT_EQ(image_config_parse(baddiff, strlen(baddiff), &c, &err), -1);
+    ASSERT_CONTAINS(err.msg, "diff_ids entry is not a sha256 digest");
 }
 
 TEST(digest_of)
@@ -180,6 +187,25 @@ TEST(digest_of)
     char d[IMAGE_DIGEST_LEN + 1];
     oci_digest_of("", 0, d);
     ASSERT_STR_EQ(d, "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+
+TEST(credential_helper_answers)
+{
+    struct mcp_error err = {0};
+    const char *ok = "{\"ServerURL\":\"r:5000\",\"Username\":\"u\",\"Secret\":\"s:x\"}";
+    char *c = cred_parse_helper_output(ok, strlen(ok), "h", &err);
+    ASSERT_STR_EQ(c, "u:s:x");
+    free(c);
+    const char *tok = "{\"Username\":\"<token>\",\"Secret\":\"refresh\"}";
+    ASSERT(cred_parse_helper_output(tok, strlen(tok), "h", &err) == NULL);
+    ASSERT_CONTAINS(err.msg, "identity token");
+    ASSERT(cred_parse_helper_output("not json", 8, "h", &err) == NULL);
+    ASSERT_CONTAINS(err.msg, "docker-credential-h");
+    char addr[64];
+    cred_server_address("docker.io", addr, sizeof addr);
+    ASSERT_STR_EQ(addr, "https://index.docker.io/v1/");
+    cred_server_address("127.0.0.1:5000", addr, sizeof addr);
+    ASSERT_STR_EQ(addr, "127.0.0.1:5000");
 }
 
 int main(void)
@@ -191,5 +217,6 @@ int main(void)
     RUN(too_many_layers);
     RUN(config_env_workdir_user);
     RUN(digest_of);
+    RUN(credential_helper_answers);
     return test_done();
 }

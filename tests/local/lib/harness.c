@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/local/doctor.h"
+#include "backend/local/doctor/doctor.h"
 #include "backend/local/local.h"
 #include "backend/local/runtime_dir.h"
 #include "mcp/base/util.h"
@@ -80,8 +80,8 @@ int harness_reopen_backend(struct harness *h, int pool)
     local_backend_free(h->be);
     h->be = NULL;
     uv_run(&h->loop, UV_RUN_NOWAIT); /* close callbacks */
-    struct mcp_config cfg = {.state_dir = h->state_dir, .local_enabled = true, .local_pool = pool};
-    h->be = local_backend_new(&h->loop, h->store, &cfg, &h->err);
+    struct local_options opts = {.pool = pool};
+    h->be = local_backend_new(&h->loop, h->store, &opts, &h->err);
     return h->be ? 0 : -1;
 }
 
@@ -98,14 +98,13 @@ int harness_open_dir(struct harness *h, const char *dir, int pool)
         return -1;
     if (harness_host_refuses(h->state_dir))
         return HARNESS_SKIP;
-    struct mcp_config cfg = {.state_dir = h->state_dir, .local_enabled = true,
-                             .local_pool = pool};
+    struct local_options opts = {.pool = pool};
     h->store = store_open(h->state_dir, &h->err);
     if (h->store == NULL) {
         fprintf(stderr, "store_open: %s\n", h->err.msg);
         return -1;
     }
-    h->be = local_backend_new(&h->loop, h->store, &cfg, &h->err);
+    h->be = local_backend_new(&h->loop, h->store, &opts, &h->err);
     if (h->be == NULL) {
         printf("# local backend unavailable: %s\n", h->err.msg);
         return h->err.code == MCP_ERR_UNSUPPORTED ? HARNESS_SKIP : -1;

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "mcp/cli_skill/skill_text.h"
+#include "cli/skill_text.h"
 #include "test.h"
 
 int cli_skill_main(int argc, char **argv);

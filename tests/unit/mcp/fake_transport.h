@@ -12,7 +12,9 @@
 
 #include "mcp/base/xalloc.h"
 #include "mcp/config.h"
+#include "mcp/fixtures/fixtures.h"
 #include "mcp/jsonrpc.h"
+#include "mcp/registry.h"
 #include "mcp/server.h"
 #include "mcp/session.h"
 
@@ -65,7 +67,7 @@ static void fake_server_start(void)
     fake_cfg.opensandbox_domain = NULL;
     fake_cfg.conformance_fixtures = true;
     fake_srv = server_new(&fake_cfg, &err);
-    if (!fake_srv) {
+    if (!fake_srv || fixtures_register(server_registry(fake_srv), &err) < 0) {
         printf("# server_new: %s\n", err.msg);
         abort();
     }

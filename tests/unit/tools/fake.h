@@ -36,5 +36,7 @@ struct fake_backend {
 
 struct backend *fake_backend_new(uv_loop_t *loop, struct store *store);
 void fake_backend_free(struct backend *be);
+/* An "opensandbox" backend that keeps snapshots, for a slot that is not running. */
+extern const struct backend_ops fake_remote_ops;
 
 #endif

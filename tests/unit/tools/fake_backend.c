@@ -344,10 +344,19 @@ static void f_shutdown(struct backend *be)
 {
 }
 
+void fake_backend_free(struct backend *be)
+{
+    struct fake_backend *fb = (struct fake_backend *)be;
+    json_decref(fb->files);
+    free(fb);
+}
+
 static const struct backend_ops fake_ops = {
     .name = "local",
     .id_prefix = "sbx-",
+    .enable_hint = "run the doctor tool to see why",
     .shutdown = f_shutdown,
+    .free = fake_backend_free,
     .create = f_create,
     .destroy = f_simple,
     .list = f_list,
@@ -364,6 +373,49 @@ static const struct backend_ops fake_ops = {
     .file_op = f_file_op,
     .endpoint = f_endpoint,
     .diagnose = f_diagnose,
+    .snapshot = backend_def_snapshot,
+    .metrics = backend_def_metrics,
+    .code_context = backend_def_code_context,
+    .code_run = backend_def_code_run,
+    .host_check = backend_def_host_check,
+    .workspace = backend_def_workspace,
+};
+
+/* Only ever a slot that is not running: a backend that keeps snapshots, to be named. */
+static int f_snapshot(struct backend *be, const char *owner, const char *action, json_t *args,
+                      backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    return mcp_error_set(err, MCP_ERR_INTERNAL, 0, "the fake remote backend never runs");
+}
+
+const struct backend_ops fake_remote_ops = {
+    .name = "opensandbox",
+    .id_prefix = "osb-",
+    .enable_hint = "set OPEN_SANDBOX_DOMAIN (and OPEN_SANDBOX_API_KEY) and restart mcpbox",
+    .shutdown = f_shutdown,
+    .free = fake_backend_free,
+    .create = f_create,
+    .destroy = f_simple,
+    .list = f_list,
+    .get = f_simple,
+    .renew = f_renew,
+    .pause = f_simple,
+    .resume = f_simple,
+    .exec = f_exec,
+    .exec_detach = f_detach,
+    .command_get = f_command_get,
+    .command_kill = f_command_kill,
+    .file_read = f_read,
+    .file_write = f_write,
+    .file_op = f_file_op,
+    .endpoint = f_endpoint,
+    .diagnose = f_diagnose,
+    .snapshot = f_snapshot,
+    .metrics = backend_def_metrics,
+    .code_context = backend_def_code_context,
+    .code_run = backend_def_code_run,
+    .host_check = backend_def_host_check,
+    .workspace = backend_def_workspace,
 };
 
 struct backend *fake_backend_new(uv_loop_t *loop, struct store *store)
@@ -374,11 +426,4 @@ struct backend *fake_backend_new(uv_loop_t *loop, struct store *store)
     fb->base.store = store;
     fb->files = json_object();
     return &fb->base;
-}
-
-void fake_backend_free(struct backend *be)
-{
-    struct fake_backend *fb = (struct fake_backend *)be;
-    json_decref(fb->files);
-    free(fb);
 }

@@ -47,8 +47,11 @@ static void setup(void)
         fprintf(stderr, "store_open: %s\n", err.msg);
         exit(77);
     }
-    ctx.backends.local = fake_backend_new(&loop, ctx.store);
-    fb = (struct fake_backend *)ctx.backends.local;
+    struct backend *be = fake_backend_new(&loop, ctx.store);
+    if (backend_set_add(&ctx.backends, be->ops, be, &err) < 0 ||
+        backend_set_add(&ctx.backends, &fake_remote_ops, NULL, &err) < 0)
+        TEST_FAIL("backend_set_add: %s", err.msg);
+    fb = (struct fake_backend *)be;
     add_sandbox("sbx-a1", "alice", "running");
     add_sandbox("sbx-b1", "bob", "running");
     add_sandbox("sbx-p1", "alice", "paused");
@@ -110,7 +113,7 @@ static long long iget(struct tool_call *c, const char *key)
 
 TEST(table_matches_schema_files)
 {
-    ASSERT_EQ(sandbox_tools_count, 23);
+    ASSERT_EQ(sandbox_tools_count, 25);
     for (size_t i = 0; i < sandbox_tools_count; i++) {
         char path[512];
         snprintf(path, sizeof(path), "%s/schemas/tools/%s.json", MCPBOX_SOURCE_DIR,
@@ -181,6 +184,14 @@ TEST(optional_ops_unsupported)
     c = call_tool("alice", "diagnose_sandbox", "{\"sandbox_id\":\"sbx-a1\",\"what\":\"metrics\"}");
     ASSERT_CONTAINS(c->text, "the local backend has no live metrics");
     ASSERT_CONTAINS(c->text, "get_sandbox");
+    /* review and apply of copy-on-write mounts: any state (a paused sandbox's layer is there),
+     * owner checked first, then the backend's answer with what to use instead */
+    c = call_tool("alice", "review_changes", "{\"sandbox_id\":\"sbx-p1\"}");
+    ASSERT(c->is_error);
+    ASSERT_CONTAINS(c->text, "has no copy-on-write mounts to review or apply");
+    ASSERT_CONTAINS(c->text, "read_file");
+    c = call_tool("alice", "apply_changes", "{\"sandbox_id\":\"sbx-b1\",\"overwrite\":true}");
+    ASSERT_CONTAINS(c->text, "no sandbox sbx-b1 among yours");
 }
 
 TEST(paused_sandbox_refuses_commands)
@@ -464,7 +475,7 @@ int main(void)
     while (uv_run(&loop, UV_RUN_ONCE))
         ;
     store_close(ctx.store);
-    fake_backend_free(ctx.backends.local);
+    backend_set_free(&ctx.backends);
     uv_loop_close(&loop);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", state_dir);

@@ -1,0 +1,124 @@
+/* The backend's "workspace" operation: review and apply of a sandbox's copy-on-write mounts
+ * (workspace_review.h), on mounts.json's layout (workspace.h). The scan reads whole trees and
+ * files, so it runs on libuv's worker pool, never on the loop. It reads the upper layers as the
+ * server: as root anything; as a user the files the sandbox's commands wrote, which are the
+ * user's own (workspace.h, "owners in upper"). */
+#define LOG_MODULE "local"
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/local/local_internal.h"
+#include "backend/local/workspace.h"
+#include "backend/local/workspace_review.h"
+#include "mcp/base/xalloc.h"
+
+struct ws_job {
+    uv_work_t req;
+    struct local_backend *lb;
+    backend_cb *cb;
+    void *arg;
+    bool apply;
+    struct local_mount *all; /* mounts.json, every mode */
+    struct ws_mount *mounts; /* the copy-on-write ones */
+    char (*journals)[LOCAL_WS_PATH_MAX];
+    size_t n;
+    struct ws_options opts;
+    json_t *args;
+    json_t *result;
+    struct mcp_error err;
+};
+
+static void ws_job_free(struct ws_job *j)
+{
+    free(j->all);
+    free(j->mounts);
+    free(j->journals);
+    json_decref(j->args);
+    json_decref(j->result);
+    free(j);
+}
+
+static void ws_work(uv_work_t *req)
+{
+    struct ws_job *j = req->data;
+    json_t *paths = json_object_get(j->args, "paths");
+    if (j->apply)
+        j->result = ws_apply(j->mounts, j->n, &j->opts, paths,
+                             json_is_true(json_object_get(j->args, "overwrite")), &j->err);
+    else
+        j->result = ws_review(j->mounts, j->n, &j->opts, paths,
+                              (uint64_t)json_integer_value(json_object_get(j->args, "offset")),
+                              (uint64_t)json_integer_value(json_object_get(j->args, "max_bytes")),
+                              &j->err);
+}
+
+static void ws_after(uv_work_t *req, int status)
+{
+    struct ws_job *j = req->data;
+    if (status < 0 && j->result == NULL)
+        mcp_error_set(&j->err, MCP_ERR_UNAVAILABLE, 0, "the review was cancelled; call again");
+    j->cb(j->arg, j->result, j->result ? NULL : &j->err);
+    ws_job_free(j);
+}
+
+/* The sandbox's copy-on-write mounts as the engine takes them; -1 with err when it has none. */
+static int load_mounts(struct ws_job *j, const char *id, struct mcp_error *err)
+{
+    size_t n = 0;
+    if (local_workspace_load(j->lb->state_dir, id, &j->all, &n, err) < 0)
+        return -1;
+    j->mounts = xcalloc(n + 1, sizeof *j->mounts);
+    j->journals = xcalloc(n + 1, sizeof *j->journals);
+    char dir[LOCAL_WS_PATH_MAX];
+    local_workspace_dir(j->lb->state_dir, id, dir);
+    for (size_t i = 0; i < n; i++) {
+        const struct local_mount *m = &j->all[i];
+        if (m->mode != LOCAL_MOUNT_COW)
+            continue;
+        size_t k = j->n++;
+        snprintf(j->journals[k], LOCAL_WS_PATH_MAX, "%s/%u/%s", dir, m->index, WS_JOURNAL_NAME);
+        j->mounts[k] = (struct ws_mount){.source = m->source, .target = m->target,
+                                         .upper = m->upper, .journal = j->journals[k],
+                                         .owner_uid = (int64_t)m->owner_uid,
+                                         .owner_gid = (int64_t)m->owner_gid};
+    }
+    if (j->n == 0)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "sandbox %s has no copy-on-write mount, so there is nothing to "
+                             "review or apply; create a sandbox with mounts "
+                             "[{source, target, mode: \"copy-on-write\"}] to work on a host "
+                             "directory this way",
+                             id);
+    return 0;
+}
+
+int local_workspace(struct backend *be, const char *id, const char *action, json_t *args,
+                    backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    struct local_backend *lb = (struct local_backend *)be;
+    struct store_sandbox rec = {0};
+    if (local_record_get(be->store, id, &rec, err) < 0)
+        return -1;
+    int64_t created_ms = rec.created_at_ms;
+    store_sandbox_release(&rec);
+    struct ws_job *j = xcalloc(1, sizeof *j);
+    j->lb = lb, j->cb = cb, j->arg = arg;
+    j->apply = strcmp(action, "apply") == 0;
+    j->args = json_deep_copy(args ? args : json_object());
+    /* The mounts are made during the create, after its record: the sandbox saw the host from
+     * then on (a host change in between is taken for a conflict, the safe side). */
+    j->opts = (struct ws_options){.since_ns = created_ms * 1000000ll,
+                                  .xattr_prefix = "user.overlay."};
+    if (load_mounts(j, id, err) < 0) {
+        ws_job_free(j);
+        return -1;
+    }
+    j->req.data = j;
+    int rc = uv_queue_work(be->loop, &j->req, ws_work, ws_after);
+    if (rc < 0) {
+        ws_job_free(j);
+        return mcp_error_set(err, MCP_ERR_IO, 0, "cannot start the review: %s", uv_strerror(rc));
+    }
+    return 0;
+}

@@ -1,0 +1,365 @@
+/* Apply of copy-on-write mounts: the sandbox's changes written to the host directory.
+ *
+ * The host side is walked from the mount's source directory with openat2(RESOLVE_NO_SYMLINKS |
+ * RESOLVE_BENEATH): a symlink anywhere on the way (planted by the sandbox, or the person's own)
+ * is never followed, and the final entry is only ever replaced by rename, unlinked, or chmod'ed
+ * through an O_PATH descriptor of the entry itself. Files are written to a temporary name in
+ * their directory and renamed over the old entry, so a reader never sees half a file. Symlinks
+ * are made as symlinks (symlinkat), never followed. Fifos, sockets and devices are not created.
+ * Modes are the sandbox's permission bits without setuid and setgid (a sandbox must not hand the
+ * host a set-id program); the owner is whoever runs this code (the mcpbox process). */
+#include "backend/local/workspace_review.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mcp/base/cleanup.h"
+#include "mcp/base/util.h"
+#include "mcp/base/xalloc.h"
+
+#define APPLY_LISTED_MAX 1000 /* applied paths listed one by one; the rest are counted */
+
+struct apply {
+    const struct ws_mount *m;
+    const struct ws_options *o;
+    int src, upper; /* O_PATH directories */
+    json_t *journal;
+    bool overwrite;
+    json_t *results;
+    json_int_t counts[4]; /* applied, conflicts, skipped, failed */
+};
+
+enum outcome { APPLIED, CONFLICT, SKIPPED, FAILED };
+
+/* ---- the journal ---- */
+
+json_t *ws_journal_load(const struct ws_mount *m)
+{
+    json_t *j = m->journal ? json_load_file(m->journal, 0, NULL) : NULL;
+    if (!json_is_object(j)) {
+        json_decref(j);
+        j = json_object();
+    }
+    return j;
+}
+
+int ws_journal_save(const struct ws_mount *m, json_t *journal, struct mcp_error *err)
+{
+    if (m->journal == NULL)
+        return 0;
+    cleanup_free char *tmp = xasprintf("%s.tmp", m->journal);
+    if (json_dump_file(journal, tmp, JSON_COMPACT) < 0 || rename(tmp, m->journal) < 0)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "cannot record the applied paths in %s: %s",
+                             m->journal, strerror(errno));
+    return 0;
+}
+
+static void journal_note(struct apply *a, int parent, const char *name, const char *rel)
+{
+    struct stat st;
+    if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        json_object_set_new(a->journal, rel, json_pack("{s:b}", "absent", 1));
+    else
+        json_object_set_new(
+            a->journal, rel,
+            json_pack("{s:I, s:I}", "ino", (json_int_t)st.st_ino, "ctime_ns",
+                      (json_int_t)st.st_ctim.tv_sec * 1000000000ll + st.st_ctim.tv_nsec));
+}
+
+/* ---- host paths ---- */
+
+static mode_t host_mode(mode_t m)
+{
+    return ws_carried_mode(m);
+}
+
+/* Gives a new entry (name in parent) to the mount's owner when running as root. */
+static int chown_entry(const struct apply *a, int parent, const char *name)
+{
+    if (geteuid() != 0 || a->m->owner_uid < 0)
+        return 0;
+    return fchownat(parent, name, (uid_t)a->m->owner_uid, (gid_t)a->m->owner_gid,
+                    AT_SYMLINK_NOFOLLOW);
+}
+
+/* chmod of the entry itself (never through a symlink) via an O_PATH descriptor of it. */
+static int chmod_entry(int parent, const char *name, mode_t mode)
+{
+    cleanup_close int fd = openat(parent, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0)
+        return -1;
+    if (S_ISLNK(st.st_mode))
+        return 0; /* a symlink's mode means nothing */
+    char proc[40];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    return chmod(proc, mode);
+}
+
+/* Opens the host directory holding rel (made, with the sandbox's modes, when create and
+ * missing); *name points into rel at the last component. -1 with errno (ENOENT: missing). */
+static int open_parent(struct apply *a, const char *rel, bool create, const char **name)
+{
+    const char *slash = strrchr(rel, '/');
+    *name = slash ? slash + 1 : rel;
+    int fd = fcntl(a->src, F_DUPFD_CLOEXEC, 3);
+    if (slash == NULL)
+        return fd;
+    cleanup_free char *dir = xstrndup(rel, (size_t)(slash - rel));
+    for (char *comp = dir, *next; comp && fd >= 0; comp = next) {
+        next = strchr(comp, '/');
+        if (next)
+            *next++ = '\0';
+        int sub = ws_open_beneath(fd, comp, 0, true);
+        if (sub < 0 && errno == ENOENT && create) {
+            /* the sandbox's mode for it, from the upper layer (the prefix of rel so far) */
+            struct stat us;
+            size_t upto = (size_t)(comp - dir) + strlen(comp);
+            cleanup_free char *uprel = xstrndup(rel, upto);
+            cleanup_close int ud = ws_open_beneath(a->upper, uprel, 0, true);
+            mode_t mode = ud >= 0 && fstat(ud, &us) == 0 ? host_mode(us.st_mode) : 0755;
+            if (mkdirat(fd, comp, 0700) == 0 || errno == EEXIST) {
+                chown_entry(a, fd, comp);
+                chmod_entry(fd, comp, mode);
+                sub = ws_open_beneath(fd, comp, 0, true);
+            }
+        }
+        int e = errno;
+        close(fd);
+        fd = sub;
+        errno = e;
+    }
+    return fd;
+}
+
+/* ---- one change ---- */
+
+static int record(struct apply *a, const struct ws_change *c, enum outcome o, const char *why)
+{
+    static const char *names[] = {"applied", "conflict", "skipped", "failed"};
+    a->counts[o]++;
+    if (o == APPLIED && a->counts[APPLIED] > APPLY_LISTED_MAX)
+        return 0;
+    cleanup_free char *sp = ws_sandbox_path(a->m, c->rel);
+    json_t *r = json_pack("{s:s, s:s, s:s}", "path", sp, "change", ws_kind_name(c->kind), "status",
+                          names[o]);
+    if (why)
+        json_object_set_new(r, "reason", json_string(why));
+    json_array_append_new(a->results, r);
+    return 0;
+}
+
+static int fail_errno(struct apply *a, const struct ws_change *c, const char *what)
+{
+    char why[256];
+    snprintf(why, sizeof why, "%s: %s", what, strerror(errno));
+    record(a, c, FAILED, why);
+    return -1; /* recorded */
+}
+
+/* Copies the upper file rel into a new temporary file in parent; its name goes to tmp. */
+static int write_temp(struct apply *a, const char *rel, int parent, mode_t mode, char *tmp,
+                      size_t tmp_size)
+{
+    cleanup_close int in =
+        ws_open_beneath(a->upper, rel, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, false);
+    struct stat st;
+    if (in < 0 || fstat(in, &st) < 0)
+        return -1;
+    if (!S_ISREG(st.st_mode)) {
+        errno = EINVAL;
+        return -1;
+    }
+    char rnd[17];
+    random_id(rnd, sizeof rnd, "", 8);
+    snprintf(tmp, tmp_size, ".mcpbox-apply-%s", rnd);
+    cleanup_close int out =
+        openat(parent, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (out < 0)
+        return -1;
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof buf)) > 0) {
+        for (ssize_t done = 0; done < n;) {
+            ssize_t w = write(out, buf + done, (size_t)(n - done));
+            if (w < 0)
+                goto fail;
+            done += w;
+        }
+    }
+    if (n < 0 || chown_entry(a, parent, tmp) < 0 || fchmod(out, host_mode(mode)) < 0 ||
+        fsync(out) < 0)
+        goto fail;
+    return 0;
+fail:;
+    int e = errno;
+    unlinkat(parent, tmp, 0);
+    errno = e;
+    return -1;
+}
+
+static int make_symlink_temp(struct apply *a, const char *rel, int parent, char *tmp,
+                             size_t tmp_size)
+{
+    const char *slash = strrchr(rel, '/');
+    cleanup_free char *dir = slash ? xstrndup(rel, (size_t)(slash - rel)) : xstrdup("");
+    cleanup_close int ud = ws_open_beneath(a->upper, dir, 0, true);
+    char target[4096];
+    ssize_t n = ud >= 0 ? readlinkat(ud, slash ? slash + 1 : rel, target, sizeof target - 1) : -1;
+    if (n < 0)
+        return -1;
+    target[n] = '\0';
+    char rnd[17];
+    random_id(rnd, sizeof rnd, "", 8);
+    snprintf(tmp, tmp_size, ".mcpbox-apply-%s", rnd);
+    if (symlinkat(target, parent, tmp) < 0)
+        return -1;
+    if (chown_entry(a, parent, tmp) < 0) {
+        int e = errno;
+        unlinkat(parent, tmp, 0);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+/* Puts the sandbox's file or symlink at name (replacing whatever the host has there). */
+static int put_entry(struct apply *a, const struct ws_change *c, int parent, const char *name,
+                     const struct stat *hs)
+{
+    char tmp[64];
+    int rc = S_ISLNK(c->new_mode) ? make_symlink_temp(a, c->rel, parent, tmp, sizeof tmp)
+                                  : write_temp(a, c->rel, parent, c->new_mode, tmp, sizeof tmp);
+    if (rc < 0)
+        return fail_errno(a, c, "cannot copy it from the sandbox");
+    /* A host directory it replaces was emptied by the deletions listed before it. */
+    if (hs && S_ISDIR(hs->st_mode) && unlinkat(parent, name, AT_REMOVEDIR) < 0) {
+        int e = errno;
+        unlinkat(parent, tmp, 0);
+        errno = e;
+        return fail_errno(a, c,
+                          "cannot replace the host directory (entries below it were "
+                          "not applied)");
+    }
+    if (renameat(parent, tmp, parent, name) < 0) {
+        int e = errno;
+        unlinkat(parent, tmp, 0);
+        errno = e;
+        return fail_errno(a, c, "cannot move it into place");
+    }
+    return 0;
+}
+
+static int put_dir(struct apply *a, const struct ws_change *c, int parent, const char *name,
+                   const struct stat *hs)
+{
+    if (hs && !S_ISDIR(hs->st_mode) && unlinkat(parent, name, 0) < 0)
+        return fail_errno(a, c, "cannot remove the host entry it replaces");
+    bool made = !hs || !S_ISDIR(hs->st_mode);
+    if (made && mkdirat(parent, name, 0700) < 0 && errno != EEXIST)
+        return fail_errno(a, c, "cannot make the directory");
+    if (made && chown_entry(a, parent, name) < 0)
+        return fail_errno(a, c, "cannot give it to the mount's owner");
+    if (chmod_entry(parent, name, host_mode(c->new_mode)) < 0)
+        return fail_errno(a, c, "cannot set its mode");
+    return 0;
+}
+
+static int remove_entry(struct apply *a, const struct ws_change *c, int parent, const char *name,
+                        const struct stat *hs)
+{
+    if (hs == NULL)
+        return 0; /* already gone */
+    if (unlinkat(parent, name, S_ISDIR(hs->st_mode) ? AT_REMOVEDIR : 0) < 0)
+        return fail_errno(a, c,
+                          errno == ENOTEMPTY ? "cannot remove the directory (the host "
+                                               "has entries below it the sandbox did not "
+                                               "delete, or some were not applied)"
+                                             : "cannot remove it");
+    return 0;
+}
+
+static int apply_one(struct apply *a, const struct ws_change *c)
+{
+    mode_t nm = c->new_mode;
+    if (nm && !S_ISREG(nm) && !S_ISDIR(nm) && !S_ISLNK(nm))
+        return record(a, c, SKIPPED,
+                      "special files (fifos, sockets, devices) are not created "
+                      "on the host");
+    const char *name;
+    cleanup_close int parent = open_parent(a, c->rel, c->kind != WS_DELETED, &name);
+    if (parent < 0 && errno == ENOENT && c->kind == WS_DELETED)
+        return record(a, c, APPLIED, "already absent on the host");
+    if (parent < 0)
+        return fail_errno(a, c,
+                          errno == ELOOP ? "its host directory is reached through a "
+                                           "symlink, which apply never follows"
+                                         : "cannot open its host directory");
+    struct stat hs;
+    bool exists = fstatat(parent, name, &hs, AT_SYMLINK_NOFOLLOW) == 0;
+    bool dir_only = (!exists || S_ISDIR(hs.st_mode)) && (!nm || S_ISDIR(nm));
+    if (!dir_only && !a->overwrite &&
+        ws_host_changed(a->journal, c->rel, exists ? &hs : NULL, a->o->since_ns))
+        return record(a, c, CONFLICT,
+                      "changed on the host since the sandbox saw it; review "
+                      "both, then apply with overwrite to replace it");
+    int rc;
+    if (c->kind == WS_DELETED)
+        rc = remove_entry(a, c, parent, name, exists ? &hs : NULL);
+    else if (S_ISDIR(nm))
+        rc = put_dir(a, c, parent, name, exists ? &hs : NULL);
+    else if (c->kind == WS_MODE && exists && S_ISREG(hs.st_mode))
+        rc = chmod_entry(parent, name, host_mode(nm)) < 0 ? fail_errno(a, c, "cannot set its mode")
+                                                          : 0;
+    else
+        rc = put_entry(a, c, parent, name, exists ? &hs : NULL);
+    if (rc < 0)
+        return -1; /* recorded as failed */
+    if (!dir_only)
+        journal_note(a, parent, name, c->rel);
+    const char *why = nm && (nm & 06000) ? "setuid/setgid bits dropped" : NULL;
+    return record(a, c, APPLIED, why);
+}
+
+json_t *ws_apply(const struct ws_mount *mounts, size_t n_mounts, const struct ws_options *o,
+                 json_t *paths, bool overwrite, struct mcp_error *err)
+{
+    struct ws_changes ch;
+    if (ws_scan(mounts, n_mounts, o, &ch, err) < 0)
+        return NULL;
+    struct apply a = {
+        .o = o, .overwrite = overwrite, .results = json_array(), .src = -1, .upper = -1};
+    int rc = 0;
+    for (size_t m = 0; m < n_mounts && rc == 0; m++) {
+        a.m = &mounts[m];
+        a.src = open(a.m->source, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        a.upper = open(a.m->upper, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        a.journal = ws_journal_load(a.m);
+        if (a.src < 0 || a.upper < 0)
+            rc = mcp_error_set(err, MCP_ERR_IO, errno, "cannot open %s: %s",
+                               a.src < 0 ? a.m->source : a.m->upper, strerror(errno));
+        for (size_t i = 0; rc == 0 && i < ch.n; i++)
+            if (ch.v[i].mount == m && ws_selected(paths, a.m, ch.v[i].rel))
+                apply_one(&a, &ch.v[i]);
+        if (rc == 0)
+            rc = ws_journal_save(a.m, a.journal, err);
+        json_decref(a.journal);
+        if (a.src >= 0)
+            close(a.src);
+        if (a.upper >= 0)
+            close(a.upper);
+    }
+    ws_changes_free(&ch);
+    if (rc < 0) {
+        json_decref(a.results);
+        return NULL;
+    }
+    return json_pack("{s:o, s:I, s:I, s:I, s:I}", "results", a.results, "applied",
+                     a.counts[APPLIED], "conflicts", a.counts[CONFLICT], "skipped",
+                     a.counts[SKIPPED], "failed", a.counts[FAILED]);
+}

@@ -1,0 +1,113 @@
+/* Review and apply of copy-on-write mounts (issue 13; the workflow is in docs/tools-design.md).
+ *
+ * A copy-on-write mount is an overlay whose lower layer is the host directory and whose upper
+ * layer holds what the sandbox changed. Overlay keeps no copy of a lower file as it was, so the
+ * changes are read off the upper layer against the host as it is now:
+ *  - a regular file, symlink or special file in upper: added (nothing in lower), modified
+ *    (contents, symlink target or type differ), mode (only the permission bits differ), or
+ *    nothing (copied up but equal, e.g. touched, or already applied);
+ *  - a whiteout (a 0/0 character device): the lower entry is deleted (a directory: each entry
+ *    below it, deepest first, then the directory);
+ *  - an opaque directory (<prefix>opaque = "y"): lower entries it does not hold are deleted.
+ * Paths are relative to the mount; the sandbox sees them below the mount's target.
+ *
+ * Conflicts ("changed on the host since the sandbox saw it"): the host entry's ctime is at or
+ * after since_ns (less WS_CLOCK_SLACK_NS), unless the mount's journal recorded it after an
+ * apply, in which case any difference from the recorded inode and ctime is a conflict.
+ *
+ * The engine reads the upper layer and the host with the caller's credentials (the helper,
+ * workspace_helper.c, joins the sandbox's user namespace first where the upper layer is owned
+ * by subordinate ids) and never follows a symlink on either side: every path is walked from
+ * the mount's directories with openat2(RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH). */
+#ifndef MCPBOX_WORKSPACE_REVIEW_H
+#define MCPBOX_WORKSPACE_REVIEW_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "mcp/base/error.h"
+
+#define WS_CLOCK_SLACK_NS 20000000ll  /* file times come from a coarse clock (a tick) */
+#define WS_TEXT_MAX (8u << 20)        /* larger files are compared, not diffed */
+#define WS_CHANGES_MAX 20000          /* entries one review lists */
+#define WS_DIFF_DEFAULT (16u * 1024u) /* diff bytes one review returns by default */
+#define WS_DIFF_MAX (1u << 20)
+#define WS_JOURNAL_NAME "applied.json"
+
+struct ws_mount {
+    const char *source;  /* host directory: the overlay's lower layer */
+    const char *target;  /* where the sandbox sees it ("/workspace/proj") */
+    const char *upper;   /* the overlay's upper directory */
+    const char *journal; /* host state of the paths applied so far (NULL: none kept) */
+    /* Whose files these are: what apply writes is chown'ed to them when it runs as root (-1,
+     * or not root: the writer's own ids). */
+    int64_t owner_uid, owner_gid;
+};
+
+struct ws_options {
+    int64_t since_ns;         /* wall time from which the sandbox saw the host tree */
+    const char *xattr_prefix; /* "user.overlay." (mounted with userxattr) or "trusted.overlay." */
+};
+
+enum ws_kind { WS_ADDED, WS_MODIFIED, WS_DELETED, WS_MODE };
+
+struct ws_change {
+    char *rel;    /* path below the mount, never empty */
+    size_t mount; /* index into the mounts */
+    enum ws_kind kind;
+    mode_t old_mode; /* st_mode in the host (0: absent) */
+    mode_t new_mode; /* st_mode in the sandbox (0: deleted) */
+    uint64_t old_size, new_size;
+    bool binary;   /* a regular file that is not UTF-8 text (or too large to diff) */
+    bool conflict; /* the host entry changed since the sandbox saw it */
+};
+
+struct ws_changes {
+    struct ws_change *v;
+    size_t n, cap;
+    bool truncated; /* more than WS_CHANGES_MAX */
+};
+
+/* Lists the changes of every mount, in path order (deletions below a directory before it). */
+int ws_scan(const struct ws_mount *mounts, size_t n_mounts, const struct ws_options *o,
+            struct ws_changes *out, struct mcp_error *err);
+void ws_changes_free(struct ws_changes *c);
+
+/* The review: {changes:[{path, host_path, change, type, old_type?, mode, old_mode, size,
+ * old_size, binary?, conflict?, applicable?, diff_offset}], diff, diff_bytes, offset,
+ * next_offset|null, truncated}. paths (NULL: all) keeps the changes at or below those sandbox
+ * paths; the diff text starts at offset and holds at most max_bytes (cut at a line). */
+json_t *ws_review(const struct ws_mount *mounts, size_t n_mounts, const struct ws_options *o,
+                  json_t *paths, uint64_t offset, uint64_t max_bytes, struct mcp_error *err);
+
+/* Writes the selected changes (paths NULL: all) to the host: {results:[{path, change, status:
+ * "applied"|"conflict"|"skipped"|"failed", reason?}], applied, conflicts, skipped, failed}. */
+json_t *ws_apply(const struct ws_mount *mounts, size_t n_mounts, const struct ws_options *o,
+                 json_t *paths, bool overwrite, struct mcp_error *err);
+
+/* ---- shared by the files of the engine ---- */
+char *ws_sandbox_path(const struct ws_mount *m, const char *rel); /* target/rel */
+char *ws_host_path(const struct ws_mount *m, const char *rel);    /* source/rel */
+/* True if paths (NULL or empty: everything) names rel's sandbox or host path or a directory
+ * above it. */
+bool ws_selected(json_t *paths, const struct ws_mount *m, const char *rel);
+/* openat2 below dirfd without symlinks or "..": O_PATH|O_DIRECTORY when dir, else flags. */
+int ws_open_beneath(int dirfd, const char *rel, int flags, bool dir);
+/* Reads a whole regular file (at most max bytes; -1 with errno EFBIG beyond). */
+int ws_read_all(int dirfd, const char *name, size_t max, char **data, size_t *len);
+const char *ws_type_name(mode_t m);
+/* The permission bits apply carries to the host: no set-id bits (a sandbox must not hand the
+ * host a set-id program), the sticky bit on directories only. Modes are compared on these. */
+mode_t ws_carried_mode(mode_t m);
+const char *ws_kind_name(enum ws_kind k);
+/* The mount's journal: {rel: {ino, ctime_ns} | {absent: true}} (an empty object if none). */
+json_t *ws_journal_load(const struct ws_mount *m);
+int ws_journal_save(const struct ws_mount *m, json_t *journal, struct mcp_error *err);
+/* True if the host entry at rel (stat st, or absent when st is NULL) differs from what the
+ * sandbox saw (see the file comment). */
+bool ws_host_changed(json_t *journal, const char *rel, const struct stat *st, int64_t since_ns);
+
+#endif

@@ -1,0 +1,77 @@
+/* Every backend of this executable, in create_sandbox's order of preference, each made from its
+ * own options (the server configuration stops here). */
+#define LOG_MODULE "server"
+#include "cli/backends.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "backend/local/local.h"
+#include "backend/opensandbox/opensandbox.h"
+#include "mcp/base/cleanup.h"
+#include "mcp/base/log.h"
+#include "mcp/config.h"
+
+static struct backend *start_local(uv_loop_t *loop, struct store *store,
+                                   const struct mcp_config *cfg, struct mcp_error *err)
+{
+    /* Host directories: --allow-dir / MCPBOX_ALLOW_DIRS, else for a stdio server the directory
+     * it was started in (where Claude Code and Cursor start it: the project), else none
+     * (docs/configuration.md, "Host directories"). */
+    char cwd[4096];
+    const char *allow = cfg->allow_dirs;
+    if (allow == NULL && cfg->http_listen == NULL && getcwd(cwd, sizeof cwd) != NULL)
+        allow = cwd;
+    struct local_options opts = {.pool = cfg->local_pool, .allow_dirs = allow};
+    return cfg->local_enabled ? local_backend_new(loop, store, &opts, err) : NULL;
+}
+
+static struct backend *start_opensandbox(uv_loop_t *loop, struct store *store,
+                                         const struct mcp_config *cfg, struct mcp_error *err)
+{
+    struct opensandbox_options opts = {
+        .domain = cfg->opensandbox_domain, .api_key = cfg->opensandbox_api_key,
+        .protocol = cfg->opensandbox_protocol,
+        .request_timeout_s = cfg->opensandbox_request_timeout_s,
+        .use_server_proxy = cfg->opensandbox_use_server_proxy,
+    };
+    return cfg->opensandbox_domain ? opensandbox_backend_new(loop, store, &opts, err) : NULL;
+}
+
+static const struct {
+    const struct backend_ops *ops;
+    struct backend *(*start)(uv_loop_t *loop, struct store *store, const struct mcp_config *cfg,
+                             struct mcp_error *err);
+} backends[] = {
+    {&local_ops, start_local},
+    {&opensandbox_ops, start_opensandbox},
+};
+
+void backends_start(struct backend_set *set, uv_loop_t *loop, struct store *store,
+                    const struct mcp_config *cfg)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(backends); i++) {
+        struct mcp_error err = {0};
+        struct backend *be = backends[i].start(loop, store, cfg, &err);
+        if (be == NULL && err.msg[0] != '\0')
+            log_warn("%s backend unavailable: %s", backends[i].ops->name, err.msg);
+        if (backend_set_add(set, backends[i].ops, be, &err) < 0) {
+            log_error("%s", err.msg);
+            if (be != NULL)
+                be->ops->free(be);
+        }
+    }
+}
+
+const char *backends_names(void)
+{
+    static char names[128];
+    size_t len = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(backends) && len < sizeof names; i++) {
+        int n = snprintf(names + len, sizeof names - len, "%s%s", i ? "," : "",
+                         backends[i].ops->name);
+        len += n > 0 ? (size_t)n : 0;
+    }
+    return names;
+}

@@ -1,0 +1,26 @@
+/* Subcommands of the mcpbox executable. Each is `int cli_<name>_main(int argc, char **argv)`
+ * (argv[0] is the subcommand name) returning the process exit status, and has one line in the
+ * table in cli/main.c. */
+#ifndef MCPBOX_CLI_H
+#define MCPBOX_CLI_H
+
+struct mcp_server;
+struct mcp_error;
+
+/* mcpbox serve: the MCP server over stdio or HTTP (cli/main.c). */
+int cli_serve_main(int argc, char **argv);
+/* mcpbox sandbox create|ls|get|exec|cp|logs|rm|pause|resume (cli/cli_sandbox.c). */
+int cli_sandbox_main(int argc, char **argv);
+/* mcpbox image pull|ls|rm|prune: the local backend's OCI image store (cli/cli_image.c). */
+int cli_image_main(int argc, char **argv);
+/* mcpbox doctor: the host checks (cli/cli_doctor.c). */
+int cli_doctor_main(int argc, char **argv);
+/* mcpbox setup --user NAME [--undo]: the one-time root step for a rootless user (cli/cli_setup.c). */
+int cli_setup_main(int argc, char **argv);
+/* mcpbox skill install|uninstall|show|path (cli/cli_skill.c). */
+int cli_skill_main(int argc, char **argv);
+
+/* Registers the sandbox tools (mcp/tools/) into the server (cli/server_tools.c). */
+int server_add_sandbox_tools(struct mcp_server *srv, struct mcp_error *err);
+
+#endif

@@ -1,0 +1,197 @@
+/* `mcpbox sandbox create|ls|get|exec|cp|logs|rm|pause|resume|diff|apply`: the local backend from the shell.
+ *
+ * Each invocation runs its own libuv loop, opens the shared state store and the local backend
+ * (the same ones a running MCP server uses, so both see the same sandboxes), performs one
+ * operation through the backend vtable and exits. The subcommands are in cli_sandbox_cmds.c and cli_sandbox_exec.c. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/local/local.h"
+#include "cli/cli.h"
+#include "cli/cli_sandbox.h"
+#include "cli/cli_util.h"
+#include "mcp/base/cleanup.h"
+#include "mcp/base/log.h"
+#include "mcp/base/xalloc.h"
+#include "mcp/store/store.h"
+
+struct cli_sandbox_cmd {
+    const char *name;
+    int (*fn)(struct cli_sandbox *c, int argc, char **argv);
+    const char *summary;
+};
+
+static const struct cli_sandbox_cmd cli_sandbox_cmds[] = {
+    {"create", cli_sandbox_create, "create a sandbox and print its id"},
+    {"ls", cli_sandbox_ls, "list your sandboxes"},
+    {"get", cli_sandbox_get, "show one sandbox"},
+    {"exec", cli_sandbox_exec, "run a command in a sandbox (exit status = the command's)"},
+    {"cp", cli_sandbox_cp, "copy files or directories in or out: cp SRC ID:PATH, cp ID:PATH DEST"},
+    {"logs", cli_sandbox_logs, "events and commands; logs ID CMD [-f]: one command's output"},
+    {"rm", cli_sandbox_rm, "destroy sandboxes"},
+    {"pause", cli_sandbox_pause, "freeze a sandbox"},
+    {"resume", cli_sandbox_pause, "thaw a paused sandbox"},
+    {"diff", cli_sandbox_diff, "what it changed in its copy-on-write mounts (unified diff)"},
+    {"apply", cli_sandbox_apply, "write copy-on-write changes to the host: apply ID [PATH...]"},
+};
+
+static void cli_sandbox_usage(FILE *out)
+{
+    fputs("Usage: mcpbox sandbox [--state-dir DIR] [-o table|json] COMMAND [ARGS]\n\n"
+          "Local sandboxes from the shell (the same ones the MCP server manages).\n\n"
+          "Commands:\n",
+          out);
+    for (size_t i = 0; i < ARRAY_SIZE(cli_sandbox_cmds); i++)
+        fprintf(out, "  %-8s %s\n", cli_sandbox_cmds[i].name, cli_sandbox_cmds[i].summary);
+    fputs("\nRun `mcpbox sandbox COMMAND --help` for a command's options.\n"
+          "Exit status: 0 ok, 1 failed, 2 usage, 3 not found, 4 local sandboxes unavailable on\n"
+          "this host (run `mcpbox doctor`); exec exits with the command's status.\n",
+          out);
+}
+
+static int cli_sandbox_open(struct cli_sandbox *c, const char *state_flag)
+{
+    struct mcp_error err = {0};
+    c->state_dir = cli_state_dir(state_flag);
+    snprintf(c->owner, sizeof(c->owner), "local:uid:%u", (unsigned)getuid());
+    if (uv_loop_init(&c->loop) != 0) {
+        fprintf(stderr, "mcpbox sandbox: cannot initialise the event loop\n");
+        return CLI_EXIT_FAIL;
+    }
+    c->store = store_open(c->state_dir, &err);
+    if (c->store == NULL)
+        return cli_sandbox_fail("open", &err);
+    /* No pool (one operation); host directories: the ones --mount names (local_backend_allow). */
+    c->be = local_backend_new(&c->loop, c->store, NULL, &err);
+    if (c->be == NULL) {
+        mcp_error_prefix(&err, "starting the local backend (see `mcpbox doctor`)");
+        return cli_sandbox_fail("open", &err);
+    }
+    return CLI_EXIT_OK;
+}
+
+static void cli_sandbox_close_walk(uv_handle_t *h, void *arg)
+{
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void cli_sandbox_close(struct cli_sandbox *c)
+{
+    if (c->be != NULL)
+        local_backend_free(c->be);
+    /* Let close callbacks run; close anything left so the loop can be closed. */
+    uv_run(&c->loop, UV_RUN_NOWAIT);
+    uv_walk(&c->loop, cli_sandbox_close_walk, NULL);
+    uv_run(&c->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&c->loop);
+    store_close(c->store);
+    json_decref(c->result);
+    free(c->state_dir);
+}
+
+static const struct cli_sandbox_cmd *cli_sandbox_find(const char *name)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(cli_sandbox_cmds); i++)
+        if (strcmp(cli_sandbox_cmds[i].name, name) == 0)
+            return &cli_sandbox_cmds[i];
+    return NULL;
+}
+
+/* Global options before the command; returns the index of the command or -1 (exit code in *rc). */
+static int cli_sandbox_globals(int argc, char **argv, const char **state_flag, bool *json, int *rc)
+{
+    static const struct option longopts[] = {
+        {"state-dir", required_argument, NULL, 's'}, {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
+    };
+    int opt;
+    optind = 0; /* glibc: 0 re-initialises getopt fully */
+    while ((opt = getopt_long(argc, argv, "+o:h", longopts, NULL)) != -1) {
+        if (opt == 's')
+            *state_flag = optarg;
+        else if (opt == 'o' && cli_parse_output(optarg, json) == 0)
+            continue;
+        else {
+            cli_sandbox_usage(opt == 'h' ? stdout : stderr);
+            *rc = opt == 'h' ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+            return -1;
+        }
+    }
+    if (optind >= argc) {
+        cli_sandbox_usage(stderr);
+        *rc = CLI_EXIT_USAGE;
+        return -1;
+    }
+    return optind;
+}
+
+int cli_sandbox_main(int argc, char **argv)
+{
+    const char *state_flag = NULL;
+    bool json = false;
+    int rc = CLI_EXIT_OK;
+    int at = cli_sandbox_globals(argc, argv, &state_flag, &json, &rc);
+    if (at < 0)
+        return rc;
+    const struct cli_sandbox_cmd *cmd = cli_sandbox_find(argv[at]);
+    if (cmd == NULL) {
+        fprintf(stderr, "mcpbox sandbox: unknown command '%s'\n\n", argv[at]);
+        cli_sandbox_usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    struct cli_sandbox *c = xcalloc(1, sizeof(*c));
+    c->json = json;
+    rc = cli_sandbox_open(c, state_flag);
+    if (rc == CLI_EXIT_OK) {
+        optind = 0; /* a fresh getopt for the subcommand */
+        rc = cmd->fn(c, argc - at, argv + at);
+    }
+    cli_sandbox_close(c);
+    free(c);
+    return rc;
+}
+
+/* ---- one pending operation ------------------------------------------------------------------ */
+
+void cli_sandbox_op_reset(struct cli_sandbox *c)
+{
+    json_decref(c->result);
+    c->result = NULL;
+    c->done = false;
+    memset(&c->err, 0, sizeof(c->err));
+}
+
+void cli_sandbox_op_cb(void *arg, json_t *result, const struct mcp_error *err)
+{
+    struct cli_sandbox *c = arg;
+    c->done = true;
+    if (err != NULL)
+        mcp_error_copy(&c->err, err);
+    else
+        c->result = json_incref(result);
+}
+
+int cli_sandbox_wait(struct cli_sandbox *c)
+{
+    while (!c->done) {
+        /* The backend keeps timers alive, so run until our callback rather than until idle. */
+        if (uv_run(&c->loop, UV_RUN_ONCE) == 0 && !c->done) {
+            mcp_error_set(&c->err, MCP_ERR_INTERNAL, 0,
+                          "the backend went idle without completing the operation");
+            return -1;
+        }
+    }
+    return c->result != NULL ? 0 : -1;
+}
+
+int cli_sandbox_fail(const char *cmd, const struct mcp_error *err)
+{
+    char msg[sizeof err->msg + 256];
+    cli_humane_message(err->msg, msg, sizeof msg);
+    fprintf(stderr, "mcpbox sandbox %s: %s\n", cmd, msg);
+    return cli_exit_for_error(err->code);
+}

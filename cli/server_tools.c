@@ -1,0 +1,26 @@
+/* Registers the sandbox tools (mcp/tools/) into the server's registry: the executable puts them
+ * together, so that the protocol core does not depend on the tools that use it. */
+#define LOG_MODULE "server"
+#include "cli/cli.h"
+#include "mcp/base/error.h"
+#include "mcp/base/log.h"
+#include "mcp/config.h"
+#include "mcp/registry.h"
+#include "mcp/server.h"
+#include "mcp/tools/tools.h"
+
+int server_add_sandbox_tools(struct mcp_server *srv, struct mcp_error *err)
+{
+    struct registry *reg = server_registry(srv);
+
+    if (registry_load_tools(reg, "tools", sandbox_tools, sandbox_tools_count, err) < 0)
+        return -1;
+    /* A tool only one backend can do costs every conversation its bytes in tools/list: list it
+     * only where that backend is enabled (a call still answers with what to use instead). */
+    for (size_t i = 0; !server_config(srv)->opensandbox_domain &&
+                       sandbox_tools_opensandbox_only[i]; i++)
+        registry_unlist_tool(reg, sandbox_tools_opensandbox_only[i]);
+    sandbox_tools_register(reg, server_context(srv));
+    log_info("%zu sandbox tools registered", sandbox_tools_count);
+    return 0;
+}

@@ -1,0 +1,69 @@
+/* review_changes and apply_changes: the review-and-apply half of host workspaces (issue 13).
+ * A copy-on-write mount leaves the host untouched; these show what the sandbox changed there
+ * (a list and a unified diff, paged like command output) and write all or some of it back. */
+#define LOG_MODULE "tools"
+#include "mcp/tools/tools-internal.h"
+
+#include <string.h>
+
+static void review_done_cb(void *arg, json_t *result, const struct mcp_error *err)
+{
+    struct tool_job *job = arg;
+    if (err == NULL && result != NULL)
+        tool_job_set_detail(job, "changes=%zu diff_bytes=%lld",
+                            json_array_size(json_object_get(result, "changes")),
+                            (long long)json_integer_value(json_object_get(result, "diff_bytes")));
+    tool_job_done_cb(job, result, err);
+}
+
+static void apply_done_cb(void *arg, json_t *result, const struct mcp_error *err)
+{
+    struct tool_job *job = arg;
+    if (err == NULL && result != NULL)
+        tool_job_set_detail(job, "applied=%lld conflicts=%lld failed=%lld",
+                            (long long)json_integer_value(json_object_get(result, "applied")),
+                            (long long)json_integer_value(json_object_get(result, "conflicts")),
+                            (long long)json_integer_value(json_object_get(result, "failed")));
+    tool_job_done_cb(job, result, err);
+}
+
+static void workspace_call(struct tool_call *call, json_t *args, const char *action,
+                           backend_cb *done)
+{
+    struct tool_job *job = tool_job_new(call, args);
+    struct mcp_error err;
+    /* Any state: the upper layer outlives a paused or stopped sandbox until it is destroyed. */
+    if (tool_job_bind(job, tools_arg_str(args, "sandbox_id", ""), TOOL_NEED_ANY, &err) < 0) {
+        tool_job_fail(job, &err);
+        return;
+    }
+    json_t *bargs = json_object();
+    json_t *paths = json_object_get(args, "paths");
+    if (json_is_array(paths))
+        json_object_set(bargs, "paths", paths);
+    if (strcmp(action, "review") == 0) {
+        json_object_set_new(bargs, "offset",
+                            json_integer(tools_arg_int(args, "offset", 0, 0, INT64_MAX)));
+        json_object_set_new(bargs, "max_bytes",
+                            json_integer(tools_arg_int(args, "max_bytes", TOOLS_DEFAULT_OUTPUT_CAP,
+                                                       TOOLS_MIN_OUTPUT_CAP,
+                                                       TOOLS_MAX_OUTPUT_CAP)));
+    } else {
+        json_object_set_new(bargs, "overwrite",
+                            json_boolean(tools_arg_bool(args, "overwrite", false)));
+    }
+    int rc = job->be->ops->workspace(job->be, job->sandbox_id, action, bargs, done, job, &err);
+    json_decref(bargs);
+    if (rc < 0)
+        tool_job_fail(job, &err);
+}
+
+void tool_review_changes(struct tool_call *call, json_t *args)
+{
+    workspace_call(call, args, "review", review_done_cb);
+}
+
+void tool_apply_changes(struct tool_call *call, json_t *args)
+{
+    workspace_call(call, args, "apply", apply_done_cb);
+}

@@ -1,0 +1,29 @@
+#!/bin/sh
+# The layering docs/architecture.md describes, checked on the sources and on a linked test:
+#  - mcp/ (protocol, tools, transports, OpenSandbox API) includes no concrete backend's header:
+#    only the backend layer's own (backend/*.h); backends are named in cli/ alone;
+#  - backend/ includes nothing of cli/ and, of mcp/, only the leaf libraries (mcp/base, mcp/store);
+#  - a protocol unit test (test_session, linked with mcpbox_core) has neither backend in it.
+#   layering.sh SOURCE_DIR PROTOCOL_TEST_BINARY
+set -u
+src=$1 bin=$2
+bad=0
+includes() { # folder -> "file: included path" for every #include "..." under it
+    (cd "$src" && grep -rHo '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]*"' "$1" \
+        --include='*.c' --include='*.h' | sed 's/:.*"\(.*\)"$/: \1/')
+}
+check() { # what, lines
+    if [ -n "$2" ]; then
+        echo "FAIL: $1:"; echo "$2" | sed 's/^/  /'; bad=1
+    fi
+}
+check "mcp/ includes a concrete backend's header (name backends in cli/backends.c only)" \
+    "$(includes mcp | grep ': backend/[^/]*/')"
+check "backend/ includes cli/ or mcp/ beyond mcp/base and mcp/store" \
+    "$(includes backend | grep -E ': (cli/|mcp/)' | grep -vE ': mcp/(base|store)/')"
+check "mcp/ includes cli/" "$(includes mcp | grep ': cli/')"
+syms=$(nm "$bin" 2>/dev/null | grep -E ' T (local_backend_new|opensandbox_backend_new)$')
+[ -n "$(nm "$bin" 2>/dev/null | head -1)" ] || { echo "FAIL: cannot read symbols of $bin"; exit 1; }
+check "$(basename "$bin") (protocol core only) links a backend" "$syms"
+[ $bad = 0 ] && echo "ok: mcp/ names no backend, backend/ stays below mcp/, the core links none"
+exit $bad
