@@ -81,6 +81,16 @@ int backend_def_workspace(struct backend *be, const char *sandbox_id, const char
                          be->ops->name);
 }
 
+int backend_def_set_network_policy(struct backend *be, const char *sandbox_id,
+                                   const struct egress_policy *policy, backend_cb *cb, void *arg,
+                                   struct mcp_error *err)
+{
+    return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
+                         "the %s backend has no egress policies; create a sandbox with network "
+                         "true or false instead",
+                         be->ops->name);
+}
+
 int backend_def_metrics(struct backend *be, const char *sandbox_id, backend_cb *cb, void *arg,
                         struct mcp_error *err)
 {
@@ -159,7 +169,7 @@ static bool ops_complete(const struct backend_ops *o)
            o->destroy && o->list && o->get && o->renew && o->pause && o->resume && o->exec &&
            o->exec_detach && o->command_get && o->command_kill && o->file_read && o->file_write &&
            o->file_op && o->endpoint && o->diagnose && o->snapshot && o->metrics &&
-           o->code_context && o->code_run && o->host_check;
+           o->code_context && o->code_run && o->host_check && o->set_network_policy;
 }
 
 static bool has_prefix(const char *s, const char *prefix)

@@ -71,14 +71,14 @@ struct sandbox_spec {
     uint64_t disk_bytes;      /* writable space (workspace + tmp) */
     uint32_t pids;
     bool network;             /* false: loopback only; true: egress (public internet only) */
+    /* Host directories to mount: [{source, target, mode: "ro"|"rw"|"copy-on-write"}], or NULL.
+     * Only the local backend mounts; the others refuse a non-empty list. */
+    json_t *mounts;
     /* Egress by policy (egress_policy.h), borrowed; NULL: none, network decides. The tool layer
      * sets network false whenever it sets a policy, so code that knows only network fails
      * closed (loopback only); a backend that takes the policy copies what it keeps
      * (egress_policy_ref, or its JSON). */
     const struct egress_policy *network_policy;
-    /* Host directories to mount: [{source, target, mode: "ro"|"rw"|"copy-on-write"}], or NULL.
-     * Only the local backend mounts; the others refuse a non-empty list. */
-    json_t *mounts;
     int64_t timeout_seconds;  /* absolute TTL from now; 0 = default; < 0 = none */
     int64_t idle_timeout_seconds; /* 0 = default; < 0 = none */
     /* Restore from this snapshot instead of image (only backends with ops->snapshot; the tool
@@ -184,10 +184,12 @@ typedef int backend_file_op_fn(struct backend *be, const char *sandbox_id, const
  * workspace(action, args): review and apply of the sandbox's copy-on-write mounts (issue 13).
  *   "review" {paths?, offset?, max_bytes?} -> {changes:[{path, host_path, change:"added"|
  *            "modified"|"deleted"|"mode", type, old_type?, mode|null, old_mode|null, size,
- *            old_size, binary?, conflict?, applicable?, diff_offset}], diff (unified, from
- *            offset, at most max_bytes), diff_bytes, offset, next_offset|null, truncated, note?}
+ *            old_size, binary?, conflict?, applicable?, diff_offset}] (at most 500), changes_total,
+ *            changes_note?, diff (unified, from offset, at most max_bytes), diff_bytes, offset,
+ *            next_offset|null, truncated, note?}
  *   "apply"  {paths?, overwrite?} -> {results:[{path, change, status:"applied"|"conflict"|
- *            "skipped"|"failed", reason?}], applied, conflicts, skipped, failed}
+ *            "skipped"|"failed", reason?}] (at most 500), applied, conflicts, skipped, failed,
+ *            results_note?}
  * paths are sandbox (or host) paths; a directory selects everything below it. */
 struct code_request {
     const char *language;   /* "python" (default), "javascript", "bash", ... */
@@ -267,13 +269,6 @@ struct backend_ops {
                         json_t *args, backend_cb *cb, void *arg, struct mcp_error *err);
     int (*code_run)(struct backend *be, const char *sandbox_id, const struct code_request *req,
                     const struct exec_observer *obs, struct mcp_error *err);
-    /* Replaces the egress policy of a live sandbox made with one (create's network_policy);
-     * new connections follow it at once, open ones are left alone. Result: sandbox info.
-     * MCP_ERR_CONFLICT for a sandbox made without a policy (network true/false), which has no
-     * policy path to change; MCP_ERR_UNSUPPORTED for what the backend cannot express. */
-    int (*set_network_policy)(struct backend *be, const char *sandbox_id,
-                              const struct egress_policy *policy, backend_cb *cb, void *arg,
-                              struct mcp_error *err);
     /* Can this host run the backend, and if not, what exactly to do: {ok, checks:[{name, ok,
      * required, detail, fix|null}], note?}, or NULL when the backend has no host checks. Blocks
      * (forks probes): call it off the loop thread. Needs no instance, so it also explains a
@@ -281,6 +276,13 @@ struct backend_ops {
     json_t *(*host_check)(const char *state_dir);
     int (*workspace)(struct backend *be, const char *sandbox_id, const char *action,
                      json_t *args, backend_cb *cb, void *arg, struct mcp_error *err);
+    /* Replaces the egress policy of a live sandbox made with one (create's network_policy);
+     * new connections follow it at once, open ones are left alone. Result: sandbox info.
+     * MCP_ERR_CONFLICT for a sandbox made without a policy (network true/false), which has no
+     * policy path to change; MCP_ERR_UNSUPPORTED for what the backend cannot express. */
+    int (*set_network_policy)(struct backend *be, const char *sandbox_id,
+                              const struct egress_policy *policy, backend_cb *cb, void *arg,
+                              struct mcp_error *err);
 };
 
 /* Default slots for the optional operations: each fails with MCP_ERR_UNSUPPORTED, "the <name>
@@ -297,6 +299,9 @@ int backend_def_code_run(struct backend *be, const char *sandbox_id,
 json_t *backend_def_host_check(const char *state_dir);
 int backend_def_workspace(struct backend *be, const char *sandbox_id, const char *action,
                           json_t *args, backend_cb *cb, void *arg, struct mcp_error *err);
+int backend_def_set_network_policy(struct backend *be, const char *sandbox_id,
+                                   const struct egress_policy *policy, backend_cb *cb, void *arg,
+                                   struct mcp_error *err);
 /* True when ops keep snapshots (a restore needs one): its snapshot slot is not the default. */
 bool backend_has_snapshots(const struct backend_ops *ops);
 

@@ -295,7 +295,7 @@ struct egress_decision egress_policy_decide(const struct egress_policy *p, const
                                             uint16_t port)
 {
     if (p == NULL)
-        return (struct egress_decision){.allow = true, .rule = -1};
+        return (struct egress_decision){.allow = false, .rule = -1};
     char norm[EGRESS_NAME_MAX + 1];
     if (egress_name_normalize(name, norm)) {
         for (size_t i = 0; i < p->n_rules; i++)
@@ -308,7 +308,7 @@ struct egress_decision egress_policy_decide(const struct egress_policy *p, const
 bool egress_policy_may_resolve(const struct egress_policy *p, const char *name)
 {
     if (p == NULL)
-        return true;
+        return false;
     char norm[EGRESS_NAME_MAX + 1];
     if (!egress_name_normalize(name, norm))
         return p->default_allow;

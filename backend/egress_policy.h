@@ -85,11 +85,12 @@ void egress_policy_unref(struct egress_policy *p); /* NULL-safe */
 
 /* Decides a connection to name:port. name is what the destination was called (TLS SNI, HTTP
  * Host without its port, or the DNS query name); NULL, "", or an IP literal match no rule.
- * port 0 (unknown) matches only rules without ports. p NULL: allow (no policy = no filter). */
+ * port 0 (unknown) matches only rules without ports. p NULL refuses (fail closed: a sandbox
+ * whose policy could not be found gets no egress), with rule -1. */
 struct egress_decision egress_policy_decide(const struct egress_policy *p, const char *name,
                                             uint16_t port);
 /* Whether some port of name could be allowed: what a DNS answer from the policy needs (a name no
- * rule or default allows on any port does not resolve). p NULL: true. */
+ * rule or default allows on any port does not resolve). p NULL: false. */
 bool egress_policy_may_resolve(const struct egress_policy *p, const char *name);
 
 /* What decided, for people: "egress[2] (deny *.example.com ports 80,443)" or "default deny".

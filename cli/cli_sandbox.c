@@ -36,6 +36,7 @@ static const struct cli_sandbox_cmd cli_sandbox_cmds[] = {
     {"resume", cli_sandbox_pause, "thaw a paused sandbox"},
     {"diff", cli_sandbox_diff, "what it changed in its copy-on-write mounts (unified diff)"},
     {"apply", cli_sandbox_apply, "write copy-on-write changes to the host: apply ID [PATH...]"},
+    {"network-policy", cli_sandbox_network_policy, "show or replace a sandbox's network policy"},
 };
 
 static void cli_sandbox_usage(FILE *out)
@@ -45,7 +46,7 @@ static void cli_sandbox_usage(FILE *out)
           "Commands:\n",
           out);
     for (size_t i = 0; i < ARRAY_SIZE(cli_sandbox_cmds); i++)
-        fprintf(out, "  %-8s %s\n", cli_sandbox_cmds[i].name, cli_sandbox_cmds[i].summary);
+        fprintf(out, "  %-14s %s\n", cli_sandbox_cmds[i].name, cli_sandbox_cmds[i].summary);
     fputs("\nRun `mcpbox sandbox COMMAND --help` for a command's options.\n"
           "Exit status: 0 ok, 1 failed, 2 usage, 3 not found, 4 local sandboxes unavailable on\n"
           "this host (run `mcpbox doctor`); exec exits with the command's status.\n",

@@ -112,8 +112,38 @@ static void cli_print_info(struct cli_sandbox *c, const json_t *sb)
 struct cli_create_opts {
     struct sandbox_spec spec;
     json_t *env, *metadata, *mounts;
+    struct egress_policy *policy; /* --network-policy */
     bool quiet;
 };
+
+/* A network policy given on the command line: inline JSON (it starts with '{') or a file's
+ * name ("-": standard input). NULL after printing why it cannot be used. */
+static struct egress_policy *cli_policy_arg(const char *cmd, const char *arg)
+{
+    json_error_t jerr;
+    const char *p = arg;
+    while (*p == ' ' || *p == '\t' || *p == '\n')
+        p++;
+    json_t *j = *p == '{'                ? json_loads(arg, 0, &jerr)
+                : strcmp(arg, "-") == 0 ? json_loadf(stdin, 0, &jerr)
+                                         : json_load_file(arg, 0, &jerr);
+    if (j == NULL) {
+        char where[32] = "";
+        if (jerr.line > 0)
+            snprintf(where, sizeof(where), " (line %d)", jerr.line);
+        fprintf(stderr, "mcpbox sandbox %s: --network-policy %s: %s%s; give a JSON object like "
+                        "{\"egress\":[{\"action\":\"allow\",\"target\":\"pypi.org\"}]} "
+                        "or a file holding one\n",
+                cmd, *p == '{' ? "(inline JSON)" : arg, jerr.text, where);
+        return NULL;
+    }
+    struct mcp_error err;
+    struct egress_policy *policy = egress_policy_parse(j, "network policy", &err);
+    json_decref(j);
+    if (policy == NULL)
+        fprintf(stderr, "mcpbox sandbox %s: %s\n", cmd, err.msg);
+    return policy;
+}
 
 static void create_usage(FILE *out)
 {
@@ -124,6 +154,9 @@ static void create_usage(FILE *out)
           "  --disk SIZE           writable space (workspace + /tmp)\n"
           "  --pids N              process limit\n"
           "  --network             allow egress to the public internet (default: loopback only)\n"
+          "  --network-policy FILE|JSON  egress only as this policy allows, e.g.\n"
+          "                        '{\"egress\":[{\"action\":\"allow\",\"target\":\"pypi.org\"}]}'\n"
+          "                        (docs/tools-design.md \"Network policy\"; - reads stdin)\n"
           "  --timeout SECONDS     lifetime (TTL); -1 = none\n"
           "  --idle-timeout SECONDS  destroy after this long without use; -1 = none\n"
           "  -e, --env KEY=VALUE   environment for every command (repeatable)\n"
@@ -177,6 +210,10 @@ static int create_opt(struct cli_sandbox *c, struct cli_create_opts *o, int opt,
     case 'd': return cli_parse_size(arg, &size) == 0 ? (o->spec.disk_bytes = size, -1) : 2;
     case 'p': o->spec.pids = (uint32_t)strtoul(arg, NULL, 10); return -1;
     case 'n': o->spec.network = true; return -1;
+    case 'P':
+        egress_policy_unref(o->policy);
+        o->policy = cli_policy_arg("create", arg);
+        return o->policy != NULL ? -1 : CLI_EXIT_USAGE;
     case 't':
         return cli_parse_seconds(arg, &ms) == 0 ? (o->spec.timeout_seconds = ms / 1000, -1)
                                                  : CLI_EXIT_USAGE;
@@ -203,13 +240,14 @@ static int create_parse(struct cli_sandbox *c, struct cli_create_opts *o, int ar
         {"env", required_argument, NULL, 'e'},    {"label", required_argument, NULL, 'l'},
         {"quiet", no_argument, NULL, 'q'},        {"output", required_argument, NULL, 'o'},
         {"mount", required_argument, NULL, 'M'},
+        {"network-policy", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
     int opt;
     while ((opt = getopt_long(argc, argv, "e:l:qo:h", longopts, NULL)) != -1) {
         int rc = create_opt(c, o, opt, optarg);
         if (rc >= 0) {
-            if (rc == CLI_EXIT_USAGE && opt != 'M') {
+            if (rc == CLI_EXIT_USAGE && opt != 'M' && opt != 'P') { /* they print why */
                 fprintf(stderr, "mcpbox sandbox create: bad option value%s%s\n",
                         optarg ? ": " : "", optarg ? optarg : "");
                 create_usage(stderr);
@@ -233,6 +271,10 @@ int cli_sandbox_create(struct cli_sandbox *c, int argc, char **argv)
     o.spec.env = o.env;
     o.spec.metadata = o.metadata;
     o.spec.mounts = o.mounts;
+    if (o.policy != NULL) { /* egress by the policy only, as create_sandbox does */
+        o.spec.network = false;
+        o.spec.network_policy = o.policy;
+    }
     if (rc < 0) {
         cli_sandbox_op_reset(c);
         if (c->be->ops->create(c->be, &o.spec, cli_sandbox_op_cb, c, &c->err) < 0 ||
@@ -246,7 +288,50 @@ int cli_sandbox_create(struct cli_sandbox *c, int argc, char **argv)
     json_decref(o.env);
     json_decref(o.metadata);
     json_decref(o.mounts);
+    egress_policy_unref(o.policy);
     return rc < 0 ? CLI_EXIT_OK : rc;
+}
+
+/* ---- network-policy ------------------------------------------------------------------------ */
+
+int cli_sandbox_network_policy(struct cli_sandbox *c, int argc, char **argv)
+{
+    static const char usage[] =
+        "Usage: mcpbox sandbox network-policy ID [FILE|JSON] [-o table|json]\n"
+        "  without FILE|JSON: print the sandbox's policy; with one: replace it (- reads stdin)\n";
+    static const struct option longopts[] = {
+        {"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int opt;
+    while ((opt = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+        if (opt == 'o' && cli_parse_output(optarg, &c->json) == 0)
+            continue;
+        fputs(usage, opt == 'h' ? stdout : stderr);
+        return opt == 'h' ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    }
+    if (argc - optind < 1 || argc - optind > 2) {
+        fputs(usage, stderr);
+        return CLI_EXIT_USAGE;
+    }
+    const char *id = argv[optind];
+    struct egress_policy *policy = NULL;
+    if (argc - optind == 2 && (policy = cli_policy_arg("network-policy", argv[optind + 1])) == NULL)
+        return CLI_EXIT_USAGE;
+    cli_sandbox_op_reset(c);
+    int r = policy ? c->be->ops->set_network_policy(c->be, id, policy, cli_sandbox_op_cb, c, &c->err)
+                   : c->be->ops->get(c->be, id, cli_sandbox_op_cb, c, &c->err);
+    egress_policy_unref(policy);
+    if (r < 0 || cli_sandbox_wait(c) < 0)
+        return cli_sandbox_fail("network-policy", &c->err);
+    json_t *np = json_object_get(c->result, "network_policy");
+    if (c->json || json_is_object(np))
+        cli_print_json(np ? np : json_null());
+    else
+        printf("%s has no network policy (network: %s)\n", id,
+               json_is_true(json_object_get(c->result, "network")) ? "every public address"
+                                                                    : "loopback only");
+    return CLI_EXIT_OK;
 }
 
 /* ---- ls / get ------------------------------------------------------------------------------- */

@@ -46,6 +46,7 @@ static const struct {
     {"call run_command", "run `mcpbox sandbox exec %s`"},
     {"run_command", "`mcpbox sandbox exec %s`"},
     {"call doctor", "run `mcpbox doctor`"},
+    {"set_network_policy", "`mcpbox sandbox network-policy %s`"},
 };
 
 void cli_humane_message(const char *msg, char *out, size_t size)

@@ -90,6 +90,9 @@ json_t *local_info(const struct store_sandbox *rec)
         "idle_timeout_seconds", (json_int_t)rec->idle_timeout_s, "limits",
         limits ? limits : json_null(), "network", json_is_true(json_object_get(r, "network")),
         "metadata", json_is_object(meta) ? meta : json_null());
+    json_t *policy = json_object_get(r, "network_policy");
+    json_object_set_new(info, "network_policy", json_is_object(policy) ? json_deep_copy(policy)
+                                                                       : json_null());
     if (json_is_null(json_object_get(info, "metadata")))
         json_object_set_new(info, "metadata", json_object());
     local_info_isolation(info, r);
@@ -141,6 +144,7 @@ void lsbx_unref(struct lsbx *sb)
     agent_conn_close(sb->conn);
     if (sb->pidfd >= 0)
         close(sb->pidfd);
+    local_egress_forget(sb);
     free(sb);
 }
 
@@ -828,4 +832,5 @@ const struct backend_ops local_ops = {
     .code_run = backend_def_code_run,
     .host_check = doctor_host_check,
     .workspace = local_workspace,
+    .set_network_policy = local_set_network_policy,
 };

@@ -161,12 +161,16 @@ json_t *local_make_record(const struct sandbox_spec *spec, const struct cg_limit
 {
     json_t *meta = json_is_object(spec->metadata) ? json_deep_copy(spec->metadata) : json_object();
     json_t *env = json_is_object(spec->env) ? json_deep_copy(spec->env) : json_object();
-    return json_pack("{s:s, s:{s:f, s:I, s:I, s:I}, s:b, s:o, s:o, s:i, s:I}", "image",
-                     spec->image ? spec->image : "host",
-                     "limits", "cpu", lim->cpu, "memory_bytes", (json_int_t)lim->memory_bytes,
-                     "pids", (json_int_t)lim->pids, "disk_bytes", (json_int_t)disk, "network",
-                     spec->network, "metadata", meta, "env", env, "creator_pid", (int)getpid(),
-                     "creator_start", (json_int_t)local_proc_starttime(getpid()));
+    json_t *rec = json_pack("{s:s, s:{s:f, s:I, s:I, s:I}, s:b, s:o, s:o, s:i, s:I}", "image",
+                            spec->image ? spec->image : "host", "limits", "cpu", lim->cpu,
+                            "memory_bytes", (json_int_t)lim->memory_bytes, "pids",
+                            (json_int_t)lim->pids, "disk_bytes", (json_int_t)disk, "network",
+                            spec->network || spec->network_policy != NULL, "metadata", meta,
+                            "env", env, "creator_pid", (int)getpid(), "creator_start",
+                            (json_int_t)local_proc_starttime(getpid()));
+    if (spec->network_policy != NULL) /* what local_egress_policy() reads */
+        json_object_set_new(rec, "network_policy", egress_policy_to_json(spec->network_policy));
+    return rec;
 }
 
 static void create_fail(struct create_op *op, const struct mcp_error *e);
@@ -643,6 +647,8 @@ int local_create_cold(struct local_backend *lb, const struct sandbox_spec *spec,
         return -1;
     int kind = resolve_image(lb, spec->image, &img, err);
     if (kind < 0)
+        return -1;
+    if (local_egress_check(lb, spec, err) < 0)
         return -1;
     if (spec->network && local_pasta_path() == NULL)
         return mcp_error_set(err, MCP_ERR_UNSUPPORTED, ENOENT,

@@ -89,6 +89,7 @@ int local_ws_open_beneath(const char *allow_dir, const char *rel);
 struct local_seccomp {
     struct sock_filter *filter; /* owned */
     unsigned short len;
+    int fd; /* the same program in a sealed memfd, for the agent (valid while filter is set) */
 };
 int local_seccomp_build(struct local_seccomp *out, struct mcp_error *err);
 void local_seccomp_free(struct local_seccomp *s);
@@ -358,6 +359,11 @@ struct lsbx {
     struct fwd *forwards;         /* host-side TCP forwarders (forward.c) */
     struct local_egress *egress;  /* egress by policy: its proxy, or NULL */
     uint64_t touched_ms;          /* last store_sandbox_touch (monotonic) */
+    /* egress by policy (local_egress.c): the policy in force, parsed from the record's JSON,
+     * re-read every LOCAL_EGRESS_RELOAD_MS; read it with local_egress_policy() */
+    struct egress_policy *policy;
+    json_t *policy_json;
+    uint64_t policy_checked_ms;   /* monotonic; 0: never read */
     bool pooled;                  /* ready in the pool, not given to anyone yet */
     struct lsbx *pool_next;
     int refs;
@@ -387,6 +393,48 @@ void local_record_delete(struct store *st, const char *id);
 void local_watch_exit(struct lsbx *sb);
 /* Records an "oom" event if the sandbox memcg's oom_kill counter rose since last seen. */
 void local_note_oom(struct lsbx *sb);
+
+/* ---- egress by policy (local_egress.c): the policy, its changes, refused connections ---- */
+#define LOCAL_EGRESS_RELOAD_MS 1000  /* a change by another mcpbox process applies within this */
+#define LOCAL_EGRESS_REPEAT_MS 60000 /* the same refusal again within this is counted, not logged */
+#define LOCAL_EGRESS_DIAG_MAX 10     /* distinct refusals diagnose_sandbox lists */
+
+/* For the enforcement: the policy that decides sb's next connection or DNS answer, borrowed
+ * (valid until the next call on this sandbox; egress_policy_ref to keep it longer). NULL when
+ * the sandbox has none (made with network true/false) or its record's policy is unreadable:
+ * egress_policy_decide(NULL, ...) refuses. Loop thread. */
+const struct egress_policy *local_egress_policy(struct lsbx *sb);
+void local_egress_forget(struct lsbx *sb); /* drops the cache (lsbx_unref) */
+/* create: 0 when spec has no policy or this host can enforce it, else -1 with err. */
+int local_egress_check(struct local_backend *lb, const struct sandbox_spec *spec,
+                       struct mcp_error *err);
+int local_set_network_policy(struct backend *be, const char *id,
+                             const struct egress_policy *policy, backend_cb *cb, void *arg,
+                             struct mcp_error *err);
+
+/* One refused outbound connection (or UDP datagram), as the enforcement saw it. */
+struct egress_refusal {
+    const char *name;     /* SNI, Host or DNS name it asked for; NULL/"": it named none */
+    const char *address;  /* the address it went to or the name resolved to, or NULL */
+    uint16_t port;
+    const char *protocol; /* "tcp" (NULL), "udp" */
+    /* "policy" (NULL): the policy refused, see decision; "private_address": an allowed name
+     * resolved to a loopback/private/link-local/metadata address; "udp": UDP other than DNS;
+     * another short word for any other refusal */
+    const char *reason;
+    const struct egress_policy *policy; /* reason "policy": the policy that decided */
+    struct egress_decision decision;    /* ... and what it decided (egress_policy_decide) */
+};
+/* Records the "egress_refused" event, data {name|null, port, protocol, reason, address?,
+ * rule:index|null and decided_by:"egress[2] (deny ...)"|"default deny" (reason policy),
+ * repeats?}, unless the same refusal was recorded within LOCAL_EGRESS_REPEAT_MS (then it is
+ * counted into the next one's repeats). Loop thread; a store failure is logged. */
+int local_egress_refused(struct store *st, const char *sandbox_id, const struct egress_refusal *r);
+int local_egress_refused_at(struct store *st, const char *sandbox_id,
+                            const struct egress_refusal *r, uint64_t now_ms);
+/* diagnose_sandbox's egress_refused: the distinct refusals among events, newest first, each
+ * with count, last_time and a hint saying what to ask the person. New array. */
+json_t *local_egress_refusals(json_t *events);
 
 /* local_ops.c / local_exec.c: the vtable entries beyond lifecycle. */
 extern const struct backend_ops local_ops;

@@ -309,6 +309,10 @@ int local_diagnose(struct backend *be, const char *id, const char *what, backend
         if (sb)
             json_object_set_new(res, "usage", cg_usage(&sb->cg));
         json_object_set_new(res, "failed_commands", failed_commands(events));
+        json_t *refused = local_egress_refusals(events);
+        if (json_array_size(refused) > 0) /* connections the network policy refused */
+            json_object_set(res, "egress_refused", refused);
+        json_decref(refused);
         json_object_set(res, "events", events);
     } else if (strcmp(what, "inspect") == 0) {
         json_object_set_new(res, "inspect", diag_inspect(lb, &rec));

@@ -125,6 +125,9 @@ json_t *osb_sandbox_info(struct osb_backend *b, json_t *remote)
                              "limits", lim,
                              "network", network ? json_is_true(network) : true,
                              "metadata", user_metadata(json_object_get(remote, "metadata")));
+    json_t *policy = json_object_get(record, "network_policy");
+    json_object_set_new(info, "network_policy", json_is_object(policy) ? json_deep_copy(policy)
+                                                                       : json_null());
     if (rstate != NULL)
         json_object_set_new(info, "remote_state", json_string(rstate));
     const char *reason = json_string_value(json_object_get(status, "reason"));

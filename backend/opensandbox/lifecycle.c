@@ -488,11 +488,23 @@ static json_t *create_body(const struct sandbox_spec *spec, json_t **record, str
         json_object_set_new(meta, OSB_OWNER_KEY, json_string(label));
     }
     json_object_set_new(body, "metadata", meta);
-    if (!spec->network)
+    if (spec->network_policy != NULL) {
+        json_t *np = osb_network_policy_body(spec->network_policy, err);
+        if (np == NULL) {
+            json_decref(body);
+            json_decref(rec_limits);
+            return NULL;
+        }
+        json_object_set_new(body, "networkPolicy", np);
+    } else if (!spec->network) {
         json_object_set_new(body, "networkPolicy",
                             json_pack("{s:s,s:[]}", "defaultAction", "deny", "egress"));
+    }
     *record = json_pack("{s:s,s:o,s:b}", "image", image, "limits", rec_limits, "network",
-                        spec->network);
+                        spec->network || spec->network_policy != NULL);
+    if (spec->network_policy != NULL)
+        json_object_set_new(*record, "network_policy",
+                            egress_policy_to_json(spec->network_policy));
     if (spec->snapshot_id != NULL)
         json_object_set_new(*record, "image", json_sprintf("snapshot:%s", spec->snapshot_id));
     return body;

@@ -58,7 +58,7 @@ const struct backend_ops opensandbox_ops = {
     .file_op = osb_file_op, .endpoint = osb_endpoint_op, .diagnose = osb_diagnose,
     .snapshot = osb_snapshot, .metrics = osb_metrics, .code_context = osb_code_context,
     .code_run = osb_code_run, .host_check = backend_def_host_check,
-    .workspace = backend_def_workspace,
+    .workspace = backend_def_workspace, .set_network_policy = osb_set_network_policy,
 };
 
 /* OPEN_SANDBOX_DOMAIN may carry a scheme ("https://host"), which then wins over the protocol. */

@@ -151,6 +151,15 @@ enum sandbox_state osb_state_map(const char *remote);
 /* The label value identifying owner in remote metadata (16 hex of sha256). out: 17 bytes. */
 void osb_owner_label(const char *owner, char out[17]);
 
+/* ---- egress.c: network_policy (egress_policy.h) ----------------------------------------------- */
+
+#define OSB_EGRESS_PORT 18080 /* the egress sidecar's API (specs/egress-api.yaml) */
+/* The lifecycle API's networkPolicy for p; NULL with err (UNSUPPORTED) if a rule has ports. */
+json_t *osb_network_policy_body(const struct egress_policy *p, struct mcp_error *err);
+int osb_set_network_policy(struct backend *be, const char *sandbox_id,
+                           const struct egress_policy *policy, backend_cb *cb, void *arg,
+                           struct mcp_error *err);
+
 /* ---- exec.c ---------------------------------------------------------------------------------- */
 
 int osb_exec(struct backend *be, const char *sandbox_id, const struct exec_request *req,

@@ -11,7 +11,25 @@
 #include "mcp/context.h"
 #include "mcp/store/store.h"
 
-/* Fills spec from create_sandbox's arguments; -1 with err on a bad size. */
+/* network_policy of create_sandbox: a new policy, NULL when there is none (*err untouched) or
+ * on an error (err filled). network: false with a policy is a contradiction, refused. */
+static struct egress_policy *policy_from_args(json_t *args, struct mcp_error *err)
+{
+    json_t *j = json_object_get(args, "network_policy");
+    if (j == NULL || json_is_null(j))
+        return NULL;
+    if (json_is_false(json_object_get(args, "network"))) {
+        mcp_error_set(err, MCP_ERR_INVALID, 0,
+                      "network: false turns egress off entirely, network_policy lets some of it "
+                      "through: drop network to filter egress by the policy, or drop "
+                      "network_policy for no egress at all");
+        return NULL;
+    }
+    return egress_policy_parse(j, "network_policy", err);
+}
+
+/* Fills spec from create_sandbox's arguments; -1 with err on a bad size or policy (the policy
+ * is a new reference in spec->network_policy: the caller releases it). */
 static int spec_from_args(json_t *args, const char *owner, struct sandbox_spec *spec,
                           struct mcp_error *err)
 {
@@ -38,6 +56,13 @@ static int spec_from_args(json_t *args, const char *owner, struct sandbox_spec *
     spec->timeout_seconds = tools_arg_int(args, "timeout_seconds", 0, -1, MAX_DURATION_S);
     spec->idle_timeout_seconds = tools_arg_int(args, "idle_timeout_seconds", 0, -1, MAX_DURATION_S);
     spec->snapshot_id = tools_arg_str(args, "snapshot_id", NULL);
+    err->code = 0;
+    struct egress_policy *policy = policy_from_args(args, err);
+    if (policy == NULL && err->code != 0)
+        return -1;
+    if (policy != NULL) /* by policy only: code that knows only network stays loopback-only */
+        spec->network = false;
+    spec->network_policy = policy;
     return 0;
 }
 
@@ -93,8 +118,40 @@ void tool_create_sandbox(struct tool_call *call, json_t *args)
     job->be = be;
     spec.progress = create_progress;
     spec.progress_arg = job;
+    struct egress_policy *policy = (struct egress_policy *)spec.network_policy;
     if (be->ops->create(be, &spec, create_done_cb, job, &err) < 0)
         tool_job_fail(job, &err);
+    egress_policy_unref(policy); /* the backend copied what it keeps */
+}
+
+/* set_network_policy: replaces the egress policy of a live sandbox made with one. */
+void tool_set_network_policy(struct tool_call *call, json_t *args)
+{
+    struct tool_job *job = tool_job_new(call, args);
+    struct mcp_error err;
+    const char *id = tools_arg_str(args, "sandbox_id", "");
+    if (tool_job_bind(job, id, TOOL_NEED_ANY, &err) < 0) {
+        tool_job_fail(job, &err);
+        return;
+    }
+    /* the policy's two members are the tool's own arguments (no wrapper object: tools/list is
+     * short of bytes), in the same shape as create_sandbox's network_policy */
+    json_t *j = json_object();
+    static const char *const keys[] = {"default_action", "egress"};
+    for (size_t i = 0; i < 2; i++)
+        if (json_object_get(args, keys[i]) != NULL)
+            json_object_set(j, keys[i], json_object_get(args, keys[i]));
+    struct egress_policy *policy = egress_policy_parse(j, "network_policy", &err);
+    json_decref(j);
+    if (policy == NULL) {
+        tool_job_fail(job, &err);
+        return;
+    }
+    tool_job_set_detail(job, "rules=%zu default=%s", policy->n_rules,
+                        policy->default_allow ? "allow" : "deny");
+    if (job->be->ops->set_network_policy(job->be, id, policy, tool_job_done_cb, job, &err) < 0)
+        tool_job_fail(job, &err);
+    egress_policy_unref(policy);
 }
 
 /* ---- list: every enabled backend, merged ----------------------------------------------------- */

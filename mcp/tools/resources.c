@@ -127,7 +127,10 @@ static const char prompt_text[] =
     "in the image (host's /usr is read-only). 126: not executable (chmod +x or mode \"755\"). "
     "EPERM or SIGSYS from mount, unshare, io_uring or 32-bit code: seccomp, change the approach. "
     "EAGAIN on fork: the pids limit. ENOSPC: delete files or a larger disk. No network: create "
-    "a sandbox with network:true. Expired: renew_sandbox before expires_at next time.\n"
+    "a sandbox with network:true. Some hosts unreachable and egress_refused in the summary: the "
+    "network_policy refused them; tell the person which name and port, and only with their "
+    "agreement add an allow rule with set_network_policy. Expired: renew_sandbox before "
+    "expires_at next time.\n"
     "\n"
     "End with one concrete fix, applied or proposed, and the evidence for it.";
 

@@ -11,6 +11,7 @@ const struct tool_def sandbox_tools[] = {
     {"renew_sandbox", tool_renew_sandbox},
     {"pause_sandbox", tool_pause_sandbox},
     {"resume_sandbox", tool_resume_sandbox},
+    {"set_network_policy", tool_set_network_policy},
     {"run_command", tool_run_command},
     {"get_command", tool_get_command},
     {"kill_command", tool_kill_command},
@@ -33,5 +34,5 @@ const struct tool_def sandbox_tools[] = {
 
 const size_t sandbox_tools_count = sizeof(sandbox_tools) / sizeof(sandbox_tools[0]);
 
-/* Tools only the OpenSandbox backend can do (snapshots, code contexts). */
-const char *const sandbox_tools_opensandbox_only[] = {"snapshot_sandbox", "run_code", NULL};
+/* Tools over optional backend operations (snapshot, code_context and code_run). */
+const char *const sandbox_tools_optional[] = {"snapshot_sandbox", "run_code", NULL};

@@ -15,7 +15,8 @@ what a static mock needs to serve a usable answer:
   - lifecycle: every path under /v1 (Prism ignores the path of servers[].url; the real server
     serves both), sandbox and snapshot states that read Running / Ready, a sandbox id, and an
     endpoint naming the execd mock;
-  - execd: the access token optional (deployments usually run execd without one), and the
+  - execd: the egress sidecar's /policy added (with_egress: the endpoint example serves every
+    port), the access token optional (deployments usually run execd without one), and the
     text/event-stream answers as strings with whole execd stream bodies as named examples
     (`Prefer: example=NAME` picks one; the first is the default): Prism cannot serialise the
     object schemas the spec gives them.
@@ -136,6 +137,28 @@ def execd_mock():
     return spec
 
 
+def with_egress(spec):
+    """Adds the egress sidecar's /policy (specs/egress-api.yaml) to a mock: the lifecycle mock's
+    one endpoint example names the execd mock for every port, so the sidecar's port (18080) is
+    served there too. Its components are renamed Egress* so that none collides with execd's."""
+    egress = load_yaml(os.path.join(SPECS, "egress-api.yaml"))
+
+    def renamed(node):
+        if isinstance(node, dict):
+            return {k: (v.replace("/schemas/", "/schemas/Egress").replace("/responses/", "/responses/Egress")
+                        if k == "$ref" else renamed(v)) for k, v in node.items()}
+        if isinstance(node, list):
+            return [renamed(v) for v in node]
+        return node
+
+    spec["paths"]["/policy"] = renamed(egress["paths"]["/policy"])
+    components = spec.setdefault("components", {})
+    for kind in ("schemas", "responses"):
+        for name, item in egress["components"][kind].items():
+            components.setdefault(kind, {})["Egress" + name] = renamed(item)
+    return spec
+
+
 def answers(url, headers):
     try:
         urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=2)
@@ -154,7 +177,8 @@ def start(run_dir, lport, eport):
     if not os.access(PRISM, os.X_OK):
         sys.exit(f"prism_mocks: Prism is not installed at {PRISM} ({INSTALL_HINT})")
     os.makedirs(run_dir, exist_ok=True)
-    mocks = {"lifecycle": (lifecycle_mock(eport), lport), "execd": (execd_mock(), eport)}
+    mocks = {"lifecycle": (lifecycle_mock(eport), lport),
+             "execd": (with_egress(execd_mock()), eport)}
     for name, (spec, port) in mocks.items():
         path = os.path.join(run_dir, name + ".json")
         with open(path, "w", encoding="utf-8") as f:

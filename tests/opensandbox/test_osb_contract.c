@@ -5,6 +5,7 @@
  * Prism's answers are the specs' static examples, so only the requests are judged here; the
  * behaviour is tested against the fake server (test_osb_fake.c). */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,6 +211,86 @@ TEST(metrics_and_code_requests)
     json_decref(a);
 }
 
+static struct egress_policy *policy_of(const char *text)
+{
+    struct mcp_error err;
+    json_t *j = json_loads(text, 0, NULL);
+    struct egress_policy *p = egress_policy_parse(j, "network_policy", &err);
+    json_decref(j);
+    if (p == NULL)
+        TEST_FAIL("policy: %s", err.msg);
+    return p;
+}
+
+/* How often Prism's log (run_dir/execd.log) shows a request "method path" it received (it
+ * writes "[HTTP SERVER] patch /policy ... Request received"; method in lower case). */
+static int mock_requests(const char *method, const char *path)
+{
+    char file[256], line[1024], needle[128];
+    snprintf(file, sizeof(file), "%s/execd.log", run_dir);
+    snprintf(needle, sizeof(needle), "%s %s ", method, path);
+    FILE *f = fopen(file, "r");
+    int n = 0;
+    for (char *c = needle; *c != ' '; c++)
+        *c = (char)tolower((unsigned char)*c);
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+        n += strstr(line, needle) != NULL && strstr(line, "Request received") != NULL;
+    if (f != NULL)
+        fclose(f);
+    return n;
+}
+
+/* network_policy: networkPolicy at create; set_network_policy through the sidecar's /policy
+ * (the endpoint for 18080, GET, PATCH with the new rules, DELETE of the targets they drop). */
+TEST(egress_policy_requests)
+{
+    struct egress_policy *p = policy_of(
+        "{\"default_action\":\"deny\",\"egress\":[{\"action\":\"allow\","
+        "\"target\":\"*.pythonhosted.org\"},{\"action\":\"deny\",\"target\":\"Bad.Example.\"}]}");
+    struct sandbox_spec spec = {.owner = "local:uid:1", .image = "python:3.11",
+                                .network_policy = p};
+    CALL(be->ops->create(be, &spec, osb_wait_cb, &w, E));
+    if (w.failed)
+        TEST_FAIL("create: %s", w.err.msg);
+    json_t *body = osb_network_policy_body(p, &(struct mcp_error){0});
+    char *s = json_dumps(body, JSON_COMPACT);
+    ASSERT_STR_EQ(s, "{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"allow\","
+                     "\"target\":\"*.pythonhosted.org\"},{\"action\":\"deny\","
+                     "\"target\":\"bad.example\"}]}");
+    free(s);
+    json_decref(body);
+
+    int patches = mock_requests("PATCH", "/policy"), deletes = mock_requests("DELETE", "/policy");
+    CALL(be->ops->set_network_policy(be, MOCK_SANDBOX, p, osb_wait_cb, &w, E));
+    if (w.failed)
+        TEST_FAIL("set_network_policy: %s", w.err.msg);
+    ASSERT_STR_EQ(json_string_value(json_object_get(w.result, "sandbox_id")), MOCK_SANDBOX);
+    ASSERT_EQ(mock_requests("PATCH", "/policy"), patches + 1);
+    ASSERT_EQ(mock_requests("DELETE", "/policy"), deletes + 1); /* pypi.org, the mock's rule */
+    egress_policy_unref(p);
+
+    /* only deny by default and no rules: nothing to PATCH, pypi.org to DELETE */
+    p = policy_of("{}");
+    CALL(be->ops->set_network_policy(be, MOCK_SANDBOX, p, osb_wait_cb, &w, E));
+    if (w.failed)
+        TEST_FAIL("set_network_policy {}: %s", w.err.msg);
+    ASSERT_EQ(mock_requests("PATCH", "/policy"), patches + 1);
+    ASSERT_EQ(mock_requests("DELETE", "/policy"), deletes + 2);
+    egress_policy_unref(p);
+
+    /* ports: refused before any request, naming the rule */
+    p = policy_of("{\"egress\":[{\"action\":\"allow\",\"target\":\"a.org\"},"
+                  "{\"action\":\"allow\",\"target\":\"b.org\",\"ports\":[443]}]}");
+    struct mcp_error err;
+    spec.network_policy = p;
+    ASSERT_EQ(be->ops->create(be, &spec, osb_wait_cb, &w, &err), -1);
+    ASSERT_EQ(err.code, MCP_ERR_UNSUPPORTED);
+    ASSERT_CONTAINS(err.msg, "network_policy.egress[1] limits ports");
+    ASSERT_EQ(be->ops->set_network_policy(be, MOCK_SANDBOX, p, osb_wait_cb, &w, &err), -1);
+    ASSERT_CONTAINS(err.msg, "network_policy.egress[1] limits ports");
+    egress_policy_unref(p);
+}
+
 /* The launcher's own messages (what is missing) go to stderr, which ctest shows. */
 static int prism(const char *verb, int lp, int ep)
 {
@@ -248,6 +329,7 @@ int main(void)
     RUN(execd_requests);
     RUN(snapshot_requests);
     RUN(metrics_and_code_requests);
+    RUN(egress_policy_requests);
     osb_wait_reset(&w);
     opensandbox_backend_free(be);
     uv_run(&loop, UV_RUN_NOWAIT);

@@ -44,4 +44,18 @@ inside=$(sb exec "$id" 'cd copied && find . -type f | sort && cat sub/b.txt sub/
 sb cp "$id:copied" "$WORK/out" || fail "cp ID:DIR HOSTDIR"
 [ "$(cat "$WORK/out/copied/sub/one.txt")" = single ] && [ "$(cat "$WORK/out/copied/a.txt")" = alpha ] ||
     fail "cp out: $(find "$WORK/out")"
-echo "ok: logs, errors, cp"
+
+# Network policies (issue 14): a bad policy is refused with the field and the reason, in a file
+# too; a sandbox made without one shows none and has none to replace.
+err=$(sb create --network-policy '{"egress":[{"action":"allow","target":"10.0.0.1"}]}' 2>&1) &&
+    fail "create with an IP-literal rule succeeded"
+echo "$err" | grep -q 'egress\[0\].target "10.0.0.1" is an IP address' || fail "policy error: $err"
+echo '{"egress":[{"action":"allow","target":"*"}]}' > "$WORK/policy.json"
+err=$(sb create --network-policy "$WORK/policy.json" 2>&1) && fail "create with target * succeeded"
+echo "$err" | grep -q 'set default_action to "allow" instead' || fail "policy file error: $err"
+[ "$(sb network-policy "$id")" = "$id has no network policy (network: loopback only)" ] ||
+    fail "network-policy ID: $(sb network-policy "$id")"
+[ "$(sb network-policy "$id" -o json)" = null ] || fail "network-policy -o json"
+err=$(echo '{"egress":[]}' | sb network-policy "$id" - 2>&1) && fail "replacing a policy it has not"
+echo "$err" | grep -q "no network_policy, so its egress has no policy to change" || fail "$err"
+echo "ok: logs, errors, cp, network policy"

@@ -69,14 +69,14 @@ console.log(`# sandbox ${id} (${kind})`);
 const sameButId = (m, ident) => m.replaceAll(ident, '<id>');
 
 const cases = [
-    ['tools/list has the 21 tools of a local-only server, with output schemas', async () => {
+    ['tools/list has the 22 tools of a local-only server, with output schemas', async () => {
         // snapshot_sandbox and run_code need the OpenSandbox backend: not listed without it
         check(!A.tools.has('snapshot_sandbox') && !A.tools.has('run_code'), 'OpenSandbox-only tools unlisted');
         for (const n of ['create_sandbox', 'list_sandboxes', 'get_sandbox', 'destroy_sandbox',
             'renew_sandbox', 'pause_sandbox', 'resume_sandbox', 'run_command', 'get_command',
             'kill_command', 'write_file', 'read_file', 'list_files', 'search_files',
             'replace_in_file', 'move_path', 'delete_path', 'make_directory', 'get_endpoint',
-            'diagnose_sandbox', 'doctor']) {
+            'diagnose_sandbox', 'doctor', 'set_network_policy']) {
             check(A.tools.has(n), `tool ${n} listed`);
             check(A.tools.get(n).outputSchema, `${n} has an outputSchema`);
         }
@@ -98,6 +98,15 @@ const cases = [
     ['get_sandbox', async () => {
         const g = await ok(A, 'get_sandbox', { sandbox_id: id });
         check(g.sandbox_id === id && g.state === 'running', JSON.stringify(g));
+        check(g.network === false && g.network_policy === null, `no egress: ${JSON.stringify(g)}`);
+    }],
+    ['network_policy: bad policies refused precisely; none to change on a network:false sandbox', async () => {
+        await fails(A, 'create_sandbox', { network_policy: { egress: [{ action: 'allow', target: '1.2.3.4' }] } },
+            /network_policy\.egress\[0\]\.target "1\.2\.3\.4" is an IP address/);
+        await fails(A, 'create_sandbox', { network: false, network_policy: { default_action: 'allow' } },
+            /network: false turns egress off entirely/);
+        await fails(A, 'set_network_policy', { sandbox_id: id, egress: [{ action: 'allow', target: 'pypi.org' }] },
+            /created with network: false and no network_policy/);
     }],
     ['run_command happy path: exit code, stdout, stderr, cwd, env, stdin', async () => {
         const r = await ok(A, 'run_command', {

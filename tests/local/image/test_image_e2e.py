@@ -329,6 +329,7 @@ def test_overlay_state_dir(mcpbox, ref, mdigest):
         check("shared" in info.get("image_mapping", "") and info["image_digest"] == mdigest,
               "get_sandbox reports the shared mapping of the no-idmap fallback")
         s.destroy(sid)
+        test_registered_dir_on_overlay(s, state, base)
         s.close()
         s = None
     finally:
@@ -337,7 +338,37 @@ def test_overlay_state_dir(mcpbox, ref, mdigest):
         with Cli(mcpbox, state) as c:
             c.close()
         subprocess.run(["umount", "-l", dirs["merged"]])
+        subprocess.run(["umount", "-l", os.path.join(base, "tmpfs")], capture_output=True)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def busybox_rootfs(root):
+    for sub in ("bin", "etc", "tmp"):
+        os.makedirs(os.path.join(root, sub), exist_ok=True)
+    shutil.copy2(oci.BUSYBOX, os.path.join(root, "bin", "busybox"))
+    for tool in ("sh", "echo", "id"):
+        os.symlink("busybox", os.path.join(root, "bin", tool))
+
+
+def test_registered_dir_on_overlay(s, state, base):
+    """A registered root filesystem directory on overlayfs cannot be idmapped: the create says
+    which filesystem refused and what to do; doing it (the directory on a tmpfs, a symlink left
+    at images/<name>) works."""
+    reg_dir = os.path.join(state, "images", "bbdir")
+    busybox_rootfs(reg_dir)
+    msg = s.create("bbdir", expect_error=["idmapped mount", "overlayfs", "ext4, xfs, btrfs, tmpfs",
+                                          "symlink", reg_dir])
+    check(True, f"a registered directory on overlayfs fails saying what to do ({msg[:120]}...)")
+    tmpfs = os.path.join(base, "tmpfs")
+    os.mkdir(tmpfs)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", tmpfs], check=True)
+    shutil.move(reg_dir, os.path.join(tmpfs, "bbdir"))
+    os.symlink(os.path.join(tmpfs, "bbdir"), reg_dir)
+    sid = s.create("bbdir")
+    rc, out, _ = s.run(sid, "echo from-tmpfs; id -u")
+    s.destroy(sid)
+    check(out.split() == ["from-tmpfs", "0"],
+          f"moved to a tmpfs behind a symlink, as the message says, it works ({out.split()})")
 
 
 def test_concurrent_pulls(s, reg, front):

@@ -116,7 +116,7 @@ TEST(no_name_or_ip_literal_gets_the_default)
     ASSERT(!egress_policy_decide(p, "BAD.example.com", 443).allow);
     ASSERT(egress_policy_decide(p, "good.example.com", 443).allow);
     egress_policy_unref(p);
-    ASSERT(egress_policy_decide(NULL, "anything", 1).allow); /* no policy: no filter */
+    ASSERT(!egress_policy_decide(NULL, "anything", 1).allow); /* no policy found: fail closed */
 }
 
 TEST(defaults)
@@ -191,7 +191,7 @@ TEST(may_resolve_follows_some_port)
     ASSERT(!egress_policy_decide(p, "x.org", 25).allow);
     ASSERT(egress_policy_decide(p, "x.org", 443).allow);
     egress_policy_unref(p);
-    ASSERT(egress_policy_may_resolve(NULL, "x.org"));
+    ASSERT(!egress_policy_may_resolve(NULL, "x.org"));
 }
 
 TEST(describe_names_the_rule)

@@ -32,6 +32,11 @@ struct fake_backend {
     int kill_count;
     int last_kill_signal;
     json_t *files; /* path -> base64 of contents */
+    /* the last create's network and network_policy (JSON, or NULL), and the last policy
+     * set_network_policy got */
+    bool last_network;
+    json_t *last_create_policy;
+    json_t *last_set_policy;
 };
 
 struct backend *fake_backend_new(uv_loop_t *loop, struct store *store);

@@ -68,7 +68,24 @@ static json_t *info(const char *id, const char *state)
 static int f_create(struct backend *be, const struct sandbox_spec *spec, backend_cb *cb,
                     void *arg, struct mcp_error *err)
 {
+    struct fake_backend *fb = (struct fake_backend *)be;
+    fb->last_network = spec->network;
+    json_decref(fb->last_create_policy);
+    fb->last_create_policy =
+        spec->network_policy ? egress_policy_to_json(spec->network_policy) : NULL;
     return later(be, cb, arg, info("sbx-new", "running"), NULL);
+}
+
+static int f_set_network_policy(struct backend *be, const char *id,
+                                const struct egress_policy *policy, backend_cb *cb, void *arg,
+                                struct mcp_error *err)
+{
+    struct fake_backend *fb = (struct fake_backend *)be;
+    json_decref(fb->last_set_policy);
+    fb->last_set_policy = egress_policy_to_json(policy);
+    json_t *res = info(id, "running");
+    json_object_set(res, "network_policy", fb->last_set_policy);
+    return later(be, cb, arg, res, NULL);
 }
 
 static int f_simple(struct backend *be, const char *id, backend_cb *cb, void *arg,
@@ -348,6 +365,8 @@ void fake_backend_free(struct backend *be)
 {
     struct fake_backend *fb = (struct fake_backend *)be;
     json_decref(fb->files);
+    json_decref(fb->last_create_policy);
+    json_decref(fb->last_set_policy);
     free(fb);
 }
 
@@ -379,6 +398,7 @@ static const struct backend_ops fake_ops = {
     .code_run = backend_def_code_run,
     .host_check = backend_def_host_check,
     .workspace = backend_def_workspace,
+    .set_network_policy = f_set_network_policy,
 };
 
 /* Only ever a slot that is not running: a backend that keeps snapshots, to be named. */
@@ -416,6 +436,7 @@ const struct backend_ops fake_remote_ops = {
     .code_run = backend_def_code_run,
     .host_check = backend_def_host_check,
     .workspace = backend_def_workspace,
+    .set_network_policy = backend_def_set_network_policy,
 };
 
 struct backend *fake_backend_new(uv_loop_t *loop, struct store *store)

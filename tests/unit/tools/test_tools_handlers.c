@@ -113,7 +113,7 @@ static long long iget(struct tool_call *c, const char *key)
 
 TEST(table_matches_schema_files)
 {
-    ASSERT_EQ(sandbox_tools_count, 25);
+    ASSERT_EQ(sandbox_tools_count, 26);
     for (size_t i = 0; i < sandbox_tools_count; i++) {
         char path[512];
         snprintf(path, sizeof(path), "%s/schemas/tools/%s.json", MCPBOX_SOURCE_DIR,
@@ -454,6 +454,54 @@ TEST(lifecycle_and_audit)
     sqlite3_finalize(st);
 }
 
+TEST(network_policy_create_and_set)
+{
+    /* create: the policy reaches the backend normalized, with network false (fail closed) */
+    struct tool_call *c = call_tool(
+        "alice", "create_sandbox",
+        "{\"network\":true,\"network_policy\":{\"egress\":[{\"action\":\"allow\","
+        "\"target\":\"PyPI.org.\",\"ports\":[443]}]}}");
+    ASSERT(!c->is_error);
+    ASSERT(!fb->last_network);
+    char *s = json_dumps(fb->last_create_policy, JSON_SORT_KEYS | JSON_COMPACT);
+    ASSERT_STR_EQ(s, "{\"default_action\":\"deny\",\"egress\":[{\"action\":\"allow\","
+                     "\"ports\":[443],\"target\":\"pypi.org\"}]}");
+    free(s);
+    c = call_tool("alice", "create_sandbox", "{\"network\":true}");
+    ASSERT(fb->last_network && fb->last_create_policy == NULL);
+    c = call_tool("alice", "create_sandbox",
+                  "{\"network\":false,\"network_policy\":{\"default_action\":\"allow\"}}");
+    ASSERT(c->is_error);
+    ASSERT_CONTAINS(c->text, "network: false turns egress off entirely");
+    c = call_tool("alice", "create_sandbox",
+                  "{\"network_policy\":{\"egress\":[{\"action\":\"allow\","
+                  "\"target\":\"10.0.0.1\"}]}}");
+    ASSERT(c->is_error);
+    ASSERT_CONTAINS(c->text, "network_policy.egress[0].target \"10.0.0.1\" is an IP address");
+    /* set_network_policy: owner-checked, validated, handed to the backend */
+    c = call_tool("alice", "set_network_policy",
+                  "{\"sandbox_id\":\"sbx-a1\",\"default_action\":"
+                  "\"deny\",\"egress\":[{\"action\":\"allow\",\"target\":"
+                  "\"*.pythonhosted.org\"}]}");
+    ASSERT(!c->is_error);
+    ASSERT_STR_EQ(json_string_value(json_object_get(
+                      json_array_get(json_object_get(json_object_get(c->structured,
+                                                                     "network_policy"),
+                                                     "egress"),
+                                     0),
+                      "target")),
+                  "*.pythonhosted.org");
+    c = call_tool("alice", "set_network_policy",
+                  "{\"sandbox_id\":\"sbx-b1\"}");
+    ASSERT(c->is_error);
+    ASSERT_CONTAINS(c->text, "no sandbox sbx-b1 among yours");
+    c = call_tool("alice", "set_network_policy",
+                  "{\"sandbox_id\":\"sbx-a1\",\"egress\":"
+                  "[{\"action\":\"allow\",\"target\":\"*\"}]}");
+    ASSERT(c->is_error);
+    ASSERT_CONTAINS(c->text, "set default_action to \"allow\" instead");
+}
+
 int main(void)
 {
     xalloc_install();
@@ -472,6 +520,7 @@ int main(void)
     RUN(file_errors);
     RUN(file_ops_map_arguments);
     RUN(lifecycle_and_audit);
+    RUN(network_policy_create_and_set);
     while (uv_run(&loop, UV_RUN_ONCE))
         ;
     store_close(ctx.store);

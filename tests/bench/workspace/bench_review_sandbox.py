@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""The review of 100 changed files in a 50,000-file tree through a real local sandbox (issue 13).
+
+  bench_review_sandbox.py --mcpbox BIN [--files N] [--changed K] [--runs R]
+
+Builds the tree in a temporary directory, creates a sandbox with it mounted copy-on-write
+(`mcpbox sandbox create --mount`), changes K files inside (one line each, through `sandbox exec`),
+then times `review_changes` over one `mcpbox serve` on stdio (R calls after a first one that
+opens the store) and `mcpbox sandbox diff ID --stat` as a whole process (R runs). Prints the
+medians; removes the sandbox and the tree. Figures: docs/benchmarks.md.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+
+
+def make_tree(root, files):
+    for i in range(files):
+        d = os.path.join(root, f"d{i // 100:04d}")
+        if i % 100 == 0:
+            os.makedirs(d)
+        with open(os.path.join(d, f"f{i % 100:03d}.txt"), "w") as f:
+            f.write("".join(f"line {n} of file {i}\n" for n in range(20)))
+
+
+def time_mcp(mcpbox, state, sid, runs, changed):
+    p = subprocess.Popen([mcpbox, "serve", "--state-dir", state], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+
+    def rpc(i, method, params):
+        p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method,
+                                  "params": params}) + "\n")
+        p.stdin.flush()
+        while True:
+            m = json.loads(p.stdout.readline())
+            if m.get("id") == i:
+                return m
+
+    rpc(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                          "clientInfo": {"name": "bench", "version": "1"}})
+    p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+    times = []
+    for i in range(runs + 1):
+        t0 = time.perf_counter()
+        r = rpc(i + 2, "tools/call", {"name": "review_changes", "arguments": {"sandbox_id": sid}})
+        times.append((time.perf_counter() - t0) * 1000)
+        n = len(r["result"].get("structuredContent", {}).get("changes", []))
+        if n != changed:
+            raise SystemExit(f"FAIL: review_changes listed {n} changes, {changed} were made")
+    p.stdin.close()
+    p.wait()
+    return times[1:]
+
+
+def time_cli(mcpbox, state, sid, runs):
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run([mcpbox, "sandbox", "--state-dir", state, "diff", sid, "--stat"],
+                       stdout=subprocess.DEVNULL, check=True)
+        times.append((time.perf_counter() - t0) * 1000)
+    return times
+
+
+def report(what, t):
+    print(f"{what}: median {statistics.median(t):.2f} ms (min {min(t):.2f}, max {max(t):.2f}, "
+          f"{len(t)} runs)")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mcpbox", required=True)
+    ap.add_argument("--files", type=int, default=50000)
+    ap.add_argument("--changed", type=int, default=100)
+    ap.add_argument("--runs", type=int, default=21)
+    a = ap.parse_args()
+    base = tempfile.mkdtemp(prefix="mcpbox-review-bench-")
+    tree, state = os.path.join(base, "tree"), os.path.join(base, "state")
+    os.makedirs(state, mode=0o700)
+    make_tree(tree, a.files)
+    env = dict(os.environ, MCPBOX_ALLOW_DIRS=tree)
+    cli = [a.mcpbox, "sandbox", "--state-dir", state]
+    sid = subprocess.run(cli + ["create", "-q", "--mount", f"{tree}:/workspace/tree"], env=env,
+                         check=True, capture_output=True, text=True).stdout.strip()
+    try:
+        step = a.files // a.changed
+        script = ("cd /workspace/tree && for i in $(seq 0 %d); do n=$((i*%d)); "
+                  "f=$(printf 'd%%04d/f%%03d.txt' $((n/100)) $((n%%100))); "
+                  "sed -i '11s/$/ (changed)/' $f; done" % (a.changed - 1, step))
+        subprocess.run(cli + ["exec", sid, script], check=True)
+        print(f"tree: {a.files} files, {a.changed} changed in sandbox {sid}")
+        report("review_changes through MCP (stdio)", time_mcp(a.mcpbox, state, sid, a.runs,
+                                                              a.changed))
+        report("mcpbox sandbox diff --stat (whole process)", time_cli(a.mcpbox, state, sid, a.runs))
+    finally:
+        subprocess.run(cli + ["rm", sid], stdout=subprocess.DEVNULL)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
