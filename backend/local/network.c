@@ -13,6 +13,7 @@
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,8 +93,20 @@ int local_start_network(const char *dir, pid_t pid, const struct cg_sandbox *cg,
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+    /* The server blocks signals it handles on its loop (SIGCHLD among them); pasta inherits the
+     * mask through exec and then fails at start ("Couldn't install signal handlers"): it gets
+     * an empty one, and default dispositions. */
+    posix_spawnattr_t attr;
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     pid_t child;
-    int rc = posix_spawn(&child, pasta, &fa, NULL, argv, envp);
+    int rc = posix_spawn(&child, pasta, &fa, &attr, argv, envp);
+    posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0)
         return mcp_error_set(err, MCP_ERR_IO, rc, "cannot run %s", pasta);
