@@ -22,6 +22,7 @@
  * database) are tied to the name they looked up. docs/security.md has the threat model. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/netfilter_ipv4.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -45,32 +46,47 @@
 #define EGRESS_HEAD_MAX 16384          /* bytes read for a name before giving up on one */
 #define EGRESS_HEAD_MS 2000            /* ... and how long to wait for them */
 #define EGRESS_CONNECT_MS 15000        /* an outbound connect that takes longer fails */
-#define EGRESS_READ_SIZE (256u << 10)  /* one read's buffer while copying */
-#define EGRESS_QUEUE_HIGH (1u << 20)   /* unsent bytes on one side that pause the other's reads */
+#define EGRESS_PIPE_SIZE (1 << 20)     /* bytes in flight per direction (the unprivileged max) */
 #define EGRESS_SYNTH_NET 0xc6120000u   /* 198.18.0.0/15 (benchmarking): never a real peer */
-#define EGRESS_SYNTH_MAX 4096          /* names per sandbox with a synthetic address */
+#define EGRESS_SYNTH_SPAN 131070u      /* addresses in it we hand out (.0.1 to .255.254 of /15) */
+#define EGRESS_SYNTH_MAX 4096          /* names one process remembers per sandbox (a power of 2) */
 #define EGRESS_DNS_TTL 60
 #define EGRESS_MAX_ADDRS 8
-#define EGRESS_REFUSED_MEMORY 16       /* recent DNS refusals not recorded again ... */
-#define EGRESS_REFUSED_QUIET_MS 10000  /* ... within this long */
+#define EGRESS_MAX_CONNS 1024         /* open connections per sandbox; more are refused */
+#define EGRESS_EVENTS_MAX 50           /* refusal events per sandbox per window ... */
+#define EGRESS_EVENTS_WINDOW_MS 10000  /* ... beyond that they are not recorded (a flood) */
 #define EGRESS_HOSTS_ENV "MCPBOX_EGRESS_HOSTS" /* test hook: a hosts file resolved first */
 
 struct local_egress {
     uv_loop_t *loop;
-    struct store *store;
-    char id[LOCAL_ID_LEN];
+    struct lsbx *sb; /* one reference: its policy (local_egress_policy), its id, the store */
     uv_tcp_t listener;
     uv_udp_t dns;
-    struct egress_policy *policy;
-    char (*synth)[EGRESS_NAME_MAX + 1]; /* synth[i] has address EGRESS_SYNTH_NET + 1 + i */
-    size_t n_synth, next_synth;
-    struct {
-        char name[EGRESS_NAME_MAX + 1];
-        uint64_t at_ms;
-    } refused[EGRESS_REFUSED_MEMORY];
-    size_t next_refused;
+    struct synth_entry *synth; /* EGRESS_SYNTH_MAX slots, open addressing by address */
+    size_t n_synth;
+    unsigned n_conns;
+    uint64_t events_window_ms; /* start of the current window of refusal events */
+    unsigned events_in_window;
     int refs; /* the owner, the two handles, each connection */
 };
+
+/* A synthetic address and the name it stands for. */
+struct synth_entry {
+    uint32_t addr; /* 0: free */
+    char name[EGRESS_NAME_MAX + 1];
+};
+
+/* One direction of a connection once it is copied (socket -> pipe -> socket). */
+struct flow {
+    int from, to;
+    int pipe[2];
+    size_t in_pipe;
+    const char *pending; /* bytes to send before the first splice (the head, to the outside) */
+    size_t pending_len, pending_off;
+    bool eof, shut;
+};
+
+static void flow_close(struct flow *f);
 
 struct egress_conn {
     struct local_egress *eg;
@@ -78,7 +94,10 @@ struct egress_conn {
     uv_timer_t timer;
     uv_getaddrinfo_t gai;
     uv_connect_t connect;
-    uv_shutdown_t down_shut, up_shut;
+    /* once connected: the sockets (dup'd out of the stream handles), polled, one flow each way */
+    int down_fd, up_fd;
+    uv_poll_t down_poll, up_poll;
+    struct flow to_up, to_down;
     struct sockaddr_in orig;
     uint16_t port;
     char name[EGRESS_NAME_MAX + 1];
@@ -88,54 +107,75 @@ struct egress_conn {
     struct in_addr addrs[EGRESS_MAX_ADDRS];
     size_t n_addrs, next_addr;
     int pending;           /* handles open + requests in flight; freed at 0 */
-    bool up_init, closing, splicing, down_eof, up_eof, down_paused, up_paused;
+    bool up_init, closing, splicing;
 };
 
-struct egress_write {
-    uv_write_t req;
-    struct egress_conn *c;
-    bool to_up;
-    char *data;
-};
 
 static void egress_unref(struct local_egress *eg)
 {
     if (--eg->refs > 0)
         return;
-    egress_policy_unref(eg->policy);
+    lsbx_unref(eg->sb);
     free(eg->synth);
     free(eg);
 }
 
 /* ---- events ------------------------------------------------------------------------------- */
 
-/* A refused connection or lookup, for diagnose_sandbox: what the destination was called, the
- * port, and what refused it (a rule, the default, or an address check). */
-static void egress_refused(struct local_egress *eg, const char *name, uint16_t port,
-                           const char *via, const char *why)
+/* A refused connection or lookup, for diagnose_sandbox (local_egress.c records it). */
+static void egress_refused(struct local_egress *eg, struct egress_refusal *r)
 {
-    struct mcp_error err;
-    /* egresspolicy's local_egress_refused (backend/local/local.h) records this event once it
-     * lands; until then the event is written here with the same fields. */
-    local_event(eg->store, eg->id, "egress_refused",
-                json_pack("{s:s?, s:i, s:s, s:s}", "name", name && name[0] ? name : NULL, "port",
-                          (int)port, "via", via, "reason", why),
-                &err);
+    /* A program looping over random names would otherwise write an event per attempt. */
+    uint64_t now = now_mono_ms();
+    if (now - eg->events_window_ms >= EGRESS_EVENTS_WINDOW_MS)
+        eg->events_window_ms = now, eg->events_in_window = 0;
+    if (++eg->events_in_window > EGRESS_EVENTS_MAX)
+        return;
+    local_egress_refused(eg->sb->be->base.store, eg->sb->id, r);
 }
 
 /* ---- the synthetic addresses -------------------------------------------------------------- */
 
+/* A name's address is a hash of the name, so every mcpbox process serving the same sandbox (the
+ * one that made it, another that adopted it, the next after a restart) hands out the same one
+ * and knows the name when a connection to it comes in, if it answered that name itself. A second
+ * name on the same address (rare: 131070 of them) takes the next free one. */
+static uint32_t name_hash(const char *name)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    return h;
+}
+
+static struct synth_entry *synth_slot(struct local_egress *eg, uint32_t addr)
+{
+    size_t i = addr & (EGRESS_SYNTH_MAX - 1);
+    while (eg->synth[i].addr != 0 && eg->synth[i].addr != addr)
+        i = (i + 1) & (EGRESS_SYNTH_MAX - 1);
+    return &eg->synth[i];
+}
+
 static uint32_t synth_address(struct local_egress *eg, const char *name)
 {
-    for (size_t i = 0; i < eg->n_synth; i++)
-        if (strcmp(eg->synth[i], name) == 0)
-            return EGRESS_SYNTH_NET + 1 + (uint32_t)i;
-    size_t i = eg->next_synth; /* full: the oldest name's address is reused */
-    snprintf(eg->synth[i], sizeof eg->synth[i], "%s", name);
-    eg->next_synth = (i + 1) % EGRESS_SYNTH_MAX;
-    if (eg->n_synth < EGRESS_SYNTH_MAX)
-        eg->n_synth++;
-    return EGRESS_SYNTH_NET + 1 + (uint32_t)i;
+    if (eg->n_synth >= EGRESS_SYNTH_MAX * 3 / 4) { /* full: start over (old answers fall back) */
+        memset(eg->synth, 0, EGRESS_SYNTH_MAX * sizeof *eg->synth);
+        eg->n_synth = 0;
+    }
+    uint32_t off = name_hash(name) % EGRESS_SYNTH_SPAN;
+    for (;;) {
+        uint32_t addr = EGRESS_SYNTH_NET + 1 + off;
+        struct synth_entry *e = synth_slot(eg, addr);
+        if (e->addr == 0) {
+            e->addr = addr;
+            snprintf(e->name, sizeof e->name, "%s", name);
+            eg->n_synth++;
+            return addr;
+        }
+        if (strcmp(e->name, name) == 0)
+            return addr;
+        off = (off + 1) % EGRESS_SYNTH_SPAN;
+    }
 }
 
 static bool is_synthetic(uint32_t addr)
@@ -143,29 +183,16 @@ static bool is_synthetic(uint32_t addr)
     return (addr & 0xfffe0000u) == EGRESS_SYNTH_NET;
 }
 
-/* The name a synthetic address was handed out for, or NULL. */
+/* The name a synthetic address was handed out for by this process, or NULL. */
 static const char *synth_name(struct local_egress *eg, uint32_t addr)
 {
-    uint32_t i = addr - EGRESS_SYNTH_NET - 1;
-    return is_synthetic(addr) && addr > EGRESS_SYNTH_NET && i < eg->n_synth ? eg->synth[i]
-                                                                            : NULL;
+    if (!is_synthetic(addr))
+        return NULL;
+    struct synth_entry *e = synth_slot(eg, addr);
+    return e->addr == addr ? e->name : NULL;
 }
 
 /* ---- DNS ---------------------------------------------------------------------------------- */
-
-static bool refused_recently(struct local_egress *eg, const char *name)
-{
-    uint64_t now = now_mono_ms();
-    for (size_t i = 0; i < EGRESS_REFUSED_MEMORY; i++)
-        if (eg->refused[i].at_ms && now - eg->refused[i].at_ms < EGRESS_REFUSED_QUIET_MS &&
-            strcmp(eg->refused[i].name, name) == 0)
-            return true;
-    size_t i = eg->next_refused;
-    snprintf(eg->refused[i].name, sizeof eg->refused[i].name, "%s", name);
-    eg->refused[i].at_ms = now;
-    eg->next_refused = (i + 1) % EGRESS_REFUSED_MEMORY;
-    return false;
-}
 
 static void dns_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
 {
@@ -187,10 +214,10 @@ static void dns_answer(struct local_egress *eg, const uint8_t *p, size_t n,
     if (q.qclass != EGRESS_DNS_IN || (q.flags & 0x7800) != 0) {
         rcode = EGRESS_DNS_NOTIMP;
     } else if (!egress_name_normalize(q.name, name) ||
-               !egress_policy_may_resolve(eg->policy, name)) {
-        rcode = EGRESS_DNS_NXDOMAIN;
-        if (!refused_recently(eg, q.name))
-            egress_refused(eg, q.name, 0, "dns", "no rule of the network policy allows this name");
+               !egress_policy_may_resolve(local_egress_policy(eg->sb), name)) {
+        rcode = EGRESS_DNS_NXDOMAIN; /* no port of it could be allowed: it does not exist */
+        struct egress_refusal r = {.name = q.name, .protocol = "dns", .reason = "dns"};
+        egress_refused(eg, &r);
     } else if (q.qtype == EGRESS_DNS_A) {
         addr = synth_address(eg, name);
     } /* other types (AAAA, HTTPS, ...): no data; IPv4 only */
@@ -213,8 +240,15 @@ static void conn_release(struct egress_conn *c)
     if (--c->pending > 0)
         return;
     struct local_egress *eg = c->eg;
+    flow_close(&c->to_up);
+    flow_close(&c->to_down);
+    if (c->down_fd >= 0)
+        close(c->down_fd);
+    if (c->up_fd >= 0)
+        close(c->up_fd);
     free(c->head);
     free(c);
+    eg->n_conns--;
     egress_unref(eg);
 }
 
@@ -229,6 +263,11 @@ static void conn_close(struct egress_conn *c, bool reset)
         return;
     c->closing = true;
     uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+    if (c->splicing) { /* the stream handles are gone already; the fds close with the conn */
+        uv_close((uv_handle_t *)&c->down_poll, on_handle_closed);
+        uv_close((uv_handle_t *)&c->up_poll, on_handle_closed);
+        return;
+    }
     if (reset && !uv_is_closing((uv_handle_t *)&c->down))
         uv_tcp_close_reset(&c->down, on_handle_closed); /* the program sees the refusal at once */
     else
@@ -237,120 +276,157 @@ static void conn_close(struct egress_conn *c, bool reset)
         uv_close((uv_handle_t *)&c->up, on_handle_closed);
 }
 
-static void conn_refuse(struct egress_conn *c, const char *why)
+/* r: what refused it (the caller fills reason, and policy/decision for a policy refusal). */
+static void conn_refuse(struct egress_conn *c, struct egress_refusal *r, const struct in_addr *a)
 {
-    egress_refused(c->eg, c->name, c->port, c->name_from ? c->name_from : "address", why);
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, a ? a : &c->orig.sin_addr, ip, sizeof ip);
+    r->name = c->name, r->port = c->port, r->address = ip;
+    egress_refused(c->eg, r);
     conn_close(c, true);
+}
+
+static void conn_refuse_for(struct egress_conn *c, const char *reason)
+{
+    struct egress_refusal r = {.reason = reason};
+    conn_refuse(c, &r, NULL);
 }
 
 /* ---- connections: copying both ways ------------------------------------------------------- */
 
-static void splice_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+/* Each direction moves bytes socket -> pipe -> socket with splice(2): the payload never enters
+ * mcpbox's memory, one pipe per direction is the only buffer (EGRESS_PIPE_SIZE), and a side
+ * that does not read stops the other being read (its pipe stays full). Reading into a pipe is
+ * tried only when it is empty, so readiness is unambiguous: EAGAIN from the source means
+ * "nothing to read", never "pipe full". */
+static bool flow_init(struct flow *f, int from, int to)
 {
-    (void)h, (void)suggested;
-    *b = uv_buf_init(xmalloc(EGRESS_READ_SIZE), EGRESS_READ_SIZE);
+    f->from = from, f->to = to, f->in_pipe = 0, f->eof = f->shut = false;
+    if (pipe2(f->pipe, O_NONBLOCK | O_CLOEXEC) < 0) {
+        f->pipe[0] = f->pipe[1] = -1;
+        return false;
+    }
+    fcntl(f->pipe[1], F_SETPIPE_SZ, EGRESS_PIPE_SIZE); /* else the default 64 KiB */
+    return true;
 }
 
-static void on_down_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b);
-static void on_up_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b);
-
-static void on_written(uv_write_t *req, int status)
+static void flow_close(struct flow *f)
 {
-    struct egress_write *w = (struct egress_write *)req;
-    struct egress_conn *c = w->c;
-    free(w->data);
-    bool to_up = w->to_up;
-    free(w);
-    if (status < 0 || c->closing) {
-        conn_close(c, false);
-        conn_release(c);
-        return;
-    }
-    /* The side we wrote to drained: resume reading the side that fills it. */
-    uv_stream_t *dst = to_up ? (uv_stream_t *)&c->up : (uv_stream_t *)&c->down;
-    if (dst->write_queue_size < EGRESS_QUEUE_HIGH / 2) {
-        if (to_up && c->down_paused && !c->down_eof) {
-            c->down_paused = false;
-            uv_read_start((uv_stream_t *)&c->down, splice_alloc, on_down_read);
-        } else if (!to_up && c->up_paused && !c->up_eof) {
-            c->up_paused = false;
-            uv_read_start((uv_stream_t *)&c->up, splice_alloc, on_up_read);
+    for (int i = 0; i < 2; i++)
+        if (f->pipe[i] >= 0)
+            close(f->pipe[i]), f->pipe[i] = -1;
+}
+
+/* Moves what can move now; -1 on an error of either socket. */
+static int flow_pump(struct flow *f)
+{
+    for (;;) {
+        if (f->pending_off < f->pending_len) { /* the bytes read for the name, first */
+            ssize_t n = send(f->to, f->pending + f->pending_off, f->pending_len - f->pending_off,
+                             MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (n < 0)
+                return errno == EAGAIN || errno == EINTR ? 0 : -1;
+            f->pending_off += (size_t)n;
+            continue;
         }
-    }
-    conn_release(c);
-}
-
-static int forward(struct egress_conn *c, bool to_up, char *data, size_t len)
-{
-    struct egress_write *w = xcalloc(1, sizeof *w);
-    w->c = c, w->to_up = to_up, w->data = data;
-    uv_buf_t b = uv_buf_init(data, (unsigned)len);
-    uv_stream_t *dst = to_up ? (uv_stream_t *)&c->up : (uv_stream_t *)&c->down;
-    if (uv_write(&w->req, dst, &b, 1, on_written) < 0) {
-        free(data);
-        free(w);
-        return -1;
-    }
-    c->pending++;
-    return 0;
-}
-
-static void on_shut(uv_shutdown_t *req, int status)
-{
-    (void)status;
-    conn_release(req->data);
-}
-
-/* One direction ended (EOF): pass the half-close on; both ended: done. */
-static void half_close(struct egress_conn *c, bool from_up)
-{
-    uv_stream_t *dst = from_up ? (uv_stream_t *)&c->down : (uv_stream_t *)&c->up;
-    uv_shutdown_t *req = from_up ? &c->down_shut : &c->up_shut;
-    req->data = c;
-    if (uv_shutdown(req, dst, on_shut) == 0)
-        c->pending++;
-    if (c->down_eof && c->up_eof)
-        conn_close(c, false);
-}
-
-static void on_side_read(struct egress_conn *c, bool from_up, ssize_t nread, const uv_buf_t *b)
-{
-    if (nread <= 0) {
-        free(b->base);
-        if (nread == 0)
-            return;
-        if (nread != UV_EOF || c->closing) {
-            conn_close(c, false);
-            return;
+        if (f->in_pipe > 0) {
+            ssize_t n = splice(f->pipe[0], NULL, f->to, NULL, f->in_pipe,
+                               SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+            if (n < 0)
+                return errno == EAGAIN || errno == EINTR ? 0 : -1;
+            f->in_pipe -= (size_t)n;
+            continue;
         }
-        uv_read_stop(from_up ? (uv_stream_t *)&c->up : (uv_stream_t *)&c->down);
-        *(from_up ? &c->up_eof : &c->down_eof) = true;
-        half_close(c, from_up);
-        return;
+        if (!f->eof) {
+            ssize_t n = splice(f->from, NULL, f->pipe[1], NULL, EGRESS_PIPE_SIZE,
+                               SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+            if (n < 0)
+                return errno == EAGAIN || errno == EINTR ? 0 : -1;
+            if (n == 0)
+                f->eof = true;
+            f->in_pipe += (size_t)n;
+            continue;
+        }
+        if (!f->shut) { /* the source ended and everything went out: pass the half-close on */
+            shutdown(f->to, SHUT_WR);
+            f->shut = true;
+        }
+        return 0;
     }
-    if (c->closing) {
-        free(b->base);
-        return;
+}
+
+static int flow_events(const struct flow *f, int fd)
+{
+    int ev = 0;
+    if (f->from == fd && !f->eof && f->in_pipe == 0 && f->pending_off >= f->pending_len)
+        ev |= UV_READABLE;
+    if (f->to == fd && (f->in_pipe > 0 || f->pending_off < f->pending_len))
+        ev |= UV_WRITABLE;
+    return ev;
+}
+
+static void on_splice_ready(uv_poll_t *p, int status, int events);
+
+static void splice_arm(struct egress_conn *c)
+{
+    uv_poll_t *polls[2] = {&c->down_poll, &c->up_poll};
+    int fds[2] = {c->down_fd, c->up_fd};
+    for (int i = 0; i < 2; i++) {
+        int ev = flow_events(&c->to_up, fds[i]) | flow_events(&c->to_down, fds[i]);
+        if (ev)
+            uv_poll_start(polls[i], ev, on_splice_ready);
+        else
+            uv_poll_stop(polls[i]);
     }
-    if (forward(c, !from_up, b->base, (size_t)nread) < 0) { /* it freed the buffer */
+}
+
+static void on_splice_ready(uv_poll_t *p, int status, int events)
+{
+    struct egress_conn *c = p->data;
+    (void)events;
+    if (c->closing)
+        return;
+    if (status < 0 || flow_pump(&c->to_up) < 0 || flow_pump(&c->to_down) < 0) {
         conn_close(c, false);
         return;
     }
-    uv_stream_t *dst = from_up ? (uv_stream_t *)&c->down : (uv_stream_t *)&c->up;
-    if (dst->write_queue_size >= EGRESS_QUEUE_HIGH) { /* the other side is slower: wait */
-        uv_read_stop(from_up ? (uv_stream_t *)&c->up : (uv_stream_t *)&c->down);
-        *(from_up ? &c->up_paused : &c->down_paused) = true;
+    if (c->to_up.shut && c->to_down.shut) {
+        conn_close(c, false);
+        return;
     }
+    splice_arm(c);
 }
 
-static void on_down_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+static void on_tcp_handed_over(uv_handle_t *h)
 {
-    on_side_read(s->data, false, nread, b);
+    conn_release(h->data);
 }
 
-static void on_up_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+/* Connected: the two sockets leave their libuv stream handles (dup'd, then the handles close)
+ * for polls, and the copying starts with the bytes read for the name. */
+static void splice_start(struct egress_conn *c)
 {
-    on_side_read(s->data, true, nread, b);
+    uv_os_fd_t down, up;
+    uv_fileno((uv_handle_t *)&c->down, &down);
+    uv_fileno((uv_handle_t *)&c->up, &up);
+    c->down_fd = fcntl(down, F_DUPFD_CLOEXEC, 0);
+    c->up_fd = fcntl(up, F_DUPFD_CLOEXEC, 0);
+    bool ok = c->down_fd >= 0 && c->up_fd >= 0 && flow_init(&c->to_up, c->down_fd, c->up_fd) &&
+              flow_init(&c->to_down, c->up_fd, c->down_fd);
+    if (!ok) {
+        conn_close(c, false);
+        return;
+    }
+    c->to_up.pending = (char *)c->head, c->to_up.pending_len = c->head_len;
+    c->splicing = true;
+    uv_close((uv_handle_t *)&c->down, on_tcp_handed_over);
+    uv_close((uv_handle_t *)&c->up, on_tcp_handed_over);
+    c->up_init = false;
+    uv_poll_init(c->eg->loop, &c->down_poll, c->down_fd);
+    uv_poll_init(c->eg->loop, &c->up_poll, c->up_fd);
+    c->down_poll.data = c->up_poll.data = c;
+    c->pending += 2;
+    on_splice_ready(&c->down_poll, 0, 0);
 }
 
 /* ---- connections: connecting out --------------------------------------------------------- */
@@ -379,19 +455,8 @@ static void on_connected(uv_connect_t *req, int status)
         return;
     }
     uv_timer_stop(&c->timer);
-    c->splicing = true;
     uv_tcp_nodelay(&c->up, 1);
-    if (c->head_len > 0) { /* what was read for the name goes first */
-        char *head = (char *)c->head;
-        c->head = NULL;
-        if (forward(c, true, head, c->head_len) < 0) {
-            conn_close(c, false);
-            conn_release(c);
-            return;
-        }
-    }
-    uv_read_start((uv_stream_t *)&c->down, splice_alloc, on_down_read);
-    uv_read_start((uv_stream_t *)&c->up, splice_alloc, on_up_read);
+    splice_start(c);
     conn_release(c);
 }
 
@@ -430,17 +495,13 @@ static void use_addresses(struct egress_conn *c, const struct in_addr *a, size_t
     for (size_t i = 0; i < n && c->n_addrs < EGRESS_MAX_ADDRS; i++)
         if (!local_addr_blocked(a[i]))
             c->addrs[c->n_addrs++] = a[i];
-    if (c->n_addrs == 0 && n > 0) {
-        char why[128], ip[INET_ADDRSTRLEN];
-        inet_ntop(AF_INET, &a[0], ip, sizeof ip);
-        snprintf(why, sizeof why,
-                 "%s resolves to %s, a loopback, private, link-local or reserved address",
-                 c->name[0] ? c->name : "the destination", ip);
-        conn_refuse(c, why);
+    if (c->n_addrs == 0 && n > 0) { /* loopback, private, link-local, metadata, reserved */
+        struct egress_refusal r = {.reason = "private_address"};
+        conn_refuse(c, &r, &a[0]);
         return;
     }
     if (c->n_addrs == 0) {
-        conn_refuse(c, "the name does not resolve");
+        conn_refuse_for(c, "unresolved");
         return;
     }
     try_connect(c);
@@ -495,7 +556,7 @@ static void resolve(struct egress_conn *c)
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
     c->gai.data = c;
     if (uv_getaddrinfo(c->eg->loop, &c->gai, on_resolved, c->name, NULL, &hints) < 0) {
-        conn_refuse(c, "the name does not resolve");
+        conn_refuse_for(c, "unresolved");
         return;
     }
     c->pending++;
@@ -512,11 +573,11 @@ static void decide(struct egress_conn *c)
         snprintf(c->name, sizeof c->name, "%s", norm);
     else
         c->name[0] = '\0', c->name_from = NULL; /* an IP literal or no name at all */
-    struct egress_decision d = egress_policy_decide(c->eg->policy, c->name, c->port);
+    const struct egress_policy *policy = local_egress_policy(c->eg->sb);
+    struct egress_decision d = egress_policy_decide(policy, c->name, c->port);
     if (!d.allow) {
-        char why[300];
-        egress_decision_describe(c->eg->policy, d, why, sizeof why);
-        conn_refuse(c, why);
+        struct egress_refusal r = {.reason = "policy", .policy = policy, .decision = d};
+        conn_refuse(c, &r, NULL);
         return;
     }
     if (c->name[0]) {
@@ -524,10 +585,10 @@ static void decide(struct egress_conn *c)
         return;
     }
     /* No name, allowed by the policy's default: the address the program used, unless it is
-     * one of ours (synthetic, but not handed out by this process) or a blocked one. */
+     * a synthetic one this process did not hand out (and no SNI or Host named it) or a blocked
+     * one. */
     if (is_synthetic(ntohl(c->orig.sin_addr.s_addr))) {
-        conn_refuse(c, "an address from the sandbox's DNS that this server did not hand out "
-                       "(the server restarted?): look the name up again");
+        conn_refuse_for(c, "stale_dns_address");
         return;
     }
     use_addresses(c, &c->orig.sin_addr, 1);
@@ -581,10 +642,13 @@ static void on_accept(uv_stream_t *server, int status)
     struct egress_conn *c = xcalloc(1, sizeof *c);
     c->eg = eg;
     eg->refs++;
+    eg->n_conns++;
     uv_tcp_init(eg->loop, &c->down);
     uv_timer_init(eg->loop, &c->timer);
     c->down.data = c->timer.data = c;
     c->pending = 2;
+    c->down_fd = c->up_fd = -1;
+    c->to_up.pipe[0] = c->to_up.pipe[1] = c->to_down.pipe[0] = c->to_down.pipe[1] = -1;
     if (uv_accept(server, (uv_stream_t *)&c->down) < 0) {
         conn_close(c, false);
         return;
@@ -593,13 +657,17 @@ static void on_accept(uv_stream_t *server, int status)
     socklen_t len = sizeof c->orig;
     if (uv_fileno((uv_handle_t *)&c->down, &fd) < 0 ||
         getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &c->orig, &len) < 0) {
-        conn_refuse(c, "no original destination (not a redirected connection)");
+        conn_refuse_for(c, "no_destination");
         return;
     }
     c->port = ntohs(c->orig.sin_port);
+    if (eg->n_conns > EGRESS_MAX_CONNS) {
+        conn_refuse_for(c, "too_many_connections");
+        return;
+    }
     uint32_t addr = ntohl(c->orig.sin_addr.s_addr);
     if ((addr >> 24) == 127) { /* nftables never redirects loopback: someone dialled us */
-        conn_refuse(c, "a connection straight to the egress listener");
+        conn_refuse_for(c, "direct_to_proxy");
         return;
     }
     uv_tcp_nodelay(&c->down, 1);
@@ -622,14 +690,13 @@ static void on_egress_handle_closed(uv_handle_t *h)
     egress_unref(h->data);
 }
 
-struct local_egress *local_egress_serve(uv_loop_t *loop, struct store *store, const char *id,
-                                        int tcp_fd, int udp_fd, struct egress_policy *policy,
-                                        struct mcp_error *err)
+static struct local_egress *egress_serve(struct lsbx *sb, int tcp_fd, int udp_fd,
+                                         struct mcp_error *err)
 {
+    uv_loop_t *loop = sb->be->base.loop;
     struct local_egress *eg = xcalloc(1, sizeof *eg);
-    eg->loop = loop, eg->store = store, eg->refs = 3;
-    snprintf(eg->id, sizeof eg->id, "%s", id);
-    eg->policy = egress_policy_ref(policy);
+    eg->loop = loop, eg->refs = 3, eg->sb = sb;
+    lsbx_ref(sb);
     eg->synth = xcalloc(EGRESS_SYNTH_MAX, sizeof *eg->synth);
     uv_tcp_init(loop, &eg->listener);
     uv_udp_init(loop, &eg->dns);
@@ -652,13 +719,6 @@ struct local_egress *local_egress_serve(uv_loop_t *loop, struct store *store, co
         return NULL;
     }
     return eg;
-}
-
-void local_egress_set_policy(struct local_egress *eg, const struct egress_policy *policy)
-{
-    struct egress_policy *old = eg->policy;
-    eg->policy = egress_policy_ref((struct egress_policy *)policy); /* new connections and lookups decide by it */
-    egress_policy_unref(old);
 }
 
 void local_egress_stop(struct local_egress *eg)
@@ -733,12 +793,11 @@ static int fetch_sockets(const char *dir, int *tcp, int *udp, struct mcp_error *
                          "the sandbox's agent did not hand over its egress sockets");
 }
 
-int local_egress_start(struct lsbx *sb, const struct egress_policy *policy, struct mcp_error *err)
+int local_egress_start(struct lsbx *sb, struct mcp_error *err)
 {
     int tcp, udp;
     if (fetch_sockets(sb->dir, &tcp, &udp, err) < 0)
         return -1;
-    sb->egress = local_egress_serve(sb->be->base.loop, sb->be->base.store, sb->id, tcp, udp,
-                                    (struct egress_policy *)policy, err);
+    sb->egress = egress_serve(sb, tcp, udp, err);
     return sb->egress ? 0 : -1;
 }

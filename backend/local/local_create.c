@@ -44,8 +44,8 @@ struct create_op {
     struct image_trees trees;    /* ... and then gets the image's layers (root mode) */
     bool network;                /* pasta starts before the release */
     /* Egress by policy (egress_proxy.c): nft writes the netns's rules before the release, and
-     * the proxy starts before the reply. One reference, dropped with the op. */
-    struct egress_policy *policy;
+     * the proxy starts before the reply. */
+    bool egress;
     /* A pooled create (the pool's refill): spawned in a worker thread, never replied to. */
     bool pooled;
     struct spawn_request req;
@@ -213,7 +213,7 @@ static void attach_work(uv_work_t *w)
         return;
     if (op->attach_rc == 0 && op->network)
         op->attach_rc = local_start_network(op->sb->dir, op->sb->pid, &op->sb->cg, &op->attach_err);
-    if (op->attach_rc == 0 && op->policy)
+    if (op->attach_rc == 0 && op->egress)
         op->attach_rc = local_egress_rules(op->sb->pid, &op->attach_err);
     if (op->attach_rc == 0 && local_spawn_release(op->release_fd, &op->trees) < 0)
         op->attach_rc = mcp_error_set(&op->attach_err, MCP_ERR_IO, errno,
@@ -261,7 +261,7 @@ static void create_finish(struct create_op *op)
         pooled_finish(op);
         return;
     }
-    if ((op->policy && local_egress_start(sb, op->policy, &err) < 0) ||
+    if ((op->egress && local_egress_start(sb, &err) < 0) ||
         store_sandbox_set_state(lb->base.store, sb->id, "running", &err) < 0 ||
         store_sandbox_get(lb->base.store, sb->id, &rec, &err) < 0) {
         create_fail(op, &err);
@@ -285,7 +285,6 @@ static void create_finish(struct create_op *op)
      * else, so an operation on the new sandbox still finds it. */
     local_event(lb->base.store, id, "created", ev, &err);
     json_decref(info);
-    egress_policy_unref(op->policy);
     free(op);
     local_pool_refill(lb); /* after the reply: off the critical path */
 }
@@ -327,7 +326,6 @@ static void create_fail(struct create_op *op, const struct mcp_error *e)
     local_egress_stop(sb->egress);
     sb->egress = NULL;
     lsbx_unref(sb);
-    egress_policy_unref(op->policy);
     free(op);
 }
 
@@ -561,7 +559,6 @@ static void create_abort(struct create_op *op)
     local_record_delete(lb->base.store, op->sb->id);
     lsbx_unref(op->sb);
     free(op->agent_cfg);
-    egress_policy_unref(op->policy);
     free(op);
 }
 
@@ -593,8 +590,7 @@ static int create_with_image(struct local_backend *lb, const struct sandbox_spec
     if (check_mounts(lb, spec, img, err) < 0)
         return -1;
     struct create_op *op = create_op_new(lb, cb, arg);
-    if (spec->network_policy)
-        op->policy = egress_policy_ref((struct egress_policy *)spec->network_policy);
+    op->egress = spec->network_policy != NULL;
     /* From the second create on: a one-shot process (the CLI's create) would only pay for
      * preparing sets it never uses. MCPBOX_LOCAL_SPAWNER=0: off, to compare (benchmarks). */
     if (!lb->spawner_tried && lb->creates > 1) {
@@ -654,10 +650,6 @@ int local_create_cold(struct local_backend *lb, const struct sandbox_spec *spec,
         return mcp_error_set(err, MCP_ERR_UNSUPPORTED, ENOENT,
                              "network: true needs pasta, which is not installed (Debian/Ubuntu: "
                              "apt install passt); or create the sandbox without network");
-    if (spec->network_policy && local_nft_path() == NULL)
-        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, ENOENT,
-                             "a network policy needs nft, which is not installed (Debian/Ubuntu: "
-                             "apt install nftables); or create the sandbox without one");
     if (kind == 1)
         return local_image_resolve(lb, spec, image_ready, cb, arg, err);
     return create_with_image(lb, spec, &img, cb, arg, err);

@@ -239,13 +239,10 @@ int local_egress_rules(pid_t pid, struct mcp_error *err);
 /* ---- egress by policy (egress_proxy.c): the proxy and DNS server of one sandbox ---- */
 struct local_egress;
 struct lsbx;
-/* Takes the agent's egress sockets and serves them on the loop (sb->egress). */
-int local_egress_start(struct lsbx *sb, const struct egress_policy *policy, struct mcp_error *err);
-struct local_egress *local_egress_serve(uv_loop_t *loop, struct store *store, const char *id,
-                                        int tcp_fd, int udp_fd, struct egress_policy *policy,
-                                        struct mcp_error *err);
-/* New connections and lookups follow policy from now on; open connections are left alone. */
-void local_egress_set_policy(struct local_egress *eg, const struct egress_policy *policy);
+/* Takes the agent's egress sockets and serves them on the loop (sb->egress). Each connection
+ * and DNS answer follows local_egress_policy(sb) (local_egress.c): a change applies to the next
+ * one; open connections are left alone. */
+int local_egress_start(struct lsbx *sb, struct mcp_error *err);
 void local_egress_stop(struct local_egress *eg); /* NULL-safe */
 
 /* ---- the agent binary (agent_blob.c) ---- */
