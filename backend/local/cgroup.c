@@ -400,10 +400,19 @@ int cg_attach_v1(const struct cg_sandbox *cg, pid_t pid, struct mcp_error *err)
 /* Re-applies limits to a spawner's prepared set (made with the defaults). The set's v2 cgroup
  * stays empty while it waits, so the start-up sweep of another mcpbox process (cg_sweep) may
  * have removed it: it is made again (on hybrid hosts it holds no limits). */
-int cg_set_limits(const struct cg_sandbox *cg, const struct cg_limits *lim, struct mcp_error *err)
+/* A prepared set's v2 cgroup is empty while it waits: another mcpbox's start-up sweep
+ * (cg_sweep) may have removed it. */
+int cg_ensure_v2(const struct cg_sandbox *cg, struct mcp_error *err)
 {
     if (cg->v2[0] && mkdir(cg->v2, 0755) < 0 && errno != EEXIST)
         return mcp_error_set(err, MCP_ERR_IO, errno, "cannot create cgroup %s", cg->v2);
+    return 0;
+}
+
+int cg_set_limits(const struct cg_sandbox *cg, const struct cg_limits *lim, struct mcp_error *err)
+{
+    if (cg_ensure_v2(cg, err) < 0)
+        return -1;
     if (cg->mem[0] || cg->pids[0] || cg->cpu[0])
         return limits_v1(cg, lim, err);
     return cg->v2[0] ? limits_v2(cg, lim, err) : 0;

@@ -436,7 +436,7 @@ json_t *local_enforced_json(const struct cg_host *h)
  * directory exits with no sandbox left: another process may have just done so. */
 static int make_sandbox_dir(struct local_backend *lb, const char *dir, struct mcp_error *err)
 {
-    if (mkdir(dir, 0700) == 0)
+    if (mkdir(dir, 0700) == 0 || errno == EEXIST) /* EEXIST: a spawner made it (spawner.c) */
         return 0;
     if (errno != ENOENT)
         return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s", dir);
@@ -484,7 +484,7 @@ static int start_record(struct create_op *op, const struct sandbox_spec *spec,
         rc = op->pool_slot < 0 ? cg_create(&lb->cg, sb->id, lim, &sb->cg, err)
              /* a prepared set holds the default spec's limits already (four cgroup writes,
               * 80 us, saved on the critical path of most creates) */
-             : local_spawner_has_limits(lim) ? 0
+             : local_spawner_has_limits(lim) ? cg_ensure_v2(&sb->cg, err)
                                               : cg_set_limits(&sb->cg, lim, err);
     return rc;
 }
@@ -596,7 +596,10 @@ static int create_with_image(struct local_backend *lb, const struct sandbox_spec
     if (!lb->spawner_tried && lb->creates > 1) {
         const char *sw = getenv("MCPBOX_LOCAL_SPAWNER");
         lb->spawner_tried = true;
-        lb->spawner = sw && strcmp(sw, "0") == 0 ? NULL : local_spawner_start(&lb->cg, lb->run_dir);
+        char logs_base[LOCAL_PATH_MAX + 16];
+        snprintf(logs_base, sizeof logs_base, "%s/sandboxes", lb->state_dir);
+        if (sw == NULL || strcmp(sw, "0") != 0)
+            lb->spawner = local_spawner_start(&lb->cg, lb->run_dir, logs_base);
     }
     op->pool_slot = local_spawner_take(lb->spawner, op->sb->id, &op->sb->cg);
     if (op->pool_slot < 0)

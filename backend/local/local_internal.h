@@ -140,6 +140,8 @@ int cg_open_v2(const struct cg_sandbox *cg); /* fd for CLONE_INTO_CGROUP, or -1 
 int cg_kill(const struct cg_sandbox *cg);
 int cg_freeze(const struct cg_sandbox *cg, bool frozen, struct mcp_error *err);
 int cg_set_limits(const struct cg_sandbox *cg, const struct cg_limits *lim, struct mcp_error *err);
+/* Makes the v2 cgroup again if it was removed (a prepared set's, swept while it waited). */
+int cg_ensure_v2(const struct cg_sandbox *cg, struct mcp_error *err);
 int cg_join_v1_thread(const struct cg_sandbox *cg, pid_t tid, struct mcp_error *err);
 int cg_wait_empty(const struct cg_sandbox *cg, int timeout_ms); /* -1: still populated */
 int cg_destroy(const struct cg_sandbox *cg); /* rmdir all; -1 if one is still busy */
@@ -273,7 +275,8 @@ struct fwd;
 #define LOCAL_SPAWNERS 2
 struct local_spawner;
 /* NULL: not needed. Prepared sets are marked in run_dir (spawner_marker.c). */
-struct local_spawner *local_spawner_start(const struct cg_host *host, const char *run_dir);
+struct local_spawner *local_spawner_start(const struct cg_host *host, const char *run_dir,
+                                          const char *logs_base);
 /* Whether a prepared set's cgroups already hold these limits (those of the default spec). */
 bool local_spawner_has_limits(const struct cg_limits *lim);
 /* Reserves a prepared id + cgroup set; returns its slot, or -1 if none is ready. */
@@ -285,7 +288,7 @@ void local_spawner_stop(struct local_spawner *s);
 void spawner_marker_write(const char *run_dir, const char *id, const struct cg_sandbox *cg);
 void spawner_marker_remove(const char *run_dir, const char *id);
 /* At start: removes the prepared sets of processes that are gone (kill -9). */
-void local_spawner_reap(const char *run_dir);
+void local_spawner_reap(const char *run_dir, const char *logs_base);
 
 /* The pool (local_pool.c): sandboxes pre-created for the default spec (image host, no network,
  * default limits), taken by create; refilled in the background. */
@@ -409,18 +412,23 @@ int local_set_network_policy(struct backend *be, const char *id,
                              const struct egress_policy *policy, backend_cb *cb, void *arg,
                              struct mcp_error *err);
 
-/* One refused outbound connection (or UDP datagram), as the enforcement saw it. */
+/* One refused outbound connection, UDP datagram or DNS lookup, as the enforcement saw it. A
+ * lookup the policy refuses (no port of the name could be allowed) is protocol "dns", port 0,
+ * reason "policy" with decision = egress_policy_decide_lookup(policy, name); it is usually the
+ * only trace a refused name leaves, since the program never connects. */
 struct egress_refusal {
     const char *name;     /* SNI, Host or DNS name it asked for; NULL/"": it named none */
     const char *address;  /* the address it went to or the name resolved to, or NULL */
     uint16_t port;
-    const char *protocol; /* "tcp" (NULL), "udp" */
+    const char *protocol; /* "tcp" (NULL), "udp", "dns" */
     /* "policy" (NULL): the policy refused, see decision; "private_address": an allowed name
      * resolved to a loopback/private/link-local/metadata address; "udp": UDP other than DNS;
-     * another short word for any other refusal */
+     * "dns" is taken as "policy" for a lookup; another short word for any other refusal */
     const char *reason;
-    const struct egress_policy *policy; /* reason "policy": the policy that decided */
-    struct egress_decision decision;    /* ... and what it decided (egress_policy_decide) */
+    /* reason "policy": the policy that decided (NULL: not known, decided_by is left out) and
+     * what it decided (egress_policy_decide, or egress_policy_decide_lookup for a lookup) */
+    const struct egress_policy *policy;
+    struct egress_decision decision;
 };
 /* Records the "egress_refused" event, data {name|null, port, protocol, reason, address?,
  * rule:index|null and decided_by:"egress[2] (deny ...)"|"default deny" (reason policy),

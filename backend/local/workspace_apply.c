@@ -15,14 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "mcp/base/cleanup.h"
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
-
-#define APPLY_LISTED_MAX 1000 /* applied paths listed one by one; the rest are counted */
 
 struct apply {
     const struct ws_mount *m;
@@ -143,8 +142,8 @@ static int record(struct apply *a, const struct ws_change *c, enum outcome o, co
 {
     static const char *names[] = {"applied", "conflict", "skipped", "failed"};
     a->counts[o]++;
-    if (o == APPLIED && a->counts[APPLIED] > APPLY_LISTED_MAX)
-        return 0;
+    if (json_array_size(a->results) >= WS_LISTED_MAX)
+        return 0; /* counted only */
     cleanup_free char *sp = ws_sandbox_path(a->m, c->rel);
     json_t *r = json_pack("{s:s, s:s, s:s}", "path", sp, "change", ws_kind_name(c->kind), "status",
                           names[o]);
@@ -326,12 +325,73 @@ static int apply_one(struct apply *a, const struct ws_change *c)
     return record(a, c, APPLIED, why);
 }
 
+static json_t *apply_locked(const struct ws_mount *mounts, size_t n_mounts,
+                            const struct ws_options *o, json_t *paths, bool overwrite,
+                            struct mcp_error *err);
+
+/* One apply of a mount at a time, across processes too (two servers of one user): an exclusive
+ * flock on <journal>.lock, held until the apply ends (closing the fd releases it). */
+static int lock_mounts(const struct ws_mount *mounts, size_t n, int *fds, struct mcp_error *err)
+{
+    for (size_t m = 0; m < n; m++) {
+        fds[m] = -1;
+        if (mounts[m].journal == NULL)
+            continue;
+        cleanup_free char *lock = xasprintf("%s.lock", mounts[m].journal);
+        fds[m] = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fds[m] < 0 || flock(fds[m], LOCK_EX | LOCK_NB) < 0) {
+            int e = errno;
+            for (size_t k = 0; k <= m; k++)
+                if (fds[k] >= 0)
+                    close(fds[k]);
+            return e == EWOULDBLOCK
+                       ? mcp_error_set(err, MCP_ERR_CONFLICT, 0,
+                                       "another apply of this sandbox is running; wait for its "
+                                       "result, then call review_changes to see what is left")
+                       : mcp_error_set(err, MCP_ERR_IO, e, "cannot lock %s: %s", lock, strerror(e));
+        }
+    }
+    return 0;
+}
+
+static void unlock_mounts(int *fds, size_t n)
+{
+    for (size_t m = 0; m < n; m++)
+        if (fds[m] >= 0)
+            close(fds[m]);
+    free(fds);
+}
+
 json_t *ws_apply(const struct ws_mount *mounts, size_t n_mounts, const struct ws_options *o,
                  json_t *paths, bool overwrite, struct mcp_error *err)
 {
-    struct ws_changes ch;
-    if (ws_scan(mounts, n_mounts, o, &ch, err) < 0)
+    int *locks = xcalloc(n_mounts + 1, sizeof *locks);
+    if (lock_mounts(mounts, n_mounts, locks, err) < 0) {
+        free(locks);
         return NULL;
+    }
+    json_t *res = apply_locked(mounts, n_mounts, o, paths, overwrite, err);
+    unlock_mounts(locks, n_mounts);
+    return res;
+}
+
+static json_t *apply_locked(const struct ws_mount *mounts, size_t n_mounts,
+                            const struct ws_options *o, json_t *paths, bool overwrite,
+                            struct mcp_error *err)
+{
+    struct ws_changes ch;
+    struct ws_options scan_opts = *o;
+    scan_opts.paths = paths;
+    if (ws_scan(mounts, n_mounts, &scan_opts, &ch, err) < 0)
+        return NULL;
+    if (ch.truncated) { /* applying a part of "all" silently would be worse than refusing */
+        ws_changes_free(&ch);
+        mcp_error_set(err, MCP_ERR_LIMIT, 0,
+                      "more than %d changes: apply them in parts, with paths (a directory at a "
+                      "time)",
+                      WS_CHANGES_MAX);
+        return NULL;
+    }
     struct apply a = {
         .o = o, .overwrite = overwrite, .results = json_array(), .src = -1, .upper = -1};
     int rc = 0;
@@ -359,7 +419,16 @@ json_t *ws_apply(const struct ws_mount *mounts, size_t n_mounts, const struct ws
         json_decref(a.results);
         return NULL;
     }
-    return json_pack("{s:o, s:I, s:I, s:I, s:I}", "results", a.results, "applied",
-                     a.counts[APPLIED], "conflicts", a.counts[CONFLICT], "skipped",
-                     a.counts[SKIPPED], "failed", a.counts[FAILED]);
+    json_int_t listed = (json_int_t)json_array_size(a.results);
+    json_int_t total =
+        a.counts[APPLIED] + a.counts[CONFLICT] + a.counts[SKIPPED] + a.counts[FAILED];
+    json_t *res = json_pack("{s:o, s:I, s:I, s:I, s:I}", "results", a.results, "applied",
+                            a.counts[APPLIED], "conflicts", a.counts[CONFLICT], "skipped",
+                            a.counts[SKIPPED], "failed", a.counts[FAILED]);
+    if (total > listed)
+        json_object_set_new(res, "results_note",
+                            json_sprintf("%lld results, the first %lld listed; the counts are "
+                                         "complete (review_changes shows what is left)",
+                                         (long long)total, (long long)listed));
+    return res;
 }

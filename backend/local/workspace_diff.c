@@ -231,8 +231,10 @@ static json_t *diff_page(struct ws_changes *ch, const struct buf *d, uint64_t of
                                          "for the rest, or with paths for some files",
                                          end, len, end));
     if (ch->truncated)
-        json_object_set_new(res, "changes_note",
-                            json_sprintf("only the first %d changes are listed", WS_CHANGES_MAX));
+        json_object_set_new(res, "scan_note",
+                            json_sprintf("the scan stopped at %d changes; review and apply the "
+                                         "rest by paths (a directory at a time)",
+                                         WS_CHANGES_MAX));
     return res;
 }
 
@@ -240,13 +242,15 @@ json_t *ws_review(const struct ws_mount *mounts, size_t n_mounts, const struct w
                   json_t *paths, uint64_t offset, uint64_t max_bytes, struct mcp_error *err)
 {
     struct ws_changes ch;
-    if (ws_scan(mounts, n_mounts, o, &ch, err) < 0)
+    struct ws_options scan_opts = *o;
+    scan_opts.paths = paths;
+    if (ws_scan(mounts, n_mounts, &scan_opts, &ch, err) < 0)
         return NULL;
     struct buf d;
     buf_init(&d, SIZE_MAX);
     json_t *list = json_array();
     int ufd = -1, lfd = -1;
-    size_t cur = (size_t)-1;
+    size_t cur = (size_t)-1, total = 0;
     for (size_t i = 0; i < ch.n; i++) {
         struct ws_change *c = &ch.v[i];
         const struct ws_mount *m = &mounts[c->mount];
@@ -261,11 +265,18 @@ json_t *ws_review(const struct ws_mount *mounts, size_t n_mounts, const struct w
         }
         size_t at = d.len;
         render_change(&d, ufd, lfd, m, c);
-        json_array_append_new(list, change_json(m, c, at));
+        if (json_array_size(list) < WS_LISTED_MAX)
+            json_array_append_new(list, change_json(m, c, at));
+        total++;
     }
     if (ufd >= 0)
         close(ufd), close(lfd);
-    json_t *res = json_pack("{s:o}", "changes", list);
+    json_t *res = json_pack("{s:o, s:I}", "changes", list, "changes_total", (json_int_t)total);
+    if (total > json_array_size(list))
+        json_object_set_new(res, "changes_note",
+                            json_sprintf("%zu changes, the first %d listed; narrow with paths "
+                                         "(a directory) to see the others",
+                                         total, WS_LISTED_MAX));
     diff_page(&ch, &d, offset, max_bytes ? max_bytes : WS_DIFF_DEFAULT, res);
     buf_release(&d);
     ws_changes_free(&ch);

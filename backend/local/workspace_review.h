@@ -30,9 +30,12 @@
 
 #include "mcp/base/error.h"
 
-#define WS_CLOCK_SLACK_NS 20000000ll  /* file times come from a coarse clock (a tick) */
-#define WS_TEXT_MAX (8u << 20)        /* larger files are compared, not diffed */
-#define WS_CHANGES_MAX 20000          /* entries one review lists */
+#define WS_CLOCK_SLACK_NS 20000000ll /* file times come from a coarse clock (a tick) */
+#define WS_TEXT_MAX (8u << 20)       /* larger files are compared, not diffed */
+#define WS_CHANGES_MAX 200000        /* entries one scan takes (an apply beyond: in parts) */
+/* Entries one review or apply result lists (the rest are counted): a result must stay far below
+ * the 10 MiB message the official SDK's stdio client accepts. */
+#define WS_LISTED_MAX 500
 #define WS_DIFF_DEFAULT (16u * 1024u) /* diff bytes one review returns by default */
 #define WS_DIFF_MAX (1u << 20)
 #define WS_JOURNAL_NAME "applied.json"
@@ -50,6 +53,7 @@ struct ws_mount {
 struct ws_options {
     int64_t since_ns;         /* wall time from which the sandbox saw the host tree */
     const char *xattr_prefix; /* "user.overlay." (mounted with userxattr) or "trusted.overlay." */
+    json_t *paths;            /* the scan keeps only these (ws_selected); NULL: everything */
 };
 
 enum ws_kind { WS_ADDED, WS_MODIFIED, WS_DELETED, WS_MODE };

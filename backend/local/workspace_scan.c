@@ -23,6 +23,7 @@
 
 struct scan {
     const struct ws_options *o;
+    const struct ws_mount *m;
     size_t mount;
     json_t *journal;
     struct ws_changes *out;
@@ -109,6 +110,8 @@ static void add_change(struct scan *s, enum ws_kind kind, const struct stat *ls,
                        const struct stat *us)
 {
     struct ws_changes *c = s->out;
+    if (!ws_selected(s->o->paths, s->m, s->rel))
+        return;
     if (c->n >= WS_CHANGES_MAX) {
         c->truncated = true;
         return;
@@ -393,8 +396,12 @@ int ws_scan(const struct ws_mount *mounts, size_t n_mounts, const struct ws_opti
             ws_changes_free(out);
             return -1;
         }
-        struct scan s = {
-            .o = o, .mount = m, .journal = ws_journal_load(&mounts[m]), .out = out, .err = err};
+        struct scan s = {.o = o,
+                         .m = &mounts[m],
+                         .mount = m,
+                         .journal = ws_journal_load(&mounts[m]),
+                         .out = out,
+                         .err = err};
         int rc = scan_dir(&s, ufd, lfd, is_opaque(&s, ufd));
         json_decref(s.journal);
         if (rc < 0) {

@@ -107,8 +107,11 @@ void tool_create_sandbox(struct tool_call *call, json_t *args)
     struct backend *be = name == NULL && restore
                              ? backend_for_snapshots(&job->ctx->backends, &err)
                              : backend_by_name(&job->ctx->backends, name, &err);
-    if (be != NULL && restore && !backend_has_snapshots(be->ops))
-        be = (tools_unsupported(&err, be, "snapshots to restore", TOOLS_NO_SNAPSHOT_HINT), NULL);
+    if (be != NULL && restore && !backend_has(be->ops, BACKEND_SNAPSHOTS)) {
+        char hint[TOOLS_HINT_MAX];
+        tools_hint_snapshots(&job->ctx->backends, hint, sizeof hint);
+        be = (tools_unsupported(&err, be, "snapshots to restore", hint), NULL);
+    }
     if (be == NULL || spec_from_args(args, job->owner, &spec, &err) < 0) {
         tool_job_fail(job, &err);
         return;

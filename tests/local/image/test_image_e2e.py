@@ -306,6 +306,74 @@ def test_rootless_cli(mcpbox, reg, ref):
         shutil.rmtree(bindir, ignore_errors=True)
 
 
+SINGLE_USER = "mcpbox-oci-single"
+
+
+def test_rootless_single_uid(mcpbox, reg, ref):
+    """An ordinary user without subordinate ids (single-uid mode: the user is sandbox root and
+    nobody else exists) pulls and creates from an image: files are the user's, whiteouts and
+    opaque directories still hide, the image's User falls back to root, WorkingDir and Env
+    hold; prune removes it all."""
+    import pwd
+    try:
+        pw = pwd.getpwnam(SINGLE_USER)
+    except KeyError:
+        subprocess.run(["useradd", "-M", "-s", "/usr/sbin/nologin", "-K", "SUB_UID_COUNT=0",
+                        "-K", "SUB_GID_COUNT=0", SINGLE_USER], check=True)
+        pw = pwd.getpwnam(SINGLE_USER)
+    for f_ in ("/etc/subuid", "/etc/subgid"):
+        with open(f_) as fh:
+            check(not any(line.startswith(f"{SINGLE_USER}:") for line in fh),
+                  f"{SINGLE_USER} has no subordinate ids in {f_}")
+    state = tempfile.mkdtemp(prefix="ocis-", dir="/tmp")
+    os.chown(state, pw.pw_uid, pw.pw_gid)
+    os.chmod(state, 0o700)
+    env = {"PATH": os.environ["PATH"], "HOME": state, "MCPBOX_IMAGE_STORE_MAX_BYTES": str(CAP)}
+    bindir = tempfile.mkdtemp(prefix="ocis-bin-", dir="/tmp")
+    os.chmod(bindir, 0o755)
+    user_mcpbox = os.path.join(bindir, "mcpbox")
+    shutil.copy2(mcpbox, user_mcpbox)
+
+    def as_user(*args, cmd="image"):
+        def drop():
+            os.setgroups([])
+            os.setgid(pw.pw_gid)
+            os.setuid(pw.pw_uid)
+        p = subprocess.run([user_mcpbox, cmd, "--state-dir", state] + list(args), env=env,
+                           cwd=state, capture_output=True, preexec_fn=drop, timeout=120)
+        return p.returncode, p.stdout.decode(), p.stderr.decode()
+    # No `mcpbox setup` (it would give subordinate ids): a user as useradd leaves it, with
+    # the fallbacks of rootless_bare (single uid, no delegated cgroups).
+    try:
+        rc, out, err = as_user("-o", "json", "pull", ref)
+        check(rc == 0, f"single uid: an ordinary user without subordinate ids pulls {ref} "
+              f"({err.strip()[:300]})")
+        layers = json.loads(out)["layers"]
+        top = os.path.join(state, "image-store", "layers", layers[-1][7:], "root")
+        st = os.lstat(os.path.join(top, "app", "hello.txt"))
+        check((st.st_uid, st.st_gid) == (pw.pw_uid, pw.pw_gid),
+              f"single uid: the layer's files belong to the user (image owners are lost) "
+              f"({st.st_uid}:{st.st_gid}, user {pw.pw_uid}:{pw.pw_gid})")
+        rc, out, err = as_user("create", "-q", "--image", ref, cmd="sandbox")
+        check(rc == 0, f"single uid: the user creates a sandbox on the image ({err.strip()[:300]})")
+        sid = out.strip()
+        rc, out, err = as_user("exec", sid, "--", "id -u; pwd; echo $GREETING; ls /data; "
+                               "echo --; ls /opq; cat hello.txt; echo; touch /app/new && echo w",
+                               cmd="sandbox")
+        as_user("rm", sid, cmd="sandbox")
+        check(out.split() == ["0", "/app", "from-image", "b", "--", "z", "hi", "w"],
+              f"single uid: root instead of User, WorkingDir, Env, whiteout, opaque directory, "
+              f"a writable root ({out!r} {err.strip()[:200]})")
+        rc, _, err = as_user("rm", ref)
+        rc2, out, err2 = as_user("-o", "json", "prune")
+        left = os.listdir(os.path.join(state, "image-store", "layers"))
+        check(rc == 0 and rc2 == 0 and left == [],
+              f"single uid: prune removes the layers ({err.strip()} {err2.strip()} {left})")
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+        shutil.rmtree(bindir, ignore_errors=True)
+
+
 def test_overlay_state_dir(mcpbox, ref, mdigest):
     """Root mode with the state directory on overlayfs (as inside a container), which cannot be
     mounted idmapped: the image sandboxes share one fixed mapping, and get_sandbox says so."""
@@ -451,6 +519,7 @@ def main():
             test_concurrent_pulls(s, reg, plain)
             test_lru_cap(args.mcpbox, reg)
             test_rootless_cli(args.mcpbox, reg, ref)
+            test_rootless_single_uid(args.mcpbox, reg, ref)
             test_overlay_state_dir(args.mcpbox, ref, mdigest)
             auth = test_token_auth(s, token, state)
             s.close()

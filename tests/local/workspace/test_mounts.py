@@ -22,8 +22,8 @@ PERSON = (4242, 4243) if ROOT else (os.getuid(), os.getgid())  # whose project i
 
 
 class Serve:
-    def __init__(self, mcpbox, state, allow):
-        args = [mcpbox, "serve", "--state-dir", state, "--local-pool", "0"]
+    def __init__(self, mcpbox, state, allow, pool=0):
+        args = [mcpbox, "serve", "--state-dir", state, "--local-pool", str(pool)]
         for d in allow:
             args += ["--allow-dir", d]
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -241,6 +241,77 @@ def check_nested_and_relative(s, proj):
     print("nested targets (any order) and a source relative to the allowed directory")
 
 
+def check_escapes(s, proj):
+    """What a sandbox might try against its mounts: none of it reaches the host."""
+    sid = s.create([{"source": proj, "target": "/workspace/app", "mode": "rw"}])
+    code, out, err = s.sh(sid, "cd /workspace/app; "
+                               "ln /etc/passwd hl 2>/dev/null && echo LINKED; "
+                               "mount --bind /etc /workspace/app/sub 2>/dev/null && echo BOUND; "
+                               "mount -t tmpfs x /workspace/app/sub 2>/dev/null && echo TMPFS; "
+                               "ls ../../../../tmp/ >/dev/null; cd /workspace/app/../..; pwd; "
+                               "readlink /proc/1/root; ls /proc/1/root/ | grep -c workspace")
+    assert "LINKED" not in out and "BOUND" not in out and "TMPFS" not in out, out
+    assert not os.path.exists(os.path.join(proj, "hl"))
+    assert os.listdir(os.path.join(proj, "sub")) == [], "something was mounted over the host dir"
+    s.tool("destroy_sandbox", sandbox_id=sid)
+    print("escapes: no hard link out, no mount over the host tree, '..' stays in the sandbox")
+
+
+def check_image(s, proj, state):
+    """A registered image directory (make_image_root's path) with the same mounts."""
+    img = os.path.join(state, "images", "bb")
+    os.makedirs(os.path.join(img, "bin"))
+    for d in ("etc", "tmp", "workspace", "root", "proc", "dev"):
+        os.makedirs(os.path.join(img, d))
+    shutil.copy("/bin/busybox", os.path.join(img, "bin", "busybox"))
+    for x in ("sh", "cat", "ls", "rm", "touch", "id"):
+        os.symlink("busybox", os.path.join(img, "bin", x))
+    before = tree_digest(proj)
+    err, out, text = s.tool("create_sandbox", image="bb", mounts=[
+        {"source": proj, "target": "/workspace/app"},
+        {"source": proj + "/sub", "target": "/mnt/sub", "mode": "rw"}])
+    assert not err, text
+    sid = out["sandbox_id"]
+    code, out, err = s.sh(sid, "/bin/cat /workspace/app/a.txt && /bin/touch /workspace/app/new && "
+                               "/bin/rm /workspace/app/run.sh && /bin/touch /mnt/sub/made")
+    assert code == 0 and out == "hello\n", (code, out, err)
+    made = os.lstat(os.path.join(proj, "sub", "made"))
+    assert (made.st_uid, made.st_gid) == PERSON, made
+    os.unlink(os.path.join(proj, "sub", "made"))
+    assert tree_digest(proj) == before, "the image sandbox's copy-on-write mount changed the host"
+    s.tool("destroy_sandbox", sandbox_id=sid)
+    shutil.rmtree(img)
+    print("image: a registered image's sandbox gets the same mounts and ownership")
+
+
+def check_pool_and_restart(mcpbox, proj, state, allowed):
+    """With the pool on, a create with mounts is never a pooled (mount-less) sandbox; and a
+    sandbox outlives its server: the next server finds its layers and removes them on destroy."""
+    s = Serve(mcpbox, state, [allowed], pool=2)
+    for _ in range(3):
+        s.tool("destroy_sandbox", sandbox_id=s.create([]))
+    subprocess.run(["sleep", "0.3"])  # the pool refills
+    sid = s.create([{"source": proj, "target": "/workspace/app"}])
+    code, out, _ = s.sh(sid, "cat /workspace/app/a.txt && echo kept > /workspace/app/k")
+    assert code == 0 and out == "hello\n", out
+    s.close()
+    s = Serve(mcpbox, state, [allowed])
+    code, out, _ = s.sh(sid, "cat /workspace/app/k")
+    assert code == 0 and out == "kept\n", out
+    assert os.path.exists(os.path.join(state, "workspaces", sid, "mounts.json"))
+    s.tool("destroy_sandbox", sandbox_id=sid)
+    s.tool("list_sandboxes")
+    for _ in range(100):
+        if not os.path.exists(os.path.join(state, "workspaces", sid)):
+            break
+        subprocess.run(["sleep", "0.05"])
+    assert not os.path.exists(os.path.join(state, "workspaces", sid)), "layers left"
+    s.close()
+    assert not os.path.exists(os.path.join(proj, "k"))
+    print("pool and restart: a pooled sandbox is never handed out for mounts; a new server "
+          "finds the mounts and removes the layers on destroy")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
@@ -263,8 +334,11 @@ def main():
             check_rw(s, proj)
             check_cow(s, proj, state)
             check_nested_and_relative(s, proj)
+            check_escapes(s, proj)
+            check_image(s, proj, state)
         finally:
             s.close()
+        check_pool_and_restart(a.mcpbox, proj, state, allowed)
     finally:
         subprocess.run([a.mcpbox, "sandbox", "--state-dir", os.path.join(base, "allowed", "state"),
                         "rm", "--all"], capture_output=True)
