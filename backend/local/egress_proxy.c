@@ -209,14 +209,18 @@ static void dns_answer(struct local_egress *eg, const uint8_t *p, size_t n,
     if (egress_dns_parse(p, n, &q) < 0)
         return; /* not a query we can answer: dropped, the resolver retries and gives up */
     char name[EGRESS_NAME_MAX + 1];
+    const struct egress_policy *policy;
     uint32_t addr = 0;
     int rcode = EGRESS_DNS_NOERROR;
     if (q.qclass != EGRESS_DNS_IN || (q.flags & 0x7800) != 0) {
         rcode = EGRESS_DNS_NOTIMP;
-    } else if (!egress_name_normalize(q.name, name) ||
-               !egress_policy_may_resolve(local_egress_policy(eg->sb), name)) {
+    } else if (!egress_name_normalize(q.name, name)) {
+        rcode = EGRESS_DNS_NXDOMAIN; /* not a host name at all */
+    } else if (!egress_policy_may_resolve(policy = local_egress_policy(eg->sb), name)) {
         rcode = EGRESS_DNS_NXDOMAIN; /* no port of it could be allowed: it does not exist */
-        struct egress_refusal r = {.name = q.name, .protocol = "dns", .reason = "dns"};
+        struct egress_refusal r = {.name = name, .protocol = "dns", .reason = "policy",
+                                   .policy = policy,
+                                   .decision = egress_policy_decide_lookup(policy, name)};
         egress_refused(eg, &r);
     } else if (q.qtype == EGRESS_DNS_A) {
         addr = synth_address(eg, name);

@@ -87,7 +87,7 @@ def run_checks(w):
     r = w.run(sid, CURL + "http://other.test/")
     check(r["exit_code"] != 0 and "resolve" in r["stderr"].lower(),
           "a name not on the list does not resolve", json.dumps(r))
-    check(refused(w, sid, name="other.test", reason="dns"),
+    check(refused(w, sid, name="other.test", protocol="dns", reason="policy"),
           "... and its lookup is an egress_refused event", json.dumps(refusals(w, sid)))
     r = w.run(sid, CURL + "--resolve other.test:80:198.51.100.1 http://other.test/")
     check(r["exit_code"] != 0, "a name not on the list, dialled by address, is refused",
