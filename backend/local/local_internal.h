@@ -58,6 +58,7 @@ int local_allow_init(struct local_allow *a, const char *dirs, struct mcp_error *
 void local_allow_free(struct local_allow *a);
 struct local_ws_check {
     const struct local_allow *allow;
+    json_t *roots; /* the client's roots (host paths), or NULL: they only narrow allow */
     const char *state_dir, *run_dir; /* never mountable, nor anything holding them */
 };
 struct local_ws_mount {
