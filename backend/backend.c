@@ -115,9 +115,17 @@ json_t *backend_def_host_check(const char *state_dir)
     return NULL;
 }
 
-bool backend_has_snapshots(const struct backend_ops *ops)
+bool backend_has(const struct backend_ops *ops, enum backend_optional what)
 {
-    return ops->snapshot != backend_def_snapshot;
+    switch (what) {
+    case BACKEND_SNAPSHOTS:
+        return ops->snapshot != backend_def_snapshot;
+    case BACKEND_METRICS:
+        return ops->metrics != backend_def_metrics;
+    case BACKEND_CODE:
+        return ops->code_run != backend_def_code_run;
+    }
+    return false;
 }
 
 /* ---- backend_defer ----------------------------------------------------------------------------- */
@@ -276,10 +284,19 @@ struct backend *backend_by_name(const struct backend_set *set, const char *name,
     return NULL;
 }
 
+const struct backend_ops *backend_set_having(const struct backend_set *set,
+                                             enum backend_optional what)
+{
+    for (size_t i = 0; i < set->n; i++)
+        if (backend_has(set->slots[i].ops, what))
+            return set->slots[i].ops;
+    return NULL;
+}
+
 struct backend *backend_for_snapshots(const struct backend_set *set, struct mcp_error *err)
 {
     for (size_t i = 0; i < set->n; i++)
-        if (backend_has_snapshots(set->slots[i].ops))
+        if (backend_has(set->slots[i].ops, BACKEND_SNAPSHOTS))
             return slot_backend(&set->slots[i], err);
     mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0, "no backend of this mcpbox keeps snapshots");
     return NULL;

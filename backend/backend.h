@@ -74,6 +74,9 @@ struct sandbox_spec {
     /* Host directories to mount: [{source, target, mode: "ro"|"rw"|"copy-on-write"}], or NULL.
      * Only the local backend mounts; the others refuse a non-empty list. */
     json_t *mounts;
+    /* The client's MCP roots as host paths (array of strings), or NULL when it has none to
+     * say: every mount source must then also lie within one of them (roots only narrow). */
+    json_t *roots;
     /* Egress by policy (egress_policy.h), borrowed; NULL: none, network decides. The tool layer
      * sets network false whenever it sets a policy, so code that knows only network fails
      * closed (loopback only); a backend that takes the policy copies what it keeps
@@ -302,8 +305,14 @@ int backend_def_workspace(struct backend *be, const char *sandbox_id, const char
 int backend_def_set_network_policy(struct backend *be, const char *sandbox_id,
                                    const struct egress_policy *policy, backend_cb *cb, void *arg,
                                    struct mcp_error *err);
-/* True when ops keep snapshots (a restore needs one): its snapshot slot is not the default. */
-bool backend_has_snapshots(const struct backend_ops *ops);
+/* The optional operations a backend may lack (its slot holds the default). */
+enum backend_optional {
+    BACKEND_SNAPSHOTS, /* snapshot (and restoring one at create) */
+    BACKEND_METRICS,   /* metrics */
+    BACKEND_CODE,      /* code_context and code_run */
+};
+/* True when ops have what: their slot is not the default. */
+bool backend_has(const struct backend_ops *ops, enum backend_optional what);
 
 /* Calls cb(arg, result, err) from the loop soon, never from inside the caller: how an operation
  * that already knows its answer keeps the contract above. Both are borrowed, like every other
@@ -362,5 +371,9 @@ struct backend *backend_by_name(const struct backend_set *set, const char *name,
 /* The first backend that keeps snapshots (where a restore or a snapshot list without a sandbox
  * goes), or NULL with err saying which to enable. */
 struct backend *backend_for_snapshots(const struct backend_set *set, struct mcp_error *err);
+/* The ops of the first backend of the table, running or not, that has what, or NULL: for a
+ * message that names where to go instead. */
+const struct backend_ops *backend_set_having(const struct backend_set *set,
+                                             enum backend_optional what);
 
 #endif

@@ -740,7 +740,9 @@ struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
         free(lb);
         return NULL;
     }
-    local_spawner_reap(lb->run_dir);
+    char logs_base[LOCAL_PATH_MAX + 16];
+    snprintf(logs_base, sizeof logs_base, "%s/sandboxes", lb->state_dir);
+    local_spawner_reap(lb->run_dir, logs_base);
     cg_sweep(&lb->cg, LOCAL_CG_SWEEP_AGE_S);
     uv_timer_init(loop, &lb->timer);
     lb->timer.data = lb;

@@ -428,7 +428,7 @@ json_t *local_enforced_json(const struct cg_host *h)
  * directory exits with no sandbox left: another process may have just done so. */
 static int make_sandbox_dir(struct local_backend *lb, const char *dir, struct mcp_error *err)
 {
-    if (mkdir(dir, 0700) == 0)
+    if (mkdir(dir, 0700) == 0 || errno == EEXIST) /* EEXIST: a spawner made it (spawner.c) */
         return 0;
     if (errno != ENOENT)
         return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s", dir);
@@ -559,8 +559,8 @@ static void create_abort(struct create_op *op)
 static int check_mounts(struct local_backend *lb, const struct sandbox_spec *spec,
                         struct create_image *img, struct mcp_error *err)
 {
-    struct local_ws_check c = {.allow = &lb->allow, .state_dir = lb->state_dir,
-                               .run_dir = lb->run_dir};
+    struct local_ws_check c = {.allow = &lb->allow, .roots = spec->roots,
+                               .state_dir = lb->state_dir, .run_dir = lb->run_dir};
     if (local_ws_check(&c, spec->mounts, &img->ws, err) < 0)
         return -1;
     if (local_ws_writable(&img->ws) && lb->ident.mode == LOCAL_ID_SUBID) {
@@ -587,7 +587,10 @@ static int create_with_image(struct local_backend *lb, const struct sandbox_spec
     if (!lb->spawner_tried && lb->creates > 1) {
         const char *sw = getenv("MCPBOX_LOCAL_SPAWNER");
         lb->spawner_tried = true;
-        lb->spawner = sw && strcmp(sw, "0") == 0 ? NULL : local_spawner_start(&lb->cg, lb->run_dir);
+        char logs_base[LOCAL_PATH_MAX + 16];
+        snprintf(logs_base, sizeof logs_base, "%s/sandboxes", lb->state_dir);
+        if (sw == NULL || strcmp(sw, "0") != 0)
+            lb->spawner = local_spawner_start(&lb->cg, lb->run_dir, logs_base);
     }
     op->pool_slot = local_spawner_take(lb->spawner, op->sb->id, &op->sb->cg);
     if (op->pool_slot < 0)

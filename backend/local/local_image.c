@@ -160,6 +160,7 @@ static void copy_spec(struct sandbox_spec *dst, const struct sandbox_spec *src)
     dst->env = json_incref(src->env);
     dst->metadata = json_incref(src->metadata);
     dst->mounts = json_incref(src->mounts);
+    dst->roots = json_incref(src->roots);
 }
 
 static void free_spec(struct sandbox_spec *s)
@@ -170,6 +171,7 @@ static void free_spec(struct sandbox_spec *s)
     json_decref(s->env);
     json_decref(s->metadata);
     json_decref(s->mounts);
+    json_decref(s->roots);
 }
 
 static void on_progress(void *arg, uint64_t done, uint64_t total, const char *what)

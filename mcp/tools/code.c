@@ -163,7 +163,7 @@ static void code_run(struct tool_job *job, json_t *args)
     cj->progress_timer.data = cj;
     struct exec_observer obs = {code_on_started, code_on_output, code_on_done, cj};
     if (job->be->ops->code_run(job->be, job->sandbox_id, &req, &obs, &err) < 0) {
-        tools_instead(&err, TOOLS_NO_CODE_HINT);
+        tools_instead_code(job, &err);
         tool_job_fail(job, &err);
         uv_close((uv_handle_t *)&cj->progress_timer, code_free_cb);
         return;
@@ -190,7 +190,7 @@ void tool_run_code(struct tool_call *call, json_t *args)
     }
     if (job->be->ops->code_context(job->be, job->sandbox_id, action, args, tool_job_done_cb, job,
                                    &err) < 0) {
-        tools_instead(&err, TOOLS_NO_CODE_HINT);
+        tools_instead_code(job, &err);
         tool_job_fail(job, &err);
     }
 }

@@ -354,6 +354,40 @@ int tools_instead(struct mcp_error *err, const char *instead)
     return -1;
 }
 
+void tools_hint_snapshots(const struct backend_set *set, char *out, size_t size)
+{
+    const struct backend_ops *o = backend_set_having(set, BACKEND_SNAPSHOTS);
+    int n = snprintf(out, size, "keep work by copying files out with read_file or archiving them "
+                                "with run_command (tar)");
+    if (o != NULL && n > 0 && (size_t)n < size)
+        snprintf(out + n, size - (size_t)n, "; snapshots need a sandbox on the %s backend "
+                 "(create_sandbox backend \"%s\")", o->name, o->name);
+}
+
+void tools_hint_code(const struct backend_set *set, char *out, size_t size)
+{
+    const struct backend_ops *o = backend_set_having(set, BACKEND_CODE);
+    int n = snprintf(out, size, "run code with run_command (python3 -c '...', or a script "
+                                "written with write_file)");
+    if (o != NULL && n > 0 && (size_t)n < size)
+        snprintf(out + n, size - (size_t)n, "; stateful contexts need a sandbox on the %s "
+                 "backend from a code-interpreter image", o->name);
+}
+
+int tools_instead_snapshots(const struct tool_job *job, struct mcp_error *err)
+{
+    char hint[TOOLS_HINT_MAX];
+    tools_hint_snapshots(&job->ctx->backends, hint, sizeof hint);
+    return tools_instead(err, hint);
+}
+
+int tools_instead_code(const struct tool_job *job, struct mcp_error *err)
+{
+    char hint[TOOLS_HINT_MAX];
+    tools_hint_code(&job->ctx->backends, hint, sizeof hint);
+    return tools_instead(err, hint);
+}
+
 int tools_unsupported(struct mcp_error *err, const struct backend *be, const char *what,
                       const char *instead)
 {

@@ -16,7 +16,7 @@ static struct backend *snapshot_backend(struct tool_job *job, const char *sandbo
         return backend_for_sandbox_id(&job->ctx->backends, sandbox_id, err);
     struct backend *be = backend_for_snapshots(&job->ctx->backends, err);
     if (be == NULL)
-        tools_instead(err, TOOLS_NO_SNAPSHOT_HINT);
+        tools_instead_snapshots(job, err);
     return be;
 }
 
@@ -51,7 +51,7 @@ void tool_snapshot_sandbox(struct tool_call *call, json_t *args)
     }
     if (job->be->ops->snapshot(job->be, job->owner, action, args, snapshot_done_cb, job,
                                &err) < 0) {
-        tools_instead(&err, TOOLS_NO_SNAPSHOT_HINT);
+        tools_instead_snapshots(job, &err);
         tool_job_fail(job, &err);
     }
 }

@@ -100,6 +100,9 @@ int tools_unsupported(struct mcp_error *err, const struct backend *be, const cha
 /* After a backend's default slot answered MCP_ERR_UNSUPPORTED ("the local backend has no
  * snapshots"): adds "; <instead>" so the agent knows what to do. Returns -1. */
 int tools_instead(struct mcp_error *err, const char *instead);
+/* tools_instead with tools_hint_snapshots / tools_hint_code for the job's backends. */
+int tools_instead_snapshots(const struct tool_job *job, struct mcp_error *err);
+int tools_instead_code(const struct tool_job *job, struct mcp_error *err);
 /* Audit outcome for an error: "error:not_found", ... (static storage). */
 const char *tools_outcome(const struct mcp_error *err);
 
@@ -161,12 +164,11 @@ tool_handler_fn tool_get_endpoint, tool_diagnose_sandbox, tool_doctor;
 tool_handler_fn tool_snapshot_sandbox, tool_run_code;
 tool_handler_fn tool_review_changes, tool_apply_changes;
 
-/* What to use instead, for backends without snapshots / code contexts (the local backend). */
-#define TOOLS_NO_SNAPSHOT_HINT                                                                     \
-    "keep work by copying files out with read_file or archiving them with run_command (tar); "    \
-    "snapshots need an OpenSandbox sandbox (create_sandbox backend \"opensandbox\")"
-#define TOOLS_NO_CODE_HINT                                                                         \
-    "run code with run_command (python3 -c '...', or a script written with write_file); "         \
-    "stateful contexts need an OpenSandbox sandbox from a code-interpreter image"
+/* What to use instead of a snapshot / a code context, naming the backend of the table that has
+ * them ("...; snapshots need a sandbox on the opensandbox backend (create_sandbox backend
+ * \"opensandbox\")"). */
+#define TOOLS_HINT_MAX 320
+void tools_hint_snapshots(const struct backend_set *set, char *out, size_t size);
+void tools_hint_code(const struct backend_set *set, char *out, size_t size);
 
 #endif

@@ -127,6 +127,29 @@ await test('get, list, renew, pause, resume', async () => {
   check((await ok(conn, 'resume_sandbox', { sandbox_id: sid })).state === 'running', 'resumed');
 });
 
+// Issue 14: network_policy through MCP to networkPolicy and the egress sidecar's /policy (the fake
+// implements the sidecar; mcpbox's own OpenSandbox API has none yet).
+await fakeOnly('network_policy: create, get, set_network_policy, refusals', async () => {
+  const s = await ok(conn, 'create_sandbox', { backend: 'opensandbox', image: IMAGE,
+    network_policy: { egress: [{ action: 'allow', target: 'PyPI.org' }] } });
+  check(s.network === true && s.network_policy.default_action === 'deny' &&
+    s.network_policy.egress[0].target === 'pypi.org', JSON.stringify(s));
+  const policy = async () => (await (await fetch(`http://127.0.0.1:${fake.port}/_policy?id=${s.sandbox_id.slice(4)}`)).json());
+  check(JSON.stringify(await policy()) === '{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"}]}',
+    `sidecar at create: ${JSON.stringify(await policy())}`);
+  const n = await ok(conn, 'set_network_policy', { sandbox_id: s.sandbox_id,
+    egress: [{ action: 'allow', target: '*.pythonhosted.org' }, { action: 'allow', target: 'pypi.org' }] });
+  check(n.network_policy.egress.length === 2, JSON.stringify(n));
+  check(JSON.stringify((await policy()).egress.map((r) => r.target)) === '["*.pythonhosted.org","pypi.org"]',
+    `sidecar after set: ${JSON.stringify(await policy())}`);
+  await fails(conn, 'set_network_policy', { sandbox_id: s.sandbox_id, default_action: 'allow' },
+    /cannot change default_action/);
+  await fails(conn, 'create_sandbox', { backend: 'opensandbox', image: IMAGE,
+    network_policy: { egress: [{ action: 'allow', target: 'a.org', ports: [443] }] } }, /limits ports/);
+  await fails(conn, 'set_network_policy', { sandbox_id: sid, egress: [] }, /created without network_policy/);
+  await ok(conn, 'destroy_sandbox', { sandbox_id: s.sandbox_id });
+});
+
 await test('run_command streams progress, exit codes, stdin, env', async () => {
   const r = await ok(conn, 'run_command', { sandbox_id: sid, command: 'echo $GREETING; cat; exit 4', stdin: 'fed\n' });
   check(r.exit_code === 4 && r.stdout === 'hi\nfed\n', JSON.stringify(r));
@@ -204,6 +227,13 @@ await fakeOnly('snapshot_sandbox errors: paused source, a runtime without snapsh
   await control(fake.port, '/_config', { snapshots: 'unsupported' });
   await fails(conn, 'snapshot_sandbox', { action: 'create', sandbox_id: sid }, /cannot snapshot.*read_file/, 5000);
   await control(fake.port, '/_reset', {});
+});
+
+await test('review_changes and apply_changes say what to use instead (no copy-on-write mounts)', async () => {
+  await fails(conn, 'review_changes', { sandbox_id: sid },
+              /opensandbox backend has no copy-on-write mounts.*read_file.*local/);
+  await fails(conn, 'apply_changes', { sandbox_id: sid, overwrite: true },
+              /opensandbox backend has no copy-on-write mounts.*review_changes and apply_changes/);
 });
 
 await test('diagnose_sandbox what=metrics', async () => {

@@ -773,6 +773,39 @@ async function execd(req, res, url, sb, rest, fault) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// the egress sidecar (specs/egress-api.yaml) on port 18080: the policy set at create
+// (networkPolicy), GET /policy, PATCH (incoming rules first, the first rule per target wins, the
+// rules in force keep the targets not named), DELETE (targets). Errors are text/plain.
+
+function egress(req, res, sb, rest, buf) {
+  const text = (status, msg) => { res.writeHead(status, { 'Content-Type': 'text/plain' }); res.end(msg); };
+  if (rest !== '/policy') return text(404, 'not found');
+  const policy = sb.network || null;
+  const status = () => ({ status: 'ok', mode: !policy ? 'allow_all' : policy.defaultAction === 'allow' ? 'allow_all' : 'deny_all',
+    enforcementMode: 'dns', ...(policy ? { policy } : {}) });
+  if (req.method === 'GET') return send(res, 200, status());
+  let body;
+  try { body = JSON.parse(buf.toString('utf8')); } catch { return text(400, 'invalid JSON body'); }
+  if (!Array.isArray(body) || body.length === 0) return text(400, 'body must be a non-empty array');
+  const current = policy ? policy.egress || [] : [];
+  if (req.method === 'PATCH') {
+    for (const r of body)
+      if (!r || !['allow', 'deny'].includes(r.action) || typeof r.target !== 'string' || Object.keys(r).some((k) => !['action', 'target'].includes(k)))
+        return text(400, `invalid rule ${JSON.stringify(r)}`);
+    const seen = new Set(), egressRules = [];
+    for (const r of [...body, ...current]) if (!seen.has(r.target)) { seen.add(r.target); egressRules.push(r); }
+    sb.network = { defaultAction: policy ? policy.defaultAction || 'deny' : 'deny', egress: egressRules };
+    return send(res, 200, status());
+  }
+  if (req.method === 'DELETE') {
+    if (body.some((t) => typeof t !== 'string')) return text(400, 'targets must be strings');
+    if (policy) sb.network = { ...policy, egress: current.filter((r) => !body.includes(r.target)) };
+    return send(res, 200, status());
+  }
+  return text(405, 'method not allowed');
+}
+
+// ---------------------------------------------------------------------------------------------
 // faults and routing
 
 function takeFault(req) {
@@ -811,6 +844,9 @@ function route(url) {
   let m = url.pathname.match(/^\/direct\/([^/]+)\/proxy\/44772(\/.*)$/) ||
           url.pathname.match(/^\/(?:v1\/)?sandboxes\/([^/]+)\/proxy\/44772(\/.*)$/);
   if (m) return { kind: 'execd', id: m[1], rest: m[2] };
+  m = url.pathname.match(/^\/direct\/([^/]+)\/proxy\/18080(\/.*)$/) ||
+      url.pathname.match(/^\/(?:v1\/)?sandboxes\/([^/]+)\/proxy\/18080(\/.*)$/);
+  if (m) return { kind: 'egress', id: m[1], rest: m[2] };
   m = url.pathname.match(/^\/v1(\/.*)$/);
   if (m) return { kind: 'lifecycle', rest: m[1] };
   return { kind: 'other', rest: url.pathname };
@@ -826,6 +862,7 @@ const server = http.createServer(async (req, res) => {
     if (url.pathname === '/_reset') { faults = []; reqlog = []; Object.assign(config, { route: 'path', sse: 'raw', pageMax: 0, snapshots: '', noJupyter: '' }); return send(res, 200, {}); }
     if (url.pathname === '/_config') { Object.assign(config, JSON.parse(buf.toString())); return send(res, 200, {}); }
     if (url.pathname === '/_stats') return send(res, 200, { sandboxes: sandboxes.size, faults });
+    if (url.pathname === '/_policy') { const sb = sandboxes.get(url.searchParams.get('id')); return send(res, sb ? 200 : 404, sb ? sb.network ?? null : {}); }
     return send(res, 404, {});
   }
   reqlog.push({ method: req.method, url: req.url, headers: req.headers });
@@ -839,8 +876,13 @@ const server = http.createServer(async (req, res) => {
   let r = route(url);
   const ingress = req.headers['opensandbox-ingress-to'];
   if (r.kind === 'other' && ingress) {
-    const m = /^(.*)-44772$/.exec(ingress);
-    if (m) r = { kind: 'execd', id: m[1], rest: url.pathname };
+    const m = /^(.*)-(44772|18080)$/.exec(ingress);
+    if (m) r = { kind: m[2] === '18080' ? 'egress' : 'execd', id: m[1], rest: url.pathname };
+  }
+  if (r.kind === 'egress') {
+    const sb = sandboxes.get(r.id);
+    if (!sb) return err(res, 502, 'GENERAL::UNKNOWN_ERROR', 'no such sandbox behind this endpoint');
+    return egress(req, res, sb, r.rest, await readBody(req));
   }
   if (r.kind === 'lifecycle') return lifecycle(req, res, url, r.rest);
   if (r.kind === 'execd') {

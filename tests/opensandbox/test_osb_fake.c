@@ -1265,6 +1265,104 @@ TEST(shutdown_during_snapshot_wait)
     free_backend(b);
 }
 
+/* ---- network policy ------------------------------------------------------------------------ */
+
+static struct egress_policy *policy_of(const char *text)
+{
+    struct mcp_error err;
+    json_t *j = json_loads(text, 0, NULL);
+    struct egress_policy *p = egress_policy_parse(j, "network_policy", &err);
+    json_decref(j);
+    if (p == NULL)
+        TEST_FAIL("policy: %s", err.msg);
+    return p;
+}
+
+/* What the fake's sidecar enforces now, as compact JSON (sorted keys). */
+static char *sidecar_policy(const char *id)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/_policy?id=%s", id + strlen("osb-"));
+    json_t *j = fake_control(&fs, "GET", path, NULL);
+    char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    json_decref(j);
+    return s;
+}
+
+/* create with a policy, then replace it: the sidecar ends with exactly the new rules, in order
+ * (PATCH puts them first, DELETE drops the old targets they do not name), and get_sandbox shows
+ * the new policy. A change of default_action, ports, and a sandbox made without a policy are
+ * refused before any request. */
+TEST(network_policy_create_and_replace)
+{
+    struct egress_policy *p = policy_of(
+        "{\"egress\":[{\"action\":\"allow\",\"target\":\"a.org\"},"
+        "{\"action\":\"allow\",\"target\":\"b.org\"},{\"action\":\"deny\",\"target\":\"*.c.org\"}]}");
+    struct sandbox_spec spec = {.owner = OWNER, .image = "ubuntu", .network_policy = p};
+    struct mcp_error e;
+    osb_wait_reset(&w);
+    ASSERT_EQ(be->ops->create(be, &spec, osb_wait_cb, &w, &e), 0);
+    WAIT(&w, 8000);
+    EXPECT_OK(&w);
+    char id[128];
+    snprintf(id, sizeof(id), "%s", jstr(w.result, "sandbox_id"));
+    ASSERT(json_is_true(json_object_get(w.result, "network")));
+    json_t *want = egress_policy_to_json(p);
+    ASSERT(json_equal(json_object_get(w.result, "network_policy"), want));
+    json_decref(want);
+    char *s = sidecar_policy(id);
+    ASSERT_STR_EQ(s, "{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"allow\",\"target\":"
+                     "\"a.org\"},{\"action\":\"allow\",\"target\":\"b.org\"},{\"action\":\"deny\","
+                     "\"target\":\"*.c.org\"}]}");
+    free(s);
+    egress_policy_unref(p);
+
+    p = policy_of("{\"egress\":[{\"action\":\"deny\",\"target\":\"b.org\"},"
+                  "{\"action\":\"allow\",\"target\":\"*.pythonhosted.org\"}]}");
+    osb_wait_reset(&w);
+    ASSERT_EQ(be->ops->set_network_policy(be, id, p, osb_wait_cb, &w, &e), 0);
+    WAIT(&w, 5000);
+    EXPECT_OK(&w);
+    s = sidecar_policy(id);
+    ASSERT_STR_EQ(s, "{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"deny\",\"target\":"
+                     "\"b.org\"},{\"action\":\"allow\",\"target\":\"*.pythonhosted.org\"}]}");
+    free(s);
+    want = egress_policy_to_json(p);
+    ASSERT(json_equal(json_object_get(w.result, "network_policy"), want));
+    osb_wait_reset(&w);
+    ASSERT_EQ(be->ops->get(be, id, osb_wait_cb, &w, &e), 0);
+    WAIT(&w, 3000);
+    ASSERT(json_equal(json_object_get(w.result, "network_policy"), want));
+    json_decref(want);
+    egress_policy_unref(p);
+
+    p = policy_of("{\"default_action\":\"allow\"}");
+    ASSERT_EQ(be->ops->set_network_policy(be, id, p, osb_wait_cb, &w, &e), -1);
+    ASSERT_EQ(e.code, MCP_ERR_UNSUPPORTED);
+    ASSERT_CONTAINS(e.msg, "cannot change default_action of a running sandbox");
+    egress_policy_unref(p);
+    p = policy_of("{\"egress\":[{\"action\":\"allow\",\"target\":\"a.org\",\"ports\":[443]}]}");
+    ASSERT_EQ(be->ops->set_network_policy(be, id, p, osb_wait_cb, &w, &e), -1);
+    ASSERT_CONTAINS(e.msg, "network_policy.egress[0] limits ports");
+    egress_policy_unref(p);
+    p = policy_of("{}");
+    ASSERT_EQ(be->ops->set_network_policy(be, sid, p, osb_wait_cb, &w, &e), -1); /* network: true */
+    ASSERT_EQ(e.code, MCP_ERR_CONFLICT);
+    ASSERT_CONTAINS(e.msg, "created without network_policy");
+    /* {} on the policy sandbox: nothing to PATCH, every old target deleted */
+    osb_wait_reset(&w);
+    ASSERT_EQ(be->ops->set_network_policy(be, id, p, osb_wait_cb, &w, &e), 0);
+    WAIT(&w, 5000);
+    EXPECT_OK(&w);
+    s = sidecar_policy(id);
+    ASSERT_STR_EQ(s, "{\"defaultAction\":\"deny\",\"egress\":[]}");
+    free(s);
+    egress_policy_unref(p);
+    osb_wait_reset(&w);
+    ASSERT_EQ(be->ops->destroy(be, id, osb_wait_cb, &w, &e), 0);
+    WAIT(&w, 3000);
+}
+
 TEST(destroy)
 {
     struct mcp_error e;
@@ -1326,6 +1424,7 @@ int main(void)
         RUN(code_without_jupyter);
         RUN(shutdown_with_requests_in_flight);
         RUN(shutdown_during_snapshot_wait);
+        RUN(network_policy_create_and_replace);
         RUN(destroy);
     }
     osb_wait_reset(&w);

@@ -22,14 +22,17 @@ PERSON = (4242, 4243) if ROOT else (os.getuid(), os.getgid())  # whose project i
 
 
 class Serve:
-    def __init__(self, mcpbox, state, allow):
-        args = [mcpbox, "serve", "--state-dir", state, "--local-pool", "0"]
+    def __init__(self, mcpbox, state, allow, pool=0, roots=None):
+        args = [mcpbox, "serve", "--state-dir", state, "--local-pool", str(pool)]
         for d in allow:
             args += ["--allow-dir", d]
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, cwd="/")
         self.next_id = 1
-        self.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+        self.roots = roots  # a list of file:// URIs to answer roots/list with, or None
+        self.roots_asked = 0
+        caps = {} if roots is None else {"roots": {}}
+        self.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": caps,
                                  "clientInfo": {"name": "mounts-test", "version": "1"}})
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
@@ -45,7 +48,12 @@ class Serve:
             line = self.proc.stdout.readline()
             assert line, f"server closed stdout during {method}"
             msg = json.loads(line)
-            if msg.get("id") == rid:
+            if msg.get("method") == "roots/list" and "id" in msg:
+                self.roots_asked += 1
+                self.send({"jsonrpc": "2.0", "id": msg["id"],
+                           "result": {"roots": [{"uri": u} for u in self.roots or []]}})
+                continue
+            if msg.get("id") == rid and "method" not in msg:
                 assert "error" not in msg, f"{method}: {msg['error']}"
                 return msg["result"]
 
@@ -241,6 +249,127 @@ def check_nested_and_relative(s, proj):
     print("nested targets (any order) and a source relative to the allowed directory")
 
 
+def check_escapes(s, proj):
+    """What a sandbox might try against its mounts: none of it reaches the host."""
+    sid = s.create([{"source": proj, "target": "/workspace/app", "mode": "rw"}])
+    code, out, err = s.sh(sid, "cd /workspace/app; "
+                               "ln /etc/passwd hl 2>/dev/null && echo LINKED; "
+                               "mount --bind /etc /workspace/app/sub 2>/dev/null && echo BOUND; "
+                               "mount -t tmpfs x /workspace/app/sub 2>/dev/null && echo TMPFS; "
+                               "ls ../../../../tmp/ >/dev/null; cd /workspace/app/../..; pwd; "
+                               "readlink /proc/1/root; ls /proc/1/root/ | grep -c workspace")
+    assert "LINKED" not in out and "BOUND" not in out and "TMPFS" not in out, out
+    assert not os.path.exists(os.path.join(proj, "hl"))
+    assert os.listdir(os.path.join(proj, "sub")) == [], "something was mounted over the host dir"
+    s.tool("destroy_sandbox", sandbox_id=sid)
+    print("escapes: no hard link out, no mount over the host tree, '..' stays in the sandbox")
+
+
+def check_image(s, proj, state):
+    """A registered image directory (make_image_root's path) with the same mounts."""
+    img = os.path.join(state, "images", "bb")
+    os.makedirs(os.path.join(img, "bin"))
+    for d in ("etc", "tmp", "workspace", "root", "proc", "dev"):
+        os.makedirs(os.path.join(img, d))
+    shutil.copy("/bin/busybox", os.path.join(img, "bin", "busybox"))
+    for x in ("sh", "cat", "ls", "rm", "touch", "id"):
+        os.symlink("busybox", os.path.join(img, "bin", x))
+    before = tree_digest(proj)
+    err, out, text = s.tool("create_sandbox", image="bb", mounts=[
+        {"source": proj, "target": "/workspace/app"},
+        {"source": proj + "/sub", "target": "/mnt/sub", "mode": "rw"}])
+    assert not err, text
+    sid = out["sandbox_id"]
+    code, out, err = s.sh(sid, "/bin/cat /workspace/app/a.txt && /bin/touch /workspace/app/new && "
+                               "/bin/rm /workspace/app/run.sh && /bin/touch /mnt/sub/made")
+    assert code == 0 and out == "hello\n", (code, out, err)
+    made = os.lstat(os.path.join(proj, "sub", "made"))
+    assert (made.st_uid, made.st_gid) == PERSON, made
+    os.unlink(os.path.join(proj, "sub", "made"))
+    assert tree_digest(proj) == before, "the image sandbox's copy-on-write mount changed the host"
+    s.tool("destroy_sandbox", sandbox_id=sid)
+    shutil.rmtree(img)
+    print("image: a registered image's sandbox gets the same mounts and ownership")
+
+
+def check_roots(mcpbox, base, proj, state, allowed):
+    """A client that declares roots narrows the allowlist to them, never extends it."""
+    sub = os.path.join(proj, "sub")
+    s = Serve(mcpbox, state, [allowed], roots=["file://" + sub.replace(" ", "%20")])
+    try:
+        sid = s.create([{"source": sub, "target": "/mnt/sub", "mode": "ro"}])
+        assert s.roots_asked == 1, "roots/list was not asked"
+        s.tool("destroy_sandbox", sandbox_id=sid)
+        s.refused([{"source": proj, "target": "/mnt/p", "mode": "ro"}], "roots", "narrow")
+        s.roots = ["file://" + os.path.join(base, "outside"), "https://example.com/x"]
+        s.refused([{"source": os.path.join(base, "outside"), "target": "/mnt/o"}], "--allow-dir")
+        s.roots = []
+        s.refused([{"source": sub, "target": "/mnt/sub"}], "roots")
+        err, out, _ = s.tool("create_sandbox")  # no mounts: roots are not asked
+        asked = s.roots_asked
+        assert not err and asked == 4, asked
+        s.tool("destroy_sandbox", sandbox_id=out["sandbox_id"])
+    finally:
+        s.close()
+    print("roots: a client's roots narrow the allowlist (a root outside it adds nothing)")
+
+
+def check_cli(mcpbox, proj, base):
+    """mcpbox sandbox create --mount SRC:DST[:MODE]: SRC is allowed because the person named it."""
+    state = os.path.join(base, "cli-state")
+    run = lambda *a: subprocess.run([mcpbox, "sandbox", "--state-dir", state] + list(a),
+                                    capture_output=True, text=True, timeout=120, cwd="/")
+    r = run("create", "-q", "--mount", f"{proj}:/workspace/app", "--mount",
+            f"{proj}/sub:/mnt/sub:ro")
+    assert r.returncode == 0, r.stderr
+    sid = r.stdout.strip()
+    # exec joins its words into one command line for /bin/sh -c (like ssh): one word here
+    r = run("exec", sid, "--", "cat /workspace/app/a.txt; echo x > /workspace/app/a.txt;"
+            " touch /mnt/sub/x 2>/dev/null || echo RO")
+    assert r.stdout == "hello\nRO\n", (r.stdout, r.stderr)
+    with open(os.path.join(proj, "a.txt")) as f:
+        assert f.read() == "hello\n"
+    run("rm", sid)
+    r = run("create", "--mount", f"{proj}:/workspace/app:bogus")
+    assert r.returncode != 0 and "copy-on-write" in r.stderr, r.stderr
+    r = run("create", "--mount", f"{proj}")
+    assert r.returncode == 2 and "SRC:DST" in r.stderr, r.stderr
+    r = run("create", "--mount", f"{os.path.join(base, 'nope')}:/mnt/x")
+    assert r.returncode == 2 and "not an existing directory" in r.stderr, r.stderr
+    r = run("create", "--mount", f"{state}:/mnt/x")
+    assert r.returncode != 0 and "state" in r.stderr, r.stderr
+    shutil.rmtree(state, ignore_errors=True)
+    print("cli: --mount SRC:DST[:MODE], and its errors")
+
+
+def check_pool_and_restart(mcpbox, proj, state, allowed):
+    """With the pool on, a create with mounts is never a pooled (mount-less) sandbox; and a
+    sandbox outlives its server: the next server finds its layers and removes them on destroy."""
+    s = Serve(mcpbox, state, [allowed], pool=2)
+    for _ in range(3):
+        s.tool("destroy_sandbox", sandbox_id=s.create([]))
+    subprocess.run(["sleep", "0.3"])  # the pool refills
+    sid = s.create([{"source": proj, "target": "/workspace/app"}])
+    code, out, _ = s.sh(sid, "cat /workspace/app/a.txt && echo kept > /workspace/app/k")
+    assert code == 0 and out == "hello\n", out
+    s.close()
+    s = Serve(mcpbox, state, [allowed])
+    code, out, _ = s.sh(sid, "cat /workspace/app/k")
+    assert code == 0 and out == "kept\n", out
+    assert os.path.exists(os.path.join(state, "workspaces", sid, "mounts.json"))
+    s.tool("destroy_sandbox", sandbox_id=sid)
+    s.tool("list_sandboxes")
+    for _ in range(100):
+        if not os.path.exists(os.path.join(state, "workspaces", sid)):
+            break
+        subprocess.run(["sleep", "0.05"])
+    assert not os.path.exists(os.path.join(state, "workspaces", sid)), "layers left"
+    s.close()
+    assert not os.path.exists(os.path.join(proj, "k"))
+    print("pool and restart: a pooled sandbox is never handed out for mounts; a new server "
+          "finds the mounts and removes the layers on destroy")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
@@ -263,8 +392,13 @@ def main():
             check_rw(s, proj)
             check_cow(s, proj, state)
             check_nested_and_relative(s, proj)
+            check_escapes(s, proj)
+            check_image(s, proj, state)
         finally:
             s.close()
+        check_pool_and_restart(a.mcpbox, proj, state, allowed)
+        check_roots(a.mcpbox, base, proj, state, allowed)
+        check_cli(a.mcpbox, proj, base)
     finally:
         subprocess.run([a.mcpbox, "sandbox", "--state-dir", os.path.join(base, "allowed", "state"),
                         "rm", "--all"], capture_output=True)

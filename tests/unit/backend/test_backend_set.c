@@ -47,8 +47,10 @@ TEST(lookups)
     ASSERT_CONTAINS(err.msg, "sandbox ids start with \"sbx-\" (local) or \"osb-\" (opensandbox)");
 
     /* a restore goes to the first backend that keeps snapshots, here one that is not running */
-    ASSERT(!backend_has_snapshots(local->ops));
-    ASSERT(backend_has_snapshots(&fake_remote_ops));
+    ASSERT(!backend_has(local->ops, BACKEND_SNAPSHOTS));
+    ASSERT(!backend_has(local->ops, BACKEND_CODE));
+    ASSERT(backend_set_having(&set, BACKEND_SNAPSHOTS) == &fake_remote_ops);
+    ASSERT(backend_has(&fake_remote_ops, BACKEND_SNAPSHOTS));
     ASSERT(backend_for_snapshots(&set, &err) == NULL);
     ASSERT_CONTAINS(err.msg, "OPEN_SANDBOX_DOMAIN");
     backend_set_free(&set);

@@ -165,6 +165,9 @@ TEST(optional_ops_unsupported)
     ASSERT(c->is_error);
     ASSERT_CONTAINS(c->text, "the local backend has no snapshots");
     ASSERT_CONTAINS(c->text, "read_file");
+    /* the hint names the backend of the table that keeps snapshots, running or not */
+    ASSERT_CONTAINS(c->text, "snapshots need a sandbox on the opensandbox backend (create_sandbox "
+                             "backend \"opensandbox\")");
     c = call_tool("alice", "snapshot_sandbox", "{\"action\":\"create\",\"sandbox_id\":\"sbx-b1\"}");
     ASSERT_CONTAINS(c->text, "no sandbox sbx-b1 among yours");
     c = call_tool("alice", "snapshot_sandbox", "{\"action\":\"list\"}");
