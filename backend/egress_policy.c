@@ -305,25 +305,28 @@ struct egress_decision egress_policy_decide(const struct egress_policy *p, const
     return (struct egress_decision){.allow = p->default_allow, .rule = -1};
 }
 
-bool egress_policy_may_resolve(const struct egress_policy *p, const char *name)
+struct egress_decision egress_policy_decide_lookup(const struct egress_policy *p,
+                                                   const char *name)
 {
     if (p == NULL)
-        return false;
+        return (struct egress_decision){.allow = false, .rule = -1};
     char norm[EGRESS_NAME_MAX + 1];
-    if (!egress_name_normalize(name, norm))
-        return p->default_allow;
-    /* An allow rule for the name allows some port; a deny rule without ports ends the search;
-     * a deny rule with ports leaves the other ports to later rules and the default. */
-    for (size_t i = 0; i < p->n_rules; i++) {
-        const struct egress_rule *r = &p->rules[i];
-        if (!target_matches(r, norm))
-            continue;
-        if (r->allow)
-            return true;
-        if (r->n_ports == 0)
-            return false;
+    if (egress_name_normalize(name, norm)) {
+        /* An allow rule for the name allows some port; a deny rule without ports ends the
+         * search; a deny rule with ports leaves the other ports to later rules and the
+         * default. */
+        for (size_t i = 0; i < p->n_rules; i++) {
+            const struct egress_rule *r = &p->rules[i];
+            if (target_matches(r, norm) && (r->allow || r->n_ports == 0))
+                return (struct egress_decision){.allow = r->allow, .rule = (int)i};
+        }
     }
-    return p->default_allow;
+    return (struct egress_decision){.allow = p->default_allow, .rule = -1};
+}
+
+bool egress_policy_may_resolve(const struct egress_policy *p, const char *name)
+{
+    return egress_policy_decide_lookup(p, name).allow;
 }
 
 char *egress_decision_describe(const struct egress_policy *p, struct egress_decision d, char *out,

@@ -92,6 +92,11 @@ struct egress_decision egress_policy_decide(const struct egress_policy *p, const
 /* Whether some port of name could be allowed: what a DNS answer from the policy needs (a name no
  * rule or default allows on any port does not resolve). p NULL: false. */
 bool egress_policy_may_resolve(const struct egress_policy *p, const char *name);
+/* The same as a decision, for recording a refused lookup: allow = may_resolve, rule = the rule
+ * that settled it (the first allow rule for the name, or the first deny rule for it without
+ * ports) or -1 for default_action. */
+struct egress_decision egress_policy_decide_lookup(const struct egress_policy *p,
+                                                   const char *name);
 
 /* What decided, for people: "egress[2] (deny *.example.com ports 80,443)" or "default deny".
  * Writes at most size bytes (NUL-terminated); returns out. */

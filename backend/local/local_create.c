@@ -130,7 +130,8 @@ struct create_image {
 };
 
 /* 0: "host" or a rootfs registered as <state_dir>/images/<name> (img filled); 1: a name to
- * resolve as an OCI reference; -1: neither. */
+ * resolve as an OCI reference; 2: a registered rootfs to copy into the image store first (root
+ * mode, its filesystem cannot be idmapped: local_image_import); -1: neither. */
 static int resolve_image(struct local_backend *lb, const char *name, struct create_image *img,
                          struct mcp_error *err)
 {
@@ -142,7 +143,9 @@ static int resolve_image(struct local_backend *lb, const char *name, struct crea
     if (image_name_ok(name) && stat(img->registered, &st) == 0 && S_ISDIR(st.st_mode)) {
         img->dirs[0] = img->registered;
         img->n = 1;
-        return 0;
+        return lb->ident.mode == LOCAL_ID_SLICES && !local_image_dir_idmappable(lb, img->registered)
+                   ? 2
+                   : 0;
     }
     if (local_image_reference_ok(name))
         return 1;
@@ -425,7 +428,7 @@ json_t *local_enforced_json(const struct cg_host *h)
  * directory exits with no sandbox left: another process may have just done so. */
 static int make_sandbox_dir(struct local_backend *lb, const char *dir, struct mcp_error *err)
 {
-    if (mkdir(dir, 0700) == 0)
+    if (mkdir(dir, 0700) == 0 || errno == EEXIST) /* EEXIST: a spawner made it (spawner.c) */
         return 0;
     if (errno != ENOENT)
         return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s", dir);
@@ -457,7 +460,7 @@ static int start_record(struct create_op *op, const struct sandbox_spec *spec,
     json_object_set_new(rec->record, "cgroups", planned_cgroups(lb, sb->id));
     json_object_set_new(rec->record, "enforced", local_enforced_json(&lb->cg));
     if (oci)
-        local_image_record(rec->record, oci, lb->image_shared_mapping);
+        local_image_record(rec->record, oci, local_image_shared(lb, oci));
     if (ws && ws->n > 0)
         json_object_set_new(rec->record, "mounts", local_ws_json(ws, false));
     int rc = store_sandbox_insert(st, rec, err);
@@ -556,8 +559,8 @@ static void create_abort(struct create_op *op)
 static int check_mounts(struct local_backend *lb, const struct sandbox_spec *spec,
                         struct create_image *img, struct mcp_error *err)
 {
-    struct local_ws_check c = {.allow = &lb->allow, .state_dir = lb->state_dir,
-                               .run_dir = lb->run_dir};
+    struct local_ws_check c = {.allow = &lb->allow, .roots = spec->roots,
+                               .state_dir = lb->state_dir, .run_dir = lb->run_dir};
     if (local_ws_check(&c, spec->mounts, &img->ws, err) < 0)
         return -1;
     if (local_ws_writable(&img->ws) && lb->ident.mode == LOCAL_ID_SUBID) {
@@ -584,7 +587,10 @@ static int create_with_image(struct local_backend *lb, const struct sandbox_spec
     if (!lb->spawner_tried && lb->creates > 1) {
         const char *sw = getenv("MCPBOX_LOCAL_SPAWNER");
         lb->spawner_tried = true;
-        lb->spawner = sw && strcmp(sw, "0") == 0 ? NULL : local_spawner_start(&lb->cg, lb->run_dir);
+        char logs_base[LOCAL_PATH_MAX + 16];
+        snprintf(logs_base, sizeof logs_base, "%s/sandboxes", lb->state_dir);
+        if (sw == NULL || strcmp(sw, "0") != 0)
+            lb->spawner = local_spawner_start(&lb->cg, lb->run_dir, logs_base);
     }
     op->pool_slot = local_spawner_take(lb->spawner, op->sb->id, &op->sb->cg);
     if (op->pool_slot < 0)
@@ -613,7 +619,7 @@ static void image_ready(struct local_backend *lb, const struct sandbox_spec *spe
         img.dirs[img.n] = json_string_value(d);
     }
     local_image_user(image, &img.run_uid, &img.run_gid);
-    img.shared_mapping = lb->image_shared_mapping;
+    img.shared_mapping = local_image_shared(lb, image);
     if (lb->ident.mode == LOCAL_ID_SINGLE || img.run_uid >= lb->ident.uid_count ||
         img.run_gid >= lb->ident.gid_count)
         img.run_uid = img.run_gid = 0; /* not mapped: only sandbox root exists (get_sandbox) */
@@ -640,6 +646,8 @@ int local_create_cold(struct local_backend *lb, const struct sandbox_spec *spec,
                              "apt install passt); or create the sandbox without network");
     if (kind == 1)
         return local_image_resolve(lb, spec, image_ready, cb, arg, err);
+    if (kind == 2)
+        return local_image_import(lb, spec, img.registered, image_ready, cb, arg, err);
     return create_with_image(lb, spec, &img, cb, arg, err);
 }
 

@@ -162,6 +162,8 @@ int local_egress_refused_at(struct store *st, const char *sandbox_id,
                             const struct egress_refusal *r, uint64_t now_ms)
 {
     const char *reason = r->reason ? r->reason : "policy";
+    if (strcmp(reason, "dns") == 0) /* a lookup the policy refused */
+        reason = "policy";
     const char *name = r->name && r->name[0] ? r->name : NULL;
     bool found;
     struct recent_refusal *slot = recent_slot(sandbox_id, name ? name : "", r->port, reason,
@@ -183,7 +185,7 @@ int local_egress_refused_at(struct store *st, const char *sandbox_id,
                              "protocol", r->protocol ? r->protocol : "tcp", "reason", reason);
     if (r->address != NULL)
         json_object_set_new(data, "address", json_string(r->address));
-    if (strcmp(reason, "policy") == 0) {
+    if (strcmp(reason, "policy") == 0 && r->policy != NULL) {
         egress_decision_describe(r->policy, r->decision, decided, sizeof(decided));
         json_object_set_new(data, "rule", r->decision.rule >= 0 ? json_integer(r->decision.rule)
                                                                 : json_null());
@@ -221,15 +223,17 @@ static json_t *refusal_hint(json_t *data)
         return json_string("the connection named no host (an IP address, no TLS SNI or HTTP "
                            "Host): rules match names, so connect by name, or ask the person to "
                            "set default_action \"allow\"");
+    const char *protocol = json_string_value(json_object_get(data, "protocol"));
+    const char *what = protocol && strcmp(protocol, "dns") == 0 ? " (so it did not resolve)" : "";
     if (json_is_integer(rule))
-        return json_sprintf("egress[%d] denies %s: ask the person whether to allow it, then "
+        return json_sprintf("egress[%d] denies %s%s: ask the person whether to allow it, then "
                             "set_network_policy without that rule or with "
                             "{\"action\":\"allow\",\"target\":\"%s\"} before it",
-                            (int)json_integer_value(rule), name, name);
-    return json_sprintf("no rule allows %s: ask the person whether to allow it, then "
+                            (int)json_integer_value(rule), name, what, name);
+    return json_sprintf("no rule allows %s%s: ask the person whether to allow it, then "
                         "set_network_policy with {\"action\":\"allow\",\"target\":\"%s\"} added "
                         "to egress",
-                        name, name);
+                        name, what, name);
 }
 
 static bool same_refusal(json_t *a, json_t *b)

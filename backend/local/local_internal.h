@@ -57,6 +57,7 @@ int local_allow_init(struct local_allow *a, const char *dirs, struct mcp_error *
 void local_allow_free(struct local_allow *a);
 struct local_ws_check {
     const struct local_allow *allow;
+    json_t *roots; /* the client's roots (host paths), or NULL: they only narrow allow */
     const char *state_dir, *run_dir; /* never mountable, nor anything holding them */
 };
 struct local_ws_mount {
@@ -256,7 +257,8 @@ struct fwd;
 #define LOCAL_SPAWNERS 2
 struct local_spawner;
 /* NULL: not needed. Prepared sets are marked in run_dir (spawner_marker.c). */
-struct local_spawner *local_spawner_start(const struct cg_host *host, const char *run_dir);
+struct local_spawner *local_spawner_start(const struct cg_host *host, const char *run_dir,
+                                          const char *logs_base);
 /* Whether a prepared set's cgroups already hold these limits (those of the default spec). */
 bool local_spawner_has_limits(const struct cg_limits *lim);
 /* Reserves a prepared id + cgroup set; returns its slot, or -1 if none is ready. */
@@ -268,7 +270,7 @@ void local_spawner_stop(struct local_spawner *s);
 void spawner_marker_write(const char *run_dir, const char *id, const struct cg_sandbox *cg);
 void spawner_marker_remove(const char *run_dir, const char *id);
 /* At start: removes the prepared sets of processes that are gone (kill -9). */
-void local_spawner_reap(const char *run_dir);
+void local_spawner_reap(const char *run_dir, const char *logs_base);
 
 /* The pool (local_pool.c): sandboxes pre-created for the default spec (image host, no network,
  * default limits), taken by create; refilled in the background. */
@@ -305,6 +307,11 @@ struct local_backend {
     char state_dir[LOCAL_PATH_MAX];
     struct image_service *images; /* OCI images: made on the first create that names one */
     bool image_shared_mapping;    /* root, store not idmappable: image sandboxes share a mapping */
+    struct {
+        dev_t dev;
+        bool ok;
+    } idmap_seen[8];              /* local_image_dir_idmappable's answers, per filesystem */
+    size_t n_idmap_seen;
     char run_dir[LOCAL_PATH_MAX]; /* runtime_dir.c: per-sandbox files that need no disk */
     struct local_identity ident;  /* which host ids its sandboxes get (identity.h) */
     struct local_allow allow;     /* host directories mounts may come from (workspace.c) */
@@ -391,18 +398,23 @@ int local_set_network_policy(struct backend *be, const char *id,
                              const struct egress_policy *policy, backend_cb *cb, void *arg,
                              struct mcp_error *err);
 
-/* One refused outbound connection (or UDP datagram), as the enforcement saw it. */
+/* One refused outbound connection, UDP datagram or DNS lookup, as the enforcement saw it. A
+ * lookup the policy refuses (no port of the name could be allowed) is protocol "dns", port 0,
+ * reason "policy" with decision = egress_policy_decide_lookup(policy, name); it is usually the
+ * only trace a refused name leaves, since the program never connects. */
 struct egress_refusal {
     const char *name;     /* SNI, Host or DNS name it asked for; NULL/"": it named none */
     const char *address;  /* the address it went to or the name resolved to, or NULL */
     uint16_t port;
-    const char *protocol; /* "tcp" (NULL), "udp" */
+    const char *protocol; /* "tcp" (NULL), "udp", "dns" */
     /* "policy" (NULL): the policy refused, see decision; "private_address": an allowed name
      * resolved to a loopback/private/link-local/metadata address; "udp": UDP other than DNS;
-     * another short word for any other refusal */
+     * "dns" is taken as "policy" for a lookup; another short word for any other refusal */
     const char *reason;
-    const struct egress_policy *policy; /* reason "policy": the policy that decided */
-    struct egress_decision decision;    /* ... and what it decided (egress_policy_decide) */
+    /* reason "policy": the policy that decided (NULL: not known, decided_by is left out) and
+     * what it decided (egress_policy_decide, or egress_policy_decide_lookup for a lookup) */
+    const struct egress_policy *policy;
+    struct egress_decision decision;
 };
 /* Records the "egress_refused" event, data {name|null, port, protocol, reason, address?,
  * rule:index|null and decided_by:"egress[2] (deny ...)"|"default deny" (reason policy),
@@ -474,6 +486,16 @@ int local_image_write_maps(void *ident, int pid, struct mcp_error *err);
 int local_image_resolve(struct local_backend *lb, const struct sandbox_spec *spec,
                         local_image_ready_fn *ready, backend_cb *cb, void *arg,
                         struct mcp_error *err);
+/* A registered directory (name, its path) whose filesystem cannot be idmapped: copied into the
+ * image store with the shared mapping's ids (image_service_import_dir); then ready. */
+int local_image_import(struct local_backend *lb, const struct sandbox_spec *spec,
+                       const char *dir, local_image_ready_fn *ready, backend_cb *cb, void *arg,
+                       struct mcp_error *err);
+/* Root mode: can dir be mounted idmapped (cached per filesystem)? */
+bool local_image_dir_idmappable(struct local_backend *lb, const char *dir);
+/* Whether sandboxes on this image use the shared mapping: the store's fallback, or an
+ * imported directory. */
+bool local_image_shared(const struct local_backend *lb, json_t *image);
 /* What the record keeps of the image: image_digest, image_reference, image_layers, image_config. */
 void local_image_record(json_t *record, json_t *image, bool shared_mapping);
 /* The fixed mapping of that fallback (root mode, a store that cannot be idmapped). */

@@ -15,6 +15,8 @@
 
 struct ws_job {
     uv_work_t req;
+    struct ws_job *next_apply; /* in applies_running */
+    char id[LOCAL_ID_LEN];
     struct local_backend *lb;
     backend_cb *cb;
     void *arg;
@@ -28,6 +30,27 @@ struct ws_job {
     json_t *result;
     struct mcp_error err;
 };
+
+/* Applies in flight in this process (touched on the loop thread only): two applies of one
+ * sandbox at once would race on its host files and its journal. */
+static struct ws_job *applies_running;
+
+static bool apply_running(const char *id)
+{
+    for (struct ws_job *j = applies_running; j; j = j->next_apply)
+        if (strcmp(j->id, id) == 0)
+            return true;
+    return false;
+}
+
+static void apply_done(struct ws_job *j)
+{
+    for (struct ws_job **p = &applies_running; *p; p = &(*p)->next_apply)
+        if (*p == j) {
+            *p = j->next_apply;
+            return;
+        }
+}
 
 static void ws_job_free(struct ws_job *j)
 {
@@ -47,15 +70,17 @@ static void ws_work(uv_work_t *req)
         j->result = ws_apply(j->mounts, j->n, &j->opts, paths,
                              json_is_true(json_object_get(j->args, "overwrite")), &j->err);
     else
-        j->result = ws_review(j->mounts, j->n, &j->opts, paths,
-                              (uint64_t)json_integer_value(json_object_get(j->args, "offset")),
-                              (uint64_t)json_integer_value(json_object_get(j->args, "max_bytes")),
-                              &j->err);
+        j->result =
+            ws_review(j->mounts, j->n, &j->opts, paths,
+                      (uint64_t)json_integer_value(json_object_get(j->args, "offset")),
+                      (uint64_t)json_integer_value(json_object_get(j->args, "max_bytes")), &j->err);
 }
 
 static void ws_after(uv_work_t *req, int status)
 {
     struct ws_job *j = req->data;
+    if (j->apply)
+        apply_done(j);
     if (status < 0 && j->result == NULL)
         mcp_error_set(&j->err, MCP_ERR_UNAVAILABLE, 0, "the review was cancelled; call again");
     j->cb(j->arg, j->result, j->result ? NULL : &j->err);
@@ -78,8 +103,10 @@ static int load_mounts(struct ws_job *j, const char *id, struct mcp_error *err)
             continue;
         size_t k = j->n++;
         snprintf(j->journals[k], LOCAL_WS_PATH_MAX, "%s/%u/%s", dir, m->index, WS_JOURNAL_NAME);
-        j->mounts[k] = (struct ws_mount){.source = m->source, .target = m->target,
-                                         .upper = m->upper, .journal = j->journals[k],
+        j->mounts[k] = (struct ws_mount){.source = m->source,
+                                         .target = m->target,
+                                         .upper = m->upper,
+                                         .journal = j->journals[k],
                                          .owner_uid = (int64_t)m->owner_uid,
                                          .owner_gid = (int64_t)m->owner_gid};
     }
@@ -102,20 +129,31 @@ int local_workspace(struct backend *be, const char *id, const char *action, json
         return -1;
     int64_t created_ms = rec.created_at_ms;
     store_sandbox_release(&rec);
+    bool apply = strcmp(action, "apply") == 0;
+    if (apply && apply_running(id))
+        return mcp_error_set(err, MCP_ERR_CONFLICT, 0,
+                             "an apply of sandbox %s is already running; wait for its result, "
+                             "then call review_changes to see what is left",
+                             id);
     struct ws_job *j = xcalloc(1, sizeof *j);
     j->lb = lb, j->cb = cb, j->arg = arg;
-    j->apply = strcmp(action, "apply") == 0;
+    j->apply = apply;
+    snprintf(j->id, sizeof j->id, "%s", id);
     j->args = json_deep_copy(args ? args : json_object());
     /* The mounts are made during the create, after its record: the sandbox saw the host from
      * then on (a host change in between is taken for a conflict, the safe side). */
-    j->opts = (struct ws_options){.since_ns = created_ms * 1000000ll,
-                                  .xattr_prefix = "user.overlay."};
+    j->opts =
+        (struct ws_options){.since_ns = created_ms * 1000000ll, .xattr_prefix = "user.overlay."};
     if (load_mounts(j, id, err) < 0) {
         ws_job_free(j);
         return -1;
     }
     j->req.data = j;
     int rc = uv_queue_work(be->loop, &j->req, ws_work, ws_after);
+    if (rc == 0 && apply) {
+        j->next_apply = applies_running;
+        applies_running = j;
+    }
     if (rc < 0) {
         ws_job_free(j);
         return mcp_error_set(err, MCP_ERR_IO, 0, "cannot start the review: %s", uv_strerror(rc));

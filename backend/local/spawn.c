@@ -15,6 +15,7 @@
 #include <linux/sched.h>
 #include <linux/seccomp.h>
 #include <net/if.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -657,20 +658,31 @@ __attribute__((noreturn)) static void child_main(struct child_plan *p)
 
 /* ---- parent side -------------------------------------------------------------------------- */
 
-static void plan_usr_links(struct child_plan *p)
+/* Where the host's /bin, /lib... point (symlinks into /usr on merged-/usr systems): read once
+ * per process, they do not change while it runs. */
+static char usr_target[6][64]; /* as child_plan's */
+static pthread_once_t usr_once = PTHREAD_ONCE_INIT;
+
+static void read_usr_links(void)
 {
     for (size_t i = 0; i < sizeof usr_links / sizeof usr_links[0]; i++) {
         char host[64];
         struct stat st;
         snprintf(host, sizeof host, "/%s", usr_links[i]);
-        ssize_t n = readlink(host, p->usr_target[i], sizeof p->usr_target[i] - 1);
+        ssize_t n = readlink(host, usr_target[i], sizeof usr_target[i] - 1);
         if (n > 0)
-            p->usr_target[i][n] = '\0';
+            usr_target[i][n] = '\0';
         else if (lstat(host, &st) == 0 && S_ISDIR(st.st_mode))
-            p->usr_target[i][0] = '\0';
+            usr_target[i][0] = '\0';
         else
-            snprintf(p->usr_target[i], sizeof p->usr_target[i], "-");
+            snprintf(usr_target[i], sizeof usr_target[i], "-");
     }
+}
+
+static void plan_usr_links(struct child_plan *p)
+{
+    pthread_once(&usr_once, read_usr_links);
+    memcpy(p->usr_target, usr_target, sizeof usr_target);
 }
 
 /* <dir>/init = "<pid> <start time>", written before the child is released: if mcpbox dies

@@ -2,7 +2,8 @@
  *
  * A prepared set (spawner.c) belongs to no sandbox record until a create takes it, so the
  * store-driven reconcile cannot see it. While it waits, a marker file in the runtime directory,
- * "prepared-<id>", names the process that made it (pid and start time) and the set's cgroups.
+ * "prepared-<id>", names the process that made it (pid and start time) and the set's cgroups;
+ * the set's directories (<run>/<id> and the logs directory) follow from the id.
  * take and a clean stop remove the marker; the next start on the same state directory removes
  * the sets whose process is gone (local_spawner_reap). The runtime directory is ours (0700,
  * checked by runtime_dir.c); still, only empty "sbx-*" directories under /sys/fs/cgroup are
@@ -62,8 +63,9 @@ static bool is_sandbox_cgroup(const char *path)
            strstr(path, "/../") == NULL && base != NULL && strncmp(base + 1, "sbx-", 4) == 0;
 }
 
-/* Removes the set one marker names, unless the process that wrote it still runs. */
-static void reap_marker(int dir_fd, const char *name)
+/* Removes the set one marker names (its cgroups and directories), unless the process that
+ * wrote it still runs. */
+static void reap_marker(const char *run_dir, const char *logs_base, int dir_fd, const char *name)
 {
     int fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
@@ -83,11 +85,20 @@ static void reap_marker(int dir_fd, const char *name)
             rmdir(line);
     }
     fclose(f);
-    if (!alive)
-        unlinkat(dir_fd, name, 0);
+    if (alive)
+        return;
+    const char *id = name + strlen(MARKER_PREFIX);
+    char path[LOCAL_PATH_MAX + 64];
+    if (strncmp(id, "sbx-", 4) == 0 && strchr(id, '/') == NULL) {
+        snprintf(path, sizeof path, "%s/%s", run_dir, id);
+        local_rmtree(path);
+        snprintf(path, sizeof path, "%s/%s", logs_base, id);
+        local_rmtree(path);
+    }
+    unlinkat(dir_fd, name, 0);
 }
 
-void local_spawner_reap(const char *run_dir)
+void local_spawner_reap(const char *run_dir, const char *logs_base)
 {
     DIR *d = opendir(run_dir);
     if (d == NULL)
@@ -95,6 +106,6 @@ void local_spawner_reap(const char *run_dir)
     struct dirent *e;
     while ((e = readdir(d)) != NULL)
         if (strncmp(e->d_name, MARKER_PREFIX, strlen(MARKER_PREFIX)) == 0)
-            reap_marker(dirfd(d), e->d_name);
+            reap_marker(run_dir, logs_base, dirfd(d), e->d_name);
     closedir(d);
 }

@@ -198,6 +198,26 @@ static void allow_list_text(const struct local_allow *a, char *out, size_t size)
         snprintf(out, size, "none");
 }
 
+/* Whether real path `path` is one of the client's roots or below one (NULL roots: no narrowing).
+ * Each root is resolved to its real path; one that does not resolve allows nothing. */
+static bool within_roots(json_t *roots, const char *path)
+{
+    if (roots == NULL)
+        return true;
+    size_t i;
+    json_t *r;
+    json_array_foreach(roots, i, r) {
+        char *real = json_is_string(r) ? realpath(json_string_value(r), NULL) : NULL;
+        size_t n = real ? strlen(real) : 0;
+        bool in = real && (strcmp(real, "/") == 0 ||
+                           (strncmp(path, real, n) == 0 && (path[n] == '\0' || path[n] == '/')));
+        free(real);
+        if (in)
+            return true;
+    }
+    return false;
+}
+
 int local_ws_open_beneath(const char *allow_dir, const char *rel)
 {
     struct open_how root_how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
@@ -262,6 +282,14 @@ static int resolve_source(const struct local_ws_check *c, const char *src, unsig
         return mcp_error_set(err, MCP_ERR_IO, e, "mounts[%u].source %s: cannot resolve it", i, src);
     }
     wm->m.source[n] = '\0';
+    if (!within_roots(c->roots, wm->m.source)) {
+        close(fd);
+        return mcp_error_set(err, MCP_ERR_DENIED, 0,
+                             "mounts[%u].source %s is outside the roots the client declared "
+                             "(MCP roots/list): a client's roots only narrow what the server "
+                             "allows; add the directory to the client's workspace roots, or "
+                             "mount one inside them", i, src);
+    }
     snprintf(wm->allow_dir, sizeof wm->allow_dir, "%s", dir);
     snprintf(wm->rel, sizeof wm->rel, "%s", rel);
     /* Whose files: as root, the owner of the mounted directory; as a user, that user. */

@@ -15,13 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "mcp/base/cleanup.h"
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
-
 
 struct apply {
     const struct ws_mount *m;
@@ -325,8 +325,59 @@ static int apply_one(struct apply *a, const struct ws_change *c)
     return record(a, c, APPLIED, why);
 }
 
+static json_t *apply_locked(const struct ws_mount *mounts, size_t n_mounts,
+                            const struct ws_options *o, json_t *paths, bool overwrite,
+                            struct mcp_error *err);
+
+/* One apply of a mount at a time, across processes too (two servers of one user): an exclusive
+ * flock on <journal>.lock, held until the apply ends (closing the fd releases it). */
+static int lock_mounts(const struct ws_mount *mounts, size_t n, int *fds, struct mcp_error *err)
+{
+    for (size_t m = 0; m < n; m++) {
+        fds[m] = -1;
+        if (mounts[m].journal == NULL)
+            continue;
+        cleanup_free char *lock = xasprintf("%s.lock", mounts[m].journal);
+        fds[m] = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fds[m] < 0 || flock(fds[m], LOCK_EX | LOCK_NB) < 0) {
+            int e = errno;
+            for (size_t k = 0; k <= m; k++)
+                if (fds[k] >= 0)
+                    close(fds[k]);
+            return e == EWOULDBLOCK
+                       ? mcp_error_set(err, MCP_ERR_CONFLICT, 0,
+                                       "another apply of this sandbox is running; wait for its "
+                                       "result, then call review_changes to see what is left")
+                       : mcp_error_set(err, MCP_ERR_IO, e, "cannot lock %s: %s", lock, strerror(e));
+        }
+    }
+    return 0;
+}
+
+static void unlock_mounts(int *fds, size_t n)
+{
+    for (size_t m = 0; m < n; m++)
+        if (fds[m] >= 0)
+            close(fds[m]);
+    free(fds);
+}
+
 json_t *ws_apply(const struct ws_mount *mounts, size_t n_mounts, const struct ws_options *o,
                  json_t *paths, bool overwrite, struct mcp_error *err)
+{
+    int *locks = xcalloc(n_mounts + 1, sizeof *locks);
+    if (lock_mounts(mounts, n_mounts, locks, err) < 0) {
+        free(locks);
+        return NULL;
+    }
+    json_t *res = apply_locked(mounts, n_mounts, o, paths, overwrite, err);
+    unlock_mounts(locks, n_mounts);
+    return res;
+}
+
+static json_t *apply_locked(const struct ws_mount *mounts, size_t n_mounts,
+                            const struct ws_options *o, json_t *paths, bool overwrite,
+                            struct mcp_error *err)
 {
     struct ws_changes ch;
     struct ws_options scan_opts = *o;
@@ -369,7 +420,8 @@ json_t *ws_apply(const struct ws_mount *mounts, size_t n_mounts, const struct ws
         return NULL;
     }
     json_int_t listed = (json_int_t)json_array_size(a.results);
-    json_int_t total = a.counts[APPLIED] + a.counts[CONFLICT] + a.counts[SKIPPED] + a.counts[FAILED];
+    json_int_t total =
+        a.counts[APPLIED] + a.counts[CONFLICT] + a.counts[SKIPPED] + a.counts[FAILED];
     json_t *res = json_pack("{s:o, s:I, s:I, s:I, s:I}", "results", a.results, "applied",
                             a.counts[APPLIED], "conflicts", a.counts[CONFLICT], "skipped",
                             a.counts[SKIPPED], "failed", a.counts[FAILED]);

@@ -30,9 +30,9 @@
 
 #include "mcp/base/error.h"
 
-#define WS_CLOCK_SLACK_NS 20000000ll  /* file times come from a coarse clock (a tick) */
-#define WS_TEXT_MAX (8u << 20)        /* larger files are compared, not diffed */
-#define WS_CHANGES_MAX 200000         /* entries one scan takes (an apply beyond: in parts) */
+#define WS_CLOCK_SLACK_NS 20000000ll /* file times come from a coarse clock (a tick) */
+#define WS_TEXT_MAX (8u << 20)       /* larger files are compared, not diffed */
+#define WS_CHANGES_MAX 200000        /* entries one scan takes (an apply beyond: in parts) */
 /* Entries one review or apply result lists (the rest are counted): a result must stay far below
  * the 10 MiB message the official SDK's stdio client accepts. */
 #define WS_LISTED_MAX 500

@@ -396,9 +396,12 @@ int ws_scan(const struct ws_mount *mounts, size_t n_mounts, const struct ws_opti
             ws_changes_free(out);
             return -1;
         }
-        struct scan s = {
-            .o = o, .m = &mounts[m], .mount = m, .journal = ws_journal_load(&mounts[m]),
-            .out = out, .err = err};
+        struct scan s = {.o = o,
+                         .m = &mounts[m],
+                         .mount = m,
+                         .journal = ws_journal_load(&mounts[m]),
+                         .out = out,
+                         .err = err};
         int rc = scan_dir(&s, ufd, lfd, is_opaque(&s, ufd));
         json_decref(s.journal);
         if (rc < 0) {

@@ -229,6 +229,13 @@ await fakeOnly('snapshot_sandbox errors: paused source, a runtime without snapsh
   await control(fake.port, '/_reset', {});
 });
 
+await test('review_changes and apply_changes say what to use instead (no copy-on-write mounts)', async () => {
+  await fails(conn, 'review_changes', { sandbox_id: sid },
+              /opensandbox backend has no copy-on-write mounts.*read_file.*local/);
+  await fails(conn, 'apply_changes', { sandbox_id: sid, overwrite: true },
+              /opensandbox backend has no copy-on-write mounts.*review_changes and apply_changes/);
+});
+
 await test('diagnose_sandbox what=metrics', async () => {
   const m = await ok(conn, 'diagnose_sandbox', { sandbox_id: sid, what: 'metrics' });
   check(m.what === 'metrics' && m.metrics.memory_used_bytes > 0 && m.metrics.cpu_count >= 1, JSON.stringify(m));

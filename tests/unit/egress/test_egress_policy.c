@@ -192,6 +192,19 @@ TEST(may_resolve_follows_some_port)
     ASSERT(egress_policy_decide(p, "x.org", 443).allow);
     egress_policy_unref(p);
     ASSERT(!egress_policy_may_resolve(NULL, "x.org"));
+    /* the decision behind a lookup names the rule that settled it */
+    p = parse_text(pypi, &err);
+    ASSERT(p != NULL);
+    struct egress_decision d = egress_policy_decide_lookup(p, "evil.example.com");
+    ASSERT(!d.allow);
+    ASSERT_EQ(d.rule, 2);
+    d = egress_policy_decide_lookup(p, "files.pythonhosted.org"); /* allowed on 443 */
+    ASSERT(d.allow);
+    ASSERT_EQ(d.rule, 1);
+    d = egress_policy_decide_lookup(p, "github.com");
+    ASSERT(!d.allow);
+    ASSERT_EQ(d.rule, -1);
+    egress_policy_unref(p);
 }
 
 TEST(describe_names_the_rule)

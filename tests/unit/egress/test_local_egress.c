@@ -136,8 +136,28 @@ TEST(hints_say_what_to_ask_for)
     struct egress_refusal udp = {.address = "198.51.100.7", .port = 123, .protocol = "udp",
                                  .reason = "udp"};
     local_egress_refused_at(st, id, &udp, 1);
+    /* a lookup: what a refused name usually leaves (the program never connects) */
+    struct egress_refusal dns = {.name = "files.pythonhosted.org", .protocol = "dns",
+                                 .reason = "dns", .policy = p};
+    dns.decision = egress_policy_decide_lookup(p, dns.name);
+    local_egress_refused_at(st, id, &dns, 1);
+    struct egress_refusal bare = {.name = "x.evil.test", .protocol = "dns"}; /* no policy given */
+    local_egress_refused_at(st, id, &bare, 1);
     json_t *events = events_of(id);
-    json_t *sum = local_egress_refusals(events);
+    json_t *all = local_egress_refusals(events);
+    ASSERT_EQ(json_array_size(all), 7);
+    json_t *one = json_array_get(all, 1);
+    ASSERT_STR_EQ(json_string_value(json_object_get(one, "protocol")), "dns");
+    ASSERT_STR_EQ(json_string_value(json_object_get(one, "reason")), "policy");
+    ASSERT_STR_EQ(json_string_value(json_object_get(one, "decided_by")), "default deny");
+    ASSERT_CONTAINS(json_string_value(json_object_get(one, "hint")),
+                    "no rule allows files.pythonhosted.org (so it did not resolve)");
+    one = json_array_get(all, 0);
+    ASSERT(json_object_get(one, "decided_by") == NULL);
+    ASSERT_CONTAINS(json_string_value(json_object_get(one, "hint")), "no rule allows x.evil.test");
+    json_array_remove(all, 0);
+    json_array_remove(all, 0);
+    json_t *sum = all;
     ASSERT_EQ(json_array_size(sum), 5);
     const char *h;
     h = json_string_value(json_object_get(json_array_get(sum, 4), "hint"));
