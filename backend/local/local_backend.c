@@ -113,6 +113,9 @@ json_t *local_info(const struct store_sandbox *rec)
     json_t *mapping = json_object_get(r, "image_mapping");
     if (json_is_string(mapping)) /* root mode without idmapped mounts (docs/images.md) */
         json_object_set_new(info, "image_mapping", json_copy(mapping));
+    json_t *copied = json_object_get(r, "image_copied_from");
+    if (json_is_string(copied)) /* a registered directory run from its copy in the store */
+        json_object_set_new(info, "image_copied_from", json_copy(copied));
     if (rec->expires_at_ms > 0) {
         format_rfc3339_ms(rec->expires_at_ms, expires);
         json_object_set_new(info, "expires_at", json_string(expires));

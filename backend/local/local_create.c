@@ -130,7 +130,8 @@ struct create_image {
 };
 
 /* 0: "host" or a rootfs registered as <state_dir>/images/<name> (img filled); 1: a name to
- * resolve as an OCI reference; -1: neither. */
+ * resolve as an OCI reference; 2: a registered rootfs to copy into the image store first (root
+ * mode, its filesystem cannot be idmapped: local_image_import); -1: neither. */
 static int resolve_image(struct local_backend *lb, const char *name, struct create_image *img,
                          struct mcp_error *err)
 {
@@ -142,7 +143,9 @@ static int resolve_image(struct local_backend *lb, const char *name, struct crea
     if (image_name_ok(name) && stat(img->registered, &st) == 0 && S_ISDIR(st.st_mode)) {
         img->dirs[0] = img->registered;
         img->n = 1;
-        return 0;
+        return lb->ident.mode == LOCAL_ID_SLICES && !local_image_dir_idmappable(lb, img->registered)
+                   ? 2
+                   : 0;
     }
     if (local_image_reference_ok(name))
         return 1;
@@ -457,7 +460,7 @@ static int start_record(struct create_op *op, const struct sandbox_spec *spec,
     json_object_set_new(rec->record, "cgroups", planned_cgroups(lb, sb->id));
     json_object_set_new(rec->record, "enforced", local_enforced_json(&lb->cg));
     if (oci)
-        local_image_record(rec->record, oci, lb->image_shared_mapping);
+        local_image_record(rec->record, oci, local_image_shared(lb, oci));
     if (ws && ws->n > 0)
         json_object_set_new(rec->record, "mounts", local_ws_json(ws, false));
     int rc = store_sandbox_insert(st, rec, err);
@@ -616,7 +619,7 @@ static void image_ready(struct local_backend *lb, const struct sandbox_spec *spe
         img.dirs[img.n] = json_string_value(d);
     }
     local_image_user(image, &img.run_uid, &img.run_gid);
-    img.shared_mapping = lb->image_shared_mapping;
+    img.shared_mapping = local_image_shared(lb, image);
     if (lb->ident.mode == LOCAL_ID_SINGLE || img.run_uid >= lb->ident.uid_count ||
         img.run_gid >= lb->ident.gid_count)
         img.run_uid = img.run_gid = 0; /* not mapped: only sandbox root exists (get_sandbox) */
@@ -643,6 +646,8 @@ int local_create_cold(struct local_backend *lb, const struct sandbox_spec *spec,
                              "apt install passt); or create the sandbox without network");
     if (kind == 1)
         return local_image_resolve(lb, spec, image_ready, cb, arg, err);
+    if (kind == 2)
+        return local_image_import(lb, spec, img.registered, image_ready, cb, arg, err);
     return create_with_image(lb, spec, &img, cb, arg, err);
 }
 

@@ -307,6 +307,11 @@ struct local_backend {
     char state_dir[LOCAL_PATH_MAX];
     struct image_service *images; /* OCI images: made on the first create that names one */
     bool image_shared_mapping;    /* root, store not idmappable: image sandboxes share a mapping */
+    struct {
+        dev_t dev;
+        bool ok;
+    } idmap_seen[8];              /* local_image_dir_idmappable's answers, per filesystem */
+    size_t n_idmap_seen;
     char run_dir[LOCAL_PATH_MAX]; /* runtime_dir.c: per-sandbox files that need no disk */
     struct local_identity ident;  /* which host ids its sandboxes get (identity.h) */
     struct local_allow allow;     /* host directories mounts may come from (workspace.c) */
@@ -481,6 +486,16 @@ int local_image_write_maps(void *ident, int pid, struct mcp_error *err);
 int local_image_resolve(struct local_backend *lb, const struct sandbox_spec *spec,
                         local_image_ready_fn *ready, backend_cb *cb, void *arg,
                         struct mcp_error *err);
+/* A registered directory (name, its path) whose filesystem cannot be idmapped: copied into the
+ * image store with the shared mapping's ids (image_service_import_dir); then ready. */
+int local_image_import(struct local_backend *lb, const struct sandbox_spec *spec,
+                       const char *dir, local_image_ready_fn *ready, backend_cb *cb, void *arg,
+                       struct mcp_error *err);
+/* Root mode: can dir be mounted idmapped (cached per filesystem)? */
+bool local_image_dir_idmappable(struct local_backend *lb, const char *dir);
+/* Whether sandboxes on this image use the shared mapping: the store's fallback, or an
+ * imported directory. */
+bool local_image_shared(const struct local_backend *lb, json_t *image);
 /* What the record keeps of the image: image_digest, image_reference, image_layers, image_config. */
 void local_image_record(json_t *record, json_t *image, bool shared_mapping);
 /* The fixed mapping of that fallback (root mode, a store that cannot be idmapped). */

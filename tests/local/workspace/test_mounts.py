@@ -314,6 +314,34 @@ def check_roots(mcpbox, base, proj, state, allowed):
     print("roots: a client's roots narrow the allowlist (a root outside it adds nothing)")
 
 
+def check_cli(mcpbox, proj, base):
+    """mcpbox sandbox create --mount SRC:DST[:MODE]: SRC is allowed because the person named it."""
+    state = os.path.join(base, "cli-state")
+    run = lambda *a: subprocess.run([mcpbox, "sandbox", "--state-dir", state] + list(a),
+                                    capture_output=True, text=True, timeout=120, cwd="/")
+    r = run("create", "-q", "--mount", f"{proj}:/workspace/app", "--mount",
+            f"{proj}/sub:/mnt/sub:ro")
+    assert r.returncode == 0, r.stderr
+    sid = r.stdout.strip()
+    # exec joins its words into one command line for /bin/sh -c (like ssh): one word here
+    r = run("exec", sid, "--", "cat /workspace/app/a.txt; echo x > /workspace/app/a.txt;"
+            " touch /mnt/sub/x 2>/dev/null || echo RO")
+    assert r.stdout == "hello\nRO\n", (r.stdout, r.stderr)
+    with open(os.path.join(proj, "a.txt")) as f:
+        assert f.read() == "hello\n"
+    run("rm", sid)
+    r = run("create", "--mount", f"{proj}:/workspace/app:bogus")
+    assert r.returncode != 0 and "copy-on-write" in r.stderr, r.stderr
+    r = run("create", "--mount", f"{proj}")
+    assert r.returncode == 2 and "SRC:DST" in r.stderr, r.stderr
+    r = run("create", "--mount", f"{os.path.join(base, 'nope')}:/mnt/x")
+    assert r.returncode == 2 and "not an existing directory" in r.stderr, r.stderr
+    r = run("create", "--mount", f"{state}:/mnt/x")
+    assert r.returncode != 0 and "state" in r.stderr, r.stderr
+    shutil.rmtree(state, ignore_errors=True)
+    print("cli: --mount SRC:DST[:MODE], and its errors")
+
+
 def check_pool_and_restart(mcpbox, proj, state, allowed):
     """With the pool on, a create with mounts is never a pooled (mount-less) sandbox; and a
     sandbox outlives its server: the next server finds its layers and removes them on destroy."""
@@ -370,6 +398,7 @@ def main():
             s.close()
         check_pool_and_restart(a.mcpbox, proj, state, allowed)
         check_roots(a.mcpbox, base, proj, state, allowed)
+        check_cli(a.mcpbox, proj, base)
     finally:
         subprocess.run([a.mcpbox, "sandbox", "--state-dir", os.path.join(base, "allowed", "state"),
                         "rm", "--all"], capture_output=True)
