@@ -817,6 +817,21 @@ int image_service_resolve(struct image_service *s, const char *reference, bool f
     return 0;
 }
 
+struct layer_store *image_service_store(struct image_service *s)
+{
+    return &s->store;
+}
+
+uv_loop_t *image_service_loop(struct image_service *s)
+{
+    return s->loop;
+}
+
+void image_service_hold(struct image_service *s, int delta)
+{
+    s->busy = (size_t)((long)s->busy + delta);
+}
+
 void image_service_free(struct image_service *s)
 {
     if (s == NULL)
