@@ -106,6 +106,7 @@ static int load_mounts(struct ws_job *j, const char *id, struct mcp_error *err)
     j->journals = xcalloc(n + 1, sizeof *j->journals);
     char dir[LOCAL_WS_PATH_MAX];
     local_workspace_dir(j->lb->state_dir, id, dir);
+    bool root = geteuid() == 0;
     for (size_t i = 0; i < n; i++) {
         const struct local_mount *m = &j->all[i];
         if (m->mode != LOCAL_MOUNT_COW)
@@ -116,8 +117,9 @@ static int load_mounts(struct ws_job *j, const char *id, struct mcp_error *err)
                                          .target = m->target,
                                          .upper = m->upper,
                                          .journal = j->journals[k],
-                                         .owner_uid = (int64_t)m->owner_uid,
-                                         .owner_gid = (int64_t)m->owner_gid};
+                                         /* as the person, files are theirs already */
+                                         .owner_uid = root ? (int64_t)m->owner_uid : -1,
+                                         .owner_gid = root ? (int64_t)m->owner_gid : -1};
     }
     if (j->n == 0)
         return mcp_error_set(err, MCP_ERR_INVALID, 0,

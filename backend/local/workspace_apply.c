@@ -77,10 +77,11 @@ static mode_t host_mode(mode_t m)
     return ws_carried_mode(m);
 }
 
-/* Gives a new entry (name in parent) to the mount's owner when running as root. */
+/* Gives a new entry (name in parent) to the mount's owner (owner_uid -1: the writer's own ids
+ * stay, which is what a server run by the person wants). */
 static int chown_entry(const struct apply *a, int parent, const char *name)
 {
-    if (geteuid() != 0 || a->m->owner_uid < 0)
+    if (a->m->owner_uid < 0)
         return 0;
     return fchownat(parent, name, (uid_t)a->m->owner_uid, (gid_t)a->m->owner_gid,
                     AT_SYMLINK_NOFOLLOW);

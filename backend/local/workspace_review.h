@@ -45,8 +45,8 @@ struct ws_mount {
     const char *target;  /* where the sandbox sees it ("/workspace/proj") */
     const char *upper;   /* the overlay's upper directory */
     const char *journal; /* host state of the paths applied so far (NULL: none kept) */
-    /* Whose files these are: what apply writes is chown'ed to them when it runs as root (-1,
-     * or not root: the writer's own ids). */
+    /* Whose files these are: what apply writes is chown'ed to them (-1: the writer's own ids
+     * stay; a server run by the person passes -1, root passes the directory's owner). */
     int64_t owner_uid, owner_gid;
 };
 
