@@ -371,6 +371,8 @@ static void oom_poll_closed(uv_handle_t *h)
 static void stop_watching(struct lsbx *sb)
 {
     local_forwards_close(sb);
+    local_egress_stop(sb->egress);
+    sb->egress = NULL;
     if (sb->watching) {
         sb->watching = false;
         uv_close((uv_handle_t *)&sb->exit_poll, exit_poll_closed);
@@ -560,6 +562,12 @@ static void adopt(struct local_backend *lb, const struct store_sandbox *rec, pid
     sb->next = lb->sandboxes;
     lb->sandboxes = sb;
     local_watch_exit(sb);
+    /* Made by another process (or before a restart) with a network policy: this process serves
+     * its egress too (a paused one's agent cannot answer: it gets none until resumed here). */
+    struct mcp_error err;
+    if (json_is_object(json_object_get(rec->record, "network_policy")) &&
+        strcmp(rec->state, "running") == 0 && local_egress_start(sb, &err) < 0)
+        log_warn("sandbox %s: its egress is not served by this process: %s", sb->id, err.msg);
 }
 
 void local_kill_init(pid_t pid, uint64_t start)

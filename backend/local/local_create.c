@@ -43,6 +43,9 @@ struct create_op {
     int release_fd;              /* network or hold: the child waits until released */
     struct image_trees trees;    /* ... and then gets the image's layers (root mode) */
     bool network;                /* pasta starts before the release */
+    /* Egress by policy (egress_proxy.c): nft writes the netns's rules before the release, and
+     * the proxy starts before the reply. */
+    bool egress;
     /* A pooled create (the pool's refill): spawned in a worker thread, never replied to. */
     bool pooled;
     struct spawn_request req;
@@ -213,6 +216,8 @@ static void attach_work(uv_work_t *w)
         return;
     if (op->attach_rc == 0 && op->network)
         op->attach_rc = local_start_network(op->sb->dir, op->sb->pid, &op->sb->cg, &op->attach_err);
+    if (op->attach_rc == 0 && op->egress)
+        op->attach_rc = local_egress_rules(op->sb->pid, &op->attach_err);
     if (op->attach_rc == 0 && local_spawn_release(op->release_fd, &op->trees) < 0)
         op->attach_rc = mcp_error_set(&op->attach_err, MCP_ERR_IO, errno,
                                       "releasing the sandbox init failed");
@@ -259,7 +264,8 @@ static void create_finish(struct create_op *op)
         pooled_finish(op);
         return;
     }
-    if (store_sandbox_set_state(lb->base.store, sb->id, "running", &err) < 0 ||
+    if ((op->egress && local_egress_start(sb, &err) < 0) ||
+        store_sandbox_set_state(lb->base.store, sb->id, "running", &err) < 0 ||
         store_sandbox_get(lb->base.store, sb->id, &rec, &err) < 0) {
         create_fail(op, &err);
         return;
@@ -320,6 +326,8 @@ static void create_fail(struct create_op *op, const struct mcp_error *e)
         local_pool_fill_failed(lb, e);
     else
         op->cb(op->arg, NULL, e);
+    local_egress_stop(sb->egress);
+    sb->egress = NULL;
     lsbx_unref(sb);
     free(op);
 }
@@ -332,6 +340,8 @@ static char *agent_config(const struct sandbox_spec *spec, int64_t expires_ms, i
                             json_is_object(spec->env) ? spec->env : NULL);
     if (img->oci)
         local_image_agent_config(cfg, img->oci, spec->env);
+    if (spec->network_policy) /* the agent opens the sockets nftables sends traffic to */
+        json_object_set_new(cfg, "egress", json_true());
     char *text = json_dumps(cfg, JSON_COMPACT);
     json_decref(cfg);
     return text;
@@ -373,6 +383,7 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
                                 .ident = &lb->ident, .slot = op->slot,
                                 .disk_bytes = disk, .memory_bytes = lim->memory_bytes,
                                 .pids = lim->pids, .network = spec->network,
+                                .egress = spec->network_policy != NULL,
                                 .agent_config = cfg, .agent_exe_fd = lb->agent_fd,
                                 .image_dirs = img->dirs, .n_image_dirs = img->n,
                                 .run_uid = img->run_uid, .run_gid = img->run_gid,
@@ -582,6 +593,7 @@ static int create_with_image(struct local_backend *lb, const struct sandbox_spec
     if (check_mounts(lb, spec, img, err) < 0)
         return -1;
     struct create_op *op = create_op_new(lb, cb, arg);
+    op->egress = spec->network_policy != NULL;
     /* From the second create on: a one-shot process (the CLI's create) would only pay for
      * preparing sets it never uses. MCPBOX_LOCAL_SPAWNER=0: off, to compare (benchmarks). */
     if (!lb->spawner_tried && lb->creates > 1) {

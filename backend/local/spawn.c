@@ -150,7 +150,7 @@ static void make_etc(const struct child_plan *p)
     put(p, "etc/hosts", etc_hosts);
     put(p, "etc/nsswitch.conf", etc_nsswitch);
     put(p, "etc/hostname", etc_hostname);
-    put(p, "etc/resolv.conf", p->req->network ? resolv_pasta : resolv_none);
+    put(p, "etc/resolv.conf", p->req->network || p->req->egress ? resolv_pasta : resolv_none);
     mkdir("etc/ssl", 0755);
     for (size_t i = 0; i < sizeof ro_etc_binds / sizeof ro_etc_binds[0]; i++) {
         char host[128];
@@ -474,7 +474,7 @@ static void make_image_root(const struct child_plan *p)
         unlink(gen[i]); /* never write through an image's symlink */
     put_image_etc(p, "hostname", etc_hostname);
     put_image_etc(p, "hosts", etc_hosts);
-    put_image_etc(p, "resolv.conf", p->req->network ? resolv_pasta : resolv_none);
+    put_image_etc(p, "resolv.conf", p->req->network || p->req->egress ? resolv_pasta : resolv_none);
     make_dev(p);
     make_proc(p);
     CHECK(syscall(SYS_pivot_root, ".", ".") == 0, "pivot_root", NULL);
@@ -631,13 +631,15 @@ __attribute__((noreturn)) static void child_main(struct child_plan *p)
      * user's (v1 compares the writer's euid with the target's uid and saved uid): the saved uid
      * stays the user's (-1: unchanged, although unmapped here) until the parent says the attach
      * is done, so the root is built meanwhile instead of after it. */
-    bool attach_pending = p->req->hold && !p->req->network;
+    bool attach_pending = p->req->hold && !p->req->network && !p->req->egress;
     CHECK(syscall(SYS_setresuid, 0, 0, attach_pending ? -1 : 0) == 0, "setresuid", NULL);
     make_root(p);
     if (!p->req->netns_ready) /* a pre-made one has lo up already (and is not ours to change) */
         loopback_up(p);
     const char *failed = NULL;
     if (p->req->network && local_block_private_routes(&failed) < 0)
+        child_fail(p->err_fd, "route", failed);
+    if (p->req->egress && local_egress_default_route(&failed) < 0)
         child_fail(p->err_fd, "route", failed);
     CHECK(sethostname(SANDBOX_HOSTNAME, strlen(SANDBOX_HOSTNAME)) == 0, "sethostname", NULL);
     set_limits(p);
@@ -1068,9 +1070,10 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     }
     if (rc == 0 && ws_by_parent(req))
         rc = ws_trees(req, trees, err);
-    if (rc >= 0 && req->hold && !req->network && send_go(sync[1], NULL) < 0)
+    bool held_for_network = req->network || req->egress; /* pasta or nft before the release */
+    if (rc >= 0 && req->hold && !held_for_network && send_go(sync[1], NULL) < 0)
         rc = mcp_error_set(err, MCP_ERR_IO, errno, "releasing the sandbox init failed");
-    if (rc >= 0 && (req->network || req->hold)) {
+    if (rc >= 0 && (held_for_network || req->hold)) {
         /* pasta takes tens of milliseconds, a v1 attach a grace period: the caller does them
          * off the loop, then releases the child with local_spawn_release(). A held rootless
          * child without network already builds its root meanwhile (child_main: attach_pending),
