@@ -53,8 +53,8 @@ int ws_journal_save(const struct ws_mount *m, json_t *journal, struct mcp_error 
         return 0;
     cleanup_free char *tmp = xasprintf("%s.tmp", m->journal);
     if (json_dump_file(journal, tmp, JSON_COMPACT) < 0 || rename(tmp, m->journal) < 0)
-        return mcp_error_set(err, MCP_ERR_IO, errno, "cannot record the applied paths in %s: %s",
-                             m->journal, strerror(errno));
+        return mcp_error_set(err, MCP_ERR_IO, errno, "cannot record the applied paths in %s",
+                             m->journal);
     return 0;
 }
 
@@ -77,10 +77,11 @@ static mode_t host_mode(mode_t m)
     return ws_carried_mode(m);
 }
 
-/* Gives a new entry (name in parent) to the mount's owner when running as root. */
+/* Gives a new entry (name in parent) to the mount's owner (owner_uid -1: the writer's own ids
+ * stay, which is what a server run by the person wants). */
 static int chown_entry(const struct apply *a, int parent, const char *name)
 {
-    if (geteuid() != 0 || a->m->owner_uid < 0)
+    if (a->m->owner_uid < 0)
         return 0;
     return fchownat(parent, name, (uid_t)a->m->owner_uid, (gid_t)a->m->owner_gid,
                     AT_SYMLINK_NOFOLLOW);
@@ -348,7 +349,7 @@ static int lock_mounts(const struct ws_mount *mounts, size_t n, int *fds, struct
                        ? mcp_error_set(err, MCP_ERR_CONFLICT, 0,
                                        "another apply of this sandbox is running; wait for its "
                                        "result, then call review_changes to see what is left")
-                       : mcp_error_set(err, MCP_ERR_IO, e, "cannot lock %s: %s", lock, strerror(e));
+                       : mcp_error_set(err, MCP_ERR_IO, e, "cannot lock %s", lock);
         }
     }
     return 0;
@@ -401,8 +402,8 @@ static json_t *apply_locked(const struct ws_mount *mounts, size_t n_mounts,
         a.upper = open(a.m->upper, O_PATH | O_DIRECTORY | O_CLOEXEC);
         a.journal = ws_journal_load(a.m);
         if (a.src < 0 || a.upper < 0)
-            rc = mcp_error_set(err, MCP_ERR_IO, errno, "cannot open %s: %s",
-                               a.src < 0 ? a.m->source : a.m->upper, strerror(errno));
+            rc = mcp_error_set(err, MCP_ERR_IO, errno, "cannot open %s",
+                               a.src < 0 ? a.m->source : a.m->upper);
         for (size_t i = 0; rc == 0 && i < ch.n; i++)
             if (ch.v[i].mount == m && ws_selected(paths, a.m, ch.v[i].rel))
                 apply_one(&a, &ch.v[i]);

@@ -172,6 +172,27 @@ const cases = [
         const seen = await run(id, 'cd /workspace/proj && sh test.sh && cat notes.txt && test -p pipe && readlink escape');
         check(seen.stdout === `ok\nsandbox notes\n${victim}\n`, JSON.stringify(seen));
     }],
+    ['files and directories the sandbox made unreadable are reviewed and applied with their modes', async () => {
+        // As a user the server reads them from inside the sandbox's user namespace (a helper):
+        // the user owns them, but mode 0 keeps even the owner out.
+        await run(id, 'cd /workspace/proj && mkdir locked && printf "secret\\n" > locked/key && ' +
+                      'printf "w\\n" > wonly && chmod 200 wonly locked/key && chmod 300 locked');
+        const r = await ok('review_changes', { sandbox_id: id });
+        check(changesOf(r) === ['locked added', 'locked/key added', 'pipe added not-applicable',
+                                'wonly added'].join('\n'), changesOf(r));
+        check(r.diff.includes('+++ b/workspace/proj/locked/key\n@@ -0,0 +1 @@\n+secret\n'), r.diff);
+        const a = await ok('apply_changes', { sandbox_id: id, paths: ['/workspace/proj/locked', '/workspace/proj/wonly'] });
+        check(a.applied === 3 && a.failed === 0, statusOf(a));
+        check((fs.statSync(path.join(repo, 'locked')).mode & 0o777) === 0o300, 'dir mode');
+        check((fs.statSync(path.join(repo, 'wonly')).mode & 0o777) === 0o200, 'file mode');
+        fs.chmodSync(path.join(repo, 'locked'), 0o700);
+        fs.chmodSync(path.join(repo, 'locked', 'key'), 0o600);
+        check(fs.readFileSync(path.join(repo, 'locked', 'key'), 'utf8') === 'secret\n', 'contents');
+        check(owner(path.join(repo, 'locked', 'key')) === `${person.uid}:${person.gid}`, 'owner');
+        fs.rmSync(path.join(repo, 'locked'), { recursive: true });
+        fs.rmSync(path.join(repo, 'wonly'));
+        await run(id, 'cd /workspace/proj && chmod 700 locked && rm -rf locked wonly');
+    }],
     ['a second apply while one runs is refused, not run over the same files', async () => {
         await run(id, 'cd /workspace/proj && mkdir many && cd many && i=0; ' +
                       'while [ $i -lt 3000 ]; do echo $i > f$i; i=$((i+1)); done');

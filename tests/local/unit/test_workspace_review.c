@@ -189,8 +189,12 @@ static void sandbox_sees_its_work(void)
 
 static struct ws_mount mount_of(void)
 {
-    return (struct ws_mount){
-        .source = lower, .target = "/workspace/proj", .upper = upper, .journal = journal};
+    return (struct ws_mount){.source = lower,
+                             .target = "/workspace/proj",
+                             .upper = upper,
+                             .journal = journal,
+                             .owner_uid = -1,
+                             .owner_gid = -1};
 }
 
 static struct ws_options opts_of(void)
