@@ -162,7 +162,14 @@ def run_checks(w):
     r = w.run(sid, CURL + "http://allowed.test/")
     check(r["exit_code"] != 0, "... and what it no longer allows is refused", json.dumps(r))
 
+    # a download in progress must not keep a leaving server alive (its connections go with it)
+    w.run(sid, "curl -s -o /dev/null --limit-rate 100k http://other.test/big?bytes=100000000 "
+               "> /dev/null 2>&1 &")
+    time.sleep(0.5)
+    t = time.monotonic()
     w.restart()
+    check(time.monotonic() - t < 10, "a server leaving with a download in flight exits at once",
+          "%.1f s" % (time.monotonic() - t))
     r = w.run(sid, CURL + "http://other.test/ && " + CURL + "http://allowed.test/")
     check("host=other.test" in r["stdout"] and r["exit_code"] != 0,
           "after a restart the new server enforces the stored policy", json.dumps(r))
