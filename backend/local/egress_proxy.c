@@ -65,6 +65,7 @@ struct local_egress {
     struct synth_entry *synth; /* EGRESS_SYNTH_MAX slots, open addressing by address */
     size_t n_synth;
     unsigned n_conns;
+    struct egress_conn *conns; /* open ones: closed with the sandbox's egress (destroy, exit) */
     uint64_t events_window_ms; /* start of the current window of refusal events */
     unsigned events_in_window;
     int refs; /* the owner, the two handles, each connection */
@@ -107,7 +108,8 @@ struct egress_conn {
     struct in_addr addrs[EGRESS_MAX_ADDRS];
     size_t n_addrs, next_addr;
     int pending;           /* handles open + requests in flight; freed at 0 */
-    bool up_init, closing, splicing;
+    bool up_init, closing, splicing, resolving;
+    struct egress_conn *prev, *next; /* in eg->conns */
 };
 
 
@@ -251,6 +253,12 @@ static void conn_release(struct egress_conn *c)
     if (c->up_fd >= 0)
         close(c->up_fd);
     free(c->head);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        eg->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
     free(c);
     eg->n_conns--;
     egress_unref(eg);
@@ -266,6 +274,8 @@ static void conn_close(struct egress_conn *c, bool reset)
     if (c->closing)
         return;
     c->closing = true;
+    if (c->resolving) /* a lookup still queued ends at once (UV_ECANCELED) */
+        uv_cancel((uv_req_t *)&c->gai);
     uv_close((uv_handle_t *)&c->timer, on_handle_closed);
     if (c->splicing) { /* the stream handles are gone already; the fds close with the conn */
         uv_close((uv_handle_t *)&c->down_poll, on_handle_closed);
@@ -516,6 +526,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     struct egress_conn *c = req->data;
     struct in_addr found[EGRESS_MAX_ADDRS];
     size_t n = 0;
+    c->resolving = false;
     for (struct addrinfo *ai = res; status == 0 && ai && n < EGRESS_MAX_ADDRS; ai = ai->ai_next)
         if (ai->ai_family == AF_INET)
             found[n++] = ((struct sockaddr_in *)ai->ai_addr)->sin_addr;
@@ -563,6 +574,7 @@ static void resolve(struct egress_conn *c)
         conn_refuse_for(c, "unresolved");
         return;
     }
+    c->resolving = true;
     c->pending++;
 }
 
@@ -647,6 +659,10 @@ static void on_accept(uv_stream_t *server, int status)
     c->eg = eg;
     eg->refs++;
     eg->n_conns++;
+    c->next = eg->conns;
+    if (eg->conns)
+        eg->conns->prev = c;
+    eg->conns = c;
     uv_tcp_init(eg->loop, &c->down);
     uv_timer_init(eg->loop, &c->timer);
     c->down.data = c->timer.data = c;
@@ -731,7 +747,11 @@ void local_egress_stop(struct local_egress *eg)
         return;
     uv_close((uv_handle_t *)&eg->listener, on_egress_handle_closed);
     uv_close((uv_handle_t *)&eg->dns, on_egress_handle_closed);
-    egress_unref(eg); /* connections in flight end on their own (the sandbox is gone) */
+    /* The sandbox is gone or this process is leaving: its open connections go too (a process
+     * exiting must not wait for a long download to end). */
+    for (struct egress_conn *c = eg->conns; c; c = c->next)
+        conn_close(c, false);
+    egress_unref(eg);
 }
 
 /* ---- the agent's sockets ------------------------------------------------------------------ */

@@ -17,11 +17,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define LOG_MODULE "local"
-#include "backend/local/image/unpack.h"
 #include "backend/local/local.h"
 #include "backend/local/local_internal.h"
-#include "mcp/base/log.h"
 #include "mcp/base/xalloc.h"
 
 /* Where a mount may appear inside a sandbox: its own writable space, or conventional places
@@ -433,30 +430,13 @@ int local_ws_prepare(const char *state_dir, const char *id, struct local_ws *ws,
     return 0;
 }
 
-/* A user with subordinate ids: overlayfs made <n>/work/work (mode 000) and files in it as the
- * sandbox's root, a subordinate uid the user cannot delete for; they go from inside a user
- * namespace with the sandboxes' mapping, like unpacked image layers. The rest is the user's. */
-static void clear_work_dirs(const char *dir, const struct local_identity *ident)
-{
-    struct unpack_userns ns = {.write_maps = local_image_write_maps, .arg = (void *)ident};
-    for (unsigned i = 0; i < LOCAL_WS_MAX_MOUNTS; i++) {
-        char work[LOCAL_WS_PATH_MAX + 32];
-        struct mcp_error err;
-        snprintf(work, sizeof work, "%s/%u/work", dir, i);
-        if (access(work, F_OK) == 0 && image_clear_in_userns(work, &ns, &err) < 0)
-            log_warn("removing %s: %s", work, err.msg);
-    }
-}
-
 void local_ws_remove(const char *state_dir, const char *id, const struct local_identity *ident)
 {
     char dir[LOCAL_WS_PATH_MAX];
     local_workspace_dir(state_dir, id, dir);
-    if (access(dir, F_OK) < 0)
-        return;
-    if (ident->mode == LOCAL_ID_SUBID)
-        clear_work_dirs(dir, ident);
-    local_rmtree(dir);
+    (void)ident; /* every mode: what is there is the server's (spawn.c: as_person) */
+    if (access(dir, F_OK) == 0)
+        local_rmtree(dir);
 }
 
 static const char *jstr(json_t *o, const char *key)

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "backend/local/image/archive_loader.h"
+#include "backend/local/image/layer_hash.h"
 #include "mcp/base/util.h"
 
 #define WH_PREFIX ".wh."
@@ -132,7 +133,7 @@ static int apply_whiteout(const char *path, const char *base, struct unpack_repo
  * names the sha256 of each uncompressed tar, so the one pass that unpacks also checks it. */
 struct plain_feed {
     struct archive *raw; /* the blob through its decompression filter, as one "raw" entry */
-    struct sha256_ctx hash;
+    struct layer_hash hash;
     bool failed;
     char err[200];
 };
@@ -154,7 +155,7 @@ static la_ssize_t feed_read(struct archive *a, void *arg, const void **buf)
         snprintf(f->err, sizeof f->err, "%s", oci_archive.error_string(f->raw));
         return -1;
     }
-    sha256_update(&f->hash, *buf, size);
+    layer_hash_update(&f->hash, *buf, size);
     return (la_ssize_t)size;
 }
 
@@ -262,15 +263,6 @@ static void feed_drain(struct plain_feed *f)
     }
 }
 
-static void feed_digest(struct plain_feed *f, char out[72])
-{
-    unsigned char d[32];
-    sha256_final(&f->hash, d);
-    memcpy(out, "sha256:", 7);
-    for (int i = 0; i < 32; i++)
-        snprintf(out + 7 + 2 * i, 3, "%02x", d[i]);
-}
-
 static void extract_entries(struct archive *a, struct archive *w, uint64_t max_bytes,
                             struct plain_feed *f, struct unpack_report *r)
 {
@@ -289,7 +281,7 @@ static void extract_entries(struct archive *a, struct archive *w, uint64_t max_b
         report(r, MCP_ERR_BACKEND, "the layer is corrupt after its last entry: %.200s%s", f->err,
                NULL);
     else
-        feed_digest(f, r->res.diff_id);
+        layer_hash_final(&f->hash, r->res.diff_id);
 }
 
 static void extract(int fd, enum oci_compression c, uint64_t max_bytes, struct unpack_report *r)
@@ -297,7 +289,7 @@ static void extract(int fd, enum oci_compression c, uint64_t max_bytes, struct u
     struct plain_feed f = {.raw = oci_archive.read_new()};
     struct archive *a = oci_archive.read_new();
     struct archive *w = oci_archive.write_disk_new();
-    sha256_init(&f.hash);
+    layer_hash_init(&f.hash);
     oci_archive.read_support_format_tar(a);
     oci_archive.read_support_filter_none(a);
     oci_archive.write_disk_set_options(

@@ -31,6 +31,7 @@ class World:
         os.chmod(self.dir, 0o755)
         self.user = user
         self.servers = self.serve = None
+        self.made = []  # sandboxes to destroy at close
         sh("ip", "netns", "add", self.ns)
         self.nsenter = ["nsenter", "--net=/run/netns/" + self.ns]
         sh("ip", "-n", self.ns, "link", "set", "lo", "up")
@@ -100,9 +101,13 @@ class World:
                 return msg["result"]
 
     def tool(self, name, ok=True, **args):
+        if name == "create_sandbox":  # a backstop: sandboxes outlive a test that fails
+            args.setdefault("timeout_seconds", 900)
         res = self.call("tools/call", {"name": name, "arguments": args})
         if ok:
             assert not res.get("isError"), "%s: %s" % (name, json.dumps(res)[:800])
+        if name == "create_sandbox" and not res.get("isError"):
+            self.made.append(res["structuredContent"]["sandbox_id"])
         return res
 
     def run(self, sid, command, timeout=60):
@@ -120,6 +125,12 @@ class World:
         self.start()
 
     def close(self):
+        for sid in self.made:  # destroy is idempotent: those a test destroyed already are fine
+            try:
+                self.tool("destroy_sandbox", ok=False, sandbox_id=sid)
+            except (AssertionError, OSError, ValueError) as e:
+                print("closing: destroy %s: %s" % (sid, e), file=sys.stderr)
+                break
         for proc, wait in ((self.serve, TIMEOUT), (self.servers, 10)):
             if proc is None:
                 continue

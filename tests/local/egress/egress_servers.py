@@ -48,6 +48,9 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
+    def handle_error(self, request, client_address):
+        pass  # a client that goes away mid-download (a test does that on purpose)
+
     def server_bind(self):
         # HTTPServer's own looks its address up in DNS (getfqdn): no DNS server answers here
         socketserver.TCPServer.server_bind(self)

@@ -197,6 +197,9 @@ def check_cow(s, proj, state):
         assert f.read() == "changed\n"
     wh = os.lstat(os.path.join(upper, "run.sh"))  # a whiteout: character device 0:0
     assert (wh.st_mode & 0o170000) == 0o020000 and wh.st_rdev == 0, oct(wh.st_mode)
+    # Nothing of the overlay's staging is left in the sandbox's view.
+    code, out, _ = s.sh(sid, "ls -a / /workspace /tmp; awk '{print $5}' /proc/self/mountinfo")
+    assert code == 0 and ".ws" not in out and "upper" not in out, out
     # The sandbox sees neither the state directory nor its own layers.
     code, _, _ = s.sh(sid, f"ls {state} || ls {upper}")
     assert code != 0, "the state directory is visible inside"
