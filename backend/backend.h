@@ -74,6 +74,9 @@ struct sandbox_spec {
     /* Host directories to mount: [{source, target, mode: "ro"|"rw"|"copy-on-write"}], or NULL.
      * Only the local backend mounts; the others refuse a non-empty list. */
     json_t *mounts;
+    /* The client's MCP roots as host paths (array of strings), or NULL when it has none to
+     * say: every mount source must then also lie within one of them (roots only narrow). */
+    json_t *roots;
     /* Egress by policy (egress_policy.h), borrowed; NULL: none, network decides. The tool layer
      * sets network false whenever it sets a policy, so code that knows only network fails
      * closed (loopback only); a backend that takes the policy copies what it keeps

@@ -11,8 +11,8 @@
 #define CLI_DIFF_PAGE (1u << 20)
 
 /* ID and the paths after it (argv[optind..]); -1 to go on, else the exit code. */
-static int review_opts(struct cli_sandbox *c, int argc, char **argv, const char *usage,
-                       bool *flag, const char *flag_name, json_t **paths)
+static int review_opts(struct cli_sandbox *c, int argc, char **argv, const char *usage, bool *flag,
+                       const char *flag_name, json_t **paths)
 {
     const struct option longopts[] = {{"help", no_argument, NULL, 'h'},
                                       {"output", required_argument, NULL, 'o'},
@@ -39,8 +39,7 @@ static int review_opts(struct cli_sandbox *c, int argc, char **argv, const char 
     return -1;
 }
 
-static int workspace_call(struct cli_sandbox *c, const char *id, const char *action,
-                          json_t *args)
+static int workspace_call(struct cli_sandbox *c, const char *id, const char *action, json_t *args)
 {
     cli_sandbox_op_reset(c);
     if (c->be->ops->workspace(c->be, id, action, args, cli_sandbox_op_cb, c, &c->err) < 0 ||
@@ -86,8 +85,8 @@ int cli_sandbox_diff(struct cli_sandbox *c, int argc, char **argv)
         return rc;
     const char *id = argv[optind];
     for (json_int_t offset = 0; offset >= 0;) {
-        json_t *args = json_pack("{s:O, s:I, s:I}", "paths", paths, "offset", offset,
-                                 "max_bytes", (json_int_t)CLI_DIFF_PAGE);
+        json_t *args = json_pack("{s:O, s:I, s:I}", "paths", paths, "offset", offset, "max_bytes",
+                                 (json_int_t)CLI_DIFF_PAGE);
         rc = workspace_call(c, id, "review", args);
         json_decref(args);
         if (rc < 0) {
@@ -135,8 +134,7 @@ int cli_sandbox_apply(struct cli_sandbox *c, int argc, char **argv)
         {
             const char *why = json_string_value(json_object_get(r, "reason"));
             printf("%-8s %s%s%s\n", json_string_value(json_object_get(r, "status")),
-                   json_string_value(json_object_get(r, "path")), why ? ": " : "",
-                   why ? why : "");
+                   json_string_value(json_object_get(r, "path")), why ? ": " : "", why ? why : "");
         }
     }
     bool clean = json_integer_value(json_object_get(c->result, "conflicts")) == 0 &&

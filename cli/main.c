@@ -8,6 +8,7 @@
 
 #include "backend/local/image/unpack.h"
 #include "backend/local/local.h"
+#include "backend/local/workspace_review.h"
 #include "cli/backends.h"
 #include "cli/cli.h"
 #include "mcp/base/cleanup.h"
@@ -131,6 +132,8 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], IMAGE_UNPACK_ARGV1) == 0) /* an image layer's unpacker */
         return image_unpack_child_main(argc, argv);
+    if (argc > 1 && strcmp(argv[1], WS_HELPER_ARGV1) == 0) /* review/apply in a sandbox's userns */
+        return ws_helper_main(argc, argv);
     xalloc_install();
     if (argc < 2) {
         print_help(stderr);

@@ -9,7 +9,8 @@ build_pkgs=(build-essential cmake pkg-config libjansson-dev libcurl4-openssl-dev
             libsqlite3-dev libseccomp-dev libhttp-parser-dev libarchive-dev)
 # libarchive13 unpacks OCI image layers (dlopened on the first pull, like libcurl).
 run_pkgs=(passt libarchive13 uidmap)  # uidmap: newuidmap/newgidmap for rootless sandboxes
-test_pkgs=(clang libclang-rt-14-dev python3 python3-yaml sqlite3 curl iproute2 procps util-linux graphviz groff-base bubblewrap)
+run_pkgs+=(nftables)  # nft writes the rules of a sandbox with a network_policy (egress_netns.c)
+test_pkgs=(clang libclang-rt-14-dev python3 python3-yaml sqlite3 curl openssl iproute2 procps util-linux graphviz groff-base bubblewrap)
 # tests/vm boots a kernel in qemu to test the local backend on pure cgroup v2 and v1 layouts.
 test_pkgs+=(qemu-system-x86 busybox-static)
 # tests/local/image: a real registry on loopback, zstd layers, the skopeo+umoci baseline (bench).

@@ -113,6 +113,9 @@ json_t *local_info(const struct store_sandbox *rec)
     json_t *mapping = json_object_get(r, "image_mapping");
     if (json_is_string(mapping)) /* root mode without idmapped mounts (docs/images.md) */
         json_object_set_new(info, "image_mapping", json_copy(mapping));
+    json_t *copied = json_object_get(r, "image_copied_from");
+    if (json_is_string(copied)) /* a registered directory run from its copy in the store */
+        json_object_set_new(info, "image_copied_from", json_copy(copied));
     if (rec->expires_at_ms > 0) {
         format_rfc3339_ms(rec->expires_at_ms, expires);
         json_object_set_new(info, "expires_at", json_string(expires));
@@ -368,6 +371,8 @@ static void oom_poll_closed(uv_handle_t *h)
 static void stop_watching(struct lsbx *sb)
 {
     local_forwards_close(sb);
+    local_egress_stop(sb->egress);
+    sb->egress = NULL;
     if (sb->watching) {
         sb->watching = false;
         uv_close((uv_handle_t *)&sb->exit_poll, exit_poll_closed);
@@ -557,6 +562,12 @@ static void adopt(struct local_backend *lb, const struct store_sandbox *rec, pid
     sb->next = lb->sandboxes;
     lb->sandboxes = sb;
     local_watch_exit(sb);
+    /* Made by another process (or before a restart) with a network policy: this process serves
+     * its egress too (a paused one's agent cannot answer: it gets none until resumed here). */
+    struct mcp_error err;
+    if (json_is_object(json_object_get(rec->record, "network_policy")) &&
+        strcmp(rec->state, "running") == 0 && local_egress_start(sb, &err) < 0)
+        log_warn("sandbox %s: its egress is not served by this process: %s", sb->id, err.msg);
 }
 
 void local_kill_init(pid_t pid, uint64_t start)

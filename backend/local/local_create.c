@@ -43,6 +43,9 @@ struct create_op {
     int release_fd;              /* network or hold: the child waits until released */
     struct image_trees trees;    /* ... and then gets the image's layers (root mode) */
     bool network;                /* pasta starts before the release */
+    /* Egress by policy (egress_proxy.c): nft writes the netns's rules before the release, and
+     * the proxy starts before the reply. */
+    bool egress;
     /* A pooled create (the pool's refill): spawned in a worker thread, never replied to. */
     bool pooled;
     struct spawn_request req;
@@ -130,7 +133,8 @@ struct create_image {
 };
 
 /* 0: "host" or a rootfs registered as <state_dir>/images/<name> (img filled); 1: a name to
- * resolve as an OCI reference; -1: neither. */
+ * resolve as an OCI reference; 2: a registered rootfs to copy into the image store first (root
+ * mode, its filesystem cannot be idmapped: local_image_import); -1: neither. */
 static int resolve_image(struct local_backend *lb, const char *name, struct create_image *img,
                          struct mcp_error *err)
 {
@@ -142,7 +146,9 @@ static int resolve_image(struct local_backend *lb, const char *name, struct crea
     if (image_name_ok(name) && stat(img->registered, &st) == 0 && S_ISDIR(st.st_mode)) {
         img->dirs[0] = img->registered;
         img->n = 1;
-        return 0;
+        return lb->ident.mode == LOCAL_ID_SLICES && !local_image_dir_idmappable(lb, img->registered)
+                   ? 2
+                   : 0;
     }
     if (local_image_reference_ok(name))
         return 1;
@@ -210,6 +216,8 @@ static void attach_work(uv_work_t *w)
         return;
     if (op->attach_rc == 0 && op->network)
         op->attach_rc = local_start_network(op->sb->dir, op->sb->pid, &op->sb->cg, &op->attach_err);
+    if (op->attach_rc == 0 && op->egress)
+        op->attach_rc = local_egress_rules(op->sb->pid, &op->attach_err);
     if (op->attach_rc == 0 && local_spawn_release(op->release_fd, &op->trees) < 0)
         op->attach_rc = mcp_error_set(&op->attach_err, MCP_ERR_IO, errno,
                                       "releasing the sandbox init failed");
@@ -256,7 +264,8 @@ static void create_finish(struct create_op *op)
         pooled_finish(op);
         return;
     }
-    if (store_sandbox_set_state(lb->base.store, sb->id, "running", &err) < 0 ||
+    if ((op->egress && local_egress_start(sb, &err) < 0) ||
+        store_sandbox_set_state(lb->base.store, sb->id, "running", &err) < 0 ||
         store_sandbox_get(lb->base.store, sb->id, &rec, &err) < 0) {
         create_fail(op, &err);
         return;
@@ -317,6 +326,8 @@ static void create_fail(struct create_op *op, const struct mcp_error *e)
         local_pool_fill_failed(lb, e);
     else
         op->cb(op->arg, NULL, e);
+    local_egress_stop(sb->egress);
+    sb->egress = NULL;
     lsbx_unref(sb);
     free(op);
 }
@@ -329,6 +340,8 @@ static char *agent_config(const struct sandbox_spec *spec, int64_t expires_ms, i
                             json_is_object(spec->env) ? spec->env : NULL);
     if (img->oci)
         local_image_agent_config(cfg, img->oci, spec->env);
+    if (spec->network_policy) /* the agent opens the sockets nftables sends traffic to */
+        json_object_set_new(cfg, "egress", json_true());
     char *text = json_dumps(cfg, JSON_COMPACT);
     json_decref(cfg);
     return text;
@@ -370,6 +383,7 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
                                 .ident = &lb->ident, .slot = op->slot,
                                 .disk_bytes = disk, .memory_bytes = lim->memory_bytes,
                                 .pids = lim->pids, .network = spec->network,
+                                .egress = spec->network_policy != NULL,
                                 .agent_config = cfg, .agent_exe_fd = lb->agent_fd,
                                 .image_dirs = img->dirs, .n_image_dirs = img->n,
                                 .run_uid = img->run_uid, .run_gid = img->run_gid,
@@ -457,7 +471,7 @@ static int start_record(struct create_op *op, const struct sandbox_spec *spec,
     json_object_set_new(rec->record, "cgroups", planned_cgroups(lb, sb->id));
     json_object_set_new(rec->record, "enforced", local_enforced_json(&lb->cg));
     if (oci)
-        local_image_record(rec->record, oci, lb->image_shared_mapping);
+        local_image_record(rec->record, oci, local_image_shared(lb, oci));
     if (ws && ws->n > 0)
         json_object_set_new(rec->record, "mounts", local_ws_json(ws, false));
     int rc = store_sandbox_insert(st, rec, err);
@@ -556,8 +570,8 @@ static void create_abort(struct create_op *op)
 static int check_mounts(struct local_backend *lb, const struct sandbox_spec *spec,
                         struct create_image *img, struct mcp_error *err)
 {
-    struct local_ws_check c = {.allow = &lb->allow, .state_dir = lb->state_dir,
-                               .run_dir = lb->run_dir};
+    struct local_ws_check c = {.allow = &lb->allow, .roots = spec->roots,
+                               .state_dir = lb->state_dir, .run_dir = lb->run_dir};
     if (local_ws_check(&c, spec->mounts, &img->ws, err) < 0)
         return -1;
     if (local_ws_writable(&img->ws) && lb->ident.mode == LOCAL_ID_SUBID) {
@@ -579,6 +593,7 @@ static int create_with_image(struct local_backend *lb, const struct sandbox_spec
     if (check_mounts(lb, spec, img, err) < 0)
         return -1;
     struct create_op *op = create_op_new(lb, cb, arg);
+    op->egress = spec->network_policy != NULL;
     /* From the second create on: a one-shot process (the CLI's create) would only pay for
      * preparing sets it never uses. MCPBOX_LOCAL_SPAWNER=0: off, to compare (benchmarks). */
     if (!lb->spawner_tried && lb->creates > 1) {
@@ -616,7 +631,7 @@ static void image_ready(struct local_backend *lb, const struct sandbox_spec *spe
         img.dirs[img.n] = json_string_value(d);
     }
     local_image_user(image, &img.run_uid, &img.run_gid);
-    img.shared_mapping = lb->image_shared_mapping;
+    img.shared_mapping = local_image_shared(lb, image);
     if (lb->ident.mode == LOCAL_ID_SINGLE || img.run_uid >= lb->ident.uid_count ||
         img.run_gid >= lb->ident.gid_count)
         img.run_uid = img.run_gid = 0; /* not mapped: only sandbox root exists (get_sandbox) */
@@ -643,6 +658,8 @@ int local_create_cold(struct local_backend *lb, const struct sandbox_spec *spec,
                              "apt install passt); or create the sandbox without network");
     if (kind == 1)
         return local_image_resolve(lb, spec, image_ready, cb, arg, err);
+    if (kind == 2)
+        return local_image_import(lb, spec, img.registered, image_ready, cb, arg, err);
     return create_with_image(lb, spec, &img, cb, arg, err);
 }
 

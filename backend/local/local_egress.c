@@ -12,6 +12,7 @@
  * parsed (struct lsbx) and re-reads the record at most every LOCAL_EGRESS_RELOAD_MS, so a change
  * made by another process (the CLI, a second server) takes effect within that time, one made by
  * this process at once. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,15 +79,12 @@ int local_egress_check(struct local_backend *lb, const struct sandbox_spec *spec
                        struct mcp_error *err)
 {
     (void)lb;
-    if (spec->network_policy == NULL)
+    if (spec->network_policy == NULL || local_nft_path() != NULL)
         return 0;
-    /* The enforcement (no route out of the sandbox's network namespace, nftables redirect to the
-     * agent, the proxy in mcpbox) replaces this refusal when it lands: a policy that is stored but
-     * not enforced would be a lie. */
-    return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
-                         "network_policy is not enforced by the local backend of this mcpbox "
-                         "yet; use network: true (every public address) or false (loopback "
-                         "only), or an OpenSandbox sandbox (backend \"opensandbox\")");
+    /* The enforcement (egress_netns.c) writes the sandbox's nftables rules with the host's nft. */
+    return mcp_error_set(err, MCP_ERR_UNSUPPORTED, ENOENT,
+                         "network_policy needs nft, which is not installed (Debian/Ubuntu: apt "
+                         "install nftables); or create the sandbox without a network_policy");
 }
 
 int local_set_network_policy(struct backend *be, const char *id,

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -159,6 +160,7 @@ static void copy_spec(struct sandbox_spec *dst, const struct sandbox_spec *src)
     dst->env = json_incref(src->env);
     dst->metadata = json_incref(src->metadata);
     dst->mounts = json_incref(src->mounts);
+    dst->roots = json_incref(src->roots);
 }
 
 static void free_spec(struct sandbox_spec *s)
@@ -169,6 +171,7 @@ static void free_spec(struct sandbox_spec *s)
     json_decref(s->env);
     json_decref(s->metadata);
     json_decref(s->mounts);
+    json_decref(s->roots);
 }
 
 static void on_progress(void *arg, uint64_t done, uint64_t total, const char *what)
@@ -210,13 +213,53 @@ int local_image_resolve(struct local_backend *lb, const struct sandbox_spec *spe
     return 0;
 }
 
+bool local_image_dir_idmappable(struct local_backend *lb, const char *dir)
+{
+    struct stat st;
+    if (stat(dir, &st) < 0)
+        return true; /* the create reports what is wrong with it */
+    for (size_t i = 0; i < lb->n_idmap_seen; i++)
+        if (lb->idmap_seen[i].dev == st.st_dev)
+            return lb->idmap_seen[i].ok;
+    bool ok = idmap_works(dir);
+    size_t at = lb->n_idmap_seen < 8 ? lb->n_idmap_seen++ : 7;
+    lb->idmap_seen[at].dev = st.st_dev, lb->idmap_seen[at].ok = ok;
+    return ok;
+}
+
+bool local_image_shared(const struct local_backend *lb, json_t *image)
+{
+    return lb->image_shared_mapping || json_object_get(image, "imported_from") != NULL;
+}
+
+int local_image_import(struct local_backend *lb, const struct sandbox_spec *spec,
+                       const char *dir, local_image_ready_fn *ready, backend_cb *cb, void *arg,
+                       struct mcp_error *err)
+{
+    struct image_service *svc = local_image_service(lb, err);
+    if (svc == NULL)
+        return -1;
+    struct pending_create *pc = xcalloc(1, sizeof *pc);
+    pc->lb = lb, pc->ready = ready, pc->cb = cb, pc->arg = arg;
+    copy_spec(&pc->spec, spec);
+    if (image_service_import_dir(svc, spec->image, dir, fallback_mapping.uid_base,
+                                 fallback_mapping.gid_base, on_resolved, pc, err) < 0) {
+        free_spec(&pc->spec);
+        free(pc);
+        return -1;
+    }
+    return 0;
+}
+
 void local_image_record(json_t *record, json_t *image, bool shared_mapping)
 {
     if (shared_mapping)
         json_object_set_new(record, "image_mapping",
-                            json_string("shared: the image store's filesystem cannot be mounted "
-                                        "idmapped, so sandboxes on OCI images share one fixed "
+                            json_string("shared: the image's filesystem cannot be mounted "
+                                        "idmapped, so sandboxes on such images share one fixed "
                                         "uid mapping (namespaces keep them apart)"));
+    if (json_object_get(image, "imported_from"))
+        json_object_set(record, "image_copied_from", json_object_get(image, "imported_from"));
     json_object_set(record, "image_digest", json_object_get(image, "digest"));
     json_object_set(record, "image_reference", json_object_get(image, "reference"));
     json_object_set(record, "image_layers", json_object_get(image, "layers"));

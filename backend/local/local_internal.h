@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "backend/backend.h"
+#include "backend/egress_policy.h"
 #include "backend/local/pasta_path.h"
 #include "backend/local/identity.h"
 #include "backend/local/workspace.h"
@@ -57,6 +58,7 @@ int local_allow_init(struct local_allow *a, const char *dirs, struct mcp_error *
 void local_allow_free(struct local_allow *a);
 struct local_ws_check {
     const struct local_allow *allow;
+    json_t *roots; /* the client's roots (host paths), or NULL: they only narrow allow */
     const char *state_dir, *run_dir; /* never mountable, nor anything holding them */
 };
 struct local_ws_mount {
@@ -165,6 +167,7 @@ struct spawn_request {
     uint64_t memory_bytes;
     uint32_t pids;
     bool network;
+    bool egress;              /* egress by policy: no route out but mcpbox (egress_netns.c) */
     const char *agent_config; /* JSON text for the agent's argv[1] */
     /* NULL/0: image "host"; else the image's layers, bottom first (one for a registered rootfs
      * directory): each becomes an idmapped read-only lower layer of the sandbox's overlay. */
@@ -227,6 +230,23 @@ uint64_t local_proc_starttime(pid_t pid);
 int local_start_network(const char *dir, pid_t pid, const struct cg_sandbox *cg,
                         struct mcp_error *err);
 int local_block_private_routes(const char **failed); /* in the child; sets errno */
+/* Loopback, private, link-local, CGNAT, multicast, reserved: never connected to (one list with
+ * the routes above). */
+struct in_addr;
+bool local_addr_blocked(struct in_addr a);
+/* egress by policy: in the child, everything IPv4 routed to lo (network.c); */
+int local_egress_default_route(const char **failed);
+/* in a worker before the child's release, the nftables rules sending TCP and DNS to the agent. */
+int local_egress_rules(pid_t pid, struct mcp_error *err);
+
+/* ---- egress by policy (egress_proxy.c): the proxy and DNS server of one sandbox ---- */
+struct local_egress;
+struct lsbx;
+/* Takes the agent's egress sockets and serves them on the loop (sb->egress). Each connection
+ * and DNS answer follows local_egress_policy(sb) (local_egress.c): a change applies to the next
+ * one; open connections are left alone. */
+int local_egress_start(struct lsbx *sb, struct mcp_error *err);
+void local_egress_stop(struct local_egress *eg); /* NULL-safe */
 
 /* ---- the agent binary (agent_blob.c) ---- */
 extern const unsigned char local_agent_blob[];
@@ -306,6 +326,11 @@ struct local_backend {
     char state_dir[LOCAL_PATH_MAX];
     struct image_service *images; /* OCI images: made on the first create that names one */
     bool image_shared_mapping;    /* root, store not idmappable: image sandboxes share a mapping */
+    struct {
+        dev_t dev;
+        bool ok;
+    } idmap_seen[8];              /* local_image_dir_idmappable's answers, per filesystem */
+    size_t n_idmap_seen;
     char run_dir[LOCAL_PATH_MAX]; /* runtime_dir.c: per-sandbox files that need no disk */
     struct local_identity ident;  /* which host ids its sandboxes get (identity.h) */
     struct local_allow allow;     /* host directories mounts may come from (workspace.c) */
@@ -338,6 +363,7 @@ struct lsbx {
     struct agent_conn *conn;
     struct destroy_op *destroying;
     struct fwd *forwards;         /* host-side TCP forwarders (forward.c) */
+    struct local_egress *egress;  /* egress by policy: its proxy, or NULL */
     uint64_t touched_ms;          /* last store_sandbox_touch (monotonic) */
     /* egress by policy (local_egress.c): the policy in force, parsed from the record's JSON,
      * re-read every LOCAL_EGRESS_RELOAD_MS; read it with local_egress_policy() */
@@ -480,6 +506,16 @@ int local_image_write_maps(void *ident, int pid, struct mcp_error *err);
 int local_image_resolve(struct local_backend *lb, const struct sandbox_spec *spec,
                         local_image_ready_fn *ready, backend_cb *cb, void *arg,
                         struct mcp_error *err);
+/* A registered directory (name, its path) whose filesystem cannot be idmapped: copied into the
+ * image store with the shared mapping's ids (image_service_import_dir); then ready. */
+int local_image_import(struct local_backend *lb, const struct sandbox_spec *spec,
+                       const char *dir, local_image_ready_fn *ready, backend_cb *cb, void *arg,
+                       struct mcp_error *err);
+/* Root mode: can dir be mounted idmapped (cached per filesystem)? */
+bool local_image_dir_idmappable(struct local_backend *lb, const char *dir);
+/* Whether sandboxes on this image use the shared mapping: the store's fallback, or an
+ * imported directory. */
+bool local_image_shared(const struct local_backend *lb, json_t *image);
 /* What the record keeps of the image: image_digest, image_reference, image_layers, image_config. */
 void local_image_record(json_t *record, json_t *image, bool shared_mapping);
 /* The fixed mapping of that fallback (root mode, a store that cannot be idmapped). */

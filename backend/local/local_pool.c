@@ -55,8 +55,8 @@ static bool spec_is_pooled(const struct sandbox_spec *spec, const struct cg_limi
     if (local_spec_limits(&defaults, &dlim, &ddisk, &err) < 0)
         return false;
     return (spec->image == NULL || strcmp(spec->image, "host") == 0) && !spec->network &&
-           spec->snapshot_id == NULL && json_array_size(spec->mounts) == 0 &&
            spec->network_policy == NULL &&
+           spec->snapshot_id == NULL && json_array_size(spec->mounts) == 0 &&
            lim->memory_bytes == dlim.memory_bytes &&
            lim->pids == dlim.pids && lim->cpu == dlim.cpu && disk == ddisk;
 }

@@ -6,6 +6,7 @@
 #define LOG_MODULE "local"
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "backend/local/local_internal.h"
@@ -15,10 +16,13 @@
 
 struct ws_job {
     uv_work_t req;
+    struct ws_job *next_apply; /* in applies_running */
+    char id[LOCAL_ID_LEN];
     struct local_backend *lb;
     backend_cb *cb;
     void *arg;
     bool apply;
+    int ns_fd; /* rootless: a pidfd of the sandbox's init, to read as its user namespace (-1) */
     struct local_mount *all; /* mounts.json, every mode */
     struct ws_mount *mounts; /* the copy-on-write ones */
     char (*journals)[LOCAL_WS_PATH_MAX];
@@ -29,8 +33,31 @@ struct ws_job {
     struct mcp_error err;
 };
 
+/* Applies in flight in this process (touched on the loop thread only): two applies of one
+ * sandbox at once would race on its host files and its journal. */
+static struct ws_job *applies_running;
+
+static bool apply_running(const char *id)
+{
+    for (struct ws_job *j = applies_running; j; j = j->next_apply)
+        if (strcmp(j->id, id) == 0)
+            return true;
+    return false;
+}
+
+static void apply_done(struct ws_job *j)
+{
+    for (struct ws_job **p = &applies_running; *p; p = &(*p)->next_apply)
+        if (*p == j) {
+            *p = j->next_apply;
+            return;
+        }
+}
+
 static void ws_job_free(struct ws_job *j)
 {
+    if (j->ns_fd >= 0)
+        close(j->ns_fd);
     free(j->all);
     free(j->mounts);
     free(j->journals);
@@ -43,19 +70,26 @@ static void ws_work(uv_work_t *req)
 {
     struct ws_job *j = req->data;
     json_t *paths = json_object_get(j->args, "paths");
+    if (j->ns_fd >= 0) {
+        j->result = ws_run_in_userns(j->ns_fd, j->apply ? "apply" : "review", j->mounts, j->n,
+                                     &j->opts, j->args, &j->err);
+        return;
+    }
     if (j->apply)
         j->result = ws_apply(j->mounts, j->n, &j->opts, paths,
                              json_is_true(json_object_get(j->args, "overwrite")), &j->err);
     else
-        j->result = ws_review(j->mounts, j->n, &j->opts, paths,
-                              (uint64_t)json_integer_value(json_object_get(j->args, "offset")),
-                              (uint64_t)json_integer_value(json_object_get(j->args, "max_bytes")),
-                              &j->err);
+        j->result =
+            ws_review(j->mounts, j->n, &j->opts, paths,
+                      (uint64_t)json_integer_value(json_object_get(j->args, "offset")),
+                      (uint64_t)json_integer_value(json_object_get(j->args, "max_bytes")), &j->err);
 }
 
 static void ws_after(uv_work_t *req, int status)
 {
     struct ws_job *j = req->data;
+    if (j->apply)
+        apply_done(j);
     if (status < 0 && j->result == NULL)
         mcp_error_set(&j->err, MCP_ERR_UNAVAILABLE, 0, "the review was cancelled; call again");
     j->cb(j->arg, j->result, j->result ? NULL : &j->err);
@@ -72,16 +106,20 @@ static int load_mounts(struct ws_job *j, const char *id, struct mcp_error *err)
     j->journals = xcalloc(n + 1, sizeof *j->journals);
     char dir[LOCAL_WS_PATH_MAX];
     local_workspace_dir(j->lb->state_dir, id, dir);
+    bool root = geteuid() == 0;
     for (size_t i = 0; i < n; i++) {
         const struct local_mount *m = &j->all[i];
         if (m->mode != LOCAL_MOUNT_COW)
             continue;
         size_t k = j->n++;
         snprintf(j->journals[k], LOCAL_WS_PATH_MAX, "%s/%u/%s", dir, m->index, WS_JOURNAL_NAME);
-        j->mounts[k] = (struct ws_mount){.source = m->source, .target = m->target,
-                                         .upper = m->upper, .journal = j->journals[k],
-                                         .owner_uid = (int64_t)m->owner_uid,
-                                         .owner_gid = (int64_t)m->owner_gid};
+        j->mounts[k] = (struct ws_mount){.source = m->source,
+                                         .target = m->target,
+                                         .upper = m->upper,
+                                         .journal = j->journals[k],
+                                         /* as the person, files are theirs already */
+                                         .owner_uid = root ? (int64_t)m->owner_uid : -1,
+                                         .owner_gid = root ? (int64_t)m->owner_gid : -1};
     }
     if (j->n == 0)
         return mcp_error_set(err, MCP_ERR_INVALID, 0,
@@ -93,29 +131,61 @@ static int load_mounts(struct ws_job *j, const char *id, struct mcp_error *err)
     return 0;
 }
 
+/* Rootless: the sandbox's init as a pidfd, when it runs (checked against its start time, so a
+ * reused pid is never taken), else -1 (a stopped sandbox is read as the server). As root the
+ * server reads everything itself. */
+static int sandbox_ns_fd(struct local_backend *lb, const char *id, json_t *record)
+{
+    if (geteuid() == 0)
+        return -1;
+    char dir[LOCAL_PATH_MAX], logs[LOCAL_PATH_MAX];
+    local_sandbox_dirs(lb, id, dir, logs);
+    uint64_t start = 0;
+    pid_t pid = local_init_of(dir, record, &start);
+    int fd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+    if (fd >= 0 && local_proc_starttime(pid) != start) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
 int local_workspace(struct backend *be, const char *id, const char *action, json_t *args,
                     backend_cb *cb, void *arg, struct mcp_error *err)
 {
     struct local_backend *lb = (struct local_backend *)be;
+    bool apply = strcmp(action, "apply") == 0;
+    if (apply && apply_running(id))
+        return mcp_error_set(err, MCP_ERR_CONFLICT, 0,
+                             "an apply of sandbox %s is already running; wait for its result, "
+                             "then call review_changes to see what is left",
+                             id);
     struct store_sandbox rec = {0};
     if (local_record_get(be->store, id, &rec, err) < 0)
         return -1;
     int64_t created_ms = rec.created_at_ms;
+    int ns_fd = sandbox_ns_fd(lb, id, rec.record);
     store_sandbox_release(&rec);
     struct ws_job *j = xcalloc(1, sizeof *j);
     j->lb = lb, j->cb = cb, j->arg = arg;
-    j->apply = strcmp(action, "apply") == 0;
-    j->args = json_deep_copy(args ? args : json_object());
+    j->apply = apply;
+    j->ns_fd = ns_fd;
+    snprintf(j->id, sizeof j->id, "%s", id);
+    j->args = args ? json_deep_copy(args) : json_object();
     /* The mounts are made during the create, after its record: the sandbox saw the host from
      * then on (a host change in between is taken for a conflict, the safe side). */
-    j->opts = (struct ws_options){.since_ns = created_ms * 1000000ll,
-                                  .xattr_prefix = "user.overlay."};
+    j->opts =
+        (struct ws_options){.since_ns = created_ms * 1000000ll, .xattr_prefix = "user.overlay."};
     if (load_mounts(j, id, err) < 0) {
         ws_job_free(j);
         return -1;
     }
     j->req.data = j;
     int rc = uv_queue_work(be->loop, &j->req, ws_work, ws_after);
+    if (rc == 0 && apply) {
+        j->next_apply = applies_running;
+        applies_running = j;
+    }
     if (rc < 0) {
         ws_job_free(j);
         return mcp_error_set(err, MCP_ERR_IO, 0, "cannot start the review: %s", uv_strerror(rc));

@@ -13,6 +13,7 @@
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,13 +27,27 @@
 #define PASTA_PID_FILE "pasta.pid"
 
 
-/* Ranges a sandbox with egress must not reach. */
+/* Ranges a sandbox with egress must not reach: unreachable routes with network: true, and the
+ * addresses egress by policy never connects to (local_addr_blocked). One list for both. */
 static const struct {
     const char *net;
     int prefix;
 } blocked[] = {{"0.0.0.0", 8},      {"10.0.0.0", 8},     {"100.64.0.0", 10}, {"127.0.0.0", 8},
                {"169.254.0.0", 16}, {"172.16.0.0", 12},  {"192.0.0.0", 24},  {"192.168.0.0", 16},
                {"198.18.0.0", 15},  {"224.0.0.0", 4},    {"240.0.0.0", 4}};
+
+bool local_addr_blocked(struct in_addr a)
+{
+    uint32_t host = ntohl(a.s_addr);
+    for (size_t i = 0; i < sizeof blocked / sizeof blocked[0]; i++) {
+        struct in_addr net;
+        inet_pton(AF_INET, blocked[i].net, &net);
+        uint32_t mask = blocked[i].prefix ? ~0u << (32 - blocked[i].prefix) : 0;
+        if ((host & mask) == (ntohl(net.s_addr) & mask))
+            return true;
+    }
+    return false;
+}
 
 static pid_t read_pid_file(const char *dir)
 {
@@ -78,8 +93,20 @@ int local_start_network(const char *dir, pid_t pid, const struct cg_sandbox *cg,
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+    /* The server blocks signals it handles on its loop (SIGCHLD among them); pasta inherits the
+     * mask through exec and then fails at start ("Couldn't install signal handlers"): it gets
+     * an empty one, and default dispositions. */
+    posix_spawnattr_t attr;
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     pid_t child;
-    int rc = posix_spawn(&child, pasta, &fa, NULL, argv, envp);
+    int rc = posix_spawn(&child, pasta, &fa, &attr, argv, envp);
+    posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0)
         return mcp_error_set(err, MCP_ERR_IO, rc, "cannot run %s", pasta);
@@ -118,7 +145,8 @@ static void add_attr(struct route_msg *m, unsigned short type, const void *data,
     m->nh.nlmsg_len = NLMSG_ALIGN(m->nh.nlmsg_len) + (unsigned)RTA_ALIGN(a->rta_len);
 }
 
-static int route(int fd, const char *net, int prefix, unsigned char type, int oif)
+static int route(int fd, const char *net, int prefix, unsigned char type, int oif,
+                 const char *src)
 {
     struct route_msg m;
     memset(&m, 0, sizeof m);
@@ -136,6 +164,9 @@ static int route(int fd, const char *net, int prefix, unsigned char type, int oi
     add_attr(&m, RTA_DST, &dst, sizeof dst);
     if (oif > 0)
         add_attr(&m, RTA_OIF, &oif, sizeof oif);
+    struct in_addr pref;
+    if (src != NULL && inet_pton(AF_INET, src, &pref) == 1)
+        add_attr(&m, RTA_PREFSRC, &pref, sizeof pref);
     if (send(fd, &m, m.nh.nlmsg_len, 0) < 0)
         return -1;
     char reply[512];
@@ -171,17 +202,36 @@ int local_block_private_routes(const char **failed)
         return -1;
     }
     for (size_t i = 0; i < sizeof blocked / sizeof blocked[0]; i++)
-        if (route(fd, blocked[i].net, blocked[i].prefix, RTN_UNREACHABLE, 0) < 0) {
+        if (route(fd, blocked[i].net, blocked[i].prefix, RTN_UNREACHABLE, 0, NULL) < 0) {
             close(fd);
             *failed = blocked[i].net;
             return -1;
         }
     int tap = tap_index();
-    if (tap <= 0 || route(fd, LOCAL_DNS_ADDR, 32, RTN_UNICAST, tap) < 0) {
+    if (tap <= 0 || route(fd, LOCAL_DNS_ADDR, 32, RTN_UNICAST, tap, NULL) < 0) {
         close(fd);
         *failed = "DNS forwarder route";
         return -1;
     }
     close(fd);
     return 0;
+}
+
+/* Egress by policy: every IPv4 destination is routed to lo (source 127.0.0.1, so that the
+ * redirected connection and the DNS reply's reverse NAT look like loopback traffic), where the
+ * nftables rules (egress_netns.c) hand it to the agent's sockets. Nothing else leaves: the
+ * namespace has no other interface. */
+int local_egress_default_route(const char **failed)
+{
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    if (fd < 0) {
+        *failed = "netlink socket";
+        return -1;
+    }
+    int lo = (int)if_nametoindex("lo");
+    int rc = lo > 0 ? route(fd, "0.0.0.0", 0, RTN_UNICAST, lo, "127.0.0.1") : -1;
+    close(fd);
+    if (rc < 0)
+        *failed = "default route to lo";
+    return rc;
 }

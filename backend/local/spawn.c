@@ -150,7 +150,7 @@ static void make_etc(const struct child_plan *p)
     put(p, "etc/hosts", etc_hosts);
     put(p, "etc/nsswitch.conf", etc_nsswitch);
     put(p, "etc/hostname", etc_hostname);
-    put(p, "etc/resolv.conf", p->req->network ? resolv_pasta : resolv_none);
+    put(p, "etc/resolv.conf", p->req->network || p->req->egress ? resolv_pasta : resolv_none);
     mkdir("etc/ssl", 0755);
     for (size_t i = 0; i < sizeof ro_etc_binds / sizeof ro_etc_binds[0]; i++) {
         char host[128];
@@ -326,45 +326,72 @@ static void attach(const struct child_plan *p, int fd, const char *dir)
     close(fd);
 }
 
-/* The host mounts, at their targets under `root` (relative to the cwd: "" or ".root/"), in the
- * order given (the parent sorted them so that a mount's parent target comes first). ro and rw
- * are the trees themselves; copy-on-write is an overlay with the tree as its lower layer and
- * the sandbox's own upper and work directories, staged under .ws<i> and detached once the
- * overlay holds them. */
-static void make_mounts(const struct child_plan *p, const char *root)
+/* With the user's own id mapped (person_id), the overlay is mounted as that id, keeping every
+ * capability: overlayfs does its own work (work/work, whiteouts, copy-ups) with its mounter's
+ * credentials, so all it leaves in <n>/ then belongs to the user, who can remove it, instead of
+ * to the subordinate root. Only the effective uid changes (the permitted set stays), and the
+ * effective set is raised again from it; back to 0 afterwards. */
+static void as_person(const struct child_plan *p, bool on)
+{
+    if (p->req->person_id == 0)
+        return;
+    CHECK(syscall(SYS_setresuid, -1, on ? p->req->person_id : 0, -1) == 0, "seteuid",
+          "mount as the user");
+    if (!on)
+        return; /* euid 0 again: the kernel copied permitted into effective */
+    struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct data[2];
+    CHECK(syscall(SYS_capget, &hdr, data) == 0, "capget", NULL);
+    data[0].effective = data[0].permitted, data[1].effective = data[1].permitted;
+    CHECK(syscall(SYS_capset, &hdr, data) == 0, "capset", "mount as the user");
+}
+
+/* The host mounts, at their targets under `root` (relative to the cwd, the root tmpfs: "" or
+ * ".root/"), in the order given (the parent sorted them so that a mount's parent target comes
+ * first). ro and rw are the trees themselves. Copy-on-write is an overlay with the tree as its
+ * lower layer and the sandbox's own upper and work directories: those are staged in the data
+ * tmpfs (`stage_fd`, `stage`: <dir>/data through data_fd on the host image, .data/ in the root
+ * tmpfs for an image), the overlay is mounted there and moved to its target. The staging mounts
+ * are never detached one by one (each detach waits out an RCU grace period): they go with the
+ * old root at pivot_root, outside the sandbox's view. */
+static void make_mounts(const struct child_plan *p, const char *root, int stage_fd,
+                        const char *stage)
 {
     const struct local_ws *ws = p->req->ws;
+    int root_fd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    CHECK(root_fd >= 0, "open", "the root tmpfs");
     for (size_t i = 0; ws && i < ws->n; i++) {
         const struct local_mount *m = &ws->m[i].m;
-        char target[LOCAL_WS_PATH_MAX + 16], stage[32], sub[48];
+        char target[LOCAL_WS_PATH_MAX + 16], dir[64], sub[80], opts[200];
         snprintf(target, sizeof target, "%s%s", root, m->target + 1);
         make_path(p, target);
         if (m->mode != LOCAL_MOUNT_COW) {
             attach(p, p->ws_tree[i], target);
             continue;
         }
-        snprintf(stage, sizeof stage, ".ws%zu", i);
-        CHECK(mkdir(stage, 0700) == 0, "mkdir", stage);
-        snprintf(sub, sizeof sub, "%s/l", stage);
-        CHECK(mkdir(sub, 0755) == 0, "mkdir", sub);
+        CHECK(stage_fd == AT_FDCWD || fchdir(stage_fd) == 0, "chdir", "the data tmpfs");
+        snprintf(dir, sizeof dir, "%s.ws%zu", stage, i);
+        static const char *const parts[] = {"", "/l", "/d", "/m"};
+        for (size_t k = 0; k < 4; k++) {
+            snprintf(sub, sizeof sub, "%s%s", dir, parts[k]);
+            CHECK(mkdir(sub, 0700) == 0, "mkdir", sub);
+        }
+        snprintf(sub, sizeof sub, "%s/l", dir);
         attach(p, p->ws_tree[i], sub);
-        snprintf(sub, sizeof sub, "%s/d", stage);
-        CHECK(mkdir(sub, 0755) == 0, "mkdir", sub);
+        snprintf(sub, sizeof sub, "%s/d", dir);
         attach(p, p->ws_layers[i], sub);
-        char opts[160];
         snprintf(opts, sizeof opts, "lowerdir=%s/l,upperdir=%s/d/upper,workdir=%s/d/work,userxattr",
-                 stage, stage, stage);
-        CHECK(mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts) == 0,
+                 dir, dir, dir);
+        snprintf(sub, sizeof sub, "%s/m", dir);
+        as_person(p, true);
+        CHECK(mount("overlay", sub, "overlay", MS_NOSUID | MS_NODEV, opts) == 0,
               "mount copy-on-write overlay at", m->target);
-        snprintf(sub, sizeof sub, "%s/l", stage);
-        CHECK(umount2(sub, MNT_DETACH) == 0, "detach", sub);
-        snprintf(sub, sizeof sub, "%s/d", stage);
-        CHECK(umount2(sub, MNT_DETACH) == 0, "detach", sub);
-        rmdir(sub);
-        snprintf(sub, sizeof sub, "%s/l", stage);
-        rmdir(sub);
-        rmdir(stage);
+        as_person(p, false);
+        CHECK(syscall(SYS_move_mount, AT_FDCWD, sub, root_fd, target, 0) == 0, "move overlay to",
+              m->target);
+        CHECK(fchdir(root_fd) == 0, "chdir", "the root tmpfs");
     }
+    close(root_fd);
 }
 
 /* Runs while the child is still host kuid 0 (before setresuid): only then may it walk the
@@ -466,7 +493,7 @@ static void make_image_root(const struct child_plan *p)
         mkdir(binds[i][1], 0755);
         CHECK(mount(binds[i][0], binds[i][1], NULL, MS_BIND, NULL) == 0, "bind", binds[i][1]);
     }
-    make_mounts(p, ".root/");
+    make_mounts(p, ".root/", AT_FDCWD, ".data/");
     CHECK(chdir(".root") == 0, "chdir", ".root");
     mkdir("etc", 0755);
     static const char *const gen[] = {"etc/hostname", "etc/hosts", "etc/resolv.conf"};
@@ -474,7 +501,7 @@ static void make_image_root(const struct child_plan *p)
         unlink(gen[i]); /* never write through an image's symlink */
     put_image_etc(p, "hostname", etc_hostname);
     put_image_etc(p, "hosts", etc_hosts);
-    put_image_etc(p, "resolv.conf", p->req->network ? resolv_pasta : resolv_none);
+    put_image_etc(p, "resolv.conf", p->req->network || p->req->egress ? resolv_pasta : resolv_none);
     make_dev(p);
     make_proc(p);
     CHECK(syscall(SYS_pivot_root, ".", ".") == 0, "pivot_root", NULL);
@@ -493,7 +520,7 @@ static void make_root(const struct child_plan *p)
     make_etc(p);
     make_dev(p);
     make_data(p);
-    make_mounts(p, "");
+    make_mounts(p, "", p->data_fd, "");
     mkdir("run", 0755);
     mkdir("var", 0755);
     CHECK(symlink("/tmp", "var/tmp") == 0, "symlink", "/var/tmp");
@@ -631,13 +658,15 @@ __attribute__((noreturn)) static void child_main(struct child_plan *p)
      * user's (v1 compares the writer's euid with the target's uid and saved uid): the saved uid
      * stays the user's (-1: unchanged, although unmapped here) until the parent says the attach
      * is done, so the root is built meanwhile instead of after it. */
-    bool attach_pending = p->req->hold && !p->req->network;
+    bool attach_pending = p->req->hold && !p->req->network && !p->req->egress;
     CHECK(syscall(SYS_setresuid, 0, 0, attach_pending ? -1 : 0) == 0, "setresuid", NULL);
     make_root(p);
     if (!p->req->netns_ready) /* a pre-made one has lo up already (and is not ours to change) */
         loopback_up(p);
     const char *failed = NULL;
     if (p->req->network && local_block_private_routes(&failed) < 0)
+        child_fail(p->err_fd, "route", failed);
+    if (p->req->egress && local_egress_default_route(&failed) < 0)
         child_fail(p->err_fd, "route", failed);
     CHECK(sethostname(SANDBOX_HOSTNAME, strlen(SANDBOX_HOSTNAME)) == 0, "sethostname", NULL);
     set_limits(p);
@@ -1068,9 +1097,10 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     }
     if (rc == 0 && ws_by_parent(req))
         rc = ws_trees(req, trees, err);
-    if (rc >= 0 && req->hold && !req->network && send_go(sync[1], NULL) < 0)
+    bool held_for_network = req->network || req->egress; /* pasta or nft before the release */
+    if (rc >= 0 && req->hold && !held_for_network && send_go(sync[1], NULL) < 0)
         rc = mcp_error_set(err, MCP_ERR_IO, errno, "releasing the sandbox init failed");
-    if (rc >= 0 && (req->network || req->hold)) {
+    if (rc >= 0 && (held_for_network || req->hold)) {
         /* pasta takes tens of milliseconds, a v1 attach a grace period: the caller does them
          * off the loop, then releases the child with local_spawn_release(). A held rootless
          * child without network already builds its root meanwhile (child_main: attach_pending),

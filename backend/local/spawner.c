@@ -187,7 +187,7 @@ static void prepare_netns(struct spawner_slot *sl)
 static int spawn_request(struct spawner_slot *sl)
 {
     struct spawn_request req = *sl->req;
-    req.netns_ready = sl->netns_ready && !req.network;
+    req.netns_ready = sl->netns_ready && !req.network && !req.egress;
     int rc = local_spawn(&req, sl->res, &sl->err);
     if (req.netns_ready)
         sl->netns_ready = false; /* used: the next prepare makes another */

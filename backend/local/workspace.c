@@ -17,11 +17,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define LOG_MODULE "local"
-#include "backend/local/image/unpack.h"
 #include "backend/local/local.h"
 #include "backend/local/local_internal.h"
-#include "mcp/base/log.h"
 #include "mcp/base/xalloc.h"
 
 /* Where a mount may appear inside a sandbox: its own writable space, or conventional places
@@ -198,6 +195,26 @@ static void allow_list_text(const struct local_allow *a, char *out, size_t size)
         snprintf(out, size, "none");
 }
 
+/* Whether real path `path` is one of the client's roots or below one (NULL roots: no narrowing).
+ * Each root is resolved to its real path; one that does not resolve allows nothing. */
+static bool within_roots(json_t *roots, const char *path)
+{
+    if (roots == NULL)
+        return true;
+    size_t i;
+    json_t *r;
+    json_array_foreach(roots, i, r) {
+        char *real = json_is_string(r) ? realpath(json_string_value(r), NULL) : NULL;
+        size_t n = real ? strlen(real) : 0;
+        bool in = real && (strcmp(real, "/") == 0 ||
+                           (strncmp(path, real, n) == 0 && (path[n] == '\0' || path[n] == '/')));
+        free(real);
+        if (in)
+            return true;
+    }
+    return false;
+}
+
 int local_ws_open_beneath(const char *allow_dir, const char *rel)
 {
     struct open_how root_how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
@@ -262,6 +279,14 @@ static int resolve_source(const struct local_ws_check *c, const char *src, unsig
         return mcp_error_set(err, MCP_ERR_IO, e, "mounts[%u].source %s: cannot resolve it", i, src);
     }
     wm->m.source[n] = '\0';
+    if (!within_roots(c->roots, wm->m.source)) {
+        close(fd);
+        return mcp_error_set(err, MCP_ERR_DENIED, 0,
+                             "mounts[%u].source %s is outside the roots the client declared "
+                             "(MCP roots/list): a client's roots only narrow what the server "
+                             "allows; add the directory to the client's workspace roots, or "
+                             "mount one inside them", i, src);
+    }
     snprintf(wm->allow_dir, sizeof wm->allow_dir, "%s", dir);
     snprintf(wm->rel, sizeof wm->rel, "%s", rel);
     /* Whose files: as root, the owner of the mounted directory; as a user, that user. */
@@ -405,30 +430,13 @@ int local_ws_prepare(const char *state_dir, const char *id, struct local_ws *ws,
     return 0;
 }
 
-/* A user with subordinate ids: overlayfs made <n>/work/work (mode 000) and files in it as the
- * sandbox's root, a subordinate uid the user cannot delete for; they go from inside a user
- * namespace with the sandboxes' mapping, like unpacked image layers. The rest is the user's. */
-static void clear_work_dirs(const char *dir, const struct local_identity *ident)
-{
-    struct unpack_userns ns = {.write_maps = local_image_write_maps, .arg = (void *)ident};
-    for (unsigned i = 0; i < LOCAL_WS_MAX_MOUNTS; i++) {
-        char work[LOCAL_WS_PATH_MAX + 32];
-        struct mcp_error err;
-        snprintf(work, sizeof work, "%s/%u/work", dir, i);
-        if (access(work, F_OK) == 0 && image_clear_in_userns(work, &ns, &err) < 0)
-            log_warn("removing %s: %s", work, err.msg);
-    }
-}
-
 void local_ws_remove(const char *state_dir, const char *id, const struct local_identity *ident)
 {
     char dir[LOCAL_WS_PATH_MAX];
     local_workspace_dir(state_dir, id, dir);
-    if (access(dir, F_OK) < 0)
-        return;
-    if (ident->mode == LOCAL_ID_SUBID)
-        clear_work_dirs(dir, ident);
-    local_rmtree(dir);
+    (void)ident; /* every mode: what is there is the server's (spawn.c: as_person) */
+    if (access(dir, F_OK) == 0)
+        local_rmtree(dir);
 }
 
 static const char *jstr(json_t *o, const char *key)

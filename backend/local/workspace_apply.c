@@ -15,13 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "mcp/base/cleanup.h"
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
-
 
 struct apply {
     const struct ws_mount *m;
@@ -53,8 +53,8 @@ int ws_journal_save(const struct ws_mount *m, json_t *journal, struct mcp_error 
         return 0;
     cleanup_free char *tmp = xasprintf("%s.tmp", m->journal);
     if (json_dump_file(journal, tmp, JSON_COMPACT) < 0 || rename(tmp, m->journal) < 0)
-        return mcp_error_set(err, MCP_ERR_IO, errno, "cannot record the applied paths in %s: %s",
-                             m->journal, strerror(errno));
+        return mcp_error_set(err, MCP_ERR_IO, errno, "cannot record the applied paths in %s",
+                             m->journal);
     return 0;
 }
 
@@ -77,10 +77,11 @@ static mode_t host_mode(mode_t m)
     return ws_carried_mode(m);
 }
 
-/* Gives a new entry (name in parent) to the mount's owner when running as root. */
+/* Gives a new entry (name in parent) to the mount's owner (owner_uid -1: the writer's own ids
+ * stay, which is what a server run by the person wants). */
 static int chown_entry(const struct apply *a, int parent, const char *name)
 {
-    if (geteuid() != 0 || a->m->owner_uid < 0)
+    if (a->m->owner_uid < 0)
         return 0;
     return fchownat(parent, name, (uid_t)a->m->owner_uid, (gid_t)a->m->owner_gid,
                     AT_SYMLINK_NOFOLLOW);
@@ -325,8 +326,59 @@ static int apply_one(struct apply *a, const struct ws_change *c)
     return record(a, c, APPLIED, why);
 }
 
+static json_t *apply_locked(const struct ws_mount *mounts, size_t n_mounts,
+                            const struct ws_options *o, json_t *paths, bool overwrite,
+                            struct mcp_error *err);
+
+/* One apply of a mount at a time, across processes too (two servers of one user): an exclusive
+ * flock on <journal>.lock, held until the apply ends (closing the fd releases it). */
+static int lock_mounts(const struct ws_mount *mounts, size_t n, int *fds, struct mcp_error *err)
+{
+    for (size_t m = 0; m < n; m++) {
+        fds[m] = -1;
+        if (mounts[m].journal == NULL)
+            continue;
+        cleanup_free char *lock = xasprintf("%s.lock", mounts[m].journal);
+        fds[m] = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fds[m] < 0 || flock(fds[m], LOCK_EX | LOCK_NB) < 0) {
+            int e = errno;
+            for (size_t k = 0; k <= m; k++)
+                if (fds[k] >= 0)
+                    close(fds[k]);
+            return e == EWOULDBLOCK
+                       ? mcp_error_set(err, MCP_ERR_CONFLICT, 0,
+                                       "another apply of this sandbox is running; wait for its "
+                                       "result, then call review_changes to see what is left")
+                       : mcp_error_set(err, MCP_ERR_IO, e, "cannot lock %s", lock);
+        }
+    }
+    return 0;
+}
+
+static void unlock_mounts(int *fds, size_t n)
+{
+    for (size_t m = 0; m < n; m++)
+        if (fds[m] >= 0)
+            close(fds[m]);
+    free(fds);
+}
+
 json_t *ws_apply(const struct ws_mount *mounts, size_t n_mounts, const struct ws_options *o,
                  json_t *paths, bool overwrite, struct mcp_error *err)
+{
+    int *locks = xcalloc(n_mounts + 1, sizeof *locks);
+    if (lock_mounts(mounts, n_mounts, locks, err) < 0) {
+        free(locks);
+        return NULL;
+    }
+    json_t *res = apply_locked(mounts, n_mounts, o, paths, overwrite, err);
+    unlock_mounts(locks, n_mounts);
+    return res;
+}
+
+static json_t *apply_locked(const struct ws_mount *mounts, size_t n_mounts,
+                            const struct ws_options *o, json_t *paths, bool overwrite,
+                            struct mcp_error *err)
 {
     struct ws_changes ch;
     struct ws_options scan_opts = *o;
@@ -350,8 +402,8 @@ json_t *ws_apply(const struct ws_mount *mounts, size_t n_mounts, const struct ws
         a.upper = open(a.m->upper, O_PATH | O_DIRECTORY | O_CLOEXEC);
         a.journal = ws_journal_load(a.m);
         if (a.src < 0 || a.upper < 0)
-            rc = mcp_error_set(err, MCP_ERR_IO, errno, "cannot open %s: %s",
-                               a.src < 0 ? a.m->source : a.m->upper, strerror(errno));
+            rc = mcp_error_set(err, MCP_ERR_IO, errno, "cannot open %s",
+                               a.src < 0 ? a.m->source : a.m->upper);
         for (size_t i = 0; rc == 0 && i < ch.n; i++)
             if (ch.v[i].mount == m && ws_selected(paths, a.m, ch.v[i].rel))
                 apply_one(&a, &ch.v[i]);
@@ -369,7 +421,8 @@ json_t *ws_apply(const struct ws_mount *mounts, size_t n_mounts, const struct ws
         return NULL;
     }
     json_int_t listed = (json_int_t)json_array_size(a.results);
-    json_int_t total = a.counts[APPLIED] + a.counts[CONFLICT] + a.counts[SKIPPED] + a.counts[FAILED];
+    json_int_t total =
+        a.counts[APPLIED] + a.counts[CONFLICT] + a.counts[SKIPPED] + a.counts[FAILED];
     json_t *res = json_pack("{s:o, s:I, s:I, s:I, s:I}", "results", a.results, "applied",
                             a.counts[APPLIED], "conflicts", a.counts[CONFLICT], "skipped",
                             a.counts[SKIPPED], "failed", a.counts[FAILED]);

@@ -30,9 +30,9 @@
 
 #include "mcp/base/error.h"
 
-#define WS_CLOCK_SLACK_NS 20000000ll  /* file times come from a coarse clock (a tick) */
-#define WS_TEXT_MAX (8u << 20)        /* larger files are compared, not diffed */
-#define WS_CHANGES_MAX 200000         /* entries one scan takes (an apply beyond: in parts) */
+#define WS_CLOCK_SLACK_NS 20000000ll /* file times come from a coarse clock (a tick) */
+#define WS_TEXT_MAX (8u << 20)       /* larger files are compared, not diffed */
+#define WS_CHANGES_MAX 200000        /* entries one scan takes (an apply beyond: in parts) */
 /* Entries one review or apply result lists (the rest are counted): a result must stay far below
  * the 10 MiB message the official SDK's stdio client accepts. */
 #define WS_LISTED_MAX 500
@@ -45,8 +45,8 @@ struct ws_mount {
     const char *target;  /* where the sandbox sees it ("/workspace/proj") */
     const char *upper;   /* the overlay's upper directory */
     const char *journal; /* host state of the paths applied so far (NULL: none kept) */
-    /* Whose files these are: what apply writes is chown'ed to them when it runs as root (-1,
-     * or not root: the writer's own ids). */
+    /* Whose files these are: what apply writes is chown'ed to them (-1: the writer's own ids
+     * stay; a server run by the person passes -1, root passes the directory's owner). */
     int64_t owner_uid, owner_gid;
 };
 
@@ -91,6 +91,16 @@ json_t *ws_review(const struct ws_mount *mounts, size_t n_mounts, const struct w
  * "applied"|"conflict"|"skipped"|"failed", reason?}], applied, conflicts, skipped, failed}. */
 json_t *ws_apply(const struct ws_mount *mounts, size_t n_mounts, const struct ws_options *o,
                  json_t *paths, bool overwrite, struct mcp_error *err);
+
+/* The engine in a helper process inside a sandbox's user namespace (workspace_helper.c): a fresh
+ * exec of the mcpbox executable as "mcpbox <WS_HELPER_ARGV1>", which mcpbox's main hands to
+ * ws_helper_main first. ws_run_in_userns blocks (call it from a worker thread): action "review"
+ * or "apply" with the tool's args, in the user namespace of ns_fd (a pidfd of the sandbox's
+ * init, or an open /proc/PID/ns/user). */
+#define WS_HELPER_ARGV1 "__workspace-helper"
+int ws_helper_main(int argc, char **argv);
+json_t *ws_run_in_userns(int ns_fd, const char *action, const struct ws_mount *mounts, size_t n,
+                         const struct ws_options *o, json_t *args, struct mcp_error *err);
 
 /* ---- shared by the files of the engine ---- */
 char *ws_sandbox_path(const struct ws_mount *m, const char *rel); /* target/rel */

@@ -171,8 +171,7 @@ static char **list_names(struct scan *s, int dirfd, size_t *n)
     if (d == NULL) {
         if (fd >= 0)
             close(fd);
-        mcp_error_set(s->err, MCP_ERR_IO, errno, "cannot list %s: %s", s->rel[0] ? s->rel : ".",
-                      strerror(errno));
+        mcp_error_set(s->err, MCP_ERR_IO, errno, "cannot list %s", s->rel[0] ? s->rel : ".");
         return NULL;
     }
     size_t cap = 16;
@@ -211,8 +210,7 @@ static int emit_deleted_below(struct scan *s, int lfd, const char *name)
 {
     cleanup_close int sub = open_dir(lfd, name);
     if (sub < 0)
-        return mcp_error_set(s->err, MCP_ERR_IO, errno, "cannot open %s: %s", s->rel,
-                             strerror(errno));
+        return mcp_error_set(s->err, MCP_ERR_IO, errno, "cannot open %s", s->rel);
     if (s->depth >= SCAN_DEPTH_MAX)
         return mcp_error_set(s->err, MCP_ERR_LIMIT, 0, "%s is nested too deep", s->rel);
     size_t n = 0;
@@ -304,10 +302,8 @@ static int scan_subdir(struct scan *s, int ufd, int lfd, const char *name, const
 {
     cleanup_close int usub = open_dir(ufd, name);
     if (usub < 0)
-        return mcp_error_set(s->err, MCP_ERR_IO, errno,
-                             "cannot open %s in the sandbox's "
-                             "layer: %s",
-                             s->rel, strerror(errno));
+        return mcp_error_set(s->err, MCP_ERR_IO, errno, "cannot open %s in the sandbox's layer",
+                             s->rel);
     bool sub_opaque = opaque || is_opaque(s, usub);
     cleanup_close int lsub = -1;
     if (ls && S_ISDIR(ls->st_mode)) {
@@ -391,14 +387,17 @@ int ws_scan(const struct ws_mount *mounts, size_t n_mounts, const struct ws_opti
         cleanup_close int ufd = open(mounts[m].upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         cleanup_close int lfd = open(mounts[m].source, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (ufd < 0 || lfd < 0) {
-            mcp_error_set(err, MCP_ERR_IO, errno, "cannot open %s: %s",
-                          ufd < 0 ? mounts[m].upper : mounts[m].source, strerror(errno));
+            mcp_error_set(err, MCP_ERR_IO, errno, "cannot open %s",
+                          ufd < 0 ? mounts[m].upper : mounts[m].source);
             ws_changes_free(out);
             return -1;
         }
-        struct scan s = {
-            .o = o, .m = &mounts[m], .mount = m, .journal = ws_journal_load(&mounts[m]),
-            .out = out, .err = err};
+        struct scan s = {.o = o,
+                         .m = &mounts[m],
+                         .mount = m,
+                         .journal = ws_journal_load(&mounts[m]),
+                         .out = out,
+                         .err = err};
         int rc = scan_dir(&s, ufd, lfd, is_opaque(&s, ufd));
         json_decref(s.journal);
         if (rc < 0) {

@@ -131,5 +131,12 @@ void osapi_execd(struct osapi_req *req, const char *sandbox_id, const char *rest
 bool osapi_commands_route(struct osapi_req *req, const char *path);
 /* osapi_files.c: /files..., /directories..., /metrics, /code... */
 bool osapi_files_route(struct osapi_req *req, const char *path);
+/* osapi_egress.c: the egress sidecar's /policy (port 18080) over the sandbox's network_policy */
+void osapi_egress(struct osapi_req *req, const char *sandbox_id, const char *rest);
+/* The sidecar's merge of rules in force (current) with a PATCH body (rules) or a DELETE body
+ * (targets). New array. */
+json_t *osapi_egress_merge(json_t *current, json_t *body, bool patch);
+/* mcpbox's sandbox info (network, network_policy) -> the sidecar's PolicyStatusResponse. */
+json_t *osapi_egress_status(json_t *info);
 
 #endif

@@ -200,10 +200,6 @@ static const char *unsupported_field(json_t *body)
         return "extensions (no extension is supported by mcpbox)";
     if ((v = json_object_get(body, "resourceRequests")) && json_object_size(v) > 0)
         return "resourceRequests (local sandboxes have limits only: use resourceLimits)";
-    json_t *np = json_object_get(body, "networkPolicy");
-    if (json_array_size(json_object_get(np, "egress")) > 0)
-        return "networkPolicy.egress rules (a local sandbox's network is all or nothing: "
-               "defaultAction allow gives public-internet egress, deny gives loopback only)";
     json_t *pf = json_object_get(body, "platform");
     const char *os = json_string_value(json_object_get(pf, "os"));
     const char *arch = json_string_value(json_object_get(pf, "arch"));
@@ -337,9 +333,25 @@ static void handle_create(struct osapi_req *req)
     spec.env = json_is_object(json_object_get(body, "env")) ? json_object_get(body, "env") : NULL;
     spec.metadata = json_is_object(json_object_get(body, "metadata"))
                         ? json_object_get(body, "metadata") : NULL;
-    /* OpenSandbox: no networkPolicy means allow-all; deny by default means loopback only. */
+    /* OpenSandbox: no networkPolicy means allow-all; deny by default means loopback only;
+     * egress rules make a network policy (issue 14), whose default is deny as the sidecar's. */
     const char *action = json_string_value(json_object_get(np, "defaultAction"));
     spec.network = !action || strcmp(action, "deny") != 0;
+    struct egress_policy *policy = NULL;
+    if (json_array_size(json_object_get(np, "egress")) > 0) {
+        json_t *j = json_pack("{s:s, s:O}", "default_action", action ? action : "deny", "egress",
+                              json_object_get(np, "egress"));
+        struct mcp_error perr;
+        policy = egress_policy_parse(j, "networkPolicy", &perr);
+        json_decref(j);
+        if (policy == NULL) {
+            reply_invalid(req, "%s", perr.msg);
+            json_decref(body);
+            return;
+        }
+        spec.network = false; /* by the policy only */
+        spec.network_policy = policy;
+    }
     spec.timeout_seconds = json_is_integer(t) ? json_integer_value(t) : -1;
     spec.idle_timeout_seconds = -1; /* OpenSandbox has no idle timeout */
     struct create_state *cs = xcalloc(1, sizeof(*cs));
@@ -351,6 +363,7 @@ static void handle_create(struct osapi_req *req)
     struct mcp_error err;
     if (be->ops->create(be, &spec, create_cb, req, &err) < 0)
         reply_create_error(req, &err);
+    egress_policy_unref(policy);
     json_decref(body);
 }
 
@@ -622,10 +635,9 @@ static void handle_endpoint(struct osapi_req *req, const char *port_s)
         snprintf(ep, sizeof(ep), "%s/sandboxes/%s/proxy/%ld", host ? host : "127.0.0.1",
                  req->sandbox_id, port);
         json_t *headers = json_object();
-        if (port == OSAPI_EXECD_PORT) {
-            osapi_execd_token(req->api, req->sandbox_id, token);
-            json_object_set_new(headers, "X-EXECD-ACCESS-TOKEN", json_string(token));
-        }
+        /* the egress sidecar's /policy is guarded by the same token (osapi_egress.c) */
+        osapi_execd_token(req->api, req->sandbox_id, token);
+        json_object_set_new(headers, "X-EXECD-ACCESS-TOKEN", json_string(token));
         osapi_reply_json(req, 200, json_pack("{s:s, s:o}", "endpoint", ep, "headers", headers),
                          NULL);
         return;

@@ -375,10 +375,7 @@ static void route_proxy(struct osapi_req *req, const char *id, long port, const 
     if (port == OSAPI_EXECD_PORT) {
         osapi_execd(req, id, rest);
     } else if (port == OSAPI_EGRESS_PORT) {
-        osapi_reply_unsupported(req, "the egress sidecar API (port 18080: %s) is not served by "
-                                "mcpbox; a local sandbox's network is chosen at create "
-                                "(networkPolicy defaultAction allow or deny, no per-host rules)",
-                                rest);
+        osapi_egress(req, id, rest);
     } else {
         osapi_reply_unsupported(req, "mcpbox's server proxy reaches execd (port 44772) only; for "
                                 "port %ld ask GET /v1/sandboxes/%s/endpoints/%ld without "

@@ -88,6 +88,76 @@ static void create_progress(void *arg, uint64_t done, uint64_t total, const char
     tool_call_progress(job->call, (double)done, (double)total, msg);
 }
 
+static void create_now(struct tool_job *job, struct sandbox_spec *spec)
+{
+    struct mcp_error err;
+    struct egress_policy *policy = (struct egress_policy *)spec->network_policy;
+    if (job->be->ops->create(job->be, spec, create_done_cb, job, &err) < 0)
+        tool_job_fail(job, &err);
+    egress_policy_unref(policy); /* the backend copied what it keeps */
+}
+
+#define TOOL_CLIENT_GONE (-32001) /* tool.h: the call was cancelled or the session ended */
+
+/* A create waiting for the client's roots/list (its spec points into the job's arguments). */
+struct create_roots {
+    struct tool_job *job;
+    struct sandbox_spec spec;
+};
+
+/* "file:///a/b%20c" -> "/a/b c"; NULL for other schemes. */
+static char *root_path(const char *uri)
+{
+    if (uri == NULL || strncmp(uri, "file://", 7) != 0)
+        return NULL;
+    const char *p = uri + 7;
+    if (strncmp(p, "localhost/", 10) == 0)
+        p += 9;
+    if (*p != '/')
+        return NULL;
+    char *out = xmalloc(strlen(p) + 1), *o = out;
+    for (; *p; p++) {
+        unsigned v;
+        if (*p == '%' && sscanf(p + 1, "%2x", &v) == 1 && v != 0)
+            *o++ = (char)v, p += 2;
+        else
+            *o++ = *p;
+    }
+    *o = '\0';
+    return out;
+}
+
+/* The client answered roots/list: its file roots narrow the mounts' sources. An error answer
+ * narrows nothing (the allowlist still holds). */
+static void create_with_roots(void *arg, json_t *result, json_t *error)
+{
+    struct create_roots *cr = arg;
+    json_t *roots = NULL, *r;
+    size_t i;
+    if (json_integer_value(json_object_get(error, "code")) == TOOL_CLIENT_GONE) {
+        struct mcp_error err;
+        mcp_error_set(&err, MCP_ERR_UNAVAILABLE, 0, "create_sandbox was cancelled while "
+                      "waiting for the client's roots");
+        egress_policy_unref((struct egress_policy *)cr->spec.network_policy);
+        tool_job_fail(cr->job, &err);
+        free(cr);
+        return;
+    }
+    if (error == NULL && json_is_array(json_object_get(result, "roots"))) {
+        roots = json_array();
+        json_array_foreach(json_object_get(result, "roots"), i, r) {
+            char *path = root_path(json_string_value(json_object_get(r, "uri")));
+            if (path)
+                json_array_append_new(roots, json_string(path));
+            free(path);
+        }
+    }
+    cr->spec.roots = roots;
+    create_now(cr->job, &cr->spec);
+    json_decref(roots);
+    free(cr);
+}
+
 void tool_create_sandbox(struct tool_call *call, json_t *args)
 {
     struct tool_job *job = tool_job_new(call, args);
@@ -121,10 +191,16 @@ void tool_create_sandbox(struct tool_call *call, json_t *args)
     job->be = be;
     spec.progress = create_progress;
     spec.progress_arg = job;
-    struct egress_policy *policy = (struct egress_policy *)spec.network_policy;
-    if (be->ops->create(be, &spec, create_done_cb, job, &err) < 0)
-        tool_job_fail(job, &err);
-    egress_policy_unref(policy); /* the backend copied what it keeps */
+    /* Host mounts and a client with roots: ask for them first (they narrow the allowlist). */
+    if (json_array_size(spec.mounts) > 0 && tool_call_client_has(call, "roots")) {
+        struct create_roots *cr = xcalloc(1, sizeof *cr);
+        cr->job = job, cr->spec = spec;
+        if (tool_call_request_client(call, "roots/list", json_object(), create_with_roots, cr,
+                                     &err) == 0)
+            return;
+        free(cr); /* a client that cannot be asked (2026-07-28): no narrowing */
+    }
+    create_now(job, &spec);
 }
 
 /* set_network_policy: replaces the egress policy of a live sandbox made with one. */

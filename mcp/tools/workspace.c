@@ -44,10 +44,10 @@ static void workspace_call(struct tool_call *call, json_t *args, const char *act
     if (strcmp(action, "review") == 0) {
         json_object_set_new(bargs, "offset",
                             json_integer(tools_arg_int(args, "offset", 0, 0, INT64_MAX)));
-        json_object_set_new(bargs, "max_bytes",
-                            json_integer(tools_arg_int(args, "max_bytes", TOOLS_DEFAULT_OUTPUT_CAP,
-                                                       TOOLS_MIN_OUTPUT_CAP,
-                                                       TOOLS_MAX_OUTPUT_CAP)));
+        json_object_set_new(
+            bargs, "max_bytes",
+            json_integer(tools_arg_int(args, "max_bytes", TOOLS_DEFAULT_OUTPUT_CAP,
+                                       TOOLS_MIN_OUTPUT_CAP, TOOLS_MAX_OUTPUT_CAP)));
     } else {
         json_object_set_new(bargs, "overwrite",
                             json_boolean(tools_arg_bool(args, "overwrite", false)));

@@ -1,7 +1,8 @@
 #!/bin/sh
 # docs/architecture.md and its diagram stay true where a machine can check them: the tool count
 # (schemas/tools/*.json) in the text and in architecture.dot, and the "Source folders" table,
-# which must list exactly the folders that hold C sources under cli/, mcp/ and backend/.
+# which must list exactly the folders that hold C sources under cli/, mcp/ and backend/, and in
+# its "builds" column exactly the libraries and executables their CMakeLists.txt files define.
 #   architecture_true.sh SOURCE_DIR
 set -u
 src=$1
@@ -19,4 +20,14 @@ if [ "$listed" != "$actual" ]; then
     echo "folders with C sources:"; echo "$actual" | sed 's/^/  /'
     fail "the Source folders table of docs/architecture.md is out of date"
 fi
-echo "ok: $n tools, $(echo "$listed" | wc -l) source folders"
+# The "builds" column: every library it names is defined, every library defined is named.
+named=$(sed -n '/^## Source folders/,/^## /p' "$doc" | grep '^| `' | cut -d'|' -f3 |
+        grep -o '`[a-z_-]*`' | tr -d '`' | sort -u)
+defined=$(cd "$src" && grep -rhoE --include=CMakeLists.txt 'add_(library|executable)\( *[A-Za-z_-]+' \
+          cli mcp backend | sed 's/.*( *//' | sort -u)
+if [ "$named" != "$defined" ]; then
+    echo "named in architecture.md:"; echo "$named" | sed 's/^/  /'
+    echo "defined by cli/, mcp/, backend/:"; echo "$defined" | sed 's/^/  /'
+    fail "the builds column of docs/architecture.md's Source folders table is out of date"
+fi
+echo "ok: $n tools, $(echo "$listed" | wc -l) source folders, $(echo "$named" | wc -l) libraries and executables"

@@ -92,7 +92,6 @@ await test('diagnostics: the spec\'s descriptor with scope, the legacy text view
 await test('what local sandboxes cannot do answers an error naming it, never success', async () => {
   const cases = [
     ['POST', '/sandboxes', create({ volumes: [{ name: 'v', mountPath: '/data', host: { path: '/tmp' } }] }), /volumes/],
-    ['POST', '/sandboxes', create({ networkPolicy: { defaultAction: 'deny', egress: [{ action: 'allow', target: 'pypi.org' }] } }), /egress rules/],
     ['POST', '/sandboxes', create({ resourceLimits: { cpu: '1', memory: '1Gi', gpu: '1' } }), /gpu/],
     ['POST', `/sandboxes/${id}/snapshots`, {}, /snapshots/],
     ['PATCH', `/sandboxes/${id}/metadata`, { team: 'x' }, /metadata/],
@@ -117,6 +116,32 @@ await test('another key sees none of these sandboxes', async () => {
   const other = await startMcpbox(args.mcpbox, { key: KEY + '-other', stateDir: mcpbox.stateDir });
   const r = await fetch(`${other.base}/v1/sandboxes/${id}`, { headers: { 'OPEN-SANDBOX-API-KEY': KEY + '-other' } });
   check(r.status === 404, `status ${r.status}`);
+});
+
+// ---- the egress sidecar's /policy (issue 14) ------------------------------------------------------
+
+await test('networkPolicy egress rules are a network policy: bad targets refused precisely', async () => {
+  const r = await through(L, 'POST', '/sandboxes', { headers: auth, expect: 400,
+    body: create({ networkPolicy: { defaultAction: 'deny', egress: [{ action: 'allow', target: '10.0.0.1' }] } }) });
+  check(r.json.code === 'SANDBOX::INVALID_PARAMETER' && /networkPolicy\.egress\[0\]\.target "10\.0\.0\.1" is an IP address/.test(r.json.message), r.text);
+});
+
+const egEp = (await through(L, 'GET', `/sandboxes/${id}/endpoints/18080`, { headers: auth, expect: 200 })).json;
+const eg = await startPrism('egress-api.yaml', `http://${egEp.endpoint}`);
+
+await test('egress /policy: GET shows the all-or-nothing network of a sandbox without a policy; PATCH and DELETE refuse it', async () => {
+  check(egEp.endpoint.endsWith(`/sandboxes/${id}/proxy/18080`) && /^[0-9a-f]{32}$/.test(egEp.headers['X-EXECD-ACCESS-TOKEN']), JSON.stringify(egEp));
+  const g = await through(eg.base, 'GET', '/policy', { headers: egEp.headers, expect: 200 });
+  check(g.json.status === 'ok' && g.json.mode === 'deny_all' && g.json.policy.defaultAction === 'deny' &&
+    g.json.policy.egress.length === 0 && /without a network policy/.test(g.json.reason), g.text);
+  const p = await through(eg.base, 'PATCH', '/policy', { headers: egEp.headers, body: [{ action: 'allow', target: 'pypi.org' }], expect: 400 });
+  check(/created without a network policy/.test(p.text), p.text);
+  const d = await through(eg.base, 'DELETE', '/policy', { headers: egEp.headers, body: ['pypi.org'], expect: 400 });
+  check(/created without a network policy/.test(d.text), d.text);
+  const bad = await fetch(`http://${egEp.endpoint}/policy`, { method: 'PATCH', headers: { ...egEp.headers, 'Content-Type': 'application/json' }, body: '{}' });
+  check(bad.status === 400 && /non-empty JSON array of rules/.test(await bad.text()), `PATCH {}: ${bad.status}`);
+  const noToken = await fetch(`http://${egEp.endpoint}/policy`);
+  check(noToken.status === 401, `no token: ${noToken.status}`);
 });
 
 // ---- execd through the server proxy ------------------------------------------------------------

@@ -72,6 +72,7 @@ struct agent {
     int64_t idle_timeout_s;          /* 0: none */
     uint64_t last_active_ms;         /* monotonic */
     json_t *env;                     /* base environment of every command */
+    int egress_tcp, egress_udp;      /* egress by policy: the sockets nftables sends to, or -1 */
     char workdir[256];
 };
 
@@ -104,6 +105,11 @@ void agent_sigwatch_send(struct sigwatch **w, pid_t pgrp, int sig);
 void agent_sigwatch_poll(struct sigwatch **w, uint64_t now_ms);
 uint64_t agent_sigwatch_next(const struct sigwatch *w);
 void agent_sigwatch_free(struct sigwatch **w);
+
+/* agent_egress.c: the sockets of egress by policy (config "egress": true). */
+int agent_egress_open(struct agent *a);
+/* Answers "egress_sockets" on c with both fds attached; false: none (not an egress sandbox). */
+bool agent_egress_send(struct agent *a, struct conn *c, json_t *id);
 
 /* agent_fs.c */
 json_t *agent_fs_op(struct agent *a, const char *op, json_t *req, struct mcp_error *err);

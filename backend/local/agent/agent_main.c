@@ -111,6 +111,10 @@ static void handle_frame(struct agent *a, struct conn *c, const char *data, size
     const char *op = json_string_value(json_object_get(req, "op"));
     json_t *res = NULL;
     agent_touch(a);
+    if (op && strcmp(op, "egress_sockets") == 0 && agent_egress_send(a, c, id ? id : json_null())) {
+        json_decref(req);
+        return;
+    }
     if (json_integer_value(json_object_get(req, "v")) != AGENT_PROTO_VERSION)
         mcp_error_set(&err, MCP_ERR_UNSUPPORTED, 0, "agent speaks protocol version %d",
                       AGENT_PROTO_VERSION);
@@ -312,6 +316,10 @@ static int parse_config(struct agent *a, const char *text)
     const char *wd = json_string_value(json_object_get(cfg, "workdir"));
     snprintf(a->workdir, sizeof a->workdir, "%s", wd ? wd : "/workspace");
     a->env = json_incref(json_object_get(cfg, "env"));
+    if (json_is_true(json_object_get(cfg, "egress")) && agent_egress_open(a) < 0) {
+        json_decref(cfg);
+        return -1; /* without its sockets an egress sandbox has no way out: do not start */
+    }
     if (!json_is_object(a->env)) {
         json_decref(a->env);
         a->env = json_object();
@@ -341,7 +349,7 @@ static int load_seccomp(void)
 int main(int argc, char **argv)
 {
     static struct agent a = {.listen_fd = AGENT_LISTEN_FD, .logdir_fd = AGENT_LOGDIR_FD,
-                             .spare_log = -1};
+                             .spare_log = -1, .egress_tcp = -1, .egress_udp = -1};
     /* Commands must not ptrace us or read our memory through /proc/1/mem. */
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     if (load_seccomp() < 0)

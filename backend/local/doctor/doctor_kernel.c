@@ -171,6 +171,20 @@ static void check_netstack(struct doctor_report *r)
     doctor_pass(c, "%s", pasta);
 }
 
+/* Sandboxes with a network_policy: the host's nft writes their rules (egress_netns.c). */
+static void check_nft(struct doctor_report *r)
+{
+    struct doctor_check *c = doctor_add(r, "egress_policy", false);
+    const char *nft = local_nft_path(); /* the same lookup as a create with network_policy */
+    if (nft == NULL) {
+        doctor_fail(c, "sudo apt-get install nftables",
+                    "nft is not installed: sandboxes created with a network_policy are refused "
+                    "(network=true and the loopback-only default work)");
+        return;
+    }
+    doctor_pass(c, "%s", nft);
+}
+
 /* With these off, staging in shared directories is riskier
  * (docs/internals/isolation-facts.md §7). */
 static void check_hardening(struct doctor_report *r)
@@ -198,6 +212,7 @@ void doctor_check_kernel(struct doctor_report *r)
     check_openat2(r);
     check_overlay(r);
     check_netstack(r);
+    check_nft(r);
     check_hardening(r);
 }
 

@@ -1,5 +1,6 @@
 /* dlopen of libarchive on the first unpack; see archive_loader.h for why. */
 #include "backend/local/image/archive_loader.h"
+#include "backend/local/image/layer_hash.h"
 
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -35,5 +36,6 @@ int oci_archive_load(struct mcp_error *err)
 #undef OCI_ARCHIVE_RESOLVE
     oci_archive = api;
     archive_loaded = true;
+    layer_hash_setup(); /* libarchive brought libnettle: its SHA-256 is the faster */
     return 0;
 }

@@ -18,7 +18,10 @@
     X(read_data_block) X(read_data_skip) X(error_string) X(write_disk_new) X(write_free)           \
     X(write_disk_set_options) X(write_header) X(write_data_block) X(write_finish_entry)           \
     X(entry_pathname) X(entry_set_pathname) X(entry_hardlink) X(entry_set_hardlink)               \
-    X(entry_filetype) X(entry_size) X(entry_symlink) X(read_support_format_raw) X(read_open)
+    X(entry_filetype) X(entry_size) X(entry_symlink) X(read_support_format_raw) X(read_open)   \
+    X(read_disk_new) X(read_disk_set_symlink_physical) X(read_disk_set_behavior) X(read_disk_open) \
+    X(read_next_header2) X(read_disk_descend) X(entry_new) X(entry_free) X(entry_uid) X(entry_gid) \
+    X(entry_set_uid) X(entry_set_gid)
 
 #define OCI_ARCHIVE_ENTRY(name) __typeof__(archive_##name) *name;
 struct oci_archive_api {

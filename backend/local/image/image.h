@@ -47,6 +47,21 @@ int image_service_remove(struct image_service *s, const char *reference, struct 
 /* Removes layers no image record and no live sandbox uses; {removed, freed_bytes}. */
 json_t *image_service_prune(struct image_service *s, struct mcp_error *err);
 
+/* A registered root filesystem directory whose filesystem cannot be mounted idmapped, as a
+ * one-layer image (import.c): copied into the store once per state of its metadata, owners
+ * shifted by shift_uid/shift_gid (the shared mapping's base). done gets a record like a pulled
+ * image's ({"reference": name, "digest", "layers", "layer_dirs", "config", "imported_from"}). */
+int image_service_import_dir(struct image_service *s, const char *name, const char *dir,
+                             uint32_t shift_uid, uint32_t shift_gid, image_done_fn *done,
+                             void *arg, struct mcp_error *err);
+
+/* For import.c: the service's store and loop; hold(+1/-1) counts work under way, which
+ * image_service_free waits for. */
+struct layer_store;
+struct layer_store *image_service_store(struct image_service *s);
+uv_loop_t *image_service_loop(struct image_service *s);
+void image_service_hold(struct image_service *s, int delta);
+
 /* True if text parses as a reference (create uses it to tell a typo from a pull). */
 bool image_reference_valid(const char *text);
 

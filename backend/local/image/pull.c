@@ -19,6 +19,7 @@
 #include "backend/local/image/archive_loader.h"
 #include "backend/local/image/image.h"
 #include "backend/local/image/image_config.h"
+#include "backend/local/image/layer_hash.h"
 #include "backend/local/image/layer_store.h"
 #include "backend/local/image/manifest.h"
 #include "backend/local/image/registry.h"
@@ -45,7 +46,7 @@ struct layer_job {
     struct pull **waiters;
     size_t n_waiters;
     int fd;
-    struct sha256_ctx hash;
+    struct layer_hash hash;
     uint64_t received;
     unsigned attempts;         /* downloads started */
     uint64_t retry_at_ms;      /* a broken download resumes then (0: none waiting) */
@@ -427,7 +428,7 @@ static int restart_download(struct layer_job *j)
     if (ftruncate(j->fd, 0) < 0 || lseek(j->fd, 0, SEEK_SET) < 0)
         return mcp_error_set(&j->err, MCP_ERR_IO, errno, "restarting the download of %.19s",
                              j->desc.digest);
-    sha256_init(&j->hash);
+    layer_hash_init(&j->hash);
     j->owner->done_bytes -= j->received;
     j->received = 0;
     return 0;
@@ -465,7 +466,7 @@ static int layer_sink(void *arg, uint64_t offset, const char *data, size_t len)
         }
         off += (size_t)n;
     }
-    sha256_update(&j->hash, data, len);
+    layer_hash_update(&j->hash, data, len);
     j->received += len;
     p->done_bytes += len;
     return 0;
@@ -473,12 +474,8 @@ static int layer_sink(void *arg, uint64_t offset, const char *data, size_t len)
 
 static void verify_layer(struct layer_job *j)
 {
-    unsigned char d[32];
-    char hex[65], got[IMAGE_DIGEST_LEN + 1];
-    sha256_final(&j->hash, d);
-    for (int i = 0; i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", d[i]);
-    snprintf(got, sizeof got, "sha256:%s", hex);
+    char got[72];
+    layer_hash_final(&j->hash, got);
     if (j->received != (uint64_t)j->desc.size || strcmp(got, j->desc.digest) != 0)
         j->rc = mcp_error_set(&j->err, MCP_ERR_BACKEND, 0,
                               "layer %s is corrupt: the registry sent %llu bytes with digest "
@@ -567,7 +564,7 @@ static void next_download(struct pull *p)
             job_complete(j);
             continue;
         }
-        sha256_init(&j->hash);
+        layer_hash_init(&j->hash);
         p->downloading = j;
         start_download(j);
     }
@@ -815,6 +812,21 @@ int image_service_resolve(struct image_service *s, const char *reference, bool f
         return -1;
     }
     return 0;
+}
+
+struct layer_store *image_service_store(struct image_service *s)
+{
+    return &s->store;
+}
+
+uv_loop_t *image_service_loop(struct image_service *s)
+{
+    return s->loop;
+}
+
+void image_service_hold(struct image_service *s, int delta)
+{
+    s->busy = (size_t)((long)s->busy + delta);
 }
 
 void image_service_free(struct image_service *s)

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "backend/local/image/archive_loader.h"
+#include "backend/local/image/layer_hash.h"
 #include "mcp/base/util.h"
 
 #define WH_PREFIX ".wh."
@@ -132,7 +133,7 @@ static int apply_whiteout(const char *path, const char *base, struct unpack_repo
  * names the sha256 of each uncompressed tar, so the one pass that unpacks also checks it. */
 struct plain_feed {
     struct archive *raw; /* the blob through its decompression filter, as one "raw" entry */
-    struct sha256_ctx hash;
+    struct layer_hash hash;
     bool failed;
     char err[200];
 };
@@ -154,7 +155,7 @@ static la_ssize_t feed_read(struct archive *a, void *arg, const void **buf)
         snprintf(f->err, sizeof f->err, "%s", oci_archive.error_string(f->raw));
         return -1;
     }
-    sha256_update(&f->hash, *buf, size);
+    layer_hash_update(&f->hash, *buf, size);
     return (la_ssize_t)size;
 }
 
@@ -262,15 +263,6 @@ static void feed_drain(struct plain_feed *f)
     }
 }
 
-static void feed_digest(struct plain_feed *f, char out[72])
-{
-    unsigned char d[32];
-    sha256_final(&f->hash, d);
-    memcpy(out, "sha256:", 7);
-    for (int i = 0; i < 32; i++)
-        snprintf(out + 7 + 2 * i, 3, "%02x", d[i]);
-}
-
 static void extract_entries(struct archive *a, struct archive *w, uint64_t max_bytes,
                             struct plain_feed *f, struct unpack_report *r)
 {
@@ -289,7 +281,7 @@ static void extract_entries(struct archive *a, struct archive *w, uint64_t max_b
         report(r, MCP_ERR_BACKEND, "the layer is corrupt after its last entry: %.200s%s", f->err,
                NULL);
     else
-        feed_digest(f, r->res.diff_id);
+        layer_hash_final(&f->hash, r->res.diff_id);
 }
 
 static void extract(int fd, enum oci_compression c, uint64_t max_bytes, struct unpack_report *r)
@@ -297,7 +289,7 @@ static void extract(int fd, enum oci_compression c, uint64_t max_bytes, struct u
     struct plain_feed f = {.raw = oci_archive.read_new()};
     struct archive *a = oci_archive.read_new();
     struct archive *w = oci_archive.write_disk_new();
-    sha256_init(&f.hash);
+    layer_hash_init(&f.hash);
     oci_archive.read_support_format_tar(a);
     oci_archive.read_support_filter_none(a);
     oci_archive.write_disk_set_options(
@@ -324,8 +316,109 @@ struct child_job {
     enum oci_compression compression;
     const char *root;
     uint64_t max_bytes;
-    bool clear; /* remove everything below root instead */
+    bool clear;             /* remove everything below root instead */
+    const char *import_src; /* copy this directory into root instead (image_import_dir) */
+    uint32_t shift_uid, shift_gid;
 };
+
+/* ---- a registered directory copied into the store, owners shifted ---------------------------- */
+
+/* "./a/b" of the source as "<root>/a/b"; "" for the source's top. */
+static int import_name(const char *name, const char *root, char *out, size_t size)
+{
+    char clean[UNPACK_PATH_MAX];
+    if (unpack_clean_path(name, clean, sizeof clean) < 0)
+        return -1;
+    if (clean[0] == '\0') {
+        out[0] = '\0';
+        return 0;
+    }
+    return snprintf(out, size, "%s/%s", root, clean) < (int)size ? 0 : -1;
+}
+
+/* One entry of the source: owners shifted into the shared mapping (ids past 65535, which it
+ * cannot show, become 65534, nobody), device nodes and sockets skipped. */
+static int import_entry(struct archive *d, struct archive *w, struct archive_entry *e,
+                        const struct child_job *job, struct unpack_report *r)
+{
+    char path[UNPACK_PATH_MAX], link[UNPACK_PATH_MAX];
+    const char *name = oci_archive.entry_pathname(e);
+    if (import_name(name, job->root, path, sizeof path) < 0)
+        return report(r, MCP_ERR_INVALID, "cannot copy '%.200s' of the image directory%s",
+                      name ? name : "?", NULL);
+    if (path[0] == '\0')
+        return 0;
+    mode_t type = oci_archive.entry_filetype(e);
+    if (type == AE_IFCHR || type == AE_IFBLK || type == AE_IFSOCK) {
+        r->res.skipped++;
+        return 0;
+    }
+    const char *hl = oci_archive.entry_hardlink(e);
+    if (hl && import_name(hl, job->root, link, sizeof link) < 0)
+        return report(r, MCP_ERR_INVALID, "cannot copy the hard link '%.200s'%s", path, NULL);
+    la_int64_t uid = oci_archive.entry_uid(e), gid = oci_archive.entry_gid(e);
+    oci_archive.entry_set_uid(e, (la_int64_t)job->shift_uid + (uid >= 0 && uid < 65536 ? uid : 65534));
+    oci_archive.entry_set_gid(e, (la_int64_t)job->shift_gid + (gid >= 0 && gid < 65536 ? gid : 65534));
+    oci_archive.entry_set_pathname(e, path);
+    if (hl)
+        oci_archive.entry_set_hardlink(e, link);
+    la_int64_t size = oci_archive.entry_size(e);
+    if (type == AE_IFREG && size > 0 && (r->res.bytes += (uint64_t)size) > job->max_bytes)
+        return report(r, MCP_ERR_LIMIT,
+                      "the image directory is larger than the room left under the image "
+                      "store's cap: remove images (`mcpbox image prune`) or raise %s%s",
+                      LAYER_STORE_CAP_ENV_NAME, NULL);
+    if (++r->res.entries > UNPACK_MAX_ENTRIES)
+        return report(r, MCP_ERR_LIMIT, "the image directory has more than a million entries%s%s",
+                      "", NULL);
+    if (oci_archive.write_header(w, e) < ARCHIVE_WARN)
+        return report(r, MCP_ERR_IO, "copying '%.200s' failed: %.150s", path,
+                      oci_archive.error_string(w));
+    const void *block;
+    size_t n;
+    la_int64_t off;
+    int rc;
+    while (type == AE_IFREG && (rc = oci_archive.read_data_block(d, &block, &n, &off)) != ARCHIVE_EOF) {
+        if (rc < ARCHIVE_WARN || oci_archive.write_data_block(w, block, n, off) < ARCHIVE_WARN)
+            return report(r, MCP_ERR_IO, "copying '%.200s' failed: %.150s", path,
+                          oci_archive.error_string(rc < ARCHIVE_WARN ? d : w));
+    }
+    return oci_archive.write_finish_entry(w) < ARCHIVE_WARN
+               ? report(r, MCP_ERR_IO, "finishing '%.200s' failed: %.150s", path,
+                        oci_archive.error_string(w))
+               : 0;
+}
+
+/* In the source directory (the cwd): every entry, not following symlinks nor crossing mounts,
+ * written below job->root as the server (root). */
+static void import_tree(const struct child_job *job, struct unpack_report *r)
+{
+    struct archive *d = oci_archive.read_disk_new();
+    struct archive *w = oci_archive.write_disk_new();
+    struct archive_entry *e = oci_archive.entry_new();
+    oci_archive.read_disk_set_symlink_physical(d);
+    oci_archive.read_disk_set_behavior(d, ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS);
+    oci_archive.write_disk_set_options(w, ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_PERM |
+                                              ARCHIVE_EXTRACT_TIME |
+                                              ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+                                              ARCHIVE_EXTRACT_SECURE_NODOTDOT);
+    int rc = oci_archive.read_disk_open(d, ".");
+    while (rc == ARCHIVE_OK && (rc = oci_archive.read_next_header2(d, e)) != ARCHIVE_EOF) {
+        if (rc < ARCHIVE_WARN)
+            break;
+        oci_archive.read_disk_descend(d);
+        if (import_entry(d, w, e, job, r) < 0)
+            break;
+        rc = ARCHIVE_OK;
+    }
+    if (rc < ARCHIVE_WARN && r->code == 0)
+        report(r, MCP_ERR_IO, "reading the image directory failed: %.200s%s",
+               oci_archive.error_string(d), NULL);
+    if (oci_archive.write_free(w) < ARCHIVE_WARN && r->code == 0)
+        report(r, MCP_ERR_IO, "finishing the copy failed%s%s", "", NULL);
+    oci_archive.entry_free(e);
+    oci_archive.read_free(d);
+}
 
 static int clear_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
@@ -361,7 +454,11 @@ __attribute__((noreturn)) static void child(const struct child_job *job, int out
     umask(0);
     /* Into the directory first, as the server's user: rootless, the namespace's root may not
      * search the user's 0700 state directory on the way. */
-    if (chdir(job->root) < 0)
+    if (job->import_src)
+        chdir(job->import_src) < 0
+            ? report(&r, MCP_ERR_IO, "cannot enter %s: %s", job->import_src, strerror(errno))
+            : (import_tree(job, &r), 0);
+    else if (chdir(job->root) < 0)
         report(&r, MCP_ERR_IO, "cannot enter %s: %s", job->root, strerror(errno));
     else if (ready_w >= 0 && enter_userns(ready_w, go_r, &r) < 0)
         ;
@@ -399,7 +496,7 @@ enum { FD_BLOB = 3, FD_OUT, FD_READY, FD_GO };
 __attribute__((noreturn)) static void exec_child(const struct child_job *job, int out,
                                                  int ready_w, int go_r, char *const *argv)
 {
-    int fds[4] = {job->clear ? -1 : job->fd, out, ready_w, go_r};
+    int fds[4] = {job->clear || job->import_src ? -1 : job->fd, out, ready_w, go_r};
     for (int i = 0; i < 4; i++) /* first out of the way of 3..6, then into place */
         if (fds[i] >= 0 && fds[i] <= FD_GO)
             fds[i] = fcntl(fds[i], F_DUPFD, FD_GO + 1);
@@ -412,12 +509,18 @@ __attribute__((noreturn)) static void exec_child(const struct child_job *job, in
 
 int image_unpack_child_main(int argc, char **argv)
 {
-    if (argc != 7)
+    if (argc != 7 && argc != 9)
         return 2;
     struct mcp_error err;
     struct child_job job = {.fd = FD_BLOB, .compression = (enum oci_compression)atoi(argv[3]),
                             .root = argv[2], .max_bytes = strtoull(argv[4], NULL, 10),
                             .clear = strcmp(argv[5], "clear") == 0};
+    if (argc == 9 && strcmp(argv[5], "import") == 0) { /* ... import SRC UID:GID */
+        job.import_src = argv[7];
+        job.shift_uid = (uint32_t)strtoul(argv[8], NULL, 10);
+        job.shift_gid = (uint32_t)strtoul(strchr(argv[8], ':') ? strchr(argv[8], ':') + 1 : "0",
+                                          NULL, 10);
+    }
     bool ns = strcmp(argv[6], "ns") == 0;
     if (!job.clear && oci_archive_load(&err) < 0) {
         struct unpack_report r;
@@ -435,11 +538,15 @@ static int run_child(const struct child_job *job, const struct unpack_userns *ns
     int p[2], ready[2] = {-1, -1}, go[2] = {-1, -1};
     if (pipe2(p, O_CLOEXEC) < 0 || (ns && (pipe2(ready, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0)))
         return mcp_error_set(err, MCP_ERR_IO, errno, "pipe");
-    char comp[16], max[32];
+    char comp[16], max[32], shift[32];
     snprintf(comp, sizeof comp, "%d", (int)job->compression);
     snprintf(max, sizeof max, "%llu", (unsigned long long)job->max_bytes);
+    snprintf(shift, sizeof shift, "%u:%u", (unsigned)job->shift_uid, (unsigned)job->shift_gid);
+    const char *mode = job->clear ? "clear" : job->import_src ? "import" : "unpack";
     char *argv[] = {(char *)"mcpbox", (char *)IMAGE_UNPACK_ARGV1, (char *)job->root, comp, max,
-                    (char *)(job->clear ? "clear" : "unpack"), (char *)(ns ? "ns" : "-"), NULL};
+                    (char *)mode, (char *)(ns ? "ns" : "-"), (char *)job->import_src, shift, NULL};
+    if (job->import_src == NULL)
+        argv[7] = NULL;
     pid_t pid = fork();
     if (pid == 0)
         exec_child(job, p[1], ns ? ready[1] : -1, ns ? go[0] : -1, argv);
@@ -483,6 +590,18 @@ int image_unpack(int blob_fd, enum oci_compression compression, const char *root
     if (ns && chmod(root, 0777) < 0)
         return mcp_error_set(err, MCP_ERR_IO, errno, "chmod %s", root);
     if (run_child(&job, ns, &r, err) < 0)
+        return -1;
+    *res = r.res;
+    return 0;
+}
+
+int image_import_dir(const char *src, const char *root, uint32_t shift_uid, uint32_t shift_gid,
+                     uint64_t max_bytes, struct unpack_result *res, struct mcp_error *err)
+{
+    struct child_job job = {.fd = -1, .root = root, .max_bytes = max_bytes, .import_src = src,
+                            .shift_uid = shift_uid, .shift_gid = shift_gid};
+    struct unpack_report r;
+    if (run_child(&job, NULL, &r, err) < 0)
         return -1;
     *res = r.res;
     return 0;

@@ -39,6 +39,14 @@ int image_unpack(int blob_fd, enum oci_compression compression, const char *root
                  uint64_t max_bytes, const struct unpack_userns *ns, struct unpack_result *res,
                  struct mcp_error *err);
 
+/* Blocking. Copies the directory src (a registered root filesystem) into the empty root, as
+ * the server (root), in a fresh child: every owner id N (0..65535; others become 65534) is
+ * written as shift+N, the ids a sandbox with the shared mapping shows as N. Symlinks are not
+ * followed, mounts not crossed, device nodes and sockets skipped, extended attributes not
+ * copied; max_bytes caps the file data as for a layer. res->diff_id stays "". */
+int image_import_dir(const char *src, const char *root, uint32_t shift_uid, uint32_t shift_gid,
+                     uint64_t max_bytes, struct unpack_result *res, struct mcp_error *err);
+
 /* Rootless: removes everything below dir from inside such a user namespace (the user cannot
  * delete files owned by its subordinate ids); dir itself stays, made 0777. */
 int image_clear_in_userns(const char *dir, const struct unpack_userns *ns, struct mcp_error *err);

@@ -3,7 +3,7 @@
 (issue 13; goal: under 2x). Drives `mcpbox serve` over stdio with the pool off (both kinds of
 create are cold), builds a tree of --files files (100 per directory) in a temporary allowed
 directory, and times each tools/call round trip, the two kinds interleaved, destroying each
-sandbox (untimed) before the next. Prints the medians and their ratio (docs/benchmarks.md).
+sandbox (untimed) and waiting 50 ms (its release runs after the destroy's answer) before the next. Prints the medians and their ratio (docs/benchmarks.md).
 
 usage: bench_mount_create.py --mcpbox PATH [-n ROUNDS] [--files N] [--mode copy-on-write|ro|rw]
 """
@@ -24,6 +24,7 @@ class Serve:
                                       "--allow-dir", allow], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/")
         self.next_id = 1
+        self.settle = 0.05
         self.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
                                  "clientInfo": {"name": "bench-mounts", "version": "1"}})
         self.proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
@@ -47,6 +48,7 @@ class Serve:
         assert not res.get("isError"), res
         sid = res["structuredContent"]["sandbox_id"]
         self.call("tools/call", {"name": "destroy_sandbox", "arguments": {"sandbox_id": sid}})
+        time.sleep(self.settle)  # the destroy's release (after its answer) is not the next create's
         return dt * 1000
 
 

@@ -120,10 +120,9 @@ static int cmp_double(const void *a, const void *b)
 
 static int time_review(int runs, uint64_t max_bytes, int expect, const char *what)
 {
-    struct ws_mount m = {.source = lower, .target = "/workspace", .upper = upper,
-                         .owner_uid = -1, .owner_gid = -1};
-    struct ws_options o = {.since_ns = now_wall_ms() * 1000000ll,
-                           .xattr_prefix = "user.overlay."};
+    struct ws_mount m = {
+        .source = lower, .target = "/workspace", .upper = upper, .owner_uid = -1, .owner_gid = -1};
+    struct ws_options o = {.since_ns = now_wall_ms() * 1000000ll, .xattr_prefix = "user.overlay."};
     double *t = calloc((size_t)runs, sizeof *t);
     size_t found = 0, bytes = 0;
     for (int r = 0; r < runs; r++) {

@@ -4,7 +4,8 @@
 // it; `git status` on the host shows only it, owned by the person. Then, in the same sandbox: a
 // binary file, a deletion, a mode change, a symlink planted to point out of the tree (applied as
 // a symlink, never followed), a fifo (not created), a file the person changed on the host
-// meanwhile (a conflict until overwrite), and a second review that is empty but for the fifo.
+// meanwhile (a conflict until overwrite), a second review that is empty but for the fifo, and a
+// second apply sent while one runs (refused).
 // Runs as root (the repository belongs to another user, whose files the applied ones must be)
 // and as an ordinary user (tests/local/rootless).
 //
@@ -170,6 +171,42 @@ const cases = [
         // the sandbox still sees its own work
         const seen = await run(id, 'cd /workspace/proj && sh test.sh && cat notes.txt && test -p pipe && readlink escape');
         check(seen.stdout === `ok\nsandbox notes\n${victim}\n`, JSON.stringify(seen));
+    }],
+    ['files and directories the sandbox made unreadable are reviewed and applied with their modes', async () => {
+        // As a user the server reads them from inside the sandbox's user namespace (a helper):
+        // the user owns them, but mode 0 keeps even the owner out.
+        await run(id, 'cd /workspace/proj && mkdir locked && printf "secret\\n" > locked/key && ' +
+                      'printf "w\\n" > wonly && chmod 200 wonly locked/key && chmod 300 locked');
+        const r = await ok('review_changes', { sandbox_id: id });
+        check(changesOf(r) === ['locked added', 'locked/key added', 'pipe added not-applicable',
+                                'wonly added'].join('\n'), changesOf(r));
+        check(r.diff.includes('+++ b/workspace/proj/locked/key\n@@ -0,0 +1 @@\n+secret\n'), r.diff);
+        const a = await ok('apply_changes', { sandbox_id: id, paths: ['/workspace/proj/locked', '/workspace/proj/wonly'] });
+        check(a.applied === 3 && a.failed === 0, statusOf(a));
+        check((fs.statSync(path.join(repo, 'locked')).mode & 0o777) === 0o300, 'dir mode');
+        check((fs.statSync(path.join(repo, 'wonly')).mode & 0o777) === 0o200, 'file mode');
+        fs.chmodSync(path.join(repo, 'locked'), 0o700);
+        fs.chmodSync(path.join(repo, 'locked', 'key'), 0o600);
+        check(fs.readFileSync(path.join(repo, 'locked', 'key'), 'utf8') === 'secret\n', 'contents');
+        check(owner(path.join(repo, 'locked', 'key')) === `${person.uid}:${person.gid}`, 'owner');
+        fs.rmSync(path.join(repo, 'locked'), { recursive: true });
+        fs.rmSync(path.join(repo, 'wonly'));
+        await run(id, 'cd /workspace/proj && chmod 700 locked && rm -rf locked wonly');
+    }],
+    ['a second apply while one runs is refused, not run over the same files', async () => {
+        await run(id, 'cd /workspace/proj && mkdir many && cd many && i=0; ' +
+                      'while [ $i -lt 3000 ]; do echo $i > f$i; i=$((i+1)); done');
+        const [a, b] = await Promise.all([call('apply_changes', { sandbox_id: id }),
+                                          call('apply_changes', { sandbox_id: id })]);
+        const refused = [a, b].filter((r) => r.isError);
+        const done = [a, b].filter((r) => !r.isError);
+        check(refused.length === 1 && /already running/.test(text(refused[0])),
+              `expected one refusal: ${text(a).slice(0, 200)} / ${text(b).slice(0, 200)}`);
+        check(done[0].structuredContent.applied === 3001 && done[0].structuredContent.failed === 0,
+              JSON.stringify(done[0].structuredContent).slice(0, 300));
+        check(fs.readdirSync(path.join(repo, 'many')).length === 3000, 'all applied');
+        const again = await ok('review_changes', { sandbox_id: id });
+        check(changesOf(again) === 'pipe added not-applicable', changesOf(again));
     }],
 ];
 

@@ -22,6 +22,7 @@ static const char *const expected_checks[] = {
     "user_mode_network", "host_hardening",  "user_namespaces",  "unprivileged_userns_clone",
     "apparmor_userns", "namespaces_probe",  "uid_mapping",      "cgroup_layout",
     "cgroup_kill",     "cgroup_attach_speed", "state_dir",         "runtime_dir",
+    "egress_policy",
 };
 
 static char scratch[128];
@@ -82,6 +83,39 @@ static int network_without_pasta(void *arg)
     int rc = c != NULL && !c->ok && strstr(c->fix, "passt") != NULL ? 0 : 4;
     doctor_report_release(&r);
     return rc;
+}
+
+/* In a private mount namespace with every nft the network-policy code looks for hidden: 0 if
+ * the doctor then fails the egress_policy check and says to install nftables. */
+static int policy_without_nft(void *arg)
+{
+    (void)arg;
+    static const char *const nft[] = {"/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft",
+                                      "/usr/local/sbin/nft"};
+    if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        return 2;
+    for (size_t i = 0; i < ARRAY_SIZE(nft); i++)
+        if (access(nft[i], F_OK) == 0 && mount("/dev/null", nft[i], NULL, MS_BIND, NULL) < 0)
+            return 3;
+    struct doctor_report r;
+    doctor_run(scratch, &r);
+    const struct doctor_check *c = doctor_report_find(&r, "egress_policy");
+    int rc = c != NULL && !c->ok && strstr(c->fix, "nftables") != NULL ? 0 : 4;
+    doctor_report_release(&r);
+    return rc;
+}
+
+TEST(egress_policy_check_needs_nft)
+{
+    if (geteuid() != 0)
+        TEST_FAIL("needs root (a private mount namespace hides nft)");
+    const struct doctor_check *c;
+    struct doctor_report r;
+    doctor_run(scratch, &r);
+    c = must_find(&r, "egress_policy");
+    ASSERT(c->ok); /* scripts/install-deps.sh installs nftables */
+    doctor_report_release(&r);
+    ASSERT_EQ(doctor_in_child(policy_without_nft, NULL), 0);
 }
 
 /* mcpbox runs only pasta: slirp4netns alone must not pass the network check. */
@@ -253,6 +287,7 @@ int main(void)
     RUN(every_check_present_and_failures_have_fixes);
     RUN(agrees_with_independent_facts);
     RUN(network_check_needs_pasta);
+    RUN(egress_policy_check_needs_nft);
     RUN(bad_state_dirs_fail_with_fix);
     RUN(json_shape);
     RUN(cgroup_layouts_from_mountinfo);

@@ -419,14 +419,46 @@ def busybox_rootfs(root):
 
 
 def test_registered_dir_on_overlay(s, state, base):
-    """A registered root filesystem directory on overlayfs cannot be idmapped: the create says
-    which filesystem refused and what to do; doing it (the directory on a tmpfs, a symlink left
-    at images/<name>) works."""
+    """A registered root filesystem directory on overlayfs cannot be idmapped: it is copied into
+    the image store once, owners shifted into the shared mapping, and the sandbox sees the
+    directory's own owners; a change in the directory makes a new copy. Moved to a tmpfs behind
+    a symlink it is mounted idmapped again, as on any filesystem that can."""
     reg_dir = os.path.join(state, "images", "bbdir")
     busybox_rootfs(reg_dir)
-    msg = s.create("bbdir", expect_error=["idmapped mount", "overlayfs", "ext4, xfs, btrfs, tmpfs",
-                                          "symlink", reg_dir])
-    check(True, f"a registered directory on overlayfs fails saying what to do ({msg[:120]}...)")
+    os.makedirs(os.path.join(reg_dir, "data"))
+    with open(os.path.join(reg_dir, "data", "owned"), "w") as fh:
+        fh.write("mine")
+    os.chown(os.path.join(reg_dir, "data", "owned"), 1000, 1000)
+    with open(os.path.join(reg_dir, "secret"), "w") as fh:
+        fh.write("s3cret")
+    os.chmod(os.path.join(reg_dir, "secret"), 0o600)
+    layers = os.path.join(state, "image-store", "layers")
+    before = set(os.listdir(layers))
+    sid = s.create("bbdir")
+    rc, out, _ = s.run(sid, "id -u; stat -c %u:%g /data/owned; cat /secret; echo; "
+                            "echo x > /secret && echo w")
+    info = s.get(sid)
+    s.destroy(sid)
+    check(out.split() == ["0", "1000:1000", "s3cret", "w"],
+          f"a registered directory on overlayfs works: root, the directory's owners, a root-only "
+          f"file readable and writable ({out.split()})")
+    check("shared" in info.get("image_mapping", "") and
+          info.get("image_copied_from", "").endswith("images/bbdir"),
+          "get_sandbox says it runs on a copy with the shared mapping")
+    copies = set(os.listdir(layers)) - before
+    check(len(copies) == 1, f"the directory was copied into the store once ({copies})")
+    with open(os.path.join(reg_dir, "secret")) as fh:
+        check(fh.read() == "s3cret", "the registered directory itself is untouched")
+    sid = s.create("bbdir")
+    s.destroy(sid)
+    check(set(os.listdir(layers)) - before == copies, "a second create uses the same copy")
+    with open(os.path.join(reg_dir, "data", "added"), "w") as fh:
+        fh.write("new")
+    sid = s.create("bbdir")
+    rc, out, _ = s.run(sid, "cat /data/added")
+    s.destroy(sid)
+    check(out.strip() == "new" and len(set(os.listdir(layers)) - before) == 2,
+          "a change in the directory makes a new copy at the next create")
     tmpfs = os.path.join(base, "tmpfs")
     os.mkdir(tmpfs)
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", tmpfs], check=True)
@@ -434,9 +466,10 @@ def test_registered_dir_on_overlay(s, state, base):
     os.symlink(os.path.join(tmpfs, "bbdir"), reg_dir)
     sid = s.create("bbdir")
     rc, out, _ = s.run(sid, "echo from-tmpfs; id -u")
+    info = s.get(sid)
     s.destroy(sid)
-    check(out.split() == ["from-tmpfs", "0"],
-          f"moved to a tmpfs behind a symlink, as the message says, it works ({out.split()})")
+    check(out.split() == ["from-tmpfs", "0"] and "image_mapping" not in info,
+          f"moved to a tmpfs behind a symlink it is mounted idmapped ({out.split()})")
 
 
 def test_concurrent_pulls(s, reg, front):

@@ -2,8 +2,10 @@
  * (manifest.h, image_config.h, credentials.h). */
 #include <stdlib.h>
 
+#include "backend/local/image/archive_loader.h"
 #include "backend/local/image/credentials.h"
 #include "backend/local/image/image_config.h"
+#include "backend/local/image/layer_hash.h"
 #include "backend/local/image/manifest.h"
 #include "mcp/base/buf.h"
 #include "test.h"
@@ -208,6 +210,24 @@ TEST(credential_helper_answers)
     ASSERT_STR_EQ(addr, "127.0.0.1:5000");
 }
 
+/* Both hashes give the same digest: the project's own, then libnettle's once libarchive is in. */
+TEST(layer_hash_both_ways)
+{
+    const char *abc = "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+    char out[72];
+    for (int round = 0; round < 2; round++) {
+        struct layer_hash h;
+        layer_hash_init(&h);
+        ASSERT_EQ(h.nettle_in_use, round);
+        layer_hash_update(&h, "a", 1);
+        layer_hash_update(&h, "bc", 2);
+        layer_hash_final(&h, out);
+        ASSERT_STR_EQ(out, abc);
+        struct mcp_error err;
+        ASSERT_EQ(oci_archive_load(&err), 0);
+    }
+}
+
 int main(void)
 {
     RUN(oci_image_manifest);
@@ -218,5 +238,6 @@ int main(void)
     RUN(config_env_workdir_user);
     RUN(digest_of);
     RUN(credential_helper_answers);
+    RUN(layer_hash_both_ways);
     return test_done();
 }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -188,8 +189,12 @@ static void sandbox_sees_its_work(void)
 
 static struct ws_mount mount_of(void)
 {
-    return (struct ws_mount){
-        .source = lower, .target = "/workspace/proj", .upper = upper, .journal = journal};
+    return (struct ws_mount){.source = lower,
+                             .target = "/workspace/proj",
+                             .upper = upper,
+                             .journal = journal,
+                             .owner_uid = -1,
+                             .owner_gid = -1};
 }
 
 static struct ws_options opts_of(void)
@@ -474,6 +479,30 @@ TEST(long_lists_are_capped_and_counted)
     teardown();
 }
 
+/* Another process's apply of the same mount (it holds <journal>.lock) is waited for by no one:
+ * the second is refused and changes nothing. */
+TEST(apply_is_one_at_a_time)
+{
+    setup(true);
+    as_sandbox(sandbox_edits_a_again);
+    char lock[700];
+    snprintf(lock, sizeof lock, "%s.lock", journal);
+    int fd = open(lock, O_RDWR | O_CREAT, 0600);
+    ASSERT(fd >= 0 && flock(fd, LOCK_EX) == 0);
+    struct ws_mount m = mount_of();
+    struct ws_options o = opts_of();
+    struct mcp_error err;
+    ASSERT(ws_apply(&m, 1, &o, NULL, false, &err) == NULL);
+    ASSERT_EQ(err.code, MCP_ERR_CONFLICT);
+    ASSERT_CONTAINS(err.msg, "another apply of this sandbox is running");
+    ASSERT(strstr(slurp(lower, "src/a.c", NULL), "return 1;") != NULL);
+    close(fd);
+    json_t *r = apply(NULL, false);
+    ASSERT_EQ(json_integer_value(json_object_get(r, "applied")), 1);
+    json_decref(r);
+    teardown();
+}
+
 /* A device node in the sandbox's layer (a sandbox cannot make one: no CAP_MKNOD; a layer
  * written by other means could hold one) is listed as not applicable and never created. */
 TEST(device_node_is_not_created)
@@ -486,8 +515,8 @@ TEST(device_node_is_not_created)
     ASSERT(mknod(p, S_IFCHR | 0666, makedev(1, 3)) == 0);
     json_t *r = review(NULL, 0, 0);
     ASSERT_STR_EQ(summary(r), "null2 added char-device\n");
-    ASSERT(json_is_false(json_object_get(json_array_get(json_object_get(r, "changes"), 0),
-                                         "applicable")));
+    ASSERT(json_is_false(
+        json_object_get(json_array_get(json_object_get(r, "changes"), 0), "applicable")));
     json_decref(r);
     r = apply(NULL, true);
     ASSERT_EQ(json_integer_value(json_object_get(r, "skipped")), 1);
@@ -507,6 +536,7 @@ int main(void)
     RUN(host_change_is_a_conflict_until_overwrite);
     RUN(host_symlink_on_the_way_is_not_followed);
     RUN(device_node_is_not_created);
+    RUN(apply_is_one_at_a_time);
     RUN(long_lists_are_capped_and_counted);
     return test_done();
 }

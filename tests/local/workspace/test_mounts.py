@@ -22,14 +22,17 @@ PERSON = (4242, 4243) if ROOT else (os.getuid(), os.getgid())  # whose project i
 
 
 class Serve:
-    def __init__(self, mcpbox, state, allow, pool=0):
+    def __init__(self, mcpbox, state, allow, pool=0, roots=None):
         args = [mcpbox, "serve", "--state-dir", state, "--local-pool", str(pool)]
         for d in allow:
             args += ["--allow-dir", d]
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, cwd="/")
         self.next_id = 1
-        self.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+        self.roots = roots  # a list of file:// URIs to answer roots/list with, or None
+        self.roots_asked = 0
+        caps = {} if roots is None else {"roots": {}}
+        self.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": caps,
                                  "clientInfo": {"name": "mounts-test", "version": "1"}})
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
@@ -45,7 +48,12 @@ class Serve:
             line = self.proc.stdout.readline()
             assert line, f"server closed stdout during {method}"
             msg = json.loads(line)
-            if msg.get("id") == rid:
+            if msg.get("method") == "roots/list" and "id" in msg:
+                self.roots_asked += 1
+                self.send({"jsonrpc": "2.0", "id": msg["id"],
+                           "result": {"roots": [{"uri": u} for u in self.roots or []]}})
+                continue
+            if msg.get("id") == rid and "method" not in msg:
                 assert "error" not in msg, f"{method}: {msg['error']}"
                 return msg["result"]
 
@@ -189,6 +197,9 @@ def check_cow(s, proj, state):
         assert f.read() == "changed\n"
     wh = os.lstat(os.path.join(upper, "run.sh"))  # a whiteout: character device 0:0
     assert (wh.st_mode & 0o170000) == 0o020000 and wh.st_rdev == 0, oct(wh.st_mode)
+    # Nothing of the overlay's staging is left in the sandbox's view.
+    code, out, _ = s.sh(sid, "ls -a / /workspace /tmp; awk '{print $5}' /proc/self/mountinfo")
+    assert code == 0 and ".ws" not in out and "upper" not in out, out
     # The sandbox sees neither the state directory nor its own layers.
     code, _, _ = s.sh(sid, f"ls {state} || ls {upper}")
     assert code != 0, "the state directory is visible inside"
@@ -284,6 +295,56 @@ def check_image(s, proj, state):
     print("image: a registered image's sandbox gets the same mounts and ownership")
 
 
+def check_roots(mcpbox, base, proj, state, allowed):
+    """A client that declares roots narrows the allowlist to them, never extends it."""
+    sub = os.path.join(proj, "sub")
+    s = Serve(mcpbox, state, [allowed], roots=["file://" + sub.replace(" ", "%20")])
+    try:
+        sid = s.create([{"source": sub, "target": "/mnt/sub", "mode": "ro"}])
+        assert s.roots_asked == 1, "roots/list was not asked"
+        s.tool("destroy_sandbox", sandbox_id=sid)
+        s.refused([{"source": proj, "target": "/mnt/p", "mode": "ro"}], "roots", "narrow")
+        s.roots = ["file://" + os.path.join(base, "outside"), "https://example.com/x"]
+        s.refused([{"source": os.path.join(base, "outside"), "target": "/mnt/o"}], "--allow-dir")
+        s.roots = []
+        s.refused([{"source": sub, "target": "/mnt/sub"}], "roots")
+        err, out, _ = s.tool("create_sandbox")  # no mounts: roots are not asked
+        asked = s.roots_asked
+        assert not err and asked == 4, asked
+        s.tool("destroy_sandbox", sandbox_id=out["sandbox_id"])
+    finally:
+        s.close()
+    print("roots: a client's roots narrow the allowlist (a root outside it adds nothing)")
+
+
+def check_cli(mcpbox, proj, base):
+    """mcpbox sandbox create --mount SRC:DST[:MODE]: SRC is allowed because the person named it."""
+    state = os.path.join(base, "cli-state")
+    run = lambda *a: subprocess.run([mcpbox, "sandbox", "--state-dir", state] + list(a),
+                                    capture_output=True, text=True, timeout=120, cwd="/")
+    r = run("create", "-q", "--mount", f"{proj}:/workspace/app", "--mount",
+            f"{proj}/sub:/mnt/sub:ro")
+    assert r.returncode == 0, r.stderr
+    sid = r.stdout.strip()
+    # exec joins its words into one command line for /bin/sh -c (like ssh): one word here
+    r = run("exec", sid, "--", "cat /workspace/app/a.txt; echo x > /workspace/app/a.txt;"
+            " touch /mnt/sub/x 2>/dev/null || echo RO")
+    assert r.stdout == "hello\nRO\n", (r.stdout, r.stderr)
+    with open(os.path.join(proj, "a.txt")) as f:
+        assert f.read() == "hello\n"
+    run("rm", sid)
+    r = run("create", "--mount", f"{proj}:/workspace/app:bogus")
+    assert r.returncode != 0 and "copy-on-write" in r.stderr, r.stderr
+    r = run("create", "--mount", f"{proj}")
+    assert r.returncode == 2 and "SRC:DST" in r.stderr, r.stderr
+    r = run("create", "--mount", f"{os.path.join(base, 'nope')}:/mnt/x")
+    assert r.returncode == 2 and "not an existing directory" in r.stderr, r.stderr
+    r = run("create", "--mount", f"{state}:/mnt/x")
+    assert r.returncode != 0 and "state" in r.stderr, r.stderr
+    shutil.rmtree(state, ignore_errors=True)
+    print("cli: --mount SRC:DST[:MODE], and its errors")
+
+
 def check_pool_and_restart(mcpbox, proj, state, allowed):
     """With the pool on, a create with mounts is never a pooled (mount-less) sandbox; and a
     sandbox outlives its server: the next server finds its layers and removes them on destroy."""
@@ -339,6 +400,8 @@ def main():
         finally:
             s.close()
         check_pool_and_restart(a.mcpbox, proj, state, allowed)
+        check_roots(a.mcpbox, base, proj, state, allowed)
+        check_cli(a.mcpbox, proj, base)
     finally:
         subprocess.run([a.mcpbox, "sandbox", "--state-dir", os.path.join(base, "allowed", "state"),
                         "rm", "--all"], capture_output=True)

@@ -89,6 +89,50 @@ TEST(file_info_shape)
     json_decref(e);
 }
 
+/* The egress sidecar's merge rules (osapi_egress.c), and its status shape. */
+TEST(egress_merge_and_status)
+{
+    json_t *cur = json_loads("[{\"action\":\"allow\",\"target\":\"a.org\"},"
+                             "{\"action\":\"allow\",\"target\":\"b.org\"}]", 0, NULL);
+    json_t *patch = json_loads("[{\"action\":\"deny\",\"target\":\"b.org\"},"
+                               "{\"action\":\"allow\",\"target\":\"c.org\"},"
+                               "{\"action\":\"allow\",\"target\":\"b.org\"}]", 0, NULL);
+    json_t *m = osapi_egress_merge(cur, patch, true);
+    char *t = json_dumps(m, JSON_COMPACT);
+    /* incoming first, the first b.org wins, a.org keeps its place after them */
+    ASSERT_STR_EQ(t, "[{\"action\":\"deny\",\"target\":\"b.org\"},{\"action\":\"allow\","
+                     "\"target\":\"c.org\"},{\"action\":\"allow\",\"target\":\"a.org\"}]");
+    free(t);
+    json_decref(m);
+    json_t *del = json_loads("[\"a.org\", \"nothere.org\"]", 0, NULL);
+    m = osapi_egress_merge(cur, del, false);
+    ASSERT_EQ(json_array_size(m), 1);
+    ASSERT_STR_EQ(json_string_value(json_object_get(json_array_get(m, 0), "target")), "b.org");
+    json_decref(m);
+    json_decref(del);
+    json_decref(patch);
+    json_decref(cur);
+
+    json_t *info = json_loads("{\"network\":true,\"network_policy\":{\"default_action\":\"deny\","
+                              "\"egress\":[{\"action\":\"allow\",\"target\":\"a.org\"},"
+                              "{\"action\":\"allow\",\"target\":\"b.org\",\"ports\":[443]}]}}",
+                              0, NULL);
+    json_t *st = osapi_egress_status(info);
+    ASSERT_STR_EQ(json_string_value(json_object_get(st, "mode")), "deny_all");
+    ASSERT_EQ(json_array_size(json_object_get(json_object_get(st, "policy"), "egress")), 1);
+    ASSERT_CONTAINS(json_string_value(json_object_get(st, "reason")), "1 rule(s) limited to ports");
+    json_decref(st);
+    json_decref(info);
+    info = json_loads("{\"network\":true,\"network_policy\":null}", 0, NULL);
+    st = osapi_egress_status(info);
+    ASSERT_STR_EQ(json_string_value(json_object_get(st, "mode")), "allow_all");
+    ASSERT_STR_EQ(json_string_value(json_object_get(json_object_get(st, "policy"), "defaultAction")),
+                  "allow");
+    ASSERT_CONTAINS(json_string_value(json_object_get(st, "reason")), "without a network policy");
+    json_decref(st);
+    json_decref(info);
+}
+
 int main(void)
 {
     RUN(query_values);
@@ -96,5 +140,6 @@ int main(void)
     RUN(modes);
     RUN(sandbox_shape);
     RUN(file_info_shape);
+    RUN(egress_merge_and_status);
     return test_done();
 }

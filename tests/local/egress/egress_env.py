@@ -1,0 +1,155 @@
+"""The world the egress tests and benchmark run in: a network namespace of their own holding the
+test hosts (198.51.100.1 on lo, plus 127.0.0.1 and 10.0.0.1 servers that must never be reached),
+a hosts file that mcpbox resolves the test names from (MCPBOX_EGRESS_HOSTS, the test hook of
+backend/local/egress_proxy.c), and `mcpbox serve` over stdio started inside that namespace, as
+root or as an ordinary user. No traffic leaves the namespace: mcpbox itself runs in it."""
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HOSTS = """198.51.100.1 allowed.test www.wild.test deep.www.wild.test wild.test other.test port.test
+127.0.0.1 loopy.test
+10.0.0.1 private.test
+"""
+TIMEOUT = 120
+
+
+def sh(*cmd, **kw):
+    return subprocess.run(list(cmd), check=True, **kw)
+
+
+class World:
+    def __init__(self, mcpbox, user=None, pool=0, uplink=False):
+        self.ns = "mcpbox-egressproxy-" + secrets.token_hex(3)
+        self.dir = tempfile.mkdtemp(prefix="mcpbox-egressproxy-")
+        os.chmod(self.dir, 0o755)
+        self.user = user
+        self.servers = self.serve = None
+        self.made = []  # sandboxes to destroy at close
+        sh("ip", "netns", "add", self.ns)
+        self.nsenter = ["nsenter", "--net=/run/netns/" + self.ns]
+        sh("ip", "-n", self.ns, "link", "set", "lo", "up")
+        for addr in ("198.51.100.1/32", "10.0.0.1/32"):
+            sh("ip", "-n", self.ns, "addr", "add", addr, "dev", "lo")
+        if uplink:
+            # pasta (network: true) needs an interface with a default route to copy into the
+            # sandbox: a veth pair with both ends in this namespace, leading nowhere.
+            sh("ip", "-n", self.ns, "link", "add", "eth0", "type", "veth", "peer", "name", "eth1")
+            sh("ip", "-n", self.ns, "addr", "add", "203.0.113.1/24", "dev", "eth0")
+            for dev in ("eth0", "eth1"):
+                sh("ip", "-n", self.ns, "link", "set", dev, "up")
+            sh("ip", "-n", self.ns, "route", "add", "default", "via", "203.0.113.254")
+        self.cert = os.path.join(self.dir, "cert.pem")
+        key = os.path.join(self.dir, "key.pem")
+        sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out",
+           self.cert, "-days", "2", "-subj", "/CN=allowed.test", "-addext",
+           "subjectAltName=DNS:allowed.test,DNS:www.wild.test,DNS:other.test",
+           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.log = os.path.join(self.dir, "hits.log")
+        open(self.log, "w").close()
+        self.servers = subprocess.Popen(
+            self.nsenter + [sys.executable, os.path.join(HERE, "egress_servers.py"), self.log,
+                            self.cert, key, "198.51.100.1:80", "198.51.100.1:443",
+                            "198.51.100.1:8080", "127.0.0.1:80", "10.0.0.1:80"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self.servers.stdout.readline().strip() == b"ready", "test servers did not start"
+        self.hosts = os.path.join(self.dir, "hosts")
+        with open(self.hosts, "w") as f:
+            f.write(HOSTS)
+        os.chmod(self.hosts, 0o644)
+        state = os.path.join(self.dir, "state")
+        os.mkdir(state, 0o700)
+        argv = self.nsenter
+        if user:
+            shutil.chown(state, user, user)
+            argv = argv + ["runuser", "-u", user, "--"]
+        env = ["env", "MCPBOX_EGRESS_HOSTS=" + self.hosts, "MCPBOX_LOCAL_POOL=%d" % pool]
+        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+            if k in os.environ:
+                env.append("%s=%s" % (k, os.environ[k]))
+        self.argv = argv + env + [mcpbox, "serve", "--state-dir", state]
+        self.start()
+
+    def start(self):
+        self.serve = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      cwd=self.dir)
+        self.next_id = 1
+        self.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                 "clientInfo": {"name": "egress-test", "version": "1"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, msg):
+        self.serve.stdin.write((json.dumps(msg) + "\n").encode())
+        self.serve.stdin.flush()
+
+    def call(self, method, params):
+        rid = self.next_id
+        self.next_id += 1
+        self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        while True:
+            line = self.serve.stdout.readline()
+            assert line, "server closed stdout during %s" % method
+            msg = json.loads(line)
+            if msg.get("id") == rid:
+                assert "error" not in msg, "%s: %s" % (method, msg["error"])
+                return msg["result"]
+
+    def tool(self, name, ok=True, **args):
+        if name == "create_sandbox":  # a backstop: sandboxes outlive a test that fails
+            args.setdefault("timeout_seconds", 900)
+        res = self.call("tools/call", {"name": name, "arguments": args})
+        if ok:
+            assert not res.get("isError"), "%s: %s" % (name, json.dumps(res)[:800])
+        if name == "create_sandbox" and not res.get("isError"):
+            self.made.append(res["structuredContent"]["sandbox_id"])
+        return res
+
+    def run(self, sid, command, timeout=60):
+        return self.tool("run_command", sandbox_id=sid, command=command,
+                         timeout_seconds=timeout)["structuredContent"]
+
+    def hits(self):
+        with open(self.log) as f:
+            return f.read()
+
+    def restart(self):
+        """A new server on the same state directory (sandboxes outlive mcpbox)."""
+        self.serve.stdin.close()
+        assert self.serve.wait(timeout=TIMEOUT) == 0, "serve did not exit cleanly"
+        self.start()
+
+    def close(self):
+        for sid in self.made:  # destroy is idempotent: those a test destroyed already are fine
+            try:
+                self.tool("destroy_sandbox", ok=False, sandbox_id=sid)
+            except (AssertionError, OSError, ValueError) as e:
+                print("closing: destroy %s: %s" % (sid, e), file=sys.stderr)
+                break
+        for proc, wait in ((self.serve, TIMEOUT), (self.servers, 10)):
+            if proc is None:
+                continue
+            try:
+                proc.stdin.close()
+                proc.wait(timeout=wait)
+            except (subprocess.TimeoutExpired, OSError) as e:
+                print("closing: %s; killed" % e, file=sys.stderr)
+                proc.kill()
+                proc.wait()
+        subprocess.run(["ip", "netns", "del", self.ns])
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def staged_mcpbox(user, mcpbox):
+    """The copy of mcpbox an ordinary user made by tests/local/rootless can run."""
+    with open("/tmp/%s.rootless.json" % user) as f:
+        mapping = json.load(f)["map"]
+    for src, dst in mapping.items():
+        if mcpbox.startswith(src + "/"):
+            return dst + mcpbox[len(src):]
+    return mcpbox
