@@ -127,14 +127,20 @@ await test('get, list, renew, pause, resume', async () => {
   check((await ok(conn, 'resume_sandbox', { sandbox_id: sid })).state === 'running', 'resumed');
 });
 
-// Issue 14: network_policy through MCP to networkPolicy and the egress sidecar's /policy (the fake
-// implements the sidecar; mcpbox's own OpenSandbox API has none yet).
-await fakeOnly('network_policy: create, get, set_network_policy, refusals', async () => {
+// Issue 14: network_policy through MCP to networkPolicy and the egress sidecar's /policy: the
+// fake's sidecar, or (--real) mcpbox's own /policy over a local sandbox with a network policy.
+async function sidecarPolicy(rid) {
+  if (!real) return (await fetch(`http://127.0.0.1:${fake.port}/_policy?id=${rid}`)).json();
+  const ep = await (await fetch(`http://127.0.0.1:${fake.port}/v1/sandboxes/${rid}/endpoints/18080`,
+    { headers: { 'OPEN-SANDBOX-API-KEY': KEY } })).json();
+  return (await (await fetch(`http://${ep.endpoint}/policy`, { headers: ep.headers })).json()).policy;
+}
+await test('network_policy: create, get, set_network_policy, refusals', async () => {
   const s = await ok(conn, 'create_sandbox', { backend: 'opensandbox', image: IMAGE,
     network_policy: { egress: [{ action: 'allow', target: 'PyPI.org' }] } });
   check(s.network === true && s.network_policy.default_action === 'deny' &&
     s.network_policy.egress[0].target === 'pypi.org', JSON.stringify(s));
-  const policy = async () => (await (await fetch(`http://127.0.0.1:${fake.port}/_policy?id=${s.sandbox_id.slice(4)}`)).json());
+  const policy = () => sidecarPolicy(s.sandbox_id.slice(4));
   check(JSON.stringify(await policy()) === '{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"}]}',
     `sidecar at create: ${JSON.stringify(await policy())}`);
   const n = await ok(conn, 'set_network_policy', { sandbox_id: s.sandbox_id,
@@ -142,6 +148,11 @@ await fakeOnly('network_policy: create, get, set_network_policy, refusals', asyn
   check(n.network_policy.egress.length === 2, JSON.stringify(n));
   check(JSON.stringify((await policy()).egress.map((r) => r.target)) === '["*.pythonhosted.org","pypi.org"]',
     `sidecar after set: ${JSON.stringify(await policy())}`);
+  if (real) { // the change reached the enforcement: DNS inside is answered from the new policy
+    const dns = await ok(conn, 'run_command', { sandbox_id: s.sandbox_id,
+      command: 'getent hosts files.pythonhosted.org >/dev/null && echo allowed; getent hosts github.com >/dev/null || echo refused' });
+    check(dns.stdout === 'allowed\nrefused\n', `lookups inside: ${JSON.stringify(dns)}`);
+  }
   await fails(conn, 'set_network_policy', { sandbox_id: s.sandbox_id, default_action: 'allow' },
     /cannot change default_action/);
   await fails(conn, 'create_sandbox', { backend: 'opensandbox', image: IMAGE,

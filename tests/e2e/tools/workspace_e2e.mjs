@@ -219,6 +219,10 @@ try {
     if (id) await call('destroy_sandbox', { sandbox_id: id }).catch(() => {});
     await client.close().catch(() => {});
     if (failed) console.log(`# server stderr:\n# ${stderr.split('\n').slice(-20).join('\n# ')}`);
-    fs.rmSync(base, { recursive: true, force: true });
+    // A destroy answered over MCP releases the sandbox's files in the background, and the
+    // server is gone soon after: what is left (the overlay's mode-0 work directory as a user)
+    // is made removable first.
+    try { execFileSync('chmod', ['-R', 'u+rwX', base], { stdio: 'ignore' }); } catch { /* some gone */ }
+    try { fs.rmSync(base, { recursive: true, force: true }); } catch (e) { console.log(`# cleanup: ${e.message}`); }
 }
 process.exit(failed ? 1 : 0);

@@ -202,7 +202,7 @@ def test_credential_helpers(s, reg, token, home, bindir):
     write_helper(bindir, "ocislow", token.host, token.user, token.password, log,
                  f"sleep 30 & echo $! > {home}/slow.pid; wait")
     write_helper(bindir, "ocifail", "nowhere", "u", "p", log, "echo 'keychain locked' >&2; exit 3")
-    for tag in ("store", "hosts", "missing", "slow", "fail", "none", "wrong"):
+    for tag in ("store", "hosts", "missing", "slow", "fail", "none", "wrong", "idtoken", "idfile"):
         reg.push_image("test/cred", tag, [("gzip", oci.busybox_layer()),
                                           ("gzip", [f(f"cred-{tag}", tag.encode())])])
 
@@ -245,6 +245,19 @@ def test_credential_helpers(s, reg, token, home, bindir):
     docker_config(home, {"credsStore": "ociwrong"})
     create("wrong", expect_error=["stored credentials were refused"])
     check(True, "credentials from a helper that the registry refuses are reported as such")
+    write_helper(bindir, "ocitoken", token.host, "<token>", token.refresh, log)
+    docker_config(home, {"credsStore": "ocitoken"})
+    sid = create("idtoken")
+    s.destroy(sid)
+    form = token.posts[-1] if token.posts else {}
+    check(form.get("grant_type") == "refresh_token" and form.get("refresh_token") == token.refresh
+          and form.get("scope") == "repository:test/cred:pull",
+          f"an identity token from a helper (Username <token>) is exchanged at the realm "
+          f"(OAuth2 refresh_token grant, POST) ({form})")
+    docker_config(home, {"auths": {token.host: {"identitytoken": token.refresh}}})
+    sid = create("idfile")
+    s.destroy(sid)
+    check(len(token.posts) == 2, "an identitytoken in the file works the same way")
     sid = s.create(f"{reg.host}/test/cred:store")
     s.destroy(sid)
     check(True, "the server still creates after the helper failures")
