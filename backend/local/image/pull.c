@@ -78,8 +78,12 @@ struct pull {
     size_t n_queue, next_download;
     struct layer_job *downloading;
     size_t outstanding; /* jobs this pull waits for */
-    uint64_t total, done_bytes; /* compressed bytes of the layers it fetches; downloaded */
-    uint64_t unpacked_bytes;    /* compressed bytes of its layers unpacked */
+    /* Every layer job it waits for (its own and those other pulls fetch), for progress; an
+     * entry is NULL once that job is over. */
+    struct layer_job **waits;
+    size_t n_waits;
+    uint64_t total;          /* compressed bytes of those layers */
+    uint64_t completed_size; /* of those over (downloaded and unpacked) */
     size_t n_unpacked;
     uint64_t reported;          /* the work last reported (download + unpack bytes) */
     bool failed, finished;
@@ -188,6 +192,7 @@ static void pull_free(struct pull *p)
     image_config_free(&p->config);
     json_decref(p->cached);
     free(p->queue);
+    free(p->waits);
     free(p);
 }
 
@@ -247,28 +252,40 @@ static uint64_t unpack_part(const struct layer_job *j)
     return j->unpacked < size ? j->unpacked : size > 0 ? size - 1 : 0;
 }
 
+/* Bytes downloaded of the layers p waits for, and its work (download + unpack). */
+static uint64_t downloaded(const struct pull *p)
+{
+    uint64_t b = p->completed_size;
+    for (size_t i = 0; i < p->n_waits; i++)
+        if (p->waits[i])
+            b += p->waits[i]->received;
+    return b;
+}
+
 static uint64_t work_done(const struct pull *p)
 {
-    uint64_t w = p->done_bytes + p->unpacked_bytes;
-    for (size_t i = 0; i < p->n_queue; i++)
-        if (p->queue[i] && p->queue[i]->unpacking)
-            w += unpack_part(p->queue[i]);
+    uint64_t w = downloaded(p) + p->completed_size;
+    for (size_t i = 0; i < p->n_waits; i++)
+        if (p->waits[i] && p->waits[i]->unpacking)
+            w += unpack_part(p->waits[i]);
     return w;
 }
 
-/* One note about layer j of p: "layer 2 of 3 (sha256:1a2b3c4d5e6f, 5.0 MB): 1.2 MB
- * downloaded; all: 3.1 of 21.7 MB downloaded, 1 of 3 unpacked". Only when work was done since
- * the last one. */
-static void report(struct pull *p, const struct layer_job *j, enum layer_stage stage)
+/* One note about layer j, the index-th (1-based) that p waits for: "layer 2 of 3
+ * (sha256:1a2b3c4d5e6f, 5.0 MB): 1.2 MB downloaded; all: 3.1 of 21.7 MB downloaded, 1 of 3
+ * unpacked". Only when work was done since the last one. */
+static void report(struct pull *p, const struct layer_job *j, size_t index,
+                   enum layer_stage stage)
 {
     uint64_t work = work_done(p);
     if (p->progress == NULL || p->finished || work <= p->reported)
         return;
     p->reported = work;
-    char what[64], msg[300];
+    char what[80], msg[320];
     switch (stage) {
     case STAGE_DOWNLOADING:
-        snprintf(what, sizeof what, "%.1f MB downloaded", (double)j->received / 1e6);
+        snprintf(what, sizeof what, "%.1f MB downloaded%s", (double)j->received / 1e6,
+                 j->owner != p ? " (by another create)" : "");
         break;
     case STAGE_DOWNLOADED:
         snprintf(what, sizeof what, "downloaded, unpacking");
@@ -283,31 +300,44 @@ static void report(struct pull *p, const struct layer_job *j, enum layer_stage s
     snprintf(msg, sizeof msg,
              "layer %zu of %zu (%.19s, %.1f MB): %s; all: %.1f of %.1f MB downloaded, %zu of %zu "
              "unpacked",
-             j->index, p->n_queue, j->desc.digest, (double)j->desc.size / 1e6, what,
-             (double)p->done_bytes / 1e6, (double)p->total / 1e6, p->n_unpacked, p->n_queue);
+             index, p->n_waits, j->desc.digest, (double)j->desc.size / 1e6, what,
+             (double)downloaded(p) / 1e6, (double)p->total / 1e6, p->n_unpacked, p->n_waits);
     p->progress(p->arg, work, 2 * p->total, msg);
 }
 
-/* Every PROGRESS_TICK_MS while layers are fetched: how far the download and the unpacks are. */
+static size_t wait_index(const struct pull *p, const struct layer_job *j)
+{
+    for (size_t i = 0; i < p->n_waits; i++)
+        if (p->waits[i] == j)
+            return i + 1;
+    return 0;
+}
+
+/* Every PROGRESS_TICK_MS while layers are fetched: how far the downloads and the unpacks are,
+ * its own and those of layers other pulls fetch for it too. */
 static void pull_tick(uv_timer_t *t)
 {
     struct pull *p = t->data;
-    const struct layer_job *moved = NULL;
-    for (size_t i = 0; i < p->n_queue; i++) {
-        struct layer_job *j = p->queue[i];
-        if (j == NULL || !j->unpacking)
+    size_t moved = 0, fetching = 0;
+    for (size_t i = 0; i < p->n_waits; i++) {
+        struct layer_job *j = p->waits[i];
+        if (j == NULL)
+            continue;
+        if (j->owner->downloading == j && j->retry_at_ms == 0)
+            fetching = i + 1;
+        if (!j->unpacking)
             continue;
         /* The unpacker reads the blob through a duplicate of j->fd: the offset is shared. */
         off_t at = lseek(j->fd, 0, SEEK_CUR);
         if (at > 0 && (uint64_t)at > j->unpacked) {
             j->unpacked = (uint64_t)at;
-            moved = j;
+            moved = i + 1;
         }
     }
-    if (p->downloading)
-        report(p, p->downloading, STAGE_DOWNLOADING);
+    if (fetching)
+        report(p, p->waits[fetching - 1], fetching, STAGE_DOWNLOADING);
     else if (moved)
-        report(p, moved, STAGE_UNPACKING);
+        report(p, p->waits[moved - 1], moved, STAGE_UNPACKING);
     resume_download(p);
 }
 
@@ -331,15 +361,21 @@ static void job_free(struct layer_job *j)
 static void job_complete(struct layer_job *j)
 {
     struct pull *owner = j->owner;
-    if (owner && j->index > 0 && owner->queue[j->index - 1] == j) {
-        j->unpacking = false;
-        if (j->rc == 0) {
-            j->unpack_done = true;
-            owner->unpacked_bytes += (uint64_t)j->desc.size;
-            owner->n_unpacked++;
-            report(owner, j, STAGE_UNPACKED);
-        }
+    if (owner && j->index > 0 && owner->queue[j->index - 1] == j)
         owner->queue[j->index - 1] = NULL; /* freed below */
+    j->unpacking = false;
+    j->unpack_done = j->rc == 0;
+    for (size_t i = 0; i < j->n_waiters; i++) {
+        struct pull *w = j->waiters[i];
+        size_t at = wait_index(w, j);
+        if (at > 0) {
+            w->waits[at - 1] = NULL;
+            if (j->rc == 0) {
+                w->completed_size += (uint64_t)j->desc.size;
+                w->n_unpacked++;
+                report(w, j, at, STAGE_UNPACKED);
+            }
+        }
     }
     for (size_t i = 0; i < j->n_waiters; i++) {
         struct pull *w = j->waiters[i];
@@ -361,6 +397,8 @@ static void job_add_waiter(struct layer_job *j, struct pull *p)
     j->waiters = xrealloc(j->waiters, (j->n_waiters + 1) * sizeof *j->waiters);
     j->waiters[j->n_waiters++] = p;
     p->outstanding++;
+    p->waits[p->n_waits++] = j; /* sized for every layer of the manifest (plan_layers) */
+    p->total += (uint64_t)j->desc.size;
 }
 
 static struct layer_job *job_find(struct image_service *s, const char *digest)
@@ -429,7 +467,6 @@ static int restart_download(struct layer_job *j)
         return mcp_error_set(&j->err, MCP_ERR_IO, errno, "restarting the download of %.19s",
                              j->desc.digest);
     layer_hash_init(&j->hash);
-    j->owner->done_bytes -= j->received;
     j->received = 0;
     return 0;
 }
@@ -437,7 +474,6 @@ static int restart_download(struct layer_job *j)
 static int layer_sink(void *arg, uint64_t offset, const char *data, size_t len)
 {
     struct layer_job *j = arg;
-    struct pull *p = j->owner;
     if (offset != j->received && (offset != 0 || (j->rc = restart_download(j)) < 0)) {
         if (j->rc == 0)
             j->rc = mcp_error_set(&j->err, MCP_ERR_BACKEND, 0,
@@ -468,7 +504,6 @@ static int layer_sink(void *arg, uint64_t offset, const char *data, size_t len)
     }
     layer_hash_update(&j->hash, data, len);
     j->received += len;
-    p->done_bytes += len;
     return 0;
 }
 
@@ -528,8 +563,8 @@ static void download_done(void *arg, struct osb_response *resp, const struct mcp
         j->rc = -1, mcp_error_copy(&j->err, err);
     if (j->rc == 0)
         verify_layer(j);
-    if (j->rc == 0)
-        report(p, j, STAGE_DOWNLOADED);
+    for (size_t i = 0; j->rc == 0 && i < j->n_waiters; i++)
+        report(j->waiters[i], j, wait_index(j->waiters[i], j), STAGE_DOWNLOADED);
     if (j->rc == 0)
         start_unpack(j);
     else
@@ -618,6 +653,7 @@ static void plan_layers(struct pull *p)
     struct image_service *s = p->svc;
     uint64_t need = 0;
     p->queue = xcalloc(p->manifest.n_entries, sizeof *p->queue);
+    p->waits = xcalloc(p->manifest.n_entries, sizeof *p->waits);
     for (size_t i = 0; i < p->manifest.n_entries && !p->failed; i++) {
         const struct oci_descriptor *d = &p->manifest.entries[i];
         char dir[LAYER_STORE_PATH_MAX + 100], known[72] = "";
@@ -641,7 +677,6 @@ static void plan_layers(struct pull *p)
         p->queue[p->n_queue++] = j;
         need += (uint64_t)d->size;
     }
-    p->total = need;
     struct mcp_error err;
     json_t *in_use = s->in_use ? s->in_use(s->in_use_arg) : NULL;
     /* Layers of this image count as in use too. */
@@ -650,9 +685,9 @@ static void plan_layers(struct pull *p)
     if (need > 0 && !p->failed && layer_store_make_room(&s->store, need, in_use, &err) < 0)
         pull_fail(p, &err);
     json_decref(in_use);
-    if (p->progress && need > 0)
-        p->progress(p->arg, 0, 2 * need, "downloading layers");
-    if (need > 0)
+    if (p->progress && p->n_waits > 0)
+        p->progress(p->arg, 0, 2 * p->total, "downloading layers");
+    if (p->n_waits > 0)
         uv_timer_start(&p->timer, pull_tick, PROGRESS_TICK_MS, PROGRESS_TICK_MS);
     next_download(p);
     pull_check(p);
