@@ -30,13 +30,13 @@ class World:
         self.user = user
         self.servers = self.serve = self.holder = None
         self.made = []  # sandboxes to destroy at close
-        # The namespace lives as long as a process holding it (no /run/netns bind mount: other
-        # tests compare the host's mount table before and after themselves).
-        self.holder = subprocess.Popen(["unshare", "--net", "sleep", "infinity"])
-        path = "/proc/%d/ns/net" % self.holder.pid
-        while os.readlink(path) == os.readlink("/proc/self/ns/net"):
-            time.sleep(0.01)  # until unshare has made it
-        self.nsenter = ["nsenter", "--net=" + path]
+        # The namespace is held by a process rather than named with `ip netns add`: a name is a
+        # bind mount under /run/netns, and tests running beside this one (local_leaks,
+        # local_crash, the battery) check that the host's mount table does not change.
+        self.holder = subprocess.Popen(["unshare", "--net", "sh", "-c", "echo; exec cat"],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self.holder.stdout.readline() == b"\n", "unshare --net did not start"
+        self.nsenter = ["nsenter", "--net=/proc/%d/ns/net" % self.holder.pid]
         ip = self.nsenter + ["ip"]
         sh(*ip, "link", "set", "lo", "up")
         for addr in ("198.51.100.1/32", "10.0.0.1/32"):
@@ -135,7 +135,7 @@ class World:
             except (AssertionError, OSError, ValueError) as e:
                 print("closing: destroy %s: %s" % (sid, e), file=sys.stderr)
                 break
-        for proc, wait in ((self.serve, TIMEOUT), (self.servers, 10)):
+        for proc, wait in ((self.serve, TIMEOUT), (self.servers, 10), (self.holder, 10)):
             if proc is None:
                 continue
             try:
@@ -145,8 +145,6 @@ class World:
                 print("closing: %s; killed" % e, file=sys.stderr)
                 proc.kill()
                 proc.wait()
-        self.holder.kill()
-        self.holder.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
