@@ -163,7 +163,8 @@ const cases = [
         try { cli('apply', id, '/workspace/proj/notes.txt'); } catch (e) { refused = e; }
         check(refused && refused.status === 1 && /conflict +\/workspace\/proj\/notes.txt: .*overwrite/.test(refused.stdout),
               `mcpbox sandbox apply: ${refused && refused.stdout}`);
-        const r = await ok('apply_changes', { sandbox_id: id, paths: ['/workspace/proj/notes.txt'], overwrite: true });
+        // a relative path is relative to /workspace, as in the file tools
+        const r = await ok('apply_changes', { sandbox_id: id, paths: ['proj/notes.txt'], overwrite: true });
         check(statusOf(r) === 'notes.txt applied', statusOf(r));
         check(fs.readFileSync(path.join(repo, 'notes.txt'), 'utf8') === 'sandbox notes\n', 'overwritten');
         const again = await ok('review_changes', { sandbox_id: id });
