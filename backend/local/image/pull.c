@@ -40,7 +40,7 @@ struct layer_job {
     struct image_service *svc;
     struct layer_job *next;
     struct oci_descriptor desc;
-    size_t index;       /* 1-based among the layers its owner fetches */
+    size_t index;       /* 1-based in its owner's queue (the layers the owner fetches) */
     char diff_id[72];   /* the config's rootfs.diff_ids entry: the unpacked stream's digest */
     struct pull *owner; /* downloads it */
     struct pull **waiters;
@@ -240,8 +240,9 @@ static void pull_check(struct pull *p)
 
 enum layer_stage { STAGE_DOWNLOADING, STAGE_DOWNLOADED, STAGE_UNPACKING, STAGE_UNPACKED };
 
-/* The work of a pull counts each layer it fetches twice: its compressed bytes as they are
- * downloaded, and again as the unpacker reads them, so that a slow unpack moves too. While a
+/* The work of a pull counts each layer it waits for (its own and those another pull fetches)
+ * twice: its compressed bytes as they are downloaded, and again as the unpacker reads them, so
+ * that a slow unpack moves too. While a
  * layer unpacks its part stays one byte short: its end is then a step forward, and the
  * protocol shows only steps forward (progress must grow). */
 static uint64_t unpack_part(const struct layer_job *j)
