@@ -40,7 +40,7 @@ struct layer_job {
     struct image_service *svc;
     struct layer_job *next;
     struct oci_descriptor desc;
-    size_t index;       /* 1-based among the layers its owner fetches */
+    size_t index;       /* 1-based in its owner's queue (the layers the owner fetches) */
     char diff_id[72];   /* the config's rootfs.diff_ids entry: the unpacked stream's digest */
     struct pull *owner; /* downloads it */
     struct pull **waiters;
@@ -179,6 +179,13 @@ static json_t *make_record(struct pull *p)
 
 /* ---- finishing ------------------------------------------------------------------------------- */
 
+/* A service closed while work was under way is freed by the last piece of that work to end. */
+static void service_free_if_closed(struct image_service *s)
+{
+    if (s->closing && s->pulls == NULL && s->busy == 0)
+        free(s);
+}
+
 static void pull_free(struct pull *p)
 {
     struct image_service *s = p->svc;
@@ -194,6 +201,7 @@ static void pull_free(struct pull *p)
     free(p->queue);
     free(p->waits);
     free(p);
+    service_free_if_closed(s);
 }
 
 static void timer_closed(uv_handle_t *h)
@@ -240,8 +248,9 @@ static void pull_check(struct pull *p)
 
 enum layer_stage { STAGE_DOWNLOADING, STAGE_DOWNLOADED, STAGE_UNPACKING, STAGE_UNPACKED };
 
-/* The work of a pull counts each layer it fetches twice: its compressed bytes as they are
- * downloaded, and again as the unpacker reads them, so that a slow unpack moves too. While a
+/* The work of a pull counts each layer it waits for (its own and those another pull fetches)
+ * twice: its compressed bytes as they are downloaded, and again as the unpacker reads them, so
+ * that a slow unpack moves too. While a
  * layer unpacks its part stays one byte short: its end is then a step forward, and the
  * protocol shows only steps forward (progress must grow). */
 static uint64_t unpack_part(const struct layer_job *j)
@@ -437,10 +446,12 @@ static void unpack_work(uv_work_t *w)
 static void unpack_after(uv_work_t *w, int status)
 {
     struct layer_job *j = w->data;
-    j->svc->busy--;
+    struct image_service *s = j->svc;
     if (status == UV_ECANCELED && j->rc == 0)
         j->rc = mcp_error_set(&j->err, MCP_ERR_UNAVAILABLE, 0, "the pull was cancelled");
-    job_complete(j);
+    job_complete(j); /* with the job still counted, so s outlives it */
+    s->busy--;
+    service_free_if_closed(s);
 }
 
 static void start_unpack(struct layer_job *j)
@@ -862,6 +873,7 @@ uv_loop_t *image_service_loop(struct image_service *s)
 void image_service_hold(struct image_service *s, int delta)
 {
     s->busy = (size_t)((long)s->busy + delta);
+    service_free_if_closed(s);
 }
 
 void image_service_free(struct image_service *s)
@@ -874,10 +886,9 @@ void image_service_free(struct image_service *s)
             registry_cancel(p->client);
     if (s->http)
         osb_http_free(s->http);
-    /* Pulls and jobs end through their callbacks while the loop closes; the service itself is
-     * small and lives until the process exits when work is still under way. */
-    if (s->pulls == NULL && s->busy == 0)
-        free(s);
+    /* Pulls and jobs still under way end through their callbacks while the loop closes, and
+     * the last of them frees the service. */
+    service_free_if_closed(s);
 }
 
 json_t *image_service_list(struct image_service *s)
