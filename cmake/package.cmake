@@ -25,7 +25,8 @@ set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
     "libc6 (>= 2.36), libjansson4 (>= 2.14), libcurl4 (>= 7.88.1), libuv1 (>= 1.44.2), libsqlite3-0 (>= 3.40.1), libseccomp2 (>= 2.5.4), libhttp-parser2.9 (>= 2.9.4), libarchive13 (>= 3.6.2)")
 # uidmap: newuidmap/newgidmap and /etc/subuid ranges (non-root hosts); passt: the user-mode
-# network stack (pasta) that `mcpbox doctor` checks for sandbox egress.
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "uidmap, passt")
+# network stack (pasta) that `mcpbox doctor` checks for sandbox egress; nftables: nft writes
+# the rules of a sandbox with a network_policy (backend/local/egress_netns.c).
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "uidmap, passt, nftables")
 
 include(CPack)

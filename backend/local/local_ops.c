@@ -160,6 +160,11 @@ static int set_frozen(struct backend *be, const char *id, bool frozen, backend_c
         return -1;
     local_event(be->store, id, "state", json_pack("{s:s}", "state", frozen ? "paused" : "running"),
                     err);
+    /* Adopted while paused (its agent could not hand over the egress sockets): now it can. */
+    struct mcp_error e2;
+    if (!frozen && sb->egress == NULL && local_egress_policy(sb) != NULL &&
+        local_egress_start(sb, &e2) < 0)
+        log_warn("sandbox %s: its egress is not served by this process: %s", id, e2.msg);
     if (!frozen)
         return push_config(sb, cb, arg, err);
     json_t *info = info_with_usage(lb, id, err);

@@ -192,8 +192,9 @@ static int write_temp(struct apply *a, const char *rel, int parent, mode_t mode,
             done += w;
         }
     }
-    if (n < 0 || chown_entry(a, parent, tmp) < 0 || fchmod(out, host_mode(mode)) < 0 ||
-        fsync(out) < 0)
+    /* No fsync: the rename already keeps readers from half a file, and a thousand fsyncs made a
+     * large apply take seconds (git does not sync its checkouts either). */
+    if (n < 0 || chown_entry(a, parent, tmp) < 0 || fchmod(out, host_mode(mode)) < 0)
         goto fail;
     return 0;
 fail:;

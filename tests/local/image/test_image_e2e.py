@@ -429,6 +429,7 @@ def test_registered_dir_on_overlay(s, state, base):
     with open(os.path.join(reg_dir, "data", "owned"), "w") as fh:
         fh.write("mine")
     os.chown(os.path.join(reg_dir, "data", "owned"), 1000, 1000)
+    os.link(os.path.join(reg_dir, "data", "owned"), os.path.join(reg_dir, "data", "link"))
     with open(os.path.join(reg_dir, "secret"), "w") as fh:
         fh.write("s3cret")
     os.chmod(os.path.join(reg_dir, "secret"), 0o600)
@@ -436,12 +437,13 @@ def test_registered_dir_on_overlay(s, state, base):
     before = set(os.listdir(layers))
     sid = s.create("bbdir")
     rc, out, _ = s.run(sid, "id -u; stat -c %u:%g /data/owned; cat /secret; echo; "
-                            "echo x > /secret && echo w")
+                            "echo x > /secret && echo w; stat -c %h /data/link; "
+                            "[ /data/link -ef /data/owned ] && echo same")
     info = s.get(sid)
     s.destroy(sid)
-    check(out.split() == ["0", "1000:1000", "s3cret", "w"],
+    check(out.split() == ["0", "1000:1000", "s3cret", "w", "2", "same"],
           f"a registered directory on overlayfs works: root, the directory's owners, a root-only "
-          f"file readable and writable ({out.split()})")
+          f"file readable and writable, a hard link still one ({out.split()})")
     check("shared" in info.get("image_mapping", "") and
           info.get("image_copied_from", "").endswith("images/bbdir"),
           "get_sandbox says it runs on a copy with the shared mapping")
