@@ -194,6 +194,42 @@ def test_hostile(s, reg, state):
     s.destroy(sid)
 
 
+def test_symlinked_root_dirs(mcpbox, work):
+    """An image whose /etc or a mount target's parent is a symlink to a host path: the sandbox's
+    root is built before pivot_root, while the child still sees the host's tree, so following
+    it wrote the generated hosts/hostname/resolv.conf and made the mount's directory on the host
+    (docs/security.md, "Images"). The create fails instead, and nothing appears on the host."""
+    state = tempfile.mkdtemp(prefix="ocit-sym-", dir="/tmp")
+    proj = tempfile.mkdtemp(prefix="ocit-proj-", dir="/tmp")
+    outs = {}
+    for name, link in (("etc", "etc"), ("srv", "srv")):
+        outs[name] = tempfile.mkdtemp(prefix=f"ocit-out-{name}-", dir="/tmp")
+        os.chmod(outs[name], 0o1777)  # writable by the sandbox's ids, as /tmp is
+        root = os.path.join(state, "images", f"sym-{name}")
+        busybox_rootfs(root)
+        if link == "etc":
+            shutil.rmtree(os.path.join(root, "etc"))
+        os.symlink(outs[name], os.path.join(root, link))
+    s = oci.Serve(mcpbox, state, {"MCPBOX_ALLOW_DIRS": proj})
+    try:
+        for name, mounts in (("etc", None), ("srv", [{"source": proj, "target": "/srv/x",
+                                                      "mode": "ro"}])):
+            args = {"image": f"sym-{name}"}
+            if mounts:
+                args["mounts"] = mounts
+            res = s.call("tools/call", {"name": "create_sandbox", "arguments": args})
+            text = json.dumps(res)
+            check(res.get("isError") and "symlink" in text and os.listdir(outs[name]) == [],
+                  f"an image with /{name} a symlink to a host directory: the create is refused "
+                  f"and nothing is written there ({os.listdir(outs[name])}, {text[:300]})")
+    finally:
+        s.close()
+        with Cli(mcpbox, state) as c:
+            c.close()
+        for d in [state, proj] + list(outs.values()):
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def image_cli(mcpbox, state, *args):
     p = subprocess.run([mcpbox, "image", "--state-dir", state] + list(args), capture_output=True,
                        env=dict(os.environ, MCPBOX_IMAGE_STORE_MAX_BYTES=str(CAP)), timeout=120)
@@ -550,6 +586,7 @@ def main():
             test_index(s, reg)
             test_errors(s, reg, state, cut, tamper, mdigest)
             test_hostile(s, reg, state)
+            test_symlinked_root_dirs(args.mcpbox, work)
             test_cli(args.mcpbox, reg, state)
             test_concurrent_pulls(s, reg, plain)
             test_lru_cap(args.mcpbox, reg)
