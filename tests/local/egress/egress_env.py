@@ -24,7 +24,7 @@ def sh(*cmd, **kw):
 
 
 class World:
-    def __init__(self, mcpbox, user=None, pool=0, uplink=False):
+    def __init__(self, mcpbox, user=None, pool=0, uplink=False, wrap=()):
         self.dir = tempfile.mkdtemp(prefix="mcpbox-egressproxy-")
         os.chmod(self.dir, 0o755)
         self.user = user
@@ -77,7 +77,7 @@ class World:
         for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
             if k in os.environ:
                 env.append("%s=%s" % (k, os.environ[k]))
-        self.argv = argv + env + [mcpbox, "serve", "--state-dir", state]
+        self.argv = argv + env + list(wrap) + [mcpbox, "serve", "--state-dir", state]
         self.start()
 
     def start(self):
