@@ -7,8 +7,10 @@
  *    freezer; pure v2: one subtree with memory, pids and cpu enabled), with the files delegation
  *    needs chowned (cgroup.procs and tasks, or cgroup.procs, cgroup.subtree_control and
  *    cgroup.threads);
- *  - /dev/net/tun usable by NAME when it is 0600 (pasta opens it for network: true).
+ *  - /dev/net/tun usable by NAME when it is 0600 (pasta opens it for network: true); the device
+ *    is shared by every user set up, so its mode goes back when the last of them is undone.
  * Each change is recorded in /var/lib/mcpbox/setup-NAME; --undo reverses exactly those. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -250,15 +252,56 @@ static int setup_cgroups(struct setup *s)
 
 /* ---- /dev/net/tun --------------------------------------------------------------------------- */
 
+/* The mode a record says /dev/net/tun had before a setup opened it up. */
+static bool record_tun_mode(const char *record, unsigned *mode)
+{
+    FILE *f = fopen(record, "re");
+    char line[SETUP_LINE_MAX];
+    bool found = false;
+    while (f && !found && fgets(line, sizeof line, f))
+        found = sscanf(line, "tun " SETUP_TUN " %o", mode) == 1;
+    if (f)
+        fclose(f);
+    return found;
+}
+
+/* Whether another user's setup record holds /dev/net/tun open (and its mode before that). */
+static bool tun_held_by_other(const struct setup *s, unsigned *mode)
+{
+    DIR *dir = opendir(SETUP_RECORD_DIR);
+    struct dirent *e;
+    bool held = false;
+    while (dir && !held && (e = readdir(dir)) != NULL) {
+        char path[sizeof SETUP_RECORD_DIR + 256 + 2];
+        if (strncmp(e->d_name, "setup-", 6) != 0 || strchr(e->d_name, '.') != NULL)
+            continue; /* the record files only, not remove_line's temporaries */
+        snprintf(path, sizeof path, SETUP_RECORD_DIR "/%s", e->d_name);
+        held = strcmp(path, s->record) != 0 && record_tun_mode(path, mode);
+    }
+    if (dir)
+        closedir(dir);
+    return held;
+}
+
 static int setup_tun(struct setup *s)
 {
     struct stat st;
+    unsigned before;
+    char rec[64], msg[300];
     if (stat(SETUP_TUN, &st) < 0) {
         printf("mcpbox setup: %s does not exist: network: true will not work (load the tun "
                "module: modprobe tun)\n", SETUP_TUN);
         return 0;
     }
     if ((st.st_mode & 0666) == 0666) {
+        /* Opened up by another user's setup: record it here too, or undoing that setup would
+         * take network: true away from this user. */
+        if (!record_tun_mode(s->record, &before) && tun_held_by_other(s, &before)) {
+            snprintf(rec, sizeof rec, "tun %s %04o", SETUP_TUN, before);
+            note(s, "%s: 0666 from another user's setup; recorded here as well, so it stays "
+                    "usable until the last setup that needs it is undone", SETUP_TUN, rec);
+            return 0;
+        }
         note(s, "unchanged: %s is already usable by every user (0666)", SETUP_TUN, NULL);
         return 0;
     }
@@ -266,7 +309,6 @@ static int setup_tun(struct setup *s)
         fprintf(stderr, "mcpbox setup: chmod %s: %s\n", SETUP_TUN, strerror(errno));
         return -1;
     }
-    char rec[64], msg[300];
     snprintf(rec, sizeof rec, "tun %s %04o", SETUP_TUN, (unsigned)(st.st_mode & 07777));
     snprintf(msg, sizeof msg,
              "%s: mode %04o -> %04o, so that pasta (network: true) can open it as %s; it is "
@@ -325,7 +367,7 @@ static int remove_cgroup(const char *dir)
     return 0;
 }
 
-static int undo_one(const char *rec)
+static int undo_one(const struct setup *s, const char *rec)
 {
     char kind[16], path[256], rest[SETUP_LINE_MAX];
     if (sscanf(rec, "%15s %255s %599[^\n]", kind, path, rest) < 2)
@@ -335,7 +377,11 @@ static int undo_one(const char *rec)
     if (strcmp(kind, "cgroup") == 0)
         return remove_cgroup(path);
     if (strcmp(kind, "tun") == 0) {
-        unsigned mode = (unsigned)strtoul(rest, NULL, 8);
+        unsigned mode = (unsigned)strtoul(rest, NULL, 8), other;
+        if (tun_held_by_other(s, &other)) {
+            printf("mcpbox setup: %s: kept usable, another user's setup still needs it\n", path);
+            return 0;
+        }
         if (chmod(path, mode) < 0) {
             fprintf(stderr, "mcpbox setup: chmod %s: %s\n", path, strerror(errno));
             return -1;
@@ -360,7 +406,7 @@ static int setup_undo(struct setup *s)
     fclose(f);
     int rc = 0;
     for (size_t i = n; i-- > 0;) { /* newest first */
-        if (undo_one(lines[i]) < 0)
+        if (undo_one(s, lines[i]) < 0)
             rc = -1;
         free(lines[i]);
     }

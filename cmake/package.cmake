@@ -21,11 +21,14 @@ set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # The libraries the binary links (checked by the package_deb test against the binary's NEEDED
 # entries), with the Debian 12 versions as the floor; libcurl4 is not linked but dlopened by the
 # OpenSandbox backend when it starts (backend/opensandbox/curl_loader.h); libarchive13 is not linked
-# but dlopened to unpack OCI image layers (backend/local/image/archive_loader.c).
+# but dlopened to unpack OCI image layers (backend/local/image/archive_loader.c); libnettle8 comes
+# with libarchive13, and its SHA-256 is used for layer digests when libarchive has loaded it
+# (backend/local/image/layer_hash.c), so it is named too.
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
-    "libc6 (>= 2.36), libjansson4 (>= 2.14), libcurl4 (>= 7.88.1), libuv1 (>= 1.44.2), libsqlite3-0 (>= 3.40.1), libseccomp2 (>= 2.5.4), libhttp-parser2.9 (>= 2.9.4), libarchive13 (>= 3.6.2)")
+    "libc6 (>= 2.36), libjansson4 (>= 2.14), libcurl4 (>= 7.88.1), libuv1 (>= 1.44.2), libsqlite3-0 (>= 3.40.1), libseccomp2 (>= 2.5.4), libhttp-parser2.9 (>= 2.9.4), libarchive13 (>= 3.6.2), libnettle8 (>= 3.8.1)")
 # uidmap: newuidmap/newgidmap and /etc/subuid ranges (non-root hosts); passt: the user-mode
-# network stack (pasta) that `mcpbox doctor` checks for sandbox egress.
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "uidmap, passt")
+# network stack (pasta) that `mcpbox doctor` checks for sandbox egress; nftables: nft writes
+# the rules of a sandbox with a network_policy (backend/local/egress_netns.c).
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "uidmap, passt, nftables")
 
 include(CPack)

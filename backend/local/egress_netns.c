@@ -19,32 +19,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend/local/egress_rules.h"
 #include "backend/local/local_internal.h"
-#include "backend/local/proto.h"
-
-#define STR2(x) #x
-#define STR(x) STR2(x)
-
-/* Loopback stays loopback; DNS to any address goes to the agent's UDP socket; every other TCP
- * connection to the agent's listener (SO_ORIGINAL_DST keeps where it was going); after that,
- * anything not to loopback (other UDP, ICMP, ...) is refused at once (EPERM) rather than lost. */
-static const char rules[] =
-    "table ip mcpbox {\n"
-    "  chain redirect_out {\n"
-    "    type nat hook output priority -100; policy accept;\n"
-    "    ip daddr 127.0.0.0/8 return\n"
-    "    udp dport 53 redirect to :" STR(AGENT_EGRESS_DNS_PORT) "\n"
-    "    meta l4proto tcp redirect to :" STR(AGENT_EGRESS_TCP_PORT) "\n"
-    "  }\n"
-    "  chain refuse_out {\n"
-    "    type filter hook output priority 0; policy accept;\n"
-    "    ip daddr 127.0.0.0/8 accept\n"
-    "    reject\n"
-    "  }\n"
-    "}\n";
 
 static int rules_memfd(void)
 {
+    static const char rules[] = LOCAL_EGRESS_NFT_RULES;
     int fd = (int)syscall(SYS_memfd_create, "mcpbox-egress.nft", MFD_CLOEXEC);
     if (fd < 0)
         return -1;

@@ -7,6 +7,12 @@ static unsigned get16(const uint8_t *p)
     return (unsigned)p[0] << 8 | p[1];
 }
 
+static int is_name_char(uint8_t c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.';
+}
+
 /* A host name as the policy may see it: letters, digits, '-', '_' and '.', 1..253 bytes.
  * Anything else (a NUL, a space, a '/') is not a name: the connection is treated as nameless. */
 static int copy_host(const uint8_t *p, size_t n, char name[EGRESS_HOST_MAX + 1])
@@ -15,12 +21,9 @@ static int copy_host(const uint8_t *p, size_t n, char name[EGRESS_HOST_MAX + 1])
         n--;
     if (n == 0 || n > EGRESS_HOST_MAX)
         return -1;
-    for (size_t i = 0; i < n; i++) {
-        uint8_t c = p[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '_' || c == '.'))
+    for (size_t i = 0; i < n; i++)
+        if (!is_name_char(p[i]))
             return -1;
-    }
     memcpy(name, p, n);
     name[n] = '\0';
     return 0;
@@ -199,6 +202,9 @@ int egress_dns_parse(const uint8_t *p, size_t n, struct egress_dns_query *q)
             break;
         if (len > 63 || off + len > n || out + len + 1 > EGRESS_HOST_MAX + 1)
             return -1; /* a compression pointer (0xc0) is over 63 too */
+        for (unsigned i = 0; i < len; i++) /* a label holds name characters, never a '.' */
+            if (p[off + i] == '.' || !is_name_char(p[off + i]))
+                return -1;
         if (out > 0)
             q->name[out++] = '.';
         memcpy(q->name + out, p + off, len);
@@ -208,9 +214,8 @@ int egress_dns_parse(const uint8_t *p, size_t n, struct egress_dns_query *q)
     if (out > EGRESS_HOST_MAX || off + 4 > n)
         return -1;
     q->name[out] = '\0';
-    char check[EGRESS_HOST_MAX + 1]; /* labels hold name characters only (no '.', no NUL) */
-    if (out == 0 || copy_host((const uint8_t *)q->name, out, check) < 0)
-        return -1;
+    if (out == 0)
+        return -1; /* the root: no host */
     q->qtype = (uint16_t)get16(p + off);
     q->qclass = (uint16_t)get16(p + off + 2);
     q->question = p + 12;

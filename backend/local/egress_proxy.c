@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -53,9 +54,16 @@
 #define EGRESS_DNS_TTL 60
 #define EGRESS_MAX_ADDRS 8
 #define EGRESS_MAX_CONNS 1024         /* open connections per sandbox; more are refused */
+#define EGRESS_FDS_PER_CONN 6         /* the sandbox's socket, the outside one, two pipes */
+#define EGRESS_FD_RESERVE_MIN 256     /* descriptors never given to egress (see egress_budget) */
+#define EGRESS_BIG_PIPES 64           /* connections (all sandboxes) with EGRESS_PIPE_SIZE pipes */
 #define EGRESS_EVENTS_MAX 50           /* refusal events per sandbox per window ... */
 #define EGRESS_EVENTS_WINDOW_MS 10000  /* ... beyond that they are not recorded (a flood) */
 #define EGRESS_HOSTS_ENV "MCPBOX_EGRESS_HOSTS" /* test hook: a hosts file resolved first */
+
+/* Every sandbox's connections in this process (the backend's loop thread only). */
+static unsigned egress_conns_total, egress_big_pipes;
+static unsigned egress_instances; /* sandboxes served (struct local_egress alive) */
 
 struct local_egress {
     uv_loop_t *loop;
@@ -108,7 +116,7 @@ struct egress_conn {
     struct in_addr addrs[EGRESS_MAX_ADDRS];
     size_t n_addrs, next_addr;
     int pending;           /* handles open + requests in flight; freed at 0 */
-    bool up_init, closing, splicing, resolving;
+    bool up_init, closing, splicing, resolving, big_pipes;
     struct egress_conn *prev, *next; /* in eg->conns */
 };
 
@@ -120,6 +128,7 @@ static void egress_unref(struct local_egress *eg)
     lsbx_unref(eg->sb);
     free(eg->synth);
     free(eg);
+    egress_instances--;
 }
 
 /* ---- events ------------------------------------------------------------------------------- */
@@ -259,8 +268,11 @@ static void conn_release(struct egress_conn *c)
         eg->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
+    if (c->big_pipes)
+        egress_big_pipes--;
     free(c);
     eg->n_conns--;
+    egress_conns_total--;
     egress_unref(eg);
 }
 
@@ -313,14 +325,15 @@ static void conn_refuse_for(struct egress_conn *c, const char *reason)
  * that does not read stops the other being read (its pipe stays full). Reading into a pipe is
  * tried only when it is empty, so readiness is unambiguous: EAGAIN from the source means
  * "nothing to read", never "pipe full". */
-static bool flow_init(struct flow *f, int from, int to)
+static bool flow_init(struct flow *f, int from, int to, bool big)
 {
     f->from = from, f->to = to, f->in_pipe = 0, f->eof = f->shut = false;
     if (pipe2(f->pipe, O_NONBLOCK | O_CLOEXEC) < 0) {
         f->pipe[0] = f->pipe[1] = -1;
         return false;
     }
-    fcntl(f->pipe[1], F_SETPIPE_SZ, EGRESS_PIPE_SIZE); /* else the default 64 KiB */
+    if (big) /* else the default 64 KiB */
+        fcntl(f->pipe[1], F_SETPIPE_SZ, EGRESS_PIPE_SIZE);
     return true;
 }
 
@@ -425,8 +438,13 @@ static void splice_start(struct egress_conn *c)
     uv_fileno((uv_handle_t *)&c->up, &up);
     c->down_fd = fcntl(down, F_DUPFD_CLOEXEC, 0);
     c->up_fd = fcntl(up, F_DUPFD_CLOEXEC, 0);
-    bool ok = c->down_fd >= 0 && c->up_fd >= 0 && flow_init(&c->to_up, c->down_fd, c->up_fd) &&
-              flow_init(&c->to_down, c->up_fd, c->down_fd);
+    /* Large pipes for the first connections only: a sandbox holding hundreds of stalled ones
+     * must not pin 2 MiB of kernel memory each, outside its own memory limit. */
+    c->big_pipes = egress_big_pipes < EGRESS_BIG_PIPES;
+    egress_big_pipes += c->big_pipes;
+    bool ok = c->down_fd >= 0 && c->up_fd >= 0 &&
+              flow_init(&c->to_up, c->down_fd, c->up_fd, c->big_pipes) &&
+              flow_init(&c->to_down, c->up_fd, c->down_fd, c->big_pipes);
     if (!ok) {
         conn_close(c, false);
         return;
@@ -650,6 +668,33 @@ static void on_head_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     }
 }
 
+/* Connections all sandboxes together may hold open in this process: each costs
+ * EGRESS_FDS_PER_CONN descriptors, and a quarter of RLIMIT_NOFILE (at least
+ * EGRESS_FD_RESERVE_MIN) stays for everything else, so sandboxes holding connections open can
+ * never leave the server without descriptors for creates, commands and files (EMFILE). */
+static unsigned egress_budget(void)
+{
+    static unsigned budget;
+    if (budget == 0) {
+        struct rlimit r;
+        rlim_t n = getrlimit(RLIMIT_NOFILE, &r) == 0 ? r.rlim_cur : 1024;
+        if (n == RLIM_INFINITY || n > (1u << 20))
+            n = 1u << 20;
+        rlim_t reserve = n / 4 > EGRESS_FD_RESERVE_MIN ? n / 4 : EGRESS_FD_RESERVE_MIN;
+        budget = n > reserve + EGRESS_FDS_PER_CONN ? (unsigned)((n - reserve) / EGRESS_FDS_PER_CONN)
+                                                   : 1;
+    }
+    return budget;
+}
+
+/* One sandbox's share: EGRESS_MAX_CONNS, or an even part of the budget when the sandboxes this
+ * process serves could otherwise take all of it between them. */
+static unsigned egress_share(void)
+{
+    unsigned even = egress_budget() / (egress_instances ? egress_instances : 1);
+    return even < EGRESS_MAX_CONNS ? (even > 0 ? even : 1) : EGRESS_MAX_CONNS;
+}
+
 static void on_accept(uv_stream_t *server, int status)
 {
     struct local_egress *eg = server->data;
@@ -659,6 +704,7 @@ static void on_accept(uv_stream_t *server, int status)
     c->eg = eg;
     eg->refs++;
     eg->n_conns++;
+    egress_conns_total++;
     c->next = eg->conns;
     if (eg->conns)
         eg->conns->prev = c;
@@ -681,7 +727,7 @@ static void on_accept(uv_stream_t *server, int status)
         return;
     }
     c->port = ntohs(c->orig.sin_port);
-    if (eg->n_conns > EGRESS_MAX_CONNS) {
+    if (eg->n_conns > egress_share() || egress_conns_total > egress_budget()) {
         conn_refuse_for(c, "too_many_connections");
         return;
     }
@@ -718,6 +764,7 @@ static struct local_egress *egress_serve(struct lsbx *sb, int tcp_fd, int udp_fd
     eg->loop = loop, eg->refs = 3, eg->sb = sb;
     lsbx_ref(sb);
     eg->synth = xcalloc(EGRESS_SYNTH_MAX, sizeof *eg->synth);
+    egress_instances++;
     uv_tcp_init(loop, &eg->listener);
     uv_udp_init(loop, &eg->dns);
     eg->listener.data = eg->dns.data = eg;

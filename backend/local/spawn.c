@@ -302,27 +302,52 @@ static void open_ws_trees(struct child_plan *p)
     }
 }
 
-/* mkdir -p of a relative path (each component; existing ones are fine). */
-static void make_path(const struct child_plan *p, const char *path)
+/* mkdir -p of a relative path that never follows a symlink: each component must be a directory
+ * (made when missing); a symlink or a file on the way fails the create. Until pivot_root the
+ * child still sees the host's tree, so a symlink here (an image's /etc -> /tmp/x, a host
+ * directory mounted above with a link in it) would send mkdir, the generated /etc files and the
+ * mount itself to a host path. Returns an O_PATH descriptor of the last directory, to mount on. */
+static int real_dir(const struct child_plan *p, const char *path, const char *shown)
 {
     char buf[LOCAL_WS_PATH_MAX];
     size_t n = strlen(path);
-    CHECK(n < sizeof buf, "mount target", path);
+    CHECK(n > 0 && n < sizeof buf, "mount target", path);
     memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] != '/' && buf[i] != '\0')
-            continue;
-        char c = buf[i];
-        buf[i] = '\0';
-        CHECK(mkdir(buf, 0755) == 0 || errno == EEXIST, "mkdir", buf);
-        buf[i] = c;
+    int fd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    CHECK(fd >= 0, "open", "the root tmpfs");
+    for (char *comp = buf, *next; comp && *comp; comp = next) {
+        next = strchr(comp, '/');
+        if (next)
+            *next++ = '\0';
+        int sub = openat(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0 && errno == ENOENT && (mkdirat(fd, comp, 0755) == 0 || errno == EEXIST))
+            sub = openat(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        close(fd);
+        CHECK(sub >= 0, "the image or a mount above has a symlink or file (never followed) on the way "
+                        "to", shown);
+        fd = sub;
     }
+    return fd;
+}
+
+static void make_path(const struct child_plan *p, const char *path, const char *shown)
+{
+    close(real_dir(p, path, shown));
 }
 
 static void attach(const struct child_plan *p, int fd, const char *dir)
 {
     CHECK(syscall(SYS_move_mount, fd, "", AT_FDCWD, dir, MOVE_MOUNT_F_EMPTY_PATH) == 0,
           "attach mount", dir);
+    close(fd);
+}
+
+/* attach onto a directory opened by real_dir (no path lookup left to follow a symlink). */
+static void attach_at(const struct child_plan *p, int fd, int at, const char *what)
+{
+    CHECK(syscall(SYS_move_mount, fd, "", at, "",
+                  MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) == 0,
+          "attach mount", what);
     close(fd);
 }
 
@@ -364,9 +389,10 @@ static void make_mounts(const struct child_plan *p, const char *root, int stage_
         const struct local_mount *m = &ws->m[i].m;
         char target[LOCAL_WS_PATH_MAX + 16], dir[64], sub[80], opts[200];
         snprintf(target, sizeof target, "%s%s", root, m->target + 1);
-        make_path(p, target);
+        int at = real_dir(p, target, m->target);
         if (m->mode != LOCAL_MOUNT_COW) {
-            attach(p, p->ws_tree[i], target);
+            attach_at(p, p->ws_tree[i], at, m->target);
+            close(at);
             continue;
         }
         CHECK(stage_fd == AT_FDCWD || fchdir(stage_fd) == 0, "chdir", "the data tmpfs");
@@ -387,8 +413,9 @@ static void make_mounts(const struct child_plan *p, const char *root, int stage_
         CHECK(mount("overlay", sub, "overlay", MS_NOSUID | MS_NODEV, opts) == 0,
               "mount copy-on-write overlay at", m->target);
         as_person(p, false);
-        CHECK(syscall(SYS_move_mount, AT_FDCWD, sub, root_fd, target, 0) == 0, "move overlay to",
-              m->target);
+        CHECK(syscall(SYS_move_mount, AT_FDCWD, sub, at, "", MOVE_MOUNT_T_EMPTY_PATH) == 0,
+              "move overlay to", m->target);
+        close(at);
         CHECK(fchdir(root_fd) == 0, "chdir", "the root tmpfs");
     }
     close(root_fd);
@@ -490,12 +517,14 @@ static void make_image_root(const struct child_plan *p)
                                            {".data/tmp", ".root/tmp"},
                                            {".data/root", ".root/root"}};
     for (size_t i = 0; i < 3; i++) {
-        mkdir(binds[i][1], 0755);
+        make_path(p, binds[i][1], binds[i][1] + 5); /* the image's own, never through a link */
         CHECK(mount(binds[i][0], binds[i][1], NULL, MS_BIND, NULL) == 0, "bind", binds[i][1]);
     }
     make_mounts(p, ".root/", AT_FDCWD, ".data/");
     CHECK(chdir(".root") == 0, "chdir", ".root");
-    mkdir("etc", 0755);
+    static const char *const own[] = {"/etc", "/dev", "/proc"}; /* written or mounted on below */
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        make_path(p, own[i] + 1, own[i]);
     static const char *const gen[] = {"etc/hostname", "etc/hosts", "etc/resolv.conf"};
     for (size_t i = 0; i < 3; i++)
         unlink(gen[i]); /* never write through an image's symlink */

@@ -35,8 +35,10 @@
  *    the same name (its source contents are hidden, not merged);
  *  - a directory in upper without that xattr is merged: recurse.
  *  - owners in upper: as root, host uid = the sandbox's "uid_base" (record) + uid inside; as an
- *    ordinary user, files the sandbox's commands wrote belong to that user (commands of a
- *    sandbox with a writable mount run as the user's own uid there, see docs/security.md).
+ *    ordinary user, everything in upper has that user's uid (commands of a sandbox with a
+ *    writable mount run as the user's own uid there, and the overlay is mounted with it as
+ *    effective uid: docs/security.md; in single-uid mode the user is the sandbox's root), while
+ *    overlayfs's own entries (whiteouts) may carry the subordinate root's gid.
  *  - the sandbox writes upper while it runs: open everything in it with O_NOFOLLOW / openat
  *    walks that never follow a symlink the sandbox planted.
  */

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "mcp/base/cleanup.h"
+#include "mcp/base/utf8.h"
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 
@@ -146,8 +147,10 @@ static int record(struct apply *a, const struct ws_change *c, enum outcome o, co
     if (json_array_size(a->results) >= WS_LISTED_MAX)
         return 0; /* counted only */
     cleanup_free char *sp = ws_sandbox_path(a->m, c->rel);
-    json_t *r = json_pack("{s:s, s:s, s:s}", "path", sp, "change", ws_kind_name(c->kind), "status",
-                          names[o]);
+    /* a name that is not UTF-8 is shown as review_changes shows it (json_pack's "s" refused it,
+     * and the result went unlisted) */
+    json_t *r = json_pack("{s:o, s:s, s:s}", "path", utf8_json_text(sp, strlen(sp)), "change",
+                          ws_kind_name(c->kind), "status", names[o]);
     if (why)
         json_object_set_new(r, "reason", json_string(why));
     json_array_append_new(a->results, r);
@@ -192,8 +195,9 @@ static int write_temp(struct apply *a, const char *rel, int parent, mode_t mode,
             done += w;
         }
     }
-    if (n < 0 || chown_entry(a, parent, tmp) < 0 || fchmod(out, host_mode(mode)) < 0 ||
-        fsync(out) < 0)
+    /* No fsync: the rename already keeps readers from half a file, and a thousand fsyncs made a
+     * large apply take seconds (git does not sync its checkouts either). */
+    if (n < 0 || chown_entry(a, parent, tmp) < 0 || fchmod(out, host_mode(mode)) < 0)
         goto fail;
     return 0;
 fail:;

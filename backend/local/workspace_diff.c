@@ -127,9 +127,46 @@ static bool side_text(int dirfd, const char *rel, mode_t mode, char **data, size
     return utf8_is_text(*data, *len);
 }
 
+/* p as the diff names it after prefix ("a/", "b/"): as is, or in git's C-style quotes ("a/x\ny")
+ * when p has a control character, a quote, a backslash or a byte that is not UTF-8. The sandbox
+ * names its files: unquoted, a newline in a name forged header and hunk lines in the review (a
+ * file shown as an edit of another), as `git apply` reads the quoted form back. */
+static char *diff_name(const char *prefix, const char *p)
+{
+    size_t n = strlen(p), i = 0, cl;
+    while (i < n && (cl = utf8_char_len(p + i, n - i)) > 0 && (unsigned char)p[i] >= 0x20 &&
+           p[i] != 0x7f && p[i] != '"' && p[i] != '\\')
+        i += cl;
+    if (i == n)
+        return xasprintf("%s%s", prefix, p);
+    struct buf b;
+    buf_init(&b, SIZE_MAX);
+    buf_printf(&b, "\"%s", prefix);
+    for (i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        static const char esc[] = "\a\b\t\n\v\f\r", name[] = "abtnvfr";
+        const char *e = ch ? strchr(esc, ch) : NULL;
+        if (ch == '"' || ch == '\\')
+            buf_printf(&b, "\\%c", ch);
+        else if (e)
+            buf_printf(&b, "\\%c", name[e - esc]);
+        else if (ch < 0x20 || ch == 0x7f || (ch >= 0x80 && utf8_char_len(p + i, n - i) == 0))
+            buf_printf(&b, "\\%03o", ch);
+        else {
+            size_t len = ch >= 0x80 ? utf8_char_len(p + i, n - i) : 1;
+            buf_append(&b, p + i, len);
+            i += len - 1;
+        }
+    }
+    buf_append_str(&b, "\"");
+    return buf_steal(&b, NULL);
+}
+
 static void render_header(struct buf *d, const char *p, const struct ws_change *c)
 {
-    buf_printf(d, "diff --git a/%s b/%s\n", p, p);
+    cleanup_free char *a = diff_name("a/", p);
+    cleanup_free char *b = diff_name("b/", p);
+    buf_printf(d, "diff --git %s %s\n", a, b);
     unsigned om = git_mode(c->old_mode), nm = git_mode(c->new_mode);
     if (c->old_mode == 0)
         buf_printf(d, "new file mode %06o\n", nm);
@@ -160,13 +197,13 @@ static void render_change(struct buf *d, int ufd, int lfd, const struct ws_mount
     bool text = side_text(lfd, c->rel, om, &a, &al);
     text = side_text(ufd, c->rel, nm, &b, &bl) && text;
     c->binary = !text && (S_ISREG(om) || S_ISREG(nm));
-    const char *from = om ? "a/" : "", *to = nm ? "b/" : "";
+    cleanup_free char *from = om ? diff_name("a/", p) : xstrdup("/dev/null");
+    cleanup_free char *to = nm ? diff_name("b/", p) : xstrdup("/dev/null");
     if (!text) {
-        buf_printf(d, "Binary files %s%s and %s%s differ\n", from, om ? p : "/dev/null", to,
-                   nm ? p : "/dev/null");
+        buf_printf(d, "Binary files %s and %s differ\n", from, to);
         return;
     }
-    buf_printf(d, "--- %s%s\n+++ %s%s\n", from, om ? p : "/dev/null", to, nm ? p : "/dev/null");
+    buf_printf(d, "--- %s\n+++ %s\n", from, to);
     udiff_hunks(a ? a : "", al, b ? b : "", bl, d, NULL, NULL);
 }
 

@@ -245,9 +245,12 @@ static int emit_deleted(struct scan *s, int lfd, const char *name, const struct 
 /* Equal contents of two regular files of equal size. */
 static bool same_contents(int ufd, const char *name, int lfd)
 {
-    cleanup_close int a = openat(ufd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    cleanup_close int b = openat(lfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (a < 0 || b < 0)
+    cleanup_close int a = openat(ufd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    cleanup_close int b = openat(lfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat sa, sb;
+    /* non-blocking and checked again: the sandbox may have put a fifo there since the lstat */
+    if (a < 0 || b < 0 || fstat(a, &sa) < 0 || fstat(b, &sb) < 0 || !S_ISREG(sa.st_mode) ||
+        !S_ISREG(sb.st_mode))
         return false;
     static char x[65536], y[65536];
     for (;;) {

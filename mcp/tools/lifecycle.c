@@ -215,8 +215,19 @@ void tool_set_network_policy(struct tool_call *call, json_t *args)
     }
     /* the policy's two members are the tool's own arguments (no wrapper object: tools/list is
      * short of bytes), in the same shape as create_sandbox's network_policy */
-    json_t *j = json_object();
     static const char *const keys[] = {"default_action", "egress"};
+    if (json_object_get(args, keys[0]) == NULL && json_object_get(args, keys[1]) == NULL) {
+        /* Most likely the policy sent wrapped as in create_sandbox ({"network_policy": {...}}),
+         * which the argument check drops as unknown: an empty policy would deny everything. */
+        mcp_error_set(&err, MCP_ERR_INVALID, 0,
+                      "set_network_policy needs default_action and/or egress as its own "
+                      "arguments, not wrapped in network_policy: e.g. {\"sandbox_id\": \"%s\", "
+                      "\"egress\": [{\"action\": \"allow\", \"target\": \"pypi.org\"}]}; to refuse "
+                      "everything say {\"default_action\": \"deny\"}", id);
+        tool_job_fail(job, &err);
+        return;
+    }
+    json_t *j = json_object();
     for (size_t i = 0; i < 2; i++)
         if (json_object_get(args, keys[i]) != NULL)
             json_object_set(j, keys[i], json_object_get(args, keys[i]));

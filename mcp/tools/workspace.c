@@ -27,6 +27,25 @@ static void apply_done_cb(void *arg, json_t *result, const struct mcp_error *err
     tool_job_done_cb(job, result, err);
 }
 
+/* Relative paths are relative to /workspace, as in the file tools. */
+static json_t *absolute_paths(json_t *paths)
+{
+    json_t *out = json_array();
+    size_t i;
+    json_t *p;
+    json_array_foreach(paths, i, p)
+    {
+        const char *s = json_string_value(p);
+        if (s == NULL)
+            continue;
+        if (s[0] == '/')
+            json_array_append(out, p);
+        else
+            json_array_append_new(out, json_sprintf("/workspace/%s", s));
+    }
+    return out;
+}
+
 static void workspace_call(struct tool_call *call, json_t *args, const char *action,
                            backend_cb *done)
 {
@@ -40,7 +59,7 @@ static void workspace_call(struct tool_call *call, json_t *args, const char *act
     json_t *bargs = json_object();
     json_t *paths = json_object_get(args, "paths");
     if (json_is_array(paths))
-        json_object_set(bargs, "paths", paths);
+        json_object_set_new(bargs, "paths", absolute_paths(paths));
     if (strcmp(action, "review") == 0) {
         json_object_set_new(bargs, "offset",
                             json_integer(tools_arg_int(args, "offset", 0, 0, INT64_MAX)));

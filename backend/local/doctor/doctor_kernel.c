@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <sched.h>
 #include <seccomp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "backend/local/doctor/doctor.h"
+#include "backend/local/egress_rules.h"
 #include "backend/local/pasta_path.h"
 #include "backend/local/runtime_dir.h"
 
@@ -171,6 +173,42 @@ static void check_netstack(struct doctor_report *r)
     doctor_pass(c, "%s", pasta);
 }
 
+/* In a throw-away child: a user and network namespace of its own (as a sandbox has), mapped to
+ * this process's ids, and nft writing the sandbox rules there. Exits with nft's status. */
+static int probe_nft(void *arg)
+{
+    static const char rules[] = LOCAL_EGRESS_NFT_RULES;
+    const char *nft = arg;
+    char map[64];
+    unsigned uid = (unsigned)geteuid(), gid = (unsigned)getegid();
+    int p[2];
+    if (unshare(CLONE_NEWUSER | CLONE_NEWNET) < 0 || pipe(p) < 0)
+        return 125;
+    int fd = open("/proc/self/setgroups", O_WRONLY);
+    if (fd >= 0) {
+        ssize_t w = write(fd, "deny", 4);
+        (void)w;
+        close(fd);
+    }
+    const char *files[] = {"/proc/self/uid_map", "/proc/self/gid_map"};
+    unsigned ids[] = {uid, gid};
+    for (int i = 0; i < 2; i++) {
+        int n = snprintf(map, sizeof map, "0 %u 1", ids[i]);
+        fd = open(files[i], O_WRONLY);
+        if (fd < 0 || write(fd, map, (size_t)n) != n)
+            return 125;
+        close(fd);
+    }
+    if (write(p[1], rules, sizeof rules - 1) != (ssize_t)(sizeof rules - 1))
+        return 125;
+    close(p[1]);
+    int null = open("/dev/null", O_WRONLY);
+    if (dup2(p[0], 0) < 0 || null < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+        return 125;
+    execl(nft, "nft", "-f", "-", (char *)NULL);
+    return 126;
+}
+
 /* Sandboxes with a network_policy: the host's nft writes their rules (egress_netns.c). */
 static void check_nft(struct doctor_report *r)
 {
@@ -182,7 +220,20 @@ static void check_nft(struct doctor_report *r)
                     "(network=true and the loopback-only default work)");
         return;
     }
-    doctor_pass(c, "%s", nft);
+    int rc = doctor_in_child(probe_nft, (void *)nft);
+    if (rc == 125) {
+        doctor_fail(c, "see the user_namespaces and namespaces_probe checks",
+                    "no user and network namespace to try %s in", nft);
+        return;
+    }
+    if (rc != 0) {
+        doctor_fail(c, "sudo modprobe -a nf_tables nft_nat nft_redir nft_reject_inet",
+                    "%s could not write a sandbox's egress rules in a new network namespace "
+                    "(exit status %d): the kernel's nf_tables NAT, redirect or reject support "
+                    "is missing, so sandboxes created with a network_policy fail", nft, rc);
+        return;
+    }
+    doctor_pass(c, "%s writes the egress rules in a sandbox's namespace", nft);
 }
 
 /* With these off, staging in shared directories is riskier

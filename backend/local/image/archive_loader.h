@@ -21,7 +21,8 @@
     X(entry_filetype) X(entry_size) X(entry_symlink) X(read_support_format_raw) X(read_open)   \
     X(read_disk_new) X(read_disk_set_symlink_physical) X(read_disk_set_behavior) X(read_disk_open) \
     X(read_next_header2) X(read_disk_descend) X(entry_new) X(entry_free) X(entry_uid) X(entry_gid) \
-    X(entry_set_uid) X(entry_set_gid)
+    X(entry_set_uid) X(entry_set_gid) X(entry_linkresolver_new) X(entry_linkresolver_set_strategy) \
+    X(entry_linkresolver_free) X(entry_linkify)
 
 #define OCI_ARCHIVE_ENTRY(name) __typeof__(archive_##name) *name;
 struct oci_archive_api {

@@ -34,7 +34,8 @@ static bool same_registry(const char *a, const char *b)
     return (ha && hb) || strcmp(a, b) == 0;
 }
 
-/* auths.<registry>.auth decoded ("user:password"), or NULL. */
+/* auths.<registry>.auth decoded ("user:password"), or its identitytoken ("<token>:..."), or
+ * NULL. */
 static char *inline_creds(json_t *root, const char *registry)
 {
     const char *key;
@@ -43,6 +44,9 @@ static char *inline_creds(json_t *root, const char *registry)
         char host[300];
         key_host(key, host, sizeof host);
         const char *b64 = json_string_value(json_object_get(v, "auth"));
+        const char *idt = json_string_value(json_object_get(v, "identitytoken"));
+        if (same_registry(host, registry) && idt && idt[0])
+            return xasprintf(CRED_IDENTITY_PREFIX "%s", idt);
         if (!same_registry(host, registry) || b64 == NULL)
             continue;
         size_t len = strlen(b64), out_len = 0;
@@ -140,12 +144,6 @@ char *cred_parse_helper_output(const char *out, size_t len, const char *helper,
                       "{\"Username\", \"Secret\"} JSON: check the helper (run `echo <registry> | "
                       "docker-credential-%s get`)",
                       helper, helper);
-    else if (strcmp(user, "<token>") == 0)
-        mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
-                      "credential helper docker-credential-%s gave an identity token (Username "
-                      "<token>), which mcpbox cannot use: log in with a user name and password "
-                      "or access token",
-                      helper);
     else if (strchr(user, ':') != NULL)
         mcp_error_set(err, MCP_ERR_BACKEND, 0,
                       "credential helper docker-credential-%s gave a user name with ':', which "

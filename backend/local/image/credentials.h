@@ -17,9 +17,12 @@
 #define CRED_HELPER_TIMEOUT_S 10
 #define CRED_HELPER_NAME_MAX 128
 #define CRED_FILE_MAX 1024
+/* Credentials that start so carry an identity token (an OAuth2 refresh token), not a password:
+ * a helper's Username "<token>", or auths.<host>.identitytoken in a file. */
+#define CRED_IDENTITY_PREFIX "<token>:"
 
 struct cred_source {
-    char *creds;                          /* "user:password" found inline, or NULL */
+    char *creds;                          /* "user:password" (or "<token>:...") inline, or NULL */
     char helper[CRED_HELPER_NAME_MAX];    /* else the helper to ask ("" if none) */
     const char *helper_key;               /* "credHelpers" or "credsStore" */
     char file[CRED_FILE_MAX];             /* the file that said so */
@@ -47,7 +50,8 @@ void cred_helper_cancel(struct cred_helper_run *run);
  * docker CLI stores it; others are host[:port]. */
 void cred_server_address(const char *registry, char *out, size_t size);
 
-/* Parses a helper's answer into "user:secret" (malloc'd); NULL with err if it is not one. */
+/* Parses a helper's answer into "user:secret" (malloc'd; "<token>:secret" for an identity
+ * token); NULL with err if it is not one. */
 char *cred_parse_helper_output(const char *out, size_t len, const char *helper,
                                struct mcp_error *err);
 

@@ -60,6 +60,8 @@ int image_service_import_dir(struct image_service *s, const char *name, const ch
 struct layer_store;
 struct layer_store *image_service_store(struct image_service *s);
 uv_loop_t *image_service_loop(struct image_service *s);
+/* Work on the service's loop outside its pulls (an import) holds it (+1) until it ends (-1);
+ * a service closed meanwhile is freed by the last release. */
 void image_service_hold(struct image_service *s, int delta);
 
 /* True if text parses as a reference (create uses it to tell a typo from a pull). */

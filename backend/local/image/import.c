@@ -107,7 +107,6 @@ static void import_work(uv_work_t *w)
 static void import_after(uv_work_t *w, int status)
 {
     struct import_job *j = w->data;
-    image_service_hold(j->svc, -1);
     if (status == UV_ECANCELED && j->rc == 0)
         j->rc = mcp_error_set(&j->err, MCP_ERR_UNAVAILABLE, 0, "the server is stopping");
     if (j->rc < 0) {
@@ -121,7 +120,9 @@ static void import_after(uv_work_t *w, int status)
         j->done(j->arg, image, NULL);
         json_decref(image);
     }
+    struct image_service *s = j->svc;
     free(j);
+    image_service_hold(s, -1); /* last: it frees a service closed while this ran */
 }
 
 int image_service_import_dir(struct image_service *s, const char *name, const char *dir,

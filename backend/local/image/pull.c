@@ -40,7 +40,7 @@ struct layer_job {
     struct image_service *svc;
     struct layer_job *next;
     struct oci_descriptor desc;
-    size_t index;       /* 1-based among the layers its owner fetches */
+    size_t index;       /* 1-based in its owner's queue (the layers the owner fetches) */
     char diff_id[72];   /* the config's rootfs.diff_ids entry: the unpacked stream's digest */
     struct pull *owner; /* downloads it */
     struct pull **waiters;
@@ -78,8 +78,12 @@ struct pull {
     size_t n_queue, next_download;
     struct layer_job *downloading;
     size_t outstanding; /* jobs this pull waits for */
-    uint64_t total, done_bytes; /* compressed bytes of the layers it fetches; downloaded */
-    uint64_t unpacked_bytes;    /* compressed bytes of its layers unpacked */
+    /* Every layer job it waits for (its own and those other pulls fetch), for progress; an
+     * entry is NULL once that job is over. */
+    struct layer_job **waits;
+    size_t n_waits;
+    uint64_t total;          /* compressed bytes of those layers */
+    uint64_t completed_size; /* of those over (downloaded and unpacked) */
     size_t n_unpacked;
     uint64_t reported;          /* the work last reported (download + unpack bytes) */
     bool failed, finished;
@@ -175,6 +179,13 @@ static json_t *make_record(struct pull *p)
 
 /* ---- finishing ------------------------------------------------------------------------------- */
 
+/* A service closed while work was under way is freed by the last piece of that work to end. */
+static void service_free_if_closed(struct image_service *s)
+{
+    if (s->closing && s->pulls == NULL && s->busy == 0)
+        free(s);
+}
+
 static void pull_free(struct pull *p)
 {
     struct image_service *s = p->svc;
@@ -188,7 +199,9 @@ static void pull_free(struct pull *p)
     image_config_free(&p->config);
     json_decref(p->cached);
     free(p->queue);
+    free(p->waits);
     free(p);
+    service_free_if_closed(s);
 }
 
 static void timer_closed(uv_handle_t *h)
@@ -235,8 +248,9 @@ static void pull_check(struct pull *p)
 
 enum layer_stage { STAGE_DOWNLOADING, STAGE_DOWNLOADED, STAGE_UNPACKING, STAGE_UNPACKED };
 
-/* The work of a pull counts each layer it fetches twice: its compressed bytes as they are
- * downloaded, and again as the unpacker reads them, so that a slow unpack moves too. While a
+/* The work of a pull counts each layer it waits for (its own and those another pull fetches)
+ * twice: its compressed bytes as they are downloaded, and again as the unpacker reads them, so
+ * that a slow unpack moves too. While a
  * layer unpacks its part stays one byte short: its end is then a step forward, and the
  * protocol shows only steps forward (progress must grow). */
 static uint64_t unpack_part(const struct layer_job *j)
@@ -247,28 +261,40 @@ static uint64_t unpack_part(const struct layer_job *j)
     return j->unpacked < size ? j->unpacked : size > 0 ? size - 1 : 0;
 }
 
+/* Bytes downloaded of the layers p waits for, and its work (download + unpack). */
+static uint64_t downloaded(const struct pull *p)
+{
+    uint64_t b = p->completed_size;
+    for (size_t i = 0; i < p->n_waits; i++)
+        if (p->waits[i])
+            b += p->waits[i]->received;
+    return b;
+}
+
 static uint64_t work_done(const struct pull *p)
 {
-    uint64_t w = p->done_bytes + p->unpacked_bytes;
-    for (size_t i = 0; i < p->n_queue; i++)
-        if (p->queue[i] && p->queue[i]->unpacking)
-            w += unpack_part(p->queue[i]);
+    uint64_t w = downloaded(p) + p->completed_size;
+    for (size_t i = 0; i < p->n_waits; i++)
+        if (p->waits[i] && p->waits[i]->unpacking)
+            w += unpack_part(p->waits[i]);
     return w;
 }
 
-/* One note about layer j of p: "layer 2 of 3 (sha256:1a2b3c4d5e6f, 5.0 MB): 1.2 MB
- * downloaded; all: 3.1 of 21.7 MB downloaded, 1 of 3 unpacked". Only when work was done since
- * the last one. */
-static void report(struct pull *p, const struct layer_job *j, enum layer_stage stage)
+/* One note about layer j, the index-th (1-based) that p waits for: "layer 2 of 3
+ * (sha256:1a2b3c4d5e6f, 5.0 MB): 1.2 MB downloaded; all: 3.1 of 21.7 MB downloaded, 1 of 3
+ * unpacked". Only when work was done since the last one. */
+static void report(struct pull *p, const struct layer_job *j, size_t index,
+                   enum layer_stage stage)
 {
     uint64_t work = work_done(p);
     if (p->progress == NULL || p->finished || work <= p->reported)
         return;
     p->reported = work;
-    char what[64], msg[300];
+    char what[80], msg[320];
     switch (stage) {
     case STAGE_DOWNLOADING:
-        snprintf(what, sizeof what, "%.1f MB downloaded", (double)j->received / 1e6);
+        snprintf(what, sizeof what, "%.1f MB downloaded%s", (double)j->received / 1e6,
+                 j->owner != p ? " (by another create)" : "");
         break;
     case STAGE_DOWNLOADED:
         snprintf(what, sizeof what, "downloaded, unpacking");
@@ -283,31 +309,44 @@ static void report(struct pull *p, const struct layer_job *j, enum layer_stage s
     snprintf(msg, sizeof msg,
              "layer %zu of %zu (%.19s, %.1f MB): %s; all: %.1f of %.1f MB downloaded, %zu of %zu "
              "unpacked",
-             j->index, p->n_queue, j->desc.digest, (double)j->desc.size / 1e6, what,
-             (double)p->done_bytes / 1e6, (double)p->total / 1e6, p->n_unpacked, p->n_queue);
+             index, p->n_waits, j->desc.digest, (double)j->desc.size / 1e6, what,
+             (double)downloaded(p) / 1e6, (double)p->total / 1e6, p->n_unpacked, p->n_waits);
     p->progress(p->arg, work, 2 * p->total, msg);
 }
 
-/* Every PROGRESS_TICK_MS while layers are fetched: how far the download and the unpacks are. */
+static size_t wait_index(const struct pull *p, const struct layer_job *j)
+{
+    for (size_t i = 0; i < p->n_waits; i++)
+        if (p->waits[i] == j)
+            return i + 1;
+    return 0;
+}
+
+/* Every PROGRESS_TICK_MS while layers are fetched: how far the downloads and the unpacks are,
+ * its own and those of layers other pulls fetch for it too. */
 static void pull_tick(uv_timer_t *t)
 {
     struct pull *p = t->data;
-    const struct layer_job *moved = NULL;
-    for (size_t i = 0; i < p->n_queue; i++) {
-        struct layer_job *j = p->queue[i];
-        if (j == NULL || !j->unpacking)
+    size_t moved = 0, fetching = 0;
+    for (size_t i = 0; i < p->n_waits; i++) {
+        struct layer_job *j = p->waits[i];
+        if (j == NULL)
+            continue;
+        if (j->owner->downloading == j && j->retry_at_ms == 0)
+            fetching = i + 1;
+        if (!j->unpacking)
             continue;
         /* The unpacker reads the blob through a duplicate of j->fd: the offset is shared. */
         off_t at = lseek(j->fd, 0, SEEK_CUR);
         if (at > 0 && (uint64_t)at > j->unpacked) {
             j->unpacked = (uint64_t)at;
-            moved = j;
+            moved = i + 1;
         }
     }
-    if (p->downloading)
-        report(p, p->downloading, STAGE_DOWNLOADING);
+    if (fetching)
+        report(p, p->waits[fetching - 1], fetching, STAGE_DOWNLOADING);
     else if (moved)
-        report(p, moved, STAGE_UNPACKING);
+        report(p, p->waits[moved - 1], moved, STAGE_UNPACKING);
     resume_download(p);
 }
 
@@ -331,15 +370,21 @@ static void job_free(struct layer_job *j)
 static void job_complete(struct layer_job *j)
 {
     struct pull *owner = j->owner;
-    if (owner && j->index > 0 && owner->queue[j->index - 1] == j) {
-        j->unpacking = false;
-        if (j->rc == 0) {
-            j->unpack_done = true;
-            owner->unpacked_bytes += (uint64_t)j->desc.size;
-            owner->n_unpacked++;
-            report(owner, j, STAGE_UNPACKED);
-        }
+    if (owner && j->index > 0 && owner->queue[j->index - 1] == j)
         owner->queue[j->index - 1] = NULL; /* freed below */
+    j->unpacking = false;
+    j->unpack_done = j->rc == 0;
+    for (size_t i = 0; i < j->n_waiters; i++) {
+        struct pull *w = j->waiters[i];
+        size_t at = wait_index(w, j);
+        if (at > 0) {
+            w->waits[at - 1] = NULL;
+            if (j->rc == 0) {
+                w->completed_size += (uint64_t)j->desc.size;
+                w->n_unpacked++;
+                report(w, j, at, STAGE_UNPACKED);
+            }
+        }
     }
     for (size_t i = 0; i < j->n_waiters; i++) {
         struct pull *w = j->waiters[i];
@@ -361,6 +406,8 @@ static void job_add_waiter(struct layer_job *j, struct pull *p)
     j->waiters = xrealloc(j->waiters, (j->n_waiters + 1) * sizeof *j->waiters);
     j->waiters[j->n_waiters++] = p;
     p->outstanding++;
+    p->waits[p->n_waits++] = j; /* sized for every layer of the manifest (plan_layers) */
+    p->total += (uint64_t)j->desc.size;
 }
 
 static struct layer_job *job_find(struct image_service *s, const char *digest)
@@ -399,10 +446,12 @@ static void unpack_work(uv_work_t *w)
 static void unpack_after(uv_work_t *w, int status)
 {
     struct layer_job *j = w->data;
-    j->svc->busy--;
+    struct image_service *s = j->svc;
     if (status == UV_ECANCELED && j->rc == 0)
         j->rc = mcp_error_set(&j->err, MCP_ERR_UNAVAILABLE, 0, "the pull was cancelled");
-    job_complete(j);
+    job_complete(j); /* with the job still counted, so s outlives it */
+    s->busy--;
+    service_free_if_closed(s);
 }
 
 static void start_unpack(struct layer_job *j)
@@ -429,7 +478,6 @@ static int restart_download(struct layer_job *j)
         return mcp_error_set(&j->err, MCP_ERR_IO, errno, "restarting the download of %.19s",
                              j->desc.digest);
     layer_hash_init(&j->hash);
-    j->owner->done_bytes -= j->received;
     j->received = 0;
     return 0;
 }
@@ -437,7 +485,6 @@ static int restart_download(struct layer_job *j)
 static int layer_sink(void *arg, uint64_t offset, const char *data, size_t len)
 {
     struct layer_job *j = arg;
-    struct pull *p = j->owner;
     if (offset != j->received && (offset != 0 || (j->rc = restart_download(j)) < 0)) {
         if (j->rc == 0)
             j->rc = mcp_error_set(&j->err, MCP_ERR_BACKEND, 0,
@@ -468,7 +515,6 @@ static int layer_sink(void *arg, uint64_t offset, const char *data, size_t len)
     }
     layer_hash_update(&j->hash, data, len);
     j->received += len;
-    p->done_bytes += len;
     return 0;
 }
 
@@ -528,8 +574,8 @@ static void download_done(void *arg, struct osb_response *resp, const struct mcp
         j->rc = -1, mcp_error_copy(&j->err, err);
     if (j->rc == 0)
         verify_layer(j);
-    if (j->rc == 0)
-        report(p, j, STAGE_DOWNLOADED);
+    for (size_t i = 0; j->rc == 0 && i < j->n_waiters; i++)
+        report(j->waiters[i], j, wait_index(j->waiters[i], j), STAGE_DOWNLOADED);
     if (j->rc == 0)
         start_unpack(j);
     else
@@ -618,6 +664,7 @@ static void plan_layers(struct pull *p)
     struct image_service *s = p->svc;
     uint64_t need = 0;
     p->queue = xcalloc(p->manifest.n_entries, sizeof *p->queue);
+    p->waits = xcalloc(p->manifest.n_entries, sizeof *p->waits);
     for (size_t i = 0; i < p->manifest.n_entries && !p->failed; i++) {
         const struct oci_descriptor *d = &p->manifest.entries[i];
         char dir[LAYER_STORE_PATH_MAX + 100], known[72] = "";
@@ -641,7 +688,6 @@ static void plan_layers(struct pull *p)
         p->queue[p->n_queue++] = j;
         need += (uint64_t)d->size;
     }
-    p->total = need;
     struct mcp_error err;
     json_t *in_use = s->in_use ? s->in_use(s->in_use_arg) : NULL;
     /* Layers of this image count as in use too. */
@@ -650,9 +696,9 @@ static void plan_layers(struct pull *p)
     if (need > 0 && !p->failed && layer_store_make_room(&s->store, need, in_use, &err) < 0)
         pull_fail(p, &err);
     json_decref(in_use);
-    if (p->progress && need > 0)
-        p->progress(p->arg, 0, 2 * need, "downloading layers");
-    if (need > 0)
+    if (p->progress && p->n_waits > 0)
+        p->progress(p->arg, 0, 2 * p->total, "downloading layers");
+    if (p->n_waits > 0)
         uv_timer_start(&p->timer, pull_tick, PROGRESS_TICK_MS, PROGRESS_TICK_MS);
     next_download(p);
     pull_check(p);
@@ -827,6 +873,7 @@ uv_loop_t *image_service_loop(struct image_service *s)
 void image_service_hold(struct image_service *s, int delta)
 {
     s->busy = (size_t)((long)s->busy + delta);
+    service_free_if_closed(s);
 }
 
 void image_service_free(struct image_service *s)
@@ -839,10 +886,9 @@ void image_service_free(struct image_service *s)
             registry_cancel(p->client);
     if (s->http)
         osb_http_free(s->http);
-    /* Pulls and jobs end through their callbacks while the loop closes; the service itself is
-     * small and lives until the process exits when work is still under way. */
-    if (s->pulls == NULL && s->busy == 0)
-        free(s);
+    /* Pulls and jobs still under way end through their callbacks while the loop closes, and
+     * the last of them frees the service. */
+    service_free_if_closed(s);
 }
 
 json_t *image_service_list(struct image_service *s)

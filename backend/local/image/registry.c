@@ -231,6 +231,16 @@ static struct curl_slist *basic_header(const struct registry_client *c)
     return l;
 }
 
+/* Credentials "<token>:<refresh token>": an identity token (Docker's convention for OAuth2
+ * refresh tokens, from a helper's Username "<token>" or a file's identitytoken), exchanged at
+ * the token realm instead of sent as Basic. */
+static const char *identity_token(const struct registry_client *c)
+{
+    return c->creds && strncmp(c->creds, CRED_IDENTITY_PREFIX, strlen(CRED_IDENTITY_PREFIX)) == 0
+               ? c->creds + strlen(CRED_IDENTITY_PREFIX)
+               : NULL;
+}
+
 static void request_token(struct registry_client *c, const char *challenge)
 {
     char realm[1024], service[256], scope[512], url[REGISTRY_URL_MAX], dflt[400];
@@ -248,16 +258,32 @@ static void request_token(struct registry_client *c, const char *challenge)
     snprintf(dflt, sizeof dflt, "repository:%s:pull", c->ref.repository);
     char *es = osb_curl.easy_escape(NULL, service, 0);
     char *esc = osb_curl.easy_escape(NULL, scope[0] ? scope : dflt, 0);
-    snprintf(url, sizeof url, "%s%sservice=%s&scope=%s", realm, strchr(realm, '?') ? "&" : "?",
-             es ? es : "", esc ? esc : "");
+    const char *refresh = identity_token(c);
+    char *body = NULL;
+    if (refresh) { /* OAuth2: the refresh token for an access token, POSTed as a form */
+        char *er = osb_curl.easy_escape(NULL, refresh, 0);
+        body = xasprintf("grant_type=refresh_token&client_id=mcpbox&service=%s&scope=%s&"
+                         "refresh_token=%s",
+                         es ? es : "", esc ? esc : "", er ? er : "");
+        osb_curl.free(er);
+        snprintf(url, sizeof url, "%s", realm);
+    } else {
+        snprintf(url, sizeof url, "%s%sservice=%s&scope=%s", realm,
+                 strchr(realm, '?') ? "&" : "?", es ? es : "", esc ? esc : "");
+    }
     osb_curl.free(es), osb_curl.free(esc);
-    struct osb_req_opts o = {.method = "GET", .url = url,
-                             .headers = c->creds ? basic_header(c) : NULL,
+    struct curl_slist *h =
+        refresh ? osb_curl.slist_append(NULL, "Content-Type: application/x-www-form-urlencoded")
+        : c->creds ? basic_header(c)
+                   : NULL;
+    struct osb_req_opts o = {.method = refresh ? "POST" : "GET", .url = url, .headers = h,
+                             .body = body, .body_len = body ? strlen(body) : 0,
                              .connect_timeout_ms = REGISTRY_CONNECT_MS, .deadline_ms = 60000,
                              .body_cap = REGISTRY_TOKEN_CAP, .retry = OSB_RETRY_SAFE,
                              .retry_max = 3, .retry_base_ms = 200, .retry_cap_ms = 2000,
                              .follow_redirects = true, .done = on_token, .arg = c};
     c->req = osb_http_start(c->http, &o);
+    free(body); /* copied by the engine */
 }
 
 static bool failure_retryable(const struct osb_response *resp)
@@ -277,7 +303,7 @@ bool registry_retryable(const struct registry_client *c)
 static bool challenge_answerable(const struct registry_client *c)
 {
     return strncasecmp(c->challenge, "Bearer ", 7) == 0 ||
-           (strncasecmp(c->challenge, "Basic", 5) == 0 && c->creds);
+           (strncasecmp(c->challenge, "Basic", 5) == 0 && c->creds && !identity_token(c));
 }
 
 /* With the credentials known: a token for a Bearer challenge, Basic for a Basic one; else ask
@@ -288,7 +314,7 @@ static void answer_challenge(struct registry_client *c)
         request_token(c, c->challenge);
         return;
     }
-    if (strncasecmp(c->challenge, "Basic", 5) == 0 && c->creds) {
+    if (strncasecmp(c->challenge, "Basic", 5) == 0 && c->creds && !identity_token(c)) {
         char *b64 = xmalloc(base64_encoded_len(strlen(c->creds)) + 1);
         base64_encode(c->creds, strlen(c->creds), b64);
         snprintf(c->auth, sizeof c->auth, "Authorization: Basic %s", b64);

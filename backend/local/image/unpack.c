@@ -378,7 +378,8 @@ static int import_entry(struct archive *d, struct archive *w, struct archive_ent
     size_t n;
     la_int64_t off;
     int rc;
-    while (type == AE_IFREG && (rc = oci_archive.read_data_block(d, &block, &n, &off)) != ARCHIVE_EOF) {
+    while (type == AE_IFREG && !hl &&
+           (rc = oci_archive.read_data_block(d, &block, &n, &off)) != ARCHIVE_EOF) {
         if (rc < ARCHIVE_WARN || oci_archive.write_data_block(w, block, n, off) < ARCHIVE_WARN)
             return report(r, MCP_ERR_IO, "copying '%.200s' failed: %.150s", path,
                           oci_archive.error_string(rc < ARCHIVE_WARN ? d : w));
@@ -396,6 +397,9 @@ static void import_tree(const struct child_job *job, struct unpack_report *r)
     struct archive *d = oci_archive.read_disk_new();
     struct archive *w = oci_archive.write_disk_new();
     struct archive_entry *e = oci_archive.entry_new();
+    /* Hard links stay links: the second name of a file becomes a link to the first. */
+    struct archive_entry_linkresolver *links = oci_archive.entry_linkresolver_new();
+    oci_archive.entry_linkresolver_set_strategy(links, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED);
     oci_archive.read_disk_set_symlink_physical(d);
     oci_archive.read_disk_set_behavior(d, ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS);
     oci_archive.write_disk_set_options(w, ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_PERM |
@@ -407,6 +411,8 @@ static void import_tree(const struct child_job *job, struct unpack_report *r)
         if (rc < ARCHIVE_WARN)
             break;
         oci_archive.read_disk_descend(d);
+        struct archive_entry *entry = e, *spare = NULL;
+        oci_archive.entry_linkify(links, &entry, &spare); /* tar: entry stays e, no spare */
         if (import_entry(d, w, e, job, r) < 0)
             break;
         rc = ARCHIVE_OK;
@@ -416,6 +422,7 @@ static void import_tree(const struct child_job *job, struct unpack_report *r)
                oci_archive.error_string(d), NULL);
     if (oci_archive.write_free(w) < ARCHIVE_WARN && r->code == 0)
         report(r, MCP_ERR_IO, "finishing the copy failed%s%s", "", NULL);
+    oci_archive.entry_linkresolver_free(links);
     oci_archive.entry_free(e);
     oci_archive.read_free(d);
 }

@@ -58,4 +58,20 @@ echo "$err" | grep -q 'set default_action to "allow" instead' || fail "policy fi
 [ "$(sb network-policy "$id" -o json)" = null ] || fail "network-policy -o json"
 err=$(echo '{"egress":[]}' | sb network-policy "$id" - 2>&1) && fail "replacing a policy it has not"
 echo "$err" | grep -q "no network_policy, so its egress has no policy to change" || fail "$err"
+# With a policy: lookups inside follow it, network-policy replaces it (stdin), the next lookup
+# follows the new one, and the refused lookups are events (DNS answered from the policy: no
+# traffic leaves).
+np=$(sb create -q --network-policy '{"egress":[{"action":"allow","target":"pypi.org"}]}') ||
+    fail "create --network-policy"
+[ "$(sb exec "$np" 'getent hosts pypi.org >/dev/null && echo y; getent hosts files.pythonhosted.org >/dev/null || echo n')" = "$(printf 'y\nn')" ] ||
+    fail "lookups under the first policy"
+echo '{"egress":[{"action":"allow","target":"*.pythonhosted.org"}]}' | sb network-policy "$np" - >/dev/null ||
+    fail "network-policy ID -"
+sb network-policy "$np" -o json | grep -q '"\*.pythonhosted.org"' || fail "the new policy is not shown"
+[ "$(sb exec "$np" 'getent hosts pypi.org >/dev/null || echo n; getent hosts files.pythonhosted.org >/dev/null && echo y')" = "$(printf 'n\ny')" ] ||
+    fail "lookups under the replaced policy"
+events=$(sb logs "$np" --events)
+echo "$events" | grep egress_refused | grep -q '"name":"files.pythonhosted.org"' || fail "no refusal event: $events"
+echo "$events" | grep -q 'network_policy' || fail "no network_policy event: $events"
+sb rm "$np" >/dev/null
 echo "ok: logs, errors, cp, network policy"

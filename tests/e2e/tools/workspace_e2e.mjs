@@ -163,7 +163,8 @@ const cases = [
         try { cli('apply', id, '/workspace/proj/notes.txt'); } catch (e) { refused = e; }
         check(refused && refused.status === 1 && /conflict +\/workspace\/proj\/notes.txt: .*overwrite/.test(refused.stdout),
               `mcpbox sandbox apply: ${refused && refused.stdout}`);
-        const r = await ok('apply_changes', { sandbox_id: id, paths: ['/workspace/proj/notes.txt'], overwrite: true });
+        // a relative path is relative to /workspace, as in the file tools
+        const r = await ok('apply_changes', { sandbox_id: id, paths: ['proj/notes.txt'], overwrite: true });
         check(statusOf(r) === 'notes.txt applied', statusOf(r));
         check(fs.readFileSync(path.join(repo, 'notes.txt'), 'utf8') === 'sandbox notes\n', 'overwritten');
         const again = await ok('review_changes', { sandbox_id: id });
@@ -219,6 +220,10 @@ try {
     if (id) await call('destroy_sandbox', { sandbox_id: id }).catch(() => {});
     await client.close().catch(() => {});
     if (failed) console.log(`# server stderr:\n# ${stderr.split('\n').slice(-20).join('\n# ')}`);
-    fs.rmSync(base, { recursive: true, force: true });
+    // A destroy answered over MCP releases the sandbox's files in the background, and the
+    // server is gone soon after: what is left (the overlay's mode-0 work directory as a user)
+    // is made removable first.
+    try { execFileSync('chmod', ['-R', 'u+rwX', base], { stdio: 'ignore' }); } catch { /* some gone */ }
+    try { fs.rmSync(base, { recursive: true, force: true }); } catch (e) { console.log(`# cleanup: ${e.message}`); }
 }
 process.exit(failed ? 1 : 0);

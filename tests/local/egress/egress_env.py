@@ -5,7 +5,6 @@ backend/local/egress_proxy.c), and `mcpbox serve` over stdio started inside that
 root or as an ordinary user. No traffic leaves the namespace: mcpbox itself runs in it."""
 import json
 import os
-import secrets
 import shutil
 import subprocess
 import sys
@@ -25,26 +24,31 @@ def sh(*cmd, **kw):
 
 
 class World:
-    def __init__(self, mcpbox, user=None, pool=0, uplink=False):
-        self.ns = "mcpbox-egressproxy-" + secrets.token_hex(3)
+    def __init__(self, mcpbox, user=None, pool=0, uplink=False, wrap=()):
         self.dir = tempfile.mkdtemp(prefix="mcpbox-egressproxy-")
         os.chmod(self.dir, 0o755)
         self.user = user
-        self.servers = self.serve = None
+        self.servers = self.serve = self.holder = None
         self.made = []  # sandboxes to destroy at close
-        sh("ip", "netns", "add", self.ns)
-        self.nsenter = ["nsenter", "--net=/run/netns/" + self.ns]
-        sh("ip", "-n", self.ns, "link", "set", "lo", "up")
+        # The namespace is held by a process rather than named with `ip netns add`: a name is a
+        # bind mount under /run/netns, and tests running beside this one (local_leaks,
+        # local_crash, the battery) check that the host's mount table does not change.
+        self.holder = subprocess.Popen(["unshare", "--net", "sh", "-c", "echo; exec cat"],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self.holder.stdout.readline() == b"\n", "unshare --net did not start"
+        self.nsenter = ["nsenter", "--net=/proc/%d/ns/net" % self.holder.pid]
+        ip = self.nsenter + ["ip"]
+        sh(*ip, "link", "set", "lo", "up")
         for addr in ("198.51.100.1/32", "10.0.0.1/32"):
-            sh("ip", "-n", self.ns, "addr", "add", addr, "dev", "lo")
+            sh(*ip, "addr", "add", addr, "dev", "lo")
         if uplink:
             # pasta (network: true) needs an interface with a default route to copy into the
             # sandbox: a veth pair with both ends in this namespace, leading nowhere.
-            sh("ip", "-n", self.ns, "link", "add", "eth0", "type", "veth", "peer", "name", "eth1")
-            sh("ip", "-n", self.ns, "addr", "add", "203.0.113.1/24", "dev", "eth0")
+            sh(*ip, "link", "add", "eth0", "type", "veth", "peer", "name", "eth1")
+            sh(*ip, "addr", "add", "203.0.113.1/24", "dev", "eth0")
             for dev in ("eth0", "eth1"):
-                sh("ip", "-n", self.ns, "link", "set", dev, "up")
-            sh("ip", "-n", self.ns, "route", "add", "default", "via", "203.0.113.254")
+                sh(*ip, "link", "set", dev, "up")
+            sh(*ip, "route", "add", "default", "via", "203.0.113.254")
         self.cert = os.path.join(self.dir, "cert.pem")
         key = os.path.join(self.dir, "key.pem")
         sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out",
@@ -73,7 +77,7 @@ class World:
         for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
             if k in os.environ:
                 env.append("%s=%s" % (k, os.environ[k]))
-        self.argv = argv + env + [mcpbox, "serve", "--state-dir", state]
+        self.argv = argv + env + list(wrap) + [mcpbox, "serve", "--state-dir", state]
         self.start()
 
     def start(self):
@@ -131,7 +135,7 @@ class World:
             except (AssertionError, OSError, ValueError) as e:
                 print("closing: destroy %s: %s" % (sid, e), file=sys.stderr)
                 break
-        for proc, wait in ((self.serve, TIMEOUT), (self.servers, 10)):
+        for proc, wait in ((self.serve, TIMEOUT), (self.servers, 10), (self.holder, 10)):
             if proc is None:
                 continue
             try:
@@ -141,7 +145,6 @@ class World:
                 print("closing: %s; killed" % e, file=sys.stderr)
                 proc.kill()
                 proc.wait()
-        subprocess.run(["ip", "netns", "del", self.ns])
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

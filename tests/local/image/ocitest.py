@@ -224,6 +224,8 @@ class Front:
         self.registry, self.mode = registry, mode
         self.user, self.password = user, password
         self.token = "tok-" + os.urandom(8).hex()
+        self.refresh = "refresh-" + os.urandom(8).hex()  # an identity token it accepts
+        self.posts = []
         self.blob_gets = 0
         self.gets_by_path = {}
         self.ranges = []
@@ -238,6 +240,9 @@ class Front:
 
             def do_GET(self):
                 front.handle(self)
+
+            def do_POST(self):
+                front.handle_post(self)
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
@@ -255,6 +260,19 @@ class Front:
         h.send_header("Content-Length", str(len(body)))
         h.end_headers()
         h.wfile.write(body)
+
+    def handle_post(self, h):
+        """OAuth2 at the token realm: grant_type=refresh_token with the identity token."""
+        import urllib.parse
+        body = h.rfile.read(int(h.headers.get("Content-Length", "0"))).decode()
+        form = dict(urllib.parse.parse_qsl(body))
+        self.posts.append(form)
+        if self.mode != "token" or not h.path.startswith("/token"):
+            return self.send(h, 404, b"")
+        if form.get("grant_type") != "refresh_token" or form.get("refresh_token") != self.refresh:
+            return self.send(h, 401, b'{"errors":[{"message":"bad refresh token"}]}')
+        return self.send(h, 200, json.dumps({"access_token": self.token}).encode(),
+                         {"Content-Type": "application/json"})
 
     def handle(self, h):
         import base64

@@ -194,6 +194,42 @@ def test_hostile(s, reg, state):
     s.destroy(sid)
 
 
+def test_symlinked_root_dirs(mcpbox, work):
+    """An image whose /etc or a mount target's parent is a symlink to a host path: the sandbox's
+    root is built before pivot_root, while the child still sees the host's tree, so following
+    it wrote the generated hosts/hostname/resolv.conf and made the mount's directory on the host
+    (docs/security.md, "Images"). The create fails instead, and nothing appears on the host."""
+    state = tempfile.mkdtemp(prefix="ocit-sym-", dir="/tmp")
+    proj = tempfile.mkdtemp(prefix="ocit-proj-", dir="/tmp")
+    outs = {}
+    for name, link in (("etc", "etc"), ("srv", "srv")):
+        outs[name] = tempfile.mkdtemp(prefix=f"ocit-out-{name}-", dir="/tmp")
+        os.chmod(outs[name], 0o1777)  # writable by the sandbox's ids, as /tmp is
+        root = os.path.join(state, "images", f"sym-{name}")
+        busybox_rootfs(root)
+        if link == "etc":
+            shutil.rmtree(os.path.join(root, "etc"))
+        os.symlink(outs[name], os.path.join(root, link))
+    s = oci.Serve(mcpbox, state, {"MCPBOX_ALLOW_DIRS": proj})
+    try:
+        for name, mounts in (("etc", None), ("srv", [{"source": proj, "target": "/srv/x",
+                                                      "mode": "ro"}])):
+            args = {"image": f"sym-{name}"}
+            if mounts:
+                args["mounts"] = mounts
+            res = s.call("tools/call", {"name": "create_sandbox", "arguments": args})
+            text = json.dumps(res)
+            check(res.get("isError") and "symlink" in text and os.listdir(outs[name]) == [],
+                  f"an image with /{name} a symlink to a host directory: the create is refused "
+                  f"and nothing is written there ({os.listdir(outs[name])}, {text[:300]})")
+    finally:
+        s.close()
+        with Cli(mcpbox, state) as c:
+            c.close()
+        for d in [state, proj] + list(outs.values()):
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def image_cli(mcpbox, state, *args):
     p = subprocess.run([mcpbox, "image", "--state-dir", state] + list(args), capture_output=True,
                        env=dict(os.environ, MCPBOX_IMAGE_STORE_MAX_BYTES=str(CAP)), timeout=120)
@@ -429,6 +465,7 @@ def test_registered_dir_on_overlay(s, state, base):
     with open(os.path.join(reg_dir, "data", "owned"), "w") as fh:
         fh.write("mine")
     os.chown(os.path.join(reg_dir, "data", "owned"), 1000, 1000)
+    os.link(os.path.join(reg_dir, "data", "owned"), os.path.join(reg_dir, "data", "link"))
     with open(os.path.join(reg_dir, "secret"), "w") as fh:
         fh.write("s3cret")
     os.chmod(os.path.join(reg_dir, "secret"), 0o600)
@@ -436,12 +473,13 @@ def test_registered_dir_on_overlay(s, state, base):
     before = set(os.listdir(layers))
     sid = s.create("bbdir")
     rc, out, _ = s.run(sid, "id -u; stat -c %u:%g /data/owned; cat /secret; echo; "
-                            "echo x > /secret && echo w")
+                            "echo x > /secret && echo w; stat -c %h /data/link; "
+                            "[ /data/link -ef /data/owned ] && echo same")
     info = s.get(sid)
     s.destroy(sid)
-    check(out.split() == ["0", "1000:1000", "s3cret", "w"],
+    check(out.split() == ["0", "1000:1000", "s3cret", "w", "2", "same"],
           f"a registered directory on overlayfs works: root, the directory's owners, a root-only "
-          f"file readable and writable ({out.split()})")
+          f"file readable and writable, a hard link still one ({out.split()})")
     check("shared" in info.get("image_mapping", "") and
           info.get("image_copied_from", "").endswith("images/bbdir"),
           "get_sandbox says it runs on a copy with the shared mapping")
@@ -548,6 +586,7 @@ def main():
             test_index(s, reg)
             test_errors(s, reg, state, cut, tamper, mdigest)
             test_hostile(s, reg, state)
+            test_symlinked_root_dirs(args.mcpbox, work)
             test_cli(args.mcpbox, reg, state)
             test_concurrent_pulls(s, reg, plain)
             test_lru_cap(args.mcpbox, reg)

@@ -71,6 +71,45 @@ def test_progress(s, reg, slow):
     s.destroy(sid)
 
 
+def test_progress_shared(s, reg, slow):
+    """Two creates at once of images that share a big new layer: one fetches it, and the other,
+    which waits for it, reports that layer's bytes moving too (its client's timeout resets)."""
+    shared = oci.busybox_layer() + [f("shared", os.urandom(600000))]
+    reg.push_image("test/pshare", "a", [("gzip", shared), ("gzip", [f("only-a", b"a")])])
+    reg.push_image("test/pshare", "b", [("gzip", shared), ("gzip", [f("only-b", b"b")])])
+    digest = oci.digest(oci.compress(oci.tar_bytes(shared), "gzip"))
+    ids = {}
+    for tag in ("a", "b"):
+        ids[s.next_id] = tag
+        s.send({"jsonrpc": "2.0", "id": s.next_id, "method": "tools/call",
+                "params": {"name": "create_sandbox", "_meta": {"progressToken": f"share-{tag}"},
+                           "arguments": {"image": f"{slow.host}/test/pshare:{tag}"}}})
+        s.next_id += 1
+    notes, results = {"share-a": [], "share-b": []}, {}
+    while len(results) < 2:
+        line = s.proc.stdout.readline()
+        assert line, "server closed stdout"
+        msg = json.loads(line)
+        if msg.get("method") == "notifications/progress":
+            notes[msg["params"]["progressToken"]].append(msg["params"])
+        if msg.get("id") in ids:
+            results[ids[msg["id"]]] = msg["result"]
+    for r in results.values():
+        assert not r.get("isError"), json.dumps(r)[:400]
+        s.destroy(r["structuredContent"]["sandbox_id"])
+    moving = {}
+    for tok, ns in notes.items():
+        vals = [n["progress"] for n in ns]
+        check(all(b > a for a, b in zip(vals, vals[1:])) and ns and ns[-1]["progress"] ==
+              ns[-1].get("total"), f"{tok}: progress grows and ends at its total")
+        moving[tok] = [n["message"] for n in ns if digest[:19] in n.get("message", "") and
+                       "MB downloaded" in n["message"]]
+    check(all(len(v) >= 2 for v in moving.values()) and
+          any("by another create" in m for v in moving.values() for m in v),
+          f"both creates see the shared layer's bytes move, the waiting one marked 'by another "
+          f"create' ({[len(v) for v in moving.values()]})")
+
+
 def store_layers(state):
     return set(os.listdir(os.path.join(state, "image-store", "layers")))
 
@@ -202,7 +241,7 @@ def test_credential_helpers(s, reg, token, home, bindir):
     write_helper(bindir, "ocislow", token.host, token.user, token.password, log,
                  f"sleep 30 & echo $! > {home}/slow.pid; wait")
     write_helper(bindir, "ocifail", "nowhere", "u", "p", log, "echo 'keychain locked' >&2; exit 3")
-    for tag in ("store", "hosts", "missing", "slow", "fail", "none", "wrong"):
+    for tag in ("store", "hosts", "missing", "slow", "fail", "none", "wrong", "idtoken", "idfile"):
         reg.push_image("test/cred", tag, [("gzip", oci.busybox_layer()),
                                           ("gzip", [f(f"cred-{tag}", tag.encode())])])
 
@@ -245,6 +284,19 @@ def test_credential_helpers(s, reg, token, home, bindir):
     docker_config(home, {"credsStore": "ociwrong"})
     create("wrong", expect_error=["stored credentials were refused"])
     check(True, "credentials from a helper that the registry refuses are reported as such")
+    write_helper(bindir, "ocitoken", token.host, "<token>", token.refresh, log)
+    docker_config(home, {"credsStore": "ocitoken"})
+    sid = create("idtoken")
+    s.destroy(sid)
+    form = token.posts[-1] if token.posts else {}
+    check(form.get("grant_type") == "refresh_token" and form.get("refresh_token") == token.refresh
+          and form.get("scope") == "repository:test/cred:pull",
+          f"an identity token from a helper (Username <token>) is exchanged at the realm "
+          f"(OAuth2 refresh_token grant, POST) ({form})")
+    docker_config(home, {"auths": {token.host: {"identitytoken": token.refresh}}})
+    sid = create("idfile")
+    s.destroy(sid)
+    check(len(token.posts) == 2, "an identitytoken in the file works the same way")
     sid = s.create(f"{reg.host}/test/cred:store")
     s.destroy(sid)
     check(True, "the server still creates after the helper failures")
@@ -278,6 +330,7 @@ def main():
                 "HOME": work, "PATH": bindir + ":" + os.environ["PATH"],
                 "MCPBOX_CREDENTIAL_HELPER_TIMEOUT": "2"})
             test_progress(s, reg, slow)
+            test_progress_shared(s, reg, slow)
             test_diff_ids(s, reg, state)
             test_resume(s, reg, state, cut_once, no_range, cut)
             test_credential_helpers(s, reg, token, work, bindir)

