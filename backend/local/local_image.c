@@ -175,6 +175,25 @@ static void free_spec(struct sandbox_spec *s)
     json_decref(s->roots);
 }
 
+/* What a create that waits for its image keeps until the image is ready: its own copy of the
+ * spec, since the caller's is gone by then. */
+static struct pending_create *pending_create_new(struct local_backend *lb,
+                                                 const struct sandbox_spec *spec,
+                                                 local_image_ready_fn *ready, backend_cb *cb,
+                                                 void *arg)
+{
+    struct pending_create *pc = xcalloc(1, sizeof *pc);
+    pc->lb = lb, pc->ready = ready, pc->cb = cb, pc->arg = arg;
+    copy_spec(&pc->spec, spec);
+    return pc;
+}
+
+static void pending_create_free(struct pending_create *pc)
+{
+    free_spec(&pc->spec);
+    free(pc);
+}
+
 static void on_progress(void *arg, uint64_t done, uint64_t total, const char *what)
 {
     struct pending_create *pc = arg;
@@ -192,8 +211,7 @@ static void on_resolved(void *arg, json_t *image, const struct mcp_error *err)
     } else {
         pc->ready(pc->lb, &pc->spec, image, pc->cb, pc->arg);
     }
-    free_spec(&pc->spec);
-    free(pc);
+    pending_create_free(pc);
 }
 
 int local_image_resolve(struct local_backend *lb, const struct sandbox_spec *spec,
@@ -203,12 +221,9 @@ int local_image_resolve(struct local_backend *lb, const struct sandbox_spec *spe
     struct image_service *svc = local_image_service(lb, err);
     if (svc == NULL)
         return -1;
-    struct pending_create *pc = xcalloc(1, sizeof *pc);
-    pc->lb = lb, pc->ready = ready, pc->cb = cb, pc->arg = arg;
-    copy_spec(&pc->spec, spec);
+    struct pending_create *pc = pending_create_new(lb, spec, ready, cb, arg);
     if (image_service_resolve(svc, spec->image, false, on_progress, on_resolved, pc, err) < 0) {
-        free_spec(&pc->spec);
-        free(pc);
+        pending_create_free(pc);
         return -1;
     }
     return 0;
@@ -240,13 +255,10 @@ int local_image_import(struct local_backend *lb, const struct sandbox_spec *spec
     struct image_service *svc = local_image_service(lb, err);
     if (svc == NULL)
         return -1;
-    struct pending_create *pc = xcalloc(1, sizeof *pc);
-    pc->lb = lb, pc->ready = ready, pc->cb = cb, pc->arg = arg;
-    copy_spec(&pc->spec, spec);
+    struct pending_create *pc = pending_create_new(lb, spec, ready, cb, arg);
     if (image_service_import_dir(svc, spec->image, dir, fallback_mapping.uid_base,
                                  fallback_mapping.gid_base, on_resolved, pc, err) < 0) {
-        free_spec(&pc->spec);
-        free(pc);
+        pending_create_free(pc);
         return -1;
     }
     return 0;

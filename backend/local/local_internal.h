@@ -90,7 +90,6 @@ int local_ws_open_beneath(const char *allow_dir, const char *rel);
 struct local_seccomp {
     struct sock_filter *filter; /* owned */
     unsigned short len;
-    int fd; /* the same program in a sealed memfd, for the agent (valid while filter is set) */
 };
 int local_seccomp_build(struct local_seccomp *out, struct mcp_error *err);
 void local_seccomp_free(struct local_seccomp *s);

@@ -23,7 +23,6 @@
 #define AGENT_LISTEN_FD 3                       /* fd the agent finds its listening socket on */
 #define AGENT_LOGDIR_FD 4                       /* fd of its private command-log directory */
 #define AGENT_EXE_FD 5                          /* the sealed memfd the agent runs from */
-#define AGENT_SECCOMP_FD 6 /* sealed memfd: the sandbox's seccomp program (struct sock_filter[]) */
 /* Egress by policy: the agent's sockets on 127.0.0.1 in the sandbox (above the ephemeral range,
  * so no autobind takes them), where nftables redirects outbound TCP and DNS. */
 #define AGENT_EGRESS_TCP_PORT 65080

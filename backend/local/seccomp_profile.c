@@ -7,7 +7,6 @@
  * ENOSYS (not EPERM) for numbers above the highest one this profile knows, so newer libcs fall
  * back cleanly. */
 #include <errno.h>
-#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -174,24 +173,6 @@ static struct sock_filter *with_prologue(const struct sock_filter *prog, size_t 
     return all;
 }
 
-/* The program in a sealed memfd: the agent loads it itself (docs/local-backend.md, "The
- * agent's seccomp filter"). */
-static int sealed_copy(const struct sock_filter *prog, size_t n)
-{
-    int fd = memfd_create("mcpbox-seccomp", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    size_t len = n * sizeof *prog;
-    if (fd < 0)
-        return -1;
-    if (write(fd, prog, len) != (ssize_t)len ||
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
-        int e = errno;
-        close(fd);
-        errno = e;
-        return -1;
-    }
-    return fd;
-}
-
 static int export_bpf(scmp_filter_ctx ctx, struct local_seccomp *out, struct mcp_error *err)
 {
     int fd = memfd_create("mcpbox-seccomp", MFD_CLOEXEC);
@@ -211,15 +192,9 @@ static int export_bpf(scmp_filter_ctx ctx, struct local_seccomp *out, struct mcp
         return mcp_error_set(err, MCP_ERR_IO, errno, "reading the exported seccomp filter failed");
     }
     size_t n = (size_t)size / sizeof *prog;
-    struct sock_filter *all = with_prologue(prog, n, &n);
-    free(prog);
-    if ((out->fd = sealed_copy(all, n)) < 0) {
-        int e = errno;
-        free(all);
-        return mcp_error_set(err, MCP_ERR_IO, e, "cannot put the seccomp filter in a memfd");
-    }
-    out->filter = all;
+    out->filter = with_prologue(prog, n, &n);
     out->len = (unsigned short)n;
+    free(prog);
     return 0;
 }
 
@@ -246,8 +221,6 @@ int local_seccomp_build(struct local_seccomp *out, struct mcp_error *err)
 
 void local_seccomp_free(struct local_seccomp *s)
 {
-    if (s->filter != NULL)
-        close(s->fd);
     free(s->filter);
     s->filter = NULL;
     s->len = 0;

@@ -1,7 +1,7 @@
 /* Spawning a sandbox: clone3 into fresh user, pid, mount, net, uts, ipc and cgroup namespaces
  * (the network namespace may be one a spawner thread made ahead of time: spawner.c), build the
- * root filesystem, drop every privilege and exec the agent from its sealed memfd as PID 1; the
- * agent loads the precompiled seccomp filter, passed as a sealed memfd, before anything else.
+ * root filesystem, drop every privilege, load the precompiled seccomp filter and exec
+ * the agent from its sealed memfd as PID 1.
  *
  * The child is a copy of a (possibly multi-threaded) process: between clone3 and execveat it
  * only makes system calls and formats into stack buffers; everything it needs was computed by
@@ -81,7 +81,7 @@ struct child_plan {
     char usr_target[6][64];  /* symlink target for usr_links[i], "" = bind dir, "-" = absent */
     char *agent_argv[2];
     char *agent_env;          /* MCPBOX_AGENT_CONFIG=<json> (malloc'd by the parent) */
-    int sync_fd, err_fd, listen_fd, logdir_fd, exe_fd, seccomp_fd;
+    int sync_fd, err_fd, listen_fd, logdir_fd, exe_fd;
     int image_fds[LOCAL_MAX_IMAGE_LAYERS]; /* child: the idmapped layers from the parent */
     unsigned n_image_fds;                  /* 0: none received */
     int ws_tree[LOCAL_WS_MAX_MOUNTS];      /* host mounts: the detached source trees */
@@ -627,16 +627,14 @@ static void arrange_fds(struct child_plan *p)
     CHECK(dup2(p->listen_fd, AGENT_LISTEN_FD) == AGENT_LISTEN_FD, "dup2", "listen");
     CHECK(dup2(p->logdir_fd, AGENT_LOGDIR_FD) == AGENT_LOGDIR_FD, "dup2", "logdir");
     CHECK(dup2(p->exe_fd, AGENT_EXE_FD) == AGENT_EXE_FD, "dup2", "agent");
-    CHECK(dup2(p->seccomp_fd, AGENT_SECCOMP_FD) == AGENT_SECCOMP_FD, "dup2", "seccomp");
-    CHECK(syscall(SYS_close_range, AGENT_SECCOMP_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC) == 0,
+    CHECK(syscall(SYS_close_range, AGENT_EXE_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC) == 0,
           "close_range", NULL);
 }
 
 static void park_fds(struct child_plan *p)
 {
-    int *fds[] = {&p->err_fd, &p->sync_fd, &p->listen_fd, &p->logdir_fd, &p->exe_fd,
-                  &p->seccomp_fd};
-    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++) {
+    int *fds[] = {&p->err_fd, &p->sync_fd, &p->listen_fd, &p->logdir_fd, &p->exe_fd};
+    for (size_t i = 0; i < 5; i++) {
         int fd = fcntl(*fds[i], F_DUPFD_CLOEXEC, CHILD_FD_BASE);
         if (fd < 0)
             _exit(126);
@@ -705,10 +703,9 @@ __attribute__((noreturn)) static void child_main(struct child_plan *p)
         CHECK(recv(p->sync_fd, &b, 1, 0) == 1, "wait for the cgroup attach", NULL);
         CHECK(syscall(SYS_setresuid, -1, -1, 0) == 0, "setresuid", "saved uid");
     }
-    /* The agent loads the seccomp filter itself, first thing in main (AGENT_SECCOMP_FD): the
-     * kernel's preparation of the program (about 180 us here) then runs while the server
-     * answers the create, instead of before it. No_new_privs, set here, lets it. */
     drop_privileges(p);
+    struct sock_fprog prog = {.len = p->req->seccomp->len, .filter = p->req->seccomp->filter};
+    CHECK(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0, "seccomp", NULL);
     char *envp[] = {p->agent_env, NULL};
     syscall(SYS_execveat, AGENT_EXE_FD, "", p->agent_argv, envp, AT_EMPTY_PATH);
     child_fail(p->err_fd, "exec agent", NULL);
@@ -1029,7 +1026,6 @@ static int prepare(struct child_plan *p, const struct spawn_request *req, struct
     for (size_t i = 0; i < LOCAL_WS_MAX_MOUNTS; i++)
         p->ws_tree[i] = p->ws_layers[i] = -1;
     p->exe_fd = req->agent_exe_fd;
-    p->seccomp_fd = req->seccomp ? req->seccomp->fd : -1;
     snprintf(p->rootfs, sizeof p->rootfs, "%s/rootfs", req->dir);
     if (mkdir(p->rootfs, 0700) < 0 && errno != EEXIST)
         return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir in %s", req->dir);

