@@ -12,6 +12,7 @@
 #include "backend/local/identity.h"
 #include "backend/local/image/image.h"
 #include "backend/local/image/unpack.h"
+#include "backend/local/local.h"
 #include "cli/cli.h"
 #include "cli/cli_util.h"
 #include "mcp/base/util.h"
@@ -47,23 +48,9 @@ static void usage(FILE *out)
 static json_t *in_use(void *arg)
 {
     struct cli_image *c = arg;
-    json_t *out = json_array();
-    struct store_sandbox *list = NULL;
-    size_t n = 0;
     struct mcp_error err;
-    if (store_sandbox_list(c->store, "local", NULL, &list, &n, &err) < 0)
-        return out;
-    for (size_t i = 0; i < n; i++) {
-        json_t *d;
-        size_t k;
-        /* A destroyed sandbox is being killed, its record reaped later: not a user. */
-        if (list[i].state && strcmp(list[i].state, "destroyed") == 0)
-            continue;
-        json_array_foreach(json_object_get(list[i].record, "image_layers"), k, d)
-            json_array_append(out, d);
-    }
-    store_sandbox_list_free(list, n);
-    return out;
+    json_t *out = local_image_layers_in_use(c->store, &err);
+    return out ? out : json_array();
 }
 
 static void progress(void *arg, uint64_t done, uint64_t total, const char *what)
@@ -212,11 +199,6 @@ static int run(struct cli_image *c, int argc, char **argv)
     return CLI_EXIT_USAGE;
 }
 
-static int local_image_write_maps_cli(void *ident, int pid, struct mcp_error *err)
-{
-    return local_identity_write_maps(ident, 0, pid, err);
-}
-
 static void close_walk(uv_handle_t *h, void *arg)
 {
     if (!uv_is_closing(h))
@@ -256,7 +238,7 @@ int cli_image_main(int argc, char **argv)
     /* The same identity a server of this user has (rootless: unpack in its user namespace). */
     struct local_identity ident;
     local_identity_detect(&ident);
-    struct unpack_userns ns = {.write_maps = local_image_write_maps_cli, .arg = &ident};
+    struct unpack_userns ns = {.write_maps = local_image_write_maps, .arg = &ident};
     if (c.store)
         c.svc = image_service_new(&c.loop, c.state_dir,
                                   ident.mode == LOCAL_ID_SLICES ? NULL : &ns, in_use, &c, &c.err);

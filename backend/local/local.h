@@ -53,6 +53,13 @@ int local_backend_allow(struct backend *be, const char *dir, struct mcp_error *e
  * err naming what is missing (used by `mcpbox doctor`). */
 int local_backend_probe(struct mcp_error *err);
 
+/* For `mcpbox image` too, which runs an image service of its own over the server's state
+ * directory (local_image.c): the layers every local sandbox on record in st uses (a JSON array
+ * of digests, which prune and eviction keep; NULL with err if the store cannot be listed), and
+ * the unpack_userns.write_maps for a struct local_identity (ident): the maps of its slot 0. */
+json_t *local_image_layers_in_use(struct store *st, struct mcp_error *err);
+int local_image_write_maps(void *ident, int pid, struct mcp_error *err);
+
 /* `mcpbox serve` as a user on a pure cgroup v2 host whose own cgroup is not delegated: re-execs
  * itself (argv[0] = "serve") in a `systemd-run --user --scope -p Delegate=yes` scope when the
  * user's systemd answers; returns otherwise (scope.c). */

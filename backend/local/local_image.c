@@ -16,6 +16,7 @@
 
 #include "backend/local/image/image.h"
 #include "backend/local/image/unpack.h"
+#include "backend/local/local.h"
 #include "backend/local/local_internal.h"
 #include "mcp/base/log.h"
 #include "mcp/base/xalloc.h"
@@ -33,19 +34,13 @@ bool local_image_reference_ok(const char *name)
     return image_reference_valid(name);
 }
 
-/* Digests of the layers of every local sandbox on record (the store is shared by every mcpbox
- * process on this state directory). */
-static json_t *layers_in_use(void *arg)
+json_t *local_image_layers_in_use(struct store *st, struct mcp_error *err)
 {
-    struct local_backend *lb = arg;
-    json_t *out = json_array();
     struct store_sandbox *list = NULL;
     size_t n = 0;
-    struct mcp_error err;
-    if (store_sandbox_list(lb->base.store, "local", NULL, &list, &n, &err) < 0) {
-        log_warn("listing sandboxes for the image store: %s", err.msg);
-        return out;
-    }
+    if (store_sandbox_list(st, "local", NULL, &list, &n, err) < 0)
+        return NULL;
+    json_t *out = json_array();
     for (size_t i = 0; i < n; i++) {
         json_t *d;
         size_t k;
@@ -56,6 +51,19 @@ static json_t *layers_in_use(void *arg)
             json_array_append(out, d);
     }
     store_sandbox_list_free(list, n);
+    return out;
+}
+
+/* image_in_use_fn: the store is shared by every mcpbox process on this state directory. */
+static json_t *layers_in_use(void *arg)
+{
+    struct local_backend *lb = arg;
+    struct mcp_error err;
+    json_t *out = local_image_layers_in_use(lb->base.store, &err);
+    if (out == NULL) {
+        log_warn("listing sandboxes for the image store: %s", err.msg);
+        out = json_array();
+    }
     return out;
 }
 

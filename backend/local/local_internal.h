@@ -502,8 +502,6 @@ typedef void local_image_ready_fn(struct local_backend *lb, const struct sandbox
                                   json_t *image, backend_cb *cb, void *arg);
 bool local_image_reference_ok(const char *name);
 struct image_service *local_image_service(struct local_backend *lb, struct mcp_error *err);
-/* unpack_userns.write_maps for a struct local_identity (arg): the shared mapping. */
-int local_image_write_maps(void *ident, int pid, struct mcp_error *err);
 /* Resolves spec->image (from the store, or pulled); then ready, or cb with the error. */
 int local_image_resolve(struct local_backend *lb, const struct sandbox_spec *spec,
                         local_image_ready_fn *ready, backend_cb *cb, void *arg,
