@@ -3,6 +3,7 @@
  * the image config's Env, WorkingDir and User applied to every command. */
 #define LOG_MODULE "local"
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,13 +108,12 @@ static bool idmap_works(const char *dir)
     }
     pid_t pid = probe_child(ready[1], go[0], ready[0], go[1]);
     close(ready[1]), close(go[0]);
-    char b, path[64];
+    char b;
     struct mcp_error err;
     bool ok = true;
     if (pid > 0 && read(ready[0], &b, 1) == 1 &&
         local_identity_write_maps(&fallback_mapping, 0, pid, &err) == 0) {
-        snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
-        int userns = open(path, O_RDONLY | O_CLOEXEC);
+        int userns = local_ns_open(pid, "user");
         int tree = (int)syscall(SYS_open_tree, AT_FDCWD, dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
         struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
         ok = userns >= 0 && tree >= 0 &&
@@ -280,16 +280,32 @@ void local_image_record(json_t *record, json_t *image, bool shared_mapping)
 
 /* ---- User: "uid[:gid]" or names looked up in the image's /etc/passwd and /etc/group ---------- */
 
-/* The file as the sandbox sees it: the topmost layer that has it. */
+/* The file as the sandbox sees it: the topmost layer that has it. The layer's symlinks are
+ * resolved inside the layer (RESOLVE_IN_ROOT), never on the host: mcpbox reads this file as
+ * itself, and an image's /etc/passwd -> /etc/shadow (or a fifo, or /dev/zero) must not make it
+ * read a host file (or hang). Only a regular file is read. */
 static FILE *open_in_layers(json_t *image, const char *rel)
 {
     json_t *dirs = json_object_get(image, "layer_dirs");
     for (size_t i = json_array_size(dirs); i-- > 0;) {
-        char path[LOCAL_PATH_MAX + 32];
-        snprintf(path, sizeof path, "%s/%s", json_string_value(json_array_get(dirs, i)), rel);
-        FILE *f = fopen(path, "re");
+        int dir = open(json_string_value(json_array_get(dirs, i)),
+                       O_PATH | O_DIRECTORY | O_CLOEXEC);
+        struct open_how how = {.flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC,
+                               .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
+                                          RESOLVE_NO_XDEV};
+        int fd = dir < 0 ? -1 : (int)syscall(SYS_openat2, dir, rel, &how, sizeof how);
+        if (dir >= 0)
+            close(dir);
+        struct stat st;
+        if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+            close(fd);
+            fd = -1;
+        }
+        FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
         if (f)
             return f;
+        if (fd >= 0)
+            close(fd);
     }
     return NULL;
 }
@@ -301,7 +317,9 @@ static long lookup_id(json_t *image, const char *file, const char *name, long *g
     char line[1024];
     long id = -1;
     size_t n = strlen(name);
-    while (f && fgets(line, sizeof line, f)) {
+    size_t seen = 0; /* a passwd file of gigabytes is read no further than 1 MiB */
+    while (f && seen < (1u << 20) && fgets(line, sizeof line, f)) {
+        seen += strlen(line) + 1;
         if (strncmp(line, name, n) != 0 || line[n] != ':')
             continue;
         char *p = strchr(line + n + 1, ':'); /* past the password field */

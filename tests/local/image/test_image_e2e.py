@@ -230,6 +230,26 @@ def test_symlinked_root_dirs(mcpbox, work):
             shutil.rmtree(d, ignore_errors=True)
 
 
+def test_user_lookup_stays_in_the_image(s, reg):
+    """The image's User is looked up in its /etc/passwd by mcpbox itself, on the host: an image
+    whose /etc/passwd is a symlink to a host file had mcpbox read that file (as root: any file,
+    /etc/shadow's third field became the uid; a fifo or /dev/zero there hung the create). The
+    lookup now stays inside the layer; a name it cannot find runs as root, as documented."""
+    host = f"/tmp/ocit-hostpw-{os.urandom(4).hex()}"
+    with open(host, "w") as fh:
+        fh.write("app:x:4242:4242:app:/app:/bin/sh\n")
+    try:
+        base = [e for e in oci.busybox_layer() if e[0] != "etc/passwd"] + [ln("etc/passwd", host)]
+        reg.push_image("test/pwlink", "1", [("gzip", base)], {"User": "app"})
+        sid = s.create(f"{reg.host}/test/pwlink:1")
+        rc, out, _ = s.run(sid, "id -u")
+        s.destroy(sid)
+        check(out.strip() == "0", f"an image's /etc/passwd linked to a host file is not read "
+                                  f"through the link (uid {out.strip()}, 4242 = the host file's)")
+    finally:
+        os.unlink(host)
+
+
 def image_cli(mcpbox, state, *args):
     p = subprocess.run([mcpbox, "image", "--state-dir", state] + list(args), capture_output=True,
                        env=dict(os.environ, MCPBOX_IMAGE_STORE_MAX_BYTES=str(CAP)), timeout=120)
@@ -587,6 +607,7 @@ def main():
             test_errors(s, reg, state, cut, tamper, mdigest)
             test_hostile(s, reg, state)
             test_symlinked_root_dirs(args.mcpbox, work)
+            test_user_lookup_stays_in_the_image(s, reg)
             test_cli(args.mcpbox, reg, state)
             test_concurrent_pulls(s, reg, plain)
             test_lru_cap(args.mcpbox, reg)
