@@ -36,13 +36,6 @@ static int rules_memfd(void)
     return fd;
 }
 
-static int open_ns(pid_t pid, const char *ns)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)pid, ns);
-    return open(path, O_RDONLY | O_CLOEXEC);
-}
-
 /* The forked child: system calls only until the exec (mcpbox is multithreaded). */
 __attribute__((noreturn)) static void run_nft(const char *nft, int userns, int netns, int in,
                                               int errw)
@@ -68,7 +61,7 @@ int local_egress_rules(pid_t pid, struct mcp_error *err)
         return mcp_error_set(err, MCP_ERR_UNSUPPORTED, ENOENT,
                              "a network policy needs nft, which is not installed (Debian/Ubuntu: "
                              "apt install nftables); or create the sandbox without one");
-    int userns = open_ns(pid, "user"), netns = open_ns(pid, "net"), in = rules_memfd();
+    int userns = local_ns_open(pid, "user"), netns = local_ns_open(pid, "net"), in = rules_memfd();
     int errp[2] = {-1, -1};
     int rc = -1;
     if (userns < 0 || netns < 0 || in < 0 || pipe2(errp, O_CLOEXEC) < 0) {

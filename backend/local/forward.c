@@ -260,15 +260,11 @@ void local_forwards_close(struct lsbx *sb)
 
 static int start_forwarder(struct lsbx *sb, int port, struct mcp_error *err)
 {
-    char path[64];
     int host_port = 0, userns = -1;
     int pidfd = (int)syscall(SYS_pidfd_open, sb->pid, 0);
-    snprintf(path, sizeof path, "/proc/%d/ns/net", (int)sb->pid);
-    int netns = open(path, O_RDONLY | O_CLOEXEC);
-    if (geteuid() != 0) { /* rootless: the relays enter the sandbox's user namespace first */
-        snprintf(path, sizeof path, "/proc/%d/ns/user", (int)sb->pid);
-        userns = open(path, O_RDONLY | O_CLOEXEC);
-    }
+    int netns = local_ns_open(sb->pid, "net");
+    if (geteuid() != 0) /* rootless: the relays enter the sandbox's user namespace first */
+        userns = local_ns_open(sb->pid, "user");
     int listener = listen_loopback(&host_port);
     pid_t pid = -1;
     if (pidfd >= 0 && netns >= 0 && listener >= 0 && (geteuid() == 0 || userns >= 0))

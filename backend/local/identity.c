@@ -115,7 +115,7 @@ json_t *local_identity_json(const struct local_identity *id, uint32_t slot)
                      umap, "gid_map", gmap, "note", note);
 }
 
-static int write_proc(int pid, const char *file, const char *text, struct mcp_error *err)
+int local_proc_write(int pid, const char *file, const char *text, struct mcp_error *err)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/%s", pid, file);
@@ -201,15 +201,15 @@ int local_identity_write_maps(const struct local_identity *id, uint32_t slot, in
         return write_maps_subid(id, pid, 0, err);
     /* An unprivileged writer may map only its own ids, and gid_map only once setgroups is
      * denied (the sandbox then keeps the user's supplementary groups: see docs/security.md). */
-    if (id->mode == LOCAL_ID_SINGLE && write_proc(pid, "setgroups", "deny", err) < 0)
+    if (id->mode == LOCAL_ID_SINGLE && local_proc_write(pid, "setgroups", "deny", err) < 0)
         return -1;
     snprintf(map, sizeof map, "0 %u %u\n", (unsigned)local_identity_root_uid(id, slot),
              (unsigned)id->uid_count);
-    if (write_proc(pid, "uid_map", map, err) < 0)
+    if (local_proc_write(pid, "uid_map", map, err) < 0)
         return -1;
     snprintf(map, sizeof map, "0 %u %u\n", (unsigned)local_identity_root_gid(id, slot),
              (unsigned)id->gid_count);
-    return write_proc(pid, "gid_map", map, err);
+    return local_proc_write(pid, "gid_map", map, err);
 }
 
 uint32_t local_identity_person_id(const struct local_identity *id)

@@ -53,6 +53,9 @@ uint32_t local_identity_root_gid(const struct local_identity *id, uint32_t slot)
 const char *local_identity_name(enum local_id_mode m);
 /* {mode, uid_map, gid_map, note} for get_sandbox / diagnostics (new reference). */
 json_t *local_identity_json(const struct local_identity *id, uint32_t slot);
+/* Writes text to /proc/<pid>/<file> (uid_map, gid_map, setgroups) in one write, as the kernel
+ * wants it; the error names the file. */
+int local_proc_write(int pid, const char *file, const char *text, struct mcp_error *err);
 /* Writes the uid and gid maps of a freshly cloned child (before it is released): directly as
  * root, through newuidmap/newgidmap for SUBID, "deny" setgroups + 0 <uid> 1 for SINGLE. */
 int local_identity_write_maps(const struct local_identity *id, uint32_t slot, int pid,

@@ -108,13 +108,12 @@ static bool idmap_works(const char *dir)
     }
     pid_t pid = probe_child(ready[1], go[0], ready[0], go[1]);
     close(ready[1]), close(go[0]);
-    char b, path[64];
+    char b;
     struct mcp_error err;
     bool ok = true;
     if (pid > 0 && read(ready[0], &b, 1) == 1 &&
         local_identity_write_maps(&fallback_mapping, 0, pid, &err) == 0) {
-        snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
-        int userns = open(path, O_RDONLY | O_CLOEXEC);
+        int userns = local_ns_open(pid, "user");
         int tree = (int)syscall(SYS_open_tree, AT_FDCWD, dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
         struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
         ok = userns >= 0 && tree >= 0 &&

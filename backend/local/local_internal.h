@@ -156,6 +156,9 @@ json_t *cg_to_json(const struct cg_sandbox *cg);
 void cg_from_json(json_t *j, struct cg_sandbox *out);
 
 /* ---- spawning (spawn.c) ---- */
+/* /proc/<pid>/ns/<ns> ("user", "net") opened read-only and close-on-exec: an fd to setns or to
+ * idmap through, which stays valid after the process ends. -1 and errno on failure. */
+int local_ns_open(pid_t pid, const char *ns);
 struct spawn_request {
     const char *id;
     const char *dir;          /* <runtime dir>/<id>: mount point, agent socket, init file */

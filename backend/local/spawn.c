@@ -792,9 +792,7 @@ static int idmap_refused(const char *dir, int e, struct mcp_error *err)
  * and read-only (docs/internals/isolation-facts.md §5). */
 static int image_tree(const char *dir, pid_t pid, struct mcp_error *err)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
-    int userns = open(path, O_RDONLY | O_CLOEXEC);
+    int userns = local_ns_open(pid, "user");
     int tree = (int)syscall(SYS_open_tree, AT_FDCWD, dir,
                             OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
     struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
@@ -814,15 +812,11 @@ static int image_tree(const char *dir, pid_t pid, struct mcp_error *err)
     return tree;
 }
 
-static int write_text(const char *path, const char *text)
+int local_ns_open(pid_t pid, const char *ns)
 {
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? write(fd, text, strlen(text)) : -1;
-    int e = errno;
-    if (fd >= 0)
-        close(fd);
-    errno = e;
-    return n == (ssize_t)strlen(text) ? 0 : -1;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)pid, ns);
+    return open(path, O_RDONLY | O_CLOEXEC);
 }
 
 /* A user namespace that only serves to idmap: the mount owner's uid/gid (on disk) are shown as
@@ -846,16 +840,14 @@ static int owner_userns(uint32_t uid, uint32_t gid, uint32_t to_uid, uint32_t to
     close(pipefd[0]);
     int fd = -1, e = errno;
     if (pid > 0) {
-        char map[64], path[64];
+        char map[64];
+        struct mcp_error why;
         snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)to_uid);
-        snprintf(path, sizeof path, "/proc/%d/uid_map", (int)pid);
-        int ok = write_text(path, map);
+        int ok = local_proc_write(pid, "uid_map", map, &why);
         snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)to_gid);
-        snprintf(path, sizeof path, "/proc/%d/gid_map", (int)pid);
-        ok = ok == 0 ? write_text(path, map) : -1;
-        snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
-        fd = ok == 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
-        e = errno;
+        ok = ok == 0 ? local_proc_write(pid, "gid_map", map, &why) : -1;
+        fd = ok == 0 ? local_ns_open(pid, "user") : -1;
+        e = ok == 0 ? errno : why.sys_errno;
         close(pipefd[1]);
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
             ;
