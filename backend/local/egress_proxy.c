@@ -687,12 +687,16 @@ static unsigned egress_budget(void)
     return budget;
 }
 
-/* One sandbox's share: EGRESS_MAX_CONNS, or an even part of the budget when the sandboxes this
- * process serves could otherwise take all of it between them. */
-static unsigned egress_share(void)
+/* Whether a sandbox holding n connections (the new one counted) may have one more: never past
+ * EGRESS_MAX_CONNS or the budget; and once half the budget is in use, only up to an even share
+ * of it per sandbox, so one busy sandbox cannot take what the others would need. */
+static bool egress_may_open(unsigned n)
 {
-    unsigned even = egress_budget() / (egress_instances ? egress_instances : 1);
-    return even < EGRESS_MAX_CONNS ? (even > 0 ? even : 1) : EGRESS_MAX_CONNS;
+    unsigned budget = egress_budget();
+    unsigned even = budget / (egress_instances ? egress_instances : 1);
+    if (n > EGRESS_MAX_CONNS || egress_conns_total > budget)
+        return false;
+    return egress_conns_total <= budget / 2 || n <= (even > 0 ? even : 1);
 }
 
 static void on_accept(uv_stream_t *server, int status)
@@ -727,7 +731,7 @@ static void on_accept(uv_stream_t *server, int status)
         return;
     }
     c->port = ntohs(c->orig.sin_port);
-    if (eg->n_conns > egress_share() || egress_conns_total > egress_budget()) {
+    if (!egress_may_open(eg->n_conns)) {
         conn_refuse_for(c, "too_many_connections");
         return;
     }

@@ -24,8 +24,12 @@ timeout_s=${MCPBOX_VM_TIMEOUT:-600}
 skip() { echo "1..0 # SKIP $*"; exit 77; }
 # The module files the guest needs, in load order (names as in the kernel tree; the ones built
 # into a given kernel are simply absent).
+# nf_tables and the rest: what the egress rules of a sandbox with a network_policy use (NAT
+# redirect, reject; backend/local/egress_rules.h), which the doctor's egress_policy check writes.
 modules="virtio virtio_ring virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci netfs fscache
-         9pnet 9pnet_virtio 9p overlay tun"
+         9pnet 9pnet_virtio 9p overlay tun
+         crc32c_generic libcrc32c nfnetlink nf_defrag_ipv4 nf_defrag_ipv6 nf_conntrack nf_nat
+         nf_tables nft_chain_nat nft_redir nf_reject_ipv4 nft_reject nft_reject_ipv4"
 
 find_kernel() {
     if [ -n "${MCPBOX_VM_KERNEL:-}" ]; then

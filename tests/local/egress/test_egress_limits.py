@@ -6,7 +6,8 @@ pipes). With a per-sandbox cap only, a few sandboxes holding their 1024 connecti
 server's RLIMIT_NOFILE and every other request failed (EMFILE: no new sandbox, no command). The
 server here runs with a low limit (prlimit 1100) so one sandbox is enough to show it: while it
 tries to hold 1000 connections to an allowed test host, another sandbox is created and runs a command,
-and the connections past the budget are refused as `too_many_connections` events.
+and the connections past the budget are refused as `too_many_connections` events; a second
+sandbox with a policy still gets its even share.
 
 usage: test_egress_limits.py --mcpbox PATH   (root: the test hosts' namespace; exit 77 if not)
 """
@@ -54,8 +55,10 @@ def main():
         return 77
     w = World(os.path.abspath(a.mcpbox), wrap=["prlimit", "--nofile=1100:1100", "--"])
     try:
-        hog = w.tool("create_sandbox", network_policy=POLICY)["structuredContent"]["sandbox_id"]
-        w.tool("write_file", sandbox_id=hog, path="/workspace/hold.py", content=HOLD)
+        hog, peer = (w.tool("create_sandbox", network_policy=POLICY)["structuredContent"]
+                     ["sandbox_id"] for _ in range(2))
+        for sid in (hog, peer):
+            w.tool("write_file", sandbox_id=sid, path="/workspace/hold.py", content=HOLD)
         w.run(hog, "python3 /workspace/hold.py 1000 120 > /workspace/out 2>&1 &")
         for _ in range(100):
             if "opened" in w.run(hog, "cat /workspace/out")["stdout"]:
@@ -73,6 +76,9 @@ def main():
         n = int(opened[1]) if len(opened) == 2 else -1
         check(64 <= n < 1000, "the sandbox itself still got its share of connections (%d)" % n,
               " ".join(opened))
+        r = w.run(peer, "timeout 60 python3 /workspace/hold.py 20 0")
+        check(r["stdout"].strip() == "opened 20", "a second sandbox with a policy still opens "
+              "20 connections beside it (an even share is kept for it)", json.dumps(r))
         ev = w.tool("diagnose_sandbox", sandbox_id=hog, what="events")["structuredContent"]
         busy = [e for e in ev.get("events", []) if e.get("kind") == "egress_refused" and
                 (e.get("data") or {}).get("reason") == "too_many_connections"]
