@@ -2,6 +2,7 @@
 #include "backend/local/doctor/doctor.h"
 
 #include <errno.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,6 +44,15 @@ void doctor_fail(struct doctor_check *c, const char *fix, const char *fmt, ...)
     va_end(ap);
     c->ok = false;
     snprintf(c->fix, sizeof(c->fix), "%s", fix != NULL ? fix : "");
+}
+
+const char *doctor_user_name(char *buf, size_t size)
+{
+    struct passwd pw, *found = NULL;
+    char tmp[4096];
+    getpwuid_r(geteuid(), &pw, tmp, sizeof tmp, &found);
+    snprintf(buf, size, "%s", found ? found->pw_name : "NAME");
+    return buf;
 }
 
 int doctor_read_line(const char *path, char *out, size_t size)

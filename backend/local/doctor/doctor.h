@@ -52,6 +52,8 @@ void doctor_fail(struct doctor_check *c, const char *fix, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* First line of a /proc or /sys file without the newline; -1 if unreadable. */
 int doctor_read_line(const char *path, char *out, size_t size);
+/* The name of the user running the checks, for the fixes they print ("NAME" if unknown). */
+const char *doctor_user_name(char *buf, size_t size);
 /* Runs fn in a forked child; returns its exit status (0..255), or -1 if it died or fork failed.
  * The child reports an errno through its exit status. */
 int doctor_in_child(int (*fn)(void *), void *arg);

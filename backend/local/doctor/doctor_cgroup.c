@@ -1,7 +1,6 @@
 /* Doctor checks: cgroup layout (v1, hybrid, v2), whether mcpbox may create cgroups where it
  * runs (delegation), and whether moving a process into a cgroup is slow on this host. */
 #include <errno.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,12 +197,10 @@ static bool cg_seen(const struct cg_mount *const *list, size_t i)
 
 static const char *setup_fix(char *buf, size_t size)
 {
-    struct passwd pw, *found = NULL;
-    char tmp[4096];
-    getpwuid_r(geteuid(), &pw, tmp, sizeof tmp, &found);
+    char name[256];
     snprintf(buf, size, "as root, once: mcpbox setup --user %s (on a systemd host instead: "
                         "systemd-run --user --scope -p Delegate=yes mcpbox serve)",
-             found ? found->pw_name : "NAME");
+             doctor_user_name(name, sizeof name));
     return buf;
 }
 

@@ -2,7 +2,6 @@
  * sandbox's root to a subordinate uid range. */
 #include <errno.h>
 #include <fcntl.h>
-#include <pwd.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,15 +163,6 @@ static int probe_uid_map(const struct local_identity *id, char *why, size_t why_
     return rc;
 }
 
-static const char *user_name(char *buf, size_t size)
-{
-    struct passwd pw, *found = NULL;
-    char tmp[4096];
-    getpwuid_r(geteuid(), &pw, tmp, sizeof tmp, &found);
-    snprintf(buf, size, "%s", found ? found->pw_name : "NAME");
-    return buf;
-}
-
 /* As root: a per-sandbox slice. As a user: subordinate ids through newuidmap (ok), or only the
  * user's own uid (a weaker mode that works: WARN, naming the one root command that fixes it). */
 static void check_uid_mapping(struct doctor_report *r)
@@ -195,14 +185,16 @@ static void check_uid_mapping(struct doctor_report *r)
         return;
     }
     if (id.mode == LOCAL_ID_SUBID) {
-        doctor_pass(c, "sandbox root maps to subordinate uid %u (%u ids, newuidmap), shared by "
-                       "%s's sandboxes: never host root, never your own uid",
-                    (unsigned)id.uid_base, (unsigned)id.uid_count, user_name(name, sizeof name));
+        doctor_pass(c,
+                    "sandbox root maps to subordinate uid %u (%u ids, newuidmap), shared by "
+                    "%s's sandboxes: never host root, never your own uid",
+                    (unsigned)id.uid_base, (unsigned)id.uid_count,
+                    doctor_user_name(name, sizeof name));
         return;
     }
     c->required = false; /* sandboxes work: WARN, never FAIL */
     snprintf(fix, sizeof fix, "as root, once: mcpbox setup --user %s (and apt-get install uidmap)",
-             user_name(name, sizeof name));
+             doctor_user_name(name, sizeof name));
     doctor_fail(c, fix, "single uid: sandbox root is your own uid %u (weaker: a sandbox escape "
                 "acts as you) because %s", (unsigned)geteuid(), id.why);
 }
