@@ -84,7 +84,7 @@ int local_egress_rules(pid_t pid, struct mcp_error *err)
            ((n = read(errp[0], text + len, sizeof text - 1 - len)) > 0 || (n < 0 && errno == EINTR)))
         len += n > 0 ? (size_t)n : 0;
     text[len] = '\0';
-    int status;
+    int status = -1; /* waitpid failing (not EINTR) leaves it so: not an exit, an error */
     while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
     }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)

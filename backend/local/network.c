@@ -110,7 +110,7 @@ int local_start_network(const char *dir, pid_t pid, const struct cg_sandbox *cg,
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0)
         return mcp_error_set(err, MCP_ERR_IO, rc, "cannot run %s", pasta);
-    int status;
+    int status = -1; /* waitpid failing (not EINTR) leaves it so: not an exit, an error */
     while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
     } /* pasta forks to the background once the namespace is configured */
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)

@@ -843,11 +843,11 @@ static int owner_userns(uint32_t uid, uint32_t gid, uint32_t to_uid, uint32_t to
         char map[64];
         struct mcp_error why;
         snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)to_uid);
-        int ok = local_proc_write(pid, "uid_map", map, &why);
+        int rc = local_proc_write(pid, "uid_map", map, &why);
         snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)to_gid);
-        ok = ok == 0 ? local_proc_write(pid, "gid_map", map, &why) : -1;
-        fd = ok == 0 ? local_ns_open(pid, "user") : -1;
-        e = ok == 0 ? errno : why.sys_errno;
+        rc = rc == 0 ? local_proc_write(pid, "gid_map", map, &why) : -1;
+        fd = rc == 0 ? local_ns_open(pid, "user") : -1;
+        e = rc == 0 ? errno : why.sys_errno;
         close(pipefd[1]);
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
             ;
