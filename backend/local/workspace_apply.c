@@ -169,15 +169,10 @@ static int fail_errno(struct apply *a, const struct ws_change *c, const char *wh
 static int write_temp(struct apply *a, const char *rel, int parent, mode_t mode, char *tmp,
                       size_t tmp_size)
 {
-    cleanup_close int in =
-        ws_open_beneath(a->upper, rel, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, false);
     struct stat st;
-    if (in < 0 || fstat(in, &st) < 0)
+    cleanup_close int in = ws_open_regular(a->upper, rel, &st);
+    if (in < 0)
         return -1;
-    if (!S_ISREG(st.st_mode)) {
-        errno = EINVAL;
-        return -1;
-    }
     char rnd[17];
     random_id(rnd, sizeof rnd, "", 8);
     snprintf(tmp, tmp_size, ".mcpbox-apply-%s", rnd);

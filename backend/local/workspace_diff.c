@@ -19,14 +19,10 @@
 
 int ws_read_all(int dirfd, const char *name, size_t max, char **data, size_t *len)
 {
-    cleanup_close int fd = ws_open_beneath(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, false);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0)
+    cleanup_close int fd = ws_open_regular(dirfd, name, &st);
+    if (fd < 0)
         return -1;
-    if (!S_ISREG(st.st_mode)) {
-        errno = EINVAL;
-        return -1;
-    }
     if ((uint64_t)st.st_size > max) {
         errno = EFBIG;
         return -1;

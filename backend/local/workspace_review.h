@@ -110,6 +110,9 @@ char *ws_host_path(const struct ws_mount *m, const char *rel);    /* source/rel 
 bool ws_selected(json_t *paths, const struct ws_mount *m, const char *rel);
 /* openat2 below dirfd without symlinks or "..": O_PATH|O_DIRECTORY when dir, else flags. */
 int ws_open_beneath(int dirfd, const char *rel, int flags, bool dir);
+/* ws_open_beneath read-only, for a regular file only (-1 with errno EINVAL for anything else,
+ * which a copy must not follow or block on: a fifo, a device); st is filled. */
+int ws_open_regular(int dirfd, const char *rel, struct stat *st);
 /* Reads a whole regular file (at most max bytes; -1 with errno EFBIG beyond). */
 int ws_read_all(int dirfd, const char *name, size_t max, char **data, size_t *len);
 const char *ws_type_name(mode_t m);

@@ -45,6 +45,19 @@ int ws_open_beneath(int dirfd, const char *rel, int flags, bool dir)
     return (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof how);
 }
 
+int ws_open_regular(int dirfd, const char *rel, struct stat *st)
+{
+    int fd = ws_open_beneath(dirfd, rel, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, false);
+    if (fd < 0)
+        return -1;
+    int e = fstat(fd, st) < 0 ? errno : S_ISREG(st->st_mode) ? 0 : EINVAL;
+    if (e == 0)
+        return fd;
+    close(fd);
+    errno = e;
+    return -1;
+}
+
 const char *ws_type_name(mode_t m)
 {
     switch (m & S_IFMT) {
