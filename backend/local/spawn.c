@@ -1050,6 +1050,31 @@ static void close_plan(struct child_plan *p)
             close(fds[i]);
 }
 
+/* The parent's part between the clone and the release: the init's note, the child's uid and
+ * gid maps, then the mount trees only the parent can open for it (idmapped image layers as
+ * root, host mounts when ws_by_parent). Trees opened before a failure stay in trees. */
+static int parent_setup(const struct spawn_request *req, pid_t pid, struct image_trees *trees,
+                        struct mcp_error *err)
+{
+    int rc = note_init(req->dir, pid, err);
+    if (rc == 0)
+        rc = req->person_id ? local_identity_write_maps_person(req->ident, pid, err)
+                            : local_identity_write_maps(req->ident, req->slot, pid, err);
+    bool idmap = req->ident->mode == LOCAL_ID_SLICES && !req->bind_image;
+    for (size_t i = 0; rc == 0 && idmap && i < req->n_image_dirs &&
+                       i < LOCAL_MAX_IMAGE_LAYERS;
+         i++) {
+        int tree = image_tree(req->image_dirs[i], pid, err);
+        if (tree < 0)
+            rc = -1;
+        else
+            trees->fd[trees->n++] = tree;
+    }
+    if (rc == 0 && ws_by_parent(req))
+        rc = ws_trees(req, trees, err);
+    return rc;
+}
+
 int local_spawn(const struct spawn_request *req, struct spawn_result *out, struct mcp_error *err)
 {
     struct child_plan p;
@@ -1097,23 +1122,8 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
                              "failed (run `mcpbox doctor`)");
     }
     out->pid = pid, out->pidfd = pidfd, out->err_fd = errp[0];
-    int rc = note_init(req->dir, pid, err);
-    if (rc == 0)
-        rc = req->person_id ? local_identity_write_maps_person(req->ident, pid, err)
-                            : local_identity_write_maps(req->ident, req->slot, pid, err);
     struct image_trees *trees = &out->trees;
-    bool idmap = req->ident->mode == LOCAL_ID_SLICES && !req->bind_image;
-    for (size_t i = 0; rc == 0 && idmap && i < req->n_image_dirs &&
-                       i < LOCAL_MAX_IMAGE_LAYERS;
-         i++) {
-        int tree = image_tree(req->image_dirs[i], pid, err);
-        if (tree < 0)
-            rc = -1;
-        else
-            trees->fd[trees->n++] = tree;
-    }
-    if (rc == 0 && ws_by_parent(req))
-        rc = ws_trees(req, trees, err);
+    int rc = parent_setup(req, pid, trees, err);
     bool held_for_network = req->network || req->egress; /* pasta or nft before the release */
     if (rc >= 0 && req->hold && !held_for_network && send_go(sync[1], NULL) < 0)
         rc = mcp_error_set(err, MCP_ERR_IO, errno, "releasing the sandbox init failed");
