@@ -259,7 +259,8 @@ static int resolve_source(const struct local_ws_check *c, const char *src, unsig
                              "mcpbox allow the real location with --allow-dir", i, src, dir);
     if (fd < 0)
         return mcp_error_set(err, errno == ENOENT ? MCP_ERR_NOT_FOUND : MCP_ERR_INVALID, errno,
-                             "mounts[%u].source %s: cannot open it as a directory", i, src);
+                             "mounts[%u].source %s: cannot open it as a directory under %s; "
+                             "create it on the host or name another", i, src, dir);
     const char *priv[] = {c->state_dir, c->run_dir};
     const char *bad = holds_private_dir(fd, priv, c->run_dir ? 2 : 1);
     if (bad) {
