@@ -287,6 +287,31 @@ static const char *create_body_error(json_t *body, struct sandbox_spec *spec)
     return limits ? apply_limits(limits, spec) : NULL;
 }
 
+/* networkPolicy -> spec's network and network_policy (*policy: the reference the caller drops,
+ * or NULL). OpenSandbox: no networkPolicy means allow-all; deny by default means loopback only;
+ * egress rules make a network policy (issue 14), whose default is deny as the sidecar's.
+ * -1: answered. */
+static int create_network(struct osapi_req *req, json_t *np, struct sandbox_spec *spec,
+                          struct egress_policy **policy)
+{
+    const char *action = json_string_value(json_object_get(np, "defaultAction"));
+    spec->network = !action || strcmp(action, "deny") != 0;
+    if (json_array_size(json_object_get(np, "egress")) == 0)
+        return 0;
+    json_t *j = json_pack("{s:s, s:O}", "default_action", action ? action : "deny", "egress",
+                          json_object_get(np, "egress"));
+    struct mcp_error perr;
+    *policy = egress_policy_parse(j, "networkPolicy", &perr);
+    json_decref(j);
+    if (*policy == NULL) {
+        reply_invalid(req, "%s", perr.msg);
+        return -1;
+    }
+    spec->network = false; /* by the policy only */
+    spec->network_policy = *policy;
+    return 0;
+}
+
 static void handle_create(struct osapi_req *req)
 {
     json_t *body = osapi_req_json(req);
@@ -295,7 +320,6 @@ static void handle_create(struct osapi_req *req)
     struct sandbox_spec spec = {0};
     json_t *image = json_object_get(body, "image"), *ep = json_object_get(body, "entrypoint");
     json_t *limits = json_object_get(body, "resourceLimits"), *t = json_object_get(body, "timeout");
-    json_t *np = json_object_get(body, "networkPolicy");
     const char *unsup = json_is_object(body) ? unsupported_field(body) : NULL, *unknown;
     const char *bad = unsup ? NULL : create_body_error(body, &spec);
     if (unsup) {
@@ -333,24 +357,10 @@ static void handle_create(struct osapi_req *req)
     spec.env = json_is_object(json_object_get(body, "env")) ? json_object_get(body, "env") : NULL;
     spec.metadata = json_is_object(json_object_get(body, "metadata"))
                         ? json_object_get(body, "metadata") : NULL;
-    /* OpenSandbox: no networkPolicy means allow-all; deny by default means loopback only;
-     * egress rules make a network policy (issue 14), whose default is deny as the sidecar's. */
-    const char *action = json_string_value(json_object_get(np, "defaultAction"));
-    spec.network = !action || strcmp(action, "deny") != 0;
     struct egress_policy *policy = NULL;
-    if (json_array_size(json_object_get(np, "egress")) > 0) {
-        json_t *j = json_pack("{s:s, s:O}", "default_action", action ? action : "deny", "egress",
-                              json_object_get(np, "egress"));
-        struct mcp_error perr;
-        policy = egress_policy_parse(j, "networkPolicy", &perr);
-        json_decref(j);
-        if (policy == NULL) {
-            reply_invalid(req, "%s", perr.msg);
-            json_decref(body);
-            return;
-        }
-        spec.network = false; /* by the policy only */
-        spec.network_policy = policy;
+    if (create_network(req, json_object_get(body, "networkPolicy"), &spec, &policy) < 0) {
+        json_decref(body);
+        return;
     }
     spec.timeout_seconds = json_is_integer(t) ? json_integer_value(t) : -1;
     spec.idle_timeout_seconds = -1; /* OpenSandbox has no idle timeout */
