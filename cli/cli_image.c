@@ -45,12 +45,10 @@ static void usage(FILE *out)
 }
 
 /* Layers of every local sandbox on record: prune and eviction keep them. */
-static json_t *in_use(void *arg)
+static json_t *in_use(void *arg, struct mcp_error *err)
 {
     struct cli_image *c = arg;
-    struct mcp_error err;
-    json_t *out = local_image_layers_in_use(c->store, &err);
-    return out ? out : json_array();
+    return local_image_layers_in_use(c->store, err);
 }
 
 static void progress(void *arg, uint64_t done, uint64_t total, const char *what)
@@ -165,6 +163,8 @@ static int cmd_rm(struct cli_image *c, int argc, char **argv)
 static int cmd_prune(struct cli_image *c)
 {
     json_t *r = image_service_prune(c->svc, &c->err);
+    if (r == NULL)
+        return fail("prune", &c->err);
     if (c->json)
         cli_print_json(r);
     else

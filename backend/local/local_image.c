@@ -55,16 +55,10 @@ json_t *local_image_layers_in_use(struct store *st, struct mcp_error *err)
 }
 
 /* image_in_use_fn: the store is shared by every mcpbox process on this state directory. */
-static json_t *layers_in_use(void *arg)
+static json_t *layers_in_use(void *arg, struct mcp_error *err)
 {
     struct local_backend *lb = arg;
-    struct mcp_error err;
-    json_t *out = local_image_layers_in_use(lb->base.store, &err);
-    if (out == NULL) {
-        log_warn("listing sandboxes for the image store: %s", err.msg);
-        out = json_array();
-    }
-    return out;
+    return local_image_layers_in_use(lb->base.store, err);
 }
 
 int local_image_write_maps(void *ident, int pid, struct mcp_error *err)

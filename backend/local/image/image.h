@@ -22,8 +22,9 @@ struct image_service;
 typedef void image_progress_fn(void *arg, uint64_t done, uint64_t total, const char *what);
 /* Exactly one of image/err is set; both borrowed. */
 typedef void image_done_fn(void *arg, json_t *image, const struct mcp_error *err);
-/* Digests of layers in use (live sandboxes): a new JSON array, owned by the caller. */
-typedef json_t *image_in_use_fn(void *arg);
+/* Digests of layers in use (live sandboxes): a new JSON array, owned by the caller; NULL with err
+ * set when it cannot tell (the state store cannot be read), and then nothing is evicted or pruned. */
+typedef json_t *image_in_use_fn(void *arg, struct mcp_error *err);
 
 struct unpack_userns;
 /* ns: NULL for a root server (layers keep the image's ids); rootless, how to map a user

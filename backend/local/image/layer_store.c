@@ -247,7 +247,7 @@ int layer_store_make_room(const struct layer_store *s, uint64_t need, json_t *in
         total += v[i].bytes;
     qsort(v, n, sizeof *v, by_last_use);
     for (size_t i = 0; i < n && total + need > s->cap_bytes; i++) {
-        if (named(in_use, v[i].digest)) {
+        if (in_use == NULL || named(in_use, v[i].digest)) {
             pinned += v[i].bytes;
             continue;
         }

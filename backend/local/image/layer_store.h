@@ -60,8 +60,9 @@ int layer_store_remove(const struct layer_store *s, const char *path);
 /* Unpacked bytes of every layer in the store. */
 uint64_t layer_store_usage(const struct layer_store *s);
 
-/* Evicts least-recently-used layers that in_use (a JSON array of "sha256:..." digests, may be
- * NULL) does not name until need more bytes fit under the cap; -1 with MCP_ERR_LIMIT (saying
+/* Evicts least-recently-used layers that in_use (a JSON array of "sha256:..." digests; NULL when
+ * which layers are in use is unknown, and then none is evicted) does not name until need more
+ * bytes fit under the cap; -1 with MCP_ERR_LIMIT (saying
  * how to raise the cap or what to remove) if that is not enough. */
 int layer_store_make_room(const struct layer_store *s, uint64_t need, json_t *in_use,
                           struct mcp_error *err);

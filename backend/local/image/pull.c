@@ -689,7 +689,10 @@ static void plan_layers(struct pull *p)
         need += (uint64_t)d->size;
     }
     struct mcp_error err;
-    json_t *in_use = s->in_use ? s->in_use(s->in_use_arg) : NULL;
+    json_t *in_use = s->in_use ? s->in_use(s->in_use_arg, &err) : json_array();
+    if (in_use == NULL)
+        log_warn("which layers sandboxes use is unknown (%s): no layer is evicted for %s",
+                 err.msg, p->ref_text);
     /* Layers of this image count as in use too. */
     for (size_t i = 0; in_use && i < p->manifest.n_entries; i++)
         json_array_append_new(in_use, json_string(p->manifest.entries[i].digest));
@@ -911,7 +914,11 @@ int image_service_remove(struct image_service *s, const char *reference, struct 
 
 json_t *image_service_prune(struct image_service *s, struct mcp_error *err)
 {
-    json_t *keep = s->in_use ? s->in_use(s->in_use_arg) : json_array();
+    json_t *keep = s->in_use ? s->in_use(s->in_use_arg, err) : json_array();
+    if (keep == NULL) {
+        mcp_error_prefix(err, "nothing pruned: which layers sandboxes use is unknown");
+        return NULL;
+    }
     json_t *images = layer_store_list_images(&s->store), *img, *d;
     size_t i, k;
     json_array_foreach(images, i, img) {
