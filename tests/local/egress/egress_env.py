@@ -152,7 +152,8 @@ def staged_mcpbox(user, mcpbox):
     """The copy of mcpbox an ordinary user made by tests/local/rootless can run."""
     with open("/tmp/%s.rootless.json" % user) as f:
         mapping = json.load(f)["map"]
-    for src, dst in mapping.items():
+    # longest first: the build tree usually sits inside the source tree, and each has its copy
+    for src, dst in sorted(mapping.items(), key=lambda kv: -len(kv[0])):
         if mcpbox.startswith(src + "/"):
             return dst + mcpbox[len(src):]
     return mcpbox
