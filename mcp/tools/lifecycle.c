@@ -152,6 +152,13 @@ static void create_with_roots(void *arg, json_t *result, json_t *error)
             free(path);
         }
     }
+    if (json_array_size(roots) == 0) {
+        /* No file:// root: nothing to narrow to. Clients that declare the capability and list
+         * none (the MCP Inspector's CLI) would otherwise never mount; the person's allowlist
+         * still bounds every source. */
+        json_decref(roots);
+        roots = NULL;
+    }
     cr->spec.roots = roots;
     create_now(cr->job, &cr->spec);
     json_decref(roots);
