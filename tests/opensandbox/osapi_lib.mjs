@@ -3,6 +3,7 @@
 // it, and stop everything at the end. Node tooling: tests/opensandbox/node (install-deps.sh --test).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -62,17 +63,35 @@ export async function startMcpbox(bin, { key, stateDir, extraArgs = [], env = {}
   return { child, port: +m[1], base: `http://127.0.0.1:${m[1]}`, stateDir };
 }
 
-let prismPort = 20000 + (process.pid % 20000);
+// A loopback port free at this moment (the kernel picks it; Prism is then told to use it).
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => { const { port } = srv.address(); srv.close(() => resolve(port)); });
+  });
+}
+
 // prism proxy SPEC UPSTREAM --errors: a request or an answer outside the spec becomes 422 / 500.
+// Prism cannot listen on port 0, so a free port is picked first; another process may take it
+// before Prism binds (Prism then exits "fatal"), and the start is tried again on a new one. A
+// port derived from the pid, as before, collided with ephemeral ports other tests held.
 export async function startPrism(spec, upstream) {
-  const port = prismPort++;
   const bin = path.join(NODE_DIR, '.bin', 'prism');
-  // With this test's Node (tests/node's, not Debian 12's 18, which Prism 5's dependencies refuse).
-  const child = spawn(process.execPath, [bin, 'proxy', '-h', '127.0.0.1', '-p', String(port), path.resolve(SPECS, spec),
-                            upstream, '--errors'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
-  await waitFor(child, 'stdout', /Prism is listening/, `prism ${spec}`);
-  return { child, base: `http://127.0.0.1:${port}` };
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    // With this test's Node (tests/node's, not Debian 12's 18, which Prism 5's dependencies refuse).
+    const child = spawn(process.execPath, [bin, 'proxy', '-h', '127.0.0.1', '-p', String(port),
+                        path.resolve(SPECS, spec), upstream, '--errors'],
+                        { stdio: ['ignore', 'pipe', 'pipe'] });
+    children.push(child);
+    try {
+      await waitFor(child, 'stdout', /Prism is listening/, `prism ${spec}`);
+      return { child, base: `http://127.0.0.1:${port}` };
+    } catch (e) {
+      if (attempt >= 3 || child.exitCode === null) throw e;
+    }
+  }
 }
 
 export function stopAll() {
