@@ -581,6 +581,39 @@ static int check_mounts(struct local_backend *lb, const struct sandbox_spec *spe
     return 0;
 }
 
+struct slot_sweep {
+    uv_work_t work;
+    char dir[LOCAL_PATH_MAX];
+    int removed;
+};
+
+static void slot_sweep_work(uv_work_t *w)
+{
+    struct slot_sweep *s = w->data;
+    s->removed = local_slots_sweep(s->dir);
+}
+
+static void slot_sweep_after(uv_work_t *w, int status)
+{
+    struct slot_sweep *s = w->data;
+    (void)status;
+    if (s->removed > 0)
+        log_info("removed %d uid slot lease(s) of sandboxes that are gone (%s)", s->removed,
+                 s->dir);
+    free(s);
+}
+
+/* Once per server, with the spawner: the host-wide leases of dead sandboxes go (a directory
+ * listing and a read per lease, under the leases' lock: off the loop). */
+static void sweep_slots(struct local_backend *lb)
+{
+    struct slot_sweep *s = xcalloc(1, sizeof *s);
+    snprintf(s->dir, sizeof s->dir, "%s", lb->slots_dir);
+    s->work.data = s;
+    if (uv_queue_work(lb->base.loop, &s->work, slot_sweep_work, slot_sweep_after) < 0)
+        free(s);
+}
+
 /* The create proper, once the image is known. */
 static int create_with_image(struct local_backend *lb, const struct sandbox_spec *spec,
                              struct create_image *img, backend_cb *cb, void *arg,
@@ -603,6 +636,8 @@ static int create_with_image(struct local_backend *lb, const struct sandbox_spec
         snprintf(logs_base, sizeof logs_base, "%s/sandboxes", lb->state_dir);
         if (sw == NULL || strcmp(sw, "0") != 0)
             lb->spawner = local_spawner_start(&lb->cg, lb->run_dir, logs_base);
+        if (lb->ident.mode == LOCAL_ID_SLICES)
+            sweep_slots(lb);
     }
     op->pool_slot = local_spawner_take(lb->spawner, op->sb->id, &op->sb->cg);
     if (op->pool_slot < 0)

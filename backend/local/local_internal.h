@@ -566,6 +566,8 @@ void local_slots_excluded(unsigned char *bits, uint32_t max);
 void local_slot_note_init(const char *dir, uint32_t slot, const char *id, pid_t init,
                           uint64_t start);
 void local_slot_unlease(const char *dir, uint32_t slot, const char *id);
+/* Removes the leases of sandboxes that are gone; returns how many (-1: the lock failed). */
+int local_slots_sweep(const char *dir);
 /* local_backend.c: a slot for a new sandbox (leased host-wide and recorded in the store; always
  * 0 without slices), and its release. */
 int local_take_slot(struct local_backend *lb, const char *id, uint32_t *slot,

@@ -578,9 +578,13 @@ static void loopback_up(const struct child_plan *p)
 
 static void drop_privileges(const struct child_plan *p)
 {
+    /* EINVAL: past the kernel's last capability (the rest would be EINVAL too). */
     for (int cap = 0; cap <= 63; cap++)
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
+            if (errno == EINVAL)
+                break;
             child_fail(p->err_fd, "drop bounding cap", NULL);
+        }
     /* An image's User: the agent (and so every command) runs as it, as under `docker run`.
      * Leaving uid 0 clears the remaining capabilities by itself. */
     if (p->req->run_uid || p->req->run_gid) {

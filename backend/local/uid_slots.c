@@ -226,6 +226,35 @@ void local_slot_note_init(const char *dir, uint32_t slot, const char *id, pid_t 
     close(dirfd);
 }
 
+/* Leases whose sandbox is gone (a server killed with its sandboxes, whose state directory was
+ * then removed: no reconcile ever releases them) are otherwise reclaimed only once every slot
+ * is leased, and every lease in between makes each create's listing longer (a test machine had
+ * 99 of them after a day). Runs once per server, off the loop (spawner.c). */
+int local_slots_sweep(const char *dir)
+{
+    struct mcp_error err;
+    int lock = lock_dir(dir, &err);
+    if (lock < 0)
+        return -1;
+    int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = dirfd >= 0 ? fdopendir(dup(dirfd)) : NULL;
+    struct dirent *e;
+    int removed = 0;
+    while (d && (e = readdir(d)) != NULL) {
+        char *end;
+        (void)strtoul(e->d_name, &end, 10);
+        if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && *end == '\0' &&
+            lease_stale(dirfd, e->d_name) && unlinkat(dirfd, e->d_name, 0) == 0)
+            removed++;
+    }
+    if (d)
+        closedir(d);
+    if (dirfd >= 0)
+        close(dirfd);
+    unlock_dir(lock);
+    return removed;
+}
+
 /* Drops the lease if it still names this sandbox (a stale one may have been taken over). */
 void local_slot_unlease(const char *dir, uint32_t slot, const char *id)
 {

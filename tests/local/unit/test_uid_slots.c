@@ -1,7 +1,8 @@
 /* Host-wide uid slots (#18.7) and the identity a sandbox gets (backend/local/identity.c,
  * uid_slots.c).
  *  - leases: distinct slots, a lease of a dead init is reclaimed only once every slot is leased,
- *    a release drops only the releasing sandbox's lease;
+ *    a release drops only the releasing sandbox's lease, the sweep only leases of sandboxes that
+ *    are gone;
  *  - two state directories (two backends, as two servers would be) never map two live sandboxes
  *    to the same host uid: read from /proc/self/uid_map inside each sandbox;
  *  - as a user: every sandbox shows the server's one mapping (local_identity_detect), never host
@@ -112,6 +113,42 @@ TEST(stale_lease_reclaimed_when_full)
     ASSERT_CONTAINS(err.msg, "in use");
 }
 
+/* A server killed with its sandboxes, its state directory removed: nothing releases their
+ * leases but the sweep, which keeps every lease whose init or creator still runs. */
+TEST(sweep_removes_only_the_leases_of_sandboxes_that_are_gone)
+{
+    char dir[256], path[300];
+    struct mcp_error err;
+    uint32_t live, dead, fresh, orphan;
+    uint64_t start;
+    lease_dir(dir, sizeof dir, "sweep");
+    ASSERT_EQ(local_slot_lease(dir, "sbx-live", 8, NULL, &live, &err), 0);
+    ASSERT_EQ(local_slot_lease(dir, "sbx-dead", 8, NULL, &dead, &err), 0);
+    ASSERT_EQ(local_slot_lease(dir, "sbx-fresh", 8, NULL, &fresh, &err), 0); /* no init yet */
+    local_slot_note_init(dir, live, "sbx-live", getpid(), local_proc_starttime(getpid()));
+    pid_t gone = dead_pid(&start);
+    local_slot_note_init(dir, dead, "sbx-dead", gone, start);
+    /* taken by a creator that died before its init started */
+    pid_t creator = fork();
+    if (creator == 0) {
+        uint32_t s;
+        _exit(local_slot_lease(dir, "sbx-orphan", 8, NULL, &s, &err) == 0 ? (int)s : 100);
+    }
+    int status;
+    ASSERT_EQ(waitpid(creator, &status, 0), creator);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) < 8);
+    orphan = (uint32_t)WEXITSTATUS(status);
+    ASSERT_EQ(local_slots_sweep(dir), 2);
+    uint32_t kept[] = {live, fresh}, gone_slots[] = {dead, orphan};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%u", dir, (unsigned)kept[i]);
+        ASSERT_EQ(access(path, F_OK), 0);
+        snprintf(path, sizeof path, "%s/%u", dir, (unsigned)gone_slots[i]);
+        ASSERT_EQ(access(path, F_OK), -1);
+    }
+    ASSERT_EQ(local_slots_sweep(dir), 0);
+}
+
 static unsigned host_root_uid(struct harness *h, const char *id)
 {
     struct harness_exec x;
@@ -196,6 +233,7 @@ int main(void)
     RUN(excluded_slots_are_never_leased);
     RUN(subordinate_ranges_exclude_their_slices);
     RUN(stale_lease_reclaimed_when_full);
+    RUN(sweep_removes_only_the_leases_of_sandboxes_that_are_gone);
     RUN(identity_matches_who_runs_it);
     RUN(two_state_dirs_never_share_host_uids);
     char cmd[200];
