@@ -308,18 +308,13 @@ void local_release_resources(struct local_backend *lb, const char *id, const cha
     local_release_slot(lb, id);
 }
 
-int local_take_slot(struct local_backend *lb, const char *id, uint32_t *slot,
-                    struct mcp_error *err)
+int local_lease_slot(struct local_backend *lb, const char *id, uint32_t *slot,
+                     struct mcp_error *err)
 {
     *slot = 0;
     if (lb->ident.mode != LOCAL_ID_SLICES)
         return 0; /* one mapping shared by all of this user's sandboxes */
-    if (local_slot_lease(lb->slots_dir, id, LOCAL_MAX_SLOTS, lb->slots_excluded, slot, err) < 0)
-        return -1;
-    if (store_slot_claim(lb->base.store, id, *slot, err) == 0)
-        return 0;
-    local_slot_unlease(lb->slots_dir, *slot, id);
-    return -1;
+    return local_slot_lease(lb->slots_dir, id, LOCAL_MAX_SLOTS, lb->slots_excluded, slot, err);
 }
 
 void local_release_slot(struct local_backend *lb, const char *id)

@@ -170,7 +170,7 @@ json_t *local_make_record(const struct sandbox_spec *spec, const struct cg_limit
                             (json_int_t)lim->pids, "disk_bytes", (json_int_t)disk, "network",
                             spec->network || spec->network_policy != NULL, "metadata", meta,
                             "env", env, "creator_pid", (int)getpid(), "creator_start",
-                            (json_int_t)local_proc_starttime(getpid()));
+                            (json_int_t)local_self_starttime());
     if (spec->network_policy != NULL) /* what local_egress_policy() reads */
         json_object_set_new(rec, "network_policy", egress_policy_to_json(spec->network_policy));
     return rec;
@@ -450,15 +450,22 @@ static int make_sandbox_dir(struct local_backend *lb, const char *dir, struct mc
     return 0;
 }
 
-/* Record first (so a crash from here on is found by reconcile), then slot, directory and
- * cgroups. rec->record stays the caller's. */
+static int insert_record(struct local_backend *lb, const struct store_sandbox *rec,
+                         uint32_t slot, struct mcp_error *err)
+{
+    if (lb->ident.mode != LOCAL_ID_SLICES)
+        return store_sandbox_insert(lb->base.store, rec, err);
+    return store_sandbox_insert_with_slot(lb->base.store, rec, slot, err);
+}
+
+/* Slot lease and record first (so a crash from here on is found by reconcile), then
+ * directory and cgroups. rec->record stays the caller's. */
 static int start_record(struct create_op *op, const struct sandbox_spec *spec,
                         const struct cg_limits *lim, uint64_t disk, json_t *oci,
                         struct local_ws *ws, struct store_sandbox *rec, struct mcp_error *err)
 {
     struct lsbx *sb = op->sb;
     struct local_backend *lb = sb->be;
-    struct store *st = lb->base.store;
     *rec = (struct store_sandbox){.id = sb->id, .backend = (char *)"local",
                                   .owner = (char *)(spec->owner ? spec->owner : ""),
                                   .state = (char *)(op->pooled ? LOCAL_POOL_STATE : "creating"),
@@ -474,9 +481,15 @@ static int start_record(struct create_op *op, const struct sandbox_spec *spec,
         local_image_record(rec->record, oci, local_image_shared(lb, oci));
     if (ws && ws->n > 0)
         json_object_set_new(rec->record, "mounts", local_ws_json(ws, false));
-    int rc = store_sandbox_insert(st, rec, err);
-    if (rc == 0)
-        rc = local_take_slot(lb, sb->id, &op->slot, err);
+    /* The lease before the record: a crash between the two leaves a lease whose creator is
+     * dead, which the sweep removes (uid_slots.c). Record and slot in one transaction: one
+     * commit (WAL frames and locks) less on the critical path of every create. */
+    int rc = local_lease_slot(lb, sb->id, &op->slot, err);
+    if (rc == 0 && insert_record(lb, rec, op->slot, err) < 0) {
+        if (lb->ident.mode == LOCAL_ID_SLICES)
+            local_slot_unlease(lb->slots_dir, op->slot, sb->id);
+        rc = -1;
+    }
     if (rc == 0)
         rc = make_sandbox_dir(lb, sb->dir, err);
     if (rc == 0 && ws && ws->n > 0) /* the overlay's layers belong to the sandbox's root */

@@ -226,6 +226,7 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
 int local_spawn_release(int release_fd, struct image_trees *trees);
 /* "/proc/<pid>/stat" field 22, to tell a live init from a reused pid; 0 if gone. */
 uint64_t local_proc_starttime(pid_t pid);
+uint64_t local_self_starttime(void); /* this process's, read once */
 #define LOCAL_INIT_FILE "init" /* in the sandbox directory: "<pid> <start time>" */
 /* network.c: opt-in egress through pasta. */
 #define LOCAL_DNS_ADDR "169.254.1.1"
@@ -568,10 +569,10 @@ void local_slot_note_init(const char *dir, uint32_t slot, const char *id, pid_t 
 void local_slot_unlease(const char *dir, uint32_t slot, const char *id);
 /* Removes the leases of sandboxes that are gone; returns how many (-1: the lock failed). */
 int local_slots_sweep(const char *dir);
-/* local_backend.c: a slot for a new sandbox (leased host-wide and recorded in the store; always
- * 0 without slices), and its release. */
-int local_take_slot(struct local_backend *lb, const char *id, uint32_t *slot,
-                    struct mcp_error *err);
+/* local_backend.c: the host-wide lease of a slot for a new sandbox (always 0 without slices;
+ * the create records it in the store with the sandbox's record), and the release of both. */
+int local_lease_slot(struct local_backend *lb, const char *id, uint32_t *slot,
+                     struct mcp_error *err);
 void local_release_slot(struct local_backend *lb, const char *id);
 
 /* Removes a dead sandbox's leftovers: cgroups, directories, uid slot (not the record). */

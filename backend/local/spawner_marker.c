@@ -38,7 +38,7 @@ void spawner_marker_write(const char *run_dir, const char *id, const struct cg_s
         log_debug("spawner: cannot write %s: %s", tmp, strerror(errno));
         return;
     }
-    fprintf(f, "%d %llu\n", (int)getpid(), (unsigned long long)local_proc_starttime(getpid()));
+    fprintf(f, "%d %llu\n", (int)getpid(), (unsigned long long)local_self_starttime());
     const char *dirs[] = {cg->v2, cg->mem, cg->pids, cg->cpu, cg->freezer};
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
         if (dirs[i][0])

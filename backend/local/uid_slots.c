@@ -106,7 +106,7 @@ static int write_lease(int dirfd, const char *name, const char *id, pid_t init,
 {
     char text[SLOT_TEXT_MAX];
     int n = snprintf(text, sizeof text, "%s %d %llu %d %llu\n", id, (int)getpid(),
-                     (unsigned long long)local_proc_starttime(getpid()), (int)init, init_start);
+                     (unsigned long long)local_self_starttime(), (int)init, init_start);
     int fd = openat(dirfd, name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | flags, 0600);
     if (fd < 0)
         return -1;

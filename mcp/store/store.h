@@ -53,6 +53,9 @@ void store_sandbox_release(struct store_sandbox *sb); /* frees fields; sb itself
 
 /* MCP_ERR_CONFLICT if the id exists. */
 int store_sandbox_insert(struct store *st, const struct store_sandbox *sb, struct mcp_error *err);
+/* The same, with the slot it holds (store_slot_claim) in one transaction: one commit. */
+int store_sandbox_insert_with_slot(struct store *st, const struct store_sandbox *sb,
+                                   uint32_t slot, struct mcp_error *err);
 /* Rewrites every column of an existing row; MCP_ERR_NOT_FOUND if absent. */
 int store_sandbox_update(struct store *st, const struct store_sandbox *sb, struct mcp_error *err);
 int store_sandbox_set_state(struct store *st, const char *id, const char *state,

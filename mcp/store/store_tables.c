@@ -311,6 +311,19 @@ int store_slot_claim(struct store *st, const char *sandbox_id, uint32_t slot,
     return store_step_done(st, s, "recording a slot", err);
 }
 
+int store_sandbox_insert_with_slot(struct store *st, const struct store_sandbox *sb,
+                                   uint32_t slot, struct mcp_error *err)
+{
+    if (store_begin(st, err) < 0)
+        return -1;
+    if (store_sandbox_insert(st, sb, err) < 0 || store_slot_claim(st, sb->id, slot, err) < 0 ||
+        store_commit(st, err) < 0) {
+        store_rollback(st);
+        return -1;
+    }
+    return 0;
+}
+
 int store_slot_of(struct store *st, const char *sandbox_id, uint32_t *slot, struct mcp_error *err)
 {
     sqlite3_stmt *s = store_stmt(st, STORE_STMT_SLOT_OF, err);

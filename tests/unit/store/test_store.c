@@ -221,6 +221,32 @@ TEST(slots_lowest_free_and_exhaustion)
     free(dir);
 }
 
+/* The record and its slot go in together or not at all: an insert that conflicts leaves the
+ * slot unrecorded (the create unleases it) and the other sandbox's row and slot unchanged. */
+TEST(insert_with_slot_is_one_transaction)
+{
+    char *dir = scratch_dir("insert-slot");
+    struct store *st = open_ok(dir);
+    struct mcp_error err = {0};
+    struct store_sandbox sb;
+    uint32_t s = 99;
+    sandbox_fill(&sb, "sbx-a", "local", "o", 100);
+    ASSERT_EQ(store_sandbox_insert_with_slot(st, &sb, 7, &err), 0);
+    ASSERT_EQ(store_slot_of(st, "sbx-a", &s, &err), 1);
+    ASSERT_EQ(s, 7);
+    /* the same id again, with another slot: refused, nothing of it stays */
+    ASSERT_EQ(store_sandbox_insert_with_slot(st, &sb, 8, &err), -1);
+    ASSERT_EQ(err.code, MCP_ERR_CONFLICT);
+    ASSERT_EQ(store_slot_of(st, "sbx-a", &s, &err), 1);
+    ASSERT_EQ(s, 7);
+    store_sandbox_release(&sb);
+    /* the store is usable afterwards (no transaction left open) */
+    insert_ok(st, "sbx-b", "local", "o", 200);
+    ASSERT_EQ(store_slot_of(st, "sbx-b", &s, &err), 0);
+    store_close(st);
+    free(dir);
+}
+
 /* A child process takes SLOTS_PER_CHILD slots through its own handle; exits 0 on success. */
 static int child_take_slots(const char *dir, int child)
 {
@@ -534,6 +560,7 @@ int main(void)
     RUN(sandbox_errors);
     RUN(sandbox_list_filters_and_order);
     RUN(slots_lowest_free_and_exhaustion);
+    RUN(insert_with_slot_is_one_transaction);
     RUN(two_processes_share_one_file);
     RUN(concurrent_writers_never_fail);
     RUN(migrations_idempotent_and_incremental);
