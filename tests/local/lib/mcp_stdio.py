@@ -27,8 +27,8 @@ def result_text(result):
 class Client:
     """proc is the server's Popen; stderr, cwd and env are passed to it as they are (stderr None:
     the test's own stderr). capabilities are the client's, as sent in initialize.
-    on_request(client, msg) answers a request from the server (roots/list...); without it such
-    requests are not answered. on_notification(client, msg) sees each notification."""
+    on_request(msg) answers a request from the server (roots/list...); without it such requests
+    are not answered. on_notification(msg) sees each notification."""
 
     def __init__(self, argv, client_name, capabilities=None, stderr=None, cwd=None, env=None,
                  on_request=None, on_notification=None):
@@ -64,9 +64,9 @@ class Client:
             if "method" in msg:  # the server's own request or notification
                 if "id" in msg:
                     if self.on_request:
-                        self.on_request(self, msg)
+                        self.on_request(msg)
                 elif self.on_notification:
-                    self.on_notification(self, msg)
+                    self.on_notification(msg)
                 continue
             if msg.get("id") in ids:
                 assert "error" not in msg, f"{during}: {msg['error']}"
