@@ -345,8 +345,9 @@ class Serve(Client):
         self.stderr = open(self.log_path, "w")
         self.progress = []
         wrap = os.environ.get("OCITEST_WRAP", "").split()  # a command to run the server under
-        super().__init__(wrap + serve_argv(mcpbox, state, "--local-pool", "0"), "oci-test",
+        super().__init__(wrap + serve_argv(mcpbox, state, "--local-pool", "0"),
                          stderr=self.stderr, env=full, on_notification=self.note)
+        self.initialize("oci-test")
 
     def note(self, msg):
         if msg.get("method") == "notifications/progress":

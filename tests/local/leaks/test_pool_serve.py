@@ -28,8 +28,9 @@ POOL = 2
 
 class Serve(Client):
     def __init__(self, mcpbox, state, pool=POOL):
-        super().__init__(serve_argv(mcpbox, state, "--local-pool", pool), "pool-test",
+        super().__init__(serve_argv(mcpbox, state, "--local-pool", pool),
                          stderr=subprocess.DEVNULL)
+        self.initialize("pool-test")
 
     def create(self):
         res = self.call("tools/call", {"name": "create_sandbox", "arguments": {}})

@@ -26,21 +26,26 @@ def result_text(result):
 
 class Client:
     """proc is the server's Popen; stderr, cwd and env are passed to it as they are (stderr None:
-    the test's own stderr). capabilities are the client's, as sent in initialize.
-    on_request(msg) answers a request from the server (roots/list...); without it such requests
-    are not answered. on_notification(msg) sees each notification."""
+    the test's own stderr). on_request(msg) answers a request from the server (roots/list...);
+    without it such requests are not answered. on_notification(msg) sees each notification.
+    The server is started here; initialize() is the handshake (apart, so that a caller can hold
+    on to proc before the server has to answer)."""
 
-    def __init__(self, argv, client_name, capabilities=None, stderr=None, cwd=None, env=None,
-                 on_request=None, on_notification=None):
+    def __init__(self, argv, stderr=None, cwd=None, env=None, on_request=None,
+                 on_notification=None):
         self.on_request = on_request
         self.on_notification = on_notification
         self.next_id = 1
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=stderr, cwd=cwd, env=env)
-        self.call("initialize", {"protocolVersion": PROTOCOL_VERSION,
-                                 "capabilities": capabilities or {},
-                                 "clientInfo": {"name": client_name, "version": "1"}})
+
+    def initialize(self, client_name, capabilities=None):
+        """initialize, then notifications/initialized; returns the server's initialize result."""
+        result = self.call("initialize", {"protocolVersion": PROTOCOL_VERSION,
+                                          "capabilities": capabilities or {},
+                                          "clientInfo": {"name": client_name, "version": "1"}})
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return result
 
     def send(self, msg):
         self.proc.stdin.write((json.dumps(msg) + "\n").encode())

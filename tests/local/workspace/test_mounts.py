@@ -31,9 +31,9 @@ class Serve(Client):
             args += ["--allow-dir", d]
         self.roots = roots  # a list of file:// URIs to answer roots/list with, or None
         self.roots_asked = 0
-        super().__init__(serve_argv(mcpbox, state, *args), "mounts-test",
-                         capabilities=None if roots is None else {"roots": {}},
-                         stderr=subprocess.DEVNULL, cwd="/", on_request=self.answer)
+        super().__init__(serve_argv(mcpbox, state, *args), stderr=subprocess.DEVNULL, cwd="/",
+                         on_request=self.answer)
+        self.initialize("mounts-test", None if roots is None else {"roots": {}})
 
     def answer(self, msg):
         if msg.get("method") == "roots/list":
