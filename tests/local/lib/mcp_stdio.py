@@ -1,5 +1,5 @@
 """A small MCP client over stdio for the local-backend tests: starts a server (`mcpbox serve`,
-possibly behind nsenter, runuser or a sanitizer wrapper) as a subprocess, writes one JSON-RPC
+possibly behind nsenter, runuser or a wrapper such as prlimit) as a subprocess, writes one JSON-RPC
 message a line to its stdin and reads its stdout until the reply with the id it waits for.
 
 Only the standard library: tests/local/rootless runs the scripts as an ordinary user with the
