@@ -208,6 +208,27 @@ def check_cp(cli, sid):
         assert cli.exec(sid, "test -f empty && test ! -s empty").returncode == 0
         p = cli.run("cp", f"{sid}:/no/such/file", out)
         assert p.returncode == EXIT_NOT_FOUND, (p.returncode, p.stderr)
+        check_cp_mode_refused(cli, sid, d)
+
+
+def check_cp_mode_refused(cli, sid, d):
+    """A copy out whose mode cannot be set (a file this process may write but does not own,
+    without CAP_FOWNER) says so and fails; it was silently left with its old mode."""
+    assert cli.exec(sid, "printf hello > m.txt && chmod 640 m.txt").returncode == 0
+    dest = os.path.join(d, "theirs.txt")
+    with open(dest, "w") as f:
+        f.write("old contents")
+    os.chown(dest, 65534, 65534)
+    os.chmod(dest, 0o666)
+    cmd = ["setpriv", "--inh-caps=-fowner", "--bounding-set=-fowner", cli.mcpbox, "sandbox",
+           "--state-dir", cli.state_dir, "cp", f"{sid}:m.txt", dest]
+    p = subprocess.run(cmd, capture_output=True, timeout=120)
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    assert (b"copied, but its mode could not be set to 640" in p.stderr and
+            b"Operation not permitted" in p.stderr), p.stderr
+    with open(dest, "rb") as f:
+        assert f.read() == b"hello"
+    assert os.stat(dest).st_mode & 0o777 == 0o666
 
 
 def check_pause_logs_rm(cli, sid):
