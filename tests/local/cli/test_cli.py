@@ -111,6 +111,27 @@ def check_exec(cli, sid):
     assert b"timed out" in p.stderr
 
 
+def check_exec_words(cli, sid):
+    """Several words after `--` reach the command as those words (quoted for /bin/sh -c), a
+    lone one is a shell command line. Joined as they were, `sh -c 'echo a b'` ran
+    `sh -c echo a b` (an empty line) and printf saw `%s\\n x y z`."""
+    def words(*argv):
+        return cli.run("exec", sid, "--", *argv)
+    p = words("sh", "-c", "echo a b")
+    assert (p.returncode, p.stdout) == (0, b"a b\n"), p
+    p = words("printf", "%s\\n", "x y", "z")
+    assert (p.returncode, p.stdout) == (0, b"x y\nz\n"), p
+    odd = ["it's", "", "$HOME", "a;b", "*", "~", "FOO=bar", "\"q\"", "back\\slash", "tab\tnl\n"]
+    p = words("printf", "[%s]", *odd)
+    assert (p.returncode, p.stdout) == (0, "".join(f"[{w}]" for w in odd).encode()), p
+    p = words("FOO=bar")  # a lone word is a command line: an assignment, exit 0
+    assert p.returncode == 0, p
+    p = words("FOO=bar", "true")  # a word: no such command
+    assert p.returncode == 127, p
+    p = words("echo a b | tr ab xy")
+    assert (p.returncode, p.stdout) == (0, b"x y\n"), p
+
+
 def check_streaming(cli, sid):
     """The first line must arrive while the command is still running."""
     cmd = [cli.mcpbox, "sandbox", "--state-dir", cli.state_dir, "exec", sid, "--",
@@ -260,6 +281,7 @@ def main():
         sid = check_create_get_ls(cli)
         check_huge_timeout(cli)
         check_exec(cli, sid)
+        check_exec_words(cli, sid)
         check_streaming(cli, sid)
         check_sigint_forwarded(cli, sid)
         check_early_sigint(cli, sid)
