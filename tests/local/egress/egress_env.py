@@ -26,8 +26,9 @@ def sh(*cmd, **kw):
 
 
 class World:
-    def __init__(self, mcpbox, user=None, pool=0, uplink=False, wrap=()):
+    def __init__(self, mcpbox, user=None, pool=0, uplink=False, wrap=(), stderr=None):
         self.dir = tempfile.mkdtemp(prefix="mcpbox-egressproxy-")
+        self.stderr = stderr  # where serve's log goes (None: the test's own stderr)
         os.chmod(self.dir, 0o755)
         self.user = user
         self.servers = self.serve = self.holder = None
@@ -83,7 +84,7 @@ class World:
         self.start()
 
     def start(self):
-        self.rpc = Client(self.argv, cwd=self.dir)
+        self.rpc = Client(self.argv, cwd=self.dir, stderr=self.stderr)
         self.serve = self.rpc.proc  # held before the handshake: close() stops it if that fails
         self.rpc.initialize("egress-test")
 
