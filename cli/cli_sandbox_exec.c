@@ -115,10 +115,11 @@ static int exec_exit_code(const json_t *st)
 static void exec_usage(FILE *out)
 {
     fputs("Usage: mcpbox sandbox exec [options] ID [--] COMMAND [ARG...]\n\n"
-          "Runs COMMAND with /bin/sh -c in the sandbox (ARGs are joined with spaces), streaming\n"
-          "its stdout and stderr; exits with its exit status (128+N if killed by signal N, 124\n"
-          "on timeout, 137 when OOM-killed, 125 if it could not run). Ctrl-C (SIGINT) and\n"
-          "SIGTERM are passed on to the command.\n\n"
+          "Runs COMMAND with /bin/sh -c in the sandbox, streaming its stdout and stderr. A lone\n"
+          "COMMAND is a shell command line ('ls | wc -l'); with ARGs, each word is passed as is\n"
+          "(quoted for the shell). Exits with the command's exit status (128+N if killed by\n"
+          "signal N, 124 on timeout, 137 when OOM-killed, 125 if it could not run). Ctrl-C\n"
+          "(SIGINT) and SIGTERM are passed on to the command.\n\n"
           "  -w, --cwd DIR         working directory (default: the workspace)\n"
           "  -e, --env KEY=VALUE   extra environment (repeatable)\n"
           "  -t, --timeout SECONDS kill the command after this long\n"
@@ -181,15 +182,38 @@ static int exec_parse(struct exec_opts *o, int argc, char **argv)
     return -1;
 }
 
-/* ARGs joined with spaces: the command line is a shell command, as with ssh. */
+/* A word the shell reads back as itself: as is when it has nothing the shell would interpret,
+ * else in single quotes (a ' inside written as '\''). */
+static void exec_append_word(struct buf *b, const char *word)
+{
+    static const char plain[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                "_@%+:,./-"; /* no =: a first word a=b would be an assignment */
+    if (word[0] != '\0' && word[strspn(word, plain)] == '\0') {
+        buf_append_str(b, word);
+        return;
+    }
+    buf_append_str(b, "'");
+    for (const char *p = word; *p; p++)
+        if (*p == '\'')
+            buf_append_str(b, "'\\''");
+        else
+            buf_append(b, p, 1);
+    buf_append_str(b, "'");
+}
+
+/* The command for /bin/sh -c. One ARG is a shell command line and runs as given ("ls | wc -l",
+ * as with ssh); several are words, each quoted, so `sh -c 'echo a b'` keeps its three words
+ * (joined as they were, the shell would run `sh -c echo a b` and print an empty line). */
 static char *exec_join(int argc, char **argv)
 {
     struct buf b;
     buf_init(&b, SIZE_MAX);
-    for (int i = 0; i < argc; i++) {
+    if (argc == 1)
+        buf_append_str(&b, argv[0]);
+    for (int i = 0; argc > 1 && i < argc; i++) {
         if (i > 0)
             buf_append_str(&b, " ");
-        buf_append_str(&b, argv[i]);
+        exec_append_word(&b, argv[i]);
     }
     return buf_steal(&b, NULL);
 }
@@ -337,8 +361,13 @@ static int cp_out(struct cli_sandbox *c, const char *id, const char *path, const
         }
     }
     if (!to_stdout) {
-        if (rc == CLI_EXIT_OK)
-            fchmod(fd, r.mode & 0777);
+        /* The content is all there by now: like a failed write, a failed chmod leaves the file
+         * and says so (a file we may write but do not own, without CAP_FOWNER: EPERM). */
+        if (rc == CLI_EXIT_OK && fchmod(fd, r.mode & 0777) < 0) {
+            fprintf(stderr, "mcpbox sandbox cp: %s: copied, but its mode could not be set to "
+                            "%03o: %s\n", dest, r.mode & 0777, strerror(errno));
+            rc = CLI_EXIT_FAIL;
+        }
         close(fd);
     }
     return rc;

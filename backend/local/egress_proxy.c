@@ -117,6 +117,7 @@ struct egress_conn {
     size_t n_addrs, next_addr;
     int pending;           /* handles open + requests in flight; freed at 0 */
     bool up_init, closing, splicing, resolving, big_pipes;
+    bool down_polled, up_polled; /* poll handles made (only those are closed) */
     struct egress_conn *prev, *next; /* in eg->conns */
 };
 
@@ -290,8 +291,10 @@ static void conn_close(struct egress_conn *c, bool reset)
         uv_cancel((uv_req_t *)&c->gai);
     uv_close((uv_handle_t *)&c->timer, on_handle_closed);
     if (c->splicing) { /* the stream handles are gone already; the fds close with the conn */
-        uv_close((uv_handle_t *)&c->down_poll, on_handle_closed);
-        uv_close((uv_handle_t *)&c->up_poll, on_handle_closed);
+        if (c->down_polled)
+            uv_close((uv_handle_t *)&c->down_poll, on_handle_closed);
+        if (c->up_polled)
+            uv_close((uv_handle_t *)&c->up_poll, on_handle_closed);
         return;
     }
     if (reset && !uv_is_closing((uv_handle_t *)&c->down))
@@ -300,6 +303,15 @@ static void conn_close(struct egress_conn *c, bool reset)
         uv_close((uv_handle_t *)&c->down, on_handle_closed);
     if (c->up_init && !uv_is_closing((uv_handle_t *)&c->up))
         uv_close((uv_handle_t *)&c->up, on_handle_closed);
+}
+
+/* A libuv call that does not fail in practice did (out of memory, a descriptor it cannot watch):
+ * the connection goes, as the program would see a broken one; the server and others go on. */
+static void conn_drop(struct egress_conn *c, const char *doing, int rc)
+{
+    log_warn("sandbox %s: egress connection (port %u) dropped: %s: %s", c->eg->sb->id,
+             (unsigned)c->port, doing, uv_strerror(rc));
+    conn_close(c, false);
 }
 
 /* r: what refused it (the caller fills reason, and policy/decision for a policy refusal). */
@@ -394,17 +406,17 @@ static int flow_events(const struct flow *f, int fd)
 
 static void on_splice_ready(uv_poll_t *p, int status, int events);
 
-static void splice_arm(struct egress_conn *c)
+static int splice_arm(struct egress_conn *c)
 {
     uv_poll_t *polls[2] = {&c->down_poll, &c->up_poll};
     int fds[2] = {c->down_fd, c->up_fd};
     for (int i = 0; i < 2; i++) {
         int ev = flow_events(&c->to_up, fds[i]) | flow_events(&c->to_down, fds[i]);
-        if (ev)
-            uv_poll_start(polls[i], ev, on_splice_ready);
-        else
-            uv_poll_stop(polls[i]);
+        int rc = ev ? uv_poll_start(polls[i], ev, on_splice_ready) : uv_poll_stop(polls[i]);
+        if (rc < 0)
+            return rc;
     }
+    return 0;
 }
 
 static void on_splice_ready(uv_poll_t *p, int status, int events)
@@ -421,7 +433,9 @@ static void on_splice_ready(uv_poll_t *p, int status, int events)
         conn_close(c, false);
         return;
     }
-    splice_arm(c);
+    int rc = splice_arm(c);
+    if (rc < 0)
+        conn_drop(c, "watching its sockets", rc);
 }
 
 static void on_tcp_handed_over(uv_handle_t *h)
@@ -454,10 +468,18 @@ static void splice_start(struct egress_conn *c)
     uv_close((uv_handle_t *)&c->down, on_tcp_handed_over);
     uv_close((uv_handle_t *)&c->up, on_tcp_handed_over);
     c->up_init = false;
-    uv_poll_init(c->eg->loop, &c->down_poll, c->down_fd);
-    uv_poll_init(c->eg->loop, &c->up_poll, c->up_fd);
+    int rc = uv_poll_init(c->eg->loop, &c->down_poll, c->down_fd);
+    if (rc == 0) {
+        c->down_polled = true, c->pending++;
+        rc = uv_poll_init(c->eg->loop, &c->up_poll, c->up_fd);
+    }
+    if (rc == 0)
+        c->up_polled = true, c->pending++;
     c->down_poll.data = c->up_poll.data = c;
-    c->pending += 2;
+    if (rc < 0) { /* a handle that failed its init was never made: it must not be closed */
+        conn_drop(c, "polling its sockets", rc);
+        return;
+    }
     on_splice_ready(&c->down_poll, 0, 0);
 }
 
@@ -750,7 +772,9 @@ static void on_accept(uv_stream_t *server, int status)
     }
     c->head = xmalloc(EGRESS_HEAD_MAX);
     uv_timer_start(&c->timer, on_head_timeout, EGRESS_HEAD_MS, 0);
-    uv_read_start((uv_stream_t *)&c->down, head_alloc, on_head_read);
+    int rc = uv_read_start((uv_stream_t *)&c->down, head_alloc, on_head_read);
+    if (rc < 0)
+        conn_drop(c, "reading its first bytes", rc);
 }
 
 /* ---- the sandbox's egress ----------------------------------------------------------------- */

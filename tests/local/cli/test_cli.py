@@ -111,6 +111,27 @@ def check_exec(cli, sid):
     assert b"timed out" in p.stderr
 
 
+def check_exec_words(cli, sid):
+    """Several words after `--` reach the command as those words (quoted for /bin/sh -c), a
+    lone one is a shell command line. Joined as they were, `sh -c 'echo a b'` ran
+    `sh -c echo a b` (an empty line) and printf saw `%s\\n x y z`."""
+    def words(*argv):
+        return cli.run("exec", sid, "--", *argv)
+    p = words("sh", "-c", "echo a b")
+    assert (p.returncode, p.stdout) == (0, b"a b\n"), p
+    p = words("printf", "%s\\n", "x y", "z")
+    assert (p.returncode, p.stdout) == (0, b"x y\nz\n"), p
+    odd = ["it's", "", "$HOME", "a;b", "*", "~", "FOO=bar", "\"q\"", "back\\slash", "tab\tnl\n"]
+    p = words("printf", "[%s]", *odd)
+    assert (p.returncode, p.stdout) == (0, "".join(f"[{w}]" for w in odd).encode()), p
+    p = words("FOO=bar")  # a lone word is a command line: an assignment, exit 0
+    assert p.returncode == 0, p
+    p = words("FOO=bar", "true")  # a word: no such command
+    assert p.returncode == 127, p
+    p = words("echo a b | tr ab xy")
+    assert (p.returncode, p.stdout) == (0, b"x y\n"), p
+
+
 def check_streaming(cli, sid):
     """The first line must arrive while the command is still running."""
     cmd = [cli.mcpbox, "sandbox", "--state-dir", cli.state_dir, "exec", sid, "--",
@@ -208,6 +229,27 @@ def check_cp(cli, sid):
         assert cli.exec(sid, "test -f empty && test ! -s empty").returncode == 0
         p = cli.run("cp", f"{sid}:/no/such/file", out)
         assert p.returncode == EXIT_NOT_FOUND, (p.returncode, p.stderr)
+        check_cp_mode_refused(cli, sid, d)
+
+
+def check_cp_mode_refused(cli, sid, d):
+    """A copy out whose mode cannot be set (a file this process may write but does not own,
+    without CAP_FOWNER) says so and fails; it was silently left with its old mode."""
+    assert cli.exec(sid, "printf hello > m.txt && chmod 640 m.txt").returncode == 0
+    dest = os.path.join(d, "theirs.txt")
+    with open(dest, "w") as f:
+        f.write("old contents")
+    os.chown(dest, 65534, 65534)
+    os.chmod(dest, 0o666)
+    cmd = ["setpriv", "--inh-caps=-fowner", "--bounding-set=-fowner", cli.mcpbox, "sandbox",
+           "--state-dir", cli.state_dir, "cp", f"{sid}:m.txt", dest]
+    p = subprocess.run(cmd, capture_output=True, timeout=120)
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    assert (b"copied, but its mode could not be set to 640" in p.stderr and
+            b"Operation not permitted" in p.stderr), p.stderr
+    with open(dest, "rb") as f:
+        assert f.read() == b"hello"
+    assert os.stat(dest).st_mode & 0o777 == 0o666
 
 
 def check_pause_logs_rm(cli, sid):
@@ -239,6 +281,7 @@ def main():
         sid = check_create_get_ls(cli)
         check_huge_timeout(cli)
         check_exec(cli, sid)
+        check_exec_words(cli, sid)
         check_streaming(cli, sid)
         check_sigint_forwarded(cli, sid)
         check_early_sigint(cli, sid)

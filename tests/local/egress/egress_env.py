@@ -9,9 +9,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from mcp_stdio import Client  # noqa: E402
+
 HOSTS = """198.51.100.1 allowed.test www.wild.test deep.www.wild.test wild.test other.test port.test
 127.0.0.1 loopy.test
 10.0.0.1 private.test
@@ -24,8 +26,9 @@ def sh(*cmd, **kw):
 
 
 class World:
-    def __init__(self, mcpbox, user=None, pool=0, uplink=False, wrap=()):
+    def __init__(self, mcpbox, user=None, pool=0, uplink=False, wrap=(), stderr=None):
         self.dir = tempfile.mkdtemp(prefix="mcpbox-egressproxy-")
+        self.stderr = stderr  # where serve's log goes (None: the test's own stderr)
         os.chmod(self.dir, 0o755)
         self.user = user
         self.servers = self.serve = self.holder = None
@@ -81,33 +84,14 @@ class World:
         self.start()
 
     def start(self):
-        self.serve = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      cwd=self.dir)
-        self.next_id = 1
-        self.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                 "clientInfo": {"name": "egress-test", "version": "1"}})
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def send(self, msg):
-        self.serve.stdin.write((json.dumps(msg) + "\n").encode())
-        self.serve.stdin.flush()
-
-    def call(self, method, params):
-        rid = self.next_id
-        self.next_id += 1
-        self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        while True:
-            line = self.serve.stdout.readline()
-            assert line, "server closed stdout during %s" % method
-            msg = json.loads(line)
-            if msg.get("id") == rid:
-                assert "error" not in msg, "%s: %s" % (method, msg["error"])
-                return msg["result"]
+        self.rpc = Client(self.argv, cwd=self.dir, stderr=self.stderr)
+        self.serve = self.rpc.proc  # held before the handshake: close() stops it if that fails
+        self.rpc.initialize("egress-test")
 
     def tool(self, name, ok=True, **args):
         if name == "create_sandbox":  # a backstop: sandboxes outlive a test that fails
             args.setdefault("timeout_seconds", 900)
-        res = self.call("tools/call", {"name": name, "arguments": args})
+        res = self.rpc.call_tool(name, args)
         if ok:
             assert not res.get("isError"), "%s: %s" % (name, json.dumps(res)[:800])
         if name == "create_sandbox" and not res.get("isError"):
@@ -124,8 +108,7 @@ class World:
 
     def restart(self):
         """A new server on the same state directory (sandboxes outlive mcpbox)."""
-        self.serve.stdin.close()
-        assert self.serve.wait(timeout=TIMEOUT) == 0, "serve did not exit cleanly"
+        assert self.rpc.close(TIMEOUT) == 0, "serve did not exit cleanly"
         self.start()
 
     def close(self):

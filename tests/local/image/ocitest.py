@@ -14,11 +14,15 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tarfile
 import tempfile
 import threading
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from mcp_stdio import Client, serve_argv  # noqa: E402
 
 REGISTRY_BIN = "/usr/bin/docker-registry"
 BUSYBOX = "/bin/busybox"
@@ -333,61 +337,31 @@ class Front:
 
 # ---- mcpbox serve over stdio ----------------------------------------------------------------------
 
-class Serve:
+class Serve(Client):
     def __init__(self, mcpbox, state, env=None):
         full = dict(os.environ)
         full.update(env or {})
         self.log_path = tempfile.mktemp(prefix="ocit-serve-", suffix=".log", dir="/tmp")
         self.stderr = open(self.log_path, "w")
-        self.proc = subprocess.Popen(([] if not os.environ.get("OCITEST_WRAP") else os.environ["OCITEST_WRAP"].split()) + [mcpbox, "serve", "--state-dir", state, "--local-pool", "0"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.stderr, env=full)
-        self.next_id = 1
         self.progress = []
-        self.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                 "clientInfo": {"name": "oci-test", "version": "1"}})
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        wrap = os.environ.get("OCITEST_WRAP", "").split()  # a command to run the server under
+        super().__init__(wrap + serve_argv(mcpbox, state, "--local-pool", "0"),
+                         stderr=self.stderr, env=full, on_notification=self.note)
+        self.initialize("oci-test")
 
-    def send(self, msg):
-        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
-        self.proc.stdin.flush()
-
-    def call(self, method, params):
-        rid = self.next_id
-        self.next_id += 1
-        self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        while True:
-            line = self.proc.stdout.readline()
-            assert line, f"server closed stdout during {method}"
-            msg = json.loads(line)
-            if msg.get("method") == "notifications/progress":
-                self.progress.append(msg["params"])
-            if msg.get("id") == rid:
-                assert "error" not in msg, f"{method}: {msg['error']}"
-                return msg["result"]
+    def note(self, msg):
+        if msg.get("method") == "notifications/progress":
+            self.progress.append(msg["params"])
 
     def create_together(self, images):
         """create_sandbox for each image, all sent before any reply is read."""
-        ids = []
-        for image in images:
-            ids.append(self.next_id)
-            self.send({"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call",
-                       "params": {"name": "create_sandbox", "arguments": {"image": image}}})
-            self.next_id += 1
-        results = {}
-        while len(results) < len(ids):
-            line = self.proc.stdout.readline()
-            assert line, "server closed stdout during concurrent creates"
-            msg = json.loads(line)
-            if msg.get("id") in ids:
-                results[msg["id"]] = msg["result"]
+        ids = [self.request("tools/call", self.tool_params("create_sandbox", {"image": image}))
+               for image in images]
+        results = self.replies(ids, "concurrent creates")
         return [results[i] for i in ids]
 
     def tool(self, name, args, token=None):
-        params = {"name": name, "arguments": args}
-        if token:
-            params["_meta"] = {"progressToken": token}
-        return self.call("tools/call", params)
+        return self.call_tool(name, args, token)
 
     def create(self, image, token=None, expect_error=None):
         res = self.tool("create_sandbox", {"image": image}, token)
@@ -417,8 +391,7 @@ class Serve:
 
     def close(self, show_log=False):
         try:
-            self.proc.stdin.close()
-            self.proc.wait(timeout=30)
+            super().close(timeout=30)
         except Exception:
             self.proc.kill()
         self.stderr.close()

@@ -78,22 +78,15 @@ def test_progress_shared(s, reg, slow):
     reg.push_image("test/pshare", "a", [("gzip", shared), ("gzip", [f("only-a", b"a")])])
     reg.push_image("test/pshare", "b", [("gzip", shared), ("gzip", [f("only-b", b"b")])])
     digest = oci.digest(oci.compress(oci.tar_bytes(shared), "gzip"))
+    s.progress.clear()
     ids = {}
-    for tag in ("a", "b"):
-        ids[s.next_id] = tag
-        s.send({"jsonrpc": "2.0", "id": s.next_id, "method": "tools/call",
-                "params": {"name": "create_sandbox", "_meta": {"progressToken": f"share-{tag}"},
-                           "arguments": {"image": f"{slow.host}/test/pshare:{tag}"}}})
-        s.next_id += 1
-    notes, results = {"share-a": [], "share-b": []}, {}
-    while len(results) < 2:
-        line = s.proc.stdout.readline()
-        assert line, "server closed stdout"
-        msg = json.loads(line)
-        if msg.get("method") == "notifications/progress":
-            notes[msg["params"]["progressToken"]].append(msg["params"])
-        if msg.get("id") in ids:
-            results[ids[msg["id"]]] = msg["result"]
+    for tag in ("a", "b"):  # both sent before any reply is read
+        ids[s.request("tools/call", s.tool_params(
+            "create_sandbox", {"image": f"{slow.host}/test/pshare:{tag}"}, f"share-{tag}"))] = tag
+    results = {ids[i]: r for i, r in s.replies(list(ids), "two creates at once").items()}
+    notes = {"share-a": [], "share-b": []}
+    for p in s.progress:
+        notes[p["progressToken"]].append(p)
     for r in results.values():
         assert not r.get("isError"), json.dumps(r)[:400]
         s.destroy(r["structuredContent"]["sandbox_id"])

@@ -12,7 +12,6 @@ usage: test_pool_serve.py --mcpbox PATH   (exit 77 where local sandboxes cannot 
 """
 import argparse
 import glob
-import json
 import os
 import sqlite3
 import subprocess
@@ -21,36 +20,17 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from mcpbox_cli import Cli, runtime_left, skip  # noqa: E402
+from mcp_stdio import Client, serve_argv  # noqa: E402
 
 TIMEOUT = 60
 POOL = 2
 
 
-class Serve:
+class Serve(Client):
     def __init__(self, mcpbox, state, pool=POOL):
-        self.proc = subprocess.Popen([mcpbox, "serve", "--state-dir", state, "--local-pool",
-                                      str(pool)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL)
-        self.next_id = 1
-        self.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                 "clientInfo": {"name": "pool-test", "version": "1"}})
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def send(self, msg):
-        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
-        self.proc.stdin.flush()
-
-    def call(self, method, params):
-        rid = self.next_id
-        self.next_id += 1
-        self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        while True:
-            line = self.proc.stdout.readline()
-            assert line, f"server closed stdout during {method}"
-            msg = json.loads(line)
-            if msg.get("id") == rid:
-                assert "error" not in msg, f"{method}: {msg['error']}"
-                return msg["result"]
+        super().__init__(serve_argv(mcpbox, state, "--local-pool", pool),
+                         stderr=subprocess.DEVNULL)
+        self.initialize("pool-test")
 
     def create(self):
         res = self.call("tools/call", {"name": "create_sandbox", "arguments": {}})

@@ -16,51 +16,34 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from mcp_stdio import Client, result_text, serve_argv  # noqa: E402
+
 SKIP = 77
 ROOT = os.geteuid() == 0
 PERSON = (4242, 4243) if ROOT else (os.getuid(), os.getgid())  # whose project it is
 
 
-class Serve:
+class Serve(Client):
     def __init__(self, mcpbox, state, allow, pool=0, roots=None):
-        args = [mcpbox, "serve", "--state-dir", state, "--local-pool", str(pool)]
+        args = ["--local-pool", pool]
         for d in allow:
             args += ["--allow-dir", d]
-        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, cwd="/")
-        self.next_id = 1
         self.roots = roots  # a list of file:// URIs to answer roots/list with, or None
         self.roots_asked = 0
-        caps = {} if roots is None else {"roots": {}}
-        self.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": caps,
-                                 "clientInfo": {"name": "mounts-test", "version": "1"}})
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        super().__init__(serve_argv(mcpbox, state, *args), stderr=subprocess.DEVNULL, cwd="/",
+                         on_request=self.answer)
+        self.initialize("mounts-test", None if roots is None else {"roots": {}})
 
-    def send(self, msg):
-        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
-        self.proc.stdin.flush()
-
-    def call(self, method, params):
-        rid = self.next_id
-        self.next_id += 1
-        self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        while True:
-            line = self.proc.stdout.readline()
-            assert line, f"server closed stdout during {method}"
-            msg = json.loads(line)
-            if msg.get("method") == "roots/list" and "id" in msg:
-                self.roots_asked += 1
-                self.send({"jsonrpc": "2.0", "id": msg["id"],
-                           "result": {"roots": [{"uri": u} for u in self.roots or []]}})
-                continue
-            if msg.get("id") == rid and "method" not in msg:
-                assert "error" not in msg, f"{method}: {msg['error']}"
-                return msg["result"]
+    def answer(self, msg):
+        if msg.get("method") == "roots/list":
+            self.roots_asked += 1
+            self.send({"jsonrpc": "2.0", "id": msg["id"],
+                       "result": {"roots": [{"uri": u} for u in self.roots or []]}})
 
     def tool(self, name, **args):
-        res = self.call("tools/call", {"name": name, "arguments": args})
-        text = "".join(c.get("text", "") for c in res.get("content", []))
-        return res.get("isError", False), res.get("structuredContent"), text
+        res = self.call_tool(name, args)
+        return res.get("isError", False), res.get("structuredContent"), result_text(res)
 
     def create(self, mounts):
         err, out, text = self.tool("create_sandbox", mounts=mounts)
@@ -81,8 +64,7 @@ class Serve:
         return out["exit_code"], out.get("stdout", ""), out.get("stderr", "")
 
     def close(self):
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
+        super().close(timeout=60)
 
 
 def tree_digest(root):
