@@ -40,6 +40,7 @@ struct create_op {
     uint64_t exec_ms, attach_ms; /* when the agent was exec'd / the v1 attach finished */
     int pool_slot;               /* a spawner thread's prepared cgroups, or -1 */
     bool v1_attached;            /* cloned by that thread: already in the v1 cgroups */
+    bool shared_memory;          /* cloned in mcpbox's memory (clone_shared.c) */
     int release_fd;              /* network or hold: the child waits until released */
     struct image_trees trees;    /* ... and then gets the image's layers (root mode) */
     bool network;                /* pasta starts before the release */
@@ -272,11 +273,13 @@ static void create_finish(struct create_op *op)
     }
     json_t *info = local_info(&rec);
     store_sandbox_release(&rec);
-    json_t *ev = json_pack("{s:i, s:I, s:I, s:I, s:s, s:b}", "init_pid", (int)sb->pid, "create_ms",
-                           (json_int_t)(now_mono_ms() - op->started_ms), "agent_exec_ms",
-                           (json_int_t)(op->exec_ms - op->started_ms), "cgroup_attach_ms",
+    json_t *ev = json_pack("{s:i, s:I, s:I, s:I, s:s, s:b, s:s}", "init_pid", (int)sb->pid,
+                           "create_ms", (json_int_t)(now_mono_ms() - op->started_ms),
+                           "agent_exec_ms", (json_int_t)(op->exec_ms - op->started_ms),
+                           "cgroup_attach_ms",
                            (json_int_t)(op->attach_ms ? op->attach_ms - op->started_ms : 0),
-                           "cgroups", cg_layout_name(lb->cg.layout), "spawner", op->v1_attached);
+                           "cgroups", cg_layout_name(lb->cg.layout), "spawner", op->v1_attached,
+                           "clone", op->shared_memory ? "shared memory" : "copy");
     sb->next = lb->sandboxes;
     lb->sandboxes = sb;
     sb->in_list = true;
@@ -408,6 +411,7 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
     op->release_fd = res->release_fd, op->trees = res->trees;
     op->network = spec->network;
     op->attach_needed_v2 = !res->in_cgroup_v2;
+    op->shared_memory = res->shared_memory;
     return rc;
 }
 

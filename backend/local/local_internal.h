@@ -217,11 +217,18 @@ struct spawn_result {
     int pidfd;
     int err_fd;        /* read end of the CLOEXEC error pipe: EOF means the agent runs */
     bool in_cgroup_v2; /* CLONE_INTO_CGROUP worked */
+    bool shared_memory; /* cloned in mcpbox's own memory (clone_shared.c), not a copy */
     int release_fd;    /* network: the child waits on this until local_spawn_release */
     struct image_trees trees; /* the image's layers to hand over with the release */
 };
 
 int local_spawn(const struct spawn_request *req, struct spawn_result *out, struct mcp_error *err);
+/* clone_shared.c: the child in mcpbox's own memory (CLONE_VM), where the request allows it; the
+ * caller must not touch what the child uses until it has exec'd or died, then call _done. */
+struct clone_args;
+bool local_clone_shared_possible(const struct spawn_request *req);
+pid_t local_clone_shared(struct clone_args *args, void (*fn)(void *), void *arg);
+void local_clone_shared_done(void);
 /* Lets the child go on (sending the image trees, if any); closes all the fds. Thread-safe. */
 int local_spawn_release(int release_fd, struct image_trees *trees);
 /* "/proc/<pid>/stat" field 22, to tell a live init from a reused pid; 0 if gone. */

@@ -3,9 +3,10 @@
  * root filesystem, drop every privilege, load the precompiled seccomp filter and exec
  * the agent from its sealed memfd as PID 1.
  *
- * The child is a copy of a (possibly multi-threaded) process: between clone3 and execveat it
- * only makes system calls and formats into stack buffers; everything it needs was computed by
- * the parent in struct child_plan. Failures travel back over a CLOEXEC pipe as text; EOF on
+ * The child is a copy of a (possibly multi-threaded) process, or in root mode runs in that
+ * process's own memory (clone_shared.c): between clone3 and execveat it only makes system calls
+ * and formats into stack buffers; everything it needs was computed by the parent in struct
+ * child_plan. Failures travel back over a CLOEXEC pipe as text; EOF on
  * that pipe means the agent was exec'd. */
 #include <errno.h>
 #include <fcntl.h>
@@ -925,7 +926,12 @@ static int send_go(int sock, const struct image_trees *t)
     return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
 }
 
-static pid_t do_clone(struct child_plan *p, int cgroup_fd, int *pidfd)
+static void shared_child_main(void *p)
+{
+    child_main(p);
+}
+
+static pid_t do_clone(struct child_plan *p, int cgroup_fd, bool shared, int *pidfd)
 {
     struct clone_args args;
     memset(&args, 0, sizeof args);
@@ -937,6 +943,8 @@ static pid_t do_clone(struct child_plan *p, int cgroup_fd, int *pidfd)
         args.flags |= CLONE_INTO_CGROUP;
         args.cgroup = (uint64_t)cgroup_fd;
     }
+    if (shared)
+        return local_clone_shared(&args, shared_child_main, p);
     pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
     if (pid == 0)
         child_main(p);
@@ -1079,6 +1087,26 @@ static int parent_setup(const struct spawn_request *req, pid_t pid, struct image
     return rc;
 }
 
+/* A child in mcpbox's memory (clone_shared.c) uses p, the request and this thread's stack until
+ * its exec: release it, then wait for that (EOF on the sync socket, which the exec closes; or
+ * its death). The agent's start is watched by the caller through the error pipe as usual. */
+static int release_shared(struct child_plan *p, int sync_fd, int pidfd,
+                          struct image_trees *trees, int rc, struct mcp_error *err)
+{
+    if (rc >= 0 && send_go(sync_fd, trees) < 0)
+        rc = mcp_error_set(err, MCP_ERR_IO, errno, "releasing the sandbox init failed");
+    if (rc < 0)
+        syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+    char b;
+    while (recv(sync_fd, &b, 1, 0) < 0 && errno == EINTR)
+        ;
+    close(sync_fd);
+    local_image_trees_close(trees);
+    free(p->agent_env);
+    local_clone_shared_done();
+    return rc < 0 ? -1 : 0; /* on failure the caller reaps it via pidfd and closes fds */
+}
+
 int local_spawn(const struct spawn_request *req, struct spawn_result *out, struct mcp_error *err)
 {
     struct child_plan p;
@@ -1109,25 +1137,39 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     p.parent_err_fd = errp[0];
     int cgfd = cg_open_v2(req->cg);
     int pidfd = -1;
-    pid_t pid = do_clone(&p, cgfd, &pidfd);
+    bool shared = local_clone_shared_possible(req);
+    /* A shared child renumbers its fds in p itself: the parent closes its copies by value. */
+    int parent_copies[] = {p.sync_fd, p.listen_fd, p.logdir_fd};
+    pid_t pid = do_clone(&p, cgfd, shared, &pidfd);
     if (pid < 0 && cgfd >= 0 && (errno == EINVAL || errno == EBUSY || errno == EOPNOTSUPP)) {
         close(cgfd), cgfd = -1; /* CLONE_INTO_CGROUP refused: attach by pid instead */
-        pid = do_clone(&p, -1, &pidfd);
+        pid = do_clone(&p, -1, shared, &pidfd);
+    }
+    if (pid < 0 && shared) { /* no stack for it: a copy, as everywhere else */
+        shared = false;
+        pid = do_clone(&p, cgfd, false, &pidfd);
     }
     int clone_errno = errno;
     if (cgfd >= 0)
         close(cgfd), out->in_cgroup_v2 = true;
     close(errp[1]);
-    close_plan(&p);
+    if (shared && pid > 0) {
+        for (size_t i = 0; i < sizeof parent_copies / sizeof parent_copies[0]; i++)
+            close(parent_copies[i]);
+    } else {
+        close_plan(&p);
+    }
     if (pid < 0) {
         close(sync[1]), close(errp[0]);
         return mcp_error_set(err, MCP_ERR_UNSUPPORTED, clone_errno,
                              "clone3 with user, pid, mount, net, uts, ipc and cgroup namespaces "
                              "failed (run `mcpbox doctor`)");
     }
-    out->pid = pid, out->pidfd = pidfd, out->err_fd = errp[0];
+    out->pid = pid, out->pidfd = pidfd, out->err_fd = errp[0], out->shared_memory = shared;
     struct image_trees *trees = &out->trees;
     int rc = parent_setup(req, pid, trees, err);
+    if (shared)
+        return release_shared(&p, sync[1], pidfd, trees, rc, err);
     bool held_for_network = req->network || req->egress; /* pasta or nft before the release */
     if (rc >= 0 && req->hold && !held_for_network && send_go(sync[1], NULL) < 0)
         rc = mcp_error_set(err, MCP_ERR_IO, errno, "releasing the sandbox init failed");

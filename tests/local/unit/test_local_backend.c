@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 
 #include <linux/magic.h>
 
+#include "backend/local/identity.h"
 #include "backend/local/local.h"
 #include "backend/local/local_internal.h"
 #include "mcp/base/buf.h"
@@ -1159,6 +1161,48 @@ static bool procs_has(const char *dir, int pid)
     return found;
 }
 
+static int dumpable_at_start; /* before any sandbox: see clone_in_shared_memory_where_it_can */
+
+static char *created_event_text(const char *id)
+{
+    struct result d;
+    CALL(d, be->ops->diagnose(be, id, "events", on_result, &d, &_e));
+    ASSERT(!d.failed);
+    char *text = json_dumps(d.json, 0);
+    json_decref(d.json);
+    return text;
+}
+
+/* Root mode clones the sandbox's child in mcpbox's own memory (clone_shared.c: no copy of
+ * mcpbox's address space) and mcpbox stays dumpable after the child's change of uid;
+ * MCPBOX_LOCAL_CLONE_VM=0, and a user's server, copy it. Either way the sandbox works. */
+TEST(clone_in_shared_memory_where_it_can)
+{
+    struct local_identity ident;
+    local_identity_detect(&ident);
+    bool shared_here = ident.mode == LOCAL_ID_SLICES;
+#if !defined(__x86_64__)
+    shared_here = false;
+#endif
+    for (int round = 0; round < 2; round++) {
+        if (round == 1)
+            setenv("MCPBOX_LOCAL_CLONE_VM", "0", 1);
+        char *id = create_sandbox(0);
+        char *text = created_event_text(id);
+        ASSERT_CONTAINS(text, round == 0 && shared_here ? "\"clone\": \"shared memory\""
+                                                         : "\"clone\": \"copy\"");
+        free(text);
+        struct run x;
+        run_cmd(id, "echo ok; cat /proc/self/uid_map | wc -l", 0, &x);
+        ASSERT_STR_EQ(buf_cstr(&x.out), "ok\n1\n");
+        run_free(&x);
+        ASSERT_EQ(prctl(PR_GET_DUMPABLE, 0, 0, 0, 0), dumpable_at_start);
+        destroy_sandbox(id);
+        free(id);
+    }
+    unsetenv("MCPBOX_LOCAL_CLONE_VM");
+}
+
 /* Whether cloned by a spawner thread that sat in the v1 cgroups beforehand or attached by pid
  * afterwards (back-to-back creates use both), the init is in every cgroup its record names,
  * and no mcpbox thread stays in them. */
@@ -1388,6 +1432,7 @@ TEST(endpoint_forwards_from_host)
 int main(void)
 {
     struct mcp_error e;
+    dumpable_at_start = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
     if (local_backend_probe(&e) < 0) { /* root, or a user (docs/local-backend.md) */
         printf("1..0 # SKIP %s\n", e.msg);
         return 77;
@@ -1445,6 +1490,7 @@ int main(void)
     RUN(destroy_waits_for_non_children);
     RUN(reconcile_cleans_half_made);
     RUN(init_in_its_cgroups);
+    RUN(clone_in_shared_memory_where_it_can);
     RUN(memory_above_and_below_default_on_warm_server);
     RUN(endpoint_forwards_from_host);
     RUN(network_egress_blocks_private_ranges);
