@@ -11,9 +11,11 @@
  * few instructions below: glibc has no clone3 that calls a function on a new stack), and the
  * parent must leave the child's plan alone until the child has exec'd or died (spawn.c waits
  * for that). The child shares the parent thread's TLS, errno included; the parent only blocks
- * while the child runs. Root mode only: the child's change of uid marks the shared memory
- * non-dumpable, which mcpbox undoes afterwards; newuidmap, which a user's server needs, refuses
- * a non-dumpable target. */
+ * while the child runs. The child's change of uid marks the shared memory non-dumpable (right
+ * for that window: no process of the sandbox's uid may ptrace mcpbox), which is undone once it
+ * has exec'd; newuidmap, which a user's server runs for each child, refuses a non-dumpable
+ * target, so one shared child at a time: the next one's maps are written only after the
+ * previous one's window has closed. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -94,6 +96,7 @@ static long clone3_call(struct clone_args *args, void (*fn)(void *), void *arg)
 }
 #endif
 
+static pthread_mutex_t one_at_a_time = PTHREAD_MUTEX_INITIALIZER;
 static int dumpable_at_start = -1;
 static pthread_once_t dumpable_once = PTHREAD_ONCE_INIT;
 
@@ -106,8 +109,9 @@ bool local_clone_shared_possible(const struct spawn_request *req)
 {
 #if defined(__x86_64__)
     const char *off = getenv("MCPBOX_LOCAL_CLONE_VM"); /* "0": off, to compare (benchmarks) */
-    return !(off && strcmp(off, "0") == 0) && req->ident->mode == LOCAL_ID_SLICES &&
-           geteuid() == 0 && !req->hold && !req->network && !req->egress;
+    /* A held child (network, or a user's v1 attach) waits for its caller after this call
+     * returns; the shared one must be done before. */
+    return !(off && strcmp(off, "0") == 0) && !req->hold && !req->network && !req->egress;
 #else
     (void)req;
     return false;
@@ -126,6 +130,7 @@ pid_t local_clone_shared(struct clone_args *args, void (*fn)(void *), void *arg)
             return -1;
         stack = s;
     }
+    pthread_mutex_lock(&one_at_a_time);
     args->flags |= CLONE_VM;
     args->stack = (uint64_t)(uintptr_t)stack;
     args->stack_size = CHILD_STACK_SIZE;
@@ -135,6 +140,7 @@ pid_t local_clone_shared(struct clone_args *args, void (*fn)(void *), void *arg)
     start = (struct child_start){.fn = fn, .arg = arg, .stack = stack};
     long r = clone3_call(args, child_start, &start);
     if (r < 0) {
+        pthread_mutex_unlock(&one_at_a_time);
         errno = (int)-r;
         return -1;
     }
@@ -160,4 +166,5 @@ void local_clone_shared_done(void)
         pthread_attr_destroy(&a);
     }
 #endif
+    pthread_mutex_unlock(&one_at_a_time);
 }

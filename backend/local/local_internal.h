@@ -224,7 +224,8 @@ struct spawn_result {
 
 int local_spawn(const struct spawn_request *req, struct spawn_result *out, struct mcp_error *err);
 /* clone_shared.c: the child in mcpbox's own memory (CLONE_VM), where the request allows it; the
- * caller must not touch what the child uses until it has exec'd or died, then call _done. */
+ * caller must not touch what the child uses until it has exec'd or died, then call _done (after
+ * a successful local_clone_shared only: one shared child at a time). */
 struct clone_args;
 bool local_clone_shared_possible(const struct spawn_request *req);
 pid_t local_clone_shared(struct clone_args *args, void (*fn)(void *), void *arg);
