@@ -85,6 +85,8 @@ const tr = task.value?.result?.structuredContent;
 check(task.value?.status === 'completed' && tr?.status === 'running' && /^\S+$/.test(tr?.command_id ?? '') &&
       task.s >= 45 && task.s < 58,
       `a 2026-07-28 task hands back the command id at ~50 s (${task.s} s)`);
+// Sandboxes outlive their server (a restart adopts them): this one would run until its TTL.
+await tool('destroy_sandbox', { sandbox_id: id });
 await client.close();
 await server.stop();
 console.log(`1..5`);
