@@ -15,7 +15,8 @@
  * for that window: no process of the sandbox's uid may ptrace mcpbox), which is undone once it
  * has exec'd; newuidmap, which a user's server runs for each child, refuses a non-dumpable
  * target, so one shared child at a time: the next one's maps are written only after the
- * previous one's window has closed. */
+ * previous one's window has closed; a copy made meanwhile (fork copies the flag with the memory)
+ * sets it back in its own copy. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -97,12 +98,23 @@ static long clone3_call(struct clone_args *args, void (*fn)(void *), void *arg)
 #endif
 
 static pthread_mutex_t one_at_a_time = PTHREAD_MUTEX_INITIALIZER;
-static int dumpable_at_start = -1;
+static _Atomic int dumpable_at_start = -1; /* read by fork()'s children in any thread */
 static pthread_once_t dumpable_once = PTHREAD_ONCE_INIT;
 
+/* In a child that fork() made while a shared child's window was open: its copy of the memory
+ * carries the non-dumpable flag, which newuidmap refuses (the image unpacker's children get
+ * their maps from it as a user). The copy is its own: give it back the flag. */
+static void fork_child(void)
+{
+    if (dumpable_at_start > 0)
+        prctl(PR_SET_DUMPABLE, dumpable_at_start, 0, 0, 0);
+}
+
+/* Once, before the first shared child: the dumpable flag to restore, in mcpbox and in copies. */
 static void read_dumpable(void)
 {
     dumpable_at_start = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+    pthread_atfork(NULL, NULL, fork_child);
 }
 
 bool local_clone_shared_possible(const struct spawn_request *req)
@@ -150,6 +162,16 @@ pid_t local_clone_shared(struct clone_args *args, void (*fn)(void *), void *arg)
     errno = ENOSYS;
     return -1;
 #endif
+}
+
+/* clone3 for a copy: as fork()'s children above, one made while a shared child's window is
+ * open gets the flag back before anything looks at it (its maps come after). */
+pid_t local_clone_copy(struct clone_args *args)
+{
+    pid_t pid = (pid_t)syscall(SYS_clone3, args, sizeof *args);
+    if (pid == 0)
+        fork_child();
+    return pid;
 }
 
 void local_clone_shared_done(void)

@@ -230,6 +230,8 @@ struct clone_args;
 bool local_clone_shared_possible(const struct spawn_request *req);
 pid_t local_clone_shared(struct clone_args *args, void (*fn)(void *), void *arg);
 void local_clone_shared_done(void);
+/* clone3 without CLONE_VM (0 in the child, which is dumpable even if cloned in a window). */
+pid_t local_clone_copy(struct clone_args *args);
 /* Lets the child go on (sending the image trees, if any); closes all the fds. Thread-safe. */
 int local_spawn_release(int release_fd, struct image_trees *trees);
 /* "/proc/<pid>/stat" field 22, to tell a live init from a reused pid; 0 if gone. */

@@ -945,7 +945,7 @@ static pid_t do_clone(struct child_plan *p, int cgroup_fd, bool shared, int *pid
     }
     if (shared)
         return local_clone_shared(&args, shared_child_main, p);
-    pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
+    pid_t pid = local_clone_copy(&args);
     if (pid == 0)
         child_main(p);
     return pid;

@@ -1199,6 +1199,19 @@ TEST(clone_in_shared_memory_where_it_can)
         free(id);
     }
     unsetenv("MCPBOX_LOCAL_CLONE_VM");
+    if (shared_here) {
+        /* fork() inside a shared child's window (as a user, the image unpacker's child then
+         * gets its maps from newuidmap, which refuses a non-dumpable target): the child's own
+         * copy is dumpable again */
+        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        pid_t c = fork();
+        if (c == 0)
+            _exit(prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == dumpable_at_start ? 0 : 1);
+        prctl(PR_SET_DUMPABLE, dumpable_at_start, 0, 0, 0);
+        int status = 0;
+        ASSERT_EQ(waitpid(c, &status, 0), c);
+        ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
 }
 
 /* Whether cloned by a spawner thread that sat in the v1 cgroups beforehand or attached by pid
