@@ -42,6 +42,23 @@
 #include <sanitizer/common_interface_defs.h>
 #endif
 
+#if defined(__x86_64__) /* clone3_call below; elsewhere every child is a copy */
+#define CAN_SHARE 1
+#endif
+
+static pthread_mutex_t one_at_a_time = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int dumpable_at_start = -1; /* read by fork()'s children in any thread */
+
+/* In a child that fork() made while a shared child's window was open: its copy of the memory
+ * carries the non-dumpable flag, which newuidmap refuses (the image unpacker's children get
+ * their maps from it as a user). The copy is its own: give it back the flag. */
+static void fork_child(void)
+{
+    if (dumpable_at_start > 0)
+        prctl(PR_SET_DUMPABLE, dumpable_at_start, 0, 0, 0);
+}
+
+#ifdef CAN_SHARE
 #define CHILD_STACK_SIZE (512 * 1024) /* the child's frames hold a few PATH_MAX buffers */
 
 struct child_start {
@@ -74,7 +91,6 @@ static void child_start(void *arg)
     c->fn(c->arg);
 }
 
-#if defined(__x86_64__)
 /* Parent: returns the child's pid (or -errno). Child: runs fn(arg) on the stack clone3 set, and
  * never comes back here (fn does not return). */
 static long clone3_call(struct clone_args *args, void (*fn)(void *), void *arg)
@@ -95,20 +111,8 @@ static long clone3_call(struct clone_args *args, void (*fn)(void *), void *arg)
                      : "rcx", "r11", "memory");
     return ret;
 }
-#endif
 
-static pthread_mutex_t one_at_a_time = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic int dumpable_at_start = -1; /* read by fork()'s children in any thread */
 static pthread_once_t dumpable_once = PTHREAD_ONCE_INIT;
-
-/* In a child that fork() made while a shared child's window was open: its copy of the memory
- * carries the non-dumpable flag, which newuidmap refuses (the image unpacker's children get
- * their maps from it as a user). The copy is its own: give it back the flag. */
-static void fork_child(void)
-{
-    if (dumpable_at_start > 0)
-        prctl(PR_SET_DUMPABLE, dumpable_at_start, 0, 0, 0);
-}
 
 /* Once, before the first shared child: the dumpable flag to restore, in mcpbox and in copies. */
 static void read_dumpable(void)
@@ -116,10 +120,11 @@ static void read_dumpable(void)
     dumpable_at_start = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
     pthread_atfork(NULL, NULL, fork_child);
 }
+#endif /* CAN_SHARE */
 
 bool local_clone_shared_possible(const struct spawn_request *req)
 {
-#if defined(__x86_64__)
+#ifdef CAN_SHARE
     const char *off = getenv("MCPBOX_LOCAL_CLONE_VM"); /* "0": off, to compare (benchmarks) */
     /* A held child (network, or a user's v1 attach) waits for its caller after this call
      * returns; the shared one must be done before. */
@@ -132,7 +137,7 @@ bool local_clone_shared_possible(const struct spawn_request *req)
 
 pid_t local_clone_shared(struct clone_args *args, void (*fn)(void *), void *arg)
 {
-#if defined(__x86_64__)
+#ifdef CAN_SHARE
     static _Thread_local void *stack; /* reused: the parent waits until the child is done */
     pthread_once(&dumpable_once, read_dumpable);
     if (stack == NULL) {
@@ -178,7 +183,7 @@ void local_clone_shared_done(void)
 {
     if (dumpable_at_start > 0)
         prctl(PR_SET_DUMPABLE, dumpable_at_start, 0, 0, 0);
-#ifdef UNDER_ASAN
+#if defined(UNDER_ASAN) && defined(CAN_SHARE)
     pthread_attr_t a;
     void *bottom;
     size_t size;
