@@ -3,7 +3,7 @@
  * root filesystem, drop every privilege, load the precompiled seccomp filter and exec
  * the agent from its sealed memfd as PID 1.
  *
- * The child is a copy of a (possibly multi-threaded) process, or in root mode runs in that
+ * The child is a copy of a (possibly multi-threaded) process, or on x86-64 runs in that
  * process's own memory (clone_shared.c): between clone3 and execveat it only makes system calls
  * and formats into stack buffers; everything it needs was computed by the parent in struct
  * child_plan. Failures travel back over a CLOEXEC pipe as text; EOF on
