@@ -362,8 +362,12 @@ static int cp_out(struct cli_sandbox *c, const char *id, const char *path, const
     }
     if (!to_stdout) {
         /* The content is all there by now: like a failed write, a failed chmod leaves the file
-         * and says so (a file we may write but do not own, without CAP_FOWNER: EPERM). */
-        if (rc == CLI_EXIT_OK && fchmod(fd, r.mode & 0777) < 0) {
+         * and says so (a file we may write but do not own, without CAP_FOWNER: EPERM). Only a
+         * regular file takes the sandbox file's mode: a device or FIFO named as the
+         * destination (/dev/null) keeps its own. */
+        struct stat st;
+        if (rc == CLI_EXIT_OK && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            fchmod(fd, r.mode & 0777) < 0) {
             fprintf(stderr, "mcpbox sandbox cp: %s: copied, but its mode could not be set to "
                             "%03o: %s\n", dest, r.mode & 0777, strerror(errno));
             rc = CLI_EXIT_FAIL;

@@ -236,26 +236,31 @@ def check_cp_mode_refused(cli, sid, d):
     """A copy out whose mode cannot be set (a file this process may write but does not own,
     without CAP_FOWNER) says so and fails; it was silently left with its old mode."""
     assert cli.exec(sid, "printf hello > m.txt && chmod 640 m.txt").returncode == 0
+    # A device named as the destination keeps its mode (as root, /dev/null went 0640 before).
+    mode = os.stat("/dev/null").st_mode
+    try:
+        assert cli.run("cp", f"{sid}:m.txt", "/dev/null").returncode == 0
+        assert os.stat("/dev/null").st_mode == mode, oct(os.stat("/dev/null").st_mode)
+    finally:
+        if os.stat("/dev/null").st_mode != mode and os.geteuid() == 0:
+            os.chmod("/dev/null", mode & 0o7777)  # the host's other tests need it writable
     if os.geteuid() != 0:
-        # An ordinary user (rootless_local_cli) cannot give a file away; /dev/null is one it may
-        # write and does not own.
-        dest, cmd = "/dev/null", [cli.mcpbox, "sandbox", "--state-dir", cli.state_dir, "cp",
-                                  f"{sid}:m.txt", "/dev/null"]
-    else:
-        dest = os.path.join(d, "theirs.txt")
-        with open(dest, "w") as f:
-            f.write("old contents")
-        os.chown(dest, 65534, 65534)
-        os.chmod(dest, 0o666)
-        cmd = ["setpriv", "--inh-caps=-fowner", "--bounding-set=-fowner", cli.mcpbox, "sandbox",
-               "--state-dir", cli.state_dir, "cp", f"{sid}:m.txt", dest]
+        print("# cp into a file this user may write but does not own: needs root to make one "
+              "(local_cli runs it)")
+        return
+    dest = os.path.join(d, "theirs.txt")
+    with open(dest, "w") as f:
+        f.write("old contents")
+    os.chown(dest, 65534, 65534)
+    os.chmod(dest, 0o666)
+    cmd = ["setpriv", "--inh-caps=-fowner", "--bounding-set=-fowner", cli.mcpbox, "sandbox",
+           "--state-dir", cli.state_dir, "cp", f"{sid}:m.txt", dest]
     p = subprocess.run(cmd, capture_output=True, timeout=120)
     assert p.returncode == 1, (p.returncode, p.stderr)
     assert (b"copied, but its mode could not be set to 640" in p.stderr and
             b"Operation not permitted" in p.stderr), p.stderr
-    if dest != "/dev/null":
-        with open(dest, "rb") as f:
-            assert f.read() == b"hello"
+    with open(dest, "rb") as f:
+        assert f.read() == b"hello"
     assert os.stat(dest).st_mode & 0o777 == 0o666
 
 
