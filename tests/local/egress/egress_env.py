@@ -21,6 +21,13 @@ HOSTS = """198.51.100.1 allowed.test www.wild.test deep.www.wild.test wild.test 
 TIMEOUT = 120
 
 
+def check(cond, what, detail=""):
+    """A TAP line for what holds; what does not ends the test with the detail."""
+    if not cond:
+        raise AssertionError("%s\n%s" % (what, detail))
+    print("ok - %s" % what, flush=True)
+
+
 def sh(*cmd, **kw):
     return subprocess.run(list(cmd), check=True, **kw)
 

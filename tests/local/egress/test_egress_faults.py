@@ -16,7 +16,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from egress_env import World  # noqa: E402
+from egress_env import World, check  # noqa: E402
 
 POLICY = {"default_action": "deny", "egress": [{"action": "allow", "target": "allowed.test"}]}
 # By address, so the proxy reads the Host header (uv_read_start) before it connects.
@@ -41,12 +41,6 @@ FAULTS = {"UVFAULT_READ_START": "1",      # 1st connection: reading its first by
           "UVFAULT_POLL_START": "1"}      # 4th: watching the sockets once copying starts
 DROPPED = ["reading its first bytes", "polling its sockets", "polling its sockets",
            "watching its sockets"]
-
-
-def check(cond, what, detail=""):
-    if not cond:
-        raise AssertionError("%s\n%s" % (what, detail))
-    print("ok - %s" % what, flush=True)
 
 
 def main():

@@ -18,7 +18,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from egress_env import World  # noqa: E402
+from egress_env import World, check  # noqa: E402
 
 POLICY = {"default_action": "deny", "egress": [{"action": "allow", "target": "allowed.test"}]}
 HOLD = r"""
@@ -38,12 +38,6 @@ for i in range(int(sys.argv[1])):
 print("opened", len(held), flush=True)
 time.sleep(int(sys.argv[2]))
 """
-
-
-def check(cond, what, detail=""):
-    if not cond:
-        raise AssertionError("%s\n%s" % (what, detail))
-    print("ok - %s" % what, flush=True)
 
 
 def main():
