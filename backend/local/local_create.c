@@ -39,6 +39,7 @@ struct create_op {
     uint64_t started_ms;
     uint64_t exec_ms, attach_ms; /* when the agent was exec'd / the v1 attach finished */
     int pool_slot;               /* a spawner thread's prepared cgroups, or -1 */
+    int exec_notice_slot;        /* that thread waits for our word on the child's exec, or -1 */
     bool v1_attached;            /* cloned by that thread: already in the v1 cgroups */
     bool shared_memory;          /* cloned in mcpbox's memory (clone_shared.c) */
     int release_fd;              /* network or hold: the child waits until released */
@@ -54,6 +55,9 @@ struct create_op {
     struct store_sandbox rec;    /* record json owned until the spawn is recorded */
     uint32_t slot;
     char *agent_cfg;
+    /* create_sandbox's answer, made from the record while the child builds its root: once the
+     * agent runs, only the state's write is left before the reply. */
+    json_t *reply;
 };
 
 int64_t local_ttl_ms(int64_t seconds)
@@ -180,6 +184,16 @@ json_t *local_make_record(const struct sandbox_spec *spec, const struct cg_limit
 static void create_fail(struct create_op *op, const struct mcp_error *e);
 static void create_maybe_done(struct create_op *op);
 
+/* The spawner thread that cloned this create's child waits for the exec (spawner.c): the error
+ * pipe's EOF said so, or the create is over. Early is harmless (the thread then watches the
+ * exec itself); never is not (it would wait a second). */
+static void tell_spawner_exec_seen(struct create_op *op)
+{
+    if (op->exec_notice_slot >= 0)
+        local_spawner_exec_seen(op->sb->be->spawner, op->exec_notice_slot);
+    op->exec_notice_slot = -1;
+}
+
 static void err_poll_closed(uv_handle_t *h)
 {
     struct create_op *op = h->data;
@@ -251,6 +265,7 @@ static void pooled_finish(struct create_op *op)
     lb->sandboxes = sb;
     sb->in_list = true;
     local_watch_exit(sb);
+    tell_spawner_exec_seen(op);
     free(op);
     local_pool_filled(lb, sb);
 }
@@ -260,19 +275,15 @@ static void create_finish(struct create_op *op)
     struct lsbx *sb = op->sb;
     struct local_backend *lb = sb->be;
     struct mcp_error err;
-    struct store_sandbox rec = {0};
     if (op->pooled) {
         pooled_finish(op);
         return;
     }
     if ((op->egress && local_egress_start(sb, &err) < 0) ||
-        store_sandbox_set_state(lb->base.store, sb->id, "running", &err) < 0 ||
-        store_sandbox_get(lb->base.store, sb->id, &rec, &err) < 0) {
+        store_sandbox_set_state(lb->base.store, sb->id, "running", &err) < 0) {
         create_fail(op, &err);
         return;
     }
-    json_t *info = local_info(&rec);
-    store_sandbox_release(&rec);
     json_t *ev = json_pack("{s:i, s:I, s:I, s:I, s:s, s:b, s:s}", "init_pid", (int)sb->pid,
                            "create_ms", (json_int_t)(now_mono_ms() - op->started_ms),
                            "agent_exec_ms", (json_int_t)(op->exec_ms - op->started_ms),
@@ -286,11 +297,12 @@ static void create_finish(struct create_op *op)
     local_watch_exit(sb);
     char id[LOCAL_ID_LEN];
     memcpy(id, sb->id, sizeof id);
-    op->cb(op->arg, info, NULL);
+    op->cb(op->arg, op->reply, NULL);
+    tell_spawner_exec_seen(op); /* after the reply: the thread's next steps can wait */
     /* After the reply: the caller need not wait for this write. Before the loop runs anything
      * else, so an operation on the new sandbox still finds it. */
     local_event(lb->base.store, id, "created", ev, &err);
-    json_decref(info);
+    json_decref(op->reply);
     free(op);
     local_pool_refill(lb); /* after the reply: off the critical path */
 }
@@ -321,6 +333,7 @@ static void create_fail(struct create_op *op, const struct mcp_error *e)
         siginfo_t si;
         syscall(SYS_waitid, P_PIDFD, sb->pidfd, &si, WEXITED, NULL); /* dies at once: SIGKILL */
     }
+    tell_spawner_exec_seen(op);
     local_release_resources(lb, sb->id, sb->dir, &sb->cg);
     local_event(lb->base.store, sb->id, "create_failed", json_pack("{s:s}", "error", e->msg),
                     &err);
@@ -332,6 +345,7 @@ static void create_fail(struct create_op *op, const struct mcp_error *e)
     local_egress_stop(sb->egress);
     sb->egress = NULL;
     lsbx_unref(sb);
+    json_decref(op->reply);
     free(op);
 }
 
@@ -398,7 +412,9 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
         req.ident = local_image_shared_identity(), req.slot = 0, req.bind_image = true;
     req.pids_by_rlimit = !lb->cg.lim_pids;
     if (op->pool_slot >= 0) {
-        rc = local_spawner_spawn(lb->spawner, op->pool_slot, &req, res, err);
+        bool notice = false;
+        rc = local_spawner_spawn(lb->spawner, op->pool_slot, &req, res, err, &notice);
+        op->exec_notice_slot = notice ? op->pool_slot : -1;
         op->pool_slot = -1;
         op->v1_attached = true;
     } else {
@@ -419,7 +435,7 @@ static void record_started(struct local_backend *lb, const char *id, json_t *r,
                            const struct spawn_result *res, uint32_t slot,
                            const struct cg_sandbox *cg)
 {
-    uint64_t start = local_proc_starttime(res->pid);
+    uint64_t start = res->start;
     json_object_set_new(r, "init_pid", json_integer(res->pid));
     json_object_set_new(r, "init_start", json_integer((json_int_t)start));
     json_object_set_new(r, "slot", json_integer(slot));
@@ -526,6 +542,10 @@ static int start(struct create_op *op, const struct sandbox_spec *spec, const st
         }
         rc = store_sandbox_update(op->sb->be->base.store, &rec, err);
     }
+    if (rc == 0 && !op->pooled) {
+        rec.state = (char *)"running"; /* what it is when the reply goes */
+        op->reply = local_info(&rec);
+    }
     json_decref(rec.record);
     return rc;
 }
@@ -552,7 +572,7 @@ static struct create_op *create_op_new(struct local_backend *lb, backend_cb *cb,
     struct create_op *op = xcalloc(1, sizeof *op);
     op->started_ms = now_mono_ms();
     op->cb = cb, op->arg = arg, op->err_fd = -1, op->release_fd = -1;
-    op->pool_slot = -1;
+    op->pool_slot = op->exec_notice_slot = -1;
     op->sb = xcalloc(1, sizeof *op->sb);
     op->sb->be = lb, op->sb->refs = 1, op->sb->pidfd = -1, op->sb->oom_fd = -1;
     return op;
@@ -564,7 +584,7 @@ static void create_abort(struct create_op *op)
     struct local_backend *lb = op->sb->be;
     struct mcp_error e2;
     if (op->pool_slot >= 0) /* failed before the spawn: the thread moves on */
-        local_spawner_spawn(lb->spawner, op->pool_slot, NULL, NULL, &e2);
+        local_spawner_spawn(lb->spawner, op->pool_slot, NULL, NULL, &e2, &(bool){false});
     if (op->err_fd >= 0)
         close(op->err_fd);
     if (op->release_fd >= 0) /* the child sees EOF and gives up */
@@ -575,10 +595,12 @@ static void create_abort(struct create_op *op)
         siginfo_t si;
         syscall(SYS_waitid, P_PIDFD, op->sb->pidfd, &si, WEXITED, NULL);
     }
+    tell_spawner_exec_seen(op);
     local_release_resources(lb, op->sb->id, op->sb->dir, &op->sb->cg);
     local_record_delete(lb->base.store, op->sb->id);
     lsbx_unref(op->sb);
     free(op->agent_cfg);
+    json_decref(op->reply);
     free(op);
 }
 

@@ -201,6 +201,13 @@ struct spawn_request {
     /* No pids cgroup: RLIMIT_NPROC (counted per user namespace and uid, and no process in the
      * sandbox can change uid) is the pids limit itself rather than a backstop. */
     bool pids_by_rlimit;
+    /* A child in mcpbox's memory (clone_shared.c): called on the cloning thread once the child
+     * is released, before local_spawn waits for its exec. The caller may go on meanwhile, with
+     * the result as it is then (spawner.c); local_spawn then writes neither it nor err. Only
+     * for a request whose child reads nothing the caller may free before the exec: no
+     * image_dirs, ws NULL. */
+    void (*released)(void *arg);
+    void *released_arg;
 };
 
 #define LOCAL_MAX_IMAGE_LAYERS 128 /* = OCI_MAX_LAYERS; all go in one SCM_RIGHTS message */
@@ -218,6 +225,7 @@ struct spawn_result {
     int err_fd;        /* read end of the CLOEXEC error pipe: EOF means the agent runs */
     bool in_cgroup_v2; /* CLONE_INTO_CGROUP worked */
     bool shared_memory; /* cloned in mcpbox's own memory (clone_shared.c), not a copy */
+    uint64_t start;     /* the child's start time ("/proc/<pid>/stat" field 22) */
     int release_fd;    /* network: the child waits on this until local_spawn_release */
     struct image_trees trees; /* the image's layers to hand over with the release */
 };
@@ -295,9 +303,14 @@ struct local_spawner *local_spawner_start(const struct cg_host *host, const char
 bool local_spawner_has_limits(const struct cg_limits *lim);
 /* Reserves a prepared id + cgroup set; returns its slot, or -1 if none is ready. */
 int local_spawner_take(struct local_spawner *s, char *id, struct cg_sandbox *cg);
-/* local_spawn in the reserved thread (req NULL: give the set back unused). */
+/* local_spawn in the reserved thread (req NULL: give the set back unused). Returns once the
+ * child is released; *exec_notice set: the thread still waits for the child's exec, and the
+ * caller, which learns of it from the error pipe, says so with local_spawner_exec_seen (the
+ * thread then need not be woken by the exec itself, when the loop needs the CPU). */
 int local_spawner_spawn(struct local_spawner *s, int slot, const struct spawn_request *req,
-                        struct spawn_result *res, struct mcp_error *err);
+                        struct spawn_result *res, struct mcp_error *err, bool *exec_notice);
+/* The child of that spawn has exec'd or died (or its create is over): the thread goes on. */
+void local_spawner_exec_seen(struct local_spawner *s, int slot);
 void local_spawner_stop(struct local_spawner *s);
 void spawner_marker_write(const char *run_dir, const char *id, const struct cg_sandbox *cg);
 void spawner_marker_remove(const char *run_dir, const char *id);

@@ -88,6 +88,10 @@ struct child_plan {
     int ws_tree[LOCAL_WS_MAX_MOUNTS];      /* host mounts: the detached source trees */
     int ws_layers[LOCAL_WS_MAX_MOUNTS];    /* copy-on-write: detached <n>/ (upper + work) */
     int parent_sync_fd, parent_err_fd; /* the parent's ends: the child closes them first */
+    /* A shared child is cloned on its parent thread's CPU (pin_to_this_cpu); it gets the
+     * thread's own CPUs back before the exec. */
+    bool pinned;
+    cpu_set_t cpus;
 };
 
 /* ---- child side --------------------------------------------------------------------------- */
@@ -709,6 +713,8 @@ __attribute__((noreturn)) static void child_main(struct child_plan *p)
         CHECK(syscall(SYS_setresuid, -1, -1, 0) == 0, "setresuid", "saved uid");
     }
     drop_privileges(p);
+    CHECK(!p->pinned || sched_setaffinity(0, sizeof p->cpus, &p->cpus) == 0, "sched_setaffinity",
+          "mcpbox's CPUs");
     struct sock_fprog prog = {.len = p->req->seccomp->len, .filter = p->req->seccomp->filter};
     CHECK(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0, "seccomp", NULL);
     char *envp[] = {p->agent_env, NULL};
@@ -748,12 +754,12 @@ static void plan_usr_links(struct child_plan *p)
 /* <dir>/init = "<pid> <start time>", written before the child is released: if mcpbox dies
  * before the record holds the init's pid, reconcile still finds (and kills) a released child
  * that runs outside the sandbox's cgroups (CLONE_INTO_CGROUP refused). */
-static int note_init(const char *dir, pid_t pid, struct mcp_error *err)
+static int note_init(const char *dir, pid_t pid, uint64_t *start, struct mcp_error *err)
 {
     char path[LOCAL_PATH_MAX + 16], text[64];
     snprintf(path, sizeof path, "%s/" LOCAL_INIT_FILE, dir);
-    int n = snprintf(text, sizeof text, "%d %llu\n", (int)pid,
-                     (unsigned long long)local_proc_starttime(pid));
+    *start = local_proc_starttime(pid);
+    int n = snprintf(text, sizeof text, "%d %llu\n", (int)pid, (unsigned long long)*start);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     bool ok = fd >= 0 && write(fd, text, (size_t)n) == n;
     int e = errno;
@@ -931,6 +937,25 @@ static void shared_child_main(void *p)
     child_main(p);
 }
 
+/* For a shared child: this thread, and so the child, which inherits it, may run only on this
+ * CPU until the clone returns. The thread then waits for the child's exec; left to itself, the
+ * kernel places a new child on an idle CPU (on a VM, one whose wake-up takes 0.1-0.3 ms), and
+ * the loop, which goes on meanwhile (spawner.c), next to it, while this CPU idles. *saved: the
+ * thread's CPUs, for both to return to. */
+static bool pin_to_this_cpu(cpu_set_t *saved)
+{
+    const char *off = getenv("MCPBOX_LOCAL_PIN"); /* "0": off, to compare (benchmarks) */
+    int cpu = sched_getcpu();
+    if ((off && strcmp(off, "0") == 0) || cpu < 0 ||
+        sched_getaffinity(0, sizeof *saved, saved) < 0 || CPU_COUNT(saved) < 2 ||
+        !CPU_ISSET(cpu, saved))
+        return false;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    return sched_setaffinity(0, sizeof one, &one) == 0;
+}
+
 static pid_t do_clone(struct child_plan *p, int cgroup_fd, bool shared, int *pidfd)
 {
     struct clone_args args;
@@ -943,8 +968,13 @@ static pid_t do_clone(struct child_plan *p, int cgroup_fd, bool shared, int *pid
         args.flags |= CLONE_INTO_CGROUP;
         args.cgroup = (uint64_t)cgroup_fd;
     }
-    if (shared)
-        return local_clone_shared(&args, shared_child_main, p);
+    if (shared) {
+        p->pinned = pin_to_this_cpu(&p->cpus);
+        pid_t pid = local_clone_shared(&args, shared_child_main, p);
+        if (p->pinned)
+            sched_setaffinity(0, sizeof p->cpus, &p->cpus);
+        return pid;
+    }
     pid_t pid = local_clone_copy(&args);
     if (pid == 0)
         child_main(p);
@@ -1065,10 +1095,10 @@ static void close_plan(struct child_plan *p)
 /* The parent's part between the clone and the release: the init's note, the child's uid and
  * gid maps, then the mount trees only the parent can open for it (idmapped image layers as
  * root, host mounts when ws_by_parent). Trees opened before a failure stay in trees. */
-static int parent_setup(const struct spawn_request *req, pid_t pid, struct image_trees *trees,
-                        struct mcp_error *err)
+static int parent_setup(const struct spawn_request *req, pid_t pid, uint64_t *start,
+                        struct image_trees *trees, struct mcp_error *err)
 {
-    int rc = note_init(req->dir, pid, err);
+    int rc = note_init(req->dir, pid, start, err);
     if (rc == 0)
         rc = req->person_id ? local_identity_write_maps_person(req->ident, pid, err)
                             : local_identity_write_maps(req->ident, req->slot, pid, err);
@@ -1089,19 +1119,22 @@ static int parent_setup(const struct spawn_request *req, pid_t pid, struct image
 
 /* A child in mcpbox's memory (clone_shared.c) uses p, the request and this thread's stack until
  * its exec: release it, then wait for that (EOF on the sync socket, which the exec closes; or
- * its death). The agent's start is watched by the caller through the error pipe as usual. */
+ * its death). The agent's start is watched by the caller through the error pipe as usual; with
+ * req->released, from the release on rather than from this function's return. */
 static int release_shared(struct child_plan *p, int sync_fd, int pidfd,
                           struct image_trees *trees, int rc, struct mcp_error *err)
 {
     if (rc >= 0 && send_go(sync_fd, trees) < 0)
         rc = mcp_error_set(err, MCP_ERR_IO, errno, "releasing the sandbox init failed");
+    local_image_trees_close(trees); /* sent (the child has its own copies), or not needed */
     if (rc < 0)
         syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+    else if (p->req->released)
+        p->req->released(p->req->released_arg); /* trees, err and the result are the caller's now */
     char b;
     while (recv(sync_fd, &b, 1, 0) < 0 && errno == EINTR)
         ;
     close(sync_fd);
-    local_image_trees_close(trees);
     free(p->agent_env);
     local_clone_shared_done();
     return rc < 0 ? -1 : 0; /* on failure the caller reaps it via pidfd and closes fds */
@@ -1167,7 +1200,7 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     }
     out->pid = pid, out->pidfd = pidfd, out->err_fd = errp[0], out->shared_memory = shared;
     struct image_trees *trees = &out->trees;
-    int rc = parent_setup(req, pid, trees, err);
+    int rc = parent_setup(req, pid, &out->start, trees, err);
     if (shared)
         return release_shared(&p, sync[1], pidfd, trees, rc, err);
     bool held_for_network = req->network || req->egress; /* pasta or nft before the release */

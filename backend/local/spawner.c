@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -51,6 +52,9 @@ struct spawner_slot {
     bool stop, started;
     bool netns_ready; /* this thread sits in a fresh netns (lo up) for the next clone */
     bool netns_broken; /* unshare refused once: clone3 makes the netns */
+    bool answered;  /* the loop had its answer at the child's release (answer_early) */
+    bool exec_seen; /* ... and has told of the child's exec (local_spawner_exec_seen) */
+    bool hurry;     /* a create found no set ready: no pause before preparing the next */
     char id[LOCAL_ID_LEN];
     struct cg_sandbox cg;
     const struct spawn_request *req; /* NULL: give the set back unused */
@@ -182,16 +186,75 @@ static void prepare_netns(struct spawner_slot *sl)
                  strerror(errno));
 }
 
-/* local_spawn for a request, in the netns prepared for it unless the sandbox has network (pasta
- * must own a netns of the sandbox's user namespace). */
-static int spawn_request(struct spawner_slot *sl)
+/* With sl->mu held: the answer is ready; until the loop has copied it. */
+static void answer(struct spawner_slot *sl, int rc)
 {
-    struct spawn_request req = *sl->req;
+    sl->rc = rc;
+    sl->state = SP_DONE;
+    pthread_cond_broadcast(&sl->cv);
+    while (sl->state == SP_DONE)
+        pthread_cond_wait(&sl->cv, &sl->mu);
+}
+
+/* How long the thread waits for the loop's word on the exec before it watches the exec itself:
+ * only a create that ended without saying so (a bug) would make it wait this long. */
+#define EXEC_NOTICE_WAIT_S 1
+#define SPAWNER_PAUSE_MS 3 /* wait_before_preparing */
+
+/* A child in mcpbox's memory is released (spawn.c, release_shared). The loop goes on at once:
+ * its bookkeeping overlaps the child's setup, and it learns of the exec from the error pipe.
+ * This thread must still wait for the exec before its stack and the shared-clone window are
+ * free, but it waits for the loop's word rather than for the exec: the exec would wake it just
+ * when the loop needs a CPU to answer. local_spawn's own wait then returns at once. */
+static void answer_early(void *arg)
+{
+    struct spawner_slot *sl = arg;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += EXEC_NOTICE_WAIT_S;
+    pthread_mutex_lock(&sl->mu);
+    sl->answered = true;
+    answer(sl, 0);
+    while (!sl->exec_seen && !sl->stop &&
+           pthread_cond_timedwait(&sl->cv, &sl->mu, &until) == 0)
+        ;
+    pthread_mutex_unlock(&sl->mu);
+}
+
+/* local_spawn for a request, in the netns prepared for it unless the sandbox has network (pasta
+ * must own a netns of the sandbox's user namespace). Without sl->mu: the loop's
+ * local_spawner_take must not wait for a child's exec. */
+static int spawn_request(struct spawner_slot *sl, const struct spawn_request *asked)
+{
+    struct spawn_request req = *asked;
     req.netns_ready = sl->netns_ready && !req.network && !req.egress;
+    /* The early answer needs a child that reads nothing of the loop's that a create frees
+     * once answered: image layers and host mounts are described in the loop's memory. */
+    if (req.n_image_dirs == 0 && (req.ws == NULL || req.ws->n == 0)) {
+        req.ws = NULL;
+        req.released = answer_early, req.released_arg = sl;
+    }
     int rc = local_spawn(&req, sl->res, &sl->err);
     if (req.netns_ready)
         sl->netns_ready = false; /* used: the next prepare makes another */
     return rc;
+}
+
+/* After a spawn, with sl->mu held: the sandbox just made is about to run its first commands
+ * (its agent is still starting when the create is answered), and preparing the next set takes
+ * about half a millisecond of CPU (cgroup directories, a network namespace) that they would
+ * wait for on a small machine: cold create + first run_command took 0.2 ms less with this
+ * pause (docs/benchmarks.md). A create that finds no set ready cuts it short
+ * (local_spawner_take). */
+static void wait_before_preparing(struct spawner_slot *sl)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    long ns = until.tv_nsec + SPAWNER_PAUSE_MS * 1000000L;
+    until.tv_sec += ns / 1000000000L, until.tv_nsec = ns % 1000000000L;
+    while (!sl->stop && !sl->hurry && pthread_cond_timedwait(&sl->cv, &sl->mu, &until) == 0)
+        ;
+    sl->hurry = false;
 }
 
 static void *spawner_main(void *arg)
@@ -205,16 +268,20 @@ static void *spawner_main(void *arg)
             prepare_netns(sl);
         pthread_mutex_lock(&sl->mu);
         sl->state = ok == 0 ? SP_READY : SP_BROKEN;
+        sl->hurry = false;
         while (!sl->stop && sl->state != SP_REQUEST)
             pthread_cond_wait(&sl->cv, &sl->mu);
         if (sl->stop && sl->state != SP_REQUEST)
             break;
-        if (sl->req != NULL)
-            sl->rc = spawn_request(sl);
-        sl->state = SP_DONE;
-        pthread_cond_broadcast(&sl->cv);
-        while (sl->state == SP_DONE) /* until the loop has copied the answer */
-            pthread_cond_wait(&sl->cv, &sl->mu);
+        const struct spawn_request *req = sl->req;
+        sl->answered = sl->exec_seen = false;
+        pthread_mutex_unlock(&sl->mu);
+        int rc = req != NULL ? spawn_request(sl, req) : 0;
+        pthread_mutex_lock(&sl->mu);
+        if (!sl->answered)
+            answer(sl, rc);
+        if (req != NULL)
+            wait_before_preparing(sl);
         if (sl->stop)
             break;
     }
@@ -249,8 +316,7 @@ struct local_spawner *local_spawner_start(const struct cg_host *host, const char
     return s;
 }
 
-/* On the loop: reserves a prepared set; its id and cgroups become the new sandbox's. */
-int local_spawner_take(struct local_spawner *s, char *id, struct cg_sandbox *cg)
+static int take_ready(struct local_spawner *s, char *id, struct cg_sandbox *cg)
 {
     for (int i = 0; s != NULL && i < LOCAL_SPAWNERS; i++) {
         struct spawner_slot *sl = &s->slots[i];
@@ -269,10 +335,25 @@ int local_spawner_take(struct local_spawner *s, char *id, struct cg_sandbox *cg)
     return -1;
 }
 
+/* On the loop: reserves a prepared set; its id and cgroups become the new sandbox's. */
+int local_spawner_take(struct local_spawner *s, char *id, struct cg_sandbox *cg)
+{
+    int slot = take_ready(s, id, cg);
+    for (int i = 0; s != NULL && slot < 0 && i < LOCAL_SPAWNERS; i++) {
+        struct spawner_slot *sl = &s->slots[i];
+        pthread_mutex_lock(&sl->mu);
+        sl->hurry = true; /* creates come quickly: the pause is not worth a miss */
+        pthread_cond_broadcast(&sl->cv);
+        pthread_mutex_unlock(&sl->mu);
+    }
+    return slot;
+}
+
+
 /* On the loop: the reserved thread runs local_spawn (req NULL: the set is not used after all);
  * blocks as long as local_spawn itself would, then the thread moves on to the next set. */
 int local_spawner_spawn(struct local_spawner *s, int slot, const struct spawn_request *req,
-                        struct spawn_result *res, struct mcp_error *err)
+                        struct spawn_result *res, struct mcp_error *err, bool *exec_notice)
 {
     struct spawner_slot *sl = &s->slots[slot];
     pthread_mutex_lock(&sl->mu);
@@ -285,10 +366,20 @@ int local_spawner_spawn(struct local_spawner *s, int slot, const struct spawn_re
     int rc = sl->rc;
     if (rc < 0)
         mcp_error_copy(err, &sl->err);
+    *exec_notice = sl->answered;
     sl->state = SP_PREPARING;
     pthread_cond_broadcast(&sl->cv);
     pthread_mutex_unlock(&sl->mu);
     return rc;
+}
+
+void local_spawner_exec_seen(struct local_spawner *s, int slot)
+{
+    struct spawner_slot *sl = &s->slots[slot];
+    pthread_mutex_lock(&sl->mu);
+    sl->exec_seen = true;
+    pthread_cond_broadcast(&sl->cv);
+    pthread_mutex_unlock(&sl->mu);
 }
 
 void local_spawner_stop(struct local_spawner *s)
