@@ -40,6 +40,7 @@ struct create_op {
     uint64_t exec_ms, attach_ms; /* when the agent was exec'd / the v1 attach finished */
     int pool_slot;               /* a spawner thread's prepared cgroups, or -1 */
     int exec_notice_slot;        /* that thread waits for our word on the child's exec, or -1 */
+    bool recorded;               /* the record is in the store (a failed create deletes it) */
     bool v1_attached;            /* cloned by that thread: already in the v1 cgroups */
     bool shared_memory;          /* cloned in mcpbox's memory (clone_shared.c) */
     int release_fd;              /* network or hold: the child waits until released */
@@ -388,6 +389,19 @@ static bool hold_for_v1(const struct local_backend *lb, const struct cg_sandbox 
            (cg->mem[0] || cg->pids[0] || cg->cpu[0] || cg->freezer[0]);
 }
 
+/* The record and its uid slot, in one transaction: one commit (WAL frames and locks) less on
+ * the critical path of every create. If it fails, the slot's lease goes too. */
+static int insert_record(struct local_backend *lb, const struct store_sandbox *rec,
+                         uint32_t slot, struct mcp_error *err)
+{
+    if (lb->ident.mode != LOCAL_ID_SLICES)
+        return store_sandbox_insert(lb->base.store, rec, err);
+    if (store_sandbox_insert_with_slot(lb->base.store, rec, slot, err) == 0)
+        return 0;
+    local_slot_unlease(lb->slots_dir, slot, rec->id);
+    return -1;
+}
+
 static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
                        const struct cg_limits *lim, uint64_t disk, const struct create_image *img,
                        const struct store_sandbox *rec, struct spawn_result *res,
@@ -413,7 +427,17 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
     req.pids_by_rlimit = !lb->cg.lim_pids;
     if (op->pool_slot >= 0) {
         bool notice = false;
-        rc = local_spawner_spawn(lb->spawner, op->pool_slot, &req, res, err, &notice);
+        struct mcp_error spawn_err;
+        local_spawner_post(lb->spawner, op->pool_slot, &req, res);
+        /* The record is written while the thread clones (it releases the child only then). */
+        int written = insert_record(lb, rec, op->slot, err);
+        op->recorded = written == 0;
+        local_spawner_record_done(lb->spawner, op->pool_slot, written == 0);
+        rc = local_spawner_wait(lb->spawner, op->pool_slot, &spawn_err, &notice);
+        if (written < 0)
+            rc = -1; /* err says why; the thread killed the child */
+        else if (rc < 0)
+            mcp_error_copy(err, &spawn_err);
         op->exec_notice_slot = notice ? op->pool_slot : -1;
         op->pool_slot = -1;
         op->v1_attached = true;
@@ -470,13 +494,6 @@ static int make_sandbox_dir(struct local_backend *lb, const char *dir, struct mc
     return 0;
 }
 
-static int insert_record(struct local_backend *lb, const struct store_sandbox *rec,
-                         uint32_t slot, struct mcp_error *err)
-{
-    if (lb->ident.mode != LOCAL_ID_SLICES)
-        return store_sandbox_insert(lb->base.store, rec, err);
-    return store_sandbox_insert_with_slot(lb->base.store, rec, slot, err);
-}
 
 /* Slot lease and record first (so a crash from here on is found by reconcile), then
  * directory and cgroups. rec->record stays the caller's. */
@@ -502,13 +519,15 @@ static int start_record(struct create_op *op, const struct sandbox_spec *spec,
     if (ws && ws->n > 0)
         json_object_set_new(rec->record, "mounts", local_ws_json(ws, false));
     /* The lease before the record: a crash between the two leaves a lease whose creator is
-     * dead, which the sweep removes (uid_slots.c). Record and slot in one transaction: one
-     * commit (WAL frames and locks) less on the critical path of every create. */
+     * dead, which the sweep removes (uid_slots.c). A spawner's create writes the record while
+     * the thread clones (spawn_child). */
     int rc = local_lease_slot(lb, sb->id, &op->slot, err);
-    if (rc == 0 && insert_record(lb, rec, op->slot, err) < 0) {
-        if (lb->ident.mode == LOCAL_ID_SLICES)
-            local_slot_unlease(lb->slots_dir, op->slot, sb->id);
-        rc = -1;
+    if (rc < 0)
+        return -1;
+    if (op->pool_slot < 0) {
+        if (insert_record(lb, rec, op->slot, err) < 0)
+            return -1;
+        op->recorded = true;
     }
     if (rc == 0)
         rc = make_sandbox_dir(lb, sb->dir, err);
@@ -522,6 +541,8 @@ static int start_record(struct create_op *op, const struct sandbox_spec *spec,
               * 80 us, saved on the critical path of most creates) */
              : local_spawner_has_limits(lim) ? cg_ensure_v2(&sb->cg, err)
                                               : cg_set_limits(&sb->cg, lim, err);
+    if (rc < 0 && op->pool_slot >= 0 && lb->ident.mode == LOCAL_ID_SLICES)
+        local_slot_unlease(lb->slots_dir, op->slot, sb->id); /* no record holds it yet */
     return rc;
 }
 
@@ -582,9 +603,8 @@ static struct create_op *create_op_new(struct local_backend *lb, backend_cb *cb,
 static void create_abort(struct create_op *op)
 {
     struct local_backend *lb = op->sb->be;
-    struct mcp_error e2;
     if (op->pool_slot >= 0) /* failed before the spawn: the thread moves on */
-        local_spawner_spawn(lb->spawner, op->pool_slot, NULL, NULL, &e2, &(bool){false});
+        local_spawner_give_back(lb->spawner, op->pool_slot);
     if (op->err_fd >= 0)
         close(op->err_fd);
     if (op->release_fd >= 0) /* the child sees EOF and gives up */
@@ -597,7 +617,8 @@ static void create_abort(struct create_op *op)
     }
     tell_spawner_exec_seen(op);
     local_release_resources(lb, op->sb->id, op->sb->dir, &op->sb->cg);
-    local_record_delete(lb->base.store, op->sb->id);
+    if (op->recorded) /* not another's that this id ran into */
+        local_record_delete(lb->base.store, op->sb->id);
     lsbx_unref(op->sb);
     free(op->agent_cfg);
     json_decref(op->reply);

@@ -208,6 +208,11 @@ struct spawn_request {
      * image_dirs, ws NULL. */
     void (*released)(void *arg);
     void *released_arg;
+    /* Called on the cloning thread before local_spawn releases the child itself (not for a
+     * held one): nonzero kills the child instead, the caller having given up. The spawner's
+     * creates write the record meanwhile (spawner.c). */
+    int (*may_release)(void *arg);
+    void *may_release_arg;
 };
 
 #define LOCAL_MAX_IMAGE_LAYERS 128 /* = OCI_MAX_LAYERS; all go in one SCM_RIGHTS message */
@@ -303,12 +308,20 @@ struct local_spawner *local_spawner_start(const struct cg_host *host, const char
 bool local_spawner_has_limits(const struct cg_limits *lim);
 /* Reserves a prepared id + cgroup set; returns its slot, or -1 if none is ready. */
 int local_spawner_take(struct local_spawner *s, char *id, struct cg_sandbox *cg);
-/* local_spawn in the reserved thread (req NULL: give the set back unused). Returns once the
- * child is released; *exec_notice set: the thread still waits for the child's exec, and the
- * caller, which learns of it from the error pipe, says so with local_spawner_exec_seen (the
- * thread then need not be woken by the exec itself, when the loop needs the CPU). */
-int local_spawner_spawn(struct local_spawner *s, int slot, const struct spawn_request *req,
-                        struct spawn_result *res, struct mcp_error *err, bool *exec_notice);
+/* local_spawn in the reserved thread, in three steps: post the request (req and res stay the
+ * caller's until the answer); say whether the sandbox's record is written (the thread clones
+ * meanwhile, and releases the child only once it is: a crash before leaves no released child
+ * without a record); wait for the answer, which comes once the child is released. With
+ * *exec_notice set, the thread still waits for the child's exec, and the caller, which learns
+ * of it from the error pipe, says so with local_spawner_exec_seen (the thread then need not be
+ * woken by the exec itself, when the loop needs the CPU). */
+void local_spawner_post(struct local_spawner *s, int slot, const struct spawn_request *req,
+                        struct spawn_result *res);
+void local_spawner_record_done(struct local_spawner *s, int slot, bool written);
+int local_spawner_wait(struct local_spawner *s, int slot, struct mcp_error *err,
+                       bool *exec_notice);
+/* Gives a reserved set back unused. */
+void local_spawner_give_back(struct local_spawner *s, int slot);
 /* The child of that spawn has exec'd or died (or its create is over): the thread goes on. */
 void local_spawner_exec_seen(struct local_spawner *s, int slot);
 void local_spawner_stop(struct local_spawner *s);

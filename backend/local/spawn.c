@@ -1124,6 +1124,9 @@ static int parent_setup(const struct spawn_request *req, pid_t pid, uint64_t *st
 static int release_shared(struct child_plan *p, int sync_fd, int pidfd,
                           struct image_trees *trees, int rc, struct mcp_error *err)
 {
+    if (rc >= 0 && p->req->may_release && p->req->may_release(p->req->may_release_arg) != 0)
+        rc = mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0, "the create was given up before the "
+                           "sandbox init was released");
     if (rc >= 0 && send_go(sync_fd, trees) < 0)
         rc = mcp_error_set(err, MCP_ERR_IO, errno, "releasing the sandbox init failed");
     local_image_trees_close(trees); /* sent (the child has its own copies), or not needed */
@@ -1204,6 +1207,10 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     if (shared)
         return release_shared(&p, sync[1], pidfd, trees, rc, err);
     bool held_for_network = req->network || req->egress; /* pasta or nft before the release */
+    if (rc >= 0 && !held_for_network && req->may_release &&
+        req->may_release(req->may_release_arg) != 0)
+        rc = mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0, "the create was given up before the "
+                           "sandbox init was released");
     if (rc >= 0 && req->hold && !held_for_network && send_go(sync[1], NULL) < 0)
         rc = mcp_error_set(err, MCP_ERR_IO, errno, "releasing the sandbox init failed");
     if (rc >= 0 && (held_for_network || req->hold)) {

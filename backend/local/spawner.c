@@ -55,6 +55,7 @@ struct spawner_slot {
     bool answered;  /* the loop had its answer at the child's release (answer_early) */
     bool exec_seen; /* ... and has told of the child's exec (local_spawner_exec_seen) */
     bool hurry;     /* a create found no set ready: no pause before preparing the next */
+    int record;     /* the create's record: 0 not yet written, 1 written, -1 failed */
     char id[LOCAL_ID_LEN];
     struct cg_sandbox cg;
     const struct spawn_request *req; /* NULL: give the set back unused */
@@ -221,6 +222,19 @@ static void answer_early(void *arg)
     pthread_mutex_unlock(&sl->mu);
 }
 
+/* Before the child's release: the create's record must be in the store (or the create has
+ * failed, and the child is killed instead). */
+static int record_written(void *arg)
+{
+    struct spawner_slot *sl = arg;
+    pthread_mutex_lock(&sl->mu);
+    while (sl->record == 0 && !sl->stop)
+        pthread_cond_wait(&sl->cv, &sl->mu);
+    int rc = sl->record > 0 ? 0 : -1;
+    pthread_mutex_unlock(&sl->mu);
+    return rc;
+}
+
 /* local_spawn for a request, in the netns prepared for it unless the sandbox has network (pasta
  * must own a netns of the sandbox's user namespace). Without sl->mu: the loop's
  * local_spawner_take must not wait for a child's exec. */
@@ -228,6 +242,7 @@ static int spawn_request(struct spawner_slot *sl, const struct spawn_request *as
 {
     struct spawn_request req = *asked;
     req.netns_ready = sl->netns_ready && !req.network && !req.egress;
+    req.may_release = record_written, req.may_release_arg = sl;
     /* The early answer needs a child that reads nothing of the loop's that a create frees
      * once answered: image layers and host mounts are described in the loop's memory. */
     if (req.n_image_dirs == 0 && (req.ws == NULL || req.ws->n == 0)) {
@@ -350,17 +365,35 @@ int local_spawner_take(struct local_spawner *s, char *id, struct cg_sandbox *cg)
 }
 
 
-/* On the loop: the reserved thread runs local_spawn (req NULL: the set is not used after all);
- * blocks as long as local_spawn itself would, then the thread moves on to the next set. */
-int local_spawner_spawn(struct local_spawner *s, int slot, const struct spawn_request *req,
-                        struct spawn_result *res, struct mcp_error *err, bool *exec_notice)
+/* On the loop: the reserved thread starts local_spawn (req NULL: the set is given back). */
+void local_spawner_post(struct local_spawner *s, int slot, const struct spawn_request *req,
+                        struct spawn_result *res)
 {
     struct spawner_slot *sl = &s->slots[slot];
     pthread_mutex_lock(&sl->mu);
-    sl->req = req, sl->res = res, sl->rc = 0;
+    sl->req = req, sl->res = res, sl->rc = 0, sl->record = 0;
     memset(&sl->err, 0, sizeof sl->err);
     sl->state = SP_REQUEST;
     pthread_cond_broadcast(&sl->cv);
+    pthread_mutex_unlock(&sl->mu);
+}
+
+void local_spawner_record_done(struct local_spawner *s, int slot, bool written)
+{
+    struct spawner_slot *sl = &s->slots[slot];
+    pthread_mutex_lock(&sl->mu);
+    sl->record = written ? 1 : -1;
+    pthread_cond_broadcast(&sl->cv);
+    pthread_mutex_unlock(&sl->mu);
+}
+
+/* Blocks as long as local_spawn up to the child's release would; then the thread moves on (to
+ * the child's exec, then to the next set). */
+int local_spawner_wait(struct local_spawner *s, int slot, struct mcp_error *err,
+                       bool *exec_notice)
+{
+    struct spawner_slot *sl = &s->slots[slot];
+    pthread_mutex_lock(&sl->mu);
     while (sl->state != SP_DONE)
         pthread_cond_wait(&sl->cv, &sl->mu);
     int rc = sl->rc;
@@ -371,6 +404,14 @@ int local_spawner_spawn(struct local_spawner *s, int slot, const struct spawn_re
     pthread_cond_broadcast(&sl->cv);
     pthread_mutex_unlock(&sl->mu);
     return rc;
+}
+
+void local_spawner_give_back(struct local_spawner *s, int slot)
+{
+    struct mcp_error err;
+    bool notice;
+    local_spawner_post(s, slot, NULL, NULL);
+    local_spawner_wait(s, slot, &err, &notice);
 }
 
 void local_spawner_exec_seen(struct local_spawner *s, int slot)

@@ -3,6 +3,7 @@
  * pause/resume, TTL expiry enforced by the agent, and reconnect from a second backend instance.
  * Needs root and user namespaces; skips (77) elsewhere. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <netinet/in.h>
@@ -1369,6 +1370,89 @@ TEST(reconcile_cleans_half_made)
     free(id);
 }
 
+/* The ids the spawner threads have prepared (their markers in the runtime directory), once
+ * both are ready; n found. */
+static int prepared_ids(char ids[LOCAL_SPAWNERS][LOCAL_ID_LEN])
+{
+    const char *run_dir = ((struct local_backend *)be)->run_dir;
+    int n = 0;
+    for (int tries = 0; tries < WAIT_MS / 10 && n < LOCAL_SPAWNERS; tries++) {
+        sleep_loop(10);
+        DIR *d = opendir(run_dir);
+        ASSERT(d != NULL);
+        struct dirent *e;
+        n = 0;
+        while ((e = readdir(d)) != NULL && n < LOCAL_SPAWNERS)
+            if (strncmp(e->d_name, "prepared-sbx-", 13) == 0)
+                snprintf(ids[n++], LOCAL_ID_LEN, "%s", e->d_name + 9);
+        closedir(d);
+    }
+    return n;
+}
+
+/* A spawner's create writes the record while the thread clones, and the thread releases the
+ * child only once it is written. When the record cannot be written (here: another backend's
+ * row already has the prepared id), the create fails with that error, the child, never
+ * released, is killed, its cgroups and directories go, and the row it ran into stays. */
+TEST(no_child_released_without_its_record)
+{
+    struct local_backend *lb = (struct local_backend *)be;
+    if (lb->cg.layout != CG_HYBRID) {
+        printf("# no spawner threads on this host's cgroups (%s): their creates cannot be "
+               "tried\n", cg_layout_name(lb->cg.layout));
+        return;
+    }
+    char *warm = create_sandbox(0); /* the spawners start with a backend's second create */
+    destroy_sandbox(warm);
+    free(warm);
+    char ids[LOCAL_SPAWNERS][LOCAL_ID_LEN];
+    int n = prepared_ids(ids);
+    ASSERT_EQ(n, LOCAL_SPAWNERS);
+    struct mcp_error e;
+    for (int i = 0; i < n; i++) {
+        struct store_sandbox other = {.id = ids[i], .backend = (char *)"elsewhere",
+                                      .owner = (char *)"test", .state = (char *)"running",
+                                      .created_at_ms = now_wall_ms(), .record = json_object()};
+        ASSERT(store_sandbox_insert(st, &other, &e) == 0);
+        json_decref(other.record);
+    }
+    struct result r = {0};
+    struct sandbox_spec spec = {.owner = "test", .memory_bytes = 256u << 20,
+                                .disk_bytes = 64u << 20};
+    /* the spawn, and so this failure, happen within the call */
+    ASSERT(be->ops->create(be, &spec, on_result, &r, &e) < 0);
+    ASSERT(!r.done);
+    ASSERT_EQ(e.code, MCP_ERR_CONFLICT);
+    for (int i = 0; i < n; i++) {
+        struct store_sandbox rec = {0};
+        ASSERT(store_sandbox_get(st, ids[i], &rec, &e) == 0); /* not deleted by the failure */
+        ASSERT_STR_EQ(rec.backend, "elsewhere");
+        store_sandbox_release(&rec);
+        char path[LOCAL_PATH_MAX + 64];
+        snprintf(path, sizeof path, "%s/prepared-%s", lb->run_dir, ids[i]);
+        if (access(path, F_OK) == 0)
+            continue; /* the set the create did not take */
+        snprintf(path, sizeof path, "%s/%s", lb->run_dir, ids[i]);
+        ASSERT(access(path, F_OK) < 0);
+        snprintf(path, sizeof path, "%s/sandboxes/%s", state_dir, ids[i]);
+        ASSERT(access(path, F_OK) < 0);
+        const char *bases[] = {lb->cg.v2_base, lb->cg.mem_base, lb->cg.pids_base,
+                               lb->cg.cpu_base};
+        for (size_t b = 0; b < sizeof bases / sizeof bases[0]; b++) {
+            if (bases[b][0] == '\0')
+                continue;
+            snprintf(path, sizeof path, "%s/%s", bases[b], ids[i]);
+            if (access(path, F_OK) == 0)
+                TEST_FAIL("cgroup %s left", path);
+        }
+    }
+    for (int i = 0; i < n; i++)
+        ASSERT(store_sandbox_delete(st, ids[i], &e) == 0);
+    char *id = create_sandbox(0); /* and the next create works */
+    destroy_sandbox(id);
+    free(id);
+}
+
 struct http_get {
     int port;
     bool done;
@@ -1500,6 +1584,7 @@ int main(void)
     RUN(errno_text_once);
     RUN(destroy_waits_for_non_children);
     RUN(reconcile_cleans_half_made);
+    RUN(no_child_released_without_its_record);
     RUN(init_in_its_cgroups);
     RUN(clone_in_shared_memory_where_it_can);
     RUN(memory_above_and_below_default_on_warm_server);
