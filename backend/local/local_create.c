@@ -41,6 +41,8 @@ struct create_op {
     int pool_slot;               /* a spawner thread's prepared cgroups, or -1 */
     int exec_notice_slot;        /* that thread waits for our word on the child's exec, or -1 */
     bool recorded;               /* the record is in the store (a failed create deletes it) */
+    uint32_t prepared_uid_slot;  /* leased with the spawner's set, or LOCAL_NO_SLOT */
+    bool slot_leased;            /* a uid slot lease is ours (the record then names it) */
     bool v1_attached;            /* cloned by that thread: already in the v1 cgroups */
     bool shared_memory;          /* cloned in mcpbox's memory (clone_shared.c) */
     int release_fd;              /* network or hold: the child waits until released */
@@ -390,16 +392,13 @@ static bool hold_for_v1(const struct local_backend *lb, const struct cg_sandbox 
 }
 
 /* The record and its uid slot, in one transaction: one commit (WAL frames and locks) less on
- * the critical path of every create. If it fails, the slot's lease goes too. */
+ * the critical path of every create. */
 static int insert_record(struct local_backend *lb, const struct store_sandbox *rec,
                          uint32_t slot, struct mcp_error *err)
 {
     if (lb->ident.mode != LOCAL_ID_SLICES)
         return store_sandbox_insert(lb->base.store, rec, err);
-    if (store_sandbox_insert_with_slot(lb->base.store, rec, slot, err) == 0)
-        return 0;
-    local_slot_unlease(lb->slots_dir, slot, rec->id);
-    return -1;
+    return store_sandbox_insert_with_slot(lb->base.store, rec, slot, err);
 }
 
 static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
@@ -521,9 +520,14 @@ static int start_record(struct create_op *op, const struct sandbox_spec *spec,
     /* The lease before the record: a crash between the two leaves a lease whose creator is
      * dead, which the sweep removes (uid_slots.c). A spawner's create writes the record while
      * the thread clones (spawn_child). */
-    int rc = local_lease_slot(lb, sb->id, &op->slot, err);
+    int rc = 0;
+    if (op->prepared_uid_slot != LOCAL_NO_SLOT) /* leased with the spawner's set */
+        op->slot = op->prepared_uid_slot;
+    else
+        rc = local_lease_slot(lb, sb->id, &op->slot, err);
     if (rc < 0)
         return -1;
+    op->slot_leased = lb->ident.mode == LOCAL_ID_SLICES;
     if (op->pool_slot < 0) {
         if (insert_record(lb, rec, op->slot, err) < 0)
             return -1;
@@ -541,8 +545,6 @@ static int start_record(struct create_op *op, const struct sandbox_spec *spec,
               * 80 us, saved on the critical path of most creates) */
              : local_spawner_has_limits(lim) ? cg_ensure_v2(&sb->cg, err)
                                               : cg_set_limits(&sb->cg, lim, err);
-    if (rc < 0 && op->pool_slot >= 0 && lb->ident.mode == LOCAL_ID_SLICES)
-        local_slot_unlease(lb->slots_dir, op->slot, sb->id); /* no record holds it yet */
     return rc;
 }
 
@@ -594,6 +596,7 @@ static struct create_op *create_op_new(struct local_backend *lb, backend_cb *cb,
     op->started_ms = now_mono_ms();
     op->cb = cb, op->arg = arg, op->err_fd = -1, op->release_fd = -1;
     op->pool_slot = op->exec_notice_slot = -1;
+    op->prepared_uid_slot = LOCAL_NO_SLOT;
     op->sb = xcalloc(1, sizeof *op->sb);
     op->sb->be = lb, op->sb->refs = 1, op->sb->pidfd = -1, op->sb->oom_fd = -1;
     return op;
@@ -619,6 +622,8 @@ static void create_abort(struct create_op *op)
     local_release_resources(lb, op->sb->id, op->sb->dir, &op->sb->cg);
     if (op->recorded) /* not another's that this id ran into */
         local_record_delete(lb->base.store, op->sb->id);
+    else if (op->slot_leased) /* no record names the lease: the release above did not see it */
+        local_slot_unlease(lb->slots_dir, op->slot, op->sb->id);
     lsbx_unref(op->sb);
     free(op->agent_cfg);
     json_decref(op->reply);
@@ -695,11 +700,15 @@ static int create_with_image(struct local_backend *lb, const struct sandbox_spec
         char logs_base[LOCAL_PATH_MAX + 16];
         snprintf(logs_base, sizeof logs_base, "%s/sandboxes", lb->state_dir);
         if (sw == NULL || strcmp(sw, "0") != 0)
-            lb->spawner = local_spawner_start(&lb->cg, lb->run_dir, logs_base);
+            lb->spawner = local_spawner_start(&lb->cg, lb->run_dir, logs_base,
+                                              lb->ident.mode == LOCAL_ID_SLICES ? lb->slots_dir
+                                                                                : NULL,
+                                              lb->slots_excluded);
         if (lb->ident.mode == LOCAL_ID_SLICES)
             sweep_slots(lb);
     }
-    op->pool_slot = local_spawner_take(lb->spawner, op->sb->id, &op->sb->cg);
+    op->pool_slot = local_spawner_take(lb->spawner, op->sb->id, &op->sb->cg,
+                                       &op->prepared_uid_slot);
     if (op->pool_slot < 0)
         random_id(op->sb->id, sizeof op->sb->id, "sbx-", 8);
     int rc = start(op, spec, &lim, disk, img, err);

@@ -301,13 +301,18 @@ struct fwd;
 /* Spawner threads (spawner.c): hybrid hosts pre-attach the next sandboxes' v1 cgroups. */
 #define LOCAL_SPAWNERS 2
 struct local_spawner;
-/* NULL: not needed. Prepared sets are marked in run_dir (spawner_marker.c). */
+/* NULL: not needed. Prepared sets are marked in run_dir (spawner_marker.c). slots_dir: where a
+ * prepared set leases its uid slot (root mode), or NULL. */
 struct local_spawner *local_spawner_start(const struct cg_host *host, const char *run_dir,
-                                          const char *logs_base);
+                                          const char *logs_base, const char *slots_dir,
+                                          const unsigned char *slots_excluded);
 /* Whether a prepared set's cgroups already hold these limits (those of the default spec). */
 bool local_spawner_has_limits(const struct cg_limits *lim);
-/* Reserves a prepared id + cgroup set; returns its slot, or -1 if none is ready. */
-int local_spawner_take(struct local_spawner *s, char *id, struct cg_sandbox *cg);
+#define LOCAL_NO_SLOT UINT32_MAX
+/* Reserves a prepared id + cgroup set (+ uid slot lease, or LOCAL_NO_SLOT); returns its
+ * spawner slot, or -1 if none is ready. */
+int local_spawner_take(struct local_spawner *s, char *id, struct cg_sandbox *cg,
+                       uint32_t *uid_slot);
 /* local_spawn in the reserved thread, in three steps: post the request (req and res stay the
  * caller's until the answer); say whether the sandbox's record is written (the thread clones
  * meanwhile, and releases the child only once it is: a crash before leaves no released child

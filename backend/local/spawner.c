@@ -43,6 +43,7 @@ enum spawner_state {
 
 struct spawner_slot {
     const struct cg_host *host;
+    const struct local_spawner *spawner;
     const char *run_dir; /* where prepared sets are marked */
     const char *logs_base; /* <state>/sandboxes: where the prepared logs directory goes */
     pthread_t thread;
@@ -58,6 +59,7 @@ struct spawner_slot {
     int record;     /* the create's record: 0 not yet written, 1 written, -1 failed */
     char id[LOCAL_ID_LEN];
     struct cg_sandbox cg;
+    uint32_t uid_slot; /* its uid slot, leased ahead (root mode), or LOCAL_NO_SLOT */
     const struct spawn_request *req; /* NULL: give the set back unused */
     struct spawn_result *res;
     struct mcp_error err;
@@ -68,6 +70,8 @@ struct local_spawner {
     struct cg_host host;
     char run_dir[LOCAL_PATH_MAX];
     char logs_base[LOCAL_PATH_MAX];
+    char slots_dir[LOCAL_PATH_MAX]; /* "": no uid slots to lease (rootless) */
+    const unsigned char *slots_excluded;
     struct spawner_slot slots[LOCAL_SPAWNERS];
 };
 
@@ -150,6 +154,16 @@ static int prepare(struct spawner_slot *sl)
     sl->cg = cg;
     spawner_marker_write(sl->run_dir, id, &cg);
     make_dirs(sl, id);
+    /* The uid slot too (about 0.1 ms of flock, listing and O_EXCL create on the loop): a kill
+     * -9 leaves a lease whose creator is gone, which the next lease or sweep takes back. */
+    sl->uid_slot = LOCAL_NO_SLOT;
+    const struct local_spawner *s = sl->spawner;
+    if (s->slots_dir[0] != '\0' &&
+        local_slot_lease(s->slots_dir, id, LOCAL_MAX_SLOTS, s->slots_excluded, &sl->uid_slot,
+                         &err) < 0) {
+        log_debug("spawner: %s (the create leases one)", err.msg);
+        sl->uid_slot = LOCAL_NO_SLOT;
+    }
     return 0;
 }
 
@@ -210,6 +224,7 @@ static void answer(struct spawner_slot *sl, int rc)
 static void answer_early(void *arg)
 {
     struct spawner_slot *sl = arg;
+    spawner_marker_remove(sl->run_dir, sl->id); /* the create's record covers the set now */
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += EXEC_NOTICE_WAIT_S;
@@ -292,6 +307,9 @@ static void *spawner_main(void *arg)
         sl->answered = sl->exec_seen = false;
         pthread_mutex_unlock(&sl->mu);
         int rc = req != NULL ? spawn_request(sl, req) : 0;
+        if (!sl->answered) /* else answer_early did: the record (or the create's undoing) covers
+                            * the set from the release on */
+            spawner_marker_remove(sl->run_dir, sl->id);
         pthread_mutex_lock(&sl->mu);
         if (!sl->answered)
             answer(sl, rc);
@@ -305,7 +323,8 @@ static void *spawner_main(void *arg)
 }
 
 struct local_spawner *local_spawner_start(const struct cg_host *host, const char *run_dir,
-                                          const char *logs_base)
+                                          const char *logs_base, const char *slots_dir,
+                                          const unsigned char *slots_excluded)
 {
     /* Pure v2 has CLONE_INTO_CGROUP for everything. A rootless server on a hybrid host uses no
      * v2 hierarchy, and needs the spawner all the more: it may not move a child that already
@@ -316,9 +335,12 @@ struct local_spawner *local_spawner_start(const struct cg_host *host, const char
     s->host = *host;
     snprintf(s->run_dir, sizeof s->run_dir, "%s", run_dir);
     snprintf(s->logs_base, sizeof s->logs_base, "%s", logs_base);
+    snprintf(s->slots_dir, sizeof s->slots_dir, "%s", slots_dir ? slots_dir : "");
+    s->slots_excluded = slots_excluded;
     for (int i = 0; i < LOCAL_SPAWNERS; i++) {
         struct spawner_slot *sl = &s->slots[i];
         sl->host = &s->host;
+        sl->spawner = s;
         sl->run_dir = s->run_dir;
         sl->logs_base = s->logs_base;
         pthread_mutex_init(&sl->mu, NULL);
@@ -331,7 +353,8 @@ struct local_spawner *local_spawner_start(const struct cg_host *host, const char
     return s;
 }
 
-static int take_ready(struct local_spawner *s, char *id, struct cg_sandbox *cg)
+static int take_ready(struct local_spawner *s, char *id, struct cg_sandbox *cg,
+                      uint32_t *uid_slot)
 {
     for (int i = 0; s != NULL && i < LOCAL_SPAWNERS; i++) {
         struct spawner_slot *sl = &s->slots[i];
@@ -341,7 +364,7 @@ static int take_ready(struct local_spawner *s, char *id, struct cg_sandbox *cg)
             sl->state = SP_TAKEN;
             memcpy(id, sl->id, LOCAL_ID_LEN);
             *cg = sl->cg;
-            spawner_marker_remove(s->run_dir, sl->id); /* the create's record covers it now */
+            *uid_slot = sl->uid_slot;
         }
         pthread_mutex_unlock(&sl->mu);
         if (ready)
@@ -351,9 +374,11 @@ static int take_ready(struct local_spawner *s, char *id, struct cg_sandbox *cg)
 }
 
 /* On the loop: reserves a prepared set; its id and cgroups become the new sandbox's. */
-int local_spawner_take(struct local_spawner *s, char *id, struct cg_sandbox *cg)
+int local_spawner_take(struct local_spawner *s, char *id, struct cg_sandbox *cg,
+                       uint32_t *uid_slot)
 {
-    int slot = take_ready(s, id, cg);
+    *uid_slot = LOCAL_NO_SLOT;
+    int slot = take_ready(s, id, cg, uid_slot);
     for (int i = 0; s != NULL && slot < 0 && i < LOCAL_SPAWNERS; i++) {
         struct spawner_slot *sl = &s->slots[i];
         pthread_mutex_lock(&sl->mu);
@@ -439,6 +464,8 @@ void local_spawner_stop(struct local_spawner *s)
         if (sl->state == SP_READY) { /* prepared, never used: empty once the thread is gone */
             cg_destroy(&sl->cg);
             remove_dirs(s, sl->id);
+            if (sl->uid_slot != LOCAL_NO_SLOT)
+                local_slot_unlease(s->slots_dir, sl->uid_slot, sl->id);
             spawner_marker_remove(s->run_dir, sl->id);
         }
         pthread_mutex_destroy(&sl->mu);

@@ -4,10 +4,12 @@
  * store-driven reconcile cannot see it. While it waits, a marker file in the runtime directory,
  * "prepared-<id>", names the process that made it (pid and start time) and the set's cgroups;
  * the set's directories (<run>/<id> and the logs directory) follow from the id.
- * take and a clean stop remove the marker; the next start on the same state directory removes
- * the sets whose process is gone (local_spawner_reap). The runtime directory is ours (0700,
- * checked by runtime_dir.c); still, only empty "sbx-*" directories under /sys/fs/cgroup are
- * ever removed, and rmdir refuses a cgroup that has a member. */
+ * The thread removes the marker once it has released the child of the create that took the
+ * set (from then on the create's record covers it, or the create's undoing does) or the set was
+ * given back; a clean stop removes those of unused sets; the next start on the same state
+ * directory removes the sets whose process is gone (local_spawner_reap). The runtime directory
+ * is ours (0700, checked by runtime_dir.c); still, only empty "sbx-*" directories under
+ * /sys/fs/cgroup are ever removed, and rmdir refuses a cgroup that has a member. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -1390,6 +1390,27 @@ static int prepared_ids(char ids[LOCAL_SPAWNERS][LOCAL_ID_LEN])
     return n;
 }
 
+/* Whether a host-wide uid slot lease names this sandbox (root mode; uid_slots.c). */
+static bool slot_leased_to(const char *id)
+{
+    const struct local_backend *lb = (const struct local_backend *)be;
+    DIR *d = lb->ident.mode == LOCAL_ID_SLICES ? opendir(lb->slots_dir) : NULL;
+    bool found = false;
+    struct dirent *e;
+    while (d != NULL && !found && (e = readdir(d)) != NULL) {
+        char path[LOCAL_PATH_MAX + 300], text[128] = "";
+        snprintf(path, sizeof path, "%s/%s", lb->slots_dir, e->d_name);
+        FILE *f = e->d_name[0] != '.' ? fopen(path, "r") : NULL;
+        if (f != NULL && fgets(text, sizeof text, f) != NULL)
+            found = strncmp(text, id, strlen(id)) == 0 && text[strlen(id)] == ' ';
+        if (f != NULL)
+            fclose(f);
+    }
+    if (d != NULL)
+        closedir(d);
+    return found;
+}
+
 /* A spawner's create writes the record while the thread clones, and the thread releases the
  * child only once it is written. When the record cannot be written (here: another backend's
  * row already has the prepared id), the create fails with that error, the child, never
@@ -1434,6 +1455,7 @@ TEST(no_child_released_without_its_record)
             continue; /* the set the create did not take */
         snprintf(path, sizeof path, "%s/%s", lb->run_dir, ids[i]);
         ASSERT(access(path, F_OK) < 0);
+        ASSERT(!slot_leased_to(ids[i])); /* leased with the set, released with it */
         snprintf(path, sizeof path, "%s/sandboxes/%s", state_dir, ids[i]);
         ASSERT(access(path, F_OK) < 0);
         const char *bases[] = {lb->cg.v2_base, lb->cg.mem_base, lb->cg.pids_base,
@@ -1449,6 +1471,7 @@ TEST(no_child_released_without_its_record)
     for (int i = 0; i < n; i++)
         ASSERT(store_sandbox_delete(st, ids[i], &e) == 0);
     char *id = create_sandbox(0); /* and the next create works */
+    ASSERT(lb->ident.mode != LOCAL_ID_SLICES || slot_leased_to(id));
     destroy_sandbox(id);
     free(id);
 }
