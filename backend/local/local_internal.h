@@ -159,6 +159,17 @@ void cg_from_json(json_t *j, struct cg_sandbox *out);
 /* /proc/<pid>/ns/<ns> ("user", "net") opened read-only and close-on-exec: an fd to setns or to
  * idmap through, which stays valid after the process ends. -1 and errno on failure. */
 int local_ns_open(pid_t pid, const char *ns);
+/* Descriptors a spawner thread makes with a prepared set, ahead of the create; -1 where
+ * local_spawn is to make its own. local_spawn takes them over (and sets them to -1). */
+struct spawn_fds {
+    int listen_fd; /* bound to <dir>/agent.sock and listening */
+    int sync[2];   /* socketpair: [0] the child's end, [1] the parent's */
+    int err[2];    /* pipe: [0] the parent's read end, [1] the child's */
+};
+#define SPAWN_FDS_NONE ((struct spawn_fds){-1, {-1, -1}, {-1, -1}})
+void local_spawn_fds_make(struct spawn_fds *f, const char *dir); /* best effort */
+void local_spawn_fds_close(struct spawn_fds *f);
+
 struct spawn_request {
     const char *id;
     const char *dir;          /* <runtime dir>/<id>: mount point, agent socket, init file */
@@ -213,6 +224,7 @@ struct spawn_request {
      * creates write the record meanwhile (spawner.c). */
     int (*may_release)(void *arg);
     void *may_release_arg;
+    struct spawn_fds *premade; /* NULL: none */
 };
 
 #define LOCAL_MAX_IMAGE_LAYERS 128 /* = OCI_MAX_LAYERS; all go in one SCM_RIGHTS message */

@@ -1032,13 +1032,13 @@ static int open_logdir(const struct spawn_request *req, struct mcp_error *err)
     return fd;
 }
 
-static int open_listener(const struct spawn_request *req, struct mcp_error *err)
+static int open_listener(const char *dir, struct mcp_error *err)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    int n = snprintf(sa.sun_path, sizeof sa.sun_path, "%s/agent.sock", req->dir);
+    int n = snprintf(sa.sun_path, sizeof sa.sun_path, "%s/agent.sock", dir);
     if (n < 0 || (size_t)n >= sizeof sa.sun_path)
         return mcp_error_set(err, MCP_ERR_INVALID, 0,
-                             "runtime directory path too long for a unix socket: %s", req->dir);
+                             "runtime directory path too long for a unix socket: %s", dir);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return mcp_error_set(err, MCP_ERR_IO, errno, "socket");
@@ -1052,7 +1052,22 @@ static int open_listener(const struct spawn_request *req, struct mcp_error *err)
     return fd;
 }
 
-static int prepare(struct child_plan *p, const struct spawn_request *req, struct mcp_error *err)
+/* The listener a spawner made ahead, if its socket is still where the agent's clients look (the
+ * directory is mcpbox's alone: what is there is it); else a new one. */
+static int listener(const struct spawn_request *req, int premade, struct mcp_error *err)
+{
+    char path[LOCAL_PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/agent.sock", req->dir);
+    struct stat st;
+    if (premade >= 0 && lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+        return premade;
+    if (premade >= 0)
+        close(premade);
+    return open_listener(req->dir, err);
+}
+
+static int prepare(struct child_plan *p, const struct spawn_request *req, int premade_listener,
+                   struct mcp_error *err)
 {
     memset(p, 0, sizeof *p);
     p->req = req;
@@ -1075,11 +1090,34 @@ static int prepare(struct child_plan *p, const struct spawn_request *req, struct
     p->agent_argv[0] = (char *)"mcpbox-agent";
     p->agent_argv[1] = NULL;
     p->agent_env = xasprintf(AGENT_CONFIG_ENV "=%s", req->agent_config);
-    if ((p->logdir_fd = open_logdir(req, err)) < 0)
+    if ((p->logdir_fd = open_logdir(req, err)) < 0) {
+        if (premade_listener >= 0)
+            close(premade_listener);
         return -1;
-    if ((p->listen_fd = open_listener(req, err)) < 0)
+    }
+    if ((p->listen_fd = listener(req, premade_listener, err)) < 0)
         return -1;
     return 0;
+}
+
+void local_spawn_fds_make(struct spawn_fds *f, const char *dir)
+{
+    struct mcp_error err;
+    *f = SPAWN_FDS_NONE;
+    f->listen_fd = open_listener(dir, &err);
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->sync) < 0)
+        f->sync[0] = f->sync[1] = -1;
+    if (pipe2(f->err, O_CLOEXEC) < 0)
+        f->err[0] = f->err[1] = -1;
+}
+
+void local_spawn_fds_close(struct spawn_fds *f)
+{
+    int fds[] = {f->listen_fd, f->sync[0], f->sync[1], f->err[0], f->err[1]};
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    *f = SPAWN_FDS_NONE;
 }
 
 static void close_plan(struct child_plan *p)
@@ -1146,25 +1184,33 @@ static int release_shared(struct child_plan *p, int sync_fd, int pidfd,
 int local_spawn(const struct spawn_request *req, struct spawn_result *out, struct mcp_error *err)
 {
     struct child_plan p;
-    int sync[2] = {-1, -1}, errp[2] = {-1, -1};
+    struct spawn_fds fds = SPAWN_FDS_NONE;
+    if (req->premade) { /* ours now, whatever happens */
+        fds = *req->premade;
+        *req->premade = SPAWN_FDS_NONE;
+    }
+    int *sync = fds.sync, *errp = fds.err;
     memset(out, 0, sizeof *out);
     out->pidfd = out->err_fd = out->release_fd = -1;
     out->trees.n = 0;
     /* Each step sets err itself: callers may pass an err that was never written. */
-    if (prepare(&p, req, err) < 0) {
+    int listen_fd = fds.listen_fd;
+    fds.listen_fd = -1; /* prepare's now */
+    if (prepare(&p, req, listen_fd, err) < 0) {
         close_plan(&p);
+        local_spawn_fds_close(&fds);
         return -1;
     }
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0) {
+    if (sync[0] < 0 && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0) {
         int e = errno;
         close_plan(&p);
+        local_spawn_fds_close(&fds);
         return mcp_error_set(err, MCP_ERR_IO, e, "socketpair for the sandbox init");
     }
-    if (pipe2(errp, O_CLOEXEC) < 0) {
+    if (errp[0] < 0 && pipe2(errp, O_CLOEXEC) < 0) {
         int e = errno;
-        close(sync[0]);
-        close(sync[1]);
         close_plan(&p);
+        local_spawn_fds_close(&fds);
         return mcp_error_set(err, MCP_ERR_IO, e, "pipe for the sandbox init's errors");
     }
     p.sync_fd = sync[0];

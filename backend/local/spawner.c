@@ -60,6 +60,7 @@ struct spawner_slot {
     char id[LOCAL_ID_LEN];
     struct cg_sandbox cg;
     uint32_t uid_slot; /* its uid slot, leased ahead (root mode), or LOCAL_NO_SLOT */
+    struct spawn_fds fds; /* its agent's listener, the child's sync socket and error pipe */
     const struct spawn_request *req; /* NULL: give the set back unused */
     struct spawn_result *res;
     struct mcp_error err;
@@ -164,6 +165,10 @@ static int prepare(struct spawner_slot *sl)
         log_debug("spawner: %s (the create leases one)", err.msg);
         sl->uid_slot = LOCAL_NO_SLOT;
     }
+    /* And the sockets and pipe of its spawn (about 70 us): what fails here, local_spawn makes. */
+    char dir[LOCAL_PATH_MAX + 64];
+    snprintf(dir, sizeof dir, "%s/%s", sl->run_dir, id);
+    local_spawn_fds_make(&sl->fds, dir);
     return 0;
 }
 
@@ -258,6 +263,7 @@ static int spawn_request(struct spawner_slot *sl, const struct spawn_request *as
     struct spawn_request req = *asked;
     req.netns_ready = sl->netns_ready && !req.network && !req.egress;
     req.may_release = record_written, req.may_release_arg = sl;
+    req.premade = &sl->fds; /* local_spawn takes them */
     /* The early answer needs a child that reads nothing of the loop's that a create frees
      * once answered: image layers and host mounts are described in the loop's memory. */
     if (req.n_image_dirs == 0 && (req.ws == NULL || req.ws->n == 0)) {
@@ -307,6 +313,7 @@ static void *spawner_main(void *arg)
         sl->answered = sl->exec_seen = false;
         pthread_mutex_unlock(&sl->mu);
         int rc = req != NULL ? spawn_request(sl, req) : 0;
+        local_spawn_fds_close(&sl->fds); /* a set given back: unused */
         if (!sl->answered) /* else answer_early did: the record (or the create's undoing) covers
                             * the set from the release on */
             spawner_marker_remove(sl->run_dir, sl->id);
@@ -341,6 +348,7 @@ struct local_spawner *local_spawner_start(const struct cg_host *host, const char
         struct spawner_slot *sl = &s->slots[i];
         sl->host = &s->host;
         sl->spawner = s;
+        sl->fds = SPAWN_FDS_NONE;
         sl->run_dir = s->run_dir;
         sl->logs_base = s->logs_base;
         pthread_mutex_init(&sl->mu, NULL);
@@ -466,6 +474,7 @@ void local_spawner_stop(struct local_spawner *s)
             remove_dirs(s, sl->id);
             if (sl->uid_slot != LOCAL_NO_SLOT)
                 local_slot_unlease(s->slots_dir, sl->uid_slot, sl->id);
+            local_spawn_fds_close(&sl->fds);
             spawner_marker_remove(s->run_dir, sl->id);
         }
         pthread_mutex_destroy(&sl->mu);
