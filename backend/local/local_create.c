@@ -39,7 +39,6 @@ struct create_op {
     uint64_t started_ms;
     uint64_t exec_ms, attach_ms; /* when the agent was exec'd / the v1 attach finished */
     int pool_slot;               /* a spawner thread's prepared cgroups, or -1 */
-    int exec_notice_slot;        /* that thread waits for our word on the child's exec, or -1 */
     bool recorded;               /* the record is in the store (a failed create deletes it) */
     uint32_t prepared_uid_slot;  /* leased with the spawner's set, or LOCAL_NO_SLOT */
     bool slot_leased;            /* a uid slot lease is ours (the record then names it) */
@@ -187,16 +186,6 @@ json_t *local_make_record(const struct sandbox_spec *spec, const struct cg_limit
 static void create_fail(struct create_op *op, const struct mcp_error *e);
 static void create_maybe_done(struct create_op *op);
 
-/* The spawner thread that cloned this create's child waits for the exec (spawner.c): the error
- * pipe's EOF said so, or the create is over. Early is harmless (the thread then watches the
- * exec itself); never is not (it would wait a second). */
-static void tell_spawner_exec_seen(struct create_op *op)
-{
-    if (op->exec_notice_slot >= 0)
-        local_spawner_exec_seen(op->sb->be->spawner, op->exec_notice_slot);
-    op->exec_notice_slot = -1;
-}
-
 static void err_poll_closed(uv_handle_t *h)
 {
     struct create_op *op = h->data;
@@ -268,7 +257,6 @@ static void pooled_finish(struct create_op *op)
     lb->sandboxes = sb;
     sb->in_list = true;
     local_watch_exit(sb);
-    tell_spawner_exec_seen(op);
     free(op);
     local_pool_filled(lb, sb);
 }
@@ -301,7 +289,6 @@ static void create_finish(struct create_op *op)
     char id[LOCAL_ID_LEN];
     memcpy(id, sb->id, sizeof id);
     op->cb(op->arg, op->reply, NULL);
-    tell_spawner_exec_seen(op); /* after the reply: the thread's next steps can wait */
     /* After the reply: the caller need not wait for this write. Before the loop runs anything
      * else, so an operation on the new sandbox still finds it. */
     local_event(lb->base.store, id, "created", ev, &err);
@@ -336,7 +323,6 @@ static void create_fail(struct create_op *op, const struct mcp_error *e)
         siginfo_t si;
         syscall(SYS_waitid, P_PIDFD, sb->pidfd, &si, WEXITED, NULL); /* dies at once: SIGKILL */
     }
-    tell_spawner_exec_seen(op);
     local_release_resources(lb, sb->id, sb->dir, &sb->cg);
     local_event(lb->base.store, sb->id, "create_failed", json_pack("{s:s}", "error", e->msg),
                     &err);
@@ -425,19 +411,17 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
         req.ident = local_image_shared_identity(), req.slot = 0, req.bind_image = true;
     req.pids_by_rlimit = !lb->cg.lim_pids;
     if (op->pool_slot >= 0) {
-        bool notice = false;
         struct mcp_error spawn_err;
         local_spawner_post(lb->spawner, op->pool_slot, &req, res);
         /* The record is written while the thread clones (it releases the child only then). */
         int written = insert_record(lb, rec, op->slot, err);
         op->recorded = written == 0;
         local_spawner_record_done(lb->spawner, op->pool_slot, written == 0);
-        rc = local_spawner_wait(lb->spawner, op->pool_slot, &spawn_err, &notice);
+        rc = local_spawner_wait(lb->spawner, op->pool_slot, &spawn_err);
         if (written < 0)
             rc = -1; /* err says why; the thread killed the child */
         else if (rc < 0)
             mcp_error_copy(err, &spawn_err);
-        op->exec_notice_slot = notice ? op->pool_slot : -1;
         op->pool_slot = -1;
         op->v1_attached = true;
     } else {
@@ -595,7 +579,7 @@ static struct create_op *create_op_new(struct local_backend *lb, backend_cb *cb,
     struct create_op *op = xcalloc(1, sizeof *op);
     op->started_ms = now_mono_ms();
     op->cb = cb, op->arg = arg, op->err_fd = -1, op->release_fd = -1;
-    op->pool_slot = op->exec_notice_slot = -1;
+    op->pool_slot = -1;
     op->prepared_uid_slot = LOCAL_NO_SLOT;
     op->sb = xcalloc(1, sizeof *op->sb);
     op->sb->be = lb, op->sb->refs = 1, op->sb->pidfd = -1, op->sb->oom_fd = -1;
@@ -618,7 +602,6 @@ static void create_abort(struct create_op *op)
         siginfo_t si;
         syscall(SYS_waitid, P_PIDFD, op->sb->pidfd, &si, WEXITED, NULL);
     }
-    tell_spawner_exec_seen(op);
     local_release_resources(lb, op->sb->id, op->sb->dir, &op->sb->cg);
     if (op->recorded) /* not another's that this id ran into */
         local_record_delete(lb->base.store, op->sb->id);

@@ -328,19 +328,14 @@ int local_spawner_take(struct local_spawner *s, char *id, struct cg_sandbox *cg,
 /* local_spawn in the reserved thread, in three steps: post the request (req and res stay the
  * caller's until the answer); say whether the sandbox's record is written (the thread clones
  * meanwhile, and releases the child only once it is: a crash before leaves no released child
- * without a record); wait for the answer, which comes once the child is released. With
- * *exec_notice set, the thread still waits for the child's exec, and the caller, which learns
- * of it from the error pipe, says so with local_spawner_exec_seen (the thread then need not be
- * woken by the exec itself, when the loop needs the CPU). */
+ * without a record); wait for the answer, which comes once the child is released (the caller
+ * learns of its exec from the error pipe). */
 void local_spawner_post(struct local_spawner *s, int slot, const struct spawn_request *req,
                         struct spawn_result *res);
 void local_spawner_record_done(struct local_spawner *s, int slot, bool written);
-int local_spawner_wait(struct local_spawner *s, int slot, struct mcp_error *err,
-                       bool *exec_notice);
+int local_spawner_wait(struct local_spawner *s, int slot, struct mcp_error *err);
 /* Gives a reserved set back unused. */
 void local_spawner_give_back(struct local_spawner *s, int slot);
-/* The child of that spawn has exec'd or died (or its create is over): the thread goes on. */
-void local_spawner_exec_seen(struct local_spawner *s, int slot);
 void local_spawner_stop(struct local_spawner *s);
 void spawner_marker_write(const char *run_dir, const char *id, const struct cg_sandbox *cg);
 void spawner_marker_remove(const char *run_dir, const char *id);

@@ -1084,7 +1084,8 @@ static int prepare(struct child_plan *p, const struct spawn_request *req, int pr
 {
     memset(p, 0, sizeof *p);
     p->req = req;
-    p->sync_fd = p->err_fd = p->listen_fd = p->logdir_fd = p->data_fd = -1;
+    p->sync_fd = p->err_fd = p->logdir_fd = p->data_fd = -1;
+    p->listen_fd = premade_listener; /* close_plan closes it if this fails */
     for (size_t i = 0; i < LOCAL_WS_MAX_MOUNTS; i++)
         p->ws_tree[i] = p->ws_layers[i] = -1;
     p->exe_fd = req->agent_exe_fd;
@@ -1103,12 +1104,9 @@ static int prepare(struct child_plan *p, const struct spawn_request *req, int pr
     p->agent_argv[0] = (char *)"mcpbox-agent";
     p->agent_argv[1] = NULL;
     p->agent_env = xasprintf(AGENT_CONFIG_ENV "=%s", req->agent_config);
-    if ((p->logdir_fd = open_logdir(req, err)) < 0) {
-        if (premade_listener >= 0)
-            close(premade_listener);
+    if ((p->logdir_fd = open_logdir(req, err)) < 0)
         return -1;
-    }
-    if ((p->listen_fd = listener(req, premade_listener, err)) < 0)
+    if ((p->listen_fd = listener(req, p->listen_fd, err)) < 0)
         return -1;
     return 0;
 }

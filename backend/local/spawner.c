@@ -54,8 +54,7 @@ struct spawner_slot {
     bool netns_ready; /* this thread sits in a fresh netns (lo up) for the next clone */
     bool netns_broken; /* unshare refused once: clone3 makes the netns */
     bool answered;  /* the loop had its answer at the child's release (answer_early) */
-    bool exec_seen; /* ... and has told of the child's exec (local_spawner_exec_seen) */
-    bool hurry;     /* a create found no set ready: no pause before preparing the next */
+    bool hurry;     /* no set is ready for the next create: no pause before making one */
     int record;     /* the create's record: 0 not yet written, 1 written, -1 failed */
     char id[LOCAL_ID_LEN];
     struct cg_sandbox cg;
@@ -216,29 +215,19 @@ static void answer(struct spawner_slot *sl, int rc)
         pthread_cond_wait(&sl->cv, &sl->mu);
 }
 
-/* How long the thread waits for the loop's word on the exec before it watches the exec itself:
- * only a create that ended without saying so (a bug) would make it wait this long. */
-#define EXEC_NOTICE_WAIT_S 1
 #define SPAWNER_PAUSE_MS 3 /* wait_before_preparing */
 
 /* A child in mcpbox's memory is released (spawn.c, release_shared). The loop goes on at once:
  * its bookkeeping overlaps the child's setup, and it learns of the exec from the error pipe.
- * This thread must still wait for the exec before its stack and the shared-clone window are
- * free, but it waits for the loop's word rather than for the exec: the exec would wake it just
- * when the loop needs a CPU to answer. local_spawn's own wait then returns at once. */
+ * This thread still waits for the exec (local_spawn does) before its stack and the
+ * shared-clone window are free again. */
 static void answer_early(void *arg)
 {
     struct spawner_slot *sl = arg;
     spawner_marker_remove(sl->run_dir, sl->id); /* the create's record covers the set now */
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += EXEC_NOTICE_WAIT_S;
     pthread_mutex_lock(&sl->mu);
     sl->answered = true;
     answer(sl, 0);
-    while (!sl->exec_seen && !sl->stop &&
-           pthread_cond_timedwait(&sl->cv, &sl->mu, &until) == 0)
-        ;
     pthread_mutex_unlock(&sl->mu);
 }
 
@@ -280,8 +269,8 @@ static int spawn_request(struct spawner_slot *sl, const struct spawn_request *as
  * (its agent is still starting when the create is answered), and preparing the next set takes
  * about half a millisecond of CPU (cgroup directories, a network namespace) that they would
  * wait for on a small machine: cold create + first run_command took 0.2 ms less with this
- * pause (docs/benchmarks.md). A create that finds no set ready cuts it short
- * (local_spawner_take). */
+ * pause (docs/benchmarks.md). Only while another set is ready for the next create: a take
+ * that leaves none cuts it short (local_spawner_take). */
 static void wait_before_preparing(struct spawner_slot *sl)
 {
     struct timespec until;
@@ -310,10 +299,10 @@ static void *spawner_main(void *arg)
         if (sl->stop && sl->state != SP_REQUEST)
             break;
         const struct spawn_request *req = sl->req;
-        sl->answered = sl->exec_seen = false;
+        sl->answered = false;
         pthread_mutex_unlock(&sl->mu);
         int rc = req != NULL ? spawn_request(sl, req) : 0;
-        local_spawn_fds_close(&sl->fds); /* a set given back: unused */
+        local_spawn_fds_close(&sl->fds); /* what local_spawn did not take (a set given back) */
         if (!sl->answered) /* else answer_early did: the record (or the create's undoing) covers
                             * the set from the release on */
             spawner_marker_remove(sl->run_dir, sl->id);
@@ -381,22 +370,38 @@ static int take_ready(struct local_spawner *s, char *id, struct cg_sandbox *cg,
     return -1;
 }
 
+static bool any_ready(struct local_spawner *s)
+{
+    bool ready = false;
+    for (int i = 0; i < LOCAL_SPAWNERS && !ready; i++) {
+        pthread_mutex_lock(&s->slots[i].mu);
+        ready = s->slots[i].state == SP_READY;
+        pthread_mutex_unlock(&s->slots[i].mu);
+    }
+    return ready;
+}
+
 /* On the loop: reserves a prepared set; its id and cgroups become the new sandbox's. */
 int local_spawner_take(struct local_spawner *s, char *id, struct cg_sandbox *cg,
                        uint32_t *uid_slot)
 {
     *uid_slot = LOCAL_NO_SLOT;
+    if (s == NULL)
+        return -1;
     int slot = take_ready(s, id, cg, uid_slot);
-    for (int i = 0; s != NULL && slot < 0 && i < LOCAL_SPAWNERS; i++) {
+    /* No set left for the next create: no thread pauses before making one (a create that
+     * finds none waits for a v1 attach by pid, 3-20 ms). */
+    if (any_ready(s))
+        return slot;
+    for (int i = 0; i < LOCAL_SPAWNERS; i++) {
         struct spawner_slot *sl = &s->slots[i];
         pthread_mutex_lock(&sl->mu);
-        sl->hurry = true; /* creates come quickly: the pause is not worth a miss */
+        sl->hurry = true;
         pthread_cond_broadcast(&sl->cv);
         pthread_mutex_unlock(&sl->mu);
     }
     return slot;
 }
-
 
 /* On the loop: the reserved thread starts local_spawn (req NULL: the set is given back). */
 void local_spawner_post(struct local_spawner *s, int slot, const struct spawn_request *req,
@@ -422,8 +427,7 @@ void local_spawner_record_done(struct local_spawner *s, int slot, bool written)
 
 /* Blocks as long as local_spawn up to the child's release would; then the thread moves on (to
  * the child's exec, then to the next set). */
-int local_spawner_wait(struct local_spawner *s, int slot, struct mcp_error *err,
-                       bool *exec_notice)
+int local_spawner_wait(struct local_spawner *s, int slot, struct mcp_error *err)
 {
     struct spawner_slot *sl = &s->slots[slot];
     pthread_mutex_lock(&sl->mu);
@@ -432,7 +436,6 @@ int local_spawner_wait(struct local_spawner *s, int slot, struct mcp_error *err,
     int rc = sl->rc;
     if (rc < 0)
         mcp_error_copy(err, &sl->err);
-    *exec_notice = sl->answered;
     sl->state = SP_PREPARING;
     pthread_cond_broadcast(&sl->cv);
     pthread_mutex_unlock(&sl->mu);
@@ -442,18 +445,8 @@ int local_spawner_wait(struct local_spawner *s, int slot, struct mcp_error *err,
 void local_spawner_give_back(struct local_spawner *s, int slot)
 {
     struct mcp_error err;
-    bool notice;
     local_spawner_post(s, slot, NULL, NULL);
-    local_spawner_wait(s, slot, &err, &notice);
-}
-
-void local_spawner_exec_seen(struct local_spawner *s, int slot)
-{
-    struct spawner_slot *sl = &s->slots[slot];
-    pthread_mutex_lock(&sl->mu);
-    sl->exec_seen = true;
-    pthread_cond_broadcast(&sl->cv);
-    pthread_mutex_unlock(&sl->mu);
+    local_spawner_wait(s, slot, &err);
 }
 
 void local_spawner_stop(struct local_spawner *s)
