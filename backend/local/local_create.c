@@ -275,6 +275,15 @@ static void create_finish(struct create_op *op)
         create_fail(op, &err);
         return;
     }
+    sb->next = lb->sandboxes;
+    lb->sandboxes = sb;
+    sb->in_list = true;
+    lsbx_ref(sb); /* the reply's receiver may destroy it at once */
+    op->cb(op->arg, op->reply, NULL);
+    /* After the reply (the caller need not wait for these), before the loop runs anything
+     * else. A destroy made from the callback has killed the init: its exit shows here too. */
+    if (!sb->gone)
+        local_watch_exit(sb);
     json_t *ev = json_pack("{s:i, s:I, s:I, s:I, s:s, s:b, s:s}", "init_pid", (int)sb->pid,
                            "create_ms", (json_int_t)(now_mono_ms() - op->started_ms),
                            "agent_exec_ms", (json_int_t)(op->exec_ms - op->started_ms),
@@ -282,16 +291,8 @@ static void create_finish(struct create_op *op)
                            (json_int_t)(op->attach_ms ? op->attach_ms - op->started_ms : 0),
                            "cgroups", cg_layout_name(lb->cg.layout), "spawner", op->v1_attached,
                            "clone", op->shared_memory ? "shared memory" : "copy");
-    sb->next = lb->sandboxes;
-    lb->sandboxes = sb;
-    sb->in_list = true;
-    local_watch_exit(sb);
-    char id[LOCAL_ID_LEN];
-    memcpy(id, sb->id, sizeof id);
-    op->cb(op->arg, op->reply, NULL);
-    /* After the reply: the caller need not wait for this write. Before the loop runs anything
-     * else, so an operation on the new sandbox still finds it. */
-    local_event(lb->base.store, id, "created", ev, &err);
+    local_event(lb->base.store, sb->id, "created", ev, &err);
+    lsbx_unref(sb);
     json_decref(op->reply);
     free(op);
     local_pool_refill(lb); /* after the reply: off the critical path */

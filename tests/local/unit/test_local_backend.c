@@ -1370,6 +1370,49 @@ TEST(reconcile_cleans_half_made)
     free(id);
 }
 
+struct destroy_at_once {
+    bool done;
+    char id[LOCAL_ID_LEN];
+    int init;
+    struct result destroyed;
+};
+
+static void destroy_from_callback(void *arg, json_t *res, const struct mcp_error *err)
+{
+    struct destroy_at_once *d = arg;
+    d->done = true;
+    if (err != NULL)
+        return;
+    snprintf(d->id, sizeof d->id, "%s", json_string_value(json_object_get(res, "sandbox_id")));
+    struct store_sandbox rec = {0};
+    struct mcp_error e;
+    if (store_sandbox_get(st, d->id, &rec, &e) == 0) {
+        d->init = (int)json_integer_value(json_object_get(rec.record, "init_pid"));
+        store_sandbox_release(&rec);
+    }
+    if (be->ops->destroy(be, d->id, on_result, &d->destroyed, &e) < 0)
+        d->destroyed.failed = true, d->destroyed.done = true;
+}
+
+/* The create's reply comes before the sandbox's exit is watched (local_create.c,
+ * create_finish): a caller that destroys it from the reply's callback still gets it released:
+ * init gone, record gone. */
+TEST(destroy_from_the_create_callback)
+{
+    struct destroy_at_once d = {0};
+    struct mcp_error e;
+    struct sandbox_spec spec = {.owner = "test", .memory_bytes = 256u << 20,
+                                .disk_bytes = 64u << 20};
+    ASSERT(be->ops->create(be, &spec, destroy_from_callback, &d, &e) == 0);
+    ASSERT(run_until(&d.done, WAIT_MS));
+    ASSERT(d.id[0] != '\0' && d.init > 0);
+    ASSERT(run_until(&d.destroyed.done, WAIT_MS));
+    ASSERT(!d.destroyed.failed);
+    json_decref(d.destroyed.json);
+    wait_released(d.id);
+    ASSERT(!pid_alive(d.init));
+}
+
 /* The ids the spawner threads have prepared (their markers in the runtime directory), once
  * both are ready; n found. */
 static int prepared_ids(char ids[LOCAL_SPAWNERS][LOCAL_ID_LEN])
@@ -1608,6 +1651,7 @@ int main(void)
     RUN(destroy_waits_for_non_children);
     RUN(reconcile_cleans_half_made);
     RUN(no_child_released_without_its_record);
+    RUN(destroy_from_the_create_callback);
     RUN(init_in_its_cgroups);
     RUN(clone_in_shared_memory_where_it_can);
     RUN(memory_above_and_below_default_on_warm_server);
