@@ -562,7 +562,13 @@ static int watch_startup(struct create_op *op, struct mcp_error *err)
 {
     struct local_backend *lb = op->sb->be;
     fcntl(op->err_fd, F_SETFL, O_NONBLOCK);
-    uv_poll_init(lb->base.loop, &op->err_poll, op->err_fd);
+    /* Its only failures (epoll refusing the fd: ENOMEM, ENOSPC for max_user_watches) leave
+     * nothing registered, so the create can still be undone at once. Once initialized, start
+     * and queue_work fail only on arguments that are always valid here. */
+    int rc = uv_poll_init(lb->base.loop, &op->err_poll, op->err_fd);
+    if (rc < 0)
+        return mcp_error_set(err, MCP_ERR_INTERNAL, -rc, "cannot watch the sandbox init's start: "
+                             "%s (retry; if it persists, see `mcpbox doctor`)", uv_strerror(rc));
     op->err_poll.data = op;
     uv_poll_start(&op->err_poll, UV_READABLE | UV_DISCONNECT, on_err_pipe);
     bool v1 = !op->v1_attached &&
