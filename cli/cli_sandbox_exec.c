@@ -372,7 +372,11 @@ static int cp_out(struct cli_sandbox *c, const char *id, const char *path, const
                             "%03o: %s\n", dest, r.mode & 0777, strerror(errno));
             rc = CLI_EXIT_FAIL;
         }
-        close(fd);
+        /* Some filesystems (NFS, FUSE) report a failed write only here. */
+        if (close(fd) < 0 && rc == CLI_EXIT_OK) {
+            fprintf(stderr, "mcpbox sandbox cp: writing %s: %s\n", dest, strerror(errno));
+            rc = CLI_EXIT_FAIL;
+        }
     }
     return rc;
 }
