@@ -37,7 +37,8 @@ void spawner_marker_write(const char *run_dir, const char *id, const struct cg_s
     snprintf(tmp, sizeof tmp, "%s/.%s%s", run_dir, MARKER_PREFIX, id);
     FILE *f = fopen(tmp, "wxe");
     if (f == NULL) { /* best effort: the age-based cg_sweep is the fallback */
-        log_debug("spawner: cannot write %s: %s", tmp, strerror(errno));
+        log_warn("spawner: cannot write %s (a kill -9 would leave this prepared set to the "
+                 "age-based sweep): %s", tmp, strerror(errno));
         return;
     }
     fprintf(f, "%d %llu\n", (int)getpid(), (unsigned long long)local_self_starttime());
@@ -46,7 +47,7 @@ void spawner_marker_write(const char *run_dir, const char *id, const struct cg_s
         if (dirs[i][0])
             fprintf(f, "%s\n", dirs[i]);
     if (fclose(f) != 0 || rename(tmp, path) < 0) {
-        log_debug("spawner: cannot write %s: %s", path, strerror(errno));
+        log_warn("spawner: cannot write %s: %s", path, strerror(errno));
         unlink(tmp);
     }
 }
