@@ -725,7 +725,20 @@ static int make_dirs(struct local_backend *lb, struct mcp_error *err)
     snprintf(path, sizeof path, "%s/sandboxes", lb->state_dir);
     if (mkdir(path, 0700) < 0 && errno != EEXIST)
         return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s", path);
-    return local_runtime_dir(lb->state_dir, lb->run_dir, sizeof lb->run_dir, err);
+    if (local_runtime_dir(lb->state_dir, lb->run_dir, sizeof lb->run_dir, err) < 0)
+        return -1;
+    /* Beside the runtime directory, not in it: that one goes when its last sandbox does.
+     * MCPBOX_LOCAL_ROOT_TEMPLATES: "0" for none (every root made on a tmpfs, to compare), or
+     * another directory (tests). */
+    const char *env = getenv("MCPBOX_LOCAL_ROOT_TEMPLATES");
+    const char *slash = strrchr(lb->run_dir, '/');
+    if (env && env[0])
+        snprintf(lb->root_templates, sizeof lb->root_templates, "%s",
+                 strcmp(env, "0") == 0 ? "" : env);
+    else
+        snprintf(lb->root_templates, sizeof lb->root_templates, "%.*s/root-templates",
+                 (int)(slash ? slash - lb->run_dir : 0), lb->run_dir);
+    return 0;
 }
 
 struct backend *local_backend_new(uv_loop_t *loop, struct store *store,

@@ -388,6 +388,11 @@ static int insert_record(struct local_backend *lb, const struct store_sandbox *r
     return store_sandbox_insert_with_slot(lb->base.store, rec, slot, err);
 }
 
+static const char *root_templates(const struct local_backend *lb)
+{
+    return lb->root_templates[0] ? lb->root_templates : NULL;
+}
+
 static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
                        const struct cg_limits *lim, uint64_t disk, const struct create_image *img,
                        const struct store_sandbox *rec, struct spawn_result *res,
@@ -405,6 +410,7 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
                                 .image_dirs = img->dirs, .n_image_dirs = img->n,
                                 .run_uid = img->run_uid, .run_gid = img->run_gid,
                                 .seccomp = &lb->seccomp, .cg = &sb->cg,
+                                .root_templates = root_templates(lb),
                                 .ws = &img->ws, .person_id = img->person_id};
     int rc;
     req.hold = op->pool_slot < 0 && hold_for_v1(lb, &sb->cg);
@@ -850,6 +856,7 @@ int local_create_pooled(struct local_backend *lb, struct mcp_error *err)
                                      .disk_bytes = disk, .memory_bytes = lim.memory_bytes,
                                      .pids = lim.pids, .agent_config = op->agent_cfg,
                                      .agent_exe_fd = lb->agent_fd, .seccomp = &lb->seccomp,
+                                     .root_templates = root_templates(lb),
                                      .cg = &op->sb->cg};
     op->res.pidfd = op->res.err_fd = op->res.release_fd = -1;
     op->work.data = op;

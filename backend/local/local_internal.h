@@ -225,6 +225,8 @@ struct spawn_request {
     int (*may_release)(void *arg);
     void *may_release_arg;
     struct spawn_fds *premade; /* NULL: none */
+    /* Where root templates are kept (root_template.h); NULL: the child makes its root. */
+    const char *root_templates;
 };
 
 #define LOCAL_MAX_IMAGE_LAYERS 128 /* = OCI_MAX_LAYERS; all go in one SCM_RIGHTS message */
@@ -383,6 +385,7 @@ struct local_backend {
     } idmap_seen[8];              /* local_image_dir_idmappable's answers, per filesystem */
     size_t n_idmap_seen;
     char run_dir[LOCAL_PATH_MAX]; /* runtime_dir.c: per-sandbox files that need no disk */
+    char root_templates[LOCAL_PATH_MAX]; /* beside run_dir: shared by all state directories */
     struct local_identity ident;  /* which host ids its sandboxes get (identity.h) */
     struct local_allow allow;     /* host directories mounts may come from (workspace.c) */
     char slots_dir[LOCAL_PATH_MAX]; /* host-wide uid slot leases (LOCAL_ID_SLICES only) */

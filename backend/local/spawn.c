@@ -37,33 +37,16 @@
 
 #include "backend/local/local_internal.h"
 #include "backend/local/proto.h"
+#include "backend/local/root_template.h"
 #include "mcp/base/xalloc.h"
 
 #define CHILD_FD_BASE 100          /* where the child parks its fds before renumbering */
 #define CHILD_NOFILE 65536
-#define SANDBOX_HOSTNAME "sandbox"
 
 #ifndef CLONE_INTO_CGROUP
 #define CLONE_INTO_CGROUP 0x200000000ULL
 #endif
 
-/* Files of the generated /etc. */
-static const char etc_passwd[] = "root:x:0:0:root:/root:/bin/sh\n"
-                                 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
-static const char etc_group[] = "root:x:0:\ntty:x:5:\nnogroup:x:65534:\n";
-static const char etc_hosts[] = "127.0.0.1\tlocalhost " SANDBOX_HOSTNAME "\n::1\tlocalhost "
-                                "ip6-localhost ip6-loopback\n";
-static const char etc_nsswitch[] = "passwd: files\ngroup: files\nshadow: files\n"
-                                   "hosts: files dns\nnetworks: files\n";
-static const char etc_hostname[] = SANDBOX_HOSTNAME "\n";
-static const char resolv_none[] = "# this sandbox has no network (create it with network: true)\n";
-static const char resolv_pasta[] = "nameserver " LOCAL_DNS_ADDR "\n";
-
-/* Host paths shown read-only (public data: no secrets live there). */
-static const char *const ro_etc_binds[] = {"etc/alternatives", "etc/ssl/certs", "etc/ld.so.cache",
-                                           "etc/ca-certificates", "etc/localtime"};
-static const char *const usr_links[] = {"bin", "sbin", "lib", "lib64", "lib32", "libx32"};
-static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
 static const char *const proc_ro[] = {"proc/sys", "proc/irq", "proc/bus", "proc/sysrq-trigger",
                                       "proc/fs"};
 static const char *const proc_masked[] = {"proc/kcore", "proc/keys", "proc/timer_list",
@@ -79,7 +62,10 @@ struct child_plan {
     char datadir[LOCAL_PATH_MAX]; /* <dir>/data: where the data tmpfs is mounted (host mode) */
     char data_opts[128], shm_opts[128];
     int data_fd;                  /* child: O_PATH of the data tmpfs (host mode) */
-    char usr_target[6][64];  /* symlink target for usr_links[i], "" = bind dir, "-" = absent */
+    const struct root_layout *layout;
+    /* A root template (root_template.c) bound read-only as the root; "": a tmpfs instead, on
+     * which the child makes the root's entries itself. */
+    char template_root[LOCAL_PATH_MAX];
     char *agent_argv[2];
     char *agent_env;          /* MCPBOX_AGENT_CONFIG=<json> (malloc'd by the parent) */
     int sync_fd, err_fd, listen_fd, logdir_fd, exe_fd;
@@ -138,12 +124,8 @@ static int set_attr(const char *path, uint64_t set, unsigned flags)
     return (int)syscall(SYS_mount_setattr, AT_FDCWD, path, flags, &attr, sizeof attr);
 }
 
-static void bind_ro(const struct child_plan *p, const char *src, const char *dst, bool is_dir)
+static void bind_ro(const struct child_plan *p, const char *src, const char *dst)
 {
-    if (is_dir)
-        mkdir(dst, 0755);
-    else
-        close(open(dst, O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
     CHECK(mount(src, dst, NULL, MS_BIND | MS_REC, NULL) == 0, "bind", src);
     CHECK(set_attr(dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, AT_RECURSIVE) == 0,
           "read-only", dst);
@@ -157,72 +139,68 @@ static void put(const struct child_plan *p, const char *path, const char *text)
     close(fd);
 }
 
-static void make_etc(const struct child_plan *p)
+/* The host's public /etc files, on the mount points local_root_entries made. */
+static void mount_etc(const struct child_plan *p)
 {
-    mkdir("etc", 0755);
-    put(p, "etc/passwd", etc_passwd);
-    put(p, "etc/group", etc_group);
-    put(p, "etc/hosts", etc_hosts);
-    put(p, "etc/nsswitch.conf", etc_nsswitch);
-    put(p, "etc/hostname", etc_hostname);
-    put(p, "etc/resolv.conf", p->req->network || p->req->egress ? resolv_pasta : resolv_none);
-    mkdir("etc/ssl", 0755);
-    for (size_t i = 0; i < sizeof ro_etc_binds / sizeof ro_etc_binds[0]; i++) {
-        char host[128];
-        struct stat st;
-        snprintf(host, sizeof host, "/%s", ro_etc_binds[i]);
-        if (stat(host, &st) == 0)
-            bind_ro(p, host, ro_etc_binds[i], S_ISDIR(st.st_mode));
-    }
-}
-
-static void make_usr(const struct child_plan *p)
-{
-    bind_ro(p, "/usr", "usr", true);
-    for (size_t i = 0; i < sizeof usr_links / sizeof usr_links[0]; i++) {
-        const char *t = p->usr_target[i];
+    for (size_t i = 0; i < ROOT_ETC_BINDS; i++) {
         char host[64];
-        snprintf(host, sizeof host, "/%s", usr_links[i]);
-        if (t[0] == '-')
-            continue;
-        if (t[0])
-            CHECK(symlink(t, usr_links[i]) == 0, "symlink", usr_links[i]);
-        else
-            bind_ro(p, host, usr_links[i], true);
+        snprintf(host, sizeof host, "/%s", root_etc_binds[i]);
+        if (p->layout->etc_kind[i])
+            bind_ro(p, host, root_etc_binds[i]);
     }
 }
 
-static void make_dev(const struct child_plan *p)
+static void mount_usr(const struct child_plan *p)
 {
-    mkdir("dev", 0755);
-    CHECK(mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=755") == 0,
-          "mount", "/dev");
-    for (size_t i = 0; i < sizeof dev_nodes / sizeof dev_nodes[0]; i++) {
+    bind_ro(p, "/usr", "usr");
+    for (size_t i = 0; i < ROOT_USR_LINKS; i++) {
+        char host[64];
+        snprintf(host, sizeof host, "/%s", root_usr_links[i]);
+        if (p->layout->usr_target[i][0] == '\0') /* a directory on the host, not a link */
+            bind_ro(p, host, root_usr_links[i]);
+    }
+}
+
+/* The host's device nodes, a devpts of its own and /dev/shm, on the mount points in dev/. */
+static void mount_dev(const struct child_plan *p)
+{
+    for (size_t i = 0; i < ROOT_DEV_NODES; i++) {
         char host[32], dst[32];
-        snprintf(host, sizeof host, "/dev/%s", dev_nodes[i]);
-        snprintf(dst, sizeof dst, "dev/%s", dev_nodes[i]);
-        close(open(dst, O_CREAT | O_WRONLY | O_CLOEXEC, 0666));
+        snprintf(host, sizeof host, "/dev/%s", root_dev_nodes[i]);
+        snprintf(dst, sizeof dst, "dev/%s", root_dev_nodes[i]);
         CHECK(mount(host, dst, NULL, MS_BIND, NULL) == 0, "bind", host);
         set_attr(dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, 0);
     }
-    mkdir("dev/pts", 0755);
     CHECK(mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
                 "newinstance,ptmxmode=0666,mode=620") == 0, "mount", "/dev/pts");
-    CHECK(symlink("pts/ptmx", "dev/ptmx") == 0, "symlink", "/dev/ptmx");
-    mkdir("dev/shm", 01777);
     CHECK(mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, p->shm_opts) == 0, "mount",
           "/dev/shm");
+}
+
+/* An image's /dev: a tmpfs over the image's own, with the same entries as a host-mode root's. */
+static void make_image_dev(const struct child_plan *p)
+{
+    CHECK(mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=755") == 0,
+          "mount", "/dev");
+    for (size_t i = 0; i < ROOT_DEV_NODES; i++) {
+        char dst[32];
+        snprintf(dst, sizeof dst, "dev/%s", root_dev_nodes[i]);
+        close(open(dst, O_CREAT | O_WRONLY | O_CLOEXEC, 0666));
+    }
+    mkdir("dev/pts", 0755);
+    mkdir("dev/shm", 01777);
+    CHECK(symlink("pts/ptmx", "dev/ptmx") == 0, "symlink", "/dev/ptmx");
     CHECK(symlink("/proc/self/fd", "dev/fd") == 0, "symlink", "/dev/fd");
     CHECK(symlink("/proc/self/fd/0", "dev/stdin") == 0, "symlink", "/dev/stdin");
     CHECK(symlink("/proc/self/fd/1", "dev/stdout") == 0, "symlink", "/dev/stdout");
     CHECK(symlink("/proc/self/fd/2", "dev/stderr") == 0, "symlink", "/dev/stderr");
+    mount_dev(p);
 }
 
 /* proc must be mounted before pivot_root: the kernel only allows a new proc mount in a mount
  * namespace that already shows a fully visible one (mount_too_revealing). */
-static void make_proc(const struct child_plan *p)
+static void make_proc(const struct child_plan *p, const char *empty_ro_dir)
 {
-    mkdir("proc", 0555);
     CHECK(mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0, "mount",
           "/proc");
     /* An entry this kernel does not have fails with ENOENT and needs no cover. */
@@ -235,9 +213,14 @@ static void make_proc(const struct child_plan *p)
     for (size_t i = 0; i < sizeof proc_masked / sizeof proc_masked[0]; i++)
         CHECK(mount("dev/null", proc_masked[i], NULL, MS_BIND, NULL) == 0 || errno == ENOENT,
               "mask", proc_masked[i]);
+    /* Masked directories: binds of an empty directory on a read-only mount (a bind keeps its
+     * source's read-only flag), else an empty read-only tmpfs each (three superblocks). */
     for (size_t i = 0; i < sizeof proc_masked_dirs / sizeof proc_masked_dirs[0]; i++)
-        CHECK(mount("tmpfs", proc_masked_dirs[i], "tmpfs", MS_RDONLY, "size=0") == 0 ||
-                  errno == ENOENT, "mask", proc_masked_dirs[i]);
+        CHECK((empty_ro_dir ? mount(empty_ro_dir, proc_masked_dirs[i], NULL, MS_BIND, NULL)
+                            : mount("tmpfs", proc_masked_dirs[i], "tmpfs", MS_RDONLY, "size=0")) ==
+                      0 ||
+                  errno == ENOENT,
+              "mask", proc_masked_dirs[i]);
 }
 
 /* The user commands run as (an image's User, or the person's id: spawn_request) owns the
@@ -264,7 +247,6 @@ static void make_data(const struct child_plan *p)
         CHECK(mkdirat(p->data_fd, sub[i], 0755) == 0, "mkdir", sub[i]);
         if (i == 1)
             CHECK(fchmodat(p->data_fd, sub[i], 01777, 0) == 0, "chmod", sub[i]);
-        mkdir(sub[i], 0755);
         int tree = (int)syscall(SYS_open_tree, p->data_fd, sub[i],
                                 OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
         CHECK(tree >= 0, "bind", sub[i]);
@@ -442,8 +424,15 @@ static void make_mounts(const struct child_plan *p, const char *root, int stage_
 static void enter_root(struct child_plan *p)
 {
     CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, "make / private", NULL);
-    CHECK(mount("tmpfs", p->rootfs, "tmpfs", MS_NOSUID | MS_NODEV, LOCAL_ROOT_TMPFS) == 0, "mount",
-          "root tmpfs");
+    if (p->template_root[0]) {
+        CHECK(mount(p->template_root, p->rootfs, NULL, MS_BIND, NULL) == 0, "bind",
+              p->template_root);
+        CHECK(set_attr(p->rootfs, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0) == 0,
+              "read-only", "root template");
+    } else {
+        CHECK(mount("tmpfs", p->rootfs, "tmpfs", MS_NOSUID | MS_NODEV, LOCAL_ROOT_TMPFS) == 0,
+              "mount", "root tmpfs");
+    }
     CHECK(chdir(p->rootfs) == 0, "chdir", p->rootfs);
     if (p->req->n_image_dirs == 0) { /* host mode: the data tmpfs (make_data) */
         CHECK(mount("tmpfs", p->datadir, "tmpfs", MS_NOSUID | MS_NODEV, p->data_opts) == 0,
@@ -543,11 +532,11 @@ static void make_image_root(const struct child_plan *p)
     static const char *const gen[] = {"etc/hostname", "etc/hosts", "etc/resolv.conf"};
     for (size_t i = 0; i < 3; i++)
         unlink(gen[i]); /* never write through an image's symlink */
-    put_image_etc(p, "hostname", etc_hostname);
-    put_image_etc(p, "hosts", etc_hosts);
-    put_image_etc(p, "resolv.conf", p->req->network || p->req->egress ? resolv_pasta : resolv_none);
-    make_dev(p);
-    make_proc(p);
+    put_image_etc(p, "hostname", root_etc_hostname);
+    put_image_etc(p, "hosts", root_etc_hosts);
+    put_image_etc(p, "resolv.conf", root_resolv_conf(p->req->network || p->req->egress));
+    make_image_dev(p);
+    make_proc(p, NULL);
     CHECK(syscall(SYS_pivot_root, ".", ".") == 0, "pivot_root", NULL);
     CHECK(umount2(".", MNT_DETACH) == 0, "detach old root", NULL);
     CHECK(chdir("/") == 0, "chdir", "/");
@@ -560,22 +549,26 @@ static void make_root(const struct child_plan *p)
         make_image_root(p);
         return;
     }
-    make_usr(p);
-    make_etc(p);
-    make_dev(p);
+    if (!p->template_root[0]) {
+        const char *failed = NULL;
+        CHECK(local_root_entries(AT_FDCWD, p->layout, p->req->network || p->req->egress, NULL,
+                                 &failed) == 0,
+              "make", failed);
+    }
+    mount_usr(p);
+    mount_etc(p);
+    mount_dev(p);
     make_data(p);
     make_mounts(p, "", p->data_fd, "");
-    mkdir("run", 0755);
-    mkdir("var", 0755);
-    CHECK(symlink("/tmp", "var/tmp") == 0, "symlink", "/var/tmp");
-    make_proc(p);
+    /* The root (/etc, /dev, the mount points) is read-only from here on; a template's is
+     * already. "run" is then the empty read-only directory /proc's masks need. */
+    CHECK(p->template_root[0] ||
+              set_attr(".", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0) == 0,
+          "read-only", "/");
+    make_proc(p, "run");
     CHECK(syscall(SYS_pivot_root, ".", ".") == 0, "pivot_root", NULL);
     CHECK(umount2(".", MNT_DETACH) == 0, "detach old root", NULL);
     CHECK(chdir("/") == 0, "chdir", "/");
-    /* The root tmpfs (/etc, the mount points) is read-only from now on. */
-    CHECK(set_attr("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0) == 0,
-          "read-only", "/");
-    set_attr("/dev", MOUNT_ATTR_RDONLY, 0);
 }
 
 static void loopback_up(const struct child_plan *p)
@@ -716,7 +709,7 @@ __attribute__((noreturn)) static void child_main(struct child_plan *p)
         child_fail(p->err_fd, "route", failed);
     if (p->req->egress && local_egress_default_route(&failed) < 0)
         child_fail(p->err_fd, "route", failed);
-    CHECK(sethostname(SANDBOX_HOSTNAME, strlen(SANDBOX_HOSTNAME)) == 0, "sethostname", NULL);
+    CHECK(sethostname(ROOT_HOSTNAME, strlen(ROOT_HOSTNAME)) == 0, "sethostname", NULL);
     set_limits(p);
     arrange_fds(p);
     if (attach_pending) {
@@ -735,33 +728,6 @@ __attribute__((noreturn)) static void child_main(struct child_plan *p)
 }
 
 /* ---- parent side -------------------------------------------------------------------------- */
-
-/* Where the host's /bin, /lib... point (symlinks into /usr on merged-/usr systems): read once
- * per process, they do not change while it runs. */
-static char usr_target[6][64]; /* as child_plan's */
-static pthread_once_t usr_once = PTHREAD_ONCE_INIT;
-
-static void read_usr_links(void)
-{
-    for (size_t i = 0; i < sizeof usr_links / sizeof usr_links[0]; i++) {
-        char host[64];
-        struct stat st;
-        snprintf(host, sizeof host, "/%s", usr_links[i]);
-        ssize_t n = readlink(host, usr_target[i], sizeof usr_target[i] - 1);
-        if (n > 0)
-            usr_target[i][n] = '\0';
-        else if (lstat(host, &st) == 0 && S_ISDIR(st.st_mode))
-            usr_target[i][0] = '\0';
-        else
-            snprintf(usr_target[i], sizeof usr_target[i], "-");
-    }
-}
-
-static void plan_usr_links(struct child_plan *p)
-{
-    pthread_once(&usr_once, read_usr_links);
-    memcpy(p->usr_target, usr_target, sizeof usr_target);
-}
 
 /* <dir>/init = "<pid> <start time>", written before the child is released: if mcpbox dies
  * before the record holds the init's pid, reconcile still finds (and kills) a released child
@@ -1079,6 +1045,25 @@ static int listener(const struct spawn_request *req, int premade, struct mcp_err
     return open_listener(req->dir, err);
 }
 
+/* A root template owned by the host ids of the sandbox's root, where one can be: not for an
+ * image (its own root), nor with host mounts (their targets are made in the root), nor with a
+ * user's shared subordinate ids (the user cannot give files to those ids). If it cannot be
+ * made, the child makes the root itself on a tmpfs, as it does in those cases. */
+static void plan_root(struct child_plan *p, const struct spawn_request *req)
+{
+    p->layout = local_root_layout();
+    p->template_root[0] = '\0';
+    if (req->root_templates == NULL || req->n_image_dirs > 0 || (req->ws && req->ws->n > 0) ||
+        req->ident->mode == LOCAL_ID_SUBID)
+        return;
+    struct mcp_error ignored;
+    if (local_root_template(req->root_templates, req->network || req->egress,
+                            local_identity_root_uid(req->ident, req->slot),
+                            local_identity_root_gid(req->ident, req->slot), p->template_root,
+                            sizeof p->template_root, &ignored) < 0)
+        p->template_root[0] = '\0';
+}
+
 static int prepare(struct child_plan *p, const struct spawn_request *req, int premade_listener,
                    struct mcp_error *err)
 {
@@ -1100,7 +1085,7 @@ static int prepare(struct child_plan *p, const struct spawn_request *req, int pr
         return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir in %s", req->dir);
     uint64_t shm = req->memory_bytes / 4 < LOCAL_SHM_BYTES ? req->memory_bytes / 4 : LOCAL_SHM_BYTES;
     snprintf(p->shm_opts, sizeof p->shm_opts, "size=%llu,mode=1777", (unsigned long long)shm);
-    plan_usr_links(p);
+    plan_root(p, req);
     p->agent_argv[0] = (char *)"mcpbox-agent";
     p->agent_argv[1] = NULL;
     p->agent_env = xasprintf(AGENT_CONFIG_ENV "=%s", req->agent_config);

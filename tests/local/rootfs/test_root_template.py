@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""A sandbox's root made from a template (backend/local/root_template.c) looks exactly like one
+the sandbox makes on a tmpfs of its own (MCPBOX_LOCAL_ROOT_TEMPLATES=0): the same entries with
+the same types, modes, owners and link targets, the same generated files, read-only everywhere
+but /workspace, /tmp, /root and /dev/shm. The template is made once and reused. A templates
+directory that cannot be used makes creates fall back to the tmpfs root, not fail. Run as root
+or as an ordinary user (tests/local/rootless); exits 77 where local sandboxes cannot run."""
+import argparse
+import difflib
+import os
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from mcpbox_cli import Cli, text  # noqa: E402
+
+ENV = "MCPBOX_LOCAL_ROOT_TEMPLATES"
+# Everything a host-mode root holds, as the sandbox sees it; then writes that must all fail.
+VIEW = r"""
+for p in / /bin /sbin /lib /lib64 /etc /etc/* /etc/ssl/* /dev /dev/* /var /var/tmp /run \
+         /proc/acpi /workspace /tmp /root /usr; do
+    [ -e "$p" ] || [ -L "$p" ] && stat -c '%n|%F|%a|%U|%G|%N' "$p"
+done
+cat /etc/passwd /etc/group /etc/hosts /etc/hostname /etc/resolv.conf /etc/nsswitch.conf
+for f in /x /etc/x /etc/passwd /run/x /dev/x /var/x /proc/acpi/x; do
+    (echo > "$f") 2>/dev/null && echo "WROTE $f"
+done
+awk '$5 == "/" { split($6, o, ","); print "root mount:", o[1] }' /proc/self/mountinfo
+for d in /workspace /tmp /root /dev/shm; do echo ok > "$d/probe" && echo "writable $d"; done
+"""
+
+
+def view(cli, templates):
+    """What a new sandbox sees, and its identity mode."""
+    os.environ[ENV] = templates
+    try:
+        sid = cli.create()
+    finally:
+        del os.environ[ENV]
+    mode = cli.get_json(sid)["isolation"]["identity"]["mode"]
+    p = cli.exec(sid, VIEW)
+    assert p.returncode == 0, text(p.stderr)
+    cli.rm(sid)
+    return text(p.stdout), mode
+
+
+def templates_in(d):
+    return sorted(e for e in os.listdir(d)) if os.path.isdir(d) else []
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mcpbox", required=True)
+    a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="mbx-roottpl-")
+    os.chmod(work, 0o755)
+    tdir = os.path.join(work, "templates")
+    with Cli(a.mcpbox) as cli:
+        on_tmpfs, _ = view(cli, "0")
+        from_template, mode = view(cli, tdir)
+        made = templates_in(tdir)
+        print(from_template)
+        assert "WROTE" not in from_template and "WROTE" not in on_tmpfs, from_template
+        assert "root mount: ro" in from_template and "root mount: ro" in on_tmpfs
+        for d in ("/workspace", "/tmp", "/root", "/dev/shm"):
+            assert f"writable {d}" in from_template, d
+        if on_tmpfs != from_template:
+            sys.stdout.writelines(difflib.unified_diff(on_tmpfs.splitlines(True),
+                                                       from_template.splitlines(True),
+                                                       "tmpfs root", "template root"))
+            raise AssertionError("the template root differs from the tmpfs root")
+        print(f"identity: {mode}; templates made: {made}")
+        # A user cannot give files to shared subordinate ids: those roots stay on a tmpfs.
+        if mode == "shared subordinate ids":
+            assert made == [], made
+        else:
+            assert len(made) == 1 and not made[0].startswith(".new-"), made
+            before = os.stat(os.path.join(tdir, made[0])).st_ino
+            view(cli, tdir)  # another slot's sandbox (tests run in parallel) makes its own
+            assert not [t for t in templates_in(tdir) if t.startswith(".new-")], templates_in(tdir)
+            assert os.stat(os.path.join(tdir, made[0])).st_ino == before, "made again"
+        # A templates "directory" that is a file: creates still work, on a tmpfs root.
+        blocker = os.path.join(work, "a-file")
+        open(blocker, "w").close()
+        fallback, _ = view(cli, os.path.join(blocker, "templates"))
+        assert fallback == on_tmpfs, "the fallback root differs from the tmpfs root"
+    shutil.rmtree(work)
+    print("PASS: template root == tmpfs root; made once; unusable directory falls back")
+
+
+if __name__ == "__main__":
+    main()
