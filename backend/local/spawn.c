@@ -49,11 +49,12 @@
 
 static const char *const proc_ro[] = {"proc/sys", "proc/irq", "proc/bus", "proc/sysrq-trigger",
                                       "proc/fs"};
-static const char *const proc_masked[] = {"proc/kcore", "proc/keys", "proc/timer_list",
-                                          "proc/sched_debug", "proc/kallsyms", "proc/latency_stats",
-                                          "proc/timer_stats", "proc/kmsg", "proc/config.gz",
-                                          "proc/vmallocinfo", "proc/kpagecount", "proc/kpageflags",
-                                          "proc/kpagecgroup", "proc/pagetypeinfo"};
+#define PROC_MASKED 14
+static const char *const proc_masked[PROC_MASKED] = {
+    "proc/kcore",      "proc/keys",       "proc/timer_list",   "proc/sched_debug",
+    "proc/kallsyms",   "proc/latency_stats", "proc/timer_stats", "proc/kmsg",
+    "proc/config.gz",  "proc/vmallocinfo", "proc/kpagecount",  "proc/kpageflags",
+    "proc/kpagecgroup", "proc/pagetypeinfo"};
 static const char *const proc_masked_dirs[] = {"proc/acpi", "proc/scsi", "proc/driver"};
 
 struct child_plan {
@@ -78,6 +79,7 @@ struct child_plan {
      * thread's own CPUs back before the exec. */
     bool pinned;
     cpu_set_t cpus;
+    const bool *proc_mask; /* which of proc_masked[] need covering (plan_proc_masks) */
 };
 
 /* ---- child side --------------------------------------------------------------------------- */
@@ -168,8 +170,8 @@ static void mount_dev(const struct child_plan *p)
         char host[32], dst[32];
         snprintf(host, sizeof host, "/dev/%s", root_dev_nodes[i]);
         snprintf(dst, sizeof dst, "dev/%s", root_dev_nodes[i]);
+        /* No nosuid/noexec to add: they only matter to exec, which a device node refuses. */
         CHECK(mount(host, dst, NULL, MS_BIND, NULL) == 0, "bind", host);
-        set_attr(dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, 0);
     }
     CHECK(mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
                 "newinstance,ptmxmode=0666,mode=620") == 0, "mount", "/dev/pts");
@@ -210,8 +212,9 @@ static void make_proc(const struct child_plan *p, const char *empty_ro_dir)
         CHECK(set_attr(proc_ro[i], MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
                                        MOUNT_ATTR_NOEXEC, AT_RECURSIVE) == 0, "read-only", proc_ro[i]);
     }
-    for (size_t i = 0; i < sizeof proc_masked / sizeof proc_masked[0]; i++)
-        CHECK(mount("dev/null", proc_masked[i], NULL, MS_BIND, NULL) == 0 || errno == ENOENT,
+    for (size_t i = 0; i < PROC_MASKED; i++)
+        CHECK(!p->proc_mask[i] || mount("dev/null", proc_masked[i], NULL, MS_BIND, NULL) == 0 ||
+                  errno == ENOENT,
               "mask", proc_masked[i]);
     /* Masked directories: binds of an empty directory on a read-only mount (a bind keeps its
      * source's read-only flag), else an empty read-only tmpfs each (three superblocks). */
@@ -1045,6 +1048,24 @@ static int listener(const struct spawn_request *req, int premade, struct mcp_err
     return open_listener(req->dir, err);
 }
 
+/* /proc files a sandbox could read or write without a cover: any with a permission bit for
+ * "others". The rest (kcore, kmsg, kpage*, vmallocinfo, pagetypeinfo: mode 0400 or 0200) belong
+ * to host root, which no sandbox's user namespace maps, so a sandbox is refused them as it
+ * would be the host's other users; a /dev/null bind each would cost 5-10 us of every create.
+ * Absent ones need none either. The modes are the kernel's, the same in every proc mount. */
+static bool proc_mask[PROC_MASKED];
+static pthread_once_t proc_mask_once = PTHREAD_ONCE_INIT;
+
+static void plan_proc_masks(void)
+{
+    for (size_t i = 0; i < PROC_MASKED; i++) {
+        char host[64];
+        struct stat st;
+        snprintf(host, sizeof host, "/%s", proc_masked[i]);
+        proc_mask[i] = lstat(host, &st) == 0 && (st.st_uid != 0 || (st.st_mode & 0007) != 0);
+    }
+}
+
 /* A root template owned by the host ids of the sandbox's root, where one can be: not for an
  * image (its own root), nor with host mounts (their targets are made in the root), nor with a
  * user's shared subordinate ids (the user cannot give files to those ids). If it cannot be
@@ -1086,6 +1107,8 @@ static int prepare(struct child_plan *p, const struct spawn_request *req, int pr
     uint64_t shm = req->memory_bytes / 4 < LOCAL_SHM_BYTES ? req->memory_bytes / 4 : LOCAL_SHM_BYTES;
     snprintf(p->shm_opts, sizeof p->shm_opts, "size=%llu,mode=1777", (unsigned long long)shm);
     plan_root(p, req);
+    pthread_once(&proc_mask_once, plan_proc_masks);
+    p->proc_mask = proc_mask;
     p->agent_argv[0] = (char *)"mcpbox-agent";
     p->agent_argv[1] = NULL;
     p->agent_env = xasprintf(AGENT_CONFIG_ENV "=%s", req->agent_config);

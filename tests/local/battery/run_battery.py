@@ -27,6 +27,7 @@ MUST_FAIL_UNCONFINED = {
     "umount_denied", "unshare_userns", "clone3_denied", "bpf_denied", "module_load",
     "clock_settime", "sethostname", "chroot_denied", "personality", "i386_abi_killed",
     "pidns_hidden", "netns_only_lo", "abstract_unix", "usr_readonly", "shadow_unreadable",
+    "proc_masked",
     "mknod_denied", "core_pattern", "proc_sys_readonly", "host_paths_hidden",
 }
 MIN_UNCONFINED_FAILS = 35
