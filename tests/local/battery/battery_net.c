@@ -1,5 +1,6 @@
 /* Battery: the network a sandbox sees (only loopback, no route to the host or the metadata
- * service, no host abstract unix sockets, no vsock or AF_ALG sockets). */
+ * service, no host abstract unix sockets, no vsock or AF_ALG sockets, even with the family's
+ * high word set). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -41,6 +43,34 @@ static void check_af_alg(struct battery_probe *p)
     int e = errno;
     if (fd >= 0)
         close(fd);
+    battery_expect_errno(p, fd, e, allowed);
+}
+
+/* The family with bits in the high word of its register: the kernel reads an int and keeps
+ * AF_VSOCK or AF_ALG, a filter that compares 64 bits (libseccomp's) sees another family. */
+static long socket_high_word(int family, int type)
+{
+    return syscall(SYS_socket, (long)((1UL << 32) | (unsigned long)family), type | SOCK_CLOEXEC,
+                   0);
+}
+
+static void check_vsock_high_word(struct battery_probe *p)
+{
+    static const int allowed[] = {EPERM, 0};
+    long fd = socket_high_word(AF_VSOCK, SOCK_STREAM);
+    int e = errno;
+    if (fd >= 0)
+        close((int)fd);
+    battery_expect_errno(p, fd, e, allowed);
+}
+
+static void check_af_alg_high_word(struct battery_probe *p)
+{
+    static const int allowed[] = {EPERM, EAFNOSUPPORT, 0};
+    long fd = socket_high_word(AF_ALG, SOCK_SEQPACKET);
+    int e = errno;
+    if (fd >= 0)
+        close((int)fd);
     battery_expect_errno(p, fd, e, allowed);
 }
 
@@ -155,6 +185,8 @@ static void check_abstract_unix(struct battery_probe *p)
 const struct battery_check battery_checks_net[] = {
     {23, "vsock_denied", check_vsock, "socket(AF_VSOCK) EPERM"},
     {24, "af_alg_denied", check_af_alg, "socket(AF_ALG) refused"},
+    {56, "vsock_high_word_denied", check_vsock_high_word, "socket(AF_VSOCK | 1 << 32) EPERM"},
+    {57, "af_alg_high_word_denied", check_af_alg_high_word, "socket(AF_ALG | 1 << 32) refused"},
     {29, "netns_only_lo", check_only_lo, "only lo"},
     {30, "net_host_gw", check_host_gw, "gateway ENETUNREACH"},
     {31, "net_metadata", check_metadata, "169.254.169.254 ENETUNREACH"},
