@@ -128,7 +128,7 @@ enum verdict {
 };
 
 #define N_NRS (LOCAL_SECCOMP_HIGHEST_KNOWN + 1)
-/* The prologue (6), at most one search node per number, the blocks (< 30): never reached. */
+/* Room for the prologue (6), at most one search node per number and the blocks (< 30). */
 #define PROG_CAP (N_NRS + 40)
 /* A jump target: >= 0 an instruction index, < 0 a verdict block (resolved once laid out). */
 #define TO_BLOCK(v) (-1 - (int)(v))
