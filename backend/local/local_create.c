@@ -44,6 +44,7 @@ struct create_op {
     bool slot_leased;            /* a uid slot lease is ours (the record then names it) */
     bool v1_attached;            /* cloned by that thread: already in the v1 cgroups */
     bool shared_memory;          /* cloned in mcpbox's memory (clone_shared.c) */
+    bool root_template;          /* its root is a root template (root_template.h) */
     int release_fd;              /* network or hold: the child waits until released */
     struct image_trees trees;    /* ... and then gets the image's layers (root mode) */
     bool network;                /* pasta starts before the release */
@@ -306,7 +307,15 @@ static void create_maybe_done(struct create_op *op)
     if (op->attach_rc < 0) { /* first: a failed release also makes the child complain */
         create_fail(op, &op->attach_err);
     } else if (op->msg_len > 0) {
-        mcp_error_set(&err, MCP_ERR_BACKEND, 0, "sandbox setup failed: %s", op->msg);
+        /* A bind that fails on a template's missing mount point: a template damaged from
+         * outside (they are made whole or not at all), which every later create would hit. */
+        bool template_hint = op->root_template && strncmp(op->msg, "bind ", 5) == 0;
+        mcp_error_set(&err, MCP_ERR_BACKEND, 0, "sandbox setup failed: %s%s%s%s", op->msg,
+                      template_hint ? " (the sandbox's root is a template in " : "",
+                      template_hint ? op->sb->be->root_templates : "",
+                      template_hint ? ": if one there lacks that path, remove the directory; "
+                                      "the next create makes a new one)"
+                                    : "");
         create_fail(op, &err);
     } else {
         create_finish(op);
@@ -442,6 +451,7 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
     op->network = spec->network;
     op->attach_needed_v2 = !res->in_cgroup_v2;
     op->shared_memory = res->shared_memory;
+    op->root_template = res->root_template;
     return rc;
 }
 

@@ -269,6 +269,7 @@ struct spawn_result {
     int err_fd;        /* read end of the CLOEXEC error pipe: EOF means the agent runs */
     bool in_cgroup_v2; /* CLONE_INTO_CGROUP worked */
     bool shared_memory; /* cloned in mcpbox's own memory (clone_shared.c), not a copy */
+    bool root_template; /* its root is a root template (root_template.h), not a tmpfs */
     uint64_t start;     /* the child's start time ("/proc/<pid>/stat" field 22) */
     int release_fd;    /* network: the child waits on this until local_spawn_release */
     struct image_trees trees; /* the image's layers to hand over with the release */

@@ -1267,6 +1267,7 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
                              "failed (run `mcpbox doctor`)");
     }
     out->pid = pid, out->pidfd = pidfd, out->err_fd = errp[0], out->shared_memory = shared;
+    out->root_template = p.template_root[0] != '\0';
     struct image_trees *trees = &out->trees;
     int rc = parent_setup(req, pid, &out->start, trees, err);
     if (shared)

@@ -2,8 +2,10 @@
 """A sandbox's root made from a template (backend/local/root_template.c) looks exactly like one
 the sandbox makes on a tmpfs of its own (MCPBOX_LOCAL_ROOT_TEMPLATES=0): the same entries with
 the same types, modes, owners and link targets, the same generated files, read-only everywhere
-but /workspace, /tmp, /root and /dev/shm. The template is made once and reused. A templates
-directory that cannot be used makes creates fall back to the tmpfs root, not fail. Run as root
+but /workspace, /tmp, /root and /dev/shm. The template is made once and reused; a template
+damaged from outside fails the create with an error that says what to remove, and is made anew
+once removed. A templates directory that cannot be used makes creates fall back to the tmpfs
+root, not fail. Run as root
 or as an ordinary user (tests/local/rootless); exits 77 where local sandboxes cannot run."""
 import argparse
 import difflib
@@ -13,7 +15,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from mcpbox_cli import Cli, text  # noqa: E402
+from mcpbox_cli import Cli, runtime_left, text  # noqa: E402
 
 ENV = "MCPBOX_LOCAL_ROOT_TEMPLATES"
 # Everything a host-mode root holds, as the sandbox sees it; then writes that must all fail.
@@ -49,6 +51,27 @@ def templates_in(d):
     return sorted(e for e in os.listdir(d)) if os.path.isdir(d) else []
 
 
+def damaged_template(cli, tdir, name):
+    """A template damaged from outside (a mount point removed): the create fails, says which
+    directory to remove, and leaves nothing; once it is removed the next create makes it anew."""
+    shutil.rmtree(os.path.join(tdir, name, "usr"))
+    os.environ[ENV] = tdir
+    try:
+        p = cli.run("create", "-q")
+        err = text(p.stderr)
+        assert p.returncode != 0, "a create on a damaged template succeeded"
+        assert "bind /usr" in err and tdir in err and "remove the directory" in err, err
+        print(f"damaged template: {err.strip()}")
+        assert not runtime_left(cli.state_dir), runtime_left(cli.state_dir)
+        shutil.rmtree(tdir)
+        sid = cli.create()
+    finally:
+        del os.environ[ENV]
+    assert templates_in(tdir) == [name], templates_in(tdir)
+    assert cli.exec(sid, "ls /usr/bin/env").returncode == 0
+    cli.rm(sid)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
@@ -80,6 +103,7 @@ def main():
             view(cli, tdir)  # another slot's sandbox (tests run in parallel) makes its own
             assert not [t for t in templates_in(tdir) if t.startswith(".new-")], templates_in(tdir)
             assert os.stat(os.path.join(tdir, made[0])).st_ino == before, "made again"
+            damaged_template(cli, tdir, made[0])
         # A templates "directory" that is a file: creates still work, on a tmpfs root.
         blocker = os.path.join(work, "a-file")
         open(blocker, "w").close()
