@@ -166,8 +166,8 @@ static int link_to(struct maker *m, const char *target, const char *path)
  * directory (and, read-only, is what the masked /proc directories are bound from). */
 static int make_dirs(struct maker *m)
 {
-    static const char *const dirs[] = {"etc", "etc/ssl", "usr", "dev", "dev/pts", "dev/shm",
-                                       "workspace", "tmp", "root", "run", "var"};
+    static const char *const dirs[] = {"etc", "etc/ssl", "usr", "dev", "workspace", "tmp", "root",
+                                       "run", "var"};
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
         if (dir(m, dirs[i], 0755) < 0)
             return -1;
@@ -204,18 +204,14 @@ static int make_links(struct maker *m, const struct root_layout *l)
         if (rc < 0)
             return -1;
     }
-    static const char *const links[][2] = {
-        {"pts/ptmx", "dev/ptmx"},          {"/proc/self/fd", "dev/fd"},
-        {"/proc/self/fd/0", "dev/stdin"},  {"/proc/self/fd/1", "dev/stdout"},
-        {"/proc/self/fd/2", "dev/stderr"}, {"/tmp", "var/tmp"}};
-    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
-        if (link_to(m, links[i][0], links[i][1]) < 0)
-            return -1;
-    return 0;
+    return link_to(m, "/tmp", "var/tmp");
 }
 
-static int make_dev_nodes(struct maker *m)
+/* dev/: mount points for the device nodes, devpts and /dev/shm, and the usual links. */
+static int make_dev(struct maker *m)
 {
+    if (dir(m, "dev/pts", 0755) < 0 || dir(m, "dev/shm", 0755) < 0)
+        return -1;
     for (size_t i = 0; i < ROOT_DEV_NODES; i++) {
         char path[32];
         snprintf(path, sizeof path, "dev/%s", root_dev_nodes[i]);
@@ -224,7 +220,22 @@ static int make_dev_nodes(struct maker *m)
             return -1;
         }
     }
+    static const char *const links[][2] = {
+        {"pts/ptmx", "dev/ptmx"},          {"/proc/self/fd", "dev/fd"},
+        {"/proc/self/fd/0", "dev/stdin"},  {"/proc/self/fd/1", "dev/stdout"},
+        {"/proc/self/fd/2", "dev/stderr"}};
+    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
+        if (link_to(m, links[i][0], links[i][1]) < 0)
+            return -1;
     return 0;
+}
+
+int local_root_dev_entries(int dirfd, const char **failed)
+{
+    struct maker m = {.dirfd = dirfd, .owner = NULL, .failed = NULL};
+    int rc = make_dev(&m);
+    *failed = m.failed;
+    return rc;
 }
 
 int local_root_entries(int dirfd, const struct root_layout *l, bool network,
@@ -237,7 +248,7 @@ int local_root_entries(int dirfd, const struct root_layout *l, bool network,
     if (rc == 0)
         rc = make_links(&m, l);
     if (rc == 0)
-        rc = make_dev_nodes(&m);
+        rc = make_dev(&m);
     *failed = m.failed;
     return rc;
 }

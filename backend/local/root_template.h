@@ -44,6 +44,9 @@ struct root_owner {
 int local_root_entries(int dirfd, const struct root_layout *l, bool network,
                        const struct root_owner *owner, const char **failed);
 
+/* Only the entries of dev/ (its directory exists): an image's /dev, a tmpfs of its own. */
+int local_root_dev_entries(int dirfd, const char **failed);
+
 /* <base>/<layout>-<net|nonet>-<uid>-<gid>: a complete root made ahead of time, owned by uid:gid
  * (the host ids of the sandbox's root). Made once (atomically: built aside, then renamed into
  * place; a concurrent maker's copy wins) and shared by every later sandbox with those ids.

@@ -184,18 +184,8 @@ static void make_image_dev(const struct child_plan *p)
 {
     CHECK(mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=755") == 0,
           "mount", "/dev");
-    for (size_t i = 0; i < ROOT_DEV_NODES; i++) {
-        char dst[32];
-        snprintf(dst, sizeof dst, "dev/%s", root_dev_nodes[i]);
-        close(open(dst, O_CREAT | O_WRONLY | O_CLOEXEC, 0666));
-    }
-    mkdir("dev/pts", 0755);
-    mkdir("dev/shm", 01777);
-    CHECK(symlink("pts/ptmx", "dev/ptmx") == 0, "symlink", "/dev/ptmx");
-    CHECK(symlink("/proc/self/fd", "dev/fd") == 0, "symlink", "/dev/fd");
-    CHECK(symlink("/proc/self/fd/0", "dev/stdin") == 0, "symlink", "/dev/stdin");
-    CHECK(symlink("/proc/self/fd/1", "dev/stdout") == 0, "symlink", "/dev/stdout");
-    CHECK(symlink("/proc/self/fd/2", "dev/stderr") == 0, "symlink", "/dev/stderr");
+    const char *failed = NULL;
+    CHECK(local_root_dev_entries(AT_FDCWD, &failed) == 0, "make /dev", failed);
     mount_dev(p);
 }
 
