@@ -7,6 +7,7 @@
 #include <linux/vm_sockets.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,52 +27,41 @@
 #define BATTERY_METADATA_ADDR "169.254.169.254"
 #define BATTERY_ABSTRACT_DEFAULT "sbx-battery-host"
 
-static void check_vsock(struct battery_probe *p)
+/* socket(family, type) must fail with one of allowed. With high_word the family also carries a
+ * bit in its register's high word: the kernel reads an int and keeps AF_VSOCK or AF_ALG, a filter
+ * that compares 64 bits (libseccomp's) sees another family. */
+static void expect_socket_refused(struct battery_probe *p, int family, int type, bool high_word,
+                                  const int *allowed)
 {
-    static const int allowed[] = {EPERM, 0};
-    int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    unsigned long f = (unsigned long)family | (high_word ? 1UL << 32 : 0);
+    long fd = syscall(SYS_socket, (long)f, type | SOCK_CLOEXEC, 0);
     int e = errno;
     if (fd >= 0)
-        close(fd);
+        close((int)fd);
     battery_expect_errno(p, fd, e, allowed);
+}
+
+static const int vsock_refused[] = {EPERM, 0};
+static const int af_alg_refused[] = {EPERM, EAFNOSUPPORT, 0};
+
+static void check_vsock(struct battery_probe *p)
+{
+    expect_socket_refused(p, AF_VSOCK, SOCK_STREAM, false, vsock_refused);
 }
 
 static void check_af_alg(struct battery_probe *p)
 {
-    static const int allowed[] = {EPERM, EAFNOSUPPORT, 0};
-    int fd = socket(AF_ALG, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    int e = errno;
-    if (fd >= 0)
-        close(fd);
-    battery_expect_errno(p, fd, e, allowed);
-}
-
-/* The family with bits in the high word of its register: the kernel reads an int and keeps
- * AF_VSOCK or AF_ALG, a filter that compares 64 bits (libseccomp's) sees another family. */
-static long socket_high_word(int family, int type)
-{
-    return syscall(SYS_socket, (long)((1UL << 32) | (unsigned long)family), type | SOCK_CLOEXEC,
-                   0);
+    expect_socket_refused(p, AF_ALG, SOCK_SEQPACKET, false, af_alg_refused);
 }
 
 static void check_vsock_high_word(struct battery_probe *p)
 {
-    static const int allowed[] = {EPERM, 0};
-    long fd = socket_high_word(AF_VSOCK, SOCK_STREAM);
-    int e = errno;
-    if (fd >= 0)
-        close((int)fd);
-    battery_expect_errno(p, fd, e, allowed);
+    expect_socket_refused(p, AF_VSOCK, SOCK_STREAM, true, vsock_refused);
 }
 
 static void check_af_alg_high_word(struct battery_probe *p)
 {
-    static const int allowed[] = {EPERM, EAFNOSUPPORT, 0};
-    long fd = socket_high_word(AF_ALG, SOCK_SEQPACKET);
-    int e = errno;
-    if (fd >= 0)
-        close((int)fd);
-    battery_expect_errno(p, fd, e, allowed);
+    expect_socket_refused(p, AF_ALG, SOCK_SEQPACKET, true, af_alg_refused);
 }
 
 static void check_only_lo(struct battery_probe *p)
