@@ -6,6 +6,7 @@
  * so it is made once per (layout, network, owner) and bound read-only as the root of every
  * later sandbox with that owner. The owner is the host uid of the sandbox's root, so that the
  * files show as root's inside, as they did on the tmpfs. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend/local/local_internal.h"
@@ -20,6 +22,9 @@
 #include "mcp/base/util.h"
 
 #define ROOT_FORMAT "mcpbox root template 1" /* change when the entries below change */
+#define ROOT_NEW_PREFIX ".new-"
+/* A maker builds its copy in milliseconds: one this old was left by a maker that died. */
+#define ROOT_NEW_ABANDONED_S 60
 
 const char *const root_usr_links[ROOT_USR_LINKS] = {"bin", "sbin", "lib", "lib64", "lib32",
                                                     "libx32"};
@@ -271,6 +276,27 @@ static int build(const char *tmp, bool network, const struct root_owner *owner,
     return rc;
 }
 
+/* Removes the copies that makers killed mid-build left (never used: only a complete copy is
+ * renamed into place). Run when a template is made, which is when such a maker died. */
+static void remove_abandoned(const char *base)
+{
+    DIR *d = opendir(base);
+    if (d == NULL)
+        return;
+    time_t now = time(NULL);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        struct stat st;
+        if (strncmp(e->d_name, ROOT_NEW_PREFIX, strlen(ROOT_NEW_PREFIX)) != 0 ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) ||
+            now - st.st_mtime < ROOT_NEW_ABANDONED_S)
+            continue;
+        char path[LOCAL_PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", base, e->d_name);
+        local_rmtree(path);
+    }
+    closedir(d);
+}
+
 int local_root_template(const char *base, bool network, uint32_t uid, uint32_t gid, char *out,
                         size_t size, struct mcp_error *err)
 {
@@ -281,8 +307,9 @@ int local_root_template(const char *base, bool network, uint32_t uid, uint32_t g
         return 0;
     if (mkdir(base, 0700) < 0 && errno != EEXIST)
         return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s", base);
+    remove_abandoned(base);
     char tmp[LOCAL_PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s/.new-XXXXXX", base);
+    snprintf(tmp, sizeof tmp, "%s/" ROOT_NEW_PREFIX "XXXXXX", base);
     if (mkdtemp(tmp) == NULL)
         return mcp_error_set(err, MCP_ERR_IO, errno, "mkdtemp in %s", base);
     struct root_owner owner = {uid, gid};

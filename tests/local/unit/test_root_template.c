@@ -1,7 +1,8 @@
 /* Root templates (backend/local/root_template.c): a template holds every entry of a host-mode
  * root with exact modes whatever the maker's umask, is made once however many makers race for
- * it, leaves nothing half-made behind, and a failure says what failed. No sandbox is made; no
- * root needed (the templates belong to the test's own ids). */
+ * it, leaves nothing half-made behind (nor, once another template is made, what a maker killed
+ * mid-build left), and a failure says what failed. No sandbox is made; no root needed (the
+ * templates belong to the test's own ids). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend/local/local_internal.h"
@@ -175,6 +177,34 @@ TEST(racing_makers_all_get_one_complete_template_and_leave_no_half_made_one)
     ASSERT_EQ(entries_in(dir, ".new-"), 0);
 }
 
+static void make_dir_aged(const char *path, time_t age_s)
+{
+    ASSERT_EQ(mkdir(path, 0700), 0);
+    char inside[600];
+    snprintf(inside, sizeof inside, "%s/etc", path); /* half-made: not empty */
+    ASSERT_EQ(mkdir(inside, 0700), 0);
+    struct timespec t[2] = {{.tv_sec = time(NULL) - age_s}, {.tv_sec = time(NULL) - age_s}};
+    ASSERT_EQ(utimensat(AT_FDCWD, path, t, 0), 0);
+}
+
+TEST(a_copy_a_dead_maker_left_goes_when_a_template_is_made_and_a_fresh_one_stays)
+{
+    char dir[128], stale[160], fresh[160], path[512];
+    snprintf(dir, sizeof dir, "%s/leftovers", base);
+    snprintf(stale, sizeof stale, "%s/.new-Stale1", dir);
+    snprintf(fresh, sizeof fresh, "%s/.new-Fresh1", dir);
+    ASSERT_EQ(mkdir(dir, 0700), 0);
+    make_dir_aged(stale, 3600);
+    make_dir_aged(fresh, 0); /* another maker at work now */
+    struct mcp_error err;
+    ASSERT_EQ(local_root_template(dir, true, getuid(), getgid(), path, sizeof path, &err), 0);
+    struct stat st;
+    ASSERT_EQ(lstat(stale, &st), -1);
+    ASSERT_EQ(lstat(fresh, &st), 0);
+    ASSERT_EQ(entries_in(dir, ".new-"), 1);
+    expect_complete(path, true);
+}
+
 TEST(a_template_that_cannot_be_made_says_where)
 {
     char file[128], dir[160], path[512];
@@ -214,6 +244,7 @@ int main(void)
     RUN(network_and_no_network_are_two_templates);
     RUN(an_existing_template_is_used_as_it_is);
     RUN(racing_makers_all_get_one_complete_template_and_leave_no_half_made_one);
+    RUN(a_copy_a_dead_maker_left_goes_when_a_template_is_made_and_a_fresh_one_stays);
     RUN(a_template_that_cannot_be_made_says_where);
     RUN(entries_refuse_a_directory_that_is_not_empty);
     local_rmtree(base);
