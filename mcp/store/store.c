@@ -112,6 +112,10 @@ static const char *const store_statement_sql[STORE_STMT_COUNT] = {
     [STORE_STMT_AUDIT_OWNED] =
         "SELECT 1 FROM audit WHERE sandbox_id = ?1 AND owner = ?2 AND outcome = 'ok' AND "
         "tool IN ('create_sandbox', 'destroy_sandbox') LIMIT 1",
+    /* Prepared like the others: through sqlite3_exec, parsing "BEGIN IMMEDIATE" and "COMMIT"
+     * again was about a fifth of every write transaction's time in a profile of create. */
+    [STORE_STMT_BEGIN] = "BEGIN IMMEDIATE",
+    [STORE_STMT_COMMIT] = "COMMIT",
 };
 
 /* ---- errors --------------------------------------------------------------------------------- */
@@ -189,12 +193,14 @@ int store_exec(struct store *st, const char *sql, const char *what, struct mcp_e
 
 int store_begin(struct store *st, struct mcp_error *err)
 {
-    return store_exec(st, "BEGIN IMMEDIATE", "starting a transaction", err);
+    sqlite3_stmt *s = store_stmt(st, STORE_STMT_BEGIN, err);
+    return s ? store_step_done(st, s, "starting a transaction", err) : -1;
 }
 
 int store_commit(struct store *st, struct mcp_error *err)
 {
-    if (store_exec(st, "COMMIT", "committing", err) < 0) {
+    sqlite3_stmt *s = store_stmt(st, STORE_STMT_COMMIT, err);
+    if (s == NULL || store_step_done(st, s, "committing", err) < 0) {
         store_rollback(st);
         return -1;
     }
