@@ -113,7 +113,7 @@ static const char *const store_statement_sql[STORE_STMT_COUNT] = {
         "SELECT 1 FROM audit WHERE sandbox_id = ?1 AND owner = ?2 AND outcome = 'ok' AND "
         "tool IN ('create_sandbox', 'destroy_sandbox') LIMIT 1",
     /* Prepared like the others: through sqlite3_exec, parsing "BEGIN IMMEDIATE" and "COMMIT"
-     * again was about a fifth of every write transaction's time in a profile of create. */
+     * again cost 2-4 us of the 65 us of a store_event_add (p50). */
     [STORE_STMT_BEGIN] = "BEGIN IMMEDIATE",
     [STORE_STMT_COMMIT] = "COMMIT",
 };
