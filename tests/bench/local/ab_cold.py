@@ -1,55 +1,38 @@
 #!/usr/bin/env python3
 """Side-by-side cold create through MCP: two (or more) mcpbox binaries, each serving over stdio
-with the pool off (`mcpbox serve --local-pool 0`), driven by a raw JSON-RPC client that
-alternates between them cycle by cycle (create_sandbox, run_command "true", a second
-run_command, destroy_sandbox), so that load from other work on the machine hits every binary
-alike. Prints the p50 of each part per binary (microseconds on the client's clock).
+with the pool off (`mcpbox serve --local-pool 0`), driven by a raw JSON-RPC client
+(tests/bench/mcp_stdio.py) that alternates between them cycle by cycle (create_sandbox,
+run_command "true", a second run_command, destroy_sandbox), so that load from other work on the
+machine hits every binary alike. Prints the p50 of each part per binary (microseconds on the
+client's clock).
 
     tests/bench/local/ab_cold.py OLD/mcpbox NEW/mcpbox [-n 100] [--gap 0.02]
 
 Used for issue 19's before/after when the machine was too loaded for absolute figures
 (docs/benchmarks.md, "Cold create, step by step")."""
 import argparse
-import json
+import os
 import shutil
 import statistics
-import subprocess
+import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from mcp_stdio import StdioServer  # noqa: E402 (tests/bench/mcp_stdio.py)
 
 
 class Server:
     def __init__(self, binary):
         self.binary = binary
         self.state = tempfile.mkdtemp(prefix="mcpbox-abcold-")
-        self.proc = subprocess.Popen([binary, "serve", "--state-dir", self.state, "--local-pool",
-                                      "0", "--log-level", "error"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        self.next_id = 0
-        self.rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                "clientInfo": {"name": "ab_cold", "version": "1"}})
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        self.mcp = StdioServer([binary, "serve", "--state-dir", self.state, "--local-pool", "0",
+                                "--log-level", "error"], client="ab_cold")
         self.parts = {"create": [], "first run": [], "second run": [], "create + first run": []}
 
-    def send(self, msg):
-        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
-        self.proc.stdin.flush()
-
-    def rpc(self, method, params):
-        self.next_id += 1
-        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        while True:
-            reply = json.loads(self.proc.stdout.readline())
-            if reply.get("id") == self.next_id:
-                return reply
-
     def tool(self, name, args):
-        t0 = time.perf_counter()
-        reply = self.rpc("tools/call", {"name": name, "arguments": args})
-        us = (time.perf_counter() - t0) * 1e6
-        if "result" not in reply or reply["result"].get("isError"):
-            raise SystemExit(f"{self.binary}: {name} failed: {reply}")
-        return us, reply["result"]
+        seconds, result = self.mcp.tool(name, args)
+        return seconds * 1e6, result
 
     def cycle(self, record):
         create, res = self.tool("create_sandbox", {})
@@ -63,8 +46,7 @@ class Server:
                 self.parts[k].append(v)
 
     def stop(self):
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
+        self.mcp.close()
         shutil.rmtree(self.state, ignore_errors=True)
 
 

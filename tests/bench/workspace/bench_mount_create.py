@@ -8,7 +8,6 @@ sandbox (untimed) and waiting 50 ms (its release runs after the destroy's answer
 usage: bench_mount_create.py --mcpbox PATH [-n ROUNDS] [--files N] [--mode copy-on-write|ro|rw]
 """
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -17,39 +16,23 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from mcp_stdio import StdioServer  # noqa: E402 (tests/bench/mcp_stdio.py)
+
 
 class Serve:
     def __init__(self, mcpbox, state, allow):
-        self.proc = subprocess.Popen([mcpbox, "serve", "--state-dir", state, "--local-pool", "0",
-                                      "--allow-dir", allow], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/")
-        self.next_id = 1
+        self.mcp = StdioServer([mcpbox, "serve", "--state-dir", state, "--local-pool", "0",
+                                "--allow-dir", allow], client="bench-mounts",
+                               stderr=subprocess.DEVNULL, cwd="/")
         self.settle = 0.05
-        self.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                 "clientInfo": {"name": "bench-mounts", "version": "1"}})
-        self.proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-        self.proc.stdin.flush()
-
-    def call(self, method, params):
-        rid = self.next_id
-        self.next_id += 1
-        self.proc.stdin.write((json.dumps({"jsonrpc": "2.0", "id": rid, "method": method,
-                                           "params": params}) + "\n").encode())
-        self.proc.stdin.flush()
-        while True:
-            msg = json.loads(self.proc.stdout.readline())
-            if msg.get("id") == rid:
-                return msg["result"]
 
     def create(self, args):
-        t0 = time.perf_counter()
-        res = self.call("tools/call", {"name": "create_sandbox", "arguments": args})
-        dt = time.perf_counter() - t0
-        assert not res.get("isError"), res
+        seconds, res = self.mcp.tool("create_sandbox", args)
         sid = res["structuredContent"]["sandbox_id"]
-        self.call("tools/call", {"name": "destroy_sandbox", "arguments": {"sandbox_id": sid}})
+        self.mcp.tool("destroy_sandbox", {"sandbox_id": sid})
         time.sleep(self.settle)  # the destroy's release (after its answer) is not the next create's
-        return dt * 1000
+        return seconds * 1000
 
 
 def make_tree(root, files):
@@ -83,8 +66,7 @@ def main():
         for _ in range(a.n):
             plain.append(s.create({}))
             mounted.append(s.create(mount))
-        s.proc.stdin.close()
-        s.proc.wait(timeout=60)
+        s.mcp.close()
     finally:
         shutil.rmtree(base, ignore_errors=True)
     mp, mm = statistics.median(plain), statistics.median(mounted)

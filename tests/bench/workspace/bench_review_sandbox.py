@@ -10,13 +10,16 @@ opens the store) and `mcpbox sandbox diff ID --stat` as a whole process (R runs)
 medians; removes the sandbox and the tree. Figures: docs/benchmarks.md.
 """
 import argparse
-import json
 import os
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from mcp_stdio import StdioServer  # noqa: E402 (tests/bench/mcp_stdio.py)
 
 
 def make_tree(root, files):
@@ -29,31 +32,15 @@ def make_tree(root, files):
 
 
 def time_mcp(mcpbox, state, sid, runs, changed):
-    p = subprocess.Popen([mcpbox, "serve", "--state-dir", state], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
-
-    def rpc(i, method, params):
-        p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method,
-                                  "params": params}) + "\n")
-        p.stdin.flush()
-        while True:
-            m = json.loads(p.stdout.readline())
-            if m.get("id") == i:
-                return m
-
-    rpc(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                          "clientInfo": {"name": "bench", "version": "1"}})
-    p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+    server = StdioServer([mcpbox, "serve", "--state-dir", state], client="bench-review")
     times = []
-    for i in range(runs + 1):
-        t0 = time.perf_counter()
-        r = rpc(i + 2, "tools/call", {"name": "review_changes", "arguments": {"sandbox_id": sid}})
-        times.append((time.perf_counter() - t0) * 1000)
-        n = len(r["result"].get("structuredContent", {}).get("changes", []))
+    for _ in range(runs + 1):
+        seconds, result = server.tool("review_changes", {"sandbox_id": sid})
+        times.append(seconds * 1000)
+        n = len(result.get("structuredContent", {}).get("changes", []))
         if n != changed:
             raise SystemExit(f"FAIL: review_changes listed {n} changes, {changed} were made")
-    p.stdin.close()
-    p.wait()
+    server.close()
     return times[1:]
 
 
