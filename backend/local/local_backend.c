@@ -167,10 +167,12 @@ static void list_remove(struct lsbx *sb)
 static bool record_is_live(const struct store_sandbox *rec, pid_t *pid);
 static void adopt(struct local_backend *lb, const struct store_sandbox *rec, pid_t pid);
 
-int local_record_get(struct store *st, const char *id, struct store_sandbox *rec,
-                     struct mcp_error *err)
+/* local_record_get, or without the record (out->record NULL) when with_record is false. */
+static int record_fetch(struct store *st, const char *id, struct store_sandbox *rec,
+                        bool with_record, struct mcp_error *err)
 {
-    if (store_sandbox_get(st, id, rec, err) < 0)
+    if ((with_record ? store_sandbox_get(st, id, rec, err)
+                     : store_sandbox_peek(st, id, rec, err)) < 0)
         return -1;
     if (strcmp(rec->state, LOCAL_POOL_STATE) != 0 && strcmp(rec->state, LOCAL_DESTROYED_STATE) != 0)
         return 0;
@@ -180,19 +182,40 @@ int local_record_get(struct store *st, const char *id, struct store_sandbox *rec
                          "no sandbox %s (list_sandboxes shows the ones that exist)", id);
 }
 
+int local_record_get(struct store *st, const char *id, struct store_sandbox *rec,
+                     struct mcp_error *err)
+{
+    return record_fetch(st, id, rec, true, err);
+}
+
+/* Made by another mcpbox process after we started: adopted if it lives. The record (the init's
+ * pid and start time, its cgroups) is read only here, not for every operation. rec is read
+ * again, whole; zeroed (and err set) if it is gone meanwhile. */
+static struct lsbx *adopt_if_live(struct local_backend *lb, const char *id,
+                                  struct store_sandbox *rec, struct mcp_error *err)
+{
+    store_sandbox_release(rec);
+    if (local_record_get(lb->base.store, id, rec, err) < 0)
+        return NULL;
+    pid_t pid;
+    if ((strcmp(rec->state, "running") == 0 || strcmp(rec->state, "paused") == 0) &&
+        record_is_live(rec, &pid))
+        adopt(lb, rec, pid);
+    return lsbx_find(lb, id);
+}
+
 struct lsbx *lsbx_for_op(struct local_backend *lb, const char *id, bool allow_paused,
                          struct mcp_error *err)
 {
     struct store_sandbox rec = {0};
-    if (local_record_get(lb->base.store, id, &rec, err) < 0)
+    if (record_fetch(lb->base.store, id, &rec, false, err) < 0)
         return NULL;
     struct lsbx *sb = lsbx_find(lb, id);
-    pid_t pid;
     if (sb == NULL && strcmp(rec.backend, "local") == 0 &&
-        (strcmp(rec.state, "running") == 0 || strcmp(rec.state, "paused") == 0) &&
-        record_is_live(&rec, &pid)) {
-        adopt(lb, &rec, pid); /* made by another mcpbox process after we started */
-        sb = lsbx_find(lb, id);
+        (strcmp(rec.state, "running") == 0 || strcmp(rec.state, "paused") == 0)) {
+        sb = adopt_if_live(lb, id, &rec, err);
+        if (rec.state == NULL)
+            return NULL; /* gone meanwhile: err says so */
     }
     bool paused = strcmp(rec.state, "paused") == 0;
     if (sb == NULL || (strcmp(rec.state, "running") != 0 && !paused)) {

@@ -65,6 +65,10 @@ int store_sandbox_touch(struct store *st, const char *id, struct mcp_error *err)
 /* MCP_ERR_NOT_FOUND if absent (message names the id and suggests list_sandboxes). */
 int store_sandbox_get(struct store *st, const char *id, struct store_sandbox *out,
                       struct mcp_error *err);
+/* The same without the record (out->record NULL): for the checks made on every tool call,
+ * which need the owner and state only. */
+int store_sandbox_peek(struct store *st, const char *id, struct store_sandbox *out,
+                       struct mcp_error *err);
 /* backend/owner NULL = any. *out is a malloc'd array of *n entries; free with
  * store_sandbox_list_free. Ordered by created_at. */
 int store_sandbox_list(struct store *st, const char *backend, const char *owner,

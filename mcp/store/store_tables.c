@@ -1,6 +1,7 @@
 /* The store's tables: sandboxes, uid/gid slots, per-sandbox events and the audit log. */
 #define LOG_MODULE "store"
 #include <sqlite3.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,8 +136,9 @@ static char *store_col_text(sqlite3_stmt *s, int col)
     return xstrdup(t != NULL ? (const char *)t : "");
 }
 
-/* Reads the row the statement is on (columns in the SELECT order of get/list). */
-static void store_sandbox_read(sqlite3_stmt *s, struct store_sandbox *out)
+/* Reads the row the statement is on (columns in the SELECT order of get/list); the record
+ * only if asked (its JSON parse is most of a get's cost). */
+static void store_sandbox_read(sqlite3_stmt *s, struct store_sandbox *out, bool with_record)
 {
     out->id = store_col_text(s, 0);
     out->backend = store_col_text(s, 1);
@@ -146,6 +148,8 @@ static void store_sandbox_read(sqlite3_stmt *s, struct store_sandbox *out)
     out->expires_at_ms = sqlite3_column_int64(s, 5);
     out->idle_timeout_s = sqlite3_column_int64(s, 6);
     out->last_active_ms = sqlite3_column_int64(s, 7);
+    if (!with_record)
+        return;
     const char *rec = (const char *)sqlite3_column_text(s, 8);
     out->record = rec != NULL ? json_loads(rec, 0, NULL) : NULL;
     if (!json_is_object(out->record)) {
@@ -156,8 +160,8 @@ static void store_sandbox_read(sqlite3_stmt *s, struct store_sandbox *out)
     }
 }
 
-int store_sandbox_get(struct store *st, const char *id, struct store_sandbox *out,
-                      struct mcp_error *err)
+static int store_sandbox_fetch(struct store *st, const char *id, struct store_sandbox *out,
+                               bool with_record, struct mcp_error *err)
 {
     memset(out, 0, sizeof(*out));
     if (id == NULL)
@@ -168,13 +172,25 @@ int store_sandbox_get(struct store *st, const char *id, struct store_sandbox *ou
     sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
     int rc = sqlite3_step(s);
     if (rc == SQLITE_ROW)
-        store_sandbox_read(s, out);
+        store_sandbox_read(s, out, with_record);
     sqlite3_reset(s);
     if (rc == SQLITE_DONE)
         return store_not_found(id, err);
     if (rc != SQLITE_ROW)
         return store_fail(st, rc, "reading a sandbox", err);
     return 0;
+}
+
+int store_sandbox_get(struct store *st, const char *id, struct store_sandbox *out,
+                      struct mcp_error *err)
+{
+    return store_sandbox_fetch(st, id, out, true, err);
+}
+
+int store_sandbox_peek(struct store *st, const char *id, struct store_sandbox *out,
+                       struct mcp_error *err)
+{
+    return store_sandbox_fetch(st, id, out, false, err);
 }
 
 int store_sandbox_list(struct store *st, const char *backend, const char *owner,
@@ -196,7 +212,7 @@ int store_sandbox_list(struct store *st, const char *backend, const char *owner,
             list = xrealloc(list, cap * sizeof(*list));
         }
         memset(&list[count], 0, sizeof(list[count]));
-        store_sandbox_read(s, &list[count++]);
+        store_sandbox_read(s, &list[count++], true);
     }
     sqlite3_reset(s);
     if (rc != SQLITE_DONE) {

@@ -194,7 +194,7 @@ int tools_check_sandbox(struct mcp_context *ctx, const char *owner, const char *
     struct store_sandbox sb;
     memset(&sb, 0, sizeof(sb));
     struct mcp_error serr;
-    if (store_sandbox_get(ctx->store, sandbox_id, &sb, &serr) < 0) {
+    if (store_sandbox_peek(ctx->store, sandbox_id, &sb, &serr) < 0) {
         if (serr.code == MCP_ERR_NOT_FOUND)
             return tools_error_no_sandbox(err, sandbox_id);
         mcp_error_copy(err, &serr);

@@ -124,9 +124,19 @@ TEST(sandbox_crud)
     ASSERT_STR_EQ(sb.state, "stopped");
     ASSERT(sb.last_active_ms >= before);
     store_sandbox_release(&sb);
+    /* peek: the same columns, without the record */
+    ASSERT_EQ(store_sandbox_peek(st, "sbx-1", &sb, &err), 0);
+    ASSERT_STR_EQ(sb.owner, "local:uid:1");
+    ASSERT_STR_EQ(sb.state, "stopped");
+    ASSERT(sb.last_active_ms >= before);
+    ASSERT(sb.record == NULL);
+    store_sandbox_release(&sb);
     ASSERT_EQ(store_sandbox_delete(st, "sbx-1", &err), 0);
     ASSERT_EQ(store_sandbox_get(st, "sbx-1", &sb, &err), -1);
     ASSERT_EQ(err.code, MCP_ERR_NOT_FOUND);
+    ASSERT_EQ(store_sandbox_peek(st, "sbx-1", &sb, &err), -1);
+    ASSERT_EQ(err.code, MCP_ERR_NOT_FOUND);
+    ASSERT_CONTAINS(err.msg, "list_sandboxes");
     store_close(st);
     free(dir);
 }
