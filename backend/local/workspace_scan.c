@@ -245,7 +245,7 @@ static int emit_deleted_below(struct scan *s, int lfd, const char *name)
 /* A host entry the sandbox deleted (a directory: its entries first). */
 static int emit_deleted(struct scan *s, int lfd, const char *name, const struct stat *ls)
 {
-    size_t old;
+    size_t old = 0; /* set by push_name; gcc -O2 cannot tell */
     if (push_name(s, name, &old) < 0)
         return -1;
     int rc = S_ISDIR(ls->st_mode) ? emit_deleted_below(s, lfd, name) : 0;
@@ -345,7 +345,7 @@ static int scan_entry(struct scan *s, int ufd, int lfd, const char *name, const 
         return emit_deleted(s, lfd, name, ls);
     if (is_whiteout(us))
         return ls ? emit_deleted(s, lfd, name, ls) : 0;
-    size_t old;
+    size_t old = 0; /* set by push_name; gcc -O2 cannot tell */
     if (push_name(s, name, &old) < 0)
         return -1;
     int rc = 0;
