@@ -5,8 +5,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 
-build_pkgs=(build-essential cmake pkg-config libjansson-dev libcurl4-openssl-dev libuv1-dev
+build_pkgs=(build-essential cmake pkg-config libjansson-dev libcurl4-openssl-dev libuv1-dev musl-tools
             libsqlite3-dev libseccomp-dev libhttp-parser-dev libarchive-dev)
+# musl-tools: the sandbox agent is built with musl-gcc (a faster start; docs/local-backend.md).
 # libarchive13 unpacks OCI image layers (dlopened on the first pull, like libcurl).
 run_pkgs=(passt libarchive13 uidmap)  # uidmap: newuidmap/newgidmap for rootless sandboxes
 run_pkgs+=(nftables)  # nft writes the rules of a sandbox with a network_policy (egress_netns.c)

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <linux/fs.h> /* RENAME_NOREPLACE */
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -566,7 +567,8 @@ static json_t *op_move(struct agent *a, json_t *req, struct mcp_error *err)
         resolve_arg(a, req, "destination", dst, err) < 0)
         return NULL;
     unsigned flags = json_is_true(json_object_get(req, "overwrite")) ? 0 : RENAME_NOREPLACE;
-    if (renameat2(AT_FDCWD, src, AT_FDCWD, dst, flags) < 0) {
+    /* The raw call: musl (which the agent may be built with) has no renameat2 wrapper. */
+    if (syscall(SYS_renameat2, AT_FDCWD, src, AT_FDCWD, dst, flags) < 0) {
         fs_err(err, errno, "cannot move", src);
         return NULL;
     }
