@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/unit/test_rmtree.h"
+
 #ifndef BENCH_MCPBOX
 #error "BENCH_MCPBOX (the mcpbox binary) must be defined by the build"
 #endif
@@ -213,9 +215,7 @@ static void peer_stop(struct mcp_peer *p)
     free(p->buf);
     free(p->reply);
     if (p->dir[0]) {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", p->dir);
-        if (system(cmd) != 0)
+        if (test_rmtree(p->dir) < 0)
             fprintf(stderr, "could not remove %s\n", p->dir);
     }
 }

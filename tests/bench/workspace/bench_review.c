@@ -23,6 +23,7 @@
 
 #include "backend/local/workspace_review.h"
 #include "mcp/base/util.h"
+#include "tests/unit/test_rmtree.h"
 
 #define PER_DIR 100
 
@@ -179,9 +180,7 @@ int main(int argc, char **argv)
     } else {
         fprintf(stderr, "FAIL: could not set up the tree or the overlay: %s\n", strerror(errno));
     }
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
-    if (system(cmd) != 0)
+    if (test_rmtree(root) < 0)
         fprintf(stderr, "could not remove %s\n", root);
     return rc;
 }

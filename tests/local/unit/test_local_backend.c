@@ -27,6 +27,7 @@
 #include "mcp/base/xalloc.h"
 #include "mcp/store/store.h"
 #include "test.h"
+#include "tests/unit/test_rmtree.h"
 
 #define WAIT_MS 20000
 
@@ -1687,9 +1688,7 @@ int main(void)
     local_backend_free(be);
     uv_run(loop, UV_RUN_DEFAULT);
     store_close(st);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", state_dir);
-    if (system(cmd) != 0)
+    if (test_rmtree(state_dir) < 0)
         printf("# could not remove %s\n", state_dir);
     return test_done();
 }

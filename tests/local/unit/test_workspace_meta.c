@@ -12,6 +12,7 @@
 #include "backend/local/local_internal.h"
 #include "backend/local/workspace.h"
 #include "test.h"
+#include "tests/unit/test_rmtree.h"
 
 static char base[64];
 
@@ -168,9 +169,7 @@ int main(void)
     RUN(prepare_then_load_round_trip);
     RUN(refusals);
     RUN(allowlist_errors);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", base);
-    if (system(cmd) != 0)
+    if (test_rmtree(base) < 0)
         fprintf(stderr, "# could not remove %s\n", base);
     return test_done();
 }

@@ -9,6 +9,7 @@
 
 #include "cli/skill_text.h"
 #include "test.h"
+#include "tests/unit/test_rmtree.h"
 
 int cli_skill_main(int argc, char **argv);
 
@@ -179,9 +180,7 @@ int main(void)
     RUN(project_home_and_config_dir);
     RUN(blocked_by_a_file);
     RUN(bad_usage);
-    char cmd[320];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", scratch);
-    if (system(cmd) != 0)
+    if (test_rmtree(scratch) < 0)
         fprintf(stderr, "could not remove %s\n", scratch);
     return test_done();
 }

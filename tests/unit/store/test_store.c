@@ -14,6 +14,7 @@
 #include "mcp/store/store.h"
 #include "mcp/store/store_internal.h"
 #include "test.h"
+#include "tests/unit/test_rmtree.h"
 
 #define CHILDREN 4
 #define SLOTS_PER_CHILD 8
@@ -579,9 +580,7 @@ int main(void)
     RUN(audit_rows);
     RUN(corrupt_or_bad_files_give_clear_errors);
     int rc = test_done();
-    char *cmd = xasprintf("rm -rf '%s'", scratch);
-    if (system(cmd) != 0)
+    if (test_rmtree(scratch) < 0)
         fprintf(stderr, "could not remove %s\n", scratch);
-    free(cmd);
     return rc;
 }

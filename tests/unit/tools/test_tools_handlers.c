@@ -16,6 +16,7 @@
 #include "mcp/tools/tools-internal.h"
 #include "mcp/tools/tools.h"
 #include "test.h"
+#include "tests/unit/test_rmtree.h"
 
 /* ---- fixture ---- */
 
@@ -539,9 +540,7 @@ int main(void)
     store_close(ctx.store);
     backend_set_free(&ctx.backends);
     uv_loop_close(&loop);
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", state_dir);
-    if (system(cmd) != 0)
+    if (test_rmtree(state_dir) < 0)
         return 1;
     return test_done();
 }
