@@ -785,6 +785,7 @@ int local_create(struct backend *be, const struct sandbox_spec *spec, backend_cb
     int taken = local_pool_take(lb, spec, cb, arg, err);
     if (taken != 0)
         return taken < 0 ? -1 : 0;
+    local_spawner_nudge(lb->spawner); /* its request comes at the end of what follows */
     return local_create_cold(lb, spec, cb, arg, err);
 }
 

@@ -190,8 +190,10 @@ struct spawn_fds {
     int listen_fd; /* bound to <dir>/agent.sock and listening */
     int sync[2];   /* socketpair: [0] the child's end, [1] the parent's */
     int err[2];    /* pipe: [0] the parent's read end, [1] the child's */
+    int cgroup_v2; /* the sandbox's v2 cgroup (O_PATH), for CLONE_INTO_CGROUP */
+    bool dirs_made; /* <dir>/rootfs, <dir>/data and the logs directory exist */
 };
-#define SPAWN_FDS_NONE ((struct spawn_fds){-1, {-1, -1}, {-1, -1}})
+#define SPAWN_FDS_NONE ((struct spawn_fds){-1, {-1, -1}, {-1, -1}, -1, false})
 void local_spawn_fds_make(struct spawn_fds *f, const char *dir); /* best effort */
 void local_spawn_fds_close(struct spawn_fds *f);
 
@@ -351,6 +353,9 @@ bool local_spawner_has_limits(const struct cg_limits *lim);
 #define LOCAL_NO_SLOT UINT32_MAX
 /* Reserves a prepared id + cgroup set (+ uid slot lease, or LOCAL_NO_SLOT); returns its
  * spawner slot, or -1 if none is ready. */
+/* A cold create has begun and will take a set: the thread holding the next one watches for the
+ * request rather than sleeping (spawner.c, await_request). Harmless if none is then taken. */
+void local_spawner_nudge(struct local_spawner *s);
 int local_spawner_take(struct local_spawner *s, char *id, struct cg_sandbox *cg,
                        uint32_t *uid_slot);
 /* local_spawn in the reserved thread, in three steps: post the request (req and res stay the

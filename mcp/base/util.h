@@ -10,6 +10,7 @@
 
 /* Milliseconds on CLOCK_MONOTONIC (for deadlines) and CLOCK_REALTIME (for records). */
 uint64_t now_mono_ms(void);
+uint64_t now_mono_us(void);
 int64_t now_wall_ms(void);
 
 /* The longest duration anything accepts (sandbox lifetime and idle time, command timeouts): ten
