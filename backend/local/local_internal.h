@@ -351,11 +351,11 @@ struct local_spawner *local_spawner_start(const struct cg_host *host, const char
 /* Whether a prepared set's cgroups already hold these limits (those of the default spec). */
 bool local_spawner_has_limits(const struct cg_limits *lim);
 #define LOCAL_NO_SLOT UINT32_MAX
-/* Reserves a prepared id + cgroup set (+ uid slot lease, or LOCAL_NO_SLOT); returns its
- * spawner slot, or -1 if none is ready. */
 /* A cold create has begun and will take a set: the thread holding the next one watches for the
  * request rather than sleeping (spawner.c, await_request). Harmless if none is then taken. */
 void local_spawner_nudge(struct local_spawner *s);
+/* Reserves a prepared id + cgroup set (+ uid slot lease, or LOCAL_NO_SLOT); returns its
+ * spawner slot, or -1 if none is ready. */
 int local_spawner_take(struct local_spawner *s, char *id, struct cg_sandbox *cg,
                        uint32_t *uid_slot);
 /* local_spawn in the reserved thread, in three steps: post the request (req and res stay the

@@ -372,6 +372,7 @@ struct local_spawner *local_spawner_start(const struct cg_host *host, const char
         sl->logs_base = s->logs_base;
         pthread_mutex_init(&sl->mu, NULL);
         pthread_cond_init(&sl->cv, NULL);
+        atomic_init(&sl->posted, false);
         sl->state = SP_PREPARING;
         sl->started = pthread_create(&sl->thread, NULL, spawner_main, sl) == 0;
         if (!sl->started)
