@@ -3,7 +3,6 @@
 #ifndef MCPBOX_TEST_FAKE_TRANSPORT_H
 #define MCPBOX_TEST_FAKE_TRANSPORT_H
 
-#include <ftw.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 #include "mcp/registry.h"
 #include "mcp/server.h"
 #include "mcp/session.h"
+#include "tests/unit/test_rmtree.h"
 
 struct fake {
     json_t *sent;    /* array of {msg, related, final} */
@@ -27,11 +27,6 @@ struct fake {
 static struct mcp_config fake_cfg;
 static struct mcp_server *fake_srv;
 static char fake_dir[] = "/tmp/mcpbox-test-XXXXXX";
-
-static int fake_rm(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
 
 static void fake_send(void *arg, json_t *msg, const json_t *related, bool final)
 {
@@ -79,7 +74,8 @@ static void fake_server_stop(void)
     server_run(fake_srv);
     server_free(fake_srv);
     config_release(&fake_cfg);
-    nftw(fake_dir, fake_rm, 8, FTW_DEPTH | FTW_PHYS);
+    if (test_rmtree(fake_dir) < 0)
+        printf("# could not remove %s\n", fake_dir);
 }
 
 static void fake_open(struct fake *f)
