@@ -244,6 +244,16 @@ static void attach_after(uv_work_t *w, int status)
     create_maybe_done(op);
 }
 
+/* Connects to the agent while the caller reads the reply, so that the first command does not
+ * pay for the connection: mcpbox made the socket listen before the clone, so the connection
+ * waits in its backlog until the agent, idle until then, accepts it. A failure is left for
+ * the first call to report (lsbx_conn tries again). */
+static void connect_agent_ahead(struct lsbx *sb)
+{
+    struct mcp_error ignored;
+    (void)lsbx_conn(sb, &ignored);
+}
+
 /* A pooled create is done: the sandbox waits, watched, in the pool (state still "pooled"). */
 static void pooled_finish(struct create_op *op)
 {
@@ -258,6 +268,7 @@ static void pooled_finish(struct create_op *op)
     lb->sandboxes = sb;
     sb->in_list = true;
     local_watch_exit(sb);
+    connect_agent_ahead(sb);
     free(op);
     local_pool_filled(lb, sb);
 }
@@ -283,8 +294,10 @@ static void create_finish(struct create_op *op)
     op->cb(op->arg, op->reply, NULL);
     /* After the reply (the caller need not wait for these), before the loop runs anything
      * else. A destroy made from the callback has killed the init: its exit shows here too. */
-    if (!sb->gone)
+    if (!sb->gone) {
         local_watch_exit(sb);
+        connect_agent_ahead(sb);
+    }
     json_t *ev = json_pack("{s:i, s:I, s:I, s:I, s:s, s:b, s:s}", "init_pid", (int)sb->pid,
                            "create_ms", (json_int_t)(now_mono_ms() - op->started_ms),
                            "agent_exec_ms", (json_int_t)(op->exec_ms - op->started_ms),
