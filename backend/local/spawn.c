@@ -636,13 +636,19 @@ static void arrange_fds(struct child_plan *p)
           "close_range", NULL);
 }
 
+/* Moves the child's fds up, out of the way of the agent's fixed numbers, sync_fd below err_fd.
+ * The order matters at the exec: close-on-exec closes fds from the lowest up, and the kernel
+ * runs the deferred releases in the reverse order. err_fd's release, which wakes the loop to
+ * answer the create, then comes first; sync_fd's wakes the spawner thread on this CPU, which
+ * preempted the new agent for 20-40 us before it had released err_fd. */
 static void park_fds(struct child_plan *p)
 {
-    int *fds[] = {&p->err_fd, &p->sync_fd, &p->listen_fd, &p->logdir_fd, &p->exe_fd};
+    int *fds[] = {&p->sync_fd, &p->err_fd, &p->listen_fd, &p->logdir_fd, &p->exe_fd};
     for (size_t i = 0; i < 5; i++) {
         int fd = fcntl(*fds[i], F_DUPFD_CLOEXEC, CHILD_FD_BASE);
         if (fd < 0)
             _exit(126);
+        close(*fds[i]);
         *fds[i] = fd;
     }
 }
