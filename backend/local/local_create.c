@@ -556,9 +556,9 @@ static int start_record(struct create_op *op, const struct sandbox_spec *spec,
     if (rc == 0)
         rc = op->pool_slot < 0 ? cg_create(&lb->cg, sb->id, lim, &sb->cg, err)
              /* a prepared set holds the default spec's limits already (four cgroup writes,
-              * 80 us, saved on the critical path of most creates) */
-             : local_spawner_has_limits(lim) ? cg_ensure_v2(&sb->cg, err)
-                                              : cg_set_limits(&sb->cg, lim, err);
+              * 80 us, saved on the critical path of most creates); if another process's sweep
+              * removed its empty v2 cgroup, the spawn makes it again (local_spawn) */
+             : local_spawner_has_limits(lim) ? 0 : cg_set_limits(&sb->cg, lim, err);
     return rc;
 }
 

@@ -1197,6 +1197,19 @@ static int release_shared(struct child_plan *p, int sync_fd, int pidfd,
     return rc < 0 ? -1 : 0; /* on failure the caller reaps it via pidfd and closes fds */
 }
 
+/* The sandbox's v2 cgroup for CLONE_INTO_CGROUP, made again if it is gone: a spawner's set
+ * waits with it empty, and another process's age-based sweep may have removed it. */
+static int open_v2_made(const struct cg_sandbox *cg)
+{
+    int fd = cg_open_v2(cg);
+    if (fd < 0 && cg->v2[0] && errno == ENOENT) {
+        struct mcp_error ignored;
+        if (cg_ensure_v2(cg, &ignored) == 0)
+            fd = cg_open_v2(cg);
+    }
+    return fd;
+}
+
 int local_spawn(const struct spawn_request *req, struct spawn_result *out, struct mcp_error *err)
 {
     struct child_plan p;
@@ -1234,7 +1247,7 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     p.parent_sync_fd = sync[1];
     p.parent_err_fd = errp[0];
     bool cg_premade = fds.cgroup_v2 >= 0;
-    int cgfd = cg_premade ? fds.cgroup_v2 : cg_open_v2(req->cg);
+    int cgfd = cg_premade ? fds.cgroup_v2 : open_v2_made(req->cg);
     fds.cgroup_v2 = -1; /* cgfd's now */
     int pidfd = -1;
     bool shared = local_clone_shared_possible(req);
@@ -1242,10 +1255,10 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     int parent_copies[] = {p.sync_fd, p.listen_fd, p.logdir_fd};
     pid_t pid = do_clone(&p, cgfd, shared, &pidfd);
     if (pid < 0 && cg_premade && errno == ENOENT) {
-        /* Another process's sweep removed the set's empty v2 cgroup while it waited, and create
-         * made it again (cg_ensure_v2): the spawner's descriptor names the removed one. */
+        /* Another process's sweep removed the set's empty v2 cgroup while it waited: it is
+         * made again here rather than checked on every create's critical path. */
         close(cgfd);
-        cgfd = cg_open_v2(req->cg);
+        cgfd = open_v2_made(req->cg);
         pid = do_clone(&p, cgfd, shared, &pidfd);
     }
     if (pid < 0 && cgfd >= 0 && (errno == EINVAL || errno == EBUSY || errno == EOPNOTSUPP)) {
