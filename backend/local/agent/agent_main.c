@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -324,6 +325,16 @@ static int parse_config(struct agent *a, const char *text)
     return 0;
 }
 
+/* jansson seeds its hash function on the first object it makes by opening and reading
+ * /dev/urandom: three system calls on the path of every create, where getrandom is one. */
+static void seed_json_hashes(void)
+{
+    uint32_t seed = 0;
+    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed)
+        return; /* jansson seeds itself as before */
+    json_object_seed(seed != 0 ? seed : 1u);
+}
+
 int main(int argc, char **argv)
 {
     static struct agent a = {.listen_fd = AGENT_LISTEN_FD, .logdir_fd = AGENT_LOGDIR_FD,
@@ -332,6 +343,7 @@ int main(int argc, char **argv)
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     /* The configuration (which may hold the sandbox's env values) comes in the environment,
      * not argv: argv is world-readable on the host through ps. Commands get a fresh envp. */
+    seed_json_hashes();
     const char *cfg = getenv(AGENT_CONFIG_ENV);
     if (cfg == NULL || parse_config(&a, cfg) < 0)
         return 2;
