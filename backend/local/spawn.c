@@ -644,13 +644,16 @@ static void arrange_fds(struct child_plan *p)
 static void park_fds(struct child_plan *p)
 {
     int *fds[] = {&p->sync_fd, &p->err_fd, &p->listen_fd, &p->logdir_fd, &p->exe_fd};
+    int from[5];
     for (size_t i = 0; i < 5; i++) {
         int fd = fcntl(*fds[i], F_DUPFD_CLOEXEC, CHILD_FD_BASE);
         if (fd < 0)
             _exit(126);
-        close(*fds[i]);
+        from[i] = *fds[i];
         *fds[i] = fd;
     }
+    for (size_t i = 0; i < 5; i++) /* after all the dups: no number freed here is reused */
+        close(from[i]);
 }
 
 static void receive_go(struct child_plan *p)

@@ -341,9 +341,9 @@ int main(int argc, char **argv)
                              .spare_log = -1, .egress_tcp = -1, .egress_udp = -1};
     /* Commands must not ptrace us or read our memory through /proc/1/mem. */
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    seed_json_hashes();
     /* The configuration (which may hold the sandbox's env values) comes in the environment,
      * not argv: argv is world-readable on the host through ps. Commands get a fresh envp. */
-    seed_json_hashes();
     const char *cfg = getenv(AGENT_CONFIG_ENV);
     if (cfg == NULL || parse_config(&a, cfg) < 0)
         return 2;
