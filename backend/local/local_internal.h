@@ -14,6 +14,7 @@
 #include "backend/local/pasta_path.h"
 #include "backend/local/identity.h"
 #include "backend/local/workspace.h"
+#include "mcp/base/rmtree.h"
 #include "mcp/base/buf.h"
 #include "mcp/base/error.h"
 #include "mcp/store/store.h"
@@ -665,7 +666,5 @@ void local_kill_init(pid_t pid, uint64_t start);
 /* The init of a sandbox from its record, or (a create that died before recording it) from
  * <dir>/init; 0 if neither knows one. */
 pid_t local_init_of(const char *dir, json_t *record, uint64_t *start);
-/* Deletes <dir> recursively without following symlinks. */
-void local_rmtree(const char *dir);
 
 #endif

@@ -292,7 +292,7 @@ static void remove_abandoned(const char *base)
             continue;
         char path[LOCAL_PATH_MAX];
         snprintf(path, sizeof path, "%s/%s", base, e->d_name);
-        local_rmtree(path);
+        rmtree(path);
     }
     closedir(d);
 }
@@ -318,9 +318,9 @@ int local_root_template(const char *base, bool network, uint32_t uid, uint32_t g
         /* Another process made the same template meanwhile: theirs serves as well. */
         if (errno != EEXIST && errno != ENOTEMPTY)
             rc = mcp_error_set(err, MCP_ERR_IO, errno, "rename %s to %s", tmp, out);
-        local_rmtree(tmp);
+        rmtree(tmp);
     } else if (rc < 0) {
-        local_rmtree(tmp);
+        rmtree(tmp);
     }
     return rc;
 }

@@ -135,9 +135,9 @@ static void remove_dirs(const struct local_spawner *s, const char *id)
 {
     char path[LOCAL_PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/%s", s->run_dir, id);
-    local_rmtree(path);
+    rmtree(path);
     snprintf(path, sizeof path, "%s/%s", s->logs_base, id);
-    local_rmtree(path);
+    rmtree(path);
 }
 
 /* In the thread: a fresh id, its cgroups (default limits; create sets others) and this thread

@@ -94,9 +94,9 @@ static void reap_marker(const char *run_dir, const char *logs_base, int dir_fd, 
     char path[LOCAL_PATH_MAX + 64];
     if (strncmp(id, "sbx-", 4) == 0 && strchr(id, '/') == NULL) {
         snprintf(path, sizeof path, "%s/%s", run_dir, id);
-        local_rmtree(path);
+        rmtree(path);
         snprintf(path, sizeof path, "%s/%s", logs_base, id);
-        local_rmtree(path);
+        rmtree(path);
     }
     unlinkat(dir_fd, name, 0);
 }

@@ -437,7 +437,7 @@ void local_ws_remove(const char *state_dir, const char *id, const struct local_i
     local_workspace_dir(state_dir, id, dir);
     (void)ident; /* every mode: what is there is the server's (spawn.c: as_person) */
     if (access(dir, F_OK) == 0)
-        local_rmtree(dir);
+        rmtree(dir);
 }
 
 static const char *jstr(json_t *o, const char *key)

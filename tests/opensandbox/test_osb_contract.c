@@ -17,7 +17,7 @@
 #include "mcp/base/xalloc.h"
 #include "osb_support.h"
 #include "test.h"
-#include "tests/unit/test_rmtree.h"
+#include "mcp/base/rmtree.h"
 
 #define MOCK_SANDBOX "osb-sbx-0123456789" /* the mock spec's example id */
 
@@ -335,7 +335,7 @@ int main(void)
     opensandbox_backend_free(be);
     uv_run(&loop, UV_RUN_NOWAIT);
     prism("stop", 0, 0);
-    if (test_rmtree(run_dir) < 0)
+    if (rmtree(run_dir) < 0)
         printf("# could not remove %s\n", run_dir);
     uv_loop_close(&loop);
     return test_done();

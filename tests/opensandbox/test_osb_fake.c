@@ -14,7 +14,7 @@
 #include "mcp/store/store.h"
 #include "osb_support.h"
 #include "test.h"
-#include "tests/unit/test_rmtree.h"
+#include "mcp/base/rmtree.h"
 
 #define API_KEY "osb-test-key-0123456789"
 #define OWNER "local:uid:1000"
@@ -1431,7 +1431,7 @@ int main(void)
     osb_wait_reset(&w);
     free_backend(be);
     store_close(store);
-    if (test_rmtree(state_dir) < 0)
+    if (rmtree(state_dir) < 0)
         printf("# could not remove %s\n", state_dir);
     fake_stop(&fs);
     int rc = uv_loop_close(&loop);

@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tests/unit/test_rmtree.h"
+#include "mcp/base/rmtree.h"
 
 #ifndef BENCH_MCPBOX
 #error "BENCH_MCPBOX (the mcpbox binary) must be defined by the build"
@@ -215,7 +215,7 @@ static void peer_stop(struct mcp_peer *p)
     free(p->buf);
     free(p->reply);
     if (p->dir[0]) {
-        if (test_rmtree(p->dir) < 0)
+        if (rmtree(p->dir) < 0)
             fprintf(stderr, "could not remove %s\n", p->dir);
     }
 }

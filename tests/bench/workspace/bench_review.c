@@ -23,7 +23,7 @@
 
 #include "backend/local/workspace_review.h"
 #include "mcp/base/util.h"
-#include "tests/unit/test_rmtree.h"
+#include "mcp/base/rmtree.h"
 
 #define PER_DIR 100
 
@@ -180,7 +180,7 @@ int main(int argc, char **argv)
     } else {
         fprintf(stderr, "FAIL: could not set up the tree or the overlay: %s\n", strerror(errno));
     }
-    if (test_rmtree(root) < 0)
+    if (rmtree(root) < 0)
         fprintf(stderr, "could not remove %s\n", root);
     return rc;
 }

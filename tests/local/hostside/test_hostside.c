@@ -19,7 +19,7 @@
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 #include "test.h"
-#include "tests/unit/test_rmtree.h"
+#include "mcp/base/rmtree.h"
 
 #define RACE_SECONDS 4
 #define RACE_MIN_READS 50
@@ -256,7 +256,7 @@ int main(void)
     harness_destroy(&h, sid);
     free(sid);
     harness_close(&h);
-    if (test_rmtree(host_dir) < 0)
+    if (rmtree(host_dir) < 0)
         return 1;
     return test_done();
 }

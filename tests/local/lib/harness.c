@@ -15,7 +15,7 @@
 #include "mcp/base/xalloc.h"
 #include "mcp/config.h"
 #include "mcp/store/store.h"
-#include "tests/unit/test_rmtree.h"
+#include "mcp/base/rmtree.h"
 
 #define HARNESS_OUTPUT_MAX (64u * 1024 * 1024)
 #define HARNESS_SKIP 77
@@ -129,7 +129,7 @@ void harness_close(struct harness *h)
     uv_loop_close(&h->loop);
     store_close(h->store);
     json_decref(h->result);
-    if (test_rmtree(h->state_dir) < 0)
+    if (rmtree(h->state_dir) < 0)
         fprintf(stderr, "could not remove %s\n", h->state_dir);
 }
 

@@ -27,7 +27,7 @@
 #include "mcp/base/xalloc.h"
 #include "mcp/store/store.h"
 #include "test.h"
-#include "tests/unit/test_rmtree.h"
+#include "mcp/base/rmtree.h"
 
 #define WAIT_MS 20000
 
@@ -1688,7 +1688,7 @@ int main(void)
     local_backend_free(be);
     uv_run(loop, UV_RUN_DEFAULT);
     store_close(st);
-    if (test_rmtree(state_dir) < 0)
+    if (rmtree(state_dir) < 0)
         printf("# could not remove %s\n", state_dir);
     return test_done();
 }

@@ -1,4 +1,4 @@
-/* local_rmtree (backend/local/local_backend.c) on a tree whose owner races it. The trees it
+/* rmtree (mcp/base/rmtree.c) on a tree whose owner races it. The trees it
  * removes hold directories a sandbox's root owns and may make unreadable (a copy-on-write
  * overlay's work/work is mode 000), which rmtree makes readable first. The owner can swap such a
  * directory's name for a symlink to a directory of its choice at any moment; the chmod must
@@ -144,7 +144,7 @@ static void child_remove(void)
     if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) < 0)
         _exit(3);
     raise(SIGSTOP);
-    local_rmtree(tree);
+    rmtree(tree);
     _exit(0); /* no atexit: the leak checker cannot stop the world under a tracer */
 }
 

@@ -13,7 +13,7 @@
 
 #include "backend/local/local_internal.h"
 #include "test.h"
-#include "tests/unit/test_rmtree.h"
+#include "mcp/base/rmtree.h"
 
 static char base[64];
 
@@ -101,7 +101,7 @@ int main(void)
         return 1;
     RUN(same_for_every_spelling_and_private);
     RUN(refuses_what_it_did_not_make);
-    if (test_rmtree(base) < 0)
+    if (rmtree(base) < 0)
         fprintf(stderr, "could not remove %s\n", base);
     return test_done();
 }

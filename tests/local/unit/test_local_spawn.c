@@ -14,7 +14,7 @@
 #include "backend/local/local_internal.h"
 #include "mcp/base/log.h"
 #include "test.h"
-#include "tests/unit/test_rmtree.h"
+#include "mcp/base/rmtree.h"
 
 static char base[64];
 
@@ -132,7 +132,7 @@ int main(void)
         return 1;
     RUN(pipe_failure_closes_the_socketpair_and_says_why);
     RUN(refused_store_writes_are_logged);
-    if (test_rmtree(base) < 0)
+    if (rmtree(base) < 0)
         fprintf(stderr, "could not remove %s\n", base);
     return test_done();
 }

@@ -247,6 +247,6 @@ int main(void)
     RUN(a_copy_a_dead_maker_left_goes_when_a_template_is_made_and_a_fresh_one_stays);
     RUN(a_template_that_cannot_be_made_says_where);
     RUN(entries_refuse_a_directory_that_is_not_empty);
-    local_rmtree(base);
+    rmtree(base);
     return test_done();
 }

@@ -20,7 +20,7 @@
 #include "backend/local/local_internal.h"
 #include "harness.h"
 #include "test.h"
-#include "tests/unit/test_rmtree.h"
+#include "mcp/base/rmtree.h"
 
 #define PER_DIR 2
 
@@ -237,7 +237,7 @@ int main(void)
     RUN(sweep_removes_only_the_leases_of_sandboxes_that_are_gone);
     RUN(identity_matches_who_runs_it);
     RUN(two_state_dirs_never_share_host_uids);
-    if (test_rmtree(scratch) < 0)
+    if (rmtree(scratch) < 0)
         printf("# could not remove %s\n", scratch);
     return test_done();
 }

@@ -12,7 +12,7 @@
 #include "backend/local/local_internal.h"
 #include "backend/local/workspace.h"
 #include "test.h"
-#include "tests/unit/test_rmtree.h"
+#include "mcp/base/rmtree.h"
 
 static char base[64];
 
@@ -169,7 +169,7 @@ int main(void)
     RUN(prepare_then_load_round_trip);
     RUN(refusals);
     RUN(allowlist_errors);
-    if (test_rmtree(base) < 0)
+    if (rmtree(base) < 0)
         fprintf(stderr, "# could not remove %s\n", base);
     return test_done();
 }

@@ -9,7 +9,7 @@
 
 #include "cli/skill_text.h"
 #include "test.h"
-#include "tests/unit/test_rmtree.h"
+#include "mcp/base/rmtree.h"
 
 int cli_skill_main(int argc, char **argv);
 
@@ -180,7 +180,7 @@ int main(void)
     RUN(project_home_and_config_dir);
     RUN(blocked_by_a_file);
     RUN(bad_usage);
-    if (test_rmtree(scratch) < 0)
+    if (rmtree(scratch) < 0)
         fprintf(stderr, "could not remove %s\n", scratch);
     return test_done();
 }

@@ -9,7 +9,7 @@
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 #include "test.h"
-#include "tests/unit/test_rmtree.h"
+#include "mcp/base/rmtree.h"
 
 static char dir_template[] = "/tmp/mcpbox-test-egresspolicy-XXXXXX";
 static struct store *st;
@@ -306,7 +306,7 @@ int main(void)
     RUN(create_takes_a_policy_where_nft_is);
     uv_loop_close(&loop);
     store_close(st);
-    if (test_rmtree(dir_template) < 0)
+    if (rmtree(dir_template) < 0)
         printf("# could not remove %s\n", dir_template);
     return test_done();
 }

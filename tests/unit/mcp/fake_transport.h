@@ -16,7 +16,7 @@
 #include "mcp/registry.h"
 #include "mcp/server.h"
 #include "mcp/session.h"
-#include "tests/unit/test_rmtree.h"
+#include "mcp/base/rmtree.h"
 
 struct fake {
     json_t *sent;    /* array of {msg, related, final} */
@@ -74,7 +74,7 @@ static void fake_server_stop(void)
     server_run(fake_srv);
     server_free(fake_srv);
     config_release(&fake_cfg);
-    if (test_rmtree(fake_dir) < 0)
+    if (rmtree(fake_dir) < 0)
         printf("# could not remove %s\n", fake_dir);
 }
 

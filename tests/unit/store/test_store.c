@@ -14,7 +14,7 @@
 #include "mcp/store/store.h"
 #include "mcp/store/store_internal.h"
 #include "test.h"
-#include "tests/unit/test_rmtree.h"
+#include "mcp/base/rmtree.h"
 
 #define CHILDREN 4
 #define SLOTS_PER_CHILD 8
@@ -580,7 +580,7 @@ int main(void)
     RUN(audit_rows);
     RUN(corrupt_or_bad_files_give_clear_errors);
     int rc = test_done();
-    if (test_rmtree(scratch) < 0)
+    if (rmtree(scratch) < 0)
         fprintf(stderr, "could not remove %s\n", scratch);
     return rc;
 }

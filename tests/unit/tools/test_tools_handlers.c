@@ -16,7 +16,7 @@
 #include "mcp/tools/tools-internal.h"
 #include "mcp/tools/tools.h"
 #include "test.h"
-#include "tests/unit/test_rmtree.h"
+#include "mcp/base/rmtree.h"
 
 /* ---- fixture ---- */
 
@@ -540,7 +540,7 @@ int main(void)
     store_close(ctx.store);
     backend_set_free(&ctx.backends);
     uv_loop_close(&loop);
-    if (test_rmtree(state_dir) < 0)
+    if (rmtree(state_dir) < 0)
         return 1;
     return test_done();
 }
