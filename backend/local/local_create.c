@@ -41,10 +41,12 @@ struct create_op {
     int pool_slot;               /* a spawner thread's prepared cgroups, or -1 */
     bool recorded;               /* the record is in the store (a failed create deletes it) */
     uint32_t prepared_uid_slot;  /* leased with the spawner's set, or LOCAL_NO_SLOT */
+    bool prepared_dirs;          /* the spawner's set came with its directories made */
     bool slot_leased;            /* a uid slot lease is ours (the record then names it) */
     bool v1_attached;            /* cloned by that thread: already in the v1 cgroups */
     bool shared_memory;          /* cloned in mcpbox's memory (clone_shared.c) */
     bool root_template;          /* its root is a root template (root_template.h) */
+    bool root_tree;              /* ... attached as a tree made ahead (root_tree.c) */
     int release_fd;              /* network or hold: the child waits until released */
     struct image_trees trees;    /* ... and then gets the image's layers (root mode) */
     bool network;                /* pasta starts before the release */
@@ -298,13 +300,16 @@ static void create_finish(struct create_op *op)
         local_watch_exit(sb);
         connect_agent_ahead(sb);
     }
-    json_t *ev = json_pack("{s:i, s:I, s:I, s:I, s:s, s:b, s:s}", "init_pid", (int)sb->pid,
+    json_t *ev = json_pack("{s:i, s:I, s:I, s:I, s:s, s:b, s:s, s:s}", "init_pid", (int)sb->pid,
                            "create_ms", (json_int_t)(now_mono_ms() - op->started_ms),
                            "agent_exec_ms", (json_int_t)(op->exec_ms - op->started_ms),
                            "cgroup_attach_ms",
                            (json_int_t)(op->attach_ms ? op->attach_ms - op->started_ms : 0),
                            "cgroups", cg_layout_name(lb->cg.layout), "spawner", op->v1_attached,
-                           "clone", op->shared_memory ? "shared memory" : "copy");
+                           "clone", op->shared_memory ? "shared memory" : "copy", "root",
+                           op->root_tree       ? "template tree made ahead"
+                           : op->root_template ? "template"
+                                               : "made by the sandbox");
     local_event(lb->base.store, sb->id, "created", ev, &err);
     lsbx_unref(sb);
     json_decref(op->reply);
@@ -465,6 +470,7 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
     op->attach_needed_v2 = !res->in_cgroup_v2;
     op->shared_memory = res->shared_memory;
     op->root_template = res->root_template;
+    op->root_tree = res->root_tree;
     return rc;
 }
 
@@ -547,7 +553,7 @@ static int start_record(struct create_op *op, const struct sandbox_spec *spec,
             return -1;
         op->recorded = true;
     }
-    if (rc == 0)
+    if (rc == 0 && !op->prepared_dirs) /* its mkdir failing with EEXIST cost 15-25 us */
         rc = make_sandbox_dir(lb, sb->dir, err);
     if (rc == 0 && ws && ws->n > 0) /* the overlay's layers belong to the sandbox's root */
         rc = local_ws_prepare(lb->state_dir, sb->id, ws,
@@ -722,12 +728,13 @@ static int create_with_image(struct local_backend *lb, const struct sandbox_spec
             lb->spawner = local_spawner_start(&lb->cg, lb->run_dir, logs_base,
                                               lb->ident.mode == LOCAL_ID_SLICES ? lb->slots_dir
                                                                                 : NULL,
-                                              lb->slots_excluded);
+                                              lb->slots_excluded, &lb->ident,
+                                              root_templates(lb));
         if (lb->ident.mode == LOCAL_ID_SLICES)
             sweep_slots(lb);
     }
     op->pool_slot = local_spawner_take(lb->spawner, op->sb->id, &op->sb->cg,
-                                       &op->prepared_uid_slot);
+                                       &op->prepared_uid_slot, &op->prepared_dirs);
     if (op->pool_slot < 0)
         random_id(op->sb->id, sizeof op->sb->id, "sbx-", 8);
     int rc = start(op, spec, &lim, disk, img, err);

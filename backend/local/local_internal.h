@@ -185,6 +185,19 @@ void cg_from_json(json_t *j, struct cg_sandbox *out);
 /* /proc/<pid>/ns/<ns> ("user", "net") opened read-only and close-on-exec: an fd to setns or to
  * idmap through, which stays valid after the process ends. -1 and errno on failure. */
 int local_ns_open(pid_t pid, const char *ns);
+/* What a root's tree (root_tree.c) is made for; a create that wants just that attaches it. */
+struct root_tree_plan {
+    char template_root[LOCAL_PATH_MAX];
+    uint32_t uid, gid; /* the host ids of the sandbox's root, which owns its data */
+    uint64_t disk_bytes, shm_bytes;
+};
+
+/* A sandbox's /dev/shm: a quarter of its memory, at most LOCAL_SHM_BYTES. */
+static inline uint64_t local_shm_bytes(uint64_t memory_bytes)
+{
+    return memory_bytes / 4 < LOCAL_SHM_BYTES ? memory_bytes / 4 : LOCAL_SHM_BYTES;
+}
+
 /* Descriptors a spawner thread makes with a prepared set, ahead of the create; -1 where
  * local_spawn is to make its own. local_spawn takes them over (and sets them to -1). */
 struct spawn_fds {
@@ -193,9 +206,15 @@ struct spawn_fds {
     int err[2];    /* pipe: [0] the parent's read end, [1] the child's */
     int cgroup_v2; /* the sandbox's v2 cgroup (O_PATH), for CLONE_INTO_CGROUP */
     bool dirs_made; /* <dir>/rootfs, <dir>/data and the logs directory exist */
+    int root_tree;  /* local_root_tree of root_tree_for, or -1 */
+    struct root_tree_plan root_tree_for;
 };
-#define SPAWN_FDS_NONE ((struct spawn_fds){-1, {-1, -1}, {-1, -1}, -1, false})
+#define SPAWN_FDS_NONE ((struct spawn_fds){-1, {-1, -1}, {-1, -1}, -1, false, -1, {"", 0, 0, 0, 0}})
 void local_spawn_fds_make(struct spawn_fds *f, const char *dir); /* best effort */
+/* A host-mode root as one detached mount tree (root_tree.c): the template, read-only, with
+ * local_root_binds, the data tmpfs's directories and /dev/shm mounted on it. -1 with errno,
+ * *failed naming the step. */
+int local_root_tree(const struct root_tree_plan *plan, const char **failed);
 void local_spawn_fds_close(struct spawn_fds *f);
 
 struct spawn_request {
@@ -273,6 +292,7 @@ struct spawn_result {
     bool in_cgroup_v2; /* CLONE_INTO_CGROUP worked */
     bool shared_memory; /* cloned in mcpbox's own memory (clone_shared.c), not a copy */
     bool root_template; /* its root is a root template (root_template.h), not a tmpfs */
+    bool root_tree;     /* ... attached as a tree a spawner made (root_tree.c) */
     uint64_t start;     /* the child's start time ("/proc/<pid>/stat" field 22) */
     int release_fd;    /* network: the child waits on this until local_spawn_release */
     struct image_trees trees; /* the image's layers to hand over with the release */
@@ -345,20 +365,23 @@ struct fwd;
 #define LOCAL_SPAWNERS 2
 struct local_spawner;
 /* NULL: not needed. Prepared sets are marked in run_dir (spawner_marker.c). slots_dir: where a
- * prepared set leases its uid slot (root mode), or NULL. */
+ * prepared set leases its uid slot (root mode), or NULL. root_templates (or NULL): where the
+ * root template of a set's slot is, for the root's tree made with the set (root_tree.c). */
 struct local_spawner *local_spawner_start(const struct cg_host *host, const char *run_dir,
                                           const char *logs_base, const char *slots_dir,
-                                          const unsigned char *slots_excluded);
+                                          const unsigned char *slots_excluded,
+                                          const struct local_identity *ident,
+                                          const char *root_templates);
 /* Whether a prepared set's cgroups already hold these limits (those of the default spec). */
 bool local_spawner_has_limits(const struct cg_limits *lim);
 #define LOCAL_NO_SLOT UINT32_MAX
 /* A cold create has begun and will take a set: the thread holding the next one watches for the
  * request rather than sleeping (spawner.c, await_request). Harmless if none is then taken. */
 void local_spawner_nudge(struct local_spawner *s);
-/* Reserves a prepared id + cgroup set (+ uid slot lease, or LOCAL_NO_SLOT); returns its
- * spawner slot, or -1 if none is ready. */
+/* Reserves a prepared id + cgroup set (+ uid slot lease, or LOCAL_NO_SLOT; *dirs_made: its
+ * runtime and logs directories exist); returns its spawner slot, or -1 if none is ready. */
 int local_spawner_take(struct local_spawner *s, char *id, struct cg_sandbox *cg,
-                       uint32_t *uid_slot);
+                       uint32_t *uid_slot, bool *dirs_made);
 /* local_spawn in the reserved thread, in three steps: post the request (req and res stay the
  * caller's until the answer); say whether the sandbox's record is written (the thread clones
  * meanwhile, and releases the child only once it is: a crash before leaves no released child

@@ -112,6 +112,38 @@ const struct root_layout *local_root_layout(void)
     return &layout;
 }
 
+static size_t add_bind(struct root_bind *out, size_t n, const char *host, const char *target,
+                       bool device)
+{
+    snprintf(out[n].host, sizeof out[n].host, "%s", host);
+    snprintf(out[n].target, sizeof out[n].target, "%s", target);
+    out[n].device = device;
+    return n + 1;
+}
+
+size_t local_root_binds(const struct root_layout *l, struct root_bind out[ROOT_BINDS_MAX])
+{
+    char host[80];
+    size_t n = add_bind(out, 0, "/usr", "usr", false);
+    for (size_t i = 0; i < ROOT_USR_LINKS; i++)
+        if (l->usr_target[i][0] == '\0') { /* a directory on the host, not a link */
+            snprintf(host, sizeof host, "/%s", root_usr_links[i]);
+            n = add_bind(out, n, host, root_usr_links[i], false);
+        }
+    for (size_t i = 0; i < ROOT_ETC_BINDS; i++)
+        if (l->etc_kind[i]) {
+            snprintf(host, sizeof host, "/%s", root_etc_binds[i]);
+            n = add_bind(out, n, host, root_etc_binds[i], false);
+        }
+    for (size_t i = 0; i < ROOT_DEV_NODES; i++) {
+        char target[32];
+        snprintf(host, sizeof host, "/dev/%s", root_dev_nodes[i]);
+        snprintf(target, sizeof target, "dev/%s", root_dev_nodes[i]);
+        n = add_bind(out, n, host, target, true);
+    }
+    return n;
+}
+
 /* ---- the entries ----------------------------------------------------------------------------- */
 
 struct maker {

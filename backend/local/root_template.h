@@ -5,6 +5,7 @@
 #ifndef MCPBOX_LOCAL_ROOT_TEMPLATE_H
 #define MCPBOX_LOCAL_ROOT_TEMPLATE_H
 
+#include <linux/mount.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -33,6 +34,20 @@ struct root_layout {
     char name[24];                       /* hex digest of all of the above and the format */
 };
 const struct root_layout *local_root_layout(void);
+
+/* One host path a host-mode root shows, bound at target (relative to the root). */
+struct root_bind {
+    char host[72], target[72];
+    bool device; /* a device node: bound alone and as it is (exec refuses it anyway); the rest
+                  * with their submounts, read-only, nosuid and nodev */
+};
+#define ROOT_BINDS_MAX (1 + ROOT_USR_LINKS + ROOT_ETC_BINDS + ROOT_DEV_NODES)
+/* A template root's mount and every bind but the device nodes. */
+#define ROOT_BIND_ATTRS (MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
+/* The binds of a host-mode root, in the order they are made: /usr, those of /bin, /lib...
+ * that are directories on the host (not links into /usr), the public /etc files the host has,
+ * the device nodes. Returns how many went to out. */
+size_t local_root_binds(const struct root_layout *l, struct root_bind out[ROOT_BINDS_MAX]);
 
 struct root_owner {
     uint32_t uid, gid;

@@ -70,6 +70,7 @@ struct child_plan {
     char *agent_argv[2];
     char *agent_env;          /* MCPBOX_AGENT_CONFIG=<json> (malloc'd by the parent) */
     int sync_fd, err_fd, listen_fd, logdir_fd, exe_fd;
+    int root_tree; /* the whole root as a detached tree, made ahead (local_root_tree), or -1 */
     int image_fds[LOCAL_MAX_IMAGE_LAYERS]; /* child: the idmapped layers from the parent */
     unsigned n_image_fds;                  /* 0: none received */
     int ws_tree[LOCAL_WS_MAX_MOUNTS];      /* host mounts: the detached source trees */
@@ -126,13 +127,6 @@ static int set_attr(const char *path, uint64_t set, unsigned flags)
     return (int)syscall(SYS_mount_setattr, AT_FDCWD, path, flags, &attr, sizeof attr);
 }
 
-static void bind_ro(const struct child_plan *p, const char *src, const char *dst)
-{
-    CHECK(mount(src, dst, NULL, MS_BIND | MS_REC, NULL) == 0, "bind", src);
-    CHECK(set_attr(dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, AT_RECURSIVE) == 0,
-          "read-only", dst);
-}
-
 static void put(const struct child_plan *p, const char *path, const char *text)
 {
     int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
@@ -141,40 +135,39 @@ static void put(const struct child_plan *p, const char *path, const char *text)
     close(fd);
 }
 
-/* The host's public /etc files, on the mount points local_root_entries made. */
-static void mount_etc(const struct child_plan *p)
+/* /usr, the host's public /etc files and its device nodes, on the mount points
+ * local_root_entries made (unless they came with the root's tree: local_root_tree). */
+static void bind_host_paths(const struct child_plan *p)
 {
-    for (size_t i = 0; i < ROOT_ETC_BINDS; i++) {
-        char host[64];
-        snprintf(host, sizeof host, "/%s", root_etc_binds[i]);
-        if (p->layout->etc_kind[i])
-            bind_ro(p, host, root_etc_binds[i]);
+    struct root_bind b[ROOT_BINDS_MAX];
+    size_t n = local_root_binds(p->layout, b);
+    for (size_t i = 0; i < n; i++) {
+        CHECK(mount(b[i].host, b[i].target, NULL, MS_BIND | (b[i].device ? 0 : MS_REC), NULL) == 0,
+              "bind", b[i].host);
+        CHECK(b[i].device || set_attr(b[i].target, ROOT_BIND_ATTRS, AT_RECURSIVE) == 0,
+              "read-only", b[i].target);
     }
 }
 
-static void mount_usr(const struct child_plan *p)
+/* The host's device nodes (only: an image's /dev), on the mount points in dev/. */
+static void bind_dev_nodes(const struct child_plan *p)
 {
-    bind_ro(p, "/usr", "usr");
-    for (size_t i = 0; i < ROOT_USR_LINKS; i++) {
-        char host[64];
-        snprintf(host, sizeof host, "/%s", root_usr_links[i]);
-        if (p->layout->usr_target[i][0] == '\0') /* a directory on the host, not a link */
-            bind_ro(p, host, root_usr_links[i]);
-    }
+    struct root_bind b[ROOT_BINDS_MAX];
+    size_t n = local_root_binds(p->layout, b);
+    for (size_t i = 0; i < n; i++)
+        CHECK(!b[i].device || mount(b[i].host, b[i].target, NULL, MS_BIND, NULL) == 0, "bind",
+              b[i].host);
 }
 
-/* The host's device nodes, a devpts of its own and /dev/shm, on the mount points in dev/. */
-static void mount_dev(const struct child_plan *p)
+/* A devpts of its own, on the mount point in dev/. */
+static void mount_devpts(const struct child_plan *p)
 {
-    for (size_t i = 0; i < ROOT_DEV_NODES; i++) {
-        char host[32], dst[32];
-        snprintf(host, sizeof host, "/dev/%s", root_dev_nodes[i]);
-        snprintf(dst, sizeof dst, "dev/%s", root_dev_nodes[i]);
-        /* No nosuid/noexec to add: they only matter to exec, which a device node refuses. */
-        CHECK(mount(host, dst, NULL, MS_BIND, NULL) == 0, "bind", host);
-    }
     CHECK(mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
                 "newinstance,ptmxmode=0666,mode=620") == 0, "mount", "/dev/pts");
+}
+
+static void mount_shm(const struct child_plan *p)
+{
     CHECK(mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, p->shm_opts) == 0, "mount",
           "/dev/shm");
 }
@@ -186,7 +179,9 @@ static void make_image_dev(const struct child_plan *p)
           "mount", "/dev");
     const char *failed = NULL;
     CHECK(local_root_dev_entries(AT_FDCWD, &failed) == 0, "make /dev", failed);
-    mount_dev(p);
+    bind_dev_nodes(p);
+    mount_devpts(p);
+    mount_shm(p);
 }
 
 /* proc must be mounted before pivot_root: the kernel only allows a new proc mount in a mount
@@ -417,17 +412,20 @@ static void make_mounts(const struct child_plan *p, const char *root, int stage_
 static void enter_root(struct child_plan *p)
 {
     CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, "make / private", NULL);
-    if (p->template_root[0]) {
+    if (p->root_tree >= 0) { /* the root, made ahead: one attach */
+        CHECK(syscall(SYS_move_mount, p->root_tree, "", AT_FDCWD, p->rootfs,
+                      MOVE_MOUNT_F_EMPTY_PATH) == 0, "attach", "the root's tree");
+    } else if (p->template_root[0]) {
         CHECK(mount(p->template_root, p->rootfs, NULL, MS_BIND, NULL) == 0, "bind",
               p->template_root);
-        CHECK(set_attr(p->rootfs, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0) == 0,
-              "read-only", "root template");
+        CHECK(set_attr(p->rootfs, ROOT_BIND_ATTRS, 0) == 0, "read-only", "root template");
     } else {
         CHECK(mount("tmpfs", p->rootfs, "tmpfs", MS_NOSUID | MS_NODEV, LOCAL_ROOT_TMPFS) == 0,
               "mount", "root tmpfs");
     }
     CHECK(chdir(p->rootfs) == 0, "chdir", p->rootfs);
-    if (p->req->n_image_dirs == 0) { /* host mode: the data tmpfs (make_data) */
+    /* host mode: the data tmpfs (make_data), unless it came with the root's tree */
+    if (p->req->n_image_dirs == 0 && p->root_tree < 0) {
         CHECK(mount("tmpfs", p->datadir, "tmpfs", MS_NOSUID | MS_NODEV, p->data_opts) == 0,
               "mount", "data tmpfs");
         p->data_fd = open(p->datadir, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -548,16 +546,16 @@ static void make_root(const struct child_plan *p)
                                  &failed) == 0,
               "make", failed);
     }
-    mount_usr(p);
-    mount_etc(p);
-    mount_dev(p);
-    make_data(p);
+    if (p->root_tree < 0) { /* else they came with the root's tree */
+        bind_host_paths(p);
+        mount_shm(p);
+        make_data(p);
+    }
+    mount_devpts(p);
     make_mounts(p, "", p->data_fd, "");
     /* The root (/etc, /dev, the mount points) is read-only from here on; a template's is
      * already. "run" is then the empty read-only directory /proc's masks need. */
-    CHECK(p->template_root[0] ||
-              set_attr(".", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0) == 0,
-          "read-only", "/");
+    CHECK(p->template_root[0] || set_attr(".", ROOT_BIND_ATTRS, 0) == 0, "read-only", "/");
     make_proc(p, "run");
     CHECK(syscall(SYS_pivot_root, ".", ".") == 0, "pivot_root", NULL);
     CHECK(umount2(".", MNT_DETACH) == 0, "detach old root", NULL);
@@ -1090,7 +1088,7 @@ static int prepare(struct child_plan *p, const struct spawn_request *req, int pr
 {
     memset(p, 0, sizeof *p);
     p->req = req;
-    p->sync_fd = p->err_fd = p->logdir_fd = p->data_fd = -1;
+    p->sync_fd = p->err_fd = p->logdir_fd = p->data_fd = p->root_tree = -1;
     p->listen_fd = premade_listener; /* close_plan closes it if this fails */
     for (size_t i = 0; i < LOCAL_WS_MAX_MOUNTS; i++)
         p->ws_tree[i] = p->ws_layers[i] = -1;
@@ -1104,8 +1102,8 @@ static int prepare(struct child_plan *p, const struct spawn_request *req, int pr
     snprintf(p->datadir, sizeof p->datadir, "%s/data", req->dir);
     if (req->n_image_dirs == 0 && !dirs_made && mkdir(p->datadir, 0700) < 0 && errno != EEXIST)
         return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir in %s", req->dir);
-    uint64_t shm = req->memory_bytes / 4 < LOCAL_SHM_BYTES ? req->memory_bytes / 4 : LOCAL_SHM_BYTES;
-    snprintf(p->shm_opts, sizeof p->shm_opts, "size=%llu,mode=1777", (unsigned long long)shm);
+    snprintf(p->shm_opts, sizeof p->shm_opts, "size=%llu,mode=1777",
+             (unsigned long long)local_shm_bytes(req->memory_bytes));
     plan_root(p, req);
     pthread_once(&proc_mask_once, plan_proc_masks);
     p->proc_mask = proc_mask;
@@ -1132,7 +1130,8 @@ void local_spawn_fds_make(struct spawn_fds *f, const char *dir)
 
 void local_spawn_fds_close(struct spawn_fds *f)
 {
-    int fds[] = {f->listen_fd, f->sync[0], f->sync[1], f->err[0], f->err[1], f->cgroup_v2};
+    int fds[] = {f->listen_fd, f->sync[0], f->sync[1], f->err[0], f->err[1], f->cgroup_v2,
+                 f->root_tree};
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         if (fds[i] >= 0)
             close(fds[i]);
@@ -1213,6 +1212,18 @@ static int open_v2_made(const struct cg_sandbox *cg)
     return fd;
 }
 
+/* Whether the root's tree a spawner made is the root this create wants: its template, and
+ * data and /dev/shm of the sizes and owner it asks for. */
+static bool tree_fits(const struct root_tree_plan *t, const struct child_plan *p)
+{
+    const struct spawn_request *req = p->req;
+    return p->template_root[0] && strcmp(t->template_root, p->template_root) == 0 &&
+           t->uid == local_identity_root_uid(req->ident, req->slot) &&
+           t->gid == local_identity_root_gid(req->ident, req->slot) &&
+           t->disk_bytes == req->disk_bytes && t->shm_bytes == local_shm_bytes(req->memory_bytes) &&
+           req->run_uid == 0 && req->run_gid == 0 && req->person_id == 0;
+}
+
 int local_spawn(const struct spawn_request *req, struct spawn_result *out, struct mcp_error *err)
 {
     struct child_plan p;
@@ -1249,6 +1260,11 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     p.err_fd = errp[1];
     p.parent_sync_fd = sync[1];
     p.parent_err_fd = errp[0];
+    if (fds.root_tree >= 0 && tree_fits(&fds.root_tree_for, &p))
+        p.root_tree = fds.root_tree;
+    else if (fds.root_tree >= 0)
+        close(fds.root_tree);
+    fds.root_tree = -1; /* p's now */
     bool cg_premade = fds.cgroup_v2 >= 0;
     int cgfd = cg_premade ? fds.cgroup_v2 : open_v2_made(req->cg);
     fds.cgroup_v2 = -1; /* cgfd's now */
@@ -1275,6 +1291,8 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     int clone_errno = errno;
     if (cgfd >= 0)
         close(cgfd), out->in_cgroup_v2 = true;
+    if (p.root_tree >= 0) /* the child has its own descriptor of it */
+        close(p.root_tree);
     close(errp[1]);
     if (shared && pid > 0) {
         for (size_t i = 0; i < sizeof parent_copies / sizeof parent_copies[0]; i++)
@@ -1290,6 +1308,7 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     }
     out->pid = pid, out->pidfd = pidfd, out->err_fd = errp[0], out->shared_memory = shared;
     out->root_template = p.template_root[0] != '\0';
+    out->root_tree = p.root_tree >= 0;
     struct image_trees *trees = &out->trees;
     int rc = parent_setup(req, pid, &out->start, trees, err);
     if (shared)

@@ -29,6 +29,7 @@
 
 #define LOG_MODULE "local"
 #include "backend/local/local_internal.h"
+#include "backend/local/root_template.h"
 #include "mcp/base/log.h"
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
@@ -75,6 +76,8 @@ struct local_spawner {
     char logs_base[LOCAL_PATH_MAX];
     char slots_dir[LOCAL_PATH_MAX]; /* "": no uid slots to lease (rootless) */
     const unsigned char *slots_excluded;
+    const struct local_identity *ident;
+    char root_templates[LOCAL_PATH_MAX]; /* "": no root's tree made ahead */
     struct spawner_slot slots[LOCAL_SPAWNERS];
 };
 
@@ -140,6 +143,40 @@ static void remove_dirs(const struct local_spawner *s, const char *id)
     rmtree(path);
 }
 
+/* The root's tree for a create on the set's uid slot with the default root and spec (host
+ * mode, no network, the default disk and memory): the child attaches it in one call
+ * (root_tree.c). Root mode only (a slot leased). */
+static void make_root_tree(struct spawner_slot *sl)
+{
+    static atomic_bool refused; /* this kernel cannot build one: tried once per process */
+    const struct local_spawner *s = sl->spawner;
+    struct root_tree_plan *plan = &sl->fds.root_tree_for;
+    if (s->root_templates[0] == '\0' || sl->uid_slot == LOCAL_NO_SLOT || atomic_load(&refused))
+        return;
+    struct mcp_error err;
+    const char *failed;
+    plan->uid = local_identity_root_uid(s->ident, sl->uid_slot);
+    plan->gid = local_identity_root_gid(s->ident, sl->uid_slot);
+    plan->disk_bytes = LOCAL_DEFAULT_DISK;
+    plan->shm_bytes = local_shm_bytes(LOCAL_DEFAULT_MEMORY);
+    if (local_root_template(s->root_templates, false, plan->uid, plan->gid, plan->template_root,
+                            sizeof plan->template_root, &err) < 0) {
+        log_debug("spawner: %s (the child makes its root)", err.msg);
+        return;
+    }
+    sl->fds.root_tree = local_root_tree(plan, &failed);
+    if (sl->fds.root_tree >= 0)
+        return;
+    /* EINVAL: a kernel before 6.15 refuses mounts on a detached tree. Anything else (a damaged
+     * template) is the child's to report, with its hint, if it fails for the child too. */
+    if (errno != EINVAL)
+        log_debug("spawner: no root's tree ahead (%s: %s)", failed, strerror(errno));
+    else if (!atomic_exchange(&refused, true))
+        log_info("spawner: this kernel cannot build a root's mount tree ahead (%s: %s; mounts on "
+                 "a detached tree need Linux 6.15): each sandbox mounts its root itself",
+                 failed, strerror(errno));
+}
+
 /* In the thread: a fresh id, its cgroups (default limits; create sets others) and this thread
  * inside the v1 ones. */
 static int prepare(struct spawner_slot *sl)
@@ -176,6 +213,7 @@ static int prepare(struct spawner_slot *sl)
     local_spawn_fds_make(&sl->fds, dir);
     sl->fds.cgroup_v2 = cg_open_v2(&cg);
     sl->fds.dirs_made = dirs_made;
+    make_root_tree(sl);
     return 0;
 }
 
@@ -350,7 +388,9 @@ static void *spawner_main(void *arg)
 
 struct local_spawner *local_spawner_start(const struct cg_host *host, const char *run_dir,
                                           const char *logs_base, const char *slots_dir,
-                                          const unsigned char *slots_excluded)
+                                          const unsigned char *slots_excluded,
+                                          const struct local_identity *ident,
+                                          const char *root_templates)
 {
     /* Pure v2 has CLONE_INTO_CGROUP for everything. A rootless server on a hybrid host uses no
      * v2 hierarchy, and needs the spawner all the more: it may not move a child that already
@@ -363,6 +403,8 @@ struct local_spawner *local_spawner_start(const struct cg_host *host, const char
     snprintf(s->logs_base, sizeof s->logs_base, "%s", logs_base);
     snprintf(s->slots_dir, sizeof s->slots_dir, "%s", slots_dir ? slots_dir : "");
     s->slots_excluded = slots_excluded;
+    s->ident = ident;
+    snprintf(s->root_templates, sizeof s->root_templates, "%s", root_templates ? root_templates : "");
     for (int i = 0; i < LOCAL_SPAWNERS; i++) {
         struct spawner_slot *sl = &s->slots[i];
         sl->host = &s->host;
@@ -382,7 +424,7 @@ struct local_spawner *local_spawner_start(const struct cg_host *host, const char
 }
 
 static int take_ready(struct local_spawner *s, char *id, struct cg_sandbox *cg,
-                      uint32_t *uid_slot)
+                      uint32_t *uid_slot, bool *dirs_made)
 {
     for (int i = 0; s != NULL && i < LOCAL_SPAWNERS; i++) {
         struct spawner_slot *sl = &s->slots[i];
@@ -393,6 +435,7 @@ static int take_ready(struct local_spawner *s, char *id, struct cg_sandbox *cg,
             memcpy(id, sl->id, LOCAL_ID_LEN);
             *cg = sl->cg;
             *uid_slot = sl->uid_slot;
+            *dirs_made = sl->fds.dirs_made;
         }
         pthread_mutex_unlock(&sl->mu);
         if (ready)
@@ -430,12 +473,13 @@ void local_spawner_nudge(struct local_spawner *s)
 
 /* On the loop: reserves a prepared set; its id and cgroups become the new sandbox's. */
 int local_spawner_take(struct local_spawner *s, char *id, struct cg_sandbox *cg,
-                       uint32_t *uid_slot)
+                       uint32_t *uid_slot, bool *dirs_made)
 {
     *uid_slot = LOCAL_NO_SLOT;
+    *dirs_made = false;
     if (s == NULL)
         return -1;
-    int slot = take_ready(s, id, cg, uid_slot);
+    int slot = take_ready(s, id, cg, uid_slot, dirs_made);
     /* No set left for the next create: no thread pauses before making one (a create that
      * finds none waits for a v1 attach by pid, 3-20 ms). */
     if (any_ready(s))

@@ -5,7 +5,8 @@ the same types, modes, owners and link targets, the same generated files, read-o
 but /workspace, /tmp, /root and /dev/shm. The template is made once and reused; a template
 damaged from outside fails the create with an error that says what to remove, and is made anew
 once removed. A templates directory that cannot be used makes creates fall back to the tmpfs
-root, not fail. Run as root
+root, not fail. Through `mcpbox serve`, where a spawner thread makes the root ahead as one mount
+tree (backend/local/root_tree.c, root mode), the root is the same again. Run as root
 or as an ordinary user (tests/local/rootless); exits 77 where local sandboxes cannot run."""
 import argparse
 import difflib
@@ -15,6 +16,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from mcp_stdio import Client, serve_argv  # noqa: E402
 from mcpbox_cli import Cli, runtime_left, text  # noqa: E402
 
 ENV = "MCPBOX_LOCAL_ROOT_TEMPLATES"
@@ -45,6 +47,50 @@ def view(cli, templates):
     assert p.returncode == 0, text(p.stderr)
     cli.rm(sid)
     return text(p.stdout), mode
+
+
+def served_views(mcpbox, state_dir, templates, creates=5):
+    """Through one `mcpbox serve`: what each of several sandboxes made one after the other sees,
+    with the root its created event names. From the second create on a spawner thread prepares
+    the next one's set, and as root the root's tree with it."""
+    env = dict(os.environ, **{ENV: templates})
+    client = Client(serve_argv(mcpbox, state_dir, "--local-pool", "0"), env=env)
+    client.initialize("test_root_template")
+    seen = []
+    for _ in range(creates):
+        sid = client.call_tool("create_sandbox", {})["structuredContent"]["sandbox_id"]
+        run = client.call_tool("run_command", {"sandbox_id": sid, "command": VIEW})
+        out = run["structuredContent"]
+        assert out["exit_code"] == 0, out
+        events = client.call_tool("diagnose_sandbox", {"sandbox_id": sid, "what": "events"})
+        created = [e for e in events["structuredContent"]["events"] if e["kind"] == "created"]
+        seen.append((out["stdout"], created[0]["data"]["root"]))
+        client.call_tool("destroy_sandbox", {"sandbox_id": sid})
+    assert client.close(30) == 0
+    return seen
+
+
+def kernel_at_least(major, minor):
+    release = os.uname().release.split("-")[0].split(".")
+    return (int(release[0]), int(release[1])) >= (major, minor)
+
+
+def check_served(mcpbox, state_dir, tdir, on_tmpfs):
+    """As root on Linux 6.15+ (mounts on a detached tree), the sandboxes after the first few
+    get the tree made ahead; every root equals the tmpfs root."""
+    seen = served_views(mcpbox, state_dir, tdir)
+    roots = [root for _, root in seen]
+    print(f"served roots: {roots}")
+    for stdout, root in seen:
+        if stdout != on_tmpfs:
+            sys.stdout.writelines(difflib.unified_diff(on_tmpfs.splitlines(True),
+                                                       stdout.splitlines(True),
+                                                       "tmpfs root", root))
+            raise AssertionError(f"the {root} root differs from the tmpfs root")
+    if os.geteuid() == 0 and kernel_at_least(6, 15):
+        assert "template tree made ahead" in roots, roots
+    else:
+        assert "template tree made ahead" not in roots, roots
 
 
 def templates_in(d):
@@ -119,6 +165,7 @@ def main():
             view(cli, tdir)  # another slot's sandbox (tests run in parallel) makes its own
             assert not [t for t in templates_in(tdir) if t.startswith(".new-")], templates_in(tdir)
             assert os.stat(os.path.join(tdir, made[0])).st_ino == before, "made again"
+            check_served(a.mcpbox, cli.state_dir, tdir, on_tmpfs)
             damaged_template(cli, tdir)
         # A templates "directory" that is a file: creates still work, on a tmpfs root.
         blocker = os.path.join(work, "a-file")
