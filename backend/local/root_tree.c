@@ -47,7 +47,7 @@ static int attach(int tree, int sub, const char *target)
 }
 
 /* One host path, as the child would bind it. */
-static int add_bind(int tree, const struct root_bind *b)
+static int attach_bind(int tree, const struct root_bind *b)
 {
     int sub = clone_tree(AT_FDCWD, b->host, !b->device);
     if (sub >= 0 && !b->device && set_attrs(sub, ROOT_BIND_ATTRS, true) < 0) {
@@ -117,7 +117,7 @@ int local_root_tree(const struct root_tree_plan *plan, const char **failed)
     size_t n = local_root_binds(local_root_layout(), b);
     int rc = set_attrs(tree, ROOT_BIND_ATTRS, false);
     for (size_t i = 0; rc == 0 && i < n; i++)
-        if ((rc = add_bind(tree, &b[i])) < 0)
+        if ((rc = attach_bind(tree, &b[i])) < 0)
             *failed = b[i].host;
     if (rc == 0 && (rc = add_data(tree, plan)) < 0)
         *failed = "the data tmpfs";

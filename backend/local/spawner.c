@@ -370,7 +370,8 @@ static void *spawner_main(void *arg)
         sl->answered = false;
         pthread_mutex_unlock(&sl->mu);
         int rc = req != NULL ? spawn_request(sl, req) : 0;
-        local_spawn_fds_close(&sl->fds); /* what local_spawn did not take (a set given back) */
+        local_spawn_fds_close(&sl->fds); /* what local_spawn did not take (a set given back, a
+                                          * root's tree the create did not want) */
         if (!sl->answered) /* else answer_early did: the record (or the create's undoing) covers
                             * the set from the release on */
             spawner_marker_remove(sl->run_dir, sl->id);
