@@ -63,9 +63,9 @@ struct local_ws_check {
     const char *state_dir, *run_dir; /* never mountable, nor anything holding them */
 };
 struct local_ws_mount {
-    struct local_mount m;
-    char allow_dir[LOCAL_WS_PATH_MAX]; /* the allowed directory it was found under */
-    char rel[LOCAL_WS_PATH_MAX];       /* its path below that ("." for the directory itself) */
+    struct local_mount m; /* m.allow_dir, m.rel: where it was found; m.dev, m.ino: what */
+    int fd;               /* the checked source (O_PATH), kept until local_ws_free: the tree
+                           * the sandbox gets is made from it, never from a path again */
 };
 struct local_ws {
     struct local_ws_mount *m;
@@ -86,6 +86,7 @@ void local_ws_remove(const char *state_dir, const char *id, const struct local_i
 /* openat2(allow_dir, rel, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS) as an O_PATH directory fd;
  * the allowed directory itself is opened with RESOLVE_NO_SYMLINKS. -1 with errno. */
 int local_ws_open_beneath(const char *allow_dir, const char *rel);
+#define LOCAL_WS_OPEN_TRIES 16 /* walks tried while a rename makes openat2 answer EAGAIN */
 
 /* ---- seccomp (seccomp_profile.c) ---- */
 struct local_seccomp {

@@ -2,7 +2,9 @@
  * (workspace_review.h), on mounts.json's layout (workspace.h). The scan reads whole trees and
  * files, so it runs on libuv's worker pool, never on the loop. It reads the upper layers as the
  * server: as root anything; as a user the files the sandbox's commands wrote, which are the
- * user's own (workspace.h, "owners in upper"). */
+ * user's own (workspace.h, "owners in upper"). Each mount's host directory is reached once per
+ * call, verified to be the one the create checked (workspace_source.c), and the engine works
+ * below that descriptor only. */
 #define LOG_MODULE "local"
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +60,9 @@ static void ws_job_free(struct ws_job *j)
 {
     if (j->ns_fd >= 0)
         close(j->ns_fd);
+    for (size_t i = 0; i < j->n; i++)
+        if (j->mounts[i].source_fd >= 0)
+            close(j->mounts[i].source_fd);
     free(j->all);
     free(j->mounts);
     free(j->journals);
@@ -111,9 +116,14 @@ static int load_mounts(struct ws_job *j, const char *id, struct mcp_error *err)
         const struct local_mount *m = &j->all[i];
         if (m->mode != LOCAL_MOUNT_COW)
             continue;
+        /* The directory the create checked, or a refusal: never the path as it is now. */
+        int src = local_source_open(m, err);
+        if (src < 0)
+            return -1;
         size_t k = j->n++;
         snprintf(j->journals[k], LOCAL_WS_PATH_MAX, "%s/%u/%s", dir, m->index, WS_JOURNAL_NAME);
-        j->mounts[k] = (struct ws_mount){.source = m->source,
+        j->mounts[k] = (struct ws_mount){.source_fd = src,
+                                         .source = m->source,
                                          .target = m->target,
                                          .upper = m->upper,
                                          .journal = j->journals[k],

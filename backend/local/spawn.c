@@ -260,9 +260,12 @@ static int detached_tree(const struct child_plan *p, int dirfd, const char *path
 }
 
 /* The host mounts' trees, opened while the child may still walk the server's directories (as
- * host root, or as the user). A user's child walks from the allowed directory itself with
- * RESOLVE_BENEATH, as the parent did when it checked the mount; the copy-on-write layers'
- * directory is the server's own. Detached trees: nothing is made in this namespace yet. */
+ * host root, or as the user). A user's child cannot clone the parent's checked descriptor (it
+ * belongs to the parent's mount namespace), so it walks from the allowed directory again with
+ * RESOLVE_BENEATH, in its own copy of the same mounts, and takes the result only if it is the
+ * very directory the parent checked and still holds open (same device and inode, so no
+ * rename or swap in between can substitute another); the copy-on-write layers' directory is
+ * the server's own. Detached trees: nothing is made in this namespace yet. */
 static void open_ws_trees(struct child_plan *p)
 {
     const struct local_ws *ws = p->req->ws;
@@ -270,8 +273,13 @@ static void open_ws_trees(struct child_plan *p)
         const struct local_ws_mount *w = &ws->m[i];
         uint64_t ro = w->m.mode == LOCAL_MOUNT_RW ? 0 : MOUNT_ATTR_RDONLY;
         if (!ws_by_parent(p->req)) {
-            int src = local_ws_open_beneath(w->allow_dir, w->rel);
+            int src = local_ws_open_beneath(w->m.allow_dir, w->m.rel);
             CHECK(src >= 0, "open mount source", w->m.source);
+            errno = ESTALE;
+            CHECK(local_source_is(src, &w->m),
+                  "mount source moved or replaced since it was checked (nothing mounted; try "
+                  "again)",
+                  w->m.source);
             p->ws_tree[i] = detached_tree(p, src, "", ro | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
                                           w->m.source);
             close(src);
@@ -849,8 +857,8 @@ static int owner_userns(uint32_t uid, uint32_t gid, uint32_t to_uid, uint32_t to
     return fd;
 }
 
-/* Root mode: each host mount's source as a detached tree, opened with RESOLVE_BENEATH from its
- * allowed directory and idmapped so that its owner's files belong to the sandbox's root (or
+/* Root mode: each host mount's source as a detached tree, cloned from the very descriptor the
+ * create checked (never a path looked up again) and idmapped so that its owner's files belong to the sandbox's root (or
  * the image's User) and what the sandbox writes there lands as that owner. */
 static int ws_trees(const struct spawn_request *req, struct image_trees *trees,
                     struct mcp_error *err)
@@ -862,14 +870,9 @@ static int ws_trees(const struct spawn_request *req, struct image_trees *trees,
         int userns = owner_userns(w->m.owner_uid, w->m.owner_gid, to_uid, to_gid, err);
         if (userns < 0)
             return -1;
-        int src = local_ws_open_beneath(w->allow_dir, w->rel);
-        int tree = src < 0 ? -1
-                           : (int)syscall(SYS_open_tree, src, "",
-                                          AT_EMPTY_PATH | OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
-                                              AT_RECURSIVE);
+        int tree = (int)syscall(SYS_open_tree, w->fd, "",
+                                AT_EMPTY_PATH | OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
         int e = errno;
-        if (src >= 0)
-            close(src);
         struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID |
                                               MOUNT_ATTR_NODEV |
                                               (w->m.mode == LOCAL_MOUNT_RW ? 0 : MOUNT_ATTR_RDONLY),

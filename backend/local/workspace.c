@@ -19,6 +19,7 @@
 
 #include "backend/local/local.h"
 #include "backend/local/local_internal.h"
+#include "mcp/base/cleanup.h"
 #include "mcp/base/xalloc.h"
 
 /* Where a mount may appear inside a sandbox: its own writable space, or conventional places
@@ -224,14 +225,37 @@ int local_ws_open_beneath(const char *allow_dir, const char *rel)
         return -1;
     struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
-    int fd = (int)syscall(SYS_openat2, root, rel, &how, sizeof how);
+    /* A rename anywhere on the host while the walk crosses a ".." (a symlink like ../x) makes
+     * RESOLVE_BENEATH give up with EAGAIN rather than risk a wrong answer: walk again. */
+    int fd = -1;
+    for (int tries = 0; tries < LOCAL_WS_OPEN_TRIES && fd < 0; tries++)
+        if ((fd = (int)syscall(SYS_openat2, root, rel, &how, sizeof how)) < 0 && errno != EAGAIN)
+            break;
     int e = errno;
     close(root);
     errno = e;
     return fd;
 }
 
-/* Resolves and checks mount i's source; fills m->source, owner; returns an O_PATH fd. */
+/* The refusal of a source whose walk left its allowed directory, naming what led out (a ".."
+ * or a symlink) rather than the errno that stopped the walk. */
+static int refuse_way_out(const char *dir, const char *rel, const char *src, unsigned i,
+                          struct mcp_error *err)
+{
+    char why[LOCAL_WS_PATH_MAX + 64];
+    cleanup_close int allowed = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    snprintf(why, sizeof why, "the allowed directory itself is a symlink");
+    if (allowed >= 0)
+        local_source_why_out(allowed, rel, why, sizeof why);
+    return mcp_error_set(err, MCP_ERR_DENIED, 0,
+                         "mounts[%u].source %s leaves the allowed directory %s: %s. Name a path "
+                         "inside it, or have the person running mcpbox allow the real location "
+                         "with --allow-dir",
+                         i, src, dir, why);
+}
+
+/* Resolves and checks mount i's source; fills wm->m (source, where and what it is, owner);
+ * returns the checked O_PATH fd. */
 static int resolve_source(const struct local_ws_check *c, const char *src, unsigned i,
                           struct local_ws_mount *wm, struct mcp_error *err)
 {
@@ -253,14 +277,28 @@ static int resolve_source(const struct local_ws_check *c, const char *src, unsig
                              "--allow-dir %s (or MCPBOX_ALLOW_DIRS)", i, src, list, src);
     int fd = local_ws_open_beneath(dir, rel);
     if (fd < 0 && (errno == EXDEV || errno == ELOOP))
-        return mcp_error_set(err, MCP_ERR_DENIED, errno,
-                             "mounts[%u].source %s leaves the allowed directory %s through \"..\" "
-                             "or a symlink: name a path inside it, or have the person running "
-                             "mcpbox allow the real location with --allow-dir", i, src, dir);
+        return refuse_way_out(dir, rel, src, i, err);
+    if (fd < 0 && errno == EAGAIN)
+        return mcp_error_set(err, MCP_ERR_CONFLICT, 0,
+                             "mounts[%u].source %s kept changing while it was opened (something "
+                             "renames entries on its path, perhaps a sandbox that can write "
+                             "there): nothing was mounted; try again when it is left alone",
+                             i, src);
+    if (fd < 0 && errno == ENOENT)
+        return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
+                             "mounts[%u].source %s does not exist under %s; create it on the "
+                             "host or name another",
+                             i, src, dir);
+    if (fd < 0 && errno == ENOTDIR)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "mounts[%u].source %s is not a directory (a mount's source must be "
+                             "one): name the directory that holds it",
+                             i, src);
     if (fd < 0)
-        return mcp_error_set(err, errno == ENOENT ? MCP_ERR_NOT_FOUND : MCP_ERR_INVALID, errno,
+        return mcp_error_set(err, MCP_ERR_INVALID, errno,
                              "mounts[%u].source %s: cannot open it as a directory under %s; "
-                             "create it on the host or name another", i, src, dir);
+                             "create it on the host or name another",
+                             i, src, dir);
     const char *priv[] = {c->state_dir, c->run_dir};
     const char *bad = holds_private_dir(fd, priv, c->run_dir ? 2 : 1);
     if (bad) {
@@ -270,16 +308,14 @@ static int resolve_source(const struct local_ws_check *c, const char *src, unsig
                              "(%s), which no sandbox may see: mount a directory outside it, or "
                              "start mcpbox with another --state-dir", i, src, bad);
     }
-    char proc[64];
-    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-    ssize_t n = readlink(proc, wm->m.source, sizeof wm->m.source - 1);
     struct stat st;
-    if (n <= 0 || fstat(fd, &st) < 0) {
-        int e = errno;
+    if (fstat(fd, &st) < 0 || local_source_identify(fd, dir, &wm->m, err) < 0) {
+        if (err->code == 0)
+            mcp_error_set(err, MCP_ERR_IO, errno, "mounts[%u].source %s: cannot resolve it", i,
+                          src);
         close(fd);
-        return mcp_error_set(err, MCP_ERR_IO, e, "mounts[%u].source %s: cannot resolve it", i, src);
+        return -1;
     }
-    wm->m.source[n] = '\0';
     if (!within_roots(c->roots, wm->m.source)) {
         close(fd);
         return mcp_error_set(err, MCP_ERR_DENIED, 0,
@@ -288,8 +324,6 @@ static int resolve_source(const struct local_ws_check *c, const char *src, unsig
                              "allows; add the directory to the client's workspace roots, or "
                              "mount one inside them", i, src);
     }
-    snprintf(wm->allow_dir, sizeof wm->allow_dir, "%s", dir);
-    snprintf(wm->rel, sizeof wm->rel, "%s", rel);
     /* Whose files: as root, the owner of the mounted directory; as a user, that user. */
     wm->m.owner_uid = geteuid() == 0 ? st.st_uid : geteuid();
     wm->m.owner_gid = geteuid() == 0 ? st.st_gid : getegid();
@@ -334,13 +368,12 @@ int local_ws_check(const struct local_ws_check *c, json_t *mounts, struct local_
         wm->m.index = (unsigned)i;
         wm->m.mode = (enum local_mount_mode)md;
         snprintf(wm->m.target, sizeof wm->m.target, "%s", target);
-        int fd = resolve_source(c, json_string_value(json_object_get(j, "source")), (unsigned)i,
-                                wm, err);
-        if (fd < 0) {
+        wm->fd = resolve_source(c, json_string_value(json_object_get(j, "source")), (unsigned)i, wm,
+                                err);
+        if (wm->fd < 0) {
             local_ws_free(out);
             return -1;
         }
-        close(fd);
         out->n++;
     }
     /* A mount whose target lies in another's comes after it (shorter targets first). */
@@ -356,6 +389,8 @@ int local_ws_check(const struct local_ws_check *c, json_t *mounts, struct local_
 
 void local_ws_free(struct local_ws *ws)
 {
+    for (size_t i = 0; i < ws->n; i++)
+        close(ws->m[i].fd);
     free(ws->m);
     memset(ws, 0, sizeof *ws);
 }
@@ -383,6 +418,11 @@ json_t *local_ws_json(const struct local_ws *ws, bool with_layers)
             json_object_set_new(o, "upper", json_string(m->upper));
             json_object_set_new(o, "work", json_string(m->work));
         }
+        if (with_layers) /* which directory it is: workspace_source.c */
+            json_object_update_new(o,
+                                   json_pack("{s:s, s:s, s:s, s:I, s:I}", "allow_dir", m->allow_dir,
+                                             "rel", m->rel, "handle", m->handle, "dev",
+                                             (json_int_t)m->dev, "ino", (json_int_t)m->ino));
         json_array_append_new(arr, o);
     }
     return arr;
@@ -482,6 +522,11 @@ int local_workspace_load(const char *state_dir, const char *sandbox_id, struct l
                  jstr(j, "upper"));
         snprintf(m->work, sizeof m->work, "%s",
                  jstr(j, "work"));
+        snprintf(m->allow_dir, sizeof m->allow_dir, "%s", jstr(j, "allow_dir"));
+        snprintf(m->rel, sizeof m->rel, "%s", jstr(j, "rel"));
+        snprintf(m->handle, sizeof m->handle, "%s", jstr(j, "handle"));
+        m->dev = (uint64_t)json_integer_value(json_object_get(j, "dev"));
+        m->ino = (uint64_t)json_integer_value(json_object_get(j, "ino"));
     }
     *n = count;
     json_decref(doc);

@@ -46,6 +46,7 @@
 #define MCPBOX_LOCAL_WORKSPACE_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -55,17 +56,24 @@
 #define LOCAL_WS_META "mounts.json" /* in <state_dir>/workspaces/<id>/ */
 #define LOCAL_WS_PATH_MAX 4096
 #define LOCAL_WS_MAX_MOUNTS 16      /* per sandbox */
+#define LOCAL_WS_HANDLE_HEX 300     /* "type:" + 2 * MAX_HANDLE_SZ hex digits + NUL */
 
 enum local_mount_mode { LOCAL_MOUNT_RO, LOCAL_MOUNT_RW, LOCAL_MOUNT_COW };
 
 struct local_mount {
     unsigned index;
     enum local_mount_mode mode;
-    char source[LOCAL_WS_PATH_MAX]; /* host real path */
+    char source[LOCAL_WS_PATH_MAX]; /* host real path (shown; never opened by this path) */
     char target[LOCAL_WS_PATH_MAX]; /* inside the sandbox, absolute */
     uint32_t owner_uid, owner_gid;  /* the person whose files these are */
     char upper[LOCAL_WS_PATH_MAX];  /* copy-on-write only, else "" */
     char work[LOCAL_WS_PATH_MAX];
+    /* Which directory it is (workspace_source.c): the allowed directory it was found under, its
+     * real path below that, and its identity when it was checked. */
+    char allow_dir[LOCAL_WS_PATH_MAX];
+    char rel[LOCAL_WS_PATH_MAX];      /* "." for the allowed directory itself */
+    char handle[LOCAL_WS_HANDLE_HEX]; /* name_to_handle_at, "type:hex"; "" if unsupported */
+    uint64_t dev, ino;
 };
 
 /* "ro", "rw", "copy-on-write"; -1 for anything else. */
@@ -80,6 +88,26 @@ void local_workspace_dir(const char *state_dir, const char *sandbox_id, char *ou
  * file that exists but cannot be read or parsed. */
 int local_workspace_load(const char *state_dir, const char *sandbox_id, struct local_mount **out,
                          size_t *n, struct mcp_error *err);
+
+/* ---- a mount's source (workspace_source.c) ----
+ * A source is checked once, at create, on one descriptor (workspace.c), and that descriptor is
+ * what the sandbox gets. Later (review, apply, maybe in another process after a restart) the
+ * directory is reached again only by a walk from the allowed directory that follows no symlink
+ * at all, and the result is used only if it is the very directory that was checked: its file
+ * handle (inode and generation) and device match the ones recorded. */
+
+/* Fills m's allow_dir, rel, handle, dev, ino and source from the checked descriptor fd. */
+int local_source_identify(int fd, const char *allow_dir, struct local_mount *m,
+                          struct mcp_error *err);
+/* True if fd is the directory m records (device, inode and, where known, file handle). */
+bool local_source_is(int fd, const struct local_mount *m);
+/* The recorded directory as an O_PATH descriptor, or -1 with err saying that it moved, was
+ * replaced or is gone (nothing is read or written then). */
+int local_source_open(const struct local_mount *m, struct mcp_error *err);
+/* Why walking rel from the allowed directory dirfd left it: names the ".." or the symlink
+ * found (out: a sentence fragment such as "\"..\" (a parent directory)" or "x is a symlink to
+ * /etc"). */
+void local_source_why_out(int dirfd, const char *rel, char *out, size_t size);
 
 /* The copy-on-write mount of a sandbox that contains `path` (a path inside the sandbox), or
  * NULL; *rel gets the path relative to its target ("" for the target itself). */

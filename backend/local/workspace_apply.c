@@ -397,7 +397,7 @@ static json_t *apply_locked(const struct ws_mount *mounts, size_t n_mounts,
     int rc = 0;
     for (size_t m = 0; m < n_mounts && rc == 0; m++) {
         a.m = &mounts[m];
-        a.src = open(a.m->source, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        a.src = ws_source_open(a.m, O_PATH);
         a.upper = open(a.m->upper, O_PATH | O_DIRECTORY | O_CLOEXEC);
         a.journal = ws_journal_load(a.m);
         if (a.src < 0 || a.upper < 0)

@@ -293,7 +293,7 @@ json_t *ws_review(const struct ws_mount *mounts, size_t n_mounts, const struct w
             if (ufd >= 0)
                 close(ufd), close(lfd);
             ufd = open(m->upper, O_PATH | O_DIRECTORY | O_CLOEXEC);
-            lfd = open(m->source, O_PATH | O_DIRECTORY | O_CLOEXEC);
+            lfd = ws_source_open(m, O_PATH);
             cur = c->mount;
         }
         size_t at = d.len;

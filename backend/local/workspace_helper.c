@@ -36,11 +36,12 @@ static json_t *request_json(const char *action, const struct ws_mount *mounts, s
 {
     json_t *ms = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(ms, json_pack("{s:s, s:s, s:s, s:s?, s:I, s:I}", "source",
-                                            mounts[i].source, "target", mounts[i].target, "upper",
-                                            mounts[i].upper, "journal", mounts[i].journal,
-                                            "owner_uid", (json_int_t)mounts[i].owner_uid,
-                                            "owner_gid", (json_int_t)mounts[i].owner_gid));
+        json_array_append_new(ms, json_pack("{s:i, s:s, s:s, s:s, s:s?, s:I, s:I}", "source_fd",
+                                            mounts[i].source_fd, "source", mounts[i].source,
+                                            "target", mounts[i].target, "upper", mounts[i].upper,
+                                            "journal", mounts[i].journal, "owner_uid",
+                                            (json_int_t)mounts[i].owner_uid, "owner_gid",
+                                            (json_int_t)mounts[i].owner_gid));
     return json_pack("{s:s, s:o, s:I, s:s, s:O}", "action", action, "mounts", ms, "since_ns",
                      (json_int_t)o->since_ns, "xattr_prefix", o->xattr_prefix, "args",
                      args ? args : json_object());
@@ -53,7 +54,10 @@ static json_t *run_request(json_t *req, struct mcp_error *err)
     struct ws_mount *mounts = xcalloc(n + 1, sizeof *mounts);
     for (size_t i = 0; i < n; i++) {
         json_t *m = json_array_get(ms, i);
+        json_t *fd = json_object_get(m, "source_fd");
         mounts[i] = (struct ws_mount){
+            /* inherited from the server, which verified it (workspace_source.c) */
+            .source_fd = json_is_integer(fd) ? (int)json_integer_value(fd) : -1,
             .source = json_string_value(json_object_get(m, "source")),
             .target = json_string_value(json_object_get(m, "target")),
             .upper = json_string_value(json_object_get(m, "upper")),
@@ -140,9 +144,14 @@ int ws_helper_main(int argc, char **argv)
 
 /* ---- the server's side (a worker thread) ---- */
 
-/* Between fork and exec: async-signal-safe calls only. */
-__attribute__((noreturn)) static void exec_helper(int in, int out, int ns_fd)
+/* Between fork and exec: async-signal-safe calls only. The mounts' host directories stay open
+ * across the exec (they are above HELPER_NS_FD: the server keeps 0 to 2 for itself). */
+__attribute__((noreturn)) static void exec_helper(int in, int out, int ns_fd,
+                                                  const struct ws_mount *mounts, size_t n)
 {
+    for (size_t i = 0; i < n; i++)
+        if (mounts[i].source_fd > HELPER_NS_FD)
+            fcntl(mounts[i].source_fd, F_SETFD, 0);
     int fds[3] = {in, out, ns_fd};
     for (int i = 0; i < 3; i++) /* first out of the way of 0..3, then into place */
         if (fds[i] <= HELPER_NS_FD)
@@ -174,8 +183,8 @@ static json_t *parse_reply(struct buf *out, int status, struct mcp_error *err)
     return NULL;
 }
 
-json_t *ws_run_in_userns(int ns_fd, const char *action, const struct ws_mount *mounts, size_t n,
-                         const struct ws_options *o, json_t *args, struct mcp_error *err)
+static json_t *run_helper(int ns_fd, const char *action, const struct ws_mount *mounts, size_t n,
+                          const struct ws_options *o, json_t *args, struct mcp_error *err)
 {
     json_t *req = request_json(action, mounts, n, o, args);
     char *text = json_dumps(req, JSON_COMPACT);
@@ -190,7 +199,7 @@ json_t *ws_run_in_userns(int ns_fd, const char *action, const struct ws_mount *m
     }
     pid_t pid = fork();
     if (pid == 0)
-        exec_helper(in[0], out[1], ns_fd);
+        exec_helper(in[0], out[1], ns_fd, mounts, n);
     close(in[0]), close(out[1]);
     /* The helper reads its whole request before it writes anything: no deadlock. */
     if (pid > 0)
@@ -215,5 +224,36 @@ json_t *ws_run_in_userns(int ns_fd, const char *action, const struct ws_mount *m
     else
         res = parse_reply(&b, status, err);
     buf_release(&b);
+    return res;
+}
+
+/* The helper's copies of the mounts' descriptors, above the numbers exec_helper moves things
+ * to (-1 where the original was). */
+static struct ws_mount *helper_mounts(const struct ws_mount *mounts, size_t n)
+{
+    struct ws_mount *own = xcalloc(n + 1, sizeof *own);
+    for (size_t i = 0; i < n; i++) {
+        own[i] = mounts[i];
+        own[i].source_fd = mounts[i].source_fd < 0
+                               ? -1
+                               : fcntl(mounts[i].source_fd, F_DUPFD_CLOEXEC, HELPER_NS_FD + 1);
+    }
+    return own;
+}
+
+static void helper_mounts_free(struct ws_mount *own, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (own[i].source_fd >= 0)
+            close(own[i].source_fd);
+    free(own);
+}
+
+json_t *ws_run_in_userns(int ns_fd, const char *action, const struct ws_mount *mounts, size_t n,
+                         const struct ws_options *o, json_t *args, struct mcp_error *err)
+{
+    struct ws_mount *own = helper_mounts(mounts, n);
+    json_t *res = run_helper(ns_fd, action, own, n, o, args, err);
+    helper_mounts_free(own, n);
     return res;
 }

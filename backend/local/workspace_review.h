@@ -18,7 +18,8 @@
  * The engine reads the upper layer and the host with the caller's credentials (the helper,
  * workspace_helper.c, joins the sandbox's user namespace first where the upper layer is owned
  * by subordinate ids) and never follows a symlink on either side: every path is walked from
- * the mount's directories with openat2(RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH). */
+ * the mount's directories with openat2(RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH), and the host
+ * directory itself is the descriptor the caller verified (ws_mount.source_fd), never a path. */
 #ifndef MCPBOX_WORKSPACE_REVIEW_H
 #define MCPBOX_WORKSPACE_REVIEW_H
 
@@ -41,7 +42,11 @@
 #define WS_JOURNAL_NAME "applied.json"
 
 struct ws_mount {
-    const char *source;  /* host directory: the overlay's lower layer */
+    /* The host directory, the overlay's lower layer: an O_PATH descriptor of the directory the
+     * create checked (local_source_open), the only way the engine reaches it; source is its
+     * path, for messages and the paths shown to the person. */
+    int source_fd;
+    const char *source;
     const char *target;  /* where the sandbox sees it ("/workspace/proj") */
     const char *upper;   /* the overlay's upper directory */
     const char *journal; /* host state of the paths applied so far (NULL: none kept) */
@@ -108,6 +113,9 @@ char *ws_host_path(const struct ws_mount *m, const char *rel);    /* source/rel 
 /* True if paths (NULL or empty: everything) names rel's sandbox or host path or a directory
  * above it. */
 bool ws_selected(json_t *paths, const struct ws_mount *m, const char *rel);
+/* The mount's host directory, opened again from its descriptor with flags (O_PATH or O_RDONLY;
+ * O_DIRECTORY and O_CLOEXEC are added): "." is the only name looked up. */
+int ws_source_open(const struct ws_mount *m, int flags);
 /* openat2 below dirfd without symlinks or "..": O_PATH|O_DIRECTORY when dir, else flags. */
 int ws_open_beneath(int dirfd, const char *rel, int flags, bool dir);
 /* ws_open_beneath read-only, for a regular file only (-1 with errno EINVAL for anything else,

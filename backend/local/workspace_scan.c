@@ -45,6 +45,15 @@ int ws_open_beneath(int dirfd, const char *rel, int flags, bool dir)
     return (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof how);
 }
 
+int ws_source_open(const struct ws_mount *m, int flags)
+{
+    if (m->source_fd < 0) {
+        errno = EBADF;
+        return -1;
+    }
+    return openat(m->source_fd, ".", flags | O_DIRECTORY | O_CLOEXEC);
+}
+
 int ws_open_regular(int dirfd, const char *rel, struct stat *st)
 {
     int fd = ws_open_beneath(dirfd, rel, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, false);
@@ -401,7 +410,7 @@ int ws_scan(const struct ws_mount *mounts, size_t n_mounts, const struct ws_opti
     memset(out, 0, sizeof *out);
     for (size_t m = 0; m < n_mounts; m++) {
         cleanup_close int ufd = open(mounts[m].upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        cleanup_close int lfd = open(mounts[m].source, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        cleanup_close int lfd = ws_source_open(&mounts[m], O_RDONLY);
         if (ufd < 0 || lfd < 0) {
             mcp_error_set(err, MCP_ERR_IO, errno, "cannot open %s",
                           ufd < 0 ? mounts[m].upper : mounts[m].source);

@@ -121,8 +121,12 @@ static int cmp_double(const void *a, const void *b)
 
 static int time_review(int runs, uint64_t max_bytes, int expect, const char *what)
 {
-    struct ws_mount m = {
-        .source = lower, .target = "/workspace", .upper = upper, .owner_uid = -1, .owner_gid = -1};
+    struct ws_mount m = {.source_fd = open(lower, O_PATH | O_DIRECTORY | O_CLOEXEC),
+                         .source = lower,
+                         .target = "/workspace",
+                         .upper = upper,
+                         .owner_uid = -1,
+                         .owner_gid = -1};
     struct ws_options o = {.since_ns = now_wall_ms() * 1000000ll, .xattr_prefix = "user.overlay."};
     double *t = calloc((size_t)runs, sizeof *t);
     size_t found = 0, bytes = 0;
@@ -139,6 +143,7 @@ static int time_review(int runs, uint64_t max_bytes, int expect, const char *wha
         bytes = (size_t)json_integer_value(json_object_get(res, "diff_bytes"));
         json_decref(res);
     }
+    close(m.source_fd);
     qsort(t, (size_t)runs, sizeof *t, cmp_double);
     printf("%-34s median %.2f ms (min %.2f, max %.2f, %d runs): %zu changes, %zu diff bytes\n",
            what, t[runs / 2], t[0], t[runs - 1], runs, found, bytes);

@@ -189,7 +189,10 @@ static void sandbox_sees_its_work(void)
 
 static struct ws_mount mount_of(void)
 {
-    return (struct ws_mount){.source = lower,
+    /* the engine reaches the host directory through this descriptor only (not closed: the
+     * test process is short) */
+    return (struct ws_mount){.source_fd = open(lower, O_PATH | O_DIRECTORY | O_CLOEXEC),
+                             .source = lower,
                              .target = "/workspace/proj",
                              .upper = upper,
                              .journal = journal,
