@@ -16,6 +16,9 @@
  *           "mode": "copy-on-write",               "ro" | "rw" | "copy-on-write"
  *           "owner_uid": 1000, "owner_gid": 1000,  whose files these are: rw writes land as
  *                                                  them, and so must applied changes
+ *           "allow_dir": "/home/me", "rel": "proj",  where it was found (a real path below
+ *                                                  the allowed directory), and what it is:
+ *           "dev": 2049, "ino": 1234, "handle": "1:0a..",  (workspace_source.c)
  *           "upper": "<state_dir>/workspaces/<id>/0/upper",   copy-on-write only
  *           "work":  "<state_dir>/workspaces/<id>/0/work"},   copy-on-write only
  *          ...]}
