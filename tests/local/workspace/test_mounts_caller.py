@@ -12,87 +12,22 @@ file), A is a fresh local user's. Then, each as themselves (setpriv):
 - root mounts D: works, as before.
 
 usage: test_mounts_caller.py --mcpbox PATH   (exit 77 where local sandboxes cannot run)
-       test_mounts_caller.py --client PORT CALLS_JSON   (internal: one user's MCP client)
 """
 import argparse
 import hashlib
-import http.client
 import json
 import os
-import re
+import pwd
 import secrets
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from mcp_http import as_user, start_server  # noqa: E402
 
 SKIP = 77
-PROTOCOL_VERSION = "2025-11-25"
-
-
-# ---- the client, run as another user -------------------------------------------------------
-
-class HttpClient:
-    """MCP over Streamable HTTP with the standard library: one POST per message; a reply comes
-    as JSON or as an SSE stream holding it."""
-
-    def __init__(self, port):
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-        self.session = None
-        self.next_id = 1
-
-    def post(self, msg):
-        headers = {"Content-Type": "application/json",
-                   "Accept": "application/json, text/event-stream",
-                   "MCP-Protocol-Version": PROTOCOL_VERSION}
-        if self.session:
-            headers["Mcp-Session-Id"] = self.session
-        self.conn.request("POST", "/mcp", json.dumps(msg), headers)
-        resp = self.conn.getresponse()
-        body = resp.read().decode()
-        self.session = resp.getheader("Mcp-Session-Id") or self.session
-        if "id" not in msg:
-            return None
-        if resp.getheader("Content-Type", "").startswith("text/event-stream"):
-            for line in body.splitlines():
-                if line.startswith("data:"):
-                    m = json.loads(line[5:])
-                    if m.get("id") == msg["id"]:
-                        return m
-            raise RuntimeError(f"no reply in {body!r}")
-        return json.loads(body)
-
-    def call(self, method, params):
-        rid = self.next_id
-        self.next_id += 1
-        reply = self.post({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        if "error" in reply:
-            raise RuntimeError(f"{method}: {reply['error']}")
-        return reply["result"]
-
-
-def client_main(port, calls):
-    """Runs the tool calls in order; "$SID" in an argument is the last created sandbox. Prints
-    one JSON list of [isError, structuredContent, text] and destroys what it created."""
-    c = HttpClient(port)
-    c.call("initialize", {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
-                          "clientInfo": {"name": "caller-test", "version": "1"}})
-    c.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    out, made, sid = [], [], None
-    for name, args in calls:
-        args = json.loads(json.dumps(args).replace("$SID", sid or ""))
-        res = c.call("tools/call", {"name": name, "arguments": args})
-        text = "".join(p.get("text", "") for p in res.get("content", []))
-        sc = res.get("structuredContent")
-        out.append([res.get("isError", False), sc, text])
-        if name == "create_sandbox" and not res.get("isError"):
-            sid = sc["sandbox_id"]
-            made.append(sid)
-    for s in made:
-        c.call("tools/call", {"name": "destroy_sandbox", "arguments": {"sandbox_id": s}})
-    print(json.dumps(out))
-    return 0
 
 
 # ---- the test, as root -------------------------------------------------------------------------
@@ -109,37 +44,6 @@ def tree_digest(root):
                 with open(p, "rb") as f:
                     h.update(f.read())
     return h.hexdigest()
-
-
-def as_user(uid, gid, port, calls):
-    """The client as uid:gid (no supplementary groups, no capabilities); its results."""
-    argv = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
-            "--inh-caps=-all", "--bounding-set=-all", sys.executable, os.path.abspath(__file__),
-            "--client", str(port), json.dumps(calls)]
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd="/")
-    assert r.returncode == 0, f"client as {uid}: {r.stderr}"
-    return json.loads(r.stdout)
-
-
-def start_server(mcpbox, state, allow, log_path):
-    args = [mcpbox, "serve", "--http", "127.0.0.1:0", "--state-dir", state, "--local-pool", "0",
-            "--log-level", "info"]
-    for d in allow:
-        args += ["--allow-dir", d]
-    log = open(log_path, "w+")
-    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=log, cwd="/")
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        log.seek(0)
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)/mcp", log.read())
-        if m:
-            return proc, int(m.group(1))
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    log.seek(0)
-    raise RuntimeError("server did not start: " + log.read())
 
 
 def refused(res, *words):
@@ -261,11 +165,8 @@ def make_dirs(base, uid, gid):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mcpbox")
-    ap.add_argument("--client", nargs=2, metavar=("PORT", "CALLS"))
+    ap.add_argument("--mcpbox", required=True)
     a = ap.parse_args()
-    if a.client:
-        return client_main(int(a.client[0]), json.loads(a.client[1]))
     if os.geteuid() != 0:
         print("FAIL: this test serves other users' directories, which needs root")
         return 1
@@ -276,11 +177,10 @@ def main():
     os.chmod(base, 0o755)
     proc = None
     try:
-        import pwd
         pw = pwd.getpwnam(user)
         make_dirs(base, pw.pw_uid, pw.pw_gid)
         state = os.path.join(base, "state")
-        proc, port = start_server(a.mcpbox, state, [os.path.join(base, "root-proj")],
+        proc, port = start_server(a.mcpbox, state, ["--allow-dir", os.path.join(base, "root-proj")],
                                   os.path.join(base, "server.log"))
         probe = as_user(0, 0, port, [["create_sandbox", {}]])[0]
         if probe[0] and "unsupported" in probe[2].lower():
@@ -290,7 +190,7 @@ def main():
         proc.terminate()
         proc.wait(timeout=30)
         proc, port = start_server(a.mcpbox, state,
-                                  [os.path.join(base, "root-proj"),
+                                  ["--allow-dir", os.path.join(base, "root-proj"), "--allow-dir",
                                    f"{user}={os.path.join(base, 'user-proj')}"],
                                   os.path.join(base, "server2.log"))
         check(port, base, user, pw.pw_uid, pw.pw_gid)
