@@ -518,8 +518,9 @@ struct lsbx *lsbx_find(struct local_backend *lb, const char *id);
 /* store_sandbox_get for the API: a pooled sandbox is NOT_FOUND (it is nobody's yet). */
 int local_record_get(struct store *st, const char *id, struct store_sandbox *rec,
                      struct mcp_error *err);
-/* forward.c: the host port (127.0.0.1) relaying to 127.0.0.1:port inside the sandbox. */
-int local_forward(struct lsbx *sb, int port, struct mcp_error *err);
+/* forward.c: the host port (127.0.0.1) relaying to 127.0.0.1:port inside the sandbox, for
+ * connections from the uid owner or the server's own user only. */
+int local_forward(struct lsbx *sb, int port, uid_t owner, struct mcp_error *err);
 void local_forwards_close(struct lsbx *sb);
 /* The live sandbox for an operation: NOT_FOUND / CONFLICT (stopped, paused) otherwise. */
 struct lsbx *lsbx_for_op(struct local_backend *lb, const char *id, bool allow_paused,
