@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <linux/openat2.h>
 #include <pwd.h>
 #include <signal.h>
@@ -92,9 +93,12 @@ int local_ws_caller(const char *owner, struct local_ws_caller *out)
  * threaded). Exit status: 0 and the stat written, or the errno. */
 static void probe_child(const struct local_ws_caller *who, const char *path, int out)
 {
+    struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct none[2] = {{0}};
     if (syscall(SYS_setgroups, (size_t)who->ngroups, who->groups) < 0 ||
         syscall(SYS_setresgid, who->gid, who->gid, who->gid) < 0 ||
-        syscall(SYS_setresuid, who->uid, who->uid, who->uid) < 0)
+        syscall(SYS_setresuid, who->uid, who->uid, who->uid) < 0 ||
+        syscall(SYS_capset, &hdr, none) < 0) /* none kept, whatever the securebits say */
         _exit(EPERM);
     struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
                            .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
