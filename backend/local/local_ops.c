@@ -216,12 +216,14 @@ int local_endpoint(struct backend *be, const char *id, int port, backend_cb *cb,
     int host_port = local_forward(sb, port, endpoint_user((struct local_backend *)be, id), err);
     if (host_port < 0)
         return -1;
-    char url[64], note[256];
+    char url[64], note[320];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", host_port);
     snprintf(note, sizeof note,
              "forwarded from the host's 127.0.0.1:%d to port %d inside the sandbox for as long "
-             "as the sandbox lives (even after this MCP server exits); inside the sandbox the "
-             "service is at 127.0.0.1:%d", host_port, port, port);
+             "as the sandbox lives (even after this MCP server exits), for the sandbox owner's "
+             "and the server's local user only; inside the sandbox the service is at "
+             "127.0.0.1:%d",
+             host_port, port, port);
     json_t *res = json_pack("{s:s, s:i, s:s, s:{}, s:s, s:i, s:s}", "sandbox_id", id, "port", port,
                             "url", url, "headers", "reachable_from", "host", "host_port",
                             host_port, "note", note);
