@@ -128,6 +128,19 @@ def check(port, base, user, uid, gid):
     print("the user: their directory works with their rights only (root's file in it stays "
           "root's); root's directory and a subdirectory they cannot open are refused")
 
+    # the user's copy-on-write mount: review and apply land as the user
+    r = as_user(uid, gid, port, [
+        ["create_sandbox", {"mounts": [{"source": user_dir, "target": "/workspace/p"}]}],
+        ["run_command", {"sandbox_id": "$SID", "command": "echo cow > /workspace/p/cow.txt"}],
+        ["review_changes", {"sandbox_id": "$SID"}],
+        ["apply_changes", {"sandbox_id": "$SID"}],
+    ])
+    assert all(not x[0] for x in r), r
+    assert "cow.txt" in r[2][2], r[2]
+    st = os.stat(os.path.join(user_dir, "cow.txt"))
+    assert (st.st_uid, st.st_gid) == (uid, gid), f"cow.txt belongs to {st.st_uid}:{st.st_gid}"
+    print("the user: a copy-on-write mount's apply lands as the user")
+
     # root: its own directory, as before.
     r = as_user(0, 0, port, [
         ["create_sandbox", {"mounts": [rw(root_dir)]}],
