@@ -262,6 +262,12 @@ static int caller_refused(const struct local_allow *a, const struct local_ws_cal
     if (a->owners[idx] == who->uid)
         return 0;
     local_user_name(who->uid, caller, sizeof caller);
+    if (geteuid() != 0) /* it cannot lend anyone else's rights: their own server can */
+        return mcp_error_set(err, MCP_ERR_DENIED, 0,
+                             "mounts[%u].source %s is under %s, which this server (run by %s) "
+                             "shares only with its own user, and you are %s: start an mcpbox "
+                             "of your own for your directories (mcpbox serve --allow-dir DIR)",
+                             i, src, a->dirs[idx], owner, caller);
     return mcp_error_set(err, MCP_ERR_DENIED, 0,
                          "mounts[%u].source %s is under %s, which this server shares only with "
                          "%s, and you are %s%s: mount a directory allowed for you, or ask the "

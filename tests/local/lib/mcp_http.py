@@ -91,10 +91,13 @@ def as_user(uid, gid, port, calls, keep=False):
     return json.loads(r.stdout)
 
 
-def start_server(mcpbox, state, args, log_path):
-    """mcpbox serve --http 127.0.0.1:0 with args; (Popen, port)."""
+def start_server(mcpbox, state, args, log_path, user=None):
+    """mcpbox serve --http 127.0.0.1:0 with args, as this user or as user (uid, gid); (Popen,
+    port)."""
     argv = [mcpbox, "serve", "--http", "127.0.0.1:0", "--state-dir", state, "--local-pool", "0",
             "--log-level", "info"] + [str(a) for a in args]
+    if user:
+        argv = ["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups"] + argv
     log = open(log_path, "w+")
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=log, cwd="/")

@@ -150,6 +150,38 @@ def check(port, base, user, uid, gid):
     print("root: its own directory still mounts")
 
 
+def check_user_server(mcpbox, base, user, uid, gid):
+    """A server the user runs shares the user's directory with the user only, and cannot be told
+    to share someone else's."""
+    user_dir = os.path.join(base, "user-proj")
+    state = os.path.join(base, "user-state")
+    os.mkdir(state, 0o700)
+    os.chown(state, uid, gid)
+    log = os.path.join(base, "user-bad.log")
+    proc, port = start_server(mcpbox, state, ["--allow-dir", f"nobody={user_dir}"], log,
+                              user=(uid, gid))
+    try:  # backends start with the first client; this one then runs without the local backend
+        r = as_user(uid, gid, port, [["create_sandbox", {"mounts": [rw(user_dir)]}]])
+        assert r[0][0], r
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    with open(log) as f:
+        text = f.read()
+    assert "only a server running as root" in text, text
+    proc, port = start_server(mcpbox, state, ["--allow-dir", user_dir],
+                              os.path.join(base, "user-server.log"), user=(uid, gid))
+    try:
+        before = tree_digest(user_dir)
+        r = as_user(65534, 65534, port, [["create_sandbox", {"mounts": [rw(user_dir)]}]])
+        refused(r[0], "shares only with its own user", "nobody", "an mcpbox of your own")
+        assert tree_digest(user_dir) == before, "the user's directory changed"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    print(f"a server run by {user}: nobody cannot mount its directory; USER=DIR is refused")
+
+
 def make_dirs(base, uid, gid):
     root_dir = os.path.join(base, "root-proj")
     os.mkdir(root_dir, 0o700)
@@ -207,6 +239,10 @@ def main():
                                    f"{user}={os.path.join(base, 'user-proj')}"],
                                   os.path.join(base, "server2.log"))
         check(port, base, user, pw.pw_uid, pw.pw_gid)
+        proc.terminate()
+        proc.wait(timeout=30)
+        proc = None
+        check_user_server(a.mcpbox, base, user, pw.pw_uid, pw.pw_gid)
     finally:
         if proc:
             proc.terminate()
