@@ -200,7 +200,8 @@ static const struct option options[] = {
      "serve Streamable HTTP at http://ADDR:PORT/mcp instead of stdio (port 0: pick a free one)"},
     {"state-dir", "DIR", set_state_dir,
      "state directory (default $XDG_STATE_HOME/mcpbox or ~/.local/state/mcpbox)"},
-    {"log-level", "LEVEL", set_log_level, "stderr log level: error, warn, info, debug (default: warn on stdio, info on HTTP)"},
+    {"log-level", "LEVEL", set_log_level,
+     "stderr log level: error, warn, info, debug (default: warn on stdio, info on HTTP)"},
     {"token", "TOKEN", set_token,
      "bearer token HTTP clients must send (or env MCPBOX_TOKEN); required off loopback"},
     {"opensandbox-api", NULL, set_osapi,
@@ -212,9 +213,10 @@ static const struct option options[] = {
     {"conformance-fixtures", NULL, set_fixtures,
      "also serve the MCP conformance suite's fixture tools, resources and prompts"},
     {"no-local", NULL, set_no_local, "disable the local (namespace + seccomp) backend"},
-    {"allow-dir", "DIR", add_allow_dir,
-     "a host directory sandboxes may mount (repeatable; or env MCPBOX_ALLOW_DIRS=D1:D2; "
-     "default: on stdio the directory mcpbox starts in, on HTTP none)"},
+    {"allow-dir", "[USER=]DIR", add_allow_dir,
+     "a host directory sandboxes may mount, for the server's user or (as root) USER only "
+     "(repeatable; or env MCPBOX_ALLOW_DIRS=D1:D2; default: on stdio the directory mcpbox starts "
+     "in, on HTTP none)"},
     {"local-pool", "N", set_local_pool,
      "pre-created local sandboxes kept ready for fast creates (default 2, 0 = off)"},
     {"opensandbox-domain", "HOST:PORT", set_os_domain,
