@@ -129,33 +129,8 @@ static bool side_text(int dirfd, const char *rel, mode_t mode, char **data, size
  * file shown as an edit of another), as `git apply` reads the quoted form back. */
 static char *diff_name(const char *prefix, const char *p)
 {
-    size_t n = strlen(p), i = 0, cl;
-    while (i < n && (cl = utf8_char_len(p + i, n - i)) > 0 && (unsigned char)p[i] >= 0x20 &&
-           p[i] != 0x7f && p[i] != '"' && p[i] != '\\')
-        i += cl;
-    if (i == n)
-        return xasprintf("%s%s", prefix, p);
-    struct buf b;
-    buf_init(&b, SIZE_MAX);
-    buf_printf(&b, "\"%s", prefix);
-    for (i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)p[i];
-        static const char esc[] = "\a\b\t\n\v\f\r", name[] = "abtnvfr";
-        const char *e = ch ? strchr(esc, ch) : NULL;
-        if (ch == '"' || ch == '\\')
-            buf_printf(&b, "\\%c", ch);
-        else if (e)
-            buf_printf(&b, "\\%c", name[e - esc]);
-        else if (ch < 0x20 || ch == 0x7f || (ch >= 0x80 && utf8_char_len(p + i, n - i) == 0))
-            buf_printf(&b, "\\%03o", ch);
-        else {
-            size_t len = ch >= 0x80 ? utf8_char_len(p + i, n - i) : 1;
-            buf_append(&b, p + i, len);
-            i += len - 1;
-        }
-    }
-    buf_append_str(&b, "\"");
-    return buf_steal(&b, NULL);
+    cleanup_free char *name = xasprintf("%s%s", prefix, p);
+    return utf8_c_quote(name);
 }
 
 static void render_header(struct buf *d, const char *p, const struct ws_change *c)
