@@ -4,6 +4,7 @@
 #include "backend/local/workspace_review.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,13 +87,14 @@ bool ws_selected(json_t *paths, const struct ws_mount *m, const char *rel)
     return false;
 }
 
-/* git's file modes: 100644, 100755, 120000 (a symlink), 040000 (a directory). */
+/* git's file modes: 100644, 100755, 120000 (a symlink); a directory, which git does not
+ * track, as 040 and its permission bits (040777), so that its mode change is seen. */
 static unsigned git_mode(mode_t m)
 {
     if (S_ISLNK(m))
         return 0120000;
     if (S_ISDIR(m))
-        return 040000;
+        return (unsigned)(S_IFDIR | ws_carried_mode(m));
     return (unsigned)(S_IFREG | (m & 0777));
 }
 
@@ -147,12 +149,17 @@ static void render_header(struct buf *d, const char *p, const struct ws_change *
         buf_printf(d, "old mode %06o\nnew mode %06o\n", om, nm);
 }
 
-/* Appends the change's section to d; sets c->binary. Directories and special files have no
- * section (they are in the list of changes only). */
+/* Appends the change's section to d; sets c->binary. Special files, and directories whose mode
+ * did not change, have no section (they are in the list of changes only). */
 static void render_change(struct buf *d, int ufd, int lfd, const struct ws_mount *m,
                           struct ws_change *c)
 {
     mode_t om = c->old_mode, nm = c->new_mode;
+    if (c->kind == WS_MODE && S_ISDIR(om) && S_ISDIR(nm)) {
+        cleanup_free char *sp = ws_sandbox_path(m, c->rel);
+        render_header(d, sp + 1, c);
+        return;
+    }
     bool old_ok = om == 0 || S_ISREG(om) || S_ISLNK(om);
     bool new_ok = nm == 0 || S_ISREG(nm) || S_ISLNK(nm);
     if (!old_ok || !new_ok || (om == 0 && nm == 0))
@@ -170,8 +177,9 @@ static void render_change(struct buf *d, int ufd, int lfd, const struct ws_mount
     c->binary = !text && (S_ISREG(om) || S_ISREG(nm));
     cleanup_free char *from = om ? diff_name("a/", p) : xstrdup("/dev/null");
     cleanup_free char *to = nm ? diff_name("b/", p) : xstrdup("/dev/null");
-    if (!text) {
+    if (!text) { /* with the sizes, which a person would otherwise not see (a sparse file) */
         buf_printf(d, "Binary files %s and %s differ\n", from, to);
+        buf_printf(d, "# size: %" PRIu64 " -> %" PRIu64 " bytes\n", c->old_size, c->new_size);
         return;
     }
     buf_printf(d, "--- %s\n+++ %s\n", from, to);
