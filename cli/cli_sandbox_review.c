@@ -67,6 +67,21 @@ static int workspace_call(struct cli_sandbox *c, const char *id, const char *act
     return 0;
 }
 
+/* The engine's messages name the sandbox's paths ("cannot open PATH"): one that holds a control
+ * character is printed quoted whole, never raw. */
+static int review_fail(const char *cmd, const struct mcp_error *err)
+{
+    struct mcp_error shown = *err;
+    char *q = utf8_c_quote(err->msg);
+    bool raw = false;
+    for (const unsigned char *p = (const unsigned char *)err->msg; *p; p++)
+        raw = raw || *p < 0x20 || *p == 0x7f || (p[0] == 0xC2 && p[1] >= 0x80 && p[1] < 0xA0);
+    if (raw) /* cut at the end of the buffer when long: still no raw byte */
+        snprintf(shown.msg, sizeof shown.msg, "%s", q);
+    free(q);
+    return cli_sandbox_fail(cmd, &shown);
+}
+
 static char change_letter(json_t *ch)
 {
     const char *k = json_string_value(json_object_get(ch, "change"));
@@ -147,7 +162,7 @@ int cli_sandbox_diff(struct cli_sandbox *c, int argc, char **argv)
         json_decref(args);
         if (rc < 0) {
             json_decref(paths);
-            return cli_sandbox_fail("diff", &c->err);
+            return review_fail("diff", &c->err);
         }
         if (c->json || stat) { /* the list is whole in every page */
             if (c->json)
@@ -188,7 +203,7 @@ int cli_sandbox_apply(struct cli_sandbox *c, int argc, char **argv)
     rc = workspace_call(c, argv[optind], "apply", args);
     json_decref(args);
     if (rc < 0)
-        return cli_sandbox_fail("apply", &c->err);
+        return review_fail("apply", &c->err);
     if (c->json) {
         cli_print_json(c->result);
     } else {

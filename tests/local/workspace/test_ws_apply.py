@@ -144,6 +144,16 @@ def check_names(s, allowed):
         assert all(quoted in line for line in lines), f"{args[0]}: not quoted: {out!r}"
         print(f"8: {args[0]}: {lines}")
     assert os.path.isfile(os.path.join(p, EVIL, "f")), "the apply did not write the file"
+    # An error that names a path (one too long to review) is quoted too.
+    deep = ("import os\nos.chdir('/workspace/p/zz-backdoor\\r\\x1b[2K\\nM ')\n"
+            "for i in range(25):\n    os.mkdir('%0200d' % i)\n    os.chdir('%0200d' % i)\n")
+    code, _, err = s.sh(sid, f"python3 -c \"{deep}\"")
+    assert code == 0, err
+    r = cli(s, "diff", sid, ok=False)
+    assert r.returncode != 0 and "too long" in r.stderr, (r.returncode, r.stdout, r.stderr)
+    assert "\r" not in r.stderr and "\x1b" not in r.stderr and r.stderr.count("\n") == 1, \
+        f"the error printed the name raw: {r.stderr!r}"
+    print(f"8: an error naming the path: {r.stderr.strip()[:120]}...")
     s.tool("destroy_sandbox", sandbox_id=sid)
 
 
