@@ -200,10 +200,12 @@ int config_parse_bytes(const char *v, uint64_t *out)
     if (*end && (u == NULL || (end[1] && strcmp(end + 1, "iB") != 0 && strcmp(end + 1, "B") != 0)))
         return -1;
     for (int shift = u ? (int)(u - units) + 1 : 0; shift > 0; shift--) {
-        if (n > UINT64_MAX / 1024)
+        if (n > INT64_MAX / 1024)
             return -1;
         n *= 1024;
     }
+    if (n > INT64_MAX) /* it travels as a JSON integer */
+        return -1;
     *out = (uint64_t)n;
     return 0;
 }

@@ -65,7 +65,7 @@ bool config_host_is_loopback(const char *host);
 int config_split_listen(const char *listen, char *host, size_t host_size, int *port,
                         struct mcp_error *err);
 /* A byte count as a person writes it: digits with an optional K, M, G or T (KiB, MiB, ...);
- * 0 and overflows are refused. Returns 0 or -1. */
+ * 0 and sizes beyond INT64_MAX are refused. Returns 0 or -1. */
 int config_parse_bytes(const char *v, uint64_t *out);
 /* The options table as help text. */
 void config_print_usage(FILE *out);

@@ -122,6 +122,7 @@ TEST(sizes_a_person_writes)
     ASSERT_EQ(config_parse_bytes("1Mx", &n), -1);
     ASSERT_EQ(config_parse_bytes("", &n), -1);
     ASSERT_EQ(config_parse_bytes("99999999999T", &n), -1);
+    ASSERT_EQ(config_parse_bytes("10000000000000000000", &n), -1); /* beyond INT64_MAX */
 }
 
 int main(void)
