@@ -88,7 +88,7 @@ bool ws_selected(json_t *paths, const struct ws_mount *m, const char *rel)
 }
 
 /* git's file modes: 100644, 100755, 120000 (a symlink); a directory, which git does not
- * track, as 040 and its permission bits (040777), so that its mode change is seen. */
+ * track, as 040 and its permission bits (040777), for render_dir_mode. */
 static unsigned git_mode(mode_t m)
 {
     if (S_ISLNK(m))
@@ -149,6 +149,17 @@ static void render_header(struct buf *d, const char *p, const struct ws_change *
         buf_printf(d, "old mode %06o\nnew mode %06o\n", om, nm);
 }
 
+/* A directory's mode change, which a person must see (`chmod 777 .git/hooks`) but git has no
+ * section for ("diff --git" with mode 040777 makes `git apply` refuse the whole patch): git's
+ * old mode/new mode lines after a "#" line, which git apply skips as text between patches. */
+static void render_dir_mode(struct buf *d, const struct ws_mount *m, const struct ws_change *c)
+{
+    cleanup_free char *sp = ws_sandbox_path(m, c->rel);
+    cleanup_free char *name = diff_name("", sp + 1);
+    buf_printf(d, "# directory %s (git tracks no directories)\nold mode %06o\nnew mode %06o\n",
+               name, git_mode(c->old_mode), git_mode(c->new_mode));
+}
+
 /* Appends the change's section to d; sets c->binary. Special files, and directories whose mode
  * did not change, have no section (they are in the list of changes only). */
 static void render_change(struct buf *d, int ufd, int lfd, const struct ws_mount *m,
@@ -156,8 +167,7 @@ static void render_change(struct buf *d, int ufd, int lfd, const struct ws_mount
 {
     mode_t om = c->old_mode, nm = c->new_mode;
     if (c->kind == WS_MODE && S_ISDIR(om) && S_ISDIR(nm)) {
-        cleanup_free char *sp = ws_sandbox_path(m, c->rel);
-        render_header(d, sp + 1, c);
+        render_dir_mode(d, m, c);
         return;
     }
     bool old_ok = om == 0 || S_ISREG(om) || S_ISLNK(om);

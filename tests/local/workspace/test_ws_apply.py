@@ -92,7 +92,7 @@ def check_modes(s, allowed):
     hooks = by.get("/workspace/p/.git/hooks")
     assert hooks and hooks["change"] == "mode" and hooks["mode"] == "777" and \
         hooks["old_mode"] == "755", f"the review's list hides the directory's mode: {by}"
-    assert "diff --git a/workspace/p/.git/hooks b/workspace/p/.git/hooks\nold mode 040755\n" \
+    assert "# directory workspace/p/.git/hooks (git tracks no directories)\nold mode 040755\n" \
         "new mode 040777\n" in out["diff"], f"the diff hides the directory's mode:\n{out['diff']}"
     stat = cli(s, "diff", sid, "--stat").stdout
     assert "m /workspace/p/.git/hooks (mode 755 -> 777)" in stat, stat
@@ -100,6 +100,12 @@ def check_modes(s, allowed):
         stat
     diff = cli(s, "diff", sid).stdout
     assert "old mode 040755\nnew mode 040777" in diff, diff
+    # and the diff stays a patch git applies (the directory's lines are skipped)
+    with open(os.path.join(os.path.dirname(p), "modes.diff"), "w") as f:
+        f.write(diff)
+    r = subprocess.run(["git", "apply", "--check", "-p3", f.name], cwd=p, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, f"git apply refuses the diff: {r.stderr}\n{diff}"
     print("7: the directory's mode change is in the review's list, its diff and --stat")
 
     err_, out, text = s.tool("apply_changes", sandbox_id=sid)
