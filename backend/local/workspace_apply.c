@@ -93,25 +93,33 @@ static mode_t host_mode_of(const struct stat *hs, mode_t nm)
     return hs && (hs->st_mode & S_IFMT) == (nm & S_IFMT) ? hs->st_mode : 0;
 }
 
+/* The next run of data at or after *pos in a file of size bytes, [*from, *to); false at the end.
+ * Where the file system has no SEEK_DATA, the rest is one run. */
+static bool next_extent(int fd, off_t size, off_t *pos, off_t *from, off_t *to)
+{
+    off_t data = *pos < size ? lseek(fd, *pos, SEEK_DATA) : size;
+    if (data < 0 && errno == ENXIO)
+        return false; /* a hole to the end */
+    if (data < 0)
+        data = *pos;
+    if (data >= size)
+        return false;
+    off_t hole = lseek(fd, data, SEEK_HOLE);
+    *from = data;
+    *to = hole > data && hole <= size ? hole : size;
+    *pos = *to;
+    return true;
+}
+
 uint64_t ws_data_bytes(int fd)
 {
     struct stat st;
     if (fstat(fd, &st) < 0)
         return 0;
     uint64_t total = 0;
-    for (off_t pos = 0; pos < st.st_size;) {
-        off_t data = lseek(fd, pos, SEEK_DATA);
-        if (data < 0 && errno == ENXIO)
-            break; /* a hole to the end */
-        if (data < 0 || data >= st.st_size)
-            data = data < 0 ? pos : st.st_size; /* no SEEK_DATA here: all data */
-        off_t hole = lseek(fd, data, SEEK_HOLE);
-        if (hole < 0 || hole > st.st_size)
-            hole = st.st_size;
-        total += (uint64_t)(hole - data);
-        pos = hole > data ? hole : st.st_size;
-    }
-    lseek(fd, 0, SEEK_SET);
+    off_t pos = 0, from, to;
+    while (next_extent(fd, st.st_size, &pos, &from, &to))
+        total += (uint64_t)(to - from);
     return total;
 }
 
@@ -142,19 +150,10 @@ int ws_copy_sparse(int in, int out, ws_chunk_fn *chunk, void *ctx)
     struct stat st;
     if (fstat(in, &st) < 0)
         return -1;
-    for (off_t pos = 0; pos < st.st_size;) {
-        off_t data = lseek(in, pos, SEEK_DATA);
-        if (data < 0 && errno == ENXIO)
-            break;
-        if (data < 0 || data >= st.st_size)
-            data = data < 0 ? pos : st.st_size;
-        off_t hole = lseek(in, data, SEEK_HOLE);
-        if (hole < 0 || hole > st.st_size)
-            hole = st.st_size;
-        if (copy_extent(in, out, data, hole, chunk, ctx) < 0)
+    off_t pos = 0, from, to;
+    while (next_extent(in, st.st_size, &pos, &from, &to))
+        if (copy_extent(in, out, from, to, chunk, ctx) < 0)
             return -1;
-        pos = hole > data ? hole : st.st_size;
-    }
     return ftruncate(out, st.st_size); /* a hole at the end, or a file that shrank meanwhile */
 }
 

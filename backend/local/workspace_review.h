@@ -140,9 +140,10 @@ mode_t ws_carried_mode(mode_t m);
  * host (0: a new entry): ws_carried_mode, less the group and other write bits the host entry
  * lacked (a new entry lacked them all), which only files get and only with group_write. */
 mode_t ws_applied_mode(mode_t mode, mode_t host, bool group_write);
-/* Copies in's bytes to out from the current offsets to the end, keeping holes (SEEK_DATA /
+/* Copies the whole of in to out at the same offsets (pread/pwrite), keeping holes (SEEK_DATA /
  * SEEK_HOLE; out ends at in's size). Each chunk of data goes to chunk (may be NULL) first,
- * which stops the copy by returning -1 with errno set. -1 with errno on failure. */
+ * which stops the copy by returning -1 with errno set (a limit, or later a digest being fed).
+ * -1 with errno on failure. */
 typedef int ws_chunk_fn(void *ctx, const char *data, size_t len);
 int ws_copy_sparse(int in, int out, ws_chunk_fn *chunk, void *ctx);
 /* The bytes of data (not holes) of a regular file, by SEEK_DATA / SEEK_HOLE. */
