@@ -33,6 +33,8 @@ struct local_options {
     /* Host directories sandboxes may mount (create_sandbox mounts), colon-separated; NULL:
      * none. The composition root applies the default (docs/configuration.md). */
     const char *allow_dirs;
+    /* Data bytes one apply_changes may write (serve --apply-max-bytes); 0: the default. */
+    uint64_t apply_max_bytes;
 };
 
 /* Its ops, also for the slot of a server where it could not start (backend_set). */

@@ -4,6 +4,7 @@
 #include "backend/local/workspace_review.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,13 +87,14 @@ bool ws_selected(json_t *paths, const struct ws_mount *m, const char *rel)
     return false;
 }
 
-/* git's file modes: 100644, 100755, 120000 (a symlink), 040000 (a directory). */
+/* git's file modes: 100644, 100755, 120000 (a symlink); a directory, which git does not
+ * track, as 040 and its permission bits (040777), for render_dir_mode. */
 static unsigned git_mode(mode_t m)
 {
     if (S_ISLNK(m))
         return 0120000;
     if (S_ISDIR(m))
-        return 040000;
+        return (unsigned)(S_IFDIR | ws_carried_mode(m));
     return (unsigned)(S_IFREG | (m & 0777));
 }
 
@@ -129,33 +131,8 @@ static bool side_text(int dirfd, const char *rel, mode_t mode, char **data, size
  * file shown as an edit of another), as `git apply` reads the quoted form back. */
 static char *diff_name(const char *prefix, const char *p)
 {
-    size_t n = strlen(p), i = 0, cl;
-    while (i < n && (cl = utf8_char_len(p + i, n - i)) > 0 && (unsigned char)p[i] >= 0x20 &&
-           p[i] != 0x7f && p[i] != '"' && p[i] != '\\')
-        i += cl;
-    if (i == n)
-        return xasprintf("%s%s", prefix, p);
-    struct buf b;
-    buf_init(&b, SIZE_MAX);
-    buf_printf(&b, "\"%s", prefix);
-    for (i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)p[i];
-        static const char esc[] = "\a\b\t\n\v\f\r", name[] = "abtnvfr";
-        const char *e = ch ? strchr(esc, ch) : NULL;
-        if (ch == '"' || ch == '\\')
-            buf_printf(&b, "\\%c", ch);
-        else if (e)
-            buf_printf(&b, "\\%c", name[e - esc]);
-        else if (ch < 0x20 || ch == 0x7f || (ch >= 0x80 && utf8_char_len(p + i, n - i) == 0))
-            buf_printf(&b, "\\%03o", ch);
-        else {
-            size_t len = ch >= 0x80 ? utf8_char_len(p + i, n - i) : 1;
-            buf_append(&b, p + i, len);
-            i += len - 1;
-        }
-    }
-    buf_append_str(&b, "\"");
-    return buf_steal(&b, NULL);
+    cleanup_free char *name = xasprintf("%s%s", prefix, p);
+    return utf8_c_quote(name);
 }
 
 static void render_header(struct buf *d, const char *p, const struct ws_change *c)
@@ -172,12 +149,27 @@ static void render_header(struct buf *d, const char *p, const struct ws_change *
         buf_printf(d, "old mode %06o\nnew mode %06o\n", om, nm);
 }
 
-/* Appends the change's section to d; sets c->binary. Directories and special files have no
- * section (they are in the list of changes only). */
+/* A directory's mode change, which a person must see (`chmod 777 .git/hooks`) but git has no
+ * section for ("diff --git" with mode 040777 makes `git apply` refuse the whole patch): git's
+ * old mode/new mode lines after a "#" line, which git apply skips as text between patches. */
+static void render_dir_mode(struct buf *d, const struct ws_mount *m, const struct ws_change *c)
+{
+    cleanup_free char *sp = ws_sandbox_path(m, c->rel);
+    cleanup_free char *name = diff_name("", sp + 1);
+    buf_printf(d, "# directory %s (git tracks no directories)\nold mode %06o\nnew mode %06o\n",
+               name, git_mode(c->old_mode), git_mode(c->new_mode));
+}
+
+/* Appends the change's section to d; sets c->binary. Special files, and directories whose mode
+ * did not change, have no section (they are in the list of changes only). */
 static void render_change(struct buf *d, int ufd, int lfd, const struct ws_mount *m,
                           struct ws_change *c)
 {
     mode_t om = c->old_mode, nm = c->new_mode;
+    if (c->kind == WS_MODE && S_ISDIR(om) && S_ISDIR(nm)) {
+        render_dir_mode(d, m, c);
+        return;
+    }
     bool old_ok = om == 0 || S_ISREG(om) || S_ISLNK(om);
     bool new_ok = nm == 0 || S_ISREG(nm) || S_ISLNK(nm);
     if (!old_ok || !new_ok || (om == 0 && nm == 0))
@@ -195,8 +187,9 @@ static void render_change(struct buf *d, int ufd, int lfd, const struct ws_mount
     c->binary = !text && (S_ISREG(om) || S_ISREG(nm));
     cleanup_free char *from = om ? diff_name("a/", p) : xstrdup("/dev/null");
     cleanup_free char *to = nm ? diff_name("b/", p) : xstrdup("/dev/null");
-    if (!text) {
+    if (!text) { /* with the sizes, which a person would otherwise not see (a sparse file) */
         buf_printf(d, "Binary files %s and %s differ\n", from, to);
+        buf_printf(d, "# size: %" PRIu64 " -> %" PRIu64 " bytes\n", c->old_size, c->new_size);
         return;
     }
     buf_printf(d, "--- %s\n+++ %s\n", from, to);
