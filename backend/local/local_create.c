@@ -474,16 +474,20 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
     return rc;
 }
 
+/* img: NULL for a pooled sandbox (the default spec: root, no mounts). */
 static void record_started(struct local_backend *lb, const char *id, json_t *r,
                            const struct spawn_result *res, uint32_t slot,
-                           const struct cg_sandbox *cg)
+                           const struct cg_sandbox *cg, const struct create_image *img)
 {
     uint64_t start = res->start;
     json_object_set_new(r, "init_pid", json_integer(res->pid));
     json_object_set_new(r, "init_start", json_integer((json_int_t)start));
     json_object_set_new(r, "slot", json_integer(slot));
     json_object_set_new(r, "uid_base", json_integer(local_identity_root_uid(&lb->ident, slot)));
-    json_object_set_new(r, "identity", local_identity_json(&lb->ident, slot));
+    json_object_set_new(
+        r, "identity",
+        img ? local_identity_json(&lb->ident, slot, img->person_id, img->run_uid, img->run_gid)
+            : local_identity_json(&lb->ident, slot, 0, 0, 0)); /* pooled */
     json_object_set_new(r, "cgroups", cg_to_json(cg));
     if (lb->ident.mode == LOCAL_ID_SLICES)
         local_slot_note_init(lb->slots_dir, slot, id, res->pid, start);
@@ -577,11 +581,12 @@ static int start(struct create_op *op, const struct sandbox_spec *spec, const st
     if (rc == 0)
         rc = spawn_child(op, spec, lim, disk, img, &rec, &res, err);
     if (rc == 0) {
-        record_started(op->sb->be, op->sb->id, rec.record, &res, op->slot, &op->sb->cg);
+        record_started(op->sb->be, op->sb->id, rec.record, &res, op->slot, &op->sb->cg, img);
         if (img->shared_mapping) {
             const struct local_identity *shared = local_image_shared_identity();
             json_object_set_new(rec.record, "uid_base", json_integer(shared->uid_base));
-            json_object_set_new(rec.record, "identity", local_identity_json(shared, 0));
+            json_object_set_new(rec.record, "identity",
+                                local_identity_json(shared, 0, 0, img->run_uid, img->run_gid));
         }
         rc = store_sandbox_update(op->sb->be->base.store, &rec, err);
     }
@@ -844,7 +849,7 @@ static void pooled_spawn_after(uv_work_t *w, int status)
     if (rc < 0)
         mcp_error_copy(&err, &op->attach_err);
     if (rc == 0) {
-        record_started(sb->be, sb->id, op->rec.record, &op->res, op->slot, &sb->cg);
+        record_started(sb->be, sb->id, op->rec.record, &op->res, op->slot, &sb->cg, NULL);
         rc = store_sandbox_update(sb->be->base.store, &op->rec, &err);
     }
     json_decref(op->rec.record);
