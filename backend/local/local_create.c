@@ -48,6 +48,7 @@ struct create_op {
     bool root_template;          /* its root is a root template (root_template.h) */
     bool root_tree;              /* ... attached as a tree made ahead (root_tree.c) */
     int release_fd;              /* network or hold: the child waits until released */
+    bool release_broken;         /* ... but it had already given up (its message says why) */
     struct image_trees trees;    /* ... and then gets the image's layers (root mode) */
     bool network;                /* pasta starts before the release */
     /* Egress by policy (egress_proxy.c): nft writes the netns's rules before the release, and
@@ -228,10 +229,11 @@ static void attach_work(uv_work_t *w)
         op->attach_rc = local_start_network(op->sb->dir, op->sb->pid, &op->sb->cg, &op->attach_err);
     if (op->attach_rc == 0 && op->egress)
         op->attach_rc = local_egress_rules(op->sb->pid, &op->attach_err);
-    if (op->attach_rc == 0 && local_spawn_release(op->release_fd, &op->trees) < 0)
+    if (op->attach_rc == 0 && local_spawn_release(op->release_fd, &op->trees) < 0) {
+        op->release_broken = errno == EPIPE;
         op->attach_rc = mcp_error_set(&op->attach_err, MCP_ERR_IO, errno,
                                       "releasing the sandbox init failed");
-    else if (op->attach_rc < 0) { /* the child sees EOF and gives up */
+    } else if (op->attach_rc < 0) { /* the child sees EOF and gives up */
         close(op->release_fd);
         local_image_trees_close(&op->trees);
     }
@@ -322,7 +324,10 @@ static void create_maybe_done(struct create_op *op)
     if (!op->exec_done || !op->attach_done || op->err_fd >= 0)
         return;
     struct mcp_error err;
-    if (op->attach_rc < 0) { /* first: a failed release also makes the child complain */
+    /* First a failed attach: the child then complains of a release that never came. But a
+     * release that found the pipe closed (EPIPE) came too late: the child had failed on its
+     * own (a damaged root template, say) and its message is the cause. */
+    if (op->attach_rc < 0 && !(op->release_broken && op->msg_len > 0)) {
         create_fail(op, &op->attach_err);
     } else if (op->msg_len > 0) {
         /* A bind that fails on a template's missing mount point: a template damaged from
