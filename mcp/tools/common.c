@@ -173,7 +173,8 @@ int tools_state_check(const char *sandbox_id, const char *state, enum tool_need 
         return 0;
     if (strcmp(state, "paused") == 0)
         return mcp_error_set(err, MCP_ERR_CONFLICT, 0,
-                             "sandbox %s is paused; call resume_sandbox first", sandbox_id);
+                             "sandbox %s is paused; call update_sandbox with paused: false first",
+                             sandbox_id);
     if (strcmp(state, "creating") == 0)
         return mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0,
                              "sandbox %s is still being created; retry in a moment", sandbox_id);
