@@ -16,7 +16,8 @@
  *  - Results passed to callbacks are borrowed: valid during the callback only (json_incref to
  *    keep one).
  *  - Errors use struct mcp_error with a domain code (MCP_ERR_NOT_FOUND, MCP_ERR_CONFLICT, ...)
- *    and a message an agent can act on ("sandbox sbx-12ab is paused; call resume_sandbox first").
+ *    and a message an agent can act on ("sandbox sbx-12ab is paused; call update_sandbox with
+ *    paused: false first").
  *
  * Ownership (who may touch a sandbox) is checked by the tool layer through the store before
  * a backend is called; backends record owner on create and filter list by owner.
