@@ -60,6 +60,8 @@ static void on_write(uv_write_t *req, int status)
         http_conn_close(c);
     else if (c->output_backlog && !c->closing && c->queued <= HTTP_MAX_QUEUED_OUTPUT / 2)
         conn_end_backlog(c);
+    else if (c->queued == 0 && c->ext_drain && !c->closing)
+        c->ext_drain(c->ext_drain_arg);
 }
 
 /* Queues prefix+data+suffix as one write (any may be empty). */
@@ -218,6 +220,8 @@ static void conn_close(struct http_conn *c, bool reset)
         return; /* that write failed and closed the connection */
     if (c->sess)
         http_sess_detach(c); /* a dropped POST is not a cancellation: its output is dropped */
+    c->ext_drain = NULL;
+    c->ext_data = NULL;
     if (c->ext_abort) {
         void (*abort_fn)(void *) = c->ext_abort;
         c->ext_abort = NULL;
@@ -285,6 +289,9 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
     struct http_conn *c = st->data;
     if (nread < 0) {
         http_conn_close(c); /* EOF or error: whatever is in progress loses its output */
+    } else if (c->phase == CONN_TUNNEL) {
+        if (nread > 0 && !c->closing && c->ext_data)
+            c->ext_data(c->ext_data_arg, b->base, (size_t)nread);
     } else if (nread > 0 && !c->closing && c->phase != CONN_DRAINING) {
         if (buf_append(&c->input, b->base, (size_t)nread) < 0) {
             http_conn_close(c);
@@ -301,6 +308,17 @@ static void conn_start_reading(struct http_conn *c)
 {
     if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)
         http_conn_close(c);
+}
+
+void http_conn_read_pause(struct http_conn *c, bool pause)
+{
+    if (c->closing || pause == c->read_stopped)
+        return;
+    c->read_stopped = pause;
+    if (pause)
+        uv_read_stop((uv_stream_t *)&c->tcp);
+    else
+        conn_start_reading(c);
 }
 
 /* A client that pipelines requests without reading the replies would make the server queue
@@ -493,6 +511,7 @@ void http_conn_accept(struct http_server *hs)
 void http_conn_exchange_done(struct http_conn *c)
 {
     c->ext_abort = NULL;
+    c->ext_drain = NULL;
     if (c->sess)
         http_sess_detach(c);
     c->mode = EX_NONE;

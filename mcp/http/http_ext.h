@@ -53,5 +53,28 @@ void http_ext_stream_write(struct http_conn *c, const char *data, size_t len);
 void http_ext_stream_end(struct http_conn *c);
 /* Bytes queued to the client and not yet written (to stop producing for a slow reader). */
 size_t http_ext_queued(struct http_conn *c);
+/* Called (once per registration) when everything queued to the client has been written: to
+ * produce again after stopping for a slow reader. NULL clears it; the exchange's end does too. */
+void http_ext_on_drain(struct http_conn *c, http_ext_abort_fn *fn, void *arg);
+
+/* A streamed response whose head lines are all the caller's (a proxied reply): only the
+ * status line, the framing and Connection are added. extra: header lines ("Name: value\r\n").
+ * length >= 0: a body of exactly that many bytes (Content-Length); -1: chunked on HTTP/1.1,
+ * until close on HTTP/1.0. Continue with http_ext_stream_write and http_ext_stream_end. */
+void http_ext_stream_start_head(struct http_conn *c, int status, const char *extra,
+                                long long length);
+
+/* The connection becomes a raw byte pipe (after a 101 Switching Protocols the caller wrote with
+ * http_ext_raw_write): no more HTTP, no timeouts but the write stall. Every byte the client
+ * sends, including any it sent after the request, goes to on_data; the abort function (above)
+ * is called when the client closes or the connection is dropped. End it with http_ext_close. */
+typedef void http_ext_data_fn(void *arg, const char *data, size_t len);
+void http_ext_tunnel(struct http_conn *c, http_ext_data_fn *on_data, void *arg);
+/* Bytes to the client as they are (no chunk framing). */
+void http_ext_raw_write(struct http_conn *c, const char *data, size_t len);
+/* Stops (true) or restarts reading from a tunnelled client (its bytes wait in the kernel). */
+void http_ext_read_pause(struct http_conn *c, bool pause);
+/* Closes the connection without calling the abort function (the caller is done with it). */
+void http_ext_close(struct http_conn *c);
 
 #endif
