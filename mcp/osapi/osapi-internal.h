@@ -6,7 +6,8 @@
  *   osapi_multipart.c  multipart/form-data bodies (uploads)
  *   osapi_lifecycle.c  /v1/sandboxes: create, get, list, delete, renew, pause, resume, endpoints
  *   osapi_commands.c   execd /command (the streamed event format), status, logs, interrupt
- *   osapi_files.c      execd /files/..., /directories/..., /metrics, /ping, code contexts */
+ *   osapi_files.c      execd /files/..., /directories/..., /metrics, /ping, code contexts
+ *   osapi_proxy.c      the server proxy for any other port (HTTP, WebSocket) */
 #ifndef MCPBOX_OSAPI_INTERNAL_H
 #define MCPBOX_OSAPI_INTERNAL_H
 
@@ -131,6 +132,9 @@ void osapi_execd(struct osapi_req *req, const char *sandbox_id, const char *rest
 bool osapi_commands_route(struct osapi_req *req, const char *path);
 /* osapi_files.c: /files..., /directories..., /metrics, /code... */
 bool osapi_files_route(struct osapi_req *req, const char *path);
+/* osapi_proxy.c: /sandboxes/{id}/proxy/{port}/rest for any other port: HTTP and WebSocket
+ * upgrades relayed to that port inside the sandbox (authenticated by the caller). */
+void osapi_proxy(struct osapi_req *req, const char *sandbox_id, long port, const char *rest);
 /* osapi_egress.c: the egress sidecar's /policy (port 18080) over the sandbox's network_policy */
 void osapi_egress(struct osapi_req *req, const char *sandbox_id, const char *rest);
 /* The sidecar's merge of rules in force (current) with a PATCH body (rules) or a DELETE body

@@ -638,24 +638,20 @@ static void handle_endpoint(struct osapi_req *req, const char *port_s)
                                 "guards execd with the access token in the endpoint's headers)");
         return;
     }
-    if (port == OSAPI_EXECD_PORT || port == OSAPI_EGRESS_PORT) {
-        /* execd is this server: the server-proxy path, whatever use_server_proxy says. */
+    if (port == OSAPI_EXECD_PORT || port == OSAPI_EGRESS_PORT || use_proxy) {
+        /* execd is this server: the server-proxy path, whatever use_server_proxy says; any
+         * other port is relayed by this server too when asked (osapi_proxy.c). */
         const char *host = http_request_header(osapi_req_http(req), "host", NULL);
         char ep[512], token[33];
         snprintf(ep, sizeof(ep), "%s/sandboxes/%s/proxy/%ld", host ? host : "127.0.0.1",
                  req->sandbox_id, port);
         json_t *headers = json_object();
-        /* the egress sidecar's /policy is guarded by the same token (osapi_egress.c) */
+        /* the egress sidecar's /policy and the other ports' proxy are guarded by the same
+         * token (osapi_route.c) */
         osapi_execd_token(req->api, req->sandbox_id, token);
         json_object_set_new(headers, "X-EXECD-ACCESS-TOKEN", json_string(token));
         osapi_reply_json(req, 200, json_pack("{s:s, s:o}", "endpoint", ep, "headers", headers),
                          NULL);
-        return;
-    }
-    if (use_proxy) {
-        osapi_reply_unsupported(req, "use_server_proxy for port %ld (mcpbox proxies execd only); "
-                                "ask again without it for a forwarded 127.0.0.1 address",
-                                port);
         return;
     }
     struct mcp_error err;

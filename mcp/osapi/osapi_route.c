@@ -377,10 +377,7 @@ static void route_proxy(struct osapi_req *req, const char *id, long port, const 
     } else if (port == OSAPI_EGRESS_PORT) {
         osapi_egress(req, id, rest);
     } else {
-        osapi_reply_unsupported(req, "mcpbox's server proxy reaches execd (port 44772) only; for "
-                                "port %ld ask GET /v1/sandboxes/%s/endpoints/%ld without "
-                                "use_server_proxy and connect to the forwarded address it gives",
-                                port, id, port);
+        osapi_proxy(req, id, port, rest);
     }
 }
 
