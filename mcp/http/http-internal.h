@@ -136,6 +136,10 @@ struct http_conn {
     /* ... and, once tunnelled, given every byte the client sends */
     void (*ext_data)(void *arg, const char *data, size_t len);
     void *ext_data_arg;
+    /* The request was routed once its head was in and its body is still coming: the bytes go
+     * to the reader's body_sink as they arrive, then ext_body_end is called. */
+    bool body_streaming;
+    void (*ext_body_end)(void *arg);
     /* The uid owning the client's socket (loopback; http_peer.c): 0 not asked yet, 1 known,
      * -1 the kernel could not tell. */
     int peer_uid_state;
@@ -211,6 +215,9 @@ void http_conn_exchange_done(struct http_conn *c);
 
 /* http_route.c */
 void http_route_request(struct http_conn *c);
+/* A request whose head is in and whose body follows: offered to the extension (Host and Origin
+ * must pass first); true when it took it, with c->body_streaming set. */
+bool http_route_head(struct http_conn *c);
 
 /* http_modern.c: a POST without Mcp-Session-Id naming 2026-07-28 is answered here (returns
  * true); GET/DELETE naming 2026-07-28 without a session get 405. */

@@ -47,6 +47,8 @@ static void stream_head(struct http_conn *c, int status, const char *lines1, con
     struct buf h;
     buf_init(&h, (size_t)-1); /* a proxied head is bounded by its reader (mcp/osapi) */
     char framing[64] = "";
+    if (c->body_streaming)
+        c->keep_alive = false; /* the rest of the request body is not read: the connection ends */
     if (length >= 0) {
         c->chunked = false; /* the body is written as it is */
         snprintf(framing, sizeof(framing), "Content-Length: %lld\r\n", length);
@@ -95,6 +97,14 @@ void http_ext_stream_end(struct http_conn *c)
 size_t http_ext_queued(struct http_conn *c)
 {
     return c->queued;
+}
+
+void http_ext_body_stream(struct http_conn *c, http_ext_data_fn *on_data, http_ext_abort_fn *on_end,
+                          void *arg)
+{
+    c->reader.body_sink = on_data;
+    c->reader.body_sink_arg = arg;
+    c->ext_body_end = on_end;
 }
 
 void http_ext_on_drain(struct http_conn *c, http_ext_abort_fn *fn, void *arg)

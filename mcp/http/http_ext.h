@@ -23,6 +23,11 @@ struct http_extension {
     void *arg;
     /* Called once when the server stops (after its connections are closed), or NULL. */
     void (*stop)(void *arg);
+    /* Optional: a request whose head is in and whose body is still coming (Host and Origin
+     * passed). Returning true takes it before its body: the extension answers as with route
+     * and takes the body with http_ext_body_stream; false: the body is read whole and the
+     * request goes to route as usual. */
+    bool (*route_head)(void *arg, struct http_conn *c, const char *path);
 };
 
 /* http_server_start with an extension (borrowed; must outlive the server). */
@@ -70,6 +75,11 @@ void http_ext_stream_start_head(struct http_conn *c, int status, const char *ext
  * is called when the client closes or the connection is dropped. End it with http_ext_close. */
 typedef void http_ext_data_fn(void *arg, const char *data, size_t len);
 void http_ext_tunnel(struct http_conn *c, http_ext_data_fn *on_data, void *arg);
+/* A request taken by route_head: its body's bytes go to on_data as they arrive (decoded from
+ * chunked), then on_end is called. Answering before the end closes the connection after the
+ * answer (Connection: close). Reading pauses with http_ext_read_pause. */
+void http_ext_body_stream(struct http_conn *c, http_ext_data_fn *on_data, http_ext_abort_fn *on_end,
+                          void *arg);
 /* Bytes to the client as they are (no chunk framing). */
 void http_ext_raw_write(struct http_conn *c, const char *data, size_t len);
 /* Stops (true) or restarts reading from a tunnelled client (its bytes wait in the kernel). */

@@ -53,6 +53,7 @@ struct osapi_req {
     char request_id[37]; /* X-Request-ID: the client's, or a new UUID */
     char owner[64];      /* the caller's identity in the store (osapi_req_identify) */
     bool execd;             /* answer with execd's error codes */
+    bool body_streaming;    /* taken before its body (osapi_route_head): the proxy streams it */
     char *sandbox_id;
     struct backend *be;
     /* what the handler keeps between the call and its callback */

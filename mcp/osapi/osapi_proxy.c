@@ -52,6 +52,8 @@ struct proxy {
     bool up_open;    /* up is initialised (closed with uv_close) */
     bool up_reading; /* uv_read_start is in force */
     bool upgrade_ok; /* the response's Upgrade is websocket */
+    bool body_chunked;  /* the request body streams to the sandbox chunk-framed */
+    bool client_paused; /* not reading the client while the sandbox lags */
     uv_tcp_t up;
     uv_connect_t connect;
     struct buf request; /* what goes to the sandbox first: head and body */
@@ -177,6 +179,17 @@ static void build_request(struct proxy *p, const char *sandbox_id, const char *r
         buf_printf(b, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
     else
         buf_printf(b, "Connection: close\r\n");
+    if (p->req->body_streaming) {
+        /* The body follows as it comes (proxy_body_data), framed as the client framed it. */
+        const char *te = http_request_header(h, "transfer-encoding", NULL);
+        const char *cl = http_request_header(h, "content-length", NULL);
+        p->body_chunked = te != NULL;
+        if (p->body_chunked)
+            buf_printf(b, "Transfer-Encoding: chunked\r\n\r\n");
+        else
+            buf_printf(b, "Content-Length: %s\r\n\r\n", cl ? cl : "0");
+        return;
+    }
     bool has_body = h->body.len > 0 || h->method == HTTP_POST || h->method == HTTP_PUT ||
                     h->method == HTTP_PATCH;
     if (has_body)
@@ -186,12 +199,16 @@ static void build_request(struct proxy *p, const char *sandbox_id, const char *r
         buf_append(b, h->body.data, h->body.len);
 }
 
+/* A WebSocket handshake: GET with Upgrade: websocket, and no body (one would come before the
+ * frames). */
 static bool wants_websocket(const struct http_request *h)
 {
     const char *upgrade = http_request_header(h, "upgrade", NULL);
     const char *connection = http_request_header(h, "connection", NULL);
+    const char *length = http_request_header(h, "content-length", NULL);
     return h->method == HTTP_GET && upgrade && has_token(upgrade, "websocket") &&
-           has_token(connection, "upgrade");
+           has_token(connection, "upgrade") && !http_request_header(h, "transfer-encoding", NULL) &&
+           (!length || strcmp(length, "0") == 0);
 }
 
 /* ---- ending ------------------------------------------------------------------------------------- */
@@ -488,6 +505,8 @@ static int on_message_complete(http_parser *hp)
     return 0;
 }
 
+static void client_read_pause(struct proxy *p, bool pause);
+
 static void on_up_write(uv_write_t *w, int status)
 {
     struct up_write *uw = container_of(w, struct up_write, w);
@@ -496,8 +515,37 @@ static void on_up_write(uv_write_t *w, int status)
     free(uw);
     if (status < 0 || p->phase == PROXY_DONE)
         return; /* a failed write: the read side sees the connection end */
-    if (p->phase == PROXY_TUNNEL && p->up_queued <= PROXY_MAX_QUEUED / 2 && p->req && p->req->conn)
-        http_ext_read_pause(p->req->conn, false);
+    if (p->up_queued <= PROXY_MAX_QUEUED / 2)
+        client_read_pause(p, false);
+}
+
+/* Stops (true) or restarts reading the client, whose bytes go to the sandbox. */
+static void client_read_pause(struct proxy *p, bool pause)
+{
+    if (pause == p->client_paused || !p->req || !p->req->conn)
+        return;
+    p->client_paused = pause;
+    http_ext_read_pause(p->req->conn, pause);
+}
+
+/* prefix + data + suffix to the sandbox as one write. */
+static void up_write3(struct proxy *p, const char *prefix, const char *data, size_t len,
+                      const char *suffix)
+{
+    size_t plen = strlen(prefix), slen = strlen(suffix);
+    struct up_write *uw = xmalloc(sizeof(*uw) + plen + len + slen);
+    uw->p = p;
+    uw->len = plen + len + slen;
+    memcpy(uw->data, prefix, plen);
+    memcpy(uw->data + plen, data, len);
+    memcpy(uw->data + plen + len, suffix, slen);
+    uv_buf_t b = uv_buf_init(uw->data, (unsigned)uw->len);
+    p->up_queued += uw->len;
+    if (uv_write(&uw->w, (uv_stream_t *)&p->up, &b, 1, on_up_write) < 0) {
+        p->up_queued -= uw->len;
+        free(uw);
+        finish_abruptly(p);
+    }
 }
 
 static void up_write(struct proxy *p, const char *data, size_t len)
@@ -522,8 +570,43 @@ static void on_client_data(void *arg, const char *data, size_t len)
     if (p->phase != PROXY_TUNNEL)
         return;
     up_write(p, data, len);
-    if (p->up_queued > PROXY_MAX_QUEUED && p->req && p->req->conn)
-        http_ext_read_pause(p->req->conn, true);
+    if (p->up_queued > PROXY_MAX_QUEUED)
+        client_read_pause(p, true);
+}
+
+/* A piece of a streamed request body: kept with the request head until the sandbox's side is
+ * connected, then written as it comes; the client is not read while either backs up. */
+static void proxy_body_data(void *arg, const char *data, size_t len)
+{
+    struct proxy *p = arg;
+    if (p->phase == PROXY_DONE || !p->req || len == 0)
+        return;
+    char prefix[24] = "";
+    if (p->body_chunked)
+        snprintf(prefix, sizeof(prefix), "%zx\r\n", len);
+    const char *suffix = p->body_chunked ? "\r\n" : "";
+    if (p->phase == PROXY_CONNECTING) {
+        buf_append_str(&p->request, prefix);
+        buf_append(&p->request, data, len);
+        buf_append_str(&p->request, suffix);
+        if (p->request.len > PROXY_MAX_QUEUED)
+            client_read_pause(p, true);
+        return;
+    }
+    up_write3(p, prefix, data, len, suffix);
+    if (p->up_queued > PROXY_MAX_QUEUED)
+        client_read_pause(p, true);
+}
+
+static void proxy_body_end(void *arg)
+{
+    struct proxy *p = arg;
+    if (p->phase == PROXY_DONE || !p->req || !p->body_chunked)
+        return;
+    if (p->phase == PROXY_CONNECTING)
+        buf_append_str(&p->request, "0\r\n\r\n");
+    else
+        up_write3(p, "", "0\r\n\r\n", 5, "");
 }
 
 /* ---- reading the sandbox's side ---------------------------------------------------------------- */
@@ -715,6 +798,8 @@ void osapi_proxy(struct osapi_req *req, const char *sandbox_id, long port, const
     req->state = p;
     req->free_state = proxy_release;
     req->on_abort = client_aborted;
+    if (req->body_streaming)
+        http_ext_body_stream(req->conn, proxy_body_data, proxy_body_end, p);
     struct mcp_error err;
     if (req->be->ops->endpoint(req->be, req->sandbox_id, (int)port, on_endpoint, p, &err) < 0)
         osapi_reply_mcp_error(req, &err);

@@ -422,6 +422,23 @@ static bool osapi_route(void *arg, struct http_conn *c, const char *path)
     return true;
 }
 
+/* A request with a body, once its head is in: the proxy for a port other than execd's and the
+ * egress sidecar's streams the body to the sandbox as it comes; everything else is read whole. */
+static bool osapi_route_head(void *arg, struct http_conn *c, const char *path)
+{
+    const char *p = strncmp(path, "/v1/", 4) == 0 ? path + 3 : path;
+    char id[OSAPI_ID_MAX];
+    long port;
+    const char *rest;
+    if (!split_proxy(p, id, sizeof(id), &port, &rest) || port == OSAPI_EXECD_PORT ||
+        port == OSAPI_EGRESS_PORT)
+        return false;
+    struct osapi_req *req = osapi_req_new(arg, c);
+    req->body_streaming = true;
+    route_proxy(req, id, port, rest);
+    return true;
+}
+
 /* ---- start and stop ------------------------------------------------------------------------------ */
 
 void osapi_free(struct osapi *api)
@@ -465,6 +482,7 @@ const struct http_extension *osapi_new(struct mcp_server *srv, const struct mcp_
     api->entrypoints = json_object();
     api->commands = json_object();
     api->ext.route = osapi_route;
+    api->ext.route_head = osapi_route_head;
     api->ext.arg = api;
     api->ext.stop = osapi_stop;
     (void)err;
