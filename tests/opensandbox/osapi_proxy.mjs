@@ -93,7 +93,7 @@ await test('the app\'s headers that would act on mcpbox\'s whole origin are drop
   check(big.status === 502 && /over 16384 bytes/.test(text), `${big.status} ${text}`);
 });
 
-await test('bodies both ways: a streamed reply arrives as it is sent; 8 MiB down, 4 MiB up', async () => {
+await test('bodies both ways, streamed: a reply and a request body as they are sent; 8 MiB down, 4 MiB up', async () => {
   const t0 = Date.now();
   const r = await fetch(`${url}/slow`, { headers: auth() });
   const reader = r.body.getReader();
@@ -113,6 +113,14 @@ await test('bodies both ways: a streamed reply arrives as it is sent; 8 MiB down
   const want = Buffer.alloc(n);
   for (let i = 0; i < n; i++) want[i] = i & 255;
   check(big.equals(want), `8 MiB down: ${big.length} bytes`);
+  // A request body is streamed too: the app sees the first line long before the second.
+  const enc = new TextEncoder();
+  const body = new ReadableStream({
+    async start(ctl) { ctl.enqueue(enc.encode('one\n')); await sleep(800); ctl.enqueue(enc.encode('two\n')); ctl.close(); },
+  });
+  const timed = await (await fetch(`${url}/timed`, { method: 'POST', headers: auth(), body, duplex: 'half' })).json();
+  check(timed.chunked === 'chunked' && timed.lines.length === 2 && timed.lines[1][0] === 'two' &&
+        timed.lines[1][1] - timed.lines[0][1] >= 500, `request body streamed: ${JSON.stringify(timed)}`);
   const up = crypto.randomBytes(4 << 20);
   const p = await fetch(`${url}/upload`, { method: 'POST', headers: auth(), body: up });
   const res = await p.json();

@@ -75,10 +75,34 @@ class App(BaseHTTPRequestHandler):
         self.end_headers()
 
     def do_POST(self):
+        if self.path == '/timed':
+            return self.timed_lines()
         n = int(self.headers.get('Content-Length', '0'))
         body = self.rfile.read(n)
         digest = hashlib.sha256(body).hexdigest()
         self.reply(201, json.dumps({'len': len(body), 'sha256': digest, 'path': self.path}).encode(),
+                   'application/json')
+
+    def timed_lines(self):
+        # The body's lines and when each came, in ms from the head: read as they arrive when
+        # chunked, all at once when sent whole (Content-Length).
+        t0, seen, pending = time.monotonic(), [], b''
+        chunked = 'chunked' in self.headers.get('Transfer-Encoding', '')
+        while True:
+            if chunked:
+                size = int(self.rfile.readline().strip() or b'0', 16)
+                data = self.rfile.read(size)
+                self.rfile.readline()
+            else:
+                size = 0
+                data = self.rfile.read(int(self.headers.get('Content-Length', '0')))
+            pending += data
+            while b'\n' in pending:
+                line, pending = pending.split(b'\n', 1)
+                seen.append([line.decode(), int((time.monotonic() - t0) * 1000)])
+            if size == 0:
+                break
+        self.reply(200, json.dumps({'chunked': self.headers.get('Transfer-Encoding'), 'lines': seen}).encode(),
                    'application/json')
 
     def websocket(self):
