@@ -82,7 +82,8 @@ void http_ext_body_stream(struct http_conn *c, http_ext_data_fn *on_data, http_e
                           void *arg);
 /* Bytes to the client as they are (no chunk framing). */
 void http_ext_raw_write(struct http_conn *c, const char *data, size_t len);
-/* Stops (true) or restarts reading from a tunnelled client (its bytes wait in the kernel). */
+/* Stops (true) or restarts reading from a tunnelled client or a streamed request body (its
+ * bytes wait in the kernel). */
 void http_ext_read_pause(struct http_conn *c, bool pause);
 /* Closes the connection without calling the abort function (the caller is done with it). */
 void http_ext_close(struct http_conn *c);
