@@ -341,7 +341,7 @@ static bool execd_auth_ok(struct osapi_req *req, const char *sandbox_id)
                      json_pack("{s:s}", "error",
                                "Unauthorized: invalid or missing header X-EXECD-ACCESS-TOKEN "
                                "(take it from the headers of GET /v1/sandboxes/{id}/endpoints/"
-                               "44772)"),
+                               "{port}: one token per sandbox, for every port)"),
                      NULL);
     return false;
 }
