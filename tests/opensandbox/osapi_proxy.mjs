@@ -132,6 +132,8 @@ await test('a WebSocket echo through the proxy (text and a 200 KB binary message
   const ws = new WebSocket(`${url.replace('http:', 'ws:')}/ws`, { headers: auth() });
   const msgs = [];
   let wake;
+  let upgradeHeaders = {};
+  ws.on('upgrade', (res) => { upgradeHeaders = res.headers; });
   ws.on('message', (d, isBinary) => { msgs.push([Buffer.from(d), isBinary]); wake && wake(); });
   await new Promise((res, rej) => { ws.on('open', res); ws.on('error', rej); ws.on('unexpected-response', (_q, r) => rej(new Error(`HTTP ${r.statusCode}`))); });
   const next = async () => {
@@ -139,6 +141,8 @@ await test('a WebSocket echo through the proxy (text and a 200 KB binary message
     check(msgs.length, 'an echo');
     return msgs.shift();
   };
+  check(upgradeHeaders['sec-websocket-accept'] && !upgradeHeaders['set-cookie'],
+        `the 101's checked headers: ${JSON.stringify(upgradeHeaders)}`);
   ws.send('hello ' + MARKER);
   const [text, bin1] = await next();
   check(!bin1 && text.toString() === 'hello ' + MARKER, text.toString());
