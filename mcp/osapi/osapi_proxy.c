@@ -6,18 +6,17 @@
  *
  * The sandbox's reply is hostile input: its head is bounded (size and count), parsed strictly,
  * and only headers that concern the proxied response itself are passed on (none that act on
- * mcpbox's whole origin: cookies, HSTS, Clear-Site-Data, Alt-Svc, ...). The body is re-framed
+ * mcpbox's whole origin: cookies, HSTS, Clear-Site-Data, Alt-Svc, ...; osapi_proxy_head.c).
+ * The body is re-framed
  * here (never the sandbox's framing) and read no faster than the client takes it. A 101 to a
  * WebSocket upgrade turns both connections into a byte pipe, with the same bounds both ways. */
 #define LOG_MODULE "osapi"
 #include "mcp/osapi/osapi-internal.h"
 
-#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <uv.h>
 
 #include "mcp/base/buf.h"
@@ -28,9 +27,6 @@
 
 /* Bytes queued towards either side before reading from the other stops. */
 #define PROXY_MAX_QUEUED (1u << 20)
-/* The sandbox's response head: header lines (names and values) and their number. */
-#define PROXY_MAX_HEAD_BYTES HTTP_MAX_HEADER_BYTES
-#define PROXY_MAX_HEADERS HTTP_MAX_HEADERS
 #define PROXY_READ_CHUNK (64u * 1024u)
 
 enum proxy_phase {
@@ -46,12 +42,11 @@ struct proxy {
     enum proxy_phase phase;
     long port;
     char sandbox_id[128];
-    bool websocket;  /* the client asked for a WebSocket upgrade */
-    bool head_only;  /* HEAD: the answer has no body */
-    bool got_bytes;  /* the sandbox sent something */
-    bool up_open;    /* up is initialised (closed with uv_close) */
-    bool up_reading; /* uv_read_start is in force */
-    bool upgrade_ok; /* the response's Upgrade is websocket */
+    bool websocket;     /* the client asked for a WebSocket upgrade */
+    bool head_only;     /* HEAD: the answer has no body */
+    bool got_bytes;     /* the sandbox sent something */
+    bool up_open;       /* up is initialised (closed with uv_close) */
+    bool up_reading;    /* uv_read_start is in force */
     bool body_chunked;  /* the request body streams to the sandbox chunk-framed */
     bool client_paused; /* not reading the client while the sandbox lags */
     uv_tcp_t up;
@@ -59,12 +54,7 @@ struct proxy {
     struct buf request; /* what goes to the sandbox first: head and body */
     size_t up_queued;   /* bytes written to the sandbox and not yet taken */
     http_parser parser;
-    struct buf name, value; /* the header being read */
-    bool in_value;
-    size_t head_bytes;
-    unsigned nheaders;
-    struct buf head; /* the header lines passed on */
-    char bad[160];   /* why the head is refused ("" while it is fine) */
+    struct osapi_head head; /* the sandbox's response head (osapi_proxy_head.c) */
     char rbuf[PROXY_READ_CHUNK];
 };
 
@@ -88,72 +78,11 @@ static const char request_drop[] =
     "open-sandbox-api-key x-execd-access-token x-forwarded-for x-forwarded-host "
     "x-forwarded-proto x-forwarded-prefix forwarded ";
 
-/* Response headers not passed on: hop-by-hop ones, ours, and those that act on mcpbox's whole
- * origin (every other sandbox's proxy and the APIs share it) rather than on this response. */
-static const char response_drop[] =
-    " connection keep-alive proxy-connection proxy-authenticate te trailer "
-    "transfer-encoding upgrade content-length set-cookie set-cookie2 "
-    "strict-transport-security public-key-pins public-key-pins-report-only expect-ct "
-    "clear-site-data alt-svc service-worker-allowed nel report-to reporting-endpoints "
-    "origin-agent-cluster www-authenticate mcp-session-id x-request-id ";
-
 /* Added to every proxied response: a page served from the sandbox runs in an opaque origin, not
  * in mcpbox's (whose APIs would otherwise be same-origin to its scripts). */
 #define PROXY_RESPONSE_GUARD                                                                       \
     "Content-Security-Policy: sandbox allow-scripts allow-forms allow-popups "                     \
     "allow-downloads\r\nX-Content-Type-Options: nosniff\r\n"
-
-/* Whether name is one of the space-separated words of list (any case). */
-static bool in_list(const char *name, const char *list)
-{
-    char word[64];
-    size_t n = strlen(name);
-    if (n + 3 > sizeof(word))
-        return false;
-    word[0] = ' ';
-    for (size_t i = 0; i < n; i++)
-        word[i + 1] = (char)tolower((unsigned char)name[i]);
-    word[n + 1] = ' ';
-    word[n + 2] = '\0';
-    return strstr(list, word) != NULL;
-}
-
-/* RFC 9110 token characters. */
-static bool is_token(const char *s, size_t len)
-{
-    if (len == 0)
-        return false;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (!isalnum(ch) && !strchr("!#$%&'*+-.^_`|~", ch))
-            return false;
-    }
-    return true;
-}
-
-/* Visible characters, spaces and tabs only (no CR, LF, NUL or other controls). */
-static bool is_field_value(const char *s, size_t len)
-{
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
-            return false;
-    }
-    return true;
-}
-
-static bool has_token(const char *list, const char *token)
-{
-    size_t n = strlen(token);
-    for (const char *s = list; s && *s;) {
-        s += strspn(s, " \t,");
-        size_t len = strcspn(s, " \t,");
-        if (len == n && strncasecmp(s, token, n) == 0)
-            return true;
-        s += len;
-    }
-    return false;
-}
 
 /* ---- the request to the sandbox ------------------------------------------------------------------ */
 
@@ -166,7 +95,7 @@ static void build_request(struct proxy *p, const char *sandbox_id, const char *r
     buf_printf(b, "%s %s%s%s HTTP/1.1\r\nHost: 127.0.0.1:%ld\r\n", http_method_str(h->method), rest,
                *query ? "?" : "", query, p->port);
     for (size_t i = 0; i < h->nheaders; i++) {
-        if (in_list(h->headers[i].name, request_drop))
+        if (osapi_word_in(h->headers[i].name, request_drop))
             continue;
         buf_printf(b, "%s: %s\r\n", h->headers[i].name, h->headers[i].value);
     }
@@ -206,8 +135,9 @@ static bool wants_websocket(const struct http_request *h)
     const char *upgrade = http_request_header(h, "upgrade", NULL);
     const char *connection = http_request_header(h, "connection", NULL);
     const char *length = http_request_header(h, "content-length", NULL);
-    return h->method == HTTP_GET && upgrade && has_token(upgrade, "websocket") &&
-           has_token(connection, "upgrade") && !http_request_header(h, "transfer-encoding", NULL) &&
+    return h->method == HTTP_GET && upgrade && osapi_has_token(upgrade, "websocket") &&
+           osapi_has_token(connection, "upgrade") &&
+           !http_request_header(h, "transfer-encoding", NULL) &&
            (!length || strcmp(length, "0") == 0);
 }
 
@@ -216,9 +146,7 @@ static bool wants_websocket(const struct http_request *h)
 static void proxy_free(struct proxy *p)
 {
     buf_release(&p->request);
-    buf_release(&p->name);
-    buf_release(&p->value);
-    buf_release(&p->head);
+    osapi_head_release(&p->head);
     free(p);
 }
 
@@ -304,86 +232,14 @@ static void client_aborted(struct osapi_req *req)
 
 /* ---- the response head ---------------------------------------------------------------------------- */
 
-static void head_refuse(struct proxy *p, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void head_refuse(struct proxy *p, const char *fmt, ...)
-{
-    if (p->bad[0])
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(p->bad, sizeof(p->bad), fmt, ap);
-    va_end(ap);
-}
-
-/* One complete header line of the sandbox's response: checked, then kept or dropped. */
-static void head_take_header(struct proxy *p)
-{
-    if (!p->in_value && p->name.len == 0)
-        return;
-    const char *name = buf_cstr(&p->name), *value = buf_cstr(&p->value);
-    size_t vlen = p->value.len;
-    while (vlen && (value[vlen - 1] == ' ' || value[vlen - 1] == '\t'))
-        vlen--;
-    while (vlen && (*value == ' ' || *value == '\t'))
-        value++, vlen--;
-    if (++p->nheaders > PROXY_MAX_HEADERS)
-        head_refuse(p, "its response has more than %u headers (the proxy's limit)",
-                    (unsigned)PROXY_MAX_HEADERS);
-    else if (!is_token(name, p->name.len))
-        head_refuse(p, "its response has a header name that is not a token");
-    else if (!is_field_value(value, vlen))
-        head_refuse(p, "its response has a header value with control characters");
-    else if (strcasecmp(name, "upgrade") == 0)
-        p->upgrade_ok = has_token(value, "websocket");
-    if (!p->bad[0] && !in_list(name, response_drop))
-        buf_printf(&p->head, "%s: %.*s\r\n", name, (int)vlen, value);
-    buf_reset(&p->name);
-    buf_reset(&p->value);
-    p->in_value = false;
-}
-
-static int head_count(struct proxy *p, size_t len)
-{
-    p->head_bytes += len;
-    if (p->head_bytes > PROXY_MAX_HEAD_BYTES) {
-        head_refuse(p, "its response head is over %u bytes (the proxy's limit)",
-                    (unsigned)PROXY_MAX_HEAD_BYTES);
-        return -1;
-    }
-    return 0;
-}
-
 static int on_header_field(http_parser *hp, const char *at, size_t len)
 {
-    struct proxy *p = hp->data;
-    if (p->in_value)
-        head_take_header(p);
-    if (head_count(p, len) < 0)
-        return -1;
-    buf_append(&p->name, at, len);
-    return 0;
+    return osapi_head_field(&((struct proxy *)hp->data)->head, at, len);
 }
 
 static int on_header_value(http_parser *hp, const char *at, size_t len)
 {
-    struct proxy *p = hp->data;
-    p->in_value = true;
-    if (head_count(p, len) < 0)
-        return -1;
-    buf_append(&p->value, at, len);
-    return 0;
-}
-
-static void head_forget(struct proxy *p)
-{
-    buf_reset(&p->head);
-    buf_reset(&p->name);
-    buf_reset(&p->value);
-    p->in_value = false;
-    p->nheaders = 0;
-    p->head_bytes = 0;
-    p->upgrade_ok = false;
+    return osapi_head_value(&((struct proxy *)hp->data)->head, at, len);
 }
 
 static void on_client_data(void *arg, const char *data, size_t len);
@@ -399,7 +255,7 @@ static void start_tunnel(struct proxy *p)
     buf_printf(&h,
                "HTTP/1.1 101 Switching Protocols\r\nX-Request-ID: %s\r\n%s"
                "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
-               p->req->request_id, buf_cstr(&p->head));
+               p->req->request_id, buf_cstr(&p->head.lines));
     p->phase = PROXY_TUNNEL;
     http_ext_raw_write(c, h.data, h.len);
     buf_release(&h);
@@ -414,7 +270,7 @@ static void reply_refused(struct proxy *p)
                       "the service on port %ld in sandbox %s sent a response the proxy "
                       "refuses: %s; fix the service, or reach it through the forwarded "
                       "address of GET /v1/sandboxes/{id}/endpoints/{port}",
-                      p->port, p->sandbox_id, p->bad);
+                      p->port, p->sandbox_id, p->head.bad);
 }
 
 /* The head is complete: answer the client with it (or 502), or skip an interim 1xx. Returns
@@ -422,17 +278,18 @@ static void reply_refused(struct proxy *p)
 static int on_headers_complete(http_parser *hp)
 {
     struct proxy *p = hp->data;
-    head_take_header(p);
     unsigned status = hp->status_code;
-    if (!p->bad[0] && status == 101 && (!p->websocket || !p->upgrade_ok || !hp->upgrade))
-        head_refuse(p, "it answered 101 Switching Protocols to something other than a WebSocket "
-                       "upgrade");
-    if (p->bad[0]) {
+    if (osapi_head_end(&p->head) == 0 && status == 101 &&
+        (!p->websocket || !p->head.upgrade_websocket || !hp->upgrade))
+        snprintf(p->head.bad, sizeof(p->head.bad),
+                 "it answered 101 Switching Protocols to something other than a WebSocket "
+                 "upgrade");
+    if (p->head.bad[0]) {
         reply_refused(p);
         return -1;
     }
     if (status < 200 && status != 101) {
-        head_forget(p); /* 100 Continue, 103 Early Hints: the final answer follows */
+        osapi_head_reset(&p->head); /* 100 Continue, 103 Early Hints: the final one follows */
         return 0;
     }
     if (!p->req || !p->req->conn) {
@@ -443,20 +300,20 @@ static int on_headers_complete(http_parser *hp)
         start_tunnel(p);
         return 0; /* http_parser stops here: the rest is the other protocol */
     }
-    buf_printf(&p->head, "X-Request-ID: %s\r\n" PROXY_RESPONSE_GUARD, p->req->request_id);
+    buf_printf(&p->head.lines, "X-Request-ID: %s\r\n" PROXY_RESPONSE_GUARD, p->req->request_id);
     /* A declared length is kept (http_parser holds the body to exactly it), else chunked. */
     bool sized = (hp->flags & F_CONTENTLENGTH) && !(hp->flags & F_CHUNKED);
     if (p->head_only || status == 204 || status == 304) {
         /* No body follows; HEAD and 304 tell the length the body would have. */
         bool tell = sized && status != 204;
-        http_ext_stream_start_head(p->req->conn, (int)status, buf_cstr(&p->head),
+        http_ext_stream_start_head(p->req->conn, (int)status, buf_cstr(&p->head.lines),
                                    tell ? (long long)hp->content_length : 0);
         p->phase = PROXY_DONE;
         finish_stream(p);
         return 1;
     }
     p->phase = PROXY_BODY;
-    http_ext_stream_start_head(p->req->conn, (int)status, buf_cstr(&p->head),
+    http_ext_stream_start_head(p->req->conn, (int)status, buf_cstr(&p->head.lines),
                                sized ? (long long)hp->content_length : -1);
     return 0;
 }
@@ -693,7 +550,7 @@ static void on_up_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     if (p->phase == PROXY_DONE || used == (size_t)nread)
         return;
     enum http_errno e = HTTP_PARSER_ERRNO(&p->parser);
-    if (p->phase == PROXY_HEAD && p->bad[0]) {
+    if (p->phase == PROXY_HEAD && p->head.bad[0]) {
         reply_refused(p); /* a limit of the head, found before its end */
     } else if (p->phase == PROXY_HEAD) {
         reply_bad_gateway(p,
@@ -791,9 +648,7 @@ void osapi_proxy(struct osapi_req *req, const char *sandbox_id, long port, const
     p->phase = PROXY_CONNECTING;
     p->websocket = wants_websocket(osapi_req_http(req));
     p->head_only = osapi_req_http(req)->method == HTTP_HEAD;
-    buf_init(&p->name, PROXY_MAX_HEAD_BYTES);
-    buf_init(&p->value, PROXY_MAX_HEAD_BYTES);
-    buf_init(&p->head, 2 * PROXY_MAX_HEAD_BYTES);
+    osapi_head_init(&p->head);
     build_request(p, req->sandbox_id, rest, osapi_req_query(req));
     req->state = p;
     req->free_state = proxy_release;
