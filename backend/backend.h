@@ -65,6 +65,9 @@ int sandbox_state_parse(const char *name, enum sandbox_state *out);
 struct sandbox_spec {
     const char *owner;        /* who creates it (tool layer's caller identity) */
     const char *image;        /* NULL: "host" locally, the configured default remotely */
+    /* "user:password" for the registry of image (OpenSandbox's image.auth), or NULL: the
+     * user's credential files, as `mcpbox image pull` uses (docs/images.md). Local only. */
+    const char *registry_auth;
     json_t *env;              /* object of string values, or NULL */
     json_t *metadata;         /* object of string values, or NULL */
     double cpu;               /* CPUs (0.5 = half a core) */
