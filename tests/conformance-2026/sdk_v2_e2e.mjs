@@ -124,7 +124,7 @@ const cases = [
         check(A.getNegotiatedProtocolVersion() === MODERN,
               `negotiated ${A.getNegotiatedProtocolVersion()}`);
         check(A.getServerVersion()?.name === 'mcpbox', JSON.stringify(A.getServerVersion()));
-        check(tools.size >= 21, `${tools.size} tools listed`);
+        check(tools.size >= 20, `${tools.size} tools listed`);
     }],
     ['files: write, read, list, search, replace, move, mkdir, delete', async () => {
         await ok('make_directory', { sandbox_id: id, path: 'work/sub' });
