@@ -274,9 +274,12 @@ static bool same_contents(int ufd, const char *name, int lfd)
     if (a < 0 || b < 0 || fstat(a, &sa) < 0 || fstat(b, &sb) < 0 || !S_ISREG(sa.st_mode) ||
         !S_ISREG(sb.st_mode))
         return false;
-    static char x[65536], y[65536];
+    /* Per call: concurrent reviews run this on several worker threads at once. */
+    enum { CHUNK = 65536 };
+    cleanup_free char *x = xmalloc(CHUNK);
+    cleanup_free char *y = xmalloc(CHUNK);
     for (;;) {
-        ssize_t n = read(a, x, sizeof x);
+        ssize_t n = read(a, x, CHUNK);
         if (n < 0)
             return false;
         if (n == 0)
