@@ -98,7 +98,7 @@ const char *ws_kind_name(enum ws_kind k)
 void ws_changes_free(struct ws_changes *c)
 {
     for (size_t i = 0; i < c->n; i++)
-        free(c->v[i].rel);
+        free(c->v[i].rel), free(c->v[i].same_as);
     free(c->v);
     memset(c, 0, sizeof *c);
 }

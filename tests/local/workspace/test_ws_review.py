@@ -86,6 +86,53 @@ def check_race(s, base, allowed):
           "files each: nothing shown as changed")
 
 
+LINKS = 48
+BIG_BYTES = 8 << 20
+HWM_GROWTH_MAX = 64 << 20  # a review page keeps a page and one file's diff, not every change
+REVIEW_SECONDS_MAX = 5
+
+
+def vm_hwm(pid):
+    """Peak resident memory of a process, in bytes."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def check_memory(s, base, allowed):
+    proj = os.path.join(allowed, "m")
+    os.makedirs(proj)
+    own(proj)
+    time.sleep(0.1)
+    sid = s.create([{"source": proj, "target": "/workspace/m"}])
+    code, _, err = s.sh(sid, f"cd /workspace/m && head -c {BIG_BYTES} /dev/zero | tr '\\0' '\\n'"
+                             f" > big && for i in $(seq {LINKS}); do ln big link$i; done && "
+                             "du -sh . && stat -c %h big")
+    assert code == 0, err
+    before = vm_hwm(s.proc.pid)
+    t0 = time.monotonic()
+    err_, out, text = s.tool("review_changes", sandbox_id=sid, max_bytes=16384)
+    took = time.monotonic() - t0
+    grew = vm_hwm(s.proc.pid) - before
+    assert not err_, text
+    print(f"memory: one 16 KiB page of {LINKS + 1} links to an 8 MB file of empty lines: "
+          f"{took:.2f} s, server peak memory +{grew / 1048576:.1f} MiB")
+    assert grew < HWM_GROWTH_MAX, f"the review raised the server's peak memory by {grew} bytes"
+    assert took < REVIEW_SECONDS_MAX, f"the review took {took:.1f} s"
+    changes = out["changes"]
+    assert len(changes) == LINKS + 1, [c["path"] for c in changes]
+    first = changes[0]
+    assert first["path"] == "/workspace/m/big" and "diff_cut" in first, first
+    assert "larger than" in first["diff_cut"], first
+    for c in changes[1:]:
+        assert c.get("same_as") == "/workspace/m/big", c
+    assert len(out["diff"]) <= 16384 and "not diffed" in out["diff"], out["diff"][:400]
+    assert "Same file as b/workspace/m/big" in out["diff"], out["diff"][:800]
+    s.tool("destroy_sandbox", sandbox_id=sid)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
@@ -106,6 +153,8 @@ def main():
                 return SKIP
             if a.check == "race":
                 check_race(s, base, allowed)
+            elif a.check == "memory":
+                check_memory(s, base, allowed)
         finally:
             s.close()
     finally:
