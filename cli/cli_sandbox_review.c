@@ -10,18 +10,30 @@
 
 #define CLI_DIFF_PAGE (1u << 20)
 
+/* What apply takes beyond diff's options (NULL for diff). */
+struct apply_opts {
+    const char *review; /* --review TOKEN */
+    bool yes;           /* --yes: review now and apply what that review read */
+};
+
 /* ID and the paths after it (argv[optind..]); -1 to go on, else the exit code. */
 static int review_opts(struct cli_sandbox *c, int argc, char **argv, const char *usage, bool *flag,
-                       const char *flag_name, json_t **paths)
+                       const char *flag_name, json_t **paths, struct apply_opts *ao)
 {
-    const struct option longopts[] = {{"help", no_argument, NULL, 'h'},
-                                      {"output", required_argument, NULL, 'o'},
-                                      {flag_name, no_argument, NULL, 'f'},
-                                      {NULL, 0, NULL, 0}};
+    struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},    {"output", required_argument, NULL, 'o'},
+        {flag_name, no_argument, NULL, 'f'}, {"review", required_argument, NULL, 'r'},
+        {"yes", no_argument, NULL, 'y'},     {NULL, 0, NULL, 0}};
+    if (ao == NULL) /* diff: no --review, no --yes */
+        longopts[3] = (struct option){NULL, 0, NULL, 0};
     int opt;
     while ((opt = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
         if (opt == 'f')
             *flag = true;
+        else if (opt == 'r' && ao)
+            ao->review = optarg;
+        else if (opt == 'y' && ao)
+            ao->yes = true;
         else if (opt == 'o' && cli_parse_output(optarg, &c->json) == 0)
             continue;
         else {
@@ -80,10 +92,11 @@ int cli_sandbox_diff(struct cli_sandbox *c, int argc, char **argv)
         "host (--stat: one line per changed path: A added, M modified, D deleted, m mode).\n";
     bool stat = false;
     json_t *paths = NULL;
-    int rc = review_opts(c, argc, argv, usage, &stat, "stat", &paths);
+    int rc = review_opts(c, argc, argv, usage, &stat, "stat", &paths, NULL);
     if (rc >= 0)
         return rc;
     const char *id = argv[optind];
+    char review[64] = "";
     for (json_int_t offset = 0; offset >= 0;) {
         json_t *args = json_pack("{s:O, s:I, s:I}", "paths", paths, "offset", offset, "max_bytes",
                                  (json_int_t)CLI_DIFF_PAGE);
@@ -93,6 +106,11 @@ int cli_sandbox_diff(struct cli_sandbox *c, int argc, char **argv)
             json_decref(paths);
             return cli_sandbox_fail("diff", &c->err);
         }
+        /* Each page is a review of every change: the last one's token covers all it read. */
+        snprintf(review, sizeof review, "%s",
+                 json_string_value(json_object_get(c->result, "review"))
+                     ? json_string_value(json_object_get(c->result, "review"))
+                     : "");
         if (c->json || stat) { /* the list is whole in every page */
             if (c->json)
                 cli_print_json(c->result);
@@ -105,22 +123,55 @@ int cli_sandbox_diff(struct cli_sandbox *c, int argc, char **argv)
         offset = json_is_integer(next) ? json_integer_value(next) : -1;
     }
     json_decref(paths);
+    if (review[0] && !c->json) /* stderr: the diff on stdout stays a patch */
+        fprintf(stderr,
+                "review %s: to apply what this showed, mcpbox sandbox apply %s --review %s\n",
+                review, id, review);
     return CLI_EXIT_OK;
 }
 
 int cli_sandbox_apply(struct cli_sandbox *c, int argc, char **argv)
 {
     static const char usage[] =
-        "Usage: mcpbox sandbox apply ID [PATH...] [--overwrite] [-o table|json]\n"
+        "Usage: mcpbox sandbox apply ID [PATH...] (--review TOKEN | --yes) [--overwrite]\n"
+        "                           [-o table|json]\n"
         "Writes the sandbox's copy-on-write changes (all, or those at or below PATHs) to the\n"
-        "host. A file changed on the host since the sandbox saw it is refused (a conflict)\n"
-        "unless --overwrite. Exit status 1 when anything was refused or failed.\n";
+        "host, as the review `mcpbox sandbox diff ID` printed the TOKEN of showed them: a file\n"
+        "the sandbox changed since is refused. --yes applies what is there now, unseen. A file\n"
+        "changed on the host since the sandbox saw it is refused (a conflict) unless\n"
+        "--overwrite. Exit status 1 when anything was refused or failed.\n";
     bool overwrite = false;
     json_t *paths = NULL;
-    int rc = review_opts(c, argc, argv, usage, &overwrite, "overwrite", &paths);
+    struct apply_opts ao = {0};
+    char ao_token[64];
+    int rc = review_opts(c, argc, argv, usage, &overwrite, "overwrite", &paths, &ao);
     if (rc >= 0)
         return rc;
-    json_t *args = json_pack("{s:o, s:b}", "paths", paths, "overwrite", overwrite);
+    if (!ao.review && !ao.yes) {
+        json_decref(paths);
+        fprintf(stderr,
+                "mcpbox sandbox apply: name the review you read: run mcpbox sandbox diff "
+                "%s, then apply with the --review TOKEN it prints (or --yes to apply "
+                "what is there now without reading it)\n",
+                argv[optind]);
+        return CLI_EXIT_USAGE;
+    }
+    if (!ao.review) { /* --yes: a review of its own, so that apply still checks each copy */
+        json_t *args = json_pack("{s:O, s:I}", "paths", paths, "max_bytes", (json_int_t)256);
+        rc = workspace_call(c, argv[optind], "review", args);
+        json_decref(args);
+        if (rc < 0) {
+            json_decref(paths);
+            return cli_sandbox_fail("apply", &c->err);
+        }
+        snprintf(ao_token, sizeof ao_token, "%s",
+                 json_string_value(json_object_get(c->result, "review"))
+                     ? json_string_value(json_object_get(c->result, "review"))
+                     : "");
+        ao.review = ao_token;
+    }
+    json_t *args =
+        json_pack("{s:o, s:b, s:s}", "paths", paths, "overwrite", overwrite, "review", ao.review);
     rc = workspace_call(c, argv[optind], "apply", args);
     json_decref(args);
     if (rc < 0)
@@ -138,6 +189,7 @@ int cli_sandbox_apply(struct cli_sandbox *c, int argc, char **argv)
         }
     }
     bool clean = json_integer_value(json_object_get(c->result, "conflicts")) == 0 &&
-                 json_integer_value(json_object_get(c->result, "failed")) == 0;
+                 json_integer_value(json_object_get(c->result, "failed")) == 0 &&
+                 json_integer_value(json_object_get(c->result, "refused")) == 0;
     return clean ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }

@@ -35,6 +35,9 @@ struct mcp_config {
      * MCPBOX_ALLOW_DIRS together); NULL: the default (stdio: the directory mcpbox started in;
      * HTTP: none). */
     char *allow_dirs;
+    /* apply_changes without a review token (--apply-unreviewed or MCPBOX_APPLY_UNREVIEWED=1):
+     * the person opts out of tying each apply to what a review showed. */
+    bool apply_unreviewed;
 
     /* OpenSandbox backend: enabled when opensandbox_domain is set. */
     char *opensandbox_domain;   /* OPEN_SANDBOX_DOMAIN, e.g. "localhost:8080" */

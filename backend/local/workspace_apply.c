@@ -31,10 +31,13 @@ struct apply {
     json_t *journal;
     bool overwrite;
     json_t *results;
-    json_int_t counts[4]; /* applied, conflicts, skipped, failed */
+    json_int_t counts[5]; /* applied, conflicts, skipped, failed, refused */
+    /* With a review (o->review): what it read, and the digest of the change being applied. */
+    const struct ws_record *reviewed;
+    const unsigned char *expect;
 };
 
-enum outcome { APPLIED, CONFLICT, SKIPPED, FAILED };
+enum outcome { APPLIED, CONFLICT, SKIPPED, FAILED, REFUSED };
 
 /* ---- the journal ---- */
 
@@ -142,7 +145,7 @@ static int open_parent(struct apply *a, const char *rel, bool create, const char
 
 static int record(struct apply *a, const struct ws_change *c, enum outcome o, const char *why)
 {
-    static const char *names[] = {"applied", "conflict", "skipped", "failed"};
+    static const char *names[] = {"applied", "conflict", "skipped", "failed", "refused"};
     a->counts[o]++;
     if (json_array_size(a->results) >= WS_LISTED_MAX)
         return 0; /* counted only */
@@ -165,9 +168,10 @@ static int fail_errno(struct apply *a, const struct ws_change *c, const char *wh
     return -1; /* recorded */
 }
 
-/* Copies the upper file rel into a new temporary file in parent; its name goes to tmp. */
+/* Copies the upper file rel into a new temporary file in parent; its name goes to tmp. Each
+ * chunk written is added to hash (NULL: none): the bytes checked are the bytes copied. */
 static int write_temp(struct apply *a, const char *rel, int parent, mode_t mode, char *tmp,
-                      size_t tmp_size)
+                      size_t tmp_size, struct sha256_ctx *hash)
 {
     struct stat st;
     cleanup_close int in = ws_open_regular(a->upper, rel, &st);
@@ -183,6 +187,8 @@ static int write_temp(struct apply *a, const char *rel, int parent, mode_t mode,
     char buf[65536];
     ssize_t n;
     while ((n = read(in, buf, sizeof buf)) > 0) {
+        if (hash)
+            sha256_update(hash, buf, (size_t)n);
         for (ssize_t done = 0; done < n;) {
             ssize_t w = write(out, buf + done, (size_t)(n - done));
             if (w < 0)
@@ -203,7 +209,7 @@ fail:;
 }
 
 static int make_symlink_temp(struct apply *a, const char *rel, int parent, char *tmp,
-                             size_t tmp_size)
+                             size_t tmp_size, struct sha256_ctx *hash)
 {
     const char *slash = strrchr(rel, '/');
     cleanup_free char *dir = slash ? xstrndup(rel, (size_t)(slash - rel)) : xstrdup("");
@@ -213,6 +219,8 @@ static int make_symlink_temp(struct apply *a, const char *rel, int parent, char 
     if (n < 0)
         return -1;
     target[n] = '\0';
+    if (hash)
+        sha256_update(hash, target, (size_t)n);
     char rnd[17];
     random_id(rnd, sizeof rnd, "", 8);
     snprintf(tmp, tmp_size, ".mcpbox-apply-%s", rnd);
@@ -227,15 +235,47 @@ static int make_symlink_temp(struct apply *a, const char *rel, int parent, char 
     return 0;
 }
 
+static int refuse_changed(struct apply *a, const struct ws_change *c)
+{
+    char why[256];
+    snprintf(why, sizeof why,
+             "not what review %s read: it changed in the sandbox since; call review_changes "
+             "again, then apply with its review",
+             a->o->review);
+    return record(a, c, REFUSED, why);
+}
+
+/* With a review: true if what was copied (content: its sha256; NULL for none) is what the
+ * review read. */
+static bool as_reviewed(const struct apply *a, const struct ws_change *c,
+                        struct sha256_ctx *content)
+{
+    if (a->expect == NULL)
+        return true;
+    unsigned char sha[32], digest[32];
+    if (content)
+        sha256_final(content, sha);
+    ws_change_digest(c, content ? sha : NULL, digest);
+    return memcmp(digest, a->expect, sizeof digest) == 0;
+}
+
 /* Puts the sandbox's file or symlink at name (replacing whatever the host has there). */
 static int put_entry(struct apply *a, const struct ws_change *c, int parent, const char *name,
                      const struct stat *hs)
 {
     char tmp[64];
-    int rc = S_ISLNK(c->new_mode) ? make_symlink_temp(a, c->rel, parent, tmp, sizeof tmp)
-                                  : write_temp(a, c->rel, parent, c->new_mode, tmp, sizeof tmp);
+    struct sha256_ctx hash;
+    sha256_init(&hash);
+    struct sha256_ctx *h = a->expect ? &hash : NULL;
+    int rc = S_ISLNK(c->new_mode) ? make_symlink_temp(a, c->rel, parent, tmp, sizeof tmp, h)
+                                  : write_temp(a, c->rel, parent, c->new_mode, tmp, sizeof tmp, h);
     if (rc < 0)
         return fail_errno(a, c, "cannot copy it from the sandbox");
+    if (!as_reviewed(a, c, h)) { /* checked on the copy itself, before it takes the name */
+        unlinkat(parent, tmp, 0);
+        refuse_changed(a, c);
+        return -1;
+    }
     /* A host directory it replaces was emptied by the deletions listed before it. */
     if (hs && S_ISDIR(hs->st_mode) && unlinkat(parent, name, AT_REMOVEDIR) < 0) {
         int e = errno;
@@ -290,6 +330,18 @@ static int apply_one(struct apply *a, const struct ws_change *c)
         return record(a, c, SKIPPED,
                       "special files (fifos, sockets, devices) are not created "
                       "on the host");
+    if (a->reviewed) {
+        a->expect = ws_record_find(a->reviewed, a->m, c->rel);
+        if (a->expect == NULL) {
+            char why[300];
+            snprintf(why, sizeof why,
+                     "review %s did not cover it (it changed or appeared after that review, or "
+                     "lay outside its paths); call review_changes again, then apply with its "
+                     "review",
+                     a->o->review);
+            return record(a, c, REFUSED, why);
+        }
+    }
     const char *name;
     cleanup_close int parent = open_parent(a, c->rel, c->kind != WS_DELETED, &name);
     if (parent < 0 && errno == ENOENT && c->kind == WS_DELETED)
@@ -307,6 +359,10 @@ static int apply_one(struct apply *a, const struct ws_change *c)
         return record(a, c, CONFLICT,
                       "changed on the host since the sandbox saw it; review "
                       "both, then apply with overwrite to replace it");
+    bool copies = c->kind != WS_DELETED && !S_ISDIR(nm) &&
+                  !(c->kind == WS_MODE && exists && S_ISREG(hs.st_mode));
+    if (!copies && !as_reviewed(a, c, NULL))
+        return refuse_changed(a, c);
     int rc;
     if (c->kind == WS_DELETED)
         rc = remove_entry(a, c, parent, name, exists ? &hs : NULL);
@@ -392,8 +448,17 @@ static json_t *apply_locked(const struct ws_mount *mounts, size_t n_mounts,
                       WS_CHANGES_MAX);
         return NULL;
     }
-    struct apply a = {
-        .o = o, .overwrite = overwrite, .results = json_array(), .src = -1, .upper = -1};
+    struct ws_record rec = {0};
+    if (o->review && ws_record_load(o->reviews_dir, o->review, &rec, err) < 0) {
+        ws_changes_free(&ch);
+        return NULL;
+    }
+    struct apply a = {.o = o,
+                      .overwrite = overwrite,
+                      .results = json_array(),
+                      .src = -1,
+                      .upper = -1,
+                      .reviewed = o->review ? &rec : NULL};
     int rc = 0;
     for (size_t m = 0; m < n_mounts && rc == 0; m++) {
         a.m = &mounts[m];
@@ -415,16 +480,18 @@ static json_t *apply_locked(const struct ws_mount *mounts, size_t n_mounts,
             close(a.upper);
     }
     ws_changes_free(&ch);
+    ws_record_free(&rec);
     if (rc < 0) {
         json_decref(a.results);
         return NULL;
     }
     json_int_t listed = (json_int_t)json_array_size(a.results);
-    json_int_t total =
-        a.counts[APPLIED] + a.counts[CONFLICT] + a.counts[SKIPPED] + a.counts[FAILED];
-    json_t *res = json_pack("{s:o, s:I, s:I, s:I, s:I}", "results", a.results, "applied",
-                            a.counts[APPLIED], "conflicts", a.counts[CONFLICT], "skipped",
-                            a.counts[SKIPPED], "failed", a.counts[FAILED]);
+    json_int_t total = a.counts[APPLIED] + a.counts[CONFLICT] + a.counts[SKIPPED] +
+                       a.counts[FAILED] + a.counts[REFUSED];
+    json_t *res =
+        json_pack("{s:o, s:I, s:I, s:I, s:I, s:I}", "results", a.results, "applied",
+                  a.counts[APPLIED], "conflicts", a.counts[CONFLICT], "skipped", a.counts[SKIPPED],
+                  "failed", a.counts[FAILED], "refused", a.counts[REFUSED]);
     if (total > listed)
         json_object_set_new(res, "results_note",
                             json_sprintf("%lld results, the first %lld listed; the counts are "

@@ -174,6 +174,8 @@ static int unknown_token(const char *token, struct mcp_error *err)
 int ws_record_load(const char *dir, const char *token, struct ws_record *rec, struct mcp_error *err)
 {
     memset(rec, 0, sizeof *rec);
+    if (dir == NULL)
+        return unknown_token(token, err);
     if (!token_ok(token))
         return mcp_error_set(err, MCP_ERR_INVALID, 0,
                              "review must be the token review_changes returned (\"rv-\" and 16 "
