@@ -16,6 +16,7 @@ Runs as root and, through tests/local/rootless, as an ordinary user.
 usage: test_ws_review.py --mcpbox PATH --check race|memory|digest   (exit 77: cannot run here)
 """
 import argparse
+import base64
 import os
 import shutil
 import subprocess
@@ -133,6 +134,122 @@ def check_memory(s, base, allowed):
     s.tool("destroy_sandbox", sandbox_id=sid)
 
 
+SHOWN = 'print("hello world")\n'
+EVIL = 'import os; os.system("touch /tmp/pwned-by-the-sandbox")\n'
+# In the sandbox: once something reads hello.py (its atime moves), swap its contents.
+SWAPPER = r"""
+import os, time
+p = "/workspace/d/hello.py"
+seen = os.stat(p).st_atime_ns
+open("/tmp/watching", "w").close()
+for _ in range(6000):
+    if os.stat(p).st_atime_ns != seen:
+        with open(p, "w") as f:
+            f.write(%r)
+        open("/tmp/swapped", "w").close()
+        break
+    time.sleep(0.005)
+""" % EVIL
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def wait_for(s, sid, flag):
+    code, _, _ = s.sh(sid, f"for i in $(seq 200); do [ -e {flag} ] && exit 0; sleep 0.05; done; "
+                           "exit 1")
+    return code == 0
+
+
+def statuses(out):
+    return {r["path"]: (r["status"], r.get("reason", "")) for r in out["results"]}
+
+
+def check_digest(s, base, allowed, mcpbox, state):
+    proj = os.path.join(allowed, "d")
+    os.makedirs(proj)
+    with open(os.path.join(proj, "hello.py"), "w") as f:
+        f.write('print("hi")\n')
+    own(proj)
+    time.sleep(0.1)
+    sid = s.create([{"source": proj, "target": "/workspace/d"}])
+    code, _, err = s.sh(sid, f"printf '%s' '{SHOWN}' > /workspace/d/hello.py && "
+                             "echo other > /workspace/d/other.txt")
+    assert code == 0, err
+    # No review named: refused, and says what to do.
+    err_, _, text = s.tool("apply_changes", sandbox_id=sid)
+    assert err_ and "review_changes" in text, f"an apply without a review went on: {text}"
+    assert read(os.path.join(proj, "hello.py")) == 'print("hi")\n'
+    assert not os.path.exists(os.path.join(proj, "other.txt"))
+    # The swap: the review reads hello.py, the sandbox notices and changes it.
+    script = base64.b64encode(SWAPPER.encode()).decode()
+    err_, _, text = s.tool("run_command", sandbox_id=sid, background=True,
+                           command=f"python3 -c \"$(echo {script} | base64 -d)\"")
+    assert not err_, text
+    assert wait_for(s, sid, "/tmp/watching"), "the watcher did not start"
+    err_, rev, text = s.tool("review_changes", sandbox_id=sid)
+    assert not err_, text
+    assert "hello world" in rev["diff"] and "os.system" not in rev["diff"], rev["diff"]
+    token = rev.get("review")
+    assert token, f"review_changes returned no review token: {text[:300]}"
+    assert wait_for(s, sid, "/tmp/swapped"), "the sandbox did not swap the file after the review"
+    err_, out, text = s.tool("apply_changes", sandbox_id=sid, review=token)
+    assert not err_, text
+    st = statuses(out)
+    assert st["/workspace/d/hello.py"][0] == "refused", st
+    assert "review" in st["/workspace/d/hello.py"][1], st
+    assert st["/workspace/d/other.txt"][0] == "applied", st
+    assert read(os.path.join(proj, "hello.py")) == 'print("hi")\n', "the host file was written"
+    assert read(os.path.join(proj, "other.txt")) == "other\n"
+    assert not [n for n in os.listdir(proj) if n.startswith(".mcpbox-apply")], os.listdir(proj)
+    print("digest: the file swapped after the review read it was refused, the host file "
+          "untouched; the file as reviewed was applied")
+    # An unknown or malformed token is refused as a whole.
+    for bad in ("rv-0000000000000000", "../../mounts.json"):
+        err_, _, text = s.tool("apply_changes", sandbox_id=sid, review=bad)
+        assert err_ and "review_changes" in text, text
+    # Reviewed again, the new contents are shown, and that review's token applies them, also
+    # through another server (the record lives in the state directory).
+    err_, rev2, text = s.tool("review_changes", sandbox_id=sid)
+    assert not err_ and "os.system" in rev2["diff"], text
+    s.close()
+    os.environ["MCPBOX_APPLY_UNREVIEWED"] = "1"  # the person opts in, for the second server
+    try:
+        s2 = Serve(mcpbox, state, [allowed])
+    finally:
+        del os.environ["MCPBOX_APPLY_UNREVIEWED"]
+    try:
+        err_, out, text = s2.tool("apply_changes", sandbox_id=sid, review=rev2["review"])
+        assert not err_ and out["applied"] == 1 and out["refused"] == 0, text
+        assert read(os.path.join(proj, "hello.py")) == EVIL
+        code, _, err = s2.sh(sid, "echo later > /workspace/d/later.txt")
+        assert code == 0, err
+        err_, out, text = s2.tool("apply_changes", sandbox_id=sid)
+        assert not err_ and out["applied"] == 1, f"the opted-in apply without a review: {text}"
+        assert read(os.path.join(proj, "later.txt")) == "later\n"
+        # The CLI: no review named is a usage error; --review with diff's token applies.
+        code, _, err = s2.sh(sid, "echo cli > /workspace/d/cli.txt")
+        r = subprocess.run([mcpbox, "sandbox", "--state-dir", state, "apply", sid],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and "--review" in r.stderr, (r.returncode, r.stdout, r.stderr)
+        assert not os.path.exists(os.path.join(proj, "cli.txt"))
+        r = subprocess.run([mcpbox, "sandbox", "--state-dir", state, "diff", sid],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and "cli" in r.stdout, (r.stdout, r.stderr)
+        tok = r.stderr.split("--review ")[-1].split()[0]
+        r = subprocess.run([mcpbox, "sandbox", "--state-dir", state, "apply", sid, "--review",
+                            tok], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        assert read(os.path.join(proj, "cli.txt")) == "cli\n"
+        s2.tool("destroy_sandbox", sandbox_id=sid)
+    finally:
+        s2.close()
+    print("digest: no token refused; a later review's token applies after a restart; the "
+          "opted-in server applies without one; the CLI needs --review or --yes")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
@@ -155,8 +272,11 @@ def main():
                 check_race(s, base, allowed)
             elif a.check == "memory":
                 check_memory(s, base, allowed)
+            else:
+                check_digest(s, base, allowed, a.mcpbox, state)
         finally:
-            s.close()
+            if s.proc.stdin and not s.proc.stdin.closed:
+                s.close()
     finally:
         subprocess.run([a.mcpbox, "sandbox", "--state-dir", state, "rm", "--all"],
                        capture_output=True)
