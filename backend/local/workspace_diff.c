@@ -243,7 +243,7 @@ static void render_header(struct buf *d, const char *p, const struct ws_change *
 /* Hard links in the sandbox's layer, by inode: the second path of a file is diffed once (a
  * thousand links to one large file must not cost a thousand diffs). */
 struct link_seen {
-    dev_t dev;
+    dev_t dev, old_dev;
     ino_t ino, old_ino; /* the sandbox's file; the host file it is diffed against (0: none) */
     size_t change;      /* the first change that showed it */
 };
@@ -263,8 +263,11 @@ static size_t link_slot(const struct links *t, dev_t dev, ino_t ino)
 
 /* The change that already showed this file against the same host file, or SIZE_MAX (and the
  * file is noted as shown by change). */
-static size_t link_seen_before(struct links *t, const struct stat *us, ino_t old_ino, size_t change)
+static size_t link_seen_before(struct links *t, const struct stat *us, const struct stat *old,
+                               size_t change)
 {
+    dev_t old_dev = old ? old->st_dev : 0;
+    ino_t old_ino = old ? old->st_ino : 0;
     if (2 * (t->n + 1) > t->cap) {
         struct links bigger = {.cap = t->cap ? 2 * t->cap : 64, .n = t->n};
         bigger.v = xmalloc(bigger.cap * sizeof *bigger.v);
@@ -278,8 +281,8 @@ static size_t link_seen_before(struct links *t, const struct stat *us, ino_t old
     }
     struct link_seen *e = &t->v[link_slot(t, us->st_dev, us->st_ino)];
     if (e->change != SIZE_MAX)
-        return e->old_ino == old_ino ? e->change : SIZE_MAX;
-    *e = (struct link_seen){us->st_dev, us->st_ino, old_ino, change};
+        return e->old_ino == old_ino && e->old_dev == old_dev ? e->change : SIZE_MAX;
+    *e = (struct link_seen){us->st_dev, old_dev, us->st_ino, old_ino, change};
     t->n++;
     return SIZE_MAX;
 }
@@ -352,7 +355,7 @@ static void render_change(struct render *r, int ufd, int lfd, size_t idx)
     side_open(lfd, c->rel, section ? om : 0, &a);
     side_open(ufd, c->rel, nm, &b);
     size_t first = b.fd >= 0 && b.st.st_nlink > 1
-                       ? link_seen_before(&r->links, &b.st, a.fd >= 0 ? a.st.st_ino : 0, idx)
+                       ? link_seen_before(&r->links, &b.st, a.fd >= 0 ? &a.st : NULL, idx)
                        : SIZE_MAX;
     cleanup_free char *to = nm ? diff_name("b/", p) : xstrdup("/dev/null");
     if (first != SIZE_MAX) { /* the same file as a change above: its bytes, its digest */
