@@ -190,9 +190,11 @@ typedef int backend_file_op_fn(struct backend *be, const char *sandbox_id, const
  *            old_size, binary?, conflict?, applicable?, diff_offset}] (at most 500), changes_total,
  *            changes_note?, diff (unified, from offset, at most max_bytes), diff_bytes, offset,
  *            next_offset|null, truncated, note?}
- *   "apply"  {paths?, overwrite?} -> {results:[{path, change, status:"applied"|"conflict"|
- *            "skipped"|"failed", reason?}] (at most 500), applied, conflicts, skipped, failed,
- *            results_note?}
+ *   "apply"  {paths?, overwrite?, apply_max_bytes?, group_write?} -> {results:[{path, change,
+ *            status:"applied"|"conflict"|"skipped"|"failed", reason?, mode?, old_mode?,
+ *            held_back?}] (at most 500), applied, conflicts, skipped, failed, bytes,
+ *            results_note?}; apply_max_bytes and group_write are the person's own choices (the
+ *            CLI's flags), which the tools never pass on from an agent.
  * paths are sandbox (or host) paths; a directory selects everything below it. */
 struct code_request {
     const char *language;   /* "python" (default), "javascript", "bash", ... */

@@ -660,8 +660,11 @@ static void create_abort(struct create_op *op)
 static int check_mounts(struct local_backend *lb, const struct sandbox_spec *spec,
                         struct create_image *img, struct mcp_error *err)
 {
-    struct local_ws_check c = {.allow = &lb->allow, .roots = spec->roots,
-                               .state_dir = lb->state_dir, .run_dir = lb->run_dir};
+    struct local_ws_check c = {.allow = &lb->allow,
+                               .caller = spec->owner,
+                               .roots = spec->roots,
+                               .state_dir = lb->state_dir,
+                               .run_dir = lb->run_dir};
     if (local_ws_check(&c, spec->mounts, &img->ws, err) < 0)
         return -1;
     if (local_ws_writable(&img->ws) && lb->ident.mode == LOCAL_ID_SUBID) {

@@ -161,6 +161,17 @@ static int sandbox_ns_fd(struct local_backend *lb, const char *id, json_t *recor
     return fd;
 }
 
+/* The apply's limits: the person's CLI flags (args apply_max_bytes, group_write, which the tools
+ * never pass on from an agent), else the server's option, else the defaults. */
+static void person_choices(const struct local_backend *lb, json_t *args, struct ws_options *o)
+{
+    json_t *max = json_object_get(args, "apply_max_bytes");
+    o->apply_max_bytes = json_is_integer(max) && json_integer_value(max) > 0
+                             ? (uint64_t)json_integer_value(max)
+                             : lb->apply_max_bytes;
+    o->group_write = json_is_true(json_object_get(args, "group_write"));
+}
+
 int local_workspace(struct backend *be, const char *id, const char *action, json_t *args,
                     backend_cb *cb, void *arg, struct mcp_error *err)
 {
@@ -192,6 +203,7 @@ int local_workspace(struct backend *be, const char *id, const char *action, json
                                   .xattr_prefix = "user.overlay.",
                                   .reviews_dir = j->reviews_dir,
                                   .review = json_string_value(json_object_get(j->args, "review"))};
+    person_choices(lb, j->args, &j->opts);
     if (load_mounts(j, id, err) < 0) {
         ws_job_free(j);
         return -1;

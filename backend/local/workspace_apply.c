@@ -7,11 +7,14 @@
  * their directory and renamed over the old entry, so a reader never sees half a file. Symlinks
  * are made as symlinks (symlinkat), never followed. Fifos, sockets and devices are not created.
  * Modes are the sandbox's permission bits without setuid and setgid (a sandbox must not hand the
- * host a set-id program); the owner is whoever runs this code (the mcpbox process). */
+ * host a set-id program) and without group or other write bits the host entry lacked
+ * (ws_applied_mode); the owner is whoever runs this code (the mcpbox process). Holes stay holes
+ * (ws_copy_sparse), and the data one apply writes is bounded (o->apply_max_bytes). */
 #include "backend/local/workspace_review.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +35,8 @@ struct apply {
     bool overwrite;
     json_t *results;
     json_int_t counts[5]; /* applied, conflicts, skipped, failed, refused */
+    uint64_t budget;      /* data bytes this apply may still write */
+    uint64_t written;     /* data bytes written so far */
     /* With a review (o->review): what it read, and the digest of the change being applied. */
     const struct ws_record *reviewed;
     const unsigned char *expect;
@@ -74,12 +79,123 @@ static void journal_note(struct apply *a, int parent, const char *name, const ch
                       (json_int_t)st.st_ctim.tv_sec * 1000000000ll + st.st_ctim.tv_nsec));
 }
 
-/* ---- host paths ---- */
+/* ---- modes and data ---- */
 
-static mode_t host_mode(mode_t m)
+mode_t ws_applied_mode(mode_t mode, mode_t host, bool group_write)
 {
-    return ws_carried_mode(m);
+    mode_t m = ws_carried_mode(mode);
+    mode_t lacked = (mode_t)((S_IWGRP | S_IWOTH) & ~host);
+    if (!group_write || S_ISDIR(mode)) /* a writable directory lets anyone swap its files */
+        m &= (mode_t)~lacked;
+    return m;
 }
+
+/* The host entry's mode when it is of the same type as the sandbox's (0: none to compare). */
+static mode_t host_mode_of(const struct stat *hs, mode_t nm)
+{
+    return hs && (hs->st_mode & S_IFMT) == (nm & S_IFMT) ? hs->st_mode : 0;
+}
+
+/* The next run of data at or after *pos in a file of size bytes, [*from, *to); false at the end.
+ * Where the file system has no SEEK_DATA, the rest is one run. */
+static bool next_extent(int fd, off_t size, off_t *pos, off_t *from, off_t *to)
+{
+    off_t data = *pos < size ? lseek(fd, *pos, SEEK_DATA) : size;
+    if (data < 0 && errno == ENXIO)
+        return false; /* a hole to the end */
+    if (data < 0)
+        data = *pos;
+    if (data >= size)
+        return false;
+    off_t hole = lseek(fd, data, SEEK_HOLE);
+    *from = data;
+    *to = hole > data && hole <= size ? hole : size;
+    *pos = *to;
+    return true;
+}
+
+uint64_t ws_data_bytes(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return 0;
+    uint64_t total = 0;
+    off_t pos = 0, from, to;
+    while (next_extent(fd, st.st_size, &pos, &from, &to))
+        total += (uint64_t)(to - from);
+    return total;
+}
+
+/* Copies in[from, to) to the same offsets of out, each chunk through chunk first. */
+static int copy_extent(int in, int out, off_t from, off_t to, ws_chunk_fn *chunk, void *ctx)
+{
+    char buf[65536];
+    while (from < to) {
+        size_t want = (size_t)(to - from) < sizeof buf ? (size_t)(to - from) : sizeof buf;
+        ssize_t n = pread(in, buf, want, from);
+        if (n <= 0)
+            return n < 0 ? -1 : 0; /* shorter than it was: the rest is a hole */
+        if (chunk && chunk(ctx, from, buf, (size_t)n) < 0)
+            return -1;
+        for (ssize_t done = 0; done < n;) {
+            ssize_t w = pwrite(out, buf + done, (size_t)(n - done), from + done);
+            if (w < 0)
+                return -1;
+            done += w;
+        }
+        from += n;
+    }
+    return 0;
+}
+
+int ws_copy_sparse(int in, int out, ws_chunk_fn *chunk, void *ctx)
+{
+    struct stat st;
+    if (fstat(in, &st) < 0)
+        return -1;
+    off_t pos = 0, from, to;
+    while (next_extent(in, st.st_size, &pos, &from, &to))
+        if (copy_extent(in, out, from, to, chunk, ctx) < 0)
+            return -1;
+    return ftruncate(out, st.st_size); /* a hole at the end, or a file that shrank meanwhile */
+}
+
+/* What an apply's copy feeds: the limit, and the digest of the bytes as copied (hash NULL:
+ * none), holes included as the zeros a read gives (the review hashed what read() returned). */
+struct copy_feed {
+    struct apply *a;
+    struct sha256_ctx *hash;
+    uint64_t hashed; /* bytes of the file fed to hash so far */
+};
+
+static void hash_zeros(struct sha256_ctx *h, uint64_t n)
+{
+    static const char zeros[65536];
+    for (; n > 0; n -= n < sizeof zeros ? n : sizeof zeros)
+        sha256_update(h, zeros, n < sizeof zeros ? (size_t)n : sizeof zeros);
+}
+
+/* The apply's chunk callback: counts the data written against the limit, and hashes it. */
+static int count_chunk(void *ctx, off_t at, const char *data, size_t len)
+{
+    struct copy_feed *f = ctx;
+    struct apply *a = f->a;
+    if (len > a->budget) {
+        errno = EFBIG;
+        return -1;
+    }
+    a->budget -= len;
+    a->written += len;
+    if (f->hash) {
+        if ((uint64_t)at > f->hashed)
+            hash_zeros(f->hash, (uint64_t)at - f->hashed);
+        sha256_update(f->hash, data, len);
+        f->hashed = (uint64_t)at + len;
+    }
+    return 0;
+}
+
+/* ---- host paths ---- */
 
 /* Gives a new entry (name in parent) to the mount's owner (owner_uid -1: the writer's own ids
  * stay, which is what a server run by the person wants). */
@@ -126,7 +242,9 @@ static int open_parent(struct apply *a, const char *rel, bool create, const char
             size_t upto = (size_t)(comp - dir) + strlen(comp);
             cleanup_free char *uprel = xstrndup(rel, upto);
             cleanup_close int ud = ws_open_beneath(a->upper, uprel, 0, true);
-            mode_t mode = ud >= 0 && fstat(ud, &us) == 0 ? host_mode(us.st_mode) : 0755;
+            mode_t mode = ud >= 0 && fstat(ud, &us) == 0
+                              ? ws_applied_mode(us.st_mode, 0, a->o->group_write)
+                              : 0755;
             if (mkdirat(fd, comp, 0700) == 0 || errno == EEXIST) {
                 chown_entry(a, fd, comp);
                 chmod_entry(fd, comp, mode);
@@ -142,6 +260,24 @@ static int open_parent(struct apply *a, const char *rel, bool create, const char
 }
 
 /* ---- one change ---- */
+
+static json_t *mode_text(mode_t m)
+{
+    return json_sprintf("%o", (unsigned)(m & 07777));
+}
+
+/* What apply did to the entry's mode, on its result: old_mode and mode when they differ, and
+ * held_back, the bits of the sandbox's mode it did not give the host. */
+static void note_mode(json_t *r, mode_t old, mode_t got, mode_t wanted)
+{
+    if ((old & 07777) != got) {
+        if (old)
+            json_object_set_new(r, "old_mode", mode_text(old));
+        json_object_set_new(r, "mode", mode_text(got));
+    }
+    if (wanted & ~got)
+        json_object_set_new(r, "held_back", mode_text(wanted & ~got));
+}
 
 static int record(struct apply *a, const struct ws_change *c, enum outcome o, const char *why)
 {
@@ -184,21 +320,15 @@ static int write_temp(struct apply *a, const char *rel, int parent, mode_t mode,
         openat(parent, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (out < 0)
         return -1;
-    char buf[65536];
-    ssize_t n;
-    while ((n = read(in, buf, sizeof buf)) > 0) {
-        if (hash)
-            sha256_update(hash, buf, (size_t)n);
-        for (ssize_t done = 0; done < n;) {
-            ssize_t w = write(out, buf + done, (size_t)(n - done));
-            if (w < 0)
-                goto fail;
-            done += w;
-        }
-    }
     /* No fsync: the rename already keeps readers from half a file, and a thousand fsyncs made a
      * large apply take seconds (git does not sync its checkouts either). */
-    if (n < 0 || chown_entry(a, parent, tmp) < 0 || fchmod(out, host_mode(mode)) < 0)
+    struct copy_feed feed = {.a = a, .hash = hash};
+    struct stat os;
+    if (ws_copy_sparse(in, out, count_chunk, &feed) < 0 || fstat(out, &os) < 0)
+        goto fail;
+    if (hash && (uint64_t)os.st_size > feed.hashed) /* a hole at the end */
+        hash_zeros(hash, (uint64_t)os.st_size - feed.hashed);
+    if (chown_entry(a, parent, tmp) < 0 || fchmod(out, mode) < 0)
         goto fail;
     return 0;
 fail:;
@@ -261,14 +391,18 @@ static bool as_reviewed(const struct apply *a, const struct ws_change *c,
 
 /* Puts the sandbox's file or symlink at name (replacing whatever the host has there). */
 static int put_entry(struct apply *a, const struct ws_change *c, int parent, const char *name,
-                     const struct stat *hs)
+                     const struct stat *hs, mode_t mode)
 {
     char tmp[64];
     struct sha256_ctx hash;
     sha256_init(&hash);
     struct sha256_ctx *h = a->expect ? &hash : NULL;
     int rc = S_ISLNK(c->new_mode) ? make_symlink_temp(a, c->rel, parent, tmp, sizeof tmp, h)
-                                  : write_temp(a, c->rel, parent, c->new_mode, tmp, sizeof tmp, h);
+                                  : write_temp(a, c->rel, parent, mode, tmp, sizeof tmp, h);
+    if (rc < 0 && errno == EFBIG)
+        return fail_errno(a, c,
+                          "the apply's limit on data written was reached (the file grew in the "
+                          "sandbox since the apply began); apply it again");
     if (rc < 0)
         return fail_errno(a, c, "cannot copy it from the sandbox");
     if (!as_reviewed(a, c, h)) { /* checked on the copy itself, before it takes the name */
@@ -295,7 +429,7 @@ static int put_entry(struct apply *a, const struct ws_change *c, int parent, con
 }
 
 static int put_dir(struct apply *a, const struct ws_change *c, int parent, const char *name,
-                   const struct stat *hs)
+                   const struct stat *hs, mode_t mode)
 {
     if (hs && !S_ISDIR(hs->st_mode) && unlinkat(parent, name, 0) < 0)
         return fail_errno(a, c, "cannot remove the host entry it replaces");
@@ -304,7 +438,7 @@ static int put_dir(struct apply *a, const struct ws_change *c, int parent, const
         return fail_errno(a, c, "cannot make the directory");
     if (made && chown_entry(a, parent, name) < 0)
         return fail_errno(a, c, "cannot give it to the mount's owner");
-    if (chmod_entry(parent, name, host_mode(c->new_mode)) < 0)
+    if (chmod_entry(parent, name, mode) < 0)
         return fail_errno(a, c, "cannot set its mode");
     return 0;
 }
@@ -320,6 +454,31 @@ static int remove_entry(struct apply *a, const struct ws_change *c, int parent, 
                                                "has entries below it the sandbox did not "
                                                "delete, or some were not applied)"
                                              : "cannot remove it");
+    return 0;
+}
+
+/* The result of an entry written: the mode it got, and why not the sandbox's when it differs. */
+static int record_applied(struct apply *a, const struct ws_change *c, const struct stat *hs,
+                          mode_t mode)
+{
+    mode_t nm = c->new_mode;
+    if (nm == 0 || S_ISLNK(nm))
+        return record(a, c, APPLIED, NULL);
+    mode_t wanted = ws_carried_mode(nm);
+    bool setid = (nm & 06000) != 0, held = (wanted & ~mode) != 0;
+    const char *held_why = !held ? ""
+                           : S_ISDIR(nm)
+                               ? "group/other write bits held back: a sandbox never makes a host "
+                                 "directory writable by others"
+                               : "group/other write bits held back: the host entry lacked them "
+                                 "(`mcpbox sandbox apply --group-write` allows them for files)";
+    char why[256];
+    snprintf(why, sizeof why, "%s%s%s", held_why, held && setid ? "; " : "",
+             setid ? "setuid/setgid bits dropped" : "");
+    size_t before = json_array_size(a->results);
+    record(a, c, APPLIED, why[0] ? why : NULL);
+    if (json_array_size(a->results) > before)
+        note_mode(json_array_get(a->results, before), hs ? hs->st_mode : 0, mode, wanted);
     return 0;
 }
 
@@ -364,26 +523,75 @@ static int apply_one(struct apply *a, const struct ws_change *c)
     if (!copies && !as_reviewed(a, c, NULL))
         return refuse_changed(a, c);
     int rc;
+    mode_t mode = ws_applied_mode(nm, host_mode_of(exists ? &hs : NULL, nm), a->o->group_write);
     if (c->kind == WS_DELETED)
         rc = remove_entry(a, c, parent, name, exists ? &hs : NULL);
     else if (S_ISDIR(nm))
-        rc = put_dir(a, c, parent, name, exists ? &hs : NULL);
+        rc = put_dir(a, c, parent, name, exists ? &hs : NULL, mode);
     else if (c->kind == WS_MODE && exists && S_ISREG(hs.st_mode))
-        rc = chmod_entry(parent, name, host_mode(nm)) < 0 ? fail_errno(a, c, "cannot set its mode")
-                                                          : 0;
+        rc = chmod_entry(parent, name, mode) < 0 ? fail_errno(a, c, "cannot set its mode") : 0;
     else
-        rc = put_entry(a, c, parent, name, exists ? &hs : NULL);
+        rc = put_entry(a, c, parent, name, exists ? &hs : NULL, mode);
     if (rc < 0)
         return -1; /* recorded as failed */
     if (!dir_only)
         journal_note(a, parent, name, c->rel);
-    const char *why = nm && (nm & 06000) ? "setuid/setgid bits dropped" : NULL;
-    return record(a, c, APPLIED, why);
+    return record_applied(a, c, exists ? &hs : NULL, mode);
 }
 
 static json_t *apply_locked(const struct ws_mount *mounts, size_t n_mounts,
                             const struct ws_options *o, json_t *paths, bool overwrite,
                             struct mcp_error *err);
+
+/* The data (not holes) of the regular file a change would write, read off the upper layer. */
+static uint64_t change_data_bytes(int upper, const struct ws_change *c)
+{
+    if (c->kind == WS_DELETED || c->kind == WS_MODE || !S_ISREG(c->new_mode))
+        return 0;
+    struct stat st;
+    cleanup_close int fd = ws_open_regular(upper, c->rel, &st);
+    return fd >= 0 ? ws_data_bytes(fd) : 0;
+}
+
+/* Refuses, before anything is written, an apply whose files hold more data than max (the copy
+ * counts again, for a file that grows meanwhile). */
+static int check_data_limit(const struct ws_mount *mounts, const struct ws_changes *ch,
+                            json_t *paths, uint64_t max, struct mcp_error *err)
+{
+    uint64_t total = 0, largest = 0;
+    const struct ws_change *big = NULL;
+    int upper = -1;
+    size_t cur = (size_t)-1;
+    for (size_t i = 0; i < ch->n; i++) {
+        const struct ws_change *c = &ch->v[i];
+        if (!ws_selected(paths, &mounts[c->mount], c->rel))
+            continue;
+        if (c->mount != cur) {
+            if (upper >= 0)
+                close(upper);
+            upper = open(mounts[c->mount].upper, O_PATH | O_DIRECTORY | O_CLOEXEC);
+            cur = c->mount;
+        }
+        uint64_t n = upper >= 0 ? change_data_bytes(upper, c) : 0;
+        total += n;
+        if (n > largest)
+            largest = n, big = c;
+    }
+    if (upper >= 0)
+        close(upper);
+    if (total <= max)
+        return 0;
+    cleanup_free char *sp = ws_sandbox_path(&mounts[big->mount], big->rel);
+    cleanup_free char *name = utf8_c_quote(sp);
+    return mcp_error_set(err, MCP_ERR_LIMIT, 0,
+                         "nothing was applied: this apply would write %" PRIu64
+                         " bytes of file data (%s alone holds %" PRIu64
+                         "), more than the limit of %" PRIu64
+                         " bytes per apply. Apply fewer paths at a time, or ask the person to "
+                         "raise the limit (mcpbox serve --apply-max-bytes BYTES, or mcpbox "
+                         "sandbox apply --max-bytes BYTES)",
+                         total, name, largest, max);
+}
 
 /* One apply of a mount at a time, across processes too (two servers of one user): an exclusive
  * flock on <journal>.lock, held until the apply ends (closing the fd releases it). */
@@ -448,8 +656,10 @@ static json_t *apply_locked(const struct ws_mount *mounts, size_t n_mounts,
                       WS_CHANGES_MAX);
         return NULL;
     }
+    uint64_t max = o->apply_max_bytes ? o->apply_max_bytes : WS_APPLY_BYTES_DEFAULT;
     struct ws_record rec = {0};
-    if (o->review && ws_record_load(o->reviews_dir, o->review, &rec, err) < 0) {
+    if (check_data_limit(mounts, &ch, paths, max, err) < 0 ||
+        (o->review && ws_record_load(o->reviews_dir, o->review, &rec, err) < 0)) {
         ws_changes_free(&ch);
         return NULL;
     }
@@ -458,6 +668,7 @@ static json_t *apply_locked(const struct ws_mount *mounts, size_t n_mounts,
                       .results = json_array(),
                       .src = -1,
                       .upper = -1,
+                      .budget = max,
                       .reviewed = o->review ? &rec : NULL};
     int rc = 0;
     for (size_t m = 0; m < n_mounts && rc == 0; m++) {
@@ -488,10 +699,10 @@ static json_t *apply_locked(const struct ws_mount *mounts, size_t n_mounts,
     json_int_t listed = (json_int_t)json_array_size(a.results);
     json_int_t total = a.counts[APPLIED] + a.counts[CONFLICT] + a.counts[SKIPPED] +
                        a.counts[FAILED] + a.counts[REFUSED];
-    json_t *res =
-        json_pack("{s:o, s:I, s:I, s:I, s:I, s:I}", "results", a.results, "applied",
-                  a.counts[APPLIED], "conflicts", a.counts[CONFLICT], "skipped", a.counts[SKIPPED],
-                  "failed", a.counts[FAILED], "refused", a.counts[REFUSED]);
+    json_t *res = json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, s:I}", "results", a.results, "applied",
+                            a.counts[APPLIED], "conflicts", a.counts[CONFLICT], "skipped",
+                            a.counts[SKIPPED], "failed", a.counts[FAILED], "refused",
+                            a.counts[REFUSED], "bytes", (json_int_t)a.written);
     if (total > listed)
         json_object_set_new(res, "results_note",
                             json_sprintf("%lld results, the first %lld listed; the counts are "

@@ -4,6 +4,7 @@
 #include "backend/local/workspace_review.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,13 +88,14 @@ bool ws_selected(json_t *paths, const struct ws_mount *m, const char *rel)
     return false;
 }
 
-/* git's file modes: 100644, 100755, 120000 (a symlink), 040000 (a directory). */
+/* git's file modes: 100644, 100755, 120000 (a symlink); a directory, which git does not
+ * track, as 040 and its permission bits (040777), for render_dir_mode. */
 static unsigned git_mode(mode_t m)
 {
     if (S_ISLNK(m))
         return 0120000;
     if (S_ISDIR(m))
-        return 040000;
+        return (unsigned)(S_IFDIR | ws_carried_mode(m));
     return (unsigned)(S_IFREG | (m & 0777));
 }
 
@@ -114,6 +116,7 @@ struct side_read {
     struct stat st;  /* of fd */
     struct buf data; /* the contents (a symlink: its target), while at most WS_DIFF_SIDE_MAX */
     bool whole;      /* data holds all of it */
+    bool text_head;  /* not whole: its first WS_DIFF_SIDE_MAX bytes looked like text */
     bool readable;
     unsigned char sha[32]; /* of every byte read (the sandbox's side only) */
 };
@@ -165,7 +168,11 @@ static void side_read_all(struct side_read *s, bool hash)
         if (hash)
             sha256_update(&h, chunk, (size_t)n);
         if (s->whole && buf_append(&s->data, chunk, (size_t)n) < 0) {
+            /* too large to diff; binary or not is told by its head (a character cut at the
+             * end of it is allowed for) */
+            const char *d = buf_cstr(&s->data);
             s->whole = false;
+            s->text_head = utf8_is_text(d, utf8_complete_prefix(d, s->data.len));
             buf_release(&s->data);
             if (!hash)
                 break;
@@ -197,33 +204,8 @@ static size_t count_lines(const struct buf *b)
  * file shown as an edit of another), as `git apply` reads the quoted form back. */
 static char *diff_name(const char *prefix, const char *p)
 {
-    size_t n = strlen(p), i = 0, cl;
-    while (i < n && (cl = utf8_char_len(p + i, n - i)) > 0 && (unsigned char)p[i] >= 0x20 &&
-           p[i] != 0x7f && p[i] != '"' && p[i] != '\\')
-        i += cl;
-    if (i == n)
-        return xasprintf("%s%s", prefix, p);
-    struct buf b;
-    buf_init(&b, SIZE_MAX);
-    buf_printf(&b, "\"%s", prefix);
-    for (i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)p[i];
-        static const char esc[] = "\a\b\t\n\v\f\r", name[] = "abtnvfr";
-        const char *e = ch ? strchr(esc, ch) : NULL;
-        if (ch == '"' || ch == '\\')
-            buf_printf(&b, "\\%c", ch);
-        else if (e)
-            buf_printf(&b, "\\%c", name[e - esc]);
-        else if (ch < 0x20 || ch == 0x7f || (ch >= 0x80 && utf8_char_len(p + i, n - i) == 0))
-            buf_printf(&b, "\\%03o", ch);
-        else {
-            size_t len = ch >= 0x80 ? utf8_char_len(p + i, n - i) : 1;
-            buf_append(&b, p + i, len);
-            i += len - 1;
-        }
-    }
-    buf_append_str(&b, "\"");
-    return buf_steal(&b, NULL);
+    cleanup_free char *name = xasprintf("%s%s", prefix, p);
+    return utf8_c_quote(name);
 }
 
 static void render_header(struct buf *d, const char *p, const struct ws_change *c)
@@ -238,6 +220,17 @@ static void render_header(struct buf *d, const char *p, const struct ws_change *
         buf_printf(d, "deleted file mode %06o\n", om);
     else if (om != nm)
         buf_printf(d, "old mode %06o\nnew mode %06o\n", om, nm);
+}
+
+/* A directory's mode change, which a person must see (`chmod 777 .git/hooks`) but git has no
+ * section for ("diff --git" with mode 040777 makes `git apply` refuse the whole patch): git's
+ * old mode/new mode lines after a "#" line, which git apply skips as text between patches. */
+static void render_dir_mode(struct buf *d, const struct ws_mount *m, const struct ws_change *c)
+{
+    cleanup_free char *sp = ws_sandbox_path(m, c->rel);
+    cleanup_free char *name = diff_name("", sp + 1);
+    buf_printf(d, "# directory %s (git tracks no directories)\nold mode %06o\nnew mode %06o\n",
+               name, git_mode(c->old_mode), git_mode(c->new_mode));
 }
 
 /* Hard links in the sandbox's layer, by inode: the second path of a file is diffed once (a
@@ -307,12 +300,20 @@ static void page_add(struct render *r, const struct buf *sec)
     r->total += sec->len;
 }
 
+/* The one cut after which the diff is still shown, in part. */
+static const char cut_work[] = "the line diff reached its work limit: some unchanged lines are "
+                               "shown as removed and added";
+
 /* The diff of two text sides into d, or the reason it was cut. */
 static const char *render_text(struct buf *d, const char *from, const char *to, struct side_read *a,
                                struct side_read *b, struct ws_change *c)
 {
     if (!a->readable || !b->readable)
         return "a side could not be read";
+    if ((!a->whole && !a->text_head) || (!b->whole && !b->text_head)) {
+        c->binary = S_ISREG(c->old_mode) || S_ISREG(c->new_mode);
+        return NULL;
+    }
     if (!a->whole || !b->whole)
         return "a side is larger than " WS_DIFF_SIDE_MAX_TEXT;
     if (count_lines(&a->data) > WS_DIFF_LINES_MAX || count_lines(&b->data) > WS_DIFF_LINES_MAX)
@@ -325,18 +326,20 @@ static const char *render_text(struct buf *d, const char *from, const char *to, 
     buf_printf(d, "--- %s\n+++ %s\n", from, to);
     if (udiff_hunks_capped(buf_cstr(&a->data), a->data.len, buf_cstr(&b->data), b->data.len, d,
                            NULL, NULL))
-        return "the line diff reached its work limit: some unchanged lines are shown as "
-               "removed and added";
+        return cut_work;
     return NULL;
 }
 
-/* The change's section into r->section, and its digest (what an apply must find). Directories
- * and special files have no section (they are in the list of changes only). */
+/* The change's section into r->section, and its digest (what an apply must find). Special
+ * files, and directories whose mode did not change, have no section (they are in the list of
+ * changes only). */
 static void render_change(struct render *r, int ufd, int lfd, size_t idx)
 {
     struct ws_change *c = &r->ch->v[idx];
     const struct ws_mount *m = &r->mounts[c->mount];
     mode_t om = c->old_mode, nm = c->new_mode;
+    if (c->kind == WS_MODE && S_ISDIR(om) && S_ISDIR(nm))
+        render_dir_mode(&r->section, m, c);
     bool old_ok = om == 0 || S_ISREG(om) || S_ISLNK(om);
     bool new_ok = nm == 0 || S_ISREG(nm) || S_ISLNK(nm);
     bool content = (S_ISREG(nm) || S_ISLNK(nm)) && c->kind != WS_MODE;
@@ -382,6 +385,10 @@ static void render_change(struct render *r, int ufd, int lfd, size_t idx)
             buf_printf(&r->section, "Binary files %s and %s differ\n", from, to);
         else if (c->cut)
             buf_printf(&r->section, "Files %s and %s differ (not diffed: %s)\n", from, to, c->cut);
+        /* with the sizes, which a person would otherwise not see (a sparse file) */
+        if (c->binary || (c->cut && c->cut != cut_work))
+            buf_printf(&r->section, "# size: %" PRIu64 " -> %" PRIu64 " bytes\n", c->old_size,
+                       c->new_size);
     }
     side_free(&a), side_free(&b);
 }

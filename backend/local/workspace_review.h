@@ -47,6 +47,10 @@
 /* Reviews recorded per sandbox (<workspace dir>/reviews/<token>): older ones are removed. */
 #define WS_REVIEWS_KEPT 8
 #define WS_REVIEW_TOKEN_LEN 20 /* "rv-" and 16 hex digits, and its NUL */
+/* Data bytes one apply writes at most unless the person raises it (holes are not written, so a
+ * sparse file counts for its data only): a sandbox must not fill the host's disk through an apply
+ * (docs/security.md, "Applying a sandbox's changes to the host"). */
+#define WS_APPLY_BYTES_DEFAULT (1ull << 30)
 
 struct ws_mount {
     /* The host directory, the overlay's lower layer: an O_PATH descriptor of the directory the
@@ -72,6 +76,9 @@ struct ws_options {
     /* The apply's review token: each entry is written only if it is what that review read.
      * NULL: unchecked, for a person who opted in (serve --apply-unreviewed). */
     const char *review;
+    /* The person's choices for an apply, never the agent's (the tool cannot pass them): */
+    uint64_t apply_max_bytes; /* data bytes one apply may write (0: WS_APPLY_BYTES_DEFAULT) */
+    bool group_write;         /* files may gain group/other write bits the host entry lacked */
 };
 
 enum ws_kind { WS_ADDED, WS_MODIFIED, WS_DELETED, WS_MODE };
@@ -141,10 +148,11 @@ json_t *ws_review(const struct ws_mount *mounts, size_t n_mounts, const struct w
                   json_t *paths, uint64_t offset, uint64_t max_bytes, struct mcp_error *err);
 
 /* Writes the selected changes (paths NULL: all) to the host: {results:[{path, change, status:
- * "applied"|"conflict"|"skipped"|"failed"|"refused", reason?}], applied, conflicts, skipped,
- * failed, refused}. With o->review, an entry that review did not cover, or that is not what it
- * read (the contents are hashed as they are copied, and compared before the rename), is
- * refused. */
+ * "applied"|"conflict"|"skipped"|"failed"|"refused", reason?, mode?, old_mode?, held_back?}],
+ * applied, conflicts, skipped, failed, refused, bytes}. Refused whole (MCP_ERR_LIMIT) when the
+ * files' data exceeds o->apply_max_bytes. With o->review, an entry that review did not cover, or
+ * that is not what it read (the contents are hashed as they are copied, and compared before the
+ * rename), is refused. */
 json_t *ws_apply(const struct ws_mount *mounts, size_t n_mounts, const struct ws_options *o,
                  json_t *paths, bool overwrite, struct mcp_error *err);
 
@@ -178,6 +186,18 @@ const char *ws_type_name(mode_t m);
 /* The permission bits apply carries to the host: no set-id bits (a sandbox must not hand the
  * host a set-id program), the sticky bit on directories only. Modes are compared on these. */
 mode_t ws_carried_mode(mode_t m);
+/* The permission bits apply gives an entry whose sandbox mode is mode and whose host mode is
+ * host (0: a new entry): ws_carried_mode, less the group and other write bits the host entry
+ * lacked (a new entry lacked them all), which only files get and only with group_write. */
+mode_t ws_applied_mode(mode_t mode, mode_t host, bool group_write);
+/* Copies the whole of in to out at the same offsets (pread/pwrite), keeping holes (SEEK_DATA /
+ * SEEK_HOLE; out ends at in's size). Each chunk of data goes to chunk (may be NULL) first,
+ * which stops the copy by returning -1 with errno set (a limit, or later a digest being fed).
+ * -1 with errno on failure. */
+typedef int ws_chunk_fn(void *ctx, off_t at, const char *data, size_t len);
+int ws_copy_sparse(int in, int out, ws_chunk_fn *chunk, void *ctx);
+/* The bytes of data (not holes) of a regular file, by SEEK_DATA / SEEK_HOLE. */
+uint64_t ws_data_bytes(int fd);
 const char *ws_kind_name(enum ws_kind k);
 /* The mount's journal: {rel: {ino, ctime_ns} | {absent: true}} (an empty object if none). */
 json_t *ws_journal_load(const struct ws_mount *m);
