@@ -137,7 +137,7 @@ static int copy_extent(int in, int out, off_t from, off_t to, ws_chunk_fn *chunk
             return n < 0 ? -1 : 0; /* shorter than it was: the rest is a hole */
         if (chunk && chunk(ctx, from, buf, (size_t)n) < 0)
             return -1;
-        for (ssize_t done = 0; done < n;) {
+        for (ssize_t done = 0; out >= 0 && done < n;) {
             ssize_t w = pwrite(out, buf + done, (size_t)(n - done), from + done);
             if (w < 0)
                 return -1;
@@ -157,23 +157,16 @@ int ws_copy_sparse(int in, int out, ws_chunk_fn *chunk, void *ctx)
     while (next_extent(in, st.st_size, &pos, &from, &to))
         if (copy_extent(in, out, from, to, chunk, ctx) < 0)
             return -1;
-    return ftruncate(out, st.st_size); /* a hole at the end, or a file that shrank meanwhile */
+    /* a hole at the end, or a file that shrank meanwhile */
+    return out >= 0 ? ftruncate(out, st.st_size) : 0;
 }
 
 /* What an apply's copy feeds: the limit, and the digest of the bytes as copied (hash NULL:
- * none), holes included as the zeros a read gives (the review hashed what read() returned). */
+ * none), which the review computed the same way from what it read (ws_content_hash). */
 struct copy_feed {
     struct apply *a;
-    struct sha256_ctx *hash;
-    uint64_t hashed; /* bytes of the file fed to hash so far */
+    struct ws_content_hash *hash;
 };
-
-static void hash_zeros(struct sha256_ctx *h, uint64_t n)
-{
-    static const char zeros[65536];
-    for (; n > 0; n -= n < sizeof zeros ? n : sizeof zeros)
-        sha256_update(h, zeros, n < sizeof zeros ? (size_t)n : sizeof zeros);
-}
 
 /* The apply's chunk callback: counts the data written against the limit, and hashes it. */
 static int count_chunk(void *ctx, off_t at, const char *data, size_t len)
@@ -186,12 +179,8 @@ static int count_chunk(void *ctx, off_t at, const char *data, size_t len)
     }
     a->budget -= len;
     a->written += len;
-    if (f->hash) {
-        if ((uint64_t)at > f->hashed)
-            hash_zeros(f->hash, (uint64_t)at - f->hashed);
-        sha256_update(f->hash, data, len);
-        f->hashed = (uint64_t)at + len;
-    }
+    if (f->hash)
+        ws_content_hash_chunk(f->hash, (uint64_t)at, data, len);
     return 0;
 }
 
@@ -305,9 +294,10 @@ static int fail_errno(struct apply *a, const struct ws_change *c, const char *wh
 }
 
 /* Copies the upper file rel into a new temporary file in parent; its name goes to tmp. Each
- * chunk written is added to hash (NULL: none): the bytes checked are the bytes copied. */
+ * chunk written is added to hash (NULL: none), and the digest of the copy goes to digest: the
+ * bytes checked are the bytes copied. */
 static int write_temp(struct apply *a, const char *rel, int parent, mode_t mode, char *tmp,
-                      size_t tmp_size, struct sha256_ctx *hash)
+                      size_t tmp_size, struct ws_content_hash *hash, unsigned char digest[32])
 {
     struct stat st;
     cleanup_close int in = ws_open_regular(a->upper, rel, &st);
@@ -326,8 +316,8 @@ static int write_temp(struct apply *a, const char *rel, int parent, mode_t mode,
     struct stat os;
     if (ws_copy_sparse(in, out, count_chunk, &feed) < 0 || fstat(out, &os) < 0)
         goto fail;
-    if (hash && (uint64_t)os.st_size > feed.hashed) /* a hole at the end */
-        hash_zeros(hash, (uint64_t)os.st_size - feed.hashed);
+    if (hash)
+        ws_content_hash_final(hash, (uint64_t)os.st_size, digest);
     if (chown_entry(a, parent, tmp) < 0 || fchmod(out, mode) < 0)
         goto fail;
     return 0;
@@ -338,8 +328,10 @@ fail:;
     return -1;
 }
 
+/* Makes the sandbox's symlink rel as a new temporary symlink in parent; digest (NULL: none)
+ * gets the sha256 of the target it was made with. */
 static int make_symlink_temp(struct apply *a, const char *rel, int parent, char *tmp,
-                             size_t tmp_size, struct sha256_ctx *hash)
+                             size_t tmp_size, unsigned char digest[32])
 {
     const char *slash = strrchr(rel, '/');
     cleanup_free char *dir = slash ? xstrndup(rel, (size_t)(slash - rel)) : xstrdup("");
@@ -349,8 +341,12 @@ static int make_symlink_temp(struct apply *a, const char *rel, int parent, char 
     if (n < 0)
         return -1;
     target[n] = '\0';
-    if (hash)
-        sha256_update(hash, target, (size_t)n);
+    if (digest) {
+        struct sha256_ctx h;
+        sha256_init(&h);
+        sha256_update(&h, target, (size_t)n);
+        sha256_final(&h, digest);
+    }
     char rnd[17];
     random_id(rnd, sizeof rnd, "", 8);
     snprintf(tmp, tmp_size, ".mcpbox-apply-%s", rnd);
@@ -375,17 +371,15 @@ static int refuse_changed(struct apply *a, const struct ws_change *c)
     return record(a, c, REFUSED, why);
 }
 
-/* With a review: true if what was copied (content: its sha256; NULL for none) is what the
+/* With a review: true if what was copied (content: its digest; NULL for none) is what the
  * review read. */
 static bool as_reviewed(const struct apply *a, const struct ws_change *c,
-                        struct sha256_ctx *content)
+                        const unsigned char *content)
 {
     if (a->expect == NULL)
         return true;
-    unsigned char sha[32], digest[32];
-    if (content)
-        sha256_final(content, sha);
-    ws_change_digest(c, content ? sha : NULL, digest);
+    unsigned char digest[32];
+    ws_change_digest(c, content, digest);
     return memcmp(digest, a->expect, sizeof digest) == 0;
 }
 
@@ -394,18 +388,21 @@ static int put_entry(struct apply *a, const struct ws_change *c, int parent, con
                      const struct stat *hs, mode_t mode)
 {
     char tmp[64];
-    struct sha256_ctx hash;
-    sha256_init(&hash);
-    struct sha256_ctx *h = a->expect ? &hash : NULL;
-    int rc = S_ISLNK(c->new_mode) ? make_symlink_temp(a, c->rel, parent, tmp, sizeof tmp, h)
-                                  : write_temp(a, c->rel, parent, mode, tmp, sizeof tmp, h);
+    struct ws_content_hash hash;
+    ws_content_hash_init(&hash);
+    unsigned char content[32];
+    bool check = a->expect != NULL;
+    int rc =
+        S_ISLNK(c->new_mode)
+            ? make_symlink_temp(a, c->rel, parent, tmp, sizeof tmp, check ? content : NULL)
+            : write_temp(a, c->rel, parent, mode, tmp, sizeof tmp, check ? &hash : NULL, content);
     if (rc < 0 && errno == EFBIG)
         return fail_errno(a, c,
                           "the apply's limit on data written was reached (the file grew in the "
                           "sandbox since the apply began); apply it again");
     if (rc < 0)
         return fail_errno(a, c, "cannot copy it from the sandbox");
-    if (!as_reviewed(a, c, h)) { /* checked on the copy itself, before it takes the name */
+    if (!as_reviewed(a, c, check ? content : NULL)) { /* on the copy, before it takes the name */
         unlinkat(parent, tmp, 0);
         refuse_changed(a, c);
         return -1;

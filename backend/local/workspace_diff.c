@@ -148,37 +148,65 @@ static void side_open(int dirfd, const char *rel, mode_t mode, struct side_read 
     sha256_of(target, (size_t)n, s->sha);
 }
 
-/* Reads an opened file: all of it when hash (the digest covers every byte), else up to
- * WS_DIFF_SIDE_MAX and one byte more (enough to know it is too large to diff). */
+/* Too large to diff: binary or not is told by its head (a character cut at the end of it is
+ * allowed for). */
+static void side_too_large(struct side_read *s)
+{
+    const char *d = buf_cstr(&s->data);
+    s->whole = false;
+    s->text_head = utf8_is_text(d, utf8_complete_prefix(d, s->data.len));
+    buf_release(&s->data);
+}
+
+/* Zeros up to offset to, as a reader sees a hole (or too large). */
+static void side_pad(struct side_read *s, uint64_t to)
+{
+    static const char zeros[4096];
+    while (s->whole && s->data.len < to) {
+        size_t n = to - s->data.len < sizeof zeros ? (size_t)(to - s->data.len) : sizeof zeros;
+        if (to > WS_DIFF_SIDE_MAX || buf_append(&s->data, zeros, n) < 0)
+            side_too_large(s);
+    }
+}
+
+struct side_feed {
+    struct side_read *s;
+    struct ws_content_hash *hash; /* NULL: the host's side, not hashed */
+};
+
+/* One chunk of data as the review reads it: into the digest, and into the text while it fits. */
+static int side_chunk(void *ctx, off_t at, const char *data, size_t len)
+{
+    struct side_feed *f = ctx;
+    struct side_read *s = f->s;
+    if (f->hash)
+        ws_content_hash_chunk(f->hash, (uint64_t)at, data, len);
+    side_pad(s, (uint64_t)at);
+    if (s->whole && buf_append(&s->data, data, len) < 0)
+        side_too_large(s);
+    if (!s->whole && !f->hash) { /* enough to know it is too large to diff */
+        errno = ECANCELED;
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads an opened file extent by extent, as apply copies it (holes are not read): all of it when
+ * hash (the digest covers every byte of data), else until it is too large to diff. */
 static void side_read_all(struct side_read *s, bool hash)
 {
     if (s->fd < 0)
         return;
-    struct sha256_ctx h;
-    sha256_init(&h);
-    char chunk[65536];
-    for (;;) {
-        ssize_t n = read(s->fd, chunk, sizeof chunk);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            s->readable = false;
-        if (n <= 0)
-            break;
-        if (hash)
-            sha256_update(&h, chunk, (size_t)n);
-        if (s->whole && buf_append(&s->data, chunk, (size_t)n) < 0) {
-            /* too large to diff; binary or not is told by its head (a character cut at the
-             * end of it is allowed for) */
-            const char *d = buf_cstr(&s->data);
-            s->whole = false;
-            s->text_head = utf8_is_text(d, utf8_complete_prefix(d, s->data.len));
-            buf_release(&s->data);
-            if (!hash)
-                break;
-        }
-    }
-    sha256_final(&h, s->sha);
+    struct ws_content_hash h;
+    ws_content_hash_init(&h);
+    struct side_feed feed = {.s = s, .hash = hash ? &h : NULL};
+    struct stat st;
+    if (fstat(s->fd, &st) < 0 ||
+        (ws_copy_sparse(s->fd, -1, side_chunk, &feed) < 0 && errno != ECANCELED))
+        s->readable = false;
+    side_pad(s, (uint64_t)st.st_size);
+    if (hash)
+        ws_content_hash_final(&h, (uint64_t)st.st_size, s->sha);
     close(s->fd);
     s->fd = -1;
 }

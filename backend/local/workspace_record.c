@@ -45,6 +45,45 @@ void ws_change_digest(const struct ws_change *c, const unsigned char content[32]
     sha256_final(&h, out);
 }
 
+static void layout_run(struct ws_content_hash *h)
+{
+    uint64_t run[2] = {h->run_start, h->run_end};
+    sha256_update(&h->layout, run, sizeof run);
+}
+
+void ws_content_hash_init(struct ws_content_hash *h)
+{
+    memset(h, 0, sizeof *h);
+    sha256_init(&h->data);
+    sha256_init(&h->layout);
+}
+
+void ws_content_hash_chunk(struct ws_content_hash *h, uint64_t at, const void *data, size_t len)
+{
+    if (h->in_run && at == h->run_end) {
+        h->run_end += len;
+    } else { /* chunks of one run come in order: a gap is a hole */
+        if (h->in_run)
+            layout_run(h);
+        h->run_start = at, h->run_end = at + len, h->in_run = true;
+    }
+    sha256_update(&h->data, data, len);
+}
+
+void ws_content_hash_final(struct ws_content_hash *h, uint64_t size, unsigned char out[32])
+{
+    if (h->in_run)
+        layout_run(h);
+    sha256_update(&h->layout, &size, sizeof size);
+    unsigned char parts[64];
+    sha256_final(&h->data, parts);
+    sha256_final(&h->layout, parts + 32);
+    struct sha256_ctx all;
+    sha256_init(&all);
+    sha256_update(&all, parts, sizeof parts);
+    sha256_final(&all, out);
+}
+
 static void record_key(const struct ws_mount *m, const char *rel, unsigned char key[16])
 {
     unsigned char full[32];

@@ -30,6 +30,7 @@
 #include <sys/types.h>
 
 #include "mcp/base/error.h"
+#include "mcp/base/util.h"
 
 #define WS_CLOCK_SLACK_NS 20000000ll /* file times come from a coarse clock (a tick) */
 /* What one file may cost a review (issue 32, item 5): a side larger than WS_DIFF_SIDE_MAX bytes
@@ -110,6 +111,18 @@ struct ws_changes {
  * directories, deletions, mode changes and special files). */
 void ws_change_digest(const struct ws_change *c, const unsigned char content[32],
                       unsigned char out[32]);
+
+/* The digest of a regular file's contents as review and apply read them, extent by extent
+ * (ws_copy_sparse): its data, where each run of data lies, and its size. Holes are never read,
+ * so a sparse file costs its data, not its size. */
+struct ws_content_hash {
+    struct sha256_ctx data, layout;
+    uint64_t run_start, run_end; /* the run of data being fed */
+    bool in_run;
+};
+void ws_content_hash_init(struct ws_content_hash *h);
+void ws_content_hash_chunk(struct ws_content_hash *h, uint64_t at, const void *data, size_t len);
+void ws_content_hash_final(struct ws_content_hash *h, uint64_t size, unsigned char out[32]);
 
 /* The record of one review (workspace_record.c): for every change it covered, its digest. */
 struct ws_record_entry {
@@ -193,7 +206,7 @@ mode_t ws_applied_mode(mode_t mode, mode_t host, bool group_write);
 /* Copies the whole of in to out at the same offsets (pread/pwrite), keeping holes (SEEK_DATA /
  * SEEK_HOLE; out ends at in's size). Each chunk of data goes to chunk (may be NULL) first,
  * which stops the copy by returning -1 with errno set (a limit, or later a digest being fed).
- * -1 with errno on failure. */
+ * -1 with errno on failure. out -1: only reads, for the chunks (the review's digest). */
 typedef int ws_chunk_fn(void *ctx, off_t at, const char *data, size_t len);
 int ws_copy_sparse(int in, int out, ws_chunk_fn *chunk, void *ctx);
 /* The bytes of data (not holes) of a regular file, by SEEK_DATA / SEEK_HOLE. */
