@@ -16,7 +16,8 @@
  *  - Results passed to callbacks are borrowed: valid during the callback only (json_incref to
  *    keep one).
  *  - Errors use struct mcp_error with a domain code (MCP_ERR_NOT_FOUND, MCP_ERR_CONFLICT, ...)
- *    and a message an agent can act on ("sandbox sbx-12ab is paused; call resume_sandbox first").
+ *    and a message an agent can act on ("sandbox sbx-12ab is paused; call update_sandbox with
+ *    paused: false first").
  *
  * Ownership (who may touch a sandbox) is checked by the tool layer through the store before
  * a backend is called; backends record owner on create and filter list by owner.
@@ -64,6 +65,9 @@ int sandbox_state_parse(const char *name, enum sandbox_state *out);
 struct sandbox_spec {
     const char *owner;        /* who creates it (tool layer's caller identity) */
     const char *image;        /* NULL: "host" locally, the configured default remotely */
+    /* "user:password" for the registry of image (OpenSandbox's image.auth), or NULL: the
+     * user's credential files, as `mcpbox image pull` uses (docs/images.md). Local only. */
+    const char *registry_auth;
     json_t *env;              /* object of string values, or NULL */
     json_t *metadata;         /* object of string values, or NULL */
     double cpu;               /* CPUs (0.5 = half a core) */

@@ -226,7 +226,8 @@ struct lsbx *lsbx_for_op(struct local_backend *lb, const char *id, bool allow_pa
     }
     store_sandbox_release(&rec);
     if (paused && !allow_paused) {
-        mcp_error_set(err, MCP_ERR_CONFLICT, 0, "sandbox %s is paused; call resume_sandbox first", id);
+        mcp_error_set(err, MCP_ERR_CONFLICT, 0,
+                      "sandbox %s is paused; call update_sandbox with paused: false first", id);
         return NULL;
     }
     return sb;
@@ -819,7 +820,7 @@ void local_backend_free(struct backend *be)
 const struct backend_ops local_ops = {
     .name = "local",
     .id_prefix = "sbx-",
-    .enable_hint = "run the doctor tool to see why",
+    .enable_hint = "call diagnose_sandbox without a sandbox_id to see why",
     .shutdown = local_shutdown,
     .free = local_backend_free,
     .create = local_create,
