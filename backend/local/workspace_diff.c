@@ -267,6 +267,8 @@ struct link_seen {
     dev_t dev, old_dev;
     ino_t ino, old_ino; /* the sandbox's file; the host file it is diffed against (0: none) */
     size_t change;      /* the first change that showed it */
+    bool read;          /* sha holds the digest of the contents that change read */
+    unsigned char sha[32];
 };
 
 struct links {
@@ -282,10 +284,10 @@ static size_t link_slot(const struct links *t, dev_t dev, ino_t ino)
     return i;
 }
 
-/* The change that already showed this file against the same host file, or SIZE_MAX (and the
- * file is noted as shown by change). */
-static size_t link_seen_before(struct links *t, const struct stat *us, const struct stat *old,
-                               size_t change)
+/* The entry of the change that already showed this file against the same host file, or NULL
+ * (and the file is noted as shown by change). */
+static struct link_seen *link_seen_before(struct links *t, const struct stat *us,
+                                          const struct stat *old, size_t change)
 {
     dev_t old_dev = old ? old->st_dev : 0;
     ino_t old_ino = old ? old->st_ino : 0;
@@ -302,10 +304,25 @@ static size_t link_seen_before(struct links *t, const struct stat *us, const str
     }
     struct link_seen *e = &t->v[link_slot(t, us->st_dev, us->st_ino)];
     if (e->change != SIZE_MAX)
-        return e->old_ino == old_ino && e->old_dev == old_dev ? e->change : SIZE_MAX;
-    *e = (struct link_seen){us->st_dev, old_dev, us->st_ino, old_ino, change};
+        return e->old_ino == old_ino && e->old_dev == old_dev ? e : NULL;
+    *e = (struct link_seen){.dev = us->st_dev,
+                            .old_dev = old_dev,
+                            .ino = us->st_ino,
+                            .old_ino = old_ino,
+                            .change = change};
     t->n++;
-    return SIZE_MAX;
+    return NULL;
+}
+
+/* After the first change of a hard-linked file read it: the digest of what it read. */
+static void link_note_read(struct links *t, const struct stat *us, size_t change,
+                           const unsigned char sha[32])
+{
+    struct link_seen *e = &t->v[link_slot(t, us->st_dev, us->st_ino)];
+    if (e->change == change) {
+        e->read = true;
+        memcpy(e->sha, sha, sizeof e->sha);
+    }
 }
 
 /* What a review of all the changes renders: only the page asked for is kept. */
@@ -385,16 +402,17 @@ static void render_change(struct render *r, int ufd, int lfd, size_t idx)
     struct side_read a, b;
     side_open(lfd, c->rel, section ? om : 0, &a);
     side_open(ufd, c->rel, nm, &b);
-    size_t first = b.fd >= 0 && b.st.st_nlink > 1
-                       ? link_seen_before(&r->links, &b.st, a.fd >= 0 ? &a.st : NULL, idx)
-                       : SIZE_MAX;
+    bool linked = b.fd >= 0 && b.st.st_nlink > 1;
+    const struct link_seen *first =
+        linked ? link_seen_before(&r->links, &b.st, a.fd >= 0 ? &a.st : NULL, idx) : NULL;
     cleanup_free char *to = nm ? diff_name("b/", p) : xstrdup("/dev/null");
-    if (first != SIZE_MAX) { /* the same file as a change above: its bytes, its digest */
-        const struct ws_change *f = &r->ch->v[first];
+    if (first) { /* the same file as a change above: the bytes it read, this change's digest */
+        const struct ws_change *f = &r->ch->v[first->change];
         c->same_as = ws_sandbox_path(&r->mounts[f->mount], f->rel);
         c->binary = f->binary, c->cut = f->cut;
-        c->digested = f->digested;
-        memcpy(c->digest, f->digest, sizeof c->digest);
+        c->digested = content && first->read;
+        if (c->digested)
+            ws_change_digest(c, first->sha, c->digest);
         cleanup_free char *fp = diff_name("b/", c->same_as + 1);
         buf_printf(&r->section, "Same file as %s (a hard link): shown above\n", fp);
         side_free(&a), side_free(&b);
@@ -405,6 +423,8 @@ static void render_change(struct render *r, int ufd, int lfd, size_t idx)
     if (content && b.readable) {
         ws_change_digest(c, b.sha, c->digest);
         c->digested = true;
+        if (linked)
+            link_note_read(&r->links, &b.st, idx, b.sha);
     }
     if (section) {
         cleanup_free char *from = om ? diff_name("a/", p) : xstrdup("/dev/null");

@@ -229,6 +229,16 @@ def check_digest(s, base, allowed, mcpbox, state):
         err_, out, text = s2.tool("apply_changes", sandbox_id=sid)
         assert not err_ and out["applied"] == 1, f"the opted-in apply without a review: {text}"
         assert read(os.path.join(proj, "later.txt")) == "later\n"
+        # Hard links: the second path is shown once ("same as") and applied with its own digest.
+        code, _, err = s2.sh(sid, "cd /workspace/d && echo linked > l1 && ln l1 l2")
+        assert code == 0, err
+        err_, rev3, text = s2.tool("review_changes", sandbox_id=sid)
+        assert not err_, text
+        same = {c["path"]: c.get("same_as") for c in rev3["changes"]}
+        assert same.get("/workspace/d/l2") == "/workspace/d/l1", same
+        err_, out, text = s2.tool("apply_changes", sandbox_id=sid, review=rev3["review"])
+        assert not err_ and out["applied"] == 2 and out["refused"] == 0, text
+        assert read(os.path.join(proj, "l2")) == "linked\n"
         # The CLI: no review named is a usage error; --review with diff's token applies.
         code, _, err = s2.sh(sid, "echo cli > /workspace/d/cli.txt")
         r = subprocess.run([mcpbox, "sandbox", "--state-dir", state, "apply", sid],
