@@ -191,14 +191,16 @@ typedef int backend_file_op_fn(struct backend *be, const char *sandbox_id, const
  * workspace(action, args): review and apply of the sandbox's copy-on-write mounts (issue 13).
  *   "review" {paths?, offset?, max_bytes?} -> {changes:[{path, host_path, change:"added"|
  *            "modified"|"deleted"|"mode", type, old_type?, mode|null, old_mode|null, size,
- *            old_size, binary?, conflict?, applicable?, diff_offset}] (at most 500), changes_total,
- *            changes_note?, diff (unified, from offset, at most max_bytes), diff_bytes, offset,
- *            next_offset|null, truncated, note?}
- *   "apply"  {paths?, overwrite?, apply_max_bytes?, group_write?} -> {results:[{path, change,
- *            status:"applied"|"conflict"|"skipped"|"failed", reason?, mode?, old_mode?,
- *            held_back?}] (at most 500), applied, conflicts, skipped, failed, bytes,
- *            results_note?}; apply_max_bytes and group_write are the person's own choices (the
- *            CLI's flags), which the tools never pass on from an agent.
+ *            old_size, binary?, conflict?, applicable?, diff_cut?, same_as?, diff_offset}] (at
+ *            most 500), changes_total, changes_note?, diff (unified, from offset, at most
+ *            max_bytes), diff_bytes, offset, next_offset|null, truncated, note?, review (the
+ *            token of what this review read)}
+ *   "apply"  {paths?, overwrite?, review?, apply_max_bytes?, group_write?} -> {results:[{path,
+ *            change, status:"applied"|"conflict"|"skipped"|"failed"|"refused", reason?, mode?,
+ *            old_mode?, held_back?}] (at most 500), applied, conflicts, skipped, failed,
+ *            refused, bytes, results_note?}; review is required unless the server was started
+ *            with --apply-unreviewed; apply_max_bytes and group_write are the person's own
+ *            choices (the CLI's flags), which the tools never pass on from an agent.
  * paths are sandbox (or host) paths; a directory selects everything below it. */
 struct code_request {
     const char *language;   /* "python" (default), "javascript", "bash", ... */

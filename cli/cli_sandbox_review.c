@@ -19,10 +19,12 @@
 struct apply_flags {
     bool group_write;
     uint64_t max_bytes; /* 0: the default */
+    const char *review; /* --review TOKEN: apply what that review read */
+    bool yes;           /* --yes: review now and apply what that review read */
 };
 
 /* ID and the paths after it (argv[optind..]); -1 to go on, else the exit code. af (NULL for diff)
- * takes --group-write and --max-bytes. */
+ * takes --group-write, --max-bytes, --review and --yes. */
 static int review_opts(struct cli_sandbox *c, int argc, char **argv, const char *usage, bool *flag,
                        const char *flag_name, struct apply_flags *af, json_t **paths)
 {
@@ -31,6 +33,8 @@ static int review_opts(struct cli_sandbox *c, int argc, char **argv, const char 
                                       {flag_name, no_argument, NULL, 'f'},
                                       {af ? "group-write" : NULL, no_argument, NULL, 'g'},
                                       {af ? "max-bytes" : NULL, required_argument, NULL, 'b'},
+                                      {"review", required_argument, NULL, 'r'},
+                                      {"yes", no_argument, NULL, 'y'},
                                       {NULL, 0, NULL, 0}};
     int opt;
     while ((opt = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
@@ -38,6 +42,10 @@ static int review_opts(struct cli_sandbox *c, int argc, char **argv, const char 
             *flag = true;
         else if (opt == 'g' && af)
             af->group_write = true;
+        else if (opt == 'r' && af)
+            af->review = optarg;
+        else if (opt == 'y' && af)
+            af->yes = true;
         else if (opt == 'b' && af && config_parse_bytes(optarg, &af->max_bytes) == 0)
             continue;
         else if (opt == 'o' && cli_parse_output(optarg, &c->json) == 0)
@@ -183,6 +191,7 @@ int cli_sandbox_diff(struct cli_sandbox *c, int argc, char **argv)
     if (rc >= 0)
         return rc;
     const char *id = argv[optind];
+    char review[64] = "";
     for (json_int_t offset = 0; offset >= 0;) {
         json_t *args = json_pack("{s:O, s:I, s:I}", "paths", paths, "offset", offset, "max_bytes",
                                  (json_int_t)CLI_DIFF_PAGE);
@@ -192,6 +201,9 @@ int cli_sandbox_diff(struct cli_sandbox *c, int argc, char **argv)
             json_decref(paths);
             return review_fail("diff", &c->err);
         }
+        /* Each page is a review of every change: the last one's token covers all it read. */
+        const char *token = json_string_value(json_object_get(c->result, "review"));
+        snprintf(review, sizeof review, "%s", token ? token : "");
         if (c->json || stat) { /* the list is whole in every page */
             if (c->json)
                 cli_print_json(c->result);
@@ -204,16 +216,35 @@ int cli_sandbox_diff(struct cli_sandbox *c, int argc, char **argv)
         offset = json_is_integer(next) ? json_integer_value(next) : -1;
     }
     json_decref(paths);
+    if (review[0] && !c->json) /* stderr: the diff on stdout stays a patch */
+        fprintf(stderr,
+                "review %s: to apply what this showed, mcpbox sandbox apply %s --review %s\n",
+                review, id, review);
     return CLI_EXIT_OK;
+}
+
+/* --yes: a review of its own (not shown), so that the apply still writes only what one review
+ * read. The token goes to out. */
+static int review_for_apply(struct cli_sandbox *c, const char *id, json_t *paths, char *out,
+                            size_t out_size)
+{
+    json_t *args = json_pack("{s:O, s:I}", "paths", paths, "max_bytes", (json_int_t)256);
+    int rc = workspace_call(c, id, "review", args);
+    json_decref(args);
+    const char *token = rc == 0 ? json_string_value(json_object_get(c->result, "review")) : NULL;
+    snprintf(out, out_size, "%s", token ? token : "");
+    return rc;
 }
 
 int cli_sandbox_apply(struct cli_sandbox *c, int argc, char **argv)
 {
     static const char usage[] =
-        "Usage: mcpbox sandbox apply ID [PATH...] [--overwrite] [--group-write]\n"
-        "                            [--max-bytes SIZE] [-o table|json]\n"
+        "Usage: mcpbox sandbox apply ID [PATH...] (--review TOKEN | --yes) [--overwrite]\n"
+        "                            [--group-write] [--max-bytes SIZE] [-o table|json]\n"
         "Writes the sandbox's copy-on-write changes (all, or those at or below PATHs) to the\n"
-        "host. A file changed on the host since the sandbox saw it is refused (a conflict)\n"
+        "host, as the review whose TOKEN `mcpbox sandbox diff ID` printed showed them: an entry\n"
+        "the sandbox changed since is refused. --yes applies what is there now, unread.\n"
+        "A file changed on the host since the sandbox saw it is refused (a conflict)\n"
         "unless --overwrite. Group and other write bits the host entry lacked are held back\n"
         "unless --group-write (files only; never on a directory). An apply that would write\n"
         "more than SIZE of file data (default 1G; holes are free) is refused whole.\n"
@@ -224,8 +255,25 @@ int cli_sandbox_apply(struct cli_sandbox *c, int argc, char **argv)
     int rc = review_opts(c, argc, argv, usage, &overwrite, "overwrite", &af, &paths);
     if (rc >= 0)
         return rc;
-    json_t *args = json_pack("{s:o, s:b, s:b}", "paths", paths, "overwrite", overwrite,
-                             "group_write", af.group_write);
+    if (!af.review && !af.yes) {
+        json_decref(paths);
+        fprintf(stderr,
+                "mcpbox sandbox apply: name the review you read: run mcpbox sandbox diff %s, "
+                "then apply with the --review TOKEN it prints (or --yes to apply what is there "
+                "now without reading it)\n",
+                argv[optind]);
+        return CLI_EXIT_USAGE;
+    }
+    char token[64];
+    if (!af.review) {
+        if (review_for_apply(c, argv[optind], paths, token, sizeof token) < 0) {
+            json_decref(paths);
+            return review_fail("apply", &c->err);
+        }
+        af.review = token;
+    }
+    json_t *args = json_pack("{s:o, s:b, s:b, s:s}", "paths", paths, "overwrite", overwrite,
+                             "group_write", af.group_write, "review", af.review);
     if (af.max_bytes)
         json_object_set_new(args, "apply_max_bytes", json_integer((json_int_t)af.max_bytes));
     rc = workspace_call(c, argv[optind], "apply", args);
@@ -249,6 +297,7 @@ int cli_sandbox_apply(struct cli_sandbox *c, int argc, char **argv)
         }
     }
     bool clean = json_integer_value(json_object_get(c->result, "conflicts")) == 0 &&
-                 json_integer_value(json_object_get(c->result, "failed")) == 0;
+                 json_integer_value(json_object_get(c->result, "failed")) == 0 &&
+                 json_integer_value(json_object_get(c->result, "refused")) == 0;
     return clean ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }

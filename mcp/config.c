@@ -56,6 +56,7 @@ void config_init(struct mcp_config *cfg)
                                      *getenv("MCPBOX_OPENSANDBOX_API_KEY")
                                  ? getenv("MCPBOX_OPENSANDBOX_API_KEY") : NULL);
     cfg->local_pool = CONFIG_LOCAL_POOL_DEFAULT;
+    cfg->apply_unreviewed = env_true("MCPBOX_APPLY_UNREVIEWED");
     if ((v = getenv("MCPBOX_ALLOW_DIRS")) && *v)
         set_str(&cfg->allow_dirs, v);
     char *end;
@@ -170,6 +171,12 @@ static int set_no_local(struct mcp_config *cfg, const char *v, struct mcp_error 
     return 0;
 }
 
+static int set_apply_unreviewed(struct mcp_config *cfg, const char *v, struct mcp_error *err)
+{
+    cfg->apply_unreviewed = true;
+    return 0;
+}
+
 static int set_os_domain(struct mcp_config *cfg, const char *v, struct mcp_error *err)
 {
     set_str(&cfg->opensandbox_domain, *v ? v : NULL);
@@ -251,6 +258,9 @@ static const struct option options[] = {
      "a host directory sandboxes may mount, for the server's user or (as root) USER only "
      "(repeatable; or env MCPBOX_ALLOW_DIRS=D1:D2; default: on stdio the directory mcpbox starts "
      "in, on HTTP none)"},
+    {"apply-unreviewed", NULL, set_apply_unreviewed,
+     "let apply_changes write a sandbox's changes without a review token (or env "
+     "MCPBOX_APPLY_UNREVIEWED=1); default: it must name the review_changes it applies"},
     {"local-pool", "N", set_local_pool,
      "pre-created local sandboxes kept ready for fast creates (default 2, 0 = off)"},
     {"apply-max-bytes", "SIZE", set_apply_max_bytes,

@@ -35,6 +35,9 @@ struct mcp_config {
      * MCPBOX_ALLOW_DIRS together); NULL: the default (stdio: the directory mcpbox started in;
      * HTTP: none). */
     char *allow_dirs;
+    /* apply_changes without a review token (--apply-unreviewed or MCPBOX_APPLY_UNREVIEWED=1):
+     * the person opts out of tying each apply to what a review showed. */
+    bool apply_unreviewed;
     /* Data bytes one apply_changes may write to the host (--apply-max-bytes); 0: the
      * backend's default (1 GiB). */
     uint64_t apply_max_bytes;

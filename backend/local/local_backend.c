@@ -721,6 +721,7 @@ struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
     lb->base.store = store;
     lb->agent_fd = -1;
     lb->pool_size = opts ? opts->pool : 0;
+    lb->apply_unreviewed = opts && opts->apply_unreviewed;
     lb->apply_max_bytes = opts ? opts->apply_max_bytes : 0;
     const char *ttl = getenv("MCPBOX_LOCAL_POOL_TTL"); /* seconds; for tests of the drain */
     lb->pool_ttl_s = ttl && atoi(ttl) > 0 ? atoi(ttl) : LOCAL_POOL_TTL_S;

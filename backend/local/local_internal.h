@@ -446,6 +446,7 @@ void local_spawner_reap(const char *run_dir, const char *logs_base);
 struct local_backend {
     struct backend base;
     int pool_size;                 /* the target; 0 = off */
+    bool apply_unreviewed;         /* local_options.apply_unreviewed */
     uint64_t apply_max_bytes;      /* local_options.apply_max_bytes */
     int64_t pool_ttl_s;            /* LOCAL_POOL_TTL_S (MCPBOX_LOCAL_POOL_TTL: tests) */
     uint64_t pool_idle_ms;         /* LOCAL_POOL_REFILL_IDLE_MS (MCPBOX_LOCAL_POOL_IDLE_MS: tests) */

@@ -34,12 +34,15 @@ struct apply {
     json_t *journal;
     bool overwrite;
     json_t *results;
-    json_int_t counts[4]; /* applied, conflicts, skipped, failed */
+    json_int_t counts[5]; /* applied, conflicts, skipped, failed, refused */
     uint64_t budget;      /* data bytes this apply may still write */
     uint64_t written;     /* data bytes written so far */
+    /* With a review (o->review): what it read, and the digest of the change being applied. */
+    const struct ws_record *reviewed;
+    const unsigned char *expect;
 };
 
-enum outcome { APPLIED, CONFLICT, SKIPPED, FAILED };
+enum outcome { APPLIED, CONFLICT, SKIPPED, FAILED, REFUSED };
 
 /* ---- the journal ---- */
 
@@ -132,9 +135,9 @@ static int copy_extent(int in, int out, off_t from, off_t to, ws_chunk_fn *chunk
         ssize_t n = pread(in, buf, want, from);
         if (n <= 0)
             return n < 0 ? -1 : 0; /* shorter than it was: the rest is a hole */
-        if (chunk && chunk(ctx, buf, (size_t)n) < 0)
+        if (chunk && chunk(ctx, from, buf, (size_t)n) < 0)
             return -1;
-        for (ssize_t done = 0; done < n;) {
+        for (ssize_t done = 0; out >= 0 && done < n;) {
             ssize_t w = pwrite(out, buf + done, (size_t)(n - done), from + done);
             if (w < 0)
                 return -1;
@@ -154,20 +157,30 @@ int ws_copy_sparse(int in, int out, ws_chunk_fn *chunk, void *ctx)
     while (next_extent(in, st.st_size, &pos, &from, &to))
         if (copy_extent(in, out, from, to, chunk, ctx) < 0)
             return -1;
-    return ftruncate(out, st.st_size); /* a hole at the end, or a file that shrank meanwhile */
+    /* a hole at the end, or a file that shrank meanwhile */
+    return out >= 0 ? ftruncate(out, st.st_size) : 0;
 }
 
-/* The apply's chunk callback: counts the data written against the limit. */
-static int count_chunk(void *ctx, const char *data, size_t len)
+/* What an apply's copy feeds: the limit, and the digest of the bytes as copied (hash NULL:
+ * none), which the review computed the same way from what it read (ws_content_hash). */
+struct copy_feed {
+    struct apply *a;
+    struct ws_content_hash *hash;
+};
+
+/* The apply's chunk callback: counts the data written against the limit, and hashes it. */
+static int count_chunk(void *ctx, off_t at, const char *data, size_t len)
 {
-    (void)data;
-    struct apply *a = ctx;
+    struct copy_feed *f = ctx;
+    struct apply *a = f->a;
     if (len > a->budget) {
         errno = EFBIG;
         return -1;
     }
     a->budget -= len;
     a->written += len;
+    if (f->hash)
+        ws_content_hash_chunk(f->hash, (uint64_t)at, data, len);
     return 0;
 }
 
@@ -257,7 +270,7 @@ static void note_mode(json_t *r, mode_t old, mode_t got, mode_t wanted)
 
 static int record(struct apply *a, const struct ws_change *c, enum outcome o, const char *why)
 {
-    static const char *names[] = {"applied", "conflict", "skipped", "failed"};
+    static const char *names[] = {"applied", "conflict", "skipped", "failed", "refused"};
     a->counts[o]++;
     if (json_array_size(a->results) >= WS_LISTED_MAX)
         return 0; /* counted only */
@@ -280,9 +293,11 @@ static int fail_errno(struct apply *a, const struct ws_change *c, const char *wh
     return -1; /* recorded */
 }
 
-/* Copies the upper file rel into a new temporary file in parent; its name goes to tmp. */
+/* Copies the upper file rel into a new temporary file in parent; its name goes to tmp. Each
+ * chunk written is added to hash (NULL: none), and the digest of the copy goes to digest: the
+ * bytes checked are the bytes copied. */
 static int write_temp(struct apply *a, const char *rel, int parent, mode_t mode, char *tmp,
-                      size_t tmp_size)
+                      size_t tmp_size, struct ws_content_hash *hash, unsigned char digest[32])
 {
     struct stat st;
     cleanup_close int in = ws_open_regular(a->upper, rel, &st);
@@ -297,8 +312,13 @@ static int write_temp(struct apply *a, const char *rel, int parent, mode_t mode,
         return -1;
     /* No fsync: the rename already keeps readers from half a file, and a thousand fsyncs made a
      * large apply take seconds (git does not sync its checkouts either). */
-    if (ws_copy_sparse(in, out, count_chunk, a) < 0 || chown_entry(a, parent, tmp) < 0 ||
-        fchmod(out, mode) < 0)
+    struct copy_feed feed = {.a = a, .hash = hash};
+    struct stat os;
+    if (ws_copy_sparse(in, out, count_chunk, &feed) < 0 || fstat(out, &os) < 0)
+        goto fail;
+    if (hash)
+        ws_content_hash_final(hash, (uint64_t)os.st_size, digest);
+    if (chown_entry(a, parent, tmp) < 0 || fchmod(out, mode) < 0)
         goto fail;
     return 0;
 fail:;
@@ -308,8 +328,10 @@ fail:;
     return -1;
 }
 
+/* Makes the sandbox's symlink rel as a new temporary symlink in parent; digest (NULL: none)
+ * gets the sha256 of the target it was made with. */
 static int make_symlink_temp(struct apply *a, const char *rel, int parent, char *tmp,
-                             size_t tmp_size)
+                             size_t tmp_size, unsigned char digest[32])
 {
     const char *slash = strrchr(rel, '/');
     cleanup_free char *dir = slash ? xstrndup(rel, (size_t)(slash - rel)) : xstrdup("");
@@ -319,6 +341,12 @@ static int make_symlink_temp(struct apply *a, const char *rel, int parent, char 
     if (n < 0)
         return -1;
     target[n] = '\0';
+    if (digest) {
+        struct sha256_ctx h;
+        sha256_init(&h);
+        sha256_update(&h, target, (size_t)n);
+        sha256_final(&h, digest);
+    }
     char rnd[17];
     random_id(rnd, sizeof rnd, "", 8);
     snprintf(tmp, tmp_size, ".mcpbox-apply-%s", rnd);
@@ -333,19 +361,52 @@ static int make_symlink_temp(struct apply *a, const char *rel, int parent, char 
     return 0;
 }
 
+static int refuse_changed(struct apply *a, const struct ws_change *c)
+{
+    char why[256];
+    snprintf(why, sizeof why,
+             "not what review %s read: it changed in the sandbox since; call review_changes "
+             "again, then apply with its review",
+             a->o->review);
+    return record(a, c, REFUSED, why);
+}
+
+/* With a review: true if what was copied (content: its digest; NULL for none) is what the
+ * review read. */
+static bool as_reviewed(const struct apply *a, const struct ws_change *c,
+                        const unsigned char *content)
+{
+    if (a->expect == NULL)
+        return true;
+    unsigned char digest[32];
+    ws_change_digest(c, content, digest);
+    return memcmp(digest, a->expect, sizeof digest) == 0;
+}
+
 /* Puts the sandbox's file or symlink at name (replacing whatever the host has there). */
 static int put_entry(struct apply *a, const struct ws_change *c, int parent, const char *name,
                      const struct stat *hs, mode_t mode)
 {
     char tmp[64];
-    int rc = S_ISLNK(c->new_mode) ? make_symlink_temp(a, c->rel, parent, tmp, sizeof tmp)
-                                  : write_temp(a, c->rel, parent, mode, tmp, sizeof tmp);
+    struct ws_content_hash hash;
+    ws_content_hash_init(&hash);
+    unsigned char content[32];
+    bool check = a->expect != NULL;
+    int rc =
+        S_ISLNK(c->new_mode)
+            ? make_symlink_temp(a, c->rel, parent, tmp, sizeof tmp, check ? content : NULL)
+            : write_temp(a, c->rel, parent, mode, tmp, sizeof tmp, check ? &hash : NULL, content);
     if (rc < 0 && errno == EFBIG)
         return fail_errno(a, c,
                           "the apply's limit on data written was reached (the file grew in the "
                           "sandbox since the apply began); apply it again");
     if (rc < 0)
         return fail_errno(a, c, "cannot copy it from the sandbox");
+    if (!as_reviewed(a, c, check ? content : NULL)) { /* on the copy, before it takes the name */
+        unlinkat(parent, tmp, 0);
+        refuse_changed(a, c);
+        return -1;
+    }
     /* A host directory it replaces was emptied by the deletions listed before it. */
     if (hs && S_ISDIR(hs->st_mode) && unlinkat(parent, name, AT_REMOVEDIR) < 0) {
         int e = errno;
@@ -425,6 +486,18 @@ static int apply_one(struct apply *a, const struct ws_change *c)
         return record(a, c, SKIPPED,
                       "special files (fifos, sockets, devices) are not created "
                       "on the host");
+    if (a->reviewed) {
+        a->expect = ws_record_find(a->reviewed, a->m, c->rel);
+        if (a->expect == NULL) {
+            char why[300];
+            snprintf(why, sizeof why,
+                     "review %s did not cover it (it changed or appeared after that review, or "
+                     "lay outside its paths); call review_changes again, then apply with its "
+                     "review",
+                     a->o->review);
+            return record(a, c, REFUSED, why);
+        }
+    }
     const char *name;
     cleanup_close int parent = open_parent(a, c->rel, c->kind != WS_DELETED, &name);
     if (parent < 0 && errno == ENOENT && c->kind == WS_DELETED)
@@ -442,6 +515,10 @@ static int apply_one(struct apply *a, const struct ws_change *c)
         return record(a, c, CONFLICT,
                       "changed on the host since the sandbox saw it; review "
                       "both, then apply with overwrite to replace it");
+    bool copies = c->kind != WS_DELETED && !S_ISDIR(nm) &&
+                  !(c->kind == WS_MODE && exists && S_ISREG(hs.st_mode));
+    if (!copies && !as_reviewed(a, c, NULL))
+        return refuse_changed(a, c);
     int rc;
     mode_t mode = ws_applied_mode(nm, host_mode_of(exists ? &hs : NULL, nm), a->o->group_write);
     if (c->kind == WS_DELETED)
@@ -577,7 +654,9 @@ static json_t *apply_locked(const struct ws_mount *mounts, size_t n_mounts,
         return NULL;
     }
     uint64_t max = o->apply_max_bytes ? o->apply_max_bytes : WS_APPLY_BYTES_DEFAULT;
-    if (check_data_limit(mounts, &ch, paths, max, err) < 0) {
+    struct ws_record rec = {0};
+    if (check_data_limit(mounts, &ch, paths, max, err) < 0 ||
+        (o->review && ws_record_load(o->reviews_dir, o->review, &rec, err) < 0)) {
         ws_changes_free(&ch);
         return NULL;
     }
@@ -586,7 +665,8 @@ static json_t *apply_locked(const struct ws_mount *mounts, size_t n_mounts,
                       .results = json_array(),
                       .src = -1,
                       .upper = -1,
-                      .budget = max};
+                      .budget = max,
+                      .reviewed = o->review ? &rec : NULL};
     int rc = 0;
     for (size_t m = 0; m < n_mounts && rc == 0; m++) {
         a.m = &mounts[m];
@@ -608,17 +688,18 @@ static json_t *apply_locked(const struct ws_mount *mounts, size_t n_mounts,
             close(a.upper);
     }
     ws_changes_free(&ch);
+    ws_record_free(&rec);
     if (rc < 0) {
         json_decref(a.results);
         return NULL;
     }
     json_int_t listed = (json_int_t)json_array_size(a.results);
-    json_int_t total =
-        a.counts[APPLIED] + a.counts[CONFLICT] + a.counts[SKIPPED] + a.counts[FAILED];
-    json_t *res =
-        json_pack("{s:o, s:I, s:I, s:I, s:I, s:I}", "results", a.results, "applied",
-                  a.counts[APPLIED], "conflicts", a.counts[CONFLICT], "skipped", a.counts[SKIPPED],
-                  "failed", a.counts[FAILED], "bytes", (json_int_t)a.written);
+    json_int_t total = a.counts[APPLIED] + a.counts[CONFLICT] + a.counts[SKIPPED] +
+                       a.counts[FAILED] + a.counts[REFUSED];
+    json_t *res = json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, s:I}", "results", a.results, "applied",
+                            a.counts[APPLIED], "conflicts", a.counts[CONFLICT], "skipped",
+                            a.counts[SKIPPED], "failed", a.counts[FAILED], "refused",
+                            a.counts[REFUSED], "bytes", (json_int_t)a.written);
     if (total > listed)
         json_object_set_new(res, "results_note",
                             json_sprintf("%lld results, the first %lld listed; the counts are "

@@ -6,7 +6,7 @@ Only the standard library (it runs as users such as nobody, with the system pyth
 
 As a program: mcp_http.py PORT CALLS_JSON [--keep]
   CALLS_JSON is a list of [tool, arguments]; "$SID" in an argument is the sandbox the last
-  successful create_sandbox made. Prints one JSON list of [isError, structuredContent, text], one
+  successful create_sandbox made, "$REVIEW" the token the last review_changes returned. Prints one JSON list of [isError, structuredContent, text], one
   per call, and destroys the sandboxes it made unless --keep.
 """
 import http.client
@@ -66,9 +66,10 @@ class HttpClient:
 def run_calls(port, calls, keep=False):
     c = HttpClient(port)
     c.initialize("local-test")
-    out, made, sid = [], [], None
+    out, made, sid, review = [], [], None, None
     for name, args in calls:
-        args = json.loads(json.dumps(args).replace("$SID", sid or ""))
+        args = json.loads(json.dumps(args).replace("$SID", sid or "")
+                          .replace("$REVIEW", review or ""))
         res = c.call("tools/call", {"name": name, "arguments": args})
         text = "".join(p.get("text", "") for p in res.get("content", []))
         sc = res.get("structuredContent")
@@ -76,6 +77,8 @@ def run_calls(port, calls, keep=False):
         if name == "create_sandbox" and not res.get("isError"):
             sid = sc["sandbox_id"]
             made.append(sid)
+        if name == "review_changes" and not res.get("isError"):
+            review = sc.get("review")
     for s in [] if keep else made:
         c.call("tools/call", {"name": "destroy_sandbox", "arguments": {"sandbox_id": s}})
     return out

@@ -41,9 +41,9 @@ struct counted {
     uint64_t bytes, stop_after;
 };
 
-static int count(void *ctx, const char *data, size_t len)
+static int count(void *ctx, off_t at, const char *data, size_t len)
 {
-    (void)data;
+    (void)at, (void)data;
     struct counted *c = ctx;
     if (c->stop_after && c->bytes + len > c->stop_after) {
         errno = EFBIG;

@@ -133,7 +133,7 @@ def check(port, base, user, uid, gid):
         ["create_sandbox", {"mounts": [{"source": user_dir, "target": "/workspace/p"}]}],
         ["run_command", {"sandbox_id": "$SID", "command": "echo cow > /workspace/p/cow.txt"}],
         ["review_changes", {"sandbox_id": "$SID"}],
-        ["apply_changes", {"sandbox_id": "$SID"}],
+        ["apply_changes", {"sandbox_id": "$SID", "review": "$REVIEW"}],
     ])
     assert all(not x[0] for x in r), r
     assert "cow.txt" in r[2][2], r[2]

@@ -63,6 +63,13 @@ def cli(s, *args, ok=True):
     return r
 
 
+def reviewed(s, sid):
+    """The token of a fresh review_changes: what apply_changes names (issue 32, item 4)."""
+    err_, out, text = s.tool("review_changes", sandbox_id=sid)
+    assert not err_, text
+    return out["review"]
+
+
 def mode_of(path):
     return os.lstat(path).st_mode & 0o7777
 
@@ -108,7 +115,7 @@ def check_modes(s, allowed):
     assert r.returncode == 0, f"git apply refuses the diff: {r.stderr}\n{diff}"
     print("7: the directory's mode change is in the review's list, its diff and --stat")
 
-    err_, out, text = s.tool("apply_changes", sandbox_id=sid)
+    err_, out, text = s.tool("apply_changes", sandbox_id=sid, review=reviewed(s, sid))
     assert not err_, text
     assert mode_of(os.path.join(p, ".git", "hooks")) == 0o755, \
         f"apply made .git/hooks {oct(mode_of(os.path.join(p, '.git', 'hooks')))}"
@@ -123,7 +130,7 @@ def check_modes(s, allowed):
     print(f"   apply held back group/other write: {h}")
 
     # The person asks, at the CLI: files get the bits, directories still never do.
-    r = cli(s, "apply", sid, "--group-write")
+    r = cli(s, "apply", sid, "--group-write", "--yes")
     assert mode_of(os.path.join(p, "f.sh")) == 0o666, (oct(mode_of(os.path.join(p, "f.sh"))),
                                                       r.stdout)
     assert mode_of(os.path.join(p, ".git", "hooks")) == 0o755, r.stdout
@@ -142,7 +149,7 @@ def check_names(s, allowed):
     assert code == 0, err
     assert os.path.isdir(os.path.join(p)) and not os.path.exists(os.path.join(p, EVIL))
     quoted = '"/workspace/p/zz-backdoor\\r\\033[2K\\nM '  # the rest follows
-    for args in (["diff", sid, "--stat"], ["apply", sid]):
+    for args in (["diff", sid, "--stat"], ["apply", sid, "--yes"]):
         out = cli(s, *args).stdout
         assert "\r" not in out and "\x1b" not in out, f"{args[0]} printed the name raw: {out!r}"
         lines = out.splitlines()
@@ -214,7 +221,7 @@ def check_sizes(s, allowed):
     assert f"A /workspace/p/sparse.img (binary, 0 -> {SPARSE} bytes)" in stat, stat
     err_, out, text = s.tool("review_changes", sandbox_id=sid)
     assert f"# size: 0 -> {SPARSE} bytes" in out["diff"], out["diff"]
-    err_, out, text = s.tool("apply_changes", sandbox_id=sid)
+    err_, out, text = s.tool("apply_changes", sandbox_id=sid, review=reviewed(s, sid))
     assert not err_ and out["applied"] == 1, text
     st = os.stat(os.path.join(p, "sparse.img"))
     assert st.st_size == SPARSE, st.st_size
@@ -229,16 +236,16 @@ def check_sizes(s, allowed):
     code, _, err = s.sh(sid, "cd /workspace/p && head -c 2000000 /dev/urandom > big.bin && "
                              "echo small > small.txt")
     assert code == 0, err
-    err_, out, text = s.tool("apply_changes", sandbox_id=sid)
+    err_, out, text = s.tool("apply_changes", sandbox_id=sid, review=reviewed(s, sid))
     assert err_, f"an apply over the limit went through: {text}"
     assert f"limit of {LIMIT} bytes" in text and "--apply-max-bytes" in text and \
         "/workspace/p/big.bin" in text, text
     assert not os.path.exists(os.path.join(p, "big.bin")) and \
         not os.path.exists(os.path.join(p, "small.txt")), "a refused apply wrote something"
     print(f"9: refused: {text[:300]}")
-    r = cli(s, "apply", sid, "--max-bytes", "1M", ok=False)
+    r = cli(s, "apply", sid, "--max-bytes", "1M", "--yes", ok=False)
     assert r.returncode != 0 and "--max-bytes" in r.stdout + r.stderr, (r.stdout, r.stderr)
-    cli(s, "apply", sid, "--max-bytes", "3M")
+    cli(s, "apply", sid, "--max-bytes", "3M", "--yes")
     assert os.path.getsize(os.path.join(p, "big.bin")) == 2000000
     s.tool("destroy_sandbox", sandbox_id=sid)
     print("9: the person raised the limit at the CLI and the apply went through")

@@ -105,7 +105,9 @@ def check_two_cow(s, base, allowed, out):
                              "rm -rf /workspace/p/sub2 && "
                              f"ln -s {out} /workspace/p/sub2")
     assert code == 0, err
-    err_, res, text = s.tool("apply_changes", sandbox_id=sid)
+    err_, rev, text = s.tool("review_changes", sandbox_id=sid)
+    assert not err_, text
+    err_, res, text = s.tool("apply_changes", sandbox_id=sid, review=rev["review"])
     outside_untouched(out)
     assert os.path.islink(os.path.join(p, "sub2")), f"the first mount's apply did not run: {text}"
     print(f"  apply of both mounts: {'refused' if err_ else 'ran'}: {text[:200]}")
