@@ -177,6 +177,9 @@ static void print_stat(json_t *res)
                                                              : "");
         free(path);
     }
+    const char *more = json_string_value(json_object_get(res, "changes_note"));
+    if (more) /* not all listed: say so, and how to see the rest */
+        fprintf(stderr, "%s\n", more);
 }
 
 int cli_sandbox_diff(struct cli_sandbox *c, int argc, char **argv)

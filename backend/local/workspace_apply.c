@@ -34,6 +34,7 @@ struct apply {
     json_t *journal;
     bool overwrite;
     json_t *results;
+    size_t results_bytes; /* ws_list_add */
     json_int_t counts[5]; /* applied, conflicts, skipped, failed, refused */
     uint64_t budget;      /* data bytes this apply may still write */
     uint64_t written;     /* data bytes written so far */
@@ -272,8 +273,8 @@ static int record(struct apply *a, const struct ws_change *c, enum outcome o, co
 {
     static const char *names[] = {"applied", "conflict", "skipped", "failed", "refused"};
     a->counts[o]++;
-    if (json_array_size(a->results) >= WS_LISTED_MAX)
-        return 0; /* counted only */
+    if (a->results_bytes > WS_LISTED_BYTES)
+        return 0; /* counted only: the list is full (ws_list_add) */
     cleanup_free char *sp = ws_sandbox_path(a->m, c->rel);
     /* a name that is not UTF-8 is shown as review_changes shows it (json_pack's "s" refused it,
      * and the result went unlisted) */
@@ -281,7 +282,7 @@ static int record(struct apply *a, const struct ws_change *c, enum outcome o, co
                           ws_kind_name(c->kind), "status", names[o]);
     if (why)
         json_object_set_new(r, "reason", json_string(why));
-    json_array_append_new(a->results, r);
+    ws_list_add(a->results, &a->results_bytes, r);
     return 0;
 }
 

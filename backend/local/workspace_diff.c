@@ -19,36 +19,6 @@
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 
-int ws_read_all(int dirfd, const char *name, size_t max, char **data, size_t *len)
-{
-    struct stat st;
-    cleanup_close int fd = ws_open_regular(dirfd, name, &st);
-    if (fd < 0)
-        return -1;
-    if ((uint64_t)st.st_size > max) {
-        errno = EFBIG;
-        return -1;
-    }
-    struct buf b;
-    buf_init(&b, max);
-    char chunk[65536];
-    for (;;) {
-        ssize_t n = read(fd, chunk, sizeof chunk);
-        if (n < 0 || (n > 0 && buf_append(&b, chunk, (size_t)n) < 0)) {
-            int e = n < 0 ? errno : EFBIG;
-            buf_release(&b);
-            errno = e;
-            return -1;
-        }
-        if (n == 0)
-            break;
-    }
-    *len = b.len;
-    buf_cstr(&b);
-    *data = buf_steal(&b, NULL);
-    return 0;
-}
-
 char *ws_sandbox_path(const struct ws_mount *m, const char *rel)
 {
     size_t tl = strlen(m->target);
@@ -69,6 +39,19 @@ static bool path_selects(const char *path, const char *full)
     while (n > 1 && path[n - 1] == '/')
         n--;
     return strncmp(path, full, n) == 0 && (full[n] == '\0' || full[n] == '/' || n == 1);
+}
+
+bool ws_list_add(json_t *list, size_t *bytes, json_t *entry)
+{
+    size_t n = json_dumpb(entry, NULL, 0, JSON_COMPACT) + 1;
+    if (json_array_size(list) >= WS_LISTED_MAX || *bytes + n > WS_LISTED_BYTES) {
+        json_decref(entry);
+        *bytes = WS_LISTED_BYTES + 1; /* full: a later, shorter entry is not listed either */
+        return false;
+    }
+    *bytes += n;
+    json_array_append_new(list, entry);
+    return true;
 }
 
 bool ws_selected(json_t *paths, const struct ws_mount *m, const char *rel)
@@ -518,10 +501,12 @@ static json_t *diff_page(const struct ws_changes *ch, const struct render *r, ui
     return res;
 }
 
-/* Renders every selected change, keeping only the page's bytes; lists the first WS_LISTED_MAX. */
+/* Renders every selected change, keeping only the page's bytes; lists the first ones
+ * (ws_list_add). */
 static json_t *render_all(struct render *r, json_t *paths, size_t *total)
 {
     json_t *list = json_array();
+    size_t listed_bytes = 0;
     int ufd = -1, lfd = -1;
     size_t cur = (size_t)-1;
     *total = 0;
@@ -541,8 +526,8 @@ static json_t *render_all(struct render *r, json_t *paths, size_t *total)
         buf_reset(&r->section);
         render_change(r, ufd, lfd, i);
         page_add(r, &r->section);
-        if (json_array_size(list) < WS_LISTED_MAX)
-            json_array_append_new(list, change_json(m, c, (size_t)at));
+        if (listed_bytes <= WS_LISTED_BYTES)
+            ws_list_add(list, &listed_bytes, change_json(m, c, (size_t)at));
         (*total)++;
     }
     if (ufd >= 0)
@@ -571,9 +556,9 @@ json_t *ws_review(const struct ws_mount *mounts, size_t n_mounts, const struct w
     json_t *res = json_pack("{s:o, s:I}", "changes", list, "changes_total", (json_int_t)total);
     if (total > json_array_size(list))
         json_object_set_new(res, "changes_note",
-                            json_sprintf("%zu changes, the first %d listed; narrow with paths "
+                            json_sprintf("%zu changes, the first %zu listed; narrow with paths "
                                          "(a directory) to see the others",
-                                         total, WS_LISTED_MAX));
+                                         total, json_array_size(list)));
     diff_page(&ch, &r, max, res);
     buf_release(&r.page);
     char token[WS_REVIEW_TOKEN_LEN];

@@ -42,6 +42,9 @@
 /* Entries one review or apply result lists (the rest are counted): a result must stay far below
  * the 10 MiB message the official SDK's stdio client accepts. */
 #define WS_LISTED_MAX 500
+/* ... and at most this many bytes of them as JSON: a wide change (60,000 new files) must not
+ * flood an agent's context with a 100 KB list; the rest are counted, and paths narrows. */
+#define WS_LISTED_BYTES (16u * 1024u)
 #define WS_DIFF_DEFAULT (16u * 1024u) /* diff bytes one review returns by default */
 #define WS_DIFF_MAX (1u << 20)
 #define WS_JOURNAL_NAME "applied.json"
@@ -185,6 +188,10 @@ char *ws_host_path(const struct ws_mount *m, const char *rel);    /* source/rel 
 /* True if paths (NULL or empty: everything) names rel's sandbox or host path or a directory
  * above it. */
 bool ws_selected(json_t *paths, const struct ws_mount *m, const char *rel);
+/* Appends entry (taking it) to a result's list while it holds fewer than WS_LISTED_MAX entries
+ * and *bytes (the list's JSON so far) stays within WS_LISTED_BYTES; else drops it and marks the
+ * list full (*bytes > WS_LISTED_BYTES), so the list is always the first entries in order. */
+bool ws_list_add(json_t *list, size_t *bytes, json_t *entry);
 /* The mount's host directory, opened again from its descriptor with flags (O_PATH or O_RDONLY;
  * O_DIRECTORY and O_CLOEXEC are added): "." is the only name looked up. */
 int ws_source_open(const struct ws_mount *m, int flags);
@@ -193,8 +200,6 @@ int ws_open_beneath(int dirfd, const char *rel, int flags, bool dir);
 /* ws_open_beneath read-only, for a regular file only (-1 with errno EINVAL for anything else,
  * which a copy must not follow or block on: a fifo, a device); st is filled. */
 int ws_open_regular(int dirfd, const char *rel, struct stat *st);
-/* Reads a whole regular file (at most max bytes; -1 with errno EFBIG beyond). */
-int ws_read_all(int dirfd, const char *name, size_t max, char **data, size_t *len);
 const char *ws_type_name(mode_t m);
 /* The permission bits apply carries to the host: no set-id bits (a sandbox must not hand the
  * host a set-id program), the sticky bit on directories only. Modes are compared on these. */

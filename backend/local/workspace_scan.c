@@ -226,6 +226,16 @@ static int open_dir(int dirfd, const char *name)
 
 static int emit_deleted(struct scan *s, int lfd, const char *name, const struct stat *ls);
 
+/* A tree deeper than SCAN_DEPTH_MAX: the error shows where (the path cut short: a sandbox can
+ * make it thousands of bytes long) and what to do. */
+static int too_deep(struct scan *s)
+{
+    return mcp_error_set(s->err, MCP_ERR_LIMIT, 0,
+                         "%.120s%s is nested more than %d directories deep, beyond what a review "
+                         "or an apply walks: remove or flatten it in the sandbox, then call again",
+                         s->rel, strlen(s->rel) > 120 ? "..." : "", SCAN_DEPTH_MAX);
+}
+
 /* The entries below a host directory the sandbox deleted or replaced, deepest first (s->rel
  * names the directory). */
 static int emit_deleted_below(struct scan *s, int lfd, const char *name)
@@ -234,7 +244,7 @@ static int emit_deleted_below(struct scan *s, int lfd, const char *name)
     if (sub < 0)
         return mcp_error_set(s->err, MCP_ERR_IO, errno, "cannot open %s", s->rel);
     if (s->depth >= SCAN_DEPTH_MAX)
-        return mcp_error_set(s->err, MCP_ERR_LIMIT, 0, "%s is nested too deep", s->rel);
+        return too_deep(s);
     size_t n = 0;
     char **names = list_names(s, sub, &n);
     if (names == NULL)
@@ -342,7 +352,7 @@ static int scan_subdir(struct scan *s, int ufd, int lfd, const char *name, const
         add_change(s, ls ? WS_MODIFIED : WS_ADDED, ls, us);
     }
     if (s->depth >= SCAN_DEPTH_MAX)
-        return mcp_error_set(s->err, MCP_ERR_LIMIT, 0, "%s is nested too deep", s->rel);
+        return too_deep(s);
     s->depth++;
     int rc = scan_dir(s, usub, lsub, sub_opaque);
     s->depth--;

@@ -7,13 +7,15 @@ and 6), through the real server over stdio.
  memory  (item 5) one 8 MB file of empty lines plus 48 hard links to it in a sandbox: a review
          page must come back quickly and the server's peak memory (VmHWM) must grow by a
          bounded amount; each link after the first is said to be the same as the first.
+ bounds  (item 5, and beyond it) thousands of new files give a review and an apply result of a
+         bounded size, the rest counted; a tree too deep to walk gives a short, clear error.
  digest  (item 4) code in the sandbox watches its file's atime and swaps the contents once the
          review has read it: an apply with the review's token refuses that file and leaves the
          host file as it was; an apply with no token is refused; a server started with
          --apply-unreviewed applies without one.
 
 Runs as root and, through tests/local/rootless, as an ordinary user.
-usage: test_ws_review.py --mcpbox PATH --check race|memory|digest   (exit 77: cannot run here)
+usage: test_ws_review.py --mcpbox PATH --check race|memory|digest|bounds   (exit 77: cannot run here)
 """
 import argparse
 import base64
@@ -131,6 +133,44 @@ def check_memory(s, base, allowed):
         assert c.get("same_as") == "/workspace/m/big", c
     assert len(out["diff"]) <= 16384 and "not diffed" in out["diff"], out["diff"][:400]
     assert "Same file as b/workspace/m/big" in out["diff"], out["diff"][:800]
+    s.tool("destroy_sandbox", sandbox_id=sid)
+
+
+WIDE_FILES = 3000
+RESULT_BYTES_MAX = 40 * 1024  # a 16 KiB list, a 16 KiB diff page, and the rest
+DEPTH = 300  # more than the 256 directories a review walks
+
+
+def check_bounds(s, base, allowed):
+    """A wide change (thousands of new files) gives a result an agent can take in, with the rest
+    counted; a tree deeper than a review walks gives a short error that says what to do."""
+    proj = os.path.join(allowed, "w")
+    os.makedirs(proj)
+    own(proj)
+    time.sleep(0.1)
+    sid = s.create([{"source": proj, "target": "/workspace/w"}])
+    code, _, err = s.sh(sid, "mkdir /workspace/w/many && cd /workspace/w/many && "
+                             f"for i in $(seq {WIDE_FILES}); do echo $i > f$i; done")
+    assert code == 0, err
+    err_, out, text = s.tool("review_changes", sandbox_id=sid)
+    assert not err_, text[:400]
+    print(f"bounds: review of {WIDE_FILES + 1} changes: {len(text)} bytes, "
+          f"{len(out['changes'])} listed")
+    assert len(text) < RESULT_BYTES_MAX, f"a review result of {len(text)} bytes"
+    assert out["changes_total"] == WIDE_FILES + 1, out["changes_total"]
+    assert "listed" in out.get("changes_note", ""), out.get("changes_note")
+    err_, res, text = s.tool("apply_changes", sandbox_id=sid, review=out["review"])
+    assert not err_, text[:400]
+    print(f"bounds: apply of them: {len(text)} bytes, {len(res['results'])} listed")
+    assert len(text) < RESULT_BYTES_MAX, f"an apply result of {len(text)} bytes"
+    assert res["applied"] == WIDE_FILES + 1, {k: v for k, v in res.items() if k != "results"}
+    assert len(os.listdir(os.path.join(proj, "many"))) == WIDE_FILES
+    code, _, err = s.sh(sid, "cd /workspace/w && python3 -c \"import os\n"
+                             f"for i in range({DEPTH}): os.mkdir('d'); os.chdir('d')\"")
+    assert code == 0, err
+    err_, _, text = s.tool("review_changes", sandbox_id=sid)
+    print(f"bounds: a tree {DEPTH} deep: {text}")
+    assert err_ and "directories deep" in text and len(text) < 600, text
     s.tool("destroy_sandbox", sandbox_id=sid)
 
 
@@ -263,7 +303,8 @@ def check_digest(s, base, allowed, mcpbox, state):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
-    ap.add_argument("--check", required=True, choices=["race", "memory", "digest"])
+    ap.add_argument("--check", required=True,
+                    choices=["race", "memory", "digest", "bounds"])
     a = ap.parse_args()
     base = tempfile.mkdtemp(prefix="mbx-wsrev-", dir="/tmp")
     os.chmod(base, 0o755)
@@ -282,6 +323,8 @@ def main():
                 check_race(s, base, allowed)
             elif a.check == "memory":
                 check_memory(s, base, allowed)
+            elif a.check == "bounds":
+                check_bounds(s, base, allowed)
             else:
                 check_digest(s, base, allowed, a.mcpbox, state)
         finally:
