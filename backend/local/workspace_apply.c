@@ -256,10 +256,11 @@ static json_t *mode_text(mode_t m)
     return json_sprintf("%o", (unsigned)(m & 07777));
 }
 
-/* What apply did to the entry's mode, on its result: old_mode and mode when they differ, and
+/* What apply did to the entry's mode, for its result: old_mode and mode when they differ, and
  * held_back, the bits of the sandbox's mode it did not give the host. */
-static void note_mode(json_t *r, mode_t old, mode_t got, mode_t wanted)
+static json_t *mode_note(mode_t old, mode_t got, mode_t wanted)
 {
+    json_t *r = json_object();
     if ((old & 07777) != got) {
         if (old)
             json_object_set_new(r, "old_mode", mode_text(old));
@@ -267,14 +268,20 @@ static void note_mode(json_t *r, mode_t old, mode_t got, mode_t wanted)
     }
     if (wanted & ~got)
         json_object_set_new(r, "held_back", mode_text(wanted & ~got));
+    return r;
 }
 
-static int record(struct apply *a, const struct ws_change *c, enum outcome o, const char *why)
+/* Counts the outcome and lists it (ws_list_add) with its reason and the fields of extra (taken;
+ * NULL: none). */
+static int record_noted(struct apply *a, const struct ws_change *c, enum outcome o,
+                        const char *why, json_t *extra)
 {
     static const char *names[] = {"applied", "conflict", "skipped", "failed", "refused"};
     a->counts[o]++;
-    if (a->results_bytes > WS_LISTED_BYTES)
+    if (a->results_bytes > WS_LISTED_BYTES) {
+        json_decref(extra);
         return 0; /* counted only: the list is full (ws_list_add) */
+    }
     cleanup_free char *sp = ws_sandbox_path(a->m, c->rel);
     /* a name that is not UTF-8 is shown as review_changes shows it (json_pack's "s" refused it,
      * and the result went unlisted) */
@@ -282,8 +289,15 @@ static int record(struct apply *a, const struct ws_change *c, enum outcome o, co
                           ws_kind_name(c->kind), "status", names[o]);
     if (why)
         json_object_set_new(r, "reason", json_string(why));
+    if (extra)
+        json_object_update_new(r, extra);
     ws_list_add(a->results, &a->results_bytes, r);
     return 0;
+}
+
+static int record(struct apply *a, const struct ws_change *c, enum outcome o, const char *why)
+{
+    return record_noted(a, c, o, why, NULL);
 }
 
 static int fail_errno(struct apply *a, const struct ws_change *c, const char *what)
@@ -473,10 +487,8 @@ static int record_applied(struct apply *a, const struct ws_change *c, const stru
     char why[256];
     snprintf(why, sizeof why, "%s%s%s", held_why, held && setid ? "; " : "",
              setid ? "setuid/setgid bits dropped" : "");
-    size_t before = json_array_size(a->results);
-    record(a, c, APPLIED, why[0] ? why : NULL);
-    if (json_array_size(a->results) > before)
-        note_mode(json_array_get(a->results, before), hs ? hs->st_mode : 0, mode, wanted);
+    record_noted(a, c, APPLIED, why[0] ? why : NULL,
+                 mode_note(hs ? hs->st_mode : 0, mode, wanted));
     return 0;
 }
 
