@@ -126,8 +126,9 @@ int local_set_network_policy(struct backend *be, const char *id,
 
 /* Refusals already recorded, so that a program retrying in a loop does not flood the event log
  * (which keeps a fixed number of events per sandbox, and would lose the older, useful ones):
- * the same sandbox, name, port and reason within LOCAL_EGRESS_REPEAT_MS are counted, and the
- * count goes with the next event recorded for them ("repeats"). Loop thread only. */
+ * the same sandbox, name, port and reason within LOCAL_EGRESS_REPEAT_MS of the event are not
+ * recorded again but counted in it as they happen ("repeats" and "last_time" in its data), so
+ * diagnose_sandbox shows them at once. Loop thread only. */
 #define RECENT_MAX 64
 static struct recent_refusal {
     char id[LOCAL_ID_LEN];
@@ -136,6 +137,7 @@ static struct recent_refusal {
     uint16_t port;
     uint64_t at_ms;
     uint64_t repeats;
+    int64_t seq; /* the event they are counted in */
 } recent[RECENT_MAX];
 
 static struct recent_refusal *recent_slot(const char *id, const char *name, uint16_t port,
@@ -156,6 +158,26 @@ static struct recent_refusal *recent_slot(const char *id, const char *name, uint
     return oldest;
 }
 
+/* One more of the refusal slot stands for, written into its event: 1 when counted, 0 when the
+ * event is gone (pruned by newer ones: record a new one), -1 when the store failed. */
+static int count_repeat(struct store *st, struct recent_refusal *slot)
+{
+    if (slot->seq < 0)
+        return 0;
+    char when[32];
+    format_rfc3339_ms(now_wall_ms(), when);
+    json_t *fields =
+        json_pack("{s:I, s:s}", "repeats", (json_int_t)(slot->repeats + 1), "last_time", when);
+    struct mcp_error err;
+    int rc = store_event_merge(st, slot->seq, fields, &err);
+    json_decref(fields);
+    if (rc < 0)
+        log_warn("sandbox %s: a repeated egress refusal was not counted: %s", slot->id, err.msg);
+    if (rc > 0)
+        slot->repeats++;
+    return rc;
+}
+
 int local_egress_refused_at(struct store *st, const char *sandbox_id,
                             const struct egress_refusal *r, uint64_t now_ms)
 {
@@ -167,10 +189,10 @@ int local_egress_refused_at(struct store *st, const char *sandbox_id,
     struct recent_refusal *slot = recent_slot(sandbox_id, name ? name : "", r->port, reason,
                                               &found);
     if (found && now_ms - slot->at_ms < LOCAL_EGRESS_REPEAT_MS) {
-        slot->repeats++;
-        return 0;
-    }
-    uint64_t repeats = found ? slot->repeats : 0;
+        int rc = count_repeat(st, slot);
+        if (rc != 0) /* counted, or the store failed (logged) */
+            return rc < 0 ? -1 : 0;
+    } /* else a new event (the old one's window is over, or it was pruned) */
     snprintf(slot->id, sizeof(slot->id), "%s", sandbox_id);
     snprintf(slot->name, sizeof(slot->name), "%s", name ? name : "");
     snprintf(slot->reason, sizeof(slot->reason), "%s", reason);
@@ -189,10 +211,14 @@ int local_egress_refused_at(struct store *st, const char *sandbox_id,
                                                                 : json_null());
         json_object_set_new(data, "decided_by", json_string(decided));
     }
-    if (repeats > 0)
-        json_object_set_new(data, "repeats", json_integer((json_int_t)repeats));
     struct mcp_error err;
-    return local_event(st, sandbox_id, "egress_refused", data, &err);
+    int rc = store_event_add_seq(st, sandbox_id, "egress_refused", data, &slot->seq, &err);
+    json_decref(data);
+    if (rc < 0) { /* diagnostics: the refusal stands, the loss is logged (as local_event does) */
+        log_warn("sandbox %s: the egress_refused event was not recorded: %s", sandbox_id, err.msg);
+        slot->seq = -1;
+    }
+    return rc;
 }
 
 int local_egress_refused(struct store *st, const char *sandbox_id, const struct egress_refusal *r)
@@ -269,7 +295,8 @@ json_t *local_egress_refusals(json_t *events)
         json_t *one = json_deep_copy(data);
         json_object_del(one, "repeats");
         json_object_set_new(one, "count", json_integer(n));
-        json_object_set(one, "last_time", json_object_get(ev, "time"));
+        if (!json_is_string(json_object_get(one, "last_time"))) /* not repeated */
+            json_object_set(one, "last_time", json_object_get(ev, "time"));
         json_object_set_new(one, "hint", refusal_hint(data));
         json_array_append_new(out, one);
     }
