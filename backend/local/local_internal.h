@@ -322,10 +322,7 @@ int local_start_network(const char *dir, pid_t pid, const struct cg_sandbox *cg,
 int local_block_private_routes(const char **failed); /* in the child; sets errno */
 /* Loopback, private, link-local, CGNAT, multicast, reserved: never connected to (one list with
  * the routes above). */
-struct in_addr;
-struct in6_addr;
-bool local_addr_blocked(struct in_addr a);
-bool local_addr6_blocked(const struct in6_addr *a);
+#include "backend/local/addr_blocked.h" /* local_addr_blocked */
 /* egress by policy: in the child, everything IPv4 routed to lo (network.c); */
 int local_egress_default_route(const char **failed);
 /* in a worker before the child's release, the nftables rules sending TCP and DNS to the agent. */

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "mcp/base/cleanup.h"
@@ -506,6 +507,18 @@ static void req_set_body(struct osb_req *r)
         osb_curl.easy_setopt(r->easy, CURLOPT_CUSTOMREQUEST, m);
 }
 
+/* CURLOPT_OPENSOCKETFUNCTION: the socket curl asked for, unless the request's peer_ok refuses
+ * the address (curl then fails the connect as it would a refused one). */
+static curl_socket_t open_checked_socket(void *arg, curlsocktype purpose,
+                                         struct curl_sockaddr *address)
+{
+    struct osb_req *r = arg;
+    (void)purpose;
+    if (!r->opts.peer_ok(r->opts.arg, &address->addr))
+        return CURL_SOCKET_BAD;
+    return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+}
+
 static void req_setup_easy(struct osb_req *r)
 {
     CURL *e = r->easy;
@@ -524,6 +537,10 @@ static void req_setup_easy(struct osb_req *r)
     osb_curl.easy_setopt(e, CURLOPT_XFERINFODATA, r);
     osb_curl.easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
     osb_curl.easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (r->opts.peer_ok != NULL) {
+        osb_curl.easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_checked_socket);
+        osb_curl.easy_setopt(e, CURLOPT_OPENSOCKETDATA, r);
+    }
     if (r->opts.connect_timeout_ms)
         osb_curl.easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)r->opts.connect_timeout_ms);
     if (r->opts.low_speed_s) {
