@@ -11,6 +11,7 @@
 
 #include "backend/backend.h"
 #include "backend/egress_policy.h"
+#include "backend/local/addr_blocked.h"
 #include "backend/local/pasta_path.h"
 #include "backend/local/identity.h"
 #include "backend/local/workspace.h"
@@ -321,8 +322,7 @@ int local_start_network(const char *dir, pid_t pid, const struct cg_sandbox *cg,
                         struct mcp_error *err);
 int local_block_private_routes(const char **failed); /* in the child; sets errno */
 /* Loopback, private, link-local, CGNAT, multicast, reserved: never connected to (one list with
- * the routes above). */
-#include "backend/local/addr_blocked.h" /* local_addr_blocked */
+ * the routes above): local_addr_blocked, addr_blocked.h. */
 /* egress by policy: in the child, everything IPv4 routed to lo (network.c); */
 int local_egress_default_route(const char **failed);
 /* in a worker before the child's release, the nftables rules sending TCP and DNS to the agent. */
