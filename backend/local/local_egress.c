@@ -188,7 +188,13 @@ int local_egress_refused_at(struct store *st, const char *sandbox_id,
     bool found;
     struct recent_refusal *slot = recent_slot(sandbox_id, name ? name : "", r->port, reason,
                                               &found);
-    if (found && now_ms - slot->at_ms < LOCAL_EGRESS_REPEAT_MS) {
+    bool repeat = found && now_ms - slot->at_ms < LOCAL_EGRESS_REPEAT_MS;
+    if (r->flood) { /* no store write: a repeat is counted for the next one that is written */
+        if (repeat && slot->seq >= 0)
+            slot->repeats++;
+        return 0;
+    }
+    if (repeat) {
         int rc = count_repeat(st, slot);
         if (rc != 0) /* counted, or the store failed (logged) */
             return rc < 0 ? -1 : 0;

@@ -544,11 +544,15 @@ struct egress_refusal {
      * what it decided (egress_policy_decide, or egress_policy_decide_lookup for a lookup) */
     const struct egress_policy *policy;
     struct egress_decision decision;
+    /* past the proxy's cap on events (a flood): a repeat is counted in memory only, and goes to
+     * the store with the next one written; anything else is not recorded */
+    bool flood;
 };
 /* Records the "egress_refused" event, data {name|null, port, protocol, reason, address?,
  * rule:index|null and decided_by:"egress[2] (deny ...)"|"default deny" (reason policy),
- * repeats?}, unless the same refusal was recorded within LOCAL_EGRESS_REPEAT_MS (then it is
- * counted into the next one's repeats). Loop thread; a store failure is logged. */
+ * repeats?, last_time?}, unless the same refusal was recorded within LOCAL_EGRESS_REPEAT_MS:
+ * then it is counted in that event as it happens (repeats, last_time). Loop thread; a store
+ * failure is logged. */
 int local_egress_refused(struct store *st, const char *sandbox_id, const struct egress_refusal *r);
 int local_egress_refused_at(struct store *st, const char *sandbox_id,
                             const struct egress_refusal *r, uint64_t now_ms);

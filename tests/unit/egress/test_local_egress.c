@@ -120,6 +120,33 @@ TEST(repeats_within_a_minute_are_counted_as_they_happen)
     egress_policy_unref(p);
 }
 
+TEST(repeats_in_a_flood_are_counted_with_the_next_write)
+{
+    struct egress_policy *p = policy_of(pypi_only);
+    const char *id = "sbx-egresspolicy0009";
+    insert_sandbox(id, NULL);
+    struct egress_refusal r = {.name = "github.com", .port = 443, .policy = p};
+    r.decision = egress_policy_decide(p, r.name, r.port);
+    local_egress_refused_at(st, id, &r, 9000);
+    r.flood = true; /* past the proxy's cap: nothing written, repeats kept */
+    for (int i = 0; i < 100; i++)
+        local_egress_refused_at(st, id, &r, 9001 + (uint64_t)i);
+    r.port = 22; /* a new refusal in a flood is not recorded */
+    local_egress_refused_at(st, id, &r, 9200);
+    json_t *events = events_of(id);
+    ASSERT_EQ(json_array_size(events), 1);
+    ASSERT(json_object_get(json_object_get(json_array_get(events, 0), "data"), "repeats") == NULL);
+    json_decref(events);
+    r.port = 443, r.flood = false; /* the flood is over: this one writes them all */
+    local_egress_refused_at(st, id, &r, 9300);
+    events = events_of(id);
+    ASSERT_EQ(json_array_size(events), 1);
+    json_t *data = json_object_get(json_array_get(events, 0), "data");
+    ASSERT_EQ(json_integer_value(json_object_get(data, "repeats")), 101);
+    json_decref(events);
+    egress_policy_unref(p);
+}
+
 TEST(hints_say_what_to_ask_for)
 {
     struct egress_policy *p = policy_of(pypi_only);
@@ -303,6 +330,7 @@ int main(void)
     uv_loop_init(&loop);
     RUN(refusal_events_name_domain_port_and_rule);
     RUN(repeats_within_a_minute_are_counted_as_they_happen);
+    RUN(repeats_in_a_flood_are_counted_with_the_next_write);
     RUN(hints_say_what_to_ask_for);
     RUN(diagnose_summary_shows_refusals);
     RUN(policy_in_force_follows_the_record);
