@@ -61,9 +61,10 @@ static bool person_named(const struct image_ref *ref)
 static void inside_error(const struct image_ref *ref, const char *what, struct mcp_error *err)
 {
     mcp_error_set(err, MCP_ERR_DENIED, 0,
-                  "registry %s %s, an address on this machine or a private network: pulls reach "
-                  "such a registry only if the person names it (%s=%s, or %s for a plain-HTTP "
-                  "one). Use an image from a public registry, or ask the person",
+                  "registry %s %s an address on this machine or a private network (loopback, "
+                  "private, link-local or reserved): pulls reach such a registry only if the "
+                  "person names it (%s=%s, or %s for a plain-HTTP one). Use an image from a "
+                  "public registry, or ask the person",
                   ref->registry, what, REGISTRY_LOCAL_ENV, ref->registry, REGISTRY_INSECURE_ENV);
 }
 
@@ -161,7 +162,7 @@ static void transport_error(const struct registry_client *c, const struct osb_re
 {
     const char *host = image_ref_api_host(&c->ref);
     if (c->peer_refused) {
-        inside_error(&c->ref, "(or a server it sent this pull to) is at", err);
+        inside_error(&c->ref, "(or a server it sent the pull to) is at", err);
         return;
     }
     switch (resp->curl_code) {

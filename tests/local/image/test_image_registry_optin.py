@@ -90,7 +90,10 @@ def main():
         c = serve(a.mcpbox, state, None)
         try:
             refs = ["127.0.0.1:%d/x/page:1" % port, "localhost:%d/x/y:1" % port,
-                    "127.1.2.3:%d/x/y:1" % port, "[::ffff:127.0.0.1]:%d/x/y:1" % port]
+                    "127.1.2.3:%d/x/y:1" % port, "[::ffff:127.0.0.1]:%d/x/y:1" % port,
+                    # forms the resolver reads as 127.0.0.1 but no address parser does: only
+                    # the check on the connection itself stops them
+                    "127.1:%d/x/page:1" % port, "2130706433:%d/x/page:1" % port]
             name = socket.gethostname()
             try:
                 loop_name = socket.gethostbyname(name).startswith("127.")
