@@ -136,8 +136,10 @@ static struct recent_refusal {
     char reason[24];
     uint16_t port;
     uint64_t at_ms;
-    uint64_t repeats;
-    int64_t seq; /* the event they are counted in */
+    uint64_t repeats;     /* counted */
+    uint64_t stored;      /* of those, written into the event */
+    int64_t last_wall_ms; /* of the last repeat */
+    int64_t seq;          /* the event they are counted in; -1: none */
 } recent[RECENT_MAX];
 
 static struct recent_refusal *recent_slot(const char *id, const char *name, uint16_t port,
@@ -158,24 +160,32 @@ static struct recent_refusal *recent_slot(const char *id, const char *name, uint
     return oldest;
 }
 
-/* One more of the refusal slot stands for, written into its event: 1 when counted, 0 when the
- * event is gone (pruned by newer ones: record a new one), -1 when the store failed. */
-static int count_repeat(struct store *st, struct recent_refusal *slot)
+/* Writes the repeats counted but not yet written into the slot's event: 1 when they are there
+ * (or there was nothing to write), 0 when the event is gone (pruned by newer ones), -1 when the
+ * store failed (logged). */
+static int write_repeats(struct store *st, struct recent_refusal *slot)
 {
-    if (slot->seq < 0)
-        return 0;
+    if (slot->seq < 0 || slot->repeats == slot->stored)
+        return slot->seq < 0 ? 0 : 1;
     char when[32];
-    format_rfc3339_ms(now_wall_ms(), when);
+    format_rfc3339_ms(slot->last_wall_ms, when);
     json_t *fields =
-        json_pack("{s:I, s:s}", "repeats", (json_int_t)(slot->repeats + 1), "last_time", when);
+        json_pack("{s:I, s:s}", "repeats", (json_int_t)slot->repeats, "last_time", when);
     struct mcp_error err;
     int rc = store_event_merge(st, slot->seq, fields, &err);
     json_decref(fields);
     if (rc < 0)
-        log_warn("sandbox %s: a repeated egress refusal was not counted: %s", slot->id, err.msg);
+        log_warn("sandbox %s: repeated egress refusals were not counted: %s", slot->id, err.msg);
     if (rc > 0)
-        slot->repeats++;
+        slot->stored = slot->repeats;
     return rc;
+}
+
+void local_egress_flush_repeats(struct store *st, const char *sandbox_id)
+{
+    for (size_t i = 0; i < RECENT_MAX; i++)
+        if (strcmp(recent[i].id, sandbox_id) == 0)
+            write_repeats(st, &recent[i]);
 }
 
 int local_egress_refused_at(struct store *st, const char *sandbox_id,
@@ -188,23 +198,26 @@ int local_egress_refused_at(struct store *st, const char *sandbox_id,
     bool found;
     struct recent_refusal *slot = recent_slot(sandbox_id, name ? name : "", r->port, reason,
                                               &found);
-    bool repeat = found && now_ms - slot->at_ms < LOCAL_EGRESS_REPEAT_MS;
-    if (r->flood) { /* no store write: a repeat is counted for the next one that is written */
-        if (repeat && slot->seq >= 0)
-            slot->repeats++;
-        return 0;
-    }
-    if (repeat) {
-        int rc = count_repeat(st, slot);
-        if (rc != 0) /* counted, or the store failed (logged) */
+    if (found && now_ms - slot->at_ms < LOCAL_EGRESS_REPEAT_MS && slot->seq >= 0) {
+        slot->repeats++;
+        slot->last_wall_ms = now_wall_ms();
+        if (r->flood) /* no store write now: the next write or diagnose_sandbox's flush */
+            return 0;
+        int rc = write_repeats(st, slot);
+        if (rc != 0)
             return rc < 0 ? -1 : 0;
-    } /* else a new event (the old one's window is over, or it was pruned) */
+        /* the event was pruned: this one is recorded as a new event */
+    } else if (r->flood) {
+        return 0; /* a flood: nothing new is recorded */
+    } else {
+        write_repeats(st, slot); /* what the slot counted goes to its event before reuse */
+    }
     snprintf(slot->id, sizeof(slot->id), "%s", sandbox_id);
     snprintf(slot->name, sizeof(slot->name), "%s", name ? name : "");
     snprintf(slot->reason, sizeof(slot->reason), "%s", reason);
     slot->port = r->port;
     slot->at_ms = now_ms;
-    slot->repeats = 0;
+    slot->repeats = slot->stored = 0;
 
     char decided[160] = "";
     json_t *data = json_pack("{s:s?, s:i, s:s, s:s}", "name", name, "port", (int)r->port,

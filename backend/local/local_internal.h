@@ -556,6 +556,9 @@ struct egress_refusal {
 int local_egress_refused(struct store *st, const char *sandbox_id, const struct egress_refusal *r);
 int local_egress_refused_at(struct store *st, const char *sandbox_id,
                             const struct egress_refusal *r, uint64_t now_ms);
+/* Writes the repeats a flood left counted in memory only into their events (diagnose_sandbox
+ * calls it before it reads them). Loop thread. */
+void local_egress_flush_repeats(struct store *st, const char *sandbox_id);
 /* diagnose_sandbox's egress_refused: the distinct refusals among events, newest first, each
  * with count, last_time and a hint saying what to ask the person. New array. */
 json_t *local_egress_refusals(json_t *events);
