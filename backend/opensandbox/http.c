@@ -54,6 +54,7 @@ struct osb_req {
     struct osb_response resp;
     char errbuf[CURL_ERROR_SIZE];
     bool in_multi, cancelled, delivered;
+    bool peer_refused;       /* peer_ok said no: not retried, the answer would be the same */
     bool starting, deferred; /* see req_attempt */
     CURLcode deferred_rc;
 };
@@ -451,7 +452,7 @@ static void req_attempt_done(struct osb_req *r, CURLcode rc)
              r->errbuf[0] ? r->errbuf : osb_curl.easy_strerror(rc));
     if (rc == CURLE_OPERATION_TIMEDOUT && r->opts.deadline_ms != 0 && req_remaining_ms(r) == 0)
         r->resp.deadline_hit = true;
-    bool again = !r->cancelled && !r->delivered && !r->resp.deadline_hit &&
+    bool again = !r->cancelled && !r->delivered && !r->resp.deadline_hit && !r->peer_refused &&
                  r->resp.attempts <= r->opts.retry_max &&
                  osb_http_retryable(r->opts.retry, status, rc);
     if (again) {
@@ -514,8 +515,10 @@ static curl_socket_t open_checked_socket(void *arg, curlsocktype purpose,
 {
     struct osb_req *r = arg;
     (void)purpose;
-    if (!r->opts.peer_ok(r->opts.arg, &address->addr))
+    if (!r->opts.peer_ok(r->opts.arg, &address->addr)) {
+        r->peer_refused = true;
         return CURL_SOCKET_BAD;
+    }
     return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
 }
 

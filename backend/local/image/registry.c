@@ -496,7 +496,7 @@ static void on_response(void *arg, struct osb_response *resp)
         finish(c, resp, NULL);
         return;
     }
-    c->retryable = failure_retryable(resp);
+    c->retryable = failure_retryable(resp) && !c->peer_refused; /* refused again if tried */
     if (c->range_refused)
         mcp_error_set(&err, MCP_ERR_BACKEND, 0,
                       "registry %s answered a request for %.200s from byte %llu with another "
