@@ -1,7 +1,7 @@
 /* Addresses that are not the public internet: the IANA special-purpose registries (IPv4 and
  * IPv6) plus multicast. Egress never reaches them (network: true's unreachable routes, the
  * policy path's proxy), and image pulls reach them only for a registry the person named
- * (docs/security.md). A library of its own: the image code (mcpbox_image) uses it too. */
+ * (docs/security.md). Built into mcpbox_image, which the local backend links. */
 #ifndef MCPBOX_LOCAL_ADDR_BLOCKED_H
 #define MCPBOX_LOCAL_ADDR_BLOCKED_H
 
