@@ -16,7 +16,8 @@
  *  - Results passed to callbacks are borrowed: valid during the callback only (json_incref to
  *    keep one).
  *  - Errors use struct mcp_error with a domain code (MCP_ERR_NOT_FOUND, MCP_ERR_CONFLICT, ...)
- *    and a message an agent can act on ("sandbox sbx-12ab is paused; call resume_sandbox first").
+ *    and a message an agent can act on ("sandbox sbx-12ab is paused; call update_sandbox with
+ *    paused: false first").
  *
  * Ownership (who may touch a sandbox) is checked by the tool layer through the store before
  * a backend is called; backends record owner on create and filter list by owner.
@@ -64,6 +65,9 @@ int sandbox_state_parse(const char *name, enum sandbox_state *out);
 struct sandbox_spec {
     const char *owner;        /* who creates it (tool layer's caller identity) */
     const char *image;        /* NULL: "host" locally, the configured default remotely */
+    /* "user:password" for the registry of image (OpenSandbox's image.auth), or NULL: the
+     * user's credential files, as `mcpbox image pull` uses (docs/images.md). Local only. */
+    const char *registry_auth;
     json_t *env;              /* object of string values, or NULL */
     json_t *metadata;         /* object of string values, or NULL */
     double cpu;               /* CPUs (0.5 = half a core) */
@@ -187,12 +191,16 @@ typedef int backend_file_op_fn(struct backend *be, const char *sandbox_id, const
  * workspace(action, args): review and apply of the sandbox's copy-on-write mounts (issue 13).
  *   "review" {paths?, offset?, max_bytes?} -> {changes:[{path, host_path, change:"added"|
  *            "modified"|"deleted"|"mode", type, old_type?, mode|null, old_mode|null, size,
- *            old_size, binary?, conflict?, applicable?, diff_offset}] (at most 500), changes_total,
- *            changes_note?, diff (unified, from offset, at most max_bytes), diff_bytes, offset,
- *            next_offset|null, truncated, note?}
- *   "apply"  {paths?, overwrite?} -> {results:[{path, change, status:"applied"|"conflict"|
- *            "skipped"|"failed", reason?}] (at most 500), applied, conflicts, skipped, failed,
- *            results_note?}
+ *            old_size, binary?, conflict?, applicable?, diff_cut?, same_as?, diff_offset}] (at
+ *            most 500), changes_total, changes_note?, diff (unified, from offset, at most
+ *            max_bytes), diff_bytes, offset, next_offset|null, truncated, note?, review (the
+ *            token of what this review read)}
+ *   "apply"  {paths?, overwrite?, review?, apply_max_bytes?, group_write?} -> {results:[{path,
+ *            change, status:"applied"|"conflict"|"skipped"|"failed"|"refused", reason?, mode?,
+ *            old_mode?, held_back?}] (at most 500), applied, conflicts, skipped, failed,
+ *            refused, bytes, results_note?}; review is required unless the server was started
+ *            with --apply-unreviewed; apply_max_bytes and group_write are the person's own
+ *            choices (the CLI's flags), which the tools never pass on from an agent.
  * paths are sandbox (or host) paths; a directory selects everything below it. */
 struct code_request {
     const char *language;   /* "python" (default), "javascript", "bash", ... */

@@ -23,7 +23,10 @@ static struct backend *start_local(uv_loop_t *loop, struct store *store,
     const char *allow = cfg->allow_dirs;
     if (allow == NULL && cfg->http_listen == NULL && getcwd(cwd, sizeof cwd) != NULL)
         allow = cwd;
-    struct local_options opts = {.pool = cfg->local_pool, .allow_dirs = allow};
+    struct local_options opts = {.pool = cfg->local_pool,
+                                 .allow_dirs = allow,
+                                 .apply_unreviewed = cfg->apply_unreviewed,
+                                 .apply_max_bytes = cfg->apply_max_bytes};
     return cfg->local_enabled ? local_backend_new(loop, store, &opts, err) : NULL;
 }
 

@@ -113,7 +113,7 @@ struct cli_create_opts {
     struct sandbox_spec spec;
     json_t *env, *metadata, *mounts;
     struct egress_policy *policy; /* --network-policy */
-    bool quiet;
+    bool table;                   /* -o table: the table `get` prints instead of the id */
 };
 
 /* A network policy given on the command line: inline JSON (it starts with '{') or a file's
@@ -165,8 +165,8 @@ static void create_usage(FILE *out)
           "                        /srv, /opt, /home or /data); MODE ro, rw or copy-on-write\n"
           "                        (default: the sandbox writes to a private layer, the host\n"
           "                        is untouched); repeatable\n"
-          "  -q, --quiet           print only the sandbox id\n"
-          "  -o, --output FORMAT   table (default) or json\n",
+          "  -q, --quiet           print only the sandbox id (the default)\n"
+          "  -o, --output FORMAT   id (default), or table or json as `get` prints\n",
           out);
 }
 
@@ -198,6 +198,20 @@ static int parse_mount(struct cli_sandbox *c, struct cli_create_opts *o, const c
     return rc;
 }
 
+/* -o id|table|json. Scripts write `id=$(mcpbox sandbox create)`, as with docker or podman: the
+ * id is the default, the table only when asked for. */
+static int create_output(struct cli_sandbox *c, struct cli_create_opts *o, const char *arg)
+{
+    if (strcmp(arg, "id") == 0) {
+        o->table = c->json = false;
+        return -1;
+    }
+    if (cli_parse_output(arg, &c->json) < 0)
+        return CLI_EXIT_USAGE;
+    o->table = !c->json;
+    return -1;
+}
+
 /* Returns -1 to go on, else an exit code. */
 static int create_opt(struct cli_sandbox *c, struct cli_create_opts *o, int opt, const char *arg)
 {
@@ -222,9 +236,9 @@ static int create_opt(struct cli_sandbox *c, struct cli_create_opts *o, int opt,
                                                  : CLI_EXIT_USAGE;
     case 'e': return cli_parse_kv(o->env, arg) == 0 ? -1 : CLI_EXIT_USAGE;
     case 'l': return cli_parse_kv(o->metadata, arg) == 0 ? -1 : CLI_EXIT_USAGE;
-    case 'q': o->quiet = true; return -1;
+    case 'q': return create_output(c, o, "id");
     case 'M': return parse_mount(c, o, arg);
-    case 'o': return cli_parse_output(arg, &c->json) == 0 ? -1 : CLI_EXIT_USAGE;
+    case 'o': return create_output(c, o, arg);
     case 'h': create_usage(stdout); return CLI_EXIT_OK;
     default: return CLI_EXIT_USAGE;
     }
@@ -280,10 +294,10 @@ int cli_sandbox_create(struct cli_sandbox *c, int argc, char **argv)
         if (c->be->ops->create(c->be, &o.spec, cli_sandbox_op_cb, c, &c->err) < 0 ||
             cli_sandbox_wait(c) < 0)
             rc = cli_sandbox_fail("create", &c->err);
-        else if (o.quiet)
-            printf("%s\n", jstr(c->result, "sandbox_id"));
-        else
+        else if (o.table || c->json)
             cli_print_info(c, c->result);
+        else
+            printf("%s\n", jstr(c->result, "sandbox_id"));
     }
     json_decref(o.env);
     json_decref(o.metadata);

@@ -27,10 +27,9 @@ char *cli_state_dir(const char *flag)
 static const struct {
     const char *tool, *command;
 } cli_tool_commands[] = {
-    {"call resume_sandbox", "run `mcpbox sandbox resume %s`"},
-    {"resume_sandbox", "`mcpbox sandbox resume %s`"},
-    {"call pause_sandbox", "run `mcpbox sandbox pause %s`"},
-    {"pause_sandbox", "`mcpbox sandbox pause %s`"},
+    {"call update_sandbox with paused: false", "run `mcpbox sandbox resume %s`"},
+    {"update_sandbox with paused: false", "`mcpbox sandbox resume %s`"},
+    {"update_sandbox with a network_policy", "`mcpbox sandbox network-policy %s`"},
     {"call list_sandboxes", "run `mcpbox sandbox ls`"},
     {"list_sandboxes", "`mcpbox sandbox ls`"},
     {"call get_sandbox", "run `mcpbox sandbox get %s`"},
@@ -39,6 +38,7 @@ static const struct {
     {"destroy_sandbox", "`mcpbox sandbox rm %s`"},
     {"call create_sandbox", "run `mcpbox sandbox create`"},
     {"create_sandbox", "`mcpbox sandbox create`"},
+    {"call diagnose_sandbox without a sandbox_id", "run `mcpbox doctor`"},
     {"call diagnose_sandbox", "run `mcpbox sandbox logs %s`"},
     {"diagnose_sandbox", "`mcpbox sandbox logs %s`"},
     {"call get_command", "run `mcpbox sandbox logs %s COMMAND_ID`"},
@@ -46,7 +46,6 @@ static const struct {
     {"call run_command", "run `mcpbox sandbox exec %s`"},
     {"run_command", "`mcpbox sandbox exec %s`"},
     {"call doctor", "run `mcpbox doctor`"},
-    {"set_network_policy", "`mcpbox sandbox network-policy %s`"},
 };
 
 void cli_humane_message(const char *msg, char *out, size_t size)

@@ -24,7 +24,7 @@ enum cli_exit {
  * ~/.local/state/mcpbox. Returns a malloc'd string. */
 char *cli_state_dir(const char *flag);
 
-/* The backend's messages are written for agents ("call resume_sandbox first"): out gets msg
+/* The backend's messages are written for agents ("call update_sandbox with paused: false first"): out gets msg
  * with each tool named by the command a person runs ("run `mcpbox sandbox resume sbx-...`
  * first"; the sandbox id is the first sbx- word of msg, else ID). */
 void cli_humane_message(const char *msg, char *out, size_t size);

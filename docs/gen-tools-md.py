@@ -5,7 +5,9 @@
     python3 docs/gen-tools-md.py --check    # exit 1 if docs/tools.md is stale (a ctest runs this)
 
 The schemas are the single source of truth: the server serves them verbatim in tools/list, so
-this reference cannot drift from what clients see as long as the check passes.
+this reference cannot drift from what clients see as long as the check passes. Longer prose,
+which every client would pay for on every connection if it were in the schemas, comes from
+docs/tools-notes.md: the text under its "## <tool>" heading follows that tool's description.
 """
 import argparse
 import difflib
@@ -24,6 +26,7 @@ ANNOTATION_NAMES = [
     ("idempotentHint", "idempotent"),
     ("openWorldHint", "open-world"),
 ]
+NOTES = os.path.join(HERE, "tools-notes.md")
 # Nested object properties are listed as a.b.c down to this depth, then summarised.
 MAX_DEPTH = 3
 
@@ -47,6 +50,26 @@ def load_tools(schema_dir):
             raise SchemaError(f"{path}: missing inputSchema")
         tools.append(tool)
     return sorted(tools, key=lambda t: t["name"])
+
+
+def load_notes(path, names):
+    """{tool: markdown} from the "## tool" sections of path (missing file: none)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return {}
+    notes, current = {}, None
+    for line in text.splitlines():
+        m = re.match(r"## (\S+)\s*$", line)
+        if m:
+            current = m.group(1)
+            if current not in names:
+                raise SchemaError(f"{path}: a section for {current}, which has no schema")
+            notes[current] = []
+        elif current:
+            notes[current].append(line)
+    return {k: "\n".join(v).strip() for k, v in notes.items()}
 
 
 def one_line(text):
@@ -128,11 +151,13 @@ def hints(tool):
     return ", ".join(label for key, label in ANNOTATION_NAMES if ann.get(key) is True)
 
 
-def render_tool(tool):
+def render_tool(tool, notes):
     out = [f"## {tool['name']}", ""]
     if tool.get("title"):
         out += [f"**{tool['title']}**", ""]
     out += [one_line(tool.get("description", "")), ""]
+    if notes.get(tool["name"]):
+        out += [notes[tool["name"]], ""]
     if hints(tool):
         out += [f"Annotations: {hints(tool)}.", ""]
     out += ["Arguments:", ""]
@@ -143,7 +168,7 @@ def render_tool(tool):
     return out
 
 
-def render(tools):
+def render(tools, notes):
     out = ["# Tools reference", "",
            f"<!-- Generated from schemas/tools/*.json by `{REGEN}`. Do not edit by hand. -->", "",
            "Every tool of mcpbox, as served in `tools/list`. The same tools work on local",
@@ -157,7 +182,7 @@ def render(tools):
                    f" | {hints(t)} |")
     out.append("")
     for t in tools:
-        out += render_tool(t)
+        out += render_tool(t, notes)
     return "\n".join(out).rstrip("\n") + "\n"
 
 
@@ -165,10 +190,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--schemas", default=os.path.join(ROOT, "schemas", "tools"))
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "tools.md"))
+    ap.add_argument("--notes", help="longer prose per tool in \"## name\" sections (default: "
+                    "docs/tools-notes.md for the project's own schemas, none for others)")
     ap.add_argument("--check", action="store_true", help="fail if --out is not up to date")
     args = ap.parse_args()
     try:
-        text = render(load_tools(args.schemas))
+        tools = load_tools(args.schemas)
+        own = os.path.realpath(args.schemas) == os.path.realpath(os.path.join(ROOT, "schemas",
+                                                                              "tools"))
+        notes = args.notes or (NOTES if own else "")
+        text = render(tools, load_notes(notes, {t["name"] for t in tools}) if notes else {})
     except SchemaError as e:
         print(f"gen-tools-md: {e}", file=sys.stderr)
         return 1

@@ -3,6 +3,8 @@
 #include "mcp/config.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -54,6 +56,7 @@ void config_init(struct mcp_config *cfg)
                                      *getenv("MCPBOX_OPENSANDBOX_API_KEY")
                                  ? getenv("MCPBOX_OPENSANDBOX_API_KEY") : NULL);
     cfg->local_pool = CONFIG_LOCAL_POOL_DEFAULT;
+    cfg->apply_unreviewed = env_true("MCPBOX_APPLY_UNREVIEWED");
     if ((v = getenv("MCPBOX_ALLOW_DIRS")) && *v)
         set_str(&cfg->allow_dirs, v);
     char *end;
@@ -168,6 +171,12 @@ static int set_no_local(struct mcp_config *cfg, const char *v, struct mcp_error 
     return 0;
 }
 
+static int set_apply_unreviewed(struct mcp_config *cfg, const char *v, struct mcp_error *err)
+{
+    cfg->apply_unreviewed = true;
+    return 0;
+}
+
 static int set_os_domain(struct mcp_config *cfg, const char *v, struct mcp_error *err)
 {
     set_str(&cfg->opensandbox_domain, *v ? v : NULL);
@@ -186,6 +195,38 @@ static int set_local_pool(struct mcp_config *cfg, const char *v, struct mcp_erro
     return 0;
 }
 
+int config_parse_bytes(const char *v, uint64_t *out)
+{
+    static const char units[] = "KMGT";
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (!isdigit((unsigned char)*v) || errno || n == 0)
+        return -1;
+    const char *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+    if (*end && (u == NULL || (end[1] && strcmp(end + 1, "iB") != 0 && strcmp(end + 1, "B") != 0)))
+        return -1;
+    for (int shift = u ? (int)(u - units) + 1 : 0; shift > 0; shift--) {
+        if (n > INT64_MAX / 1024)
+            return -1;
+        n *= 1024;
+    }
+    if (n > INT64_MAX) /* it travels as a JSON integer */
+        return -1;
+    *out = (uint64_t)n;
+    return 0;
+}
+
+static int set_apply_max_bytes(struct mcp_config *cfg, const char *v, struct mcp_error *err)
+{
+    if (config_parse_bytes(v, &cfg->apply_max_bytes) < 0)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "--apply-max-bytes must be a size such as 1073741824, 512M or 4G "
+                             "(got \"%s\")",
+                             v);
+    return 0;
+}
+
 static int set_os_protocol(struct mcp_config *cfg, const char *v, struct mcp_error *err)
 {
     if (strcmp(v, "http") != 0 && strcmp(v, "https") != 0)
@@ -200,7 +241,8 @@ static const struct option options[] = {
      "serve Streamable HTTP at http://ADDR:PORT/mcp instead of stdio (port 0: pick a free one)"},
     {"state-dir", "DIR", set_state_dir,
      "state directory (default $XDG_STATE_HOME/mcpbox or ~/.local/state/mcpbox)"},
-    {"log-level", "LEVEL", set_log_level, "stderr log level: error, warn, info, debug (default: warn on stdio, info on HTTP)"},
+    {"log-level", "LEVEL", set_log_level,
+     "stderr log level: error, warn, info, debug (default: warn on stdio, info on HTTP)"},
     {"token", "TOKEN", set_token,
      "bearer token HTTP clients must send (or env MCPBOX_TOKEN); required off loopback"},
     {"opensandbox-api", NULL, set_osapi,
@@ -212,11 +254,17 @@ static const struct option options[] = {
     {"conformance-fixtures", NULL, set_fixtures,
      "also serve the MCP conformance suite's fixture tools, resources and prompts"},
     {"no-local", NULL, set_no_local, "disable the local (namespace + seccomp) backend"},
-    {"allow-dir", "DIR", add_allow_dir,
-     "a host directory sandboxes may mount (repeatable; or env MCPBOX_ALLOW_DIRS=D1:D2; "
-     "default: on stdio the directory mcpbox starts in, on HTTP none)"},
+    {"allow-dir", "[USER=]DIR", add_allow_dir,
+     "a host directory sandboxes may mount, for the server's user or (as root) USER only "
+     "(repeatable; or env MCPBOX_ALLOW_DIRS=D1:D2; default: on stdio the directory mcpbox starts "
+     "in, on HTTP none)"},
+    {"apply-unreviewed", NULL, set_apply_unreviewed,
+     "let apply_changes write a sandbox's changes without a review token (or env "
+     "MCPBOX_APPLY_UNREVIEWED=1); default: it must name the review_changes it applies"},
     {"local-pool", "N", set_local_pool,
      "pre-created local sandboxes kept ready for fast creates (default 2, 0 = off)"},
+    {"apply-max-bytes", "SIZE", set_apply_max_bytes,
+     "file data one apply_changes may write to the host (default 1G; holes are free)"},
     {"opensandbox-domain", "HOST:PORT", set_os_domain,
      "enable the OpenSandbox backend at this server (or env OPEN_SANDBOX_DOMAIN)"},
     {"opensandbox-protocol", "PROTO", set_os_protocol, "http (default) or https"},

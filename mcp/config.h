@@ -35,6 +35,12 @@ struct mcp_config {
      * MCPBOX_ALLOW_DIRS together); NULL: the default (stdio: the directory mcpbox started in;
      * HTTP: none). */
     char *allow_dirs;
+    /* apply_changes without a review token (--apply-unreviewed or MCPBOX_APPLY_UNREVIEWED=1):
+     * the person opts out of tying each apply to what a review showed. */
+    bool apply_unreviewed;
+    /* Data bytes one apply_changes may write to the host (--apply-max-bytes); 0: the
+     * backend's default (1 GiB). */
+    uint64_t apply_max_bytes;
 
     /* OpenSandbox backend: enabled when opensandbox_domain is set. */
     char *opensandbox_domain;   /* OPEN_SANDBOX_DOMAIN, e.g. "localhost:8080" */
@@ -61,6 +67,9 @@ bool config_host_is_loopback(const char *host);
 /* Splits "HOST:PORT" / "[V6]:PORT"; host gets at most host_size-1 bytes. */
 int config_split_listen(const char *listen, char *host, size_t host_size, int *port,
                         struct mcp_error *err);
+/* A byte count as a person writes it: digits with an optional K, M, G or T (KiB, MiB, ...);
+ * 0 and sizes beyond INT64_MAX are refused. Returns 0 or -1. */
+int config_parse_bytes(const char *v, uint64_t *out);
 /* The options table as help text. */
 void config_print_usage(FILE *out);
 

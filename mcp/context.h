@@ -17,6 +17,10 @@ struct mcp_context {
     const struct mcp_config *config; /* borrowed */
     struct store *store;             /* owned by whoever made the context */
     struct backend_set backends;     /* owned likewise */
+    /* Called after a tool call of `owner` that may have changed sandbox_id's files (NULL where
+     * nobody listens, as in the CLI): the server sends notifications/resources/updated for the
+     * files of that sandbox that the owner's sessions subscribed to. */
+    void (*sandbox_changed)(struct mcp_context *ctx, const char *owner, const char *sandbox_id);
 };
 
 #endif

@@ -112,6 +112,8 @@ static void start_signals(struct mcp_server *srv)
     uv_signal_start(&srv->sigterm, on_signal, SIGTERM);
 }
 
+static void sandbox_changed(struct mcp_context *ctx, const char *owner, const char *sandbox_id);
+
 struct mcp_server *server_new(const struct mcp_config *cfg, struct mcp_error *err)
 {
     struct mcp_server *srv = xcalloc(1, sizeof(*srv));
@@ -124,6 +126,7 @@ struct mcp_server *server_new(const struct mcp_config *cfg, struct mcp_error *er
     srv->cfg = cfg;
     srv->ctx.loop = &srv->loop;
     srv->ctx.config = cfg;
+    srv->ctx.sandbox_changed = sandbox_changed;
     /* Changes before any session exists broadcast to nobody, so one listener serves both. */
     srv->reg = registry_new(on_registry_change, srv);
     if (check_state_dir(srv, err) < 0)
@@ -303,6 +306,30 @@ static void send_updated(struct session *s, void *arg)
 
     if (session_is_subscribed(s, uri))
         session_notify(s, "notifications/resources/updated", json_pack("{s:s}", "uri", uri));
+}
+
+struct changed_files {
+    const char *owner;
+    char prefix[160];
+};
+
+static void send_updated_under(struct session *s, void *arg)
+{
+    const struct changed_files *c = arg;
+    /* only the owner's sessions: another client's subscription learns nothing of the sandbox */
+    if (strcmp(session_owner(s), c->owner) == 0)
+        session_notify_updated_under(s, c->prefix);
+}
+
+/* A tool call may have changed a sandbox's files (mcp_context.sandbox_changed): every file of
+ * it that a session of its owner subscribed to (sandbox://ID/...) is announced as updated. */
+static void sandbox_changed(struct mcp_context *ctx, const char *owner, const char *sandbox_id)
+{
+    struct mcp_server *srv = container_of(ctx, struct mcp_server, ctx);
+    struct changed_files c = {.owner = owner};
+    snprintf(c.prefix, sizeof c.prefix, "sandbox://%s/", sandbox_id);
+    for_each_session(srv, send_updated_under, &c);
+    modern_listeners_resource_updated_under(owner, c.prefix);
 }
 
 void server_notify_resource_updated(struct mcp_server *srv, const char *uri)

@@ -38,6 +38,8 @@ int session_log_level(const struct session *s);
 int session_subscribe(struct session *s, const char *uri, struct mcp_error *err);
 void session_unsubscribe(struct session *s, const char *uri);
 bool session_is_subscribed(const struct session *s, const char *uri);
+/* notifications/resources/updated for each subscribed URI that starts with prefix. */
+void session_notify_updated_under(struct session *s, const char *prefix);
 
 /* The client can no longer send anything (stdin reached EOF): pending server-to-client requests
  * can never be answered, so their callbacks get -32001 now rather than at a timeout. */

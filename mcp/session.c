@@ -307,6 +307,18 @@ bool session_is_subscribed(const struct session *s, const char *uri)
     return json_object_get(s->subscriptions, uri) != NULL;
 }
 
+void session_notify_updated_under(struct session *s, const char *prefix)
+{
+    const char *uri;
+    json_t *v;
+    size_t n = strlen(prefix);
+    json_object_foreach(s->subscriptions, uri, v)
+    {
+        if (strncmp(uri, prefix, n) == 0)
+            session_notify(s, "notifications/resources/updated", json_pack("{s:s}", "uri", uri));
+    }
+}
+
 void session_notify(struct session *s, const char *method, json_t *params)
 {
     if (!s->initialized || s->closed) {

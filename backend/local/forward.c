@@ -11,9 +11,17 @@
  * These processes run only system calls (they are forked from a threaded process).
  * A later get_endpoint, from this process or another, finds the same forwarder through a file
  * in the sandbox's runtime directory (fwd-<port>: "<host port> <pid>"). See
- * docs/local-backend.md, Endpoints. */
+ * docs/local-backend.md, Endpoints.
+ *
+ * Only the sandbox's owner (and the server's own user) may use the port, though any local user
+ * can connect to 127.0.0.1: each relay first asks the kernel (sock_diag, one exact lookup of the
+ * client's socket by its 4-tuple) which uid owns the other end, and closes the connection
+ * unheard for any other. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
@@ -24,6 +32,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -64,10 +73,58 @@ static int write_all_fd(int fd, const char *p, size_t n)
     return 0;
 }
 
-/* One connection: into the sandbox's namespaces, connect, copy both ways until both ends are
- * done or the sandbox ends. */
-__attribute__((noreturn)) static void relay_main(int client, int port, bool userns)
+/* The uid owning the client's end of the loopback connection `c` (sock_diag: the socket whose
+ * source is the peer and destination us), or -1. The same lookup as mcp/http/http_peer.c, for
+ * IPv4 only and with system calls only (this runs in a process forked from a threaded one). */
+static long peer_uid(int c)
 {
+    struct sockaddr_in peer, self;
+    socklen_t plen = sizeof peer, slen = sizeof self;
+    if (getpeername(c, (struct sockaddr *)&peer, &plen) < 0 ||
+        getsockname(c, (struct sockaddr *)&self, &slen) < 0 || peer.sin_family != AF_INET)
+        return -1;
+    struct {
+        struct nlmsghdr nlh;
+        struct inet_diag_req_v2 r;
+    } req = {.nlh = {.nlmsg_len = sizeof req,
+                     .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+                     .nlmsg_flags = NLM_F_REQUEST,
+                     .nlmsg_seq = 1},
+             .r = {.sdiag_family = AF_INET,
+                   .sdiag_protocol = IPPROTO_TCP,
+                   .idiag_states = ~0u,
+                   .id = {.idiag_sport = peer.sin_port,
+                          .idiag_dport = self.sin_port,
+                          .idiag_cookie = {INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE}}}};
+    memcpy(req.r.id.idiag_src, &peer.sin_addr, 4);
+    memcpy(req.r.id.idiag_dst, &self.sin_addr, 4);
+    int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (fd < 0)
+        return -1;
+    struct timeval tv = {.tv_sec = 1};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+    long buf[1024]; /* aligned for nlmsghdr */
+    long uid = -1;
+    ssize_t n = sendto(fd, &req, sizeof req, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0
+                    ? -1
+                    : recv(fd, buf, sizeof buf, 0);
+    const struct nlmsghdr *h = (const void *)buf;
+    if (n > 0 && NLMSG_OK(h, (size_t)n) && h->nlmsg_type == SOCK_DIAG_BY_FAMILY &&
+        h->nlmsg_len >= NLMSG_LENGTH(sizeof(struct inet_diag_msg)))
+        uid = ((const struct inet_diag_msg *)NLMSG_DATA(h))->idiag_uid;
+    close(fd);
+    return uid;
+}
+
+/* One connection: from an allowed user only; into the sandbox's namespaces, connect, copy both
+ * ways until both ends are done or the sandbox ends. */
+__attribute__((noreturn)) static void relay_main(int client, int port, bool userns,
+                                                 const uid_t allowed[2])
+{
+    long uid = peer_uid(client);
+    if (uid < 0 || ((uid_t)uid != allowed[0] && (uid_t)uid != allowed[1]))
+        _exit(1); /* another local user: closed before a byte reaches the sandbox */
     if ((userns && setns(FD_USERNS, CLONE_NEWUSER) < 0) ||
         setns(FD_NETNS, CLONE_NEWNET) < 0)
         _exit(1);
@@ -108,7 +165,7 @@ __attribute__((noreturn)) static void relay_main(int client, int port, bool user
 }
 
 /* The forwarder: accept until the sandbox's init exits. */
-__attribute__((noreturn)) static void forwarder_main(int port, bool userns)
+__attribute__((noreturn)) static void forwarder_main(int port, bool userns, const uid_t allowed[2])
 {
     struct pollfd p[2] = {{.fd = FD_LISTEN, .events = POLLIN}, {.fd = FD_PIDFD, .events = POLLIN}};
     for (;;) {
@@ -125,7 +182,7 @@ __attribute__((noreturn)) static void forwarder_main(int port, bool userns)
             continue;
         if (raw_fork() == 0) {
             close(FD_LISTEN);
-            relay_main(c, port, userns);
+            relay_main(c, port, userns, allowed);
         }
         close(c);
     }
@@ -157,7 +214,8 @@ static void arrange_fds(int listener, int pidfd, int netns, int userns)
 }
 
 /* Starts the detached forwarder; returns its pid (the grandchild), or -1. */
-static pid_t spawn_forwarder(int listener, int pidfd, int netns, int userns, int port)
+static pid_t spawn_forwarder(int listener, int pidfd, int netns, int userns, int port,
+                             const uid_t allowed[2])
 {
     int pipefd[2];
     if (pipe2(pipefd, O_CLOEXEC) < 0)
@@ -185,7 +243,7 @@ static pid_t spawn_forwarder(int listener, int pidfd, int netns, int userns, int
         signal(SIGPIPE, SIG_IGN);
         close(pipefd[1]);
         arrange_fds(listener, pidfd, netns, userns);
-        forwarder_main(port, userns >= 0);
+        forwarder_main(port, userns >= 0, allowed);
     }
     close(pipefd[1]);
     pid_t pid = -1;
@@ -258,8 +316,9 @@ void local_forwards_close(struct lsbx *sb)
     }
 }
 
-static int start_forwarder(struct lsbx *sb, int port, struct mcp_error *err)
+static int start_forwarder(struct lsbx *sb, int port, uid_t owner, struct mcp_error *err)
 {
+    const uid_t allowed[2] = {owner, geteuid()};
     int host_port = 0, userns = -1;
     int pidfd = (int)syscall(SYS_pidfd_open, sb->pid, 0);
     int netns = local_ns_open(sb->pid, "net");
@@ -268,7 +327,7 @@ static int start_forwarder(struct lsbx *sb, int port, struct mcp_error *err)
     int listener = listen_loopback(&host_port);
     pid_t pid = -1;
     if (pidfd >= 0 && netns >= 0 && listener >= 0 && (geteuid() == 0 || userns >= 0))
-        pid = spawn_forwarder(listener, pidfd, netns, userns, port);
+        pid = spawn_forwarder(listener, pidfd, netns, userns, port, allowed);
     int e = errno;
     int fds[] = {pidfd, netns, userns, listener};
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
@@ -287,14 +346,14 @@ static int start_forwarder(struct lsbx *sb, int port, struct mcp_error *err)
 }
 
 /* The host port forwarding to `port` in the sandbox (made on first use), or -1 with err. */
-int local_forward(struct lsbx *sb, int port, struct mcp_error *err)
+int local_forward(struct lsbx *sb, int port, uid_t owner, struct mcp_error *err)
 {
     for (struct fwd *f = sb->forwards; f; f = f->next)
         if (f->port == port)
             return f->host_port;
     int host_port = find_recorded(sb, port);
     if (host_port < 0)
-        host_port = start_forwarder(sb, port, err);
+        host_port = start_forwarder(sb, port, owner, err);
     if (host_port >= 0)
         remember(sb, port, host_port);
     return host_port;

@@ -97,22 +97,46 @@ const char *local_identity_name(enum local_id_mode m)
                                  : "single uid";
 }
 
-json_t *local_identity_json(const struct local_identity *id, uint32_t slot)
+/* "0 S C", or with the person's own id P mapped (person_id): "0 S P / P own 1 / P+1 S+P+1 C-P-1",
+ * the extents write_maps_subid gives the kernel. */
+static void map_text(char *buf, size_t size, uint32_t base, uint32_t count, uint32_t person,
+                     uint32_t own)
 {
-    char umap[64], gmap[64];
-    snprintf(umap, sizeof umap, "0 %u %u", (unsigned)local_identity_root_uid(id, slot),
-             (unsigned)id->uid_count);
-    snprintf(gmap, sizeof gmap, "0 %u %u", (unsigned)local_identity_root_gid(id, slot),
-             (unsigned)id->gid_count);
+    if (person == 0)
+        snprintf(buf, size, "0 %u %u", (unsigned)base, (unsigned)count);
+    else
+        snprintf(buf, size, "0 %u %u / %u %u 1 / %u %u %u", (unsigned)base, (unsigned)person,
+                 (unsigned)person, (unsigned)own, (unsigned)(person + 1),
+                 (unsigned)(base + person + 1), (unsigned)(count - person - 1));
+}
+
+json_t *local_identity_json(const struct local_identity *id, uint32_t slot, uint32_t person,
+                            uint32_t run_uid, uint32_t run_gid)
+{
+    if (id->mode != LOCAL_ID_SUBID)
+        person = 0; /* only SUBID maps the person's own ids (local_identity_write_maps_person) */
+    char umap[128], gmap[128];
+    uint32_t ubase = local_identity_root_uid(id, slot), gbase = local_identity_root_gid(id, slot);
+    map_text(umap, sizeof umap, ubase, id->uid_count, person, (uint32_t)geteuid());
+    map_text(gmap, sizeof gmap, gbase, id->gid_count, person, (uint32_t)getegid());
     const char *note =
-        id->mode == LOCAL_ID_SLICES ? "sandbox root is an unprivileged host uid of its own range"
+        person != 0
+            ? "commands run as your own uid (a writable host mount needs the files it writes to be "
+              "yours); sandbox root is still a subordinate uid with no capabilities"
+        : id->mode == LOCAL_ID_SLICES ? "sandbox root is an unprivileged host uid of its own range"
         : id->mode == LOCAL_ID_SUBID
             ? "sandbox root is a subordinate uid of the user running mcpbox, shared by that "
               "user's sandboxes (namespaces keep them apart)"
             : "single uid: sandbox root is your own uid (weaker: as root run `mcpbox setup "
               "--user NAME` to give this user subordinate ids)";
-    return json_pack("{s:s, s:s, s:s, s:s}", "mode", local_identity_name(id->mode), "uid_map",
-                     umap, "gid_map", gmap, "note", note);
+    /* Who commands run as, inside and on the host (the image's User, or the person). */
+    uint32_t host_uid = person != 0 ? (uint32_t)geteuid() : ubase + run_uid;
+    uint32_t host_gid = person != 0 ? (uint32_t)getegid() : gbase + run_gid;
+    return json_pack("{s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I}, s:s}", "mode",
+                     local_identity_name(id->mode), "uid_map", umap, "gid_map", gmap,
+                     "commands_run_as", "uid", (json_int_t)run_uid, "gid", (json_int_t)run_gid,
+                     "host_uid", (json_int_t)host_uid, "host_gid", (json_int_t)host_gid, "note",
+                     note);
 }
 
 int local_proc_write(int pid, const char *file, const char *text, struct mcp_error *err)

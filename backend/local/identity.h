@@ -51,8 +51,12 @@ uint32_t local_identity_root_uid(const struct local_identity *id, uint32_t slot)
 uint32_t local_identity_root_gid(const struct local_identity *id, uint32_t slot);
 /* Short name for reports: "per-sandbox uid range", "shared subordinate ids", "single uid". */
 const char *local_identity_name(enum local_id_mode m);
-/* {mode, uid_map, gid_map, note} for get_sandbox / diagnostics (new reference). */
-json_t *local_identity_json(const struct local_identity *id, uint32_t slot);
+/* {mode, uid_map, gid_map, commands_run_as, note} for get_sandbox / diagnostics (new
+ * reference): the maps the kernel was given (with the person's own ids when `person`, the
+ * local_identity_person_id of a sandbox with a writable host mount, is not 0) and who the
+ * commands run as (run_uid/run_gid inside, and on the host). */
+json_t *local_identity_json(const struct local_identity *id, uint32_t slot, uint32_t person,
+                            uint32_t run_uid, uint32_t run_gid);
 /* Writes text to /proc/<pid>/<file> (uid_map, gid_map, setgroups) in one write, as the kernel
  * wants it; the error names the file. */
 int local_proc_write(int pid, const char *file, const char *text, struct mcp_error *err);

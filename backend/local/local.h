@@ -33,6 +33,11 @@ struct local_options {
     /* Host directories sandboxes may mount (create_sandbox mounts), colon-separated; NULL:
      * none. The composition root applies the default (docs/configuration.md). */
     const char *allow_dirs;
+    /* apply_changes without a review token (serve --apply-unreviewed): the person's choice,
+     * never the agent's. Off: an apply must name the review_changes it applies. */
+    bool apply_unreviewed;
+    /* Data bytes one apply_changes may write (serve --apply-max-bytes); 0: the default. */
+    uint64_t apply_max_bytes;
 };
 
 /* Its ops, also for the slot of a server where it could not start (backend_set). */

@@ -226,7 +226,8 @@ struct lsbx *lsbx_for_op(struct local_backend *lb, const char *id, bool allow_pa
     }
     store_sandbox_release(&rec);
     if (paused && !allow_paused) {
-        mcp_error_set(err, MCP_ERR_CONFLICT, 0, "sandbox %s is paused; call resume_sandbox first", id);
+        mcp_error_set(err, MCP_ERR_CONFLICT, 0,
+                      "sandbox %s is paused; call update_sandbox with paused: false first", id);
         return NULL;
     }
     return sb;
@@ -720,6 +721,8 @@ struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
     lb->base.store = store;
     lb->agent_fd = -1;
     lb->pool_size = opts ? opts->pool : 0;
+    lb->apply_unreviewed = opts && opts->apply_unreviewed;
+    lb->apply_max_bytes = opts ? opts->apply_max_bytes : 0;
     const char *ttl = getenv("MCPBOX_LOCAL_POOL_TTL"); /* seconds; for tests of the drain */
     lb->pool_ttl_s = ttl && atoi(ttl) > 0 ? atoi(ttl) : LOCAL_POOL_TTL_S;
     const char *idle = getenv("MCPBOX_LOCAL_POOL_IDLE_MS"); /* for tests of the refill rules */
@@ -817,7 +820,7 @@ void local_backend_free(struct backend *be)
 const struct backend_ops local_ops = {
     .name = "local",
     .id_prefix = "sbx-",
-    .enable_hint = "run the doctor tool to see why",
+    .enable_hint = "call diagnose_sandbox without a sandbox_id to see why",
     .shutdown = local_shutdown,
     .free = local_backend_free,
     .create = local_create,

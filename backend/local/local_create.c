@@ -48,6 +48,7 @@ struct create_op {
     bool root_template;          /* its root is a root template (root_template.h) */
     bool root_tree;              /* ... attached as a tree made ahead (root_tree.c) */
     int release_fd;              /* network or hold: the child waits until released */
+    bool release_broken;         /* ... but it had already given up (its message says why) */
     struct image_trees trees;    /* ... and then gets the image's layers (root mode) */
     bool network;                /* pasta starts before the release */
     /* Egress by policy (egress_proxy.c): nft writes the netns's rules before the release, and
@@ -228,10 +229,11 @@ static void attach_work(uv_work_t *w)
         op->attach_rc = local_start_network(op->sb->dir, op->sb->pid, &op->sb->cg, &op->attach_err);
     if (op->attach_rc == 0 && op->egress)
         op->attach_rc = local_egress_rules(op->sb->pid, &op->attach_err);
-    if (op->attach_rc == 0 && local_spawn_release(op->release_fd, &op->trees) < 0)
+    if (op->attach_rc == 0 && local_spawn_release(op->release_fd, &op->trees) < 0) {
+        op->release_broken = errno == EPIPE;
         op->attach_rc = mcp_error_set(&op->attach_err, MCP_ERR_IO, errno,
                                       "releasing the sandbox init failed");
-    else if (op->attach_rc < 0) { /* the child sees EOF and gives up */
+    } else if (op->attach_rc < 0) { /* the child sees EOF and gives up */
         close(op->release_fd);
         local_image_trees_close(&op->trees);
     }
@@ -322,7 +324,10 @@ static void create_maybe_done(struct create_op *op)
     if (!op->exec_done || !op->attach_done || op->err_fd >= 0)
         return;
     struct mcp_error err;
-    if (op->attach_rc < 0) { /* first: a failed release also makes the child complain */
+    /* First a failed attach: the child then complains of a release that never came. But a
+     * release that found the pipe closed (EPIPE) came too late: the child had failed on its
+     * own (a damaged root template, say) and its message is the cause. */
+    if (op->attach_rc < 0 && !(op->release_broken && op->msg_len > 0)) {
         create_fail(op, &op->attach_err);
     } else if (op->msg_len > 0) {
         /* A bind that fails on a template's missing mount point: a template damaged from
@@ -474,16 +479,20 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
     return rc;
 }
 
+/* img: NULL for a pooled sandbox (the default spec: root, no mounts). */
 static void record_started(struct local_backend *lb, const char *id, json_t *r,
                            const struct spawn_result *res, uint32_t slot,
-                           const struct cg_sandbox *cg)
+                           const struct cg_sandbox *cg, const struct create_image *img)
 {
     uint64_t start = res->start;
     json_object_set_new(r, "init_pid", json_integer(res->pid));
     json_object_set_new(r, "init_start", json_integer((json_int_t)start));
     json_object_set_new(r, "slot", json_integer(slot));
     json_object_set_new(r, "uid_base", json_integer(local_identity_root_uid(&lb->ident, slot)));
-    json_object_set_new(r, "identity", local_identity_json(&lb->ident, slot));
+    json_object_set_new(
+        r, "identity",
+        img ? local_identity_json(&lb->ident, slot, img->person_id, img->run_uid, img->run_gid)
+            : local_identity_json(&lb->ident, slot, 0, 0, 0)); /* pooled */
     json_object_set_new(r, "cgroups", cg_to_json(cg));
     if (lb->ident.mode == LOCAL_ID_SLICES)
         local_slot_note_init(lb->slots_dir, slot, id, res->pid, start);
@@ -577,11 +586,12 @@ static int start(struct create_op *op, const struct sandbox_spec *spec, const st
     if (rc == 0)
         rc = spawn_child(op, spec, lim, disk, img, &rec, &res, err);
     if (rc == 0) {
-        record_started(op->sb->be, op->sb->id, rec.record, &res, op->slot, &op->sb->cg);
+        record_started(op->sb->be, op->sb->id, rec.record, &res, op->slot, &op->sb->cg, img);
         if (img->shared_mapping) {
             const struct local_identity *shared = local_image_shared_identity();
             json_object_set_new(rec.record, "uid_base", json_integer(shared->uid_base));
-            json_object_set_new(rec.record, "identity", local_identity_json(shared, 0));
+            json_object_set_new(rec.record, "identity",
+                                local_identity_json(shared, 0, 0, img->run_uid, img->run_gid));
         }
         rc = store_sandbox_update(op->sb->be->base.store, &rec, err);
     }
@@ -660,8 +670,11 @@ static void create_abort(struct create_op *op)
 static int check_mounts(struct local_backend *lb, const struct sandbox_spec *spec,
                         struct create_image *img, struct mcp_error *err)
 {
-    struct local_ws_check c = {.allow = &lb->allow, .roots = spec->roots,
-                               .state_dir = lb->state_dir, .run_dir = lb->run_dir};
+    struct local_ws_check c = {.allow = &lb->allow,
+                               .caller = spec->owner,
+                               .roots = spec->roots,
+                               .state_dir = lb->state_dir,
+                               .run_dir = lb->run_dir};
     if (local_ws_check(&c, spec->mounts, &img->ws, err) < 0)
         return -1;
     if (local_ws_writable(&img->ws) && lb->ident.mode == LOCAL_ID_SUBID) {
@@ -844,7 +857,7 @@ static void pooled_spawn_after(uv_work_t *w, int status)
     if (rc < 0)
         mcp_error_copy(&err, &op->attach_err);
     if (rc == 0) {
-        record_started(sb->be, sb->id, op->rec.record, &op->res, op->slot, &sb->cg);
+        record_started(sb->be, sb->id, op->rec.record, &op->res, op->slot, &sb->cg, NULL);
         rc = store_sandbox_update(sb->be->base.store, &op->rec, &err);
     }
     json_decref(op->rec.record);

@@ -270,12 +270,12 @@ static json_t *refusal_hint(json_t *data)
     const char *what = protocol && strcmp(protocol, "dns") == 0 ? " (so it did not resolve)" : "";
     if (json_is_integer(rule))
         return json_sprintf("egress[%d] denies %s%s: ask the person whether to allow it, then "
-                            "set_network_policy without that rule or with "
+                            "update_sandbox with a network_policy without that rule or with "
                             "{\"action\":\"allow\",\"target\":\"%s\"} before it",
                             (int)json_integer_value(rule), name, what, name);
     return json_sprintf("no rule allows %s%s: ask the person whether to allow it, then "
-                        "set_network_policy with {\"action\":\"allow\",\"target\":\"%s\"} added "
-                        "to egress",
+                        "update_sandbox with a network_policy that adds "
+                        "{\"action\":\"allow\",\"target\":\"%s\"} to egress",
                         name, what, name);
 }
 

@@ -158,6 +158,7 @@ static void copy_spec(struct sandbox_spec *dst, const struct sandbox_spec *src)
     *dst = *src;
     dst->owner = src->owner ? xstrdup(src->owner) : NULL;
     dst->image = src->image ? xstrdup(src->image) : NULL;
+    dst->registry_auth = src->registry_auth ? xstrdup(src->registry_auth) : NULL;
     dst->snapshot_id = src->snapshot_id ? xstrdup(src->snapshot_id) : NULL;
     dst->env = json_incref(src->env);
     dst->metadata = json_incref(src->metadata);
@@ -169,6 +170,9 @@ static void free_spec(struct sandbox_spec *s)
 {
     free((char *)s->owner);
     free((char *)s->image);
+    if (s->registry_auth) /* a password: not left in freed memory */
+        explicit_bzero((char *)s->registry_auth, strlen(s->registry_auth));
+    free((char *)s->registry_auth);
     free((char *)s->snapshot_id);
     json_decref(s->env);
     json_decref(s->metadata);
@@ -223,7 +227,8 @@ int local_image_resolve(struct local_backend *lb, const struct sandbox_spec *spe
     if (svc == NULL)
         return -1;
     struct pending_create *pc = pending_create_new(lb, spec, ready, cb, arg);
-    if (image_service_resolve(svc, spec->image, false, on_progress, on_resolved, pc, err) < 0) {
+    if (image_service_resolve_auth(svc, spec->image, pc->spec.registry_auth, on_progress,
+                                   on_resolved, pc, err) < 0) {
         pending_create_free(pc);
         return -1;
     }

@@ -53,13 +53,41 @@
  * paths resolved at start. */
 struct local_allow {
     char **dirs;
+    uid_t *owners; /* whose each is: only that uid's callers may mount it (workspace_caller.c) */
     size_t n;
 };
-/* dirs: colon-separated (NULL: none). -1 with err naming the bad entry. */
+/* dirs: colon-separated [USER=]DIR entries (NULL: none; no USER: the server's own user). -1 with
+ * err naming the bad entry. */
 int local_allow_init(struct local_allow *a, const char *dirs, struct mcp_error *err);
 void local_allow_free(struct local_allow *a);
+
+/* ---- who is creating (workspace_caller.c) ---- */
+struct stat;
+#define LOCAL_WS_CALLER_GROUPS 256
+struct local_ws_caller {
+    bool known;    /* false: no local user to tie the caller to; they mount nothing */
+    bool by_token; /* a bearer token's holder, acting as the server's user */
+    uid_t uid;
+    gid_t gid; /* their primary group (65534 without an account) */
+    gid_t groups[LOCAL_WS_CALLER_GROUPS];
+    int ngroups;
+};
+/* The caller behind a sandbox owner ("local:uid:N", "token:..."); -1 for any other. */
+int local_ws_caller(const char *owner, struct local_ws_caller *out);
+/* 0 if the caller can open `path` as a directory with their own rights (uid, groups, no
+ * capabilities) and finds the directory fd is; -1 with errno (ESTALE: another one). */
+int local_ws_caller_opens(const struct local_ws_caller *who, int fd, const char *path);
+/* The host ids a mount of the directory `st` maps into the sandbox for this caller. */
+void local_ws_caller_ids(const struct local_ws_caller *who, const struct stat *st, uint32_t *uid,
+                         uint32_t *gid);
+/* A user name or number as a uid; -1 if there is no such user. */
+int local_user_parse(const char *name, uid_t *uid);
+/* "alice (uid 1000)", or "uid 1000" without an account. */
+void local_user_name(uid_t uid, char *out, size_t size);
+
 struct local_ws_check {
     const struct local_allow *allow;
+    const char *caller; /* the sandbox's owner: whose rights the mounts may use (NULL: no one's) */
     json_t *roots; /* the client's roots (host paths), or NULL: they only narrow allow */
     const char *state_dir, *run_dir; /* never mountable, nor anything holding them */
 };
@@ -417,6 +445,8 @@ void local_spawner_reap(const char *run_dir, const char *logs_base);
 struct local_backend {
     struct backend base;
     int pool_size;                 /* the target; 0 = off */
+    bool apply_unreviewed;         /* local_options.apply_unreviewed */
+    uint64_t apply_max_bytes;      /* local_options.apply_max_bytes */
     int64_t pool_ttl_s;            /* LOCAL_POOL_TTL_S (MCPBOX_LOCAL_POOL_TTL: tests) */
     uint64_t pool_idle_ms;         /* LOCAL_POOL_REFILL_IDLE_MS (MCPBOX_LOCAL_POOL_IDLE_MS: tests) */
     int pool_filling;              /* pooled creates in flight */
@@ -489,8 +519,9 @@ struct lsbx *lsbx_find(struct local_backend *lb, const char *id);
 /* store_sandbox_get for the API: a pooled sandbox is NOT_FOUND (it is nobody's yet). */
 int local_record_get(struct store *st, const char *id, struct store_sandbox *rec,
                      struct mcp_error *err);
-/* forward.c: the host port (127.0.0.1) relaying to 127.0.0.1:port inside the sandbox. */
-int local_forward(struct lsbx *sb, int port, struct mcp_error *err);
+/* forward.c: the host port (127.0.0.1) relaying to 127.0.0.1:port inside the sandbox, for
+ * connections from the uid owner or the server's own user only. */
+int local_forward(struct lsbx *sb, int port, uid_t owner, struct mcp_error *err);
 void local_forwards_close(struct lsbx *sb);
 /* The live sandbox for an operation: NOT_FOUND / CONFLICT (stopped, paused) otherwise. */
 struct lsbx *lsbx_for_op(struct local_backend *lb, const char *id, bool allow_paused,

@@ -187,6 +187,21 @@ int local_resume(struct backend *be, const char *id, backend_cb *cb, void *arg,
     return set_frozen(be, id, false, cb, arg, err);
 }
 
+/* The local user an endpoint of sandbox `id` is for: its owner's uid (local:uid:N), else the
+ * server's user (a token's holder acts as that user; docs/security.md, "Endpoints"). */
+static uid_t endpoint_user(struct local_backend *lb, const char *id)
+{
+    struct store_sandbox rec = {0};
+    struct mcp_error ignored = {0};
+    struct local_ws_caller who;
+    uid_t uid = geteuid();
+    if (store_sandbox_peek(lb->base.store, id, &rec, &ignored) == 0 &&
+        local_ws_caller(rec.owner, &who) == 0)
+        uid = who.uid;
+    store_sandbox_release(&rec);
+    return uid;
+}
+
 /* A sandbox has its own network namespace: a port inside it is reached from the host through a
  * forwarder process that lives as long as the sandbox (forward.c; 127.0.0.1:<ephemeral> ->
  * 127.0.0.1:<port> in the sandbox). */
@@ -198,15 +213,17 @@ int local_endpoint(struct backend *be, const char *id, int port, backend_cb *cb,
     struct lsbx *sb = lsbx_for_op((struct local_backend *)be, id, false, err);
     if (sb == NULL)
         return -1;
-    int host_port = local_forward(sb, port, err);
+    int host_port = local_forward(sb, port, endpoint_user((struct local_backend *)be, id), err);
     if (host_port < 0)
         return -1;
-    char url[64], note[256];
+    char url[64], note[320];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", host_port);
     snprintf(note, sizeof note,
              "forwarded from the host's 127.0.0.1:%d to port %d inside the sandbox for as long "
-             "as the sandbox lives (even after this MCP server exits); inside the sandbox the "
-             "service is at 127.0.0.1:%d", host_port, port, port);
+             "as the sandbox lives (even after this MCP server exits), for the sandbox owner's "
+             "and the server's local user only; inside the sandbox the service is at "
+             "127.0.0.1:%d",
+             host_port, port, port);
     json_t *res = json_pack("{s:s, s:i, s:s, s:{}, s:s, s:i, s:s}", "sandbox_id", id, "port", port,
                             "url", url, "headers", "reachable_from", "host", "host_port",
                             host_port, "note", note);

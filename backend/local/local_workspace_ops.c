@@ -28,6 +28,7 @@ struct ws_job {
     struct local_mount *all; /* mounts.json, every mode */
     struct ws_mount *mounts; /* the copy-on-write ones */
     char (*journals)[LOCAL_WS_PATH_MAX];
+    char reviews_dir[LOCAL_WS_PATH_MAX + 16];
     size_t n;
     struct ws_options opts;
     json_t *args;
@@ -160,6 +161,17 @@ static int sandbox_ns_fd(struct local_backend *lb, const char *id, json_t *recor
     return fd;
 }
 
+/* The apply's limits: the person's CLI flags (args apply_max_bytes, group_write, which the tools
+ * never pass on from an agent), else the server's option, else the defaults. */
+static void person_choices(const struct local_backend *lb, json_t *args, struct ws_options *o)
+{
+    json_t *max = json_object_get(args, "apply_max_bytes");
+    o->apply_max_bytes = json_is_integer(max) && json_integer_value(max) > 0
+                             ? (uint64_t)json_integer_value(max)
+                             : lb->apply_max_bytes;
+    o->group_write = json_is_true(json_object_get(args, "group_write"));
+}
+
 int local_workspace(struct backend *be, const char *id, const char *action, json_t *args,
                     backend_cb *cb, void *arg, struct mcp_error *err)
 {
@@ -182,13 +194,27 @@ int local_workspace(struct backend *be, const char *id, const char *action, json
     j->ns_fd = ns_fd;
     snprintf(j->id, sizeof j->id, "%s", id);
     j->args = args ? json_deep_copy(args) : json_object();
+    char dir[LOCAL_WS_PATH_MAX];
+    local_workspace_dir(lb->state_dir, id, dir);
+    snprintf(j->reviews_dir, sizeof j->reviews_dir, "%s/reviews", dir);
     /* The mounts are made during the create, after its record: the sandbox saw the host from
      * then on (a host change in between is taken for a conflict, the safe side). */
-    j->opts =
-        (struct ws_options){.since_ns = created_ms * 1000000ll, .xattr_prefix = "user.overlay."};
+    j->opts = (struct ws_options){.since_ns = created_ms * 1000000ll,
+                                  .xattr_prefix = "user.overlay.",
+                                  .reviews_dir = j->reviews_dir,
+                                  .review = json_string_value(json_object_get(j->args, "review"))};
+    person_choices(lb, j->args, &j->opts);
     if (load_mounts(j, id, err) < 0) {
         ws_job_free(j);
         return -1;
+    }
+    if (apply && j->opts.review == NULL && !lb->apply_unreviewed) {
+        ws_job_free(j);
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "apply_changes needs the review token of the review_changes that "
+                             "showed the changes: call review_changes on sandbox %s, read the "
+                             "diff, then apply_changes with review set to its \"review\"",
+                             id);
     }
     j->req.data = j;
     int rc = uv_queue_work(be->loop, &j->req, ws_work, ws_after);

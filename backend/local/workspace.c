@@ -54,11 +54,13 @@ void local_allow_free(struct local_allow *a)
     for (size_t i = 0; i < a->n; i++)
         free(a->dirs[i]);
     free(a->dirs);
+    free(a->owners);
     a->dirs = NULL;
+    a->owners = NULL;
     a->n = 0;
 }
 
-static int allow_add(struct local_allow *a, const char *dir, const char *from,
+static int allow_add(struct local_allow *a, const char *dir, uid_t owner, const char *from,
                      struct mcp_error *err)
 {
     char *real = realpath(dir, NULL);
@@ -71,18 +73,47 @@ static int allow_add(struct local_allow *a, const char *dir, const char *from,
                              "give an existing directory", from, dir);
     }
     for (size_t i = 0; i < a->n; i++)
-        if (strcmp(a->dirs[i], real) == 0) {
+        if (strcmp(a->dirs[i], real) == 0 && a->owners[i] == owner) {
             free(real);
             return 0;
         }
     a->dirs = xrealloc(a->dirs, (a->n + 1) * sizeof *a->dirs);
+    a->owners = xrealloc(a->owners, (a->n + 1) * sizeof *a->owners);
+    a->owners[a->n] = owner;
     a->dirs[a->n++] = real;
     return 0;
 }
 
 int local_backend_allow(struct backend *be, const char *dir, struct mcp_error *err)
 {
-    return allow_add(&((struct local_backend *)be)->allow, dir, "--mount", err);
+    return allow_add(&((struct local_backend *)be)->allow, dir, geteuid(), "--mount", err);
+}
+
+/* One entry, [USER=]DIR: USER is whoever's directory it is (a name or a uid; without it, the
+ * server's user). A '=' after a '/' is part of the path ("./a=b" for a directory named so). */
+static int allow_entry(struct local_allow *a, const char *entry, struct mcp_error *err)
+{
+    static const char from[] = "--allow-dir / MCPBOX_ALLOW_DIRS";
+    const char *eq = strchr(entry, '=');
+    const char *slash = strchr(entry, '/');
+    uid_t owner = geteuid();
+    if (eq == NULL || (slash && slash < eq))
+        return allow_add(a, entry, owner, from, err);
+    char user[256];
+    snprintf(user, sizeof user, "%.*s", (int)(eq - entry), entry);
+    if (user[0] == '\0' || local_user_parse(user, &owner) < 0)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "%s entry %s: \"%s\" is not a user on this host; write USER=DIR "
+                             "with an existing user name or uid, or just DIR for the server's "
+                             "own user",
+                             from, entry, user);
+    if (owner != geteuid() && geteuid() != 0)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "%s entry %s: only a server running as root can let another user "
+                             "(%s) mount a directory; that user can start an mcpbox of their own "
+                             "with --allow-dir %s",
+                             from, entry, user, eq + 1);
+    return allow_add(a, eq + 1, owner, from, err);
 }
 
 int local_allow_init(struct local_allow *a, const char *dirs, struct mcp_error *err)
@@ -93,7 +124,7 @@ int local_allow_init(struct local_allow *a, const char *dirs, struct mcp_error *
     char *copy = xstrdup(dirs), *save = NULL;
     int rc = 0;
     for (char *d = strtok_r(copy, ":", &save); d && rc == 0; d = strtok_r(NULL, ":", &save))
-        rc = allow_add(a, d, "--allow-dir / MCPBOX_ALLOW_DIRS", err);
+        rc = allow_entry(a, d, err);
     free(copy);
     if (rc < 0)
         local_allow_free(a);
@@ -169,31 +200,98 @@ static int check_target(const char *t, unsigned i, struct mcp_error *err)
                          "(e.g. /workspace/project)", i, t ? t : "");
 }
 
-/* The allowed directory the source lies under (lexically), and the rest of the path. */
-static const char *allowed_under(const struct local_allow *a, const char *src, const char **rel)
+/* The allowed directory the source lies under (lexically), and the rest of the path: one of
+ * the caller's if there is one, else the first (whose owner the refusal then names). */
+static const char *allowed_under(const struct local_allow *a, const char *src, uid_t caller,
+                                 size_t *idx, const char **rel)
 {
+    const char *found = NULL;
     for (size_t i = 0; i < a->n; i++) {
         size_t dn = strlen(a->dirs[i]);
         bool root = strcmp(a->dirs[i], "/") == 0;
-        if (root || (strncmp(src, a->dirs[i], dn) == 0 && (src[dn] == '\0' || src[dn] == '/'))) {
-            const char *r = root ? src : src + dn;
-            while (*r == '/')
-                r++;
-            *rel = *r ? r : ".";
-            return a->dirs[i];
-        }
+        if (!root && (strncmp(src, a->dirs[i], dn) != 0 || (src[dn] != '\0' && src[dn] != '/')))
+            continue;
+        if (found && a->owners[*idx] == caller)
+            continue;
+        const char *r = root ? src : src + dn;
+        while (*r == '/')
+            r++;
+        *rel = *r ? r : ".";
+        *idx = i;
+        found = a->dirs[i];
     }
-    return NULL;
+    return found;
 }
 
-static void allow_list_text(const struct local_allow *a, char *out, size_t size)
+/* The directories this caller may mount (another user's are none of their business). */
+static void allow_list_text(const struct local_allow *a, const struct local_ws_caller *who,
+                            char *out, size_t size)
 {
     size_t used = 0;
     out[0] = '\0';
     for (size_t i = 0; i < a->n && used < size; i++)
-        used += (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", a->dirs[i]);
-    if (a->n == 0)
-        snprintf(out, size, "none");
+        if (who->known && a->owners[i] == who->uid)
+            used += (size_t)snprintf(out + used, size - used, "%s%s", used ? ", " : "", a->dirs[i]);
+    if (used == 0)
+        snprintf(out, size, "none for you");
+}
+
+/* The first allowed directory of this caller: where a relative source is looked up. */
+static const char *first_of(const struct local_allow *a, const struct local_ws_caller *who)
+{
+    for (size_t i = 0; i < a->n; i++)
+        if (who->known && a->owners[i] == who->uid)
+            return a->dirs[i];
+    return NULL;
+}
+
+/* Refuses a caller the allowed directory `idx` is not for: it is someone else's, and mounting
+ * it would lend the caller that person's rights. */
+static int caller_refused(const struct local_allow *a, const struct local_ws_caller *who,
+                          size_t idx, const char *src, unsigned i, struct mcp_error *err)
+{
+    char owner[300], caller[300];
+    local_user_name(a->owners[idx], owner, sizeof owner);
+    if (!who->known)
+        return mcp_error_set(err, MCP_ERR_DENIED, 0,
+                             "mounts[%u].source %s: this server cannot tell which local user you "
+                             "are, and host directories are mounted only for the user they "
+                             "belong to; connect over stdio or loopback HTTP (where the kernel "
+                             "names you), or with the server's --token",
+                             i, src);
+    if (a->owners[idx] == who->uid)
+        return 0;
+    local_user_name(who->uid, caller, sizeof caller);
+    if (geteuid() != 0) /* it cannot lend anyone else's rights: their own server can */
+        return mcp_error_set(err, MCP_ERR_DENIED, 0,
+                             "mounts[%u].source %s is under %s, which this server (run by %s) "
+                             "shares only with its own user, and you are %s: start an mcpbox "
+                             "of your own for your directories (mcpbox serve --allow-dir DIR)",
+                             i, src, a->dirs[idx], owner, caller);
+    return mcp_error_set(err, MCP_ERR_DENIED, 0,
+                         "mounts[%u].source %s is under %s, which this server shares only with "
+                         "%s, and you are %s%s: mount a directory allowed for you, or ask the "
+                         "person running mcpbox to add --allow-dir %u=DIR for a directory of "
+                         "yours (you must be able to open it yourself)",
+                         i, src, a->dirs[idx], owner, caller,
+                         who->by_token ? " (the token acts as the server's user)" : "",
+                         (unsigned)who->uid);
+}
+
+/* Refuses a source the caller could not open with their own rights (a directory of theirs
+ * below one they cannot search, or one not theirs to read). */
+static int caller_cannot_open(const struct local_ws_caller *who, int fd, const char *real,
+                              const char *src, unsigned i, struct mcp_error *err)
+{
+    if (local_ws_caller_opens(who, fd, real) == 0)
+        return 0;
+    char caller[300];
+    local_user_name(who->uid, caller, sizeof caller);
+    return mcp_error_set(err, MCP_ERR_DENIED, errno,
+                         "mounts[%u].source %s: you, %s, cannot open it yourself, and a mount "
+                         "never gives more than your own rights; change its permissions on the "
+                         "host, or mount a directory you can read",
+                         i, src, caller);
 }
 
 /* Whether real path `path` is one of the client's roots or below one (NULL roots: no narrowing).
@@ -260,16 +358,22 @@ static int resolve_source(const struct local_ws_check *c, const char *src, unsig
                           struct local_ws_mount *wm, struct mcp_error *err)
 {
     char list[1024], abs[LOCAL_WS_PATH_MAX];
-    allow_list_text(c->allow, list, sizeof list);
+    struct local_ws_caller who;
+    (void)local_ws_caller(c->caller, &who);
+    allow_list_text(c->allow, &who, list, sizeof list);
     if (src == NULL || src[0] == '\0')
         return mcp_error_set(err, MCP_ERR_INVALID, 0, "mounts[%u].source is required: a host "
                              "directory under one this server allows (%s)", i, list);
-    if (src[0] != '/' && c->allow->n > 0) /* relative: to the first allowed directory */
-        snprintf(abs, sizeof abs, "%s/%s", c->allow->dirs[0], src);
+    const char *base = first_of(c->allow, &who);
+    if (src[0] != '/' && base) /* relative: to the caller's first allowed directory */
+        snprintf(abs, sizeof abs, "%s/%s", base, src);
     else
         snprintf(abs, sizeof abs, "%s", src);
     const char *rel = NULL;
-    const char *dir = allowed_under(c->allow, abs, &rel);
+    size_t idx = 0;
+    const char *dir = allowed_under(c->allow, abs, who.uid, &idx, &rel);
+    if (dir && caller_refused(c->allow, &who, idx, src, i, err) < 0)
+        return -1;
     if (dir == NULL)
         return mcp_error_set(err, MCP_ERR_DENIED, 0,
                              "mounts[%u].source %s is outside the host directories this server "
@@ -316,6 +420,10 @@ static int resolve_source(const struct local_ws_check *c, const char *src, unsig
         close(fd);
         return -1;
     }
+    if (caller_cannot_open(&who, fd, wm->m.source, src, i, err) < 0) {
+        close(fd);
+        return -1;
+    }
     if (!within_roots(c->roots, wm->m.source)) {
         close(fd);
         return mcp_error_set(err, MCP_ERR_DENIED, 0,
@@ -324,9 +432,9 @@ static int resolve_source(const struct local_ws_check *c, const char *src, unsig
                              "allows; add the directory to the client's workspace roots, or "
                              "mount one inside them", i, src);
     }
-    /* Whose files: as root, the owner of the mounted directory; as a user, that user. */
-    wm->m.owner_uid = geteuid() == 0 ? st.st_uid : geteuid();
-    wm->m.owner_gid = geteuid() == 0 ? st.st_gid : getegid();
+    /* Whose files: the caller's (as root for root, the directory's owner; as a user, that
+     * user). */
+    local_ws_caller_ids(&who, &st, &wm->m.owner_uid, &wm->m.owner_gid);
     return fd;
 }
 

@@ -7,11 +7,14 @@
  * their directory and renamed over the old entry, so a reader never sees half a file. Symlinks
  * are made as symlinks (symlinkat), never followed. Fifos, sockets and devices are not created.
  * Modes are the sandbox's permission bits without setuid and setgid (a sandbox must not hand the
- * host a set-id program); the owner is whoever runs this code (the mcpbox process). */
+ * host a set-id program) and without group or other write bits the host entry lacked
+ * (ws_applied_mode); the owner is whoever runs this code (the mcpbox process). Holes stay holes
+ * (ws_copy_sparse), and the data one apply writes is bounded (o->apply_max_bytes). */
 #include "backend/local/workspace_review.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,10 +34,15 @@ struct apply {
     json_t *journal;
     bool overwrite;
     json_t *results;
-    json_int_t counts[4]; /* applied, conflicts, skipped, failed */
+    json_int_t counts[5]; /* applied, conflicts, skipped, failed, refused */
+    uint64_t budget;      /* data bytes this apply may still write */
+    uint64_t written;     /* data bytes written so far */
+    /* With a review (o->review): what it read, and the digest of the change being applied. */
+    const struct ws_record *reviewed;
+    const unsigned char *expect;
 };
 
-enum outcome { APPLIED, CONFLICT, SKIPPED, FAILED };
+enum outcome { APPLIED, CONFLICT, SKIPPED, FAILED, REFUSED };
 
 /* ---- the journal ---- */
 
@@ -71,12 +79,112 @@ static void journal_note(struct apply *a, int parent, const char *name, const ch
                       (json_int_t)st.st_ctim.tv_sec * 1000000000ll + st.st_ctim.tv_nsec));
 }
 
-/* ---- host paths ---- */
+/* ---- modes and data ---- */
 
-static mode_t host_mode(mode_t m)
+mode_t ws_applied_mode(mode_t mode, mode_t host, bool group_write)
 {
-    return ws_carried_mode(m);
+    mode_t m = ws_carried_mode(mode);
+    mode_t lacked = (mode_t)((S_IWGRP | S_IWOTH) & ~host);
+    if (!group_write || S_ISDIR(mode)) /* a writable directory lets anyone swap its files */
+        m &= (mode_t)~lacked;
+    return m;
 }
+
+/* The host entry's mode when it is of the same type as the sandbox's (0: none to compare). */
+static mode_t host_mode_of(const struct stat *hs, mode_t nm)
+{
+    return hs && (hs->st_mode & S_IFMT) == (nm & S_IFMT) ? hs->st_mode : 0;
+}
+
+/* The next run of data at or after *pos in a file of size bytes, [*from, *to); false at the end.
+ * Where the file system has no SEEK_DATA, the rest is one run. */
+static bool next_extent(int fd, off_t size, off_t *pos, off_t *from, off_t *to)
+{
+    off_t data = *pos < size ? lseek(fd, *pos, SEEK_DATA) : size;
+    if (data < 0 && errno == ENXIO)
+        return false; /* a hole to the end */
+    if (data < 0)
+        data = *pos;
+    if (data >= size)
+        return false;
+    off_t hole = lseek(fd, data, SEEK_HOLE);
+    *from = data;
+    *to = hole > data && hole <= size ? hole : size;
+    *pos = *to;
+    return true;
+}
+
+uint64_t ws_data_bytes(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return 0;
+    uint64_t total = 0;
+    off_t pos = 0, from, to;
+    while (next_extent(fd, st.st_size, &pos, &from, &to))
+        total += (uint64_t)(to - from);
+    return total;
+}
+
+/* Copies in[from, to) to the same offsets of out, each chunk through chunk first. */
+static int copy_extent(int in, int out, off_t from, off_t to, ws_chunk_fn *chunk, void *ctx)
+{
+    char buf[65536];
+    while (from < to) {
+        size_t want = (size_t)(to - from) < sizeof buf ? (size_t)(to - from) : sizeof buf;
+        ssize_t n = pread(in, buf, want, from);
+        if (n <= 0)
+            return n < 0 ? -1 : 0; /* shorter than it was: the rest is a hole */
+        if (chunk && chunk(ctx, from, buf, (size_t)n) < 0)
+            return -1;
+        for (ssize_t done = 0; out >= 0 && done < n;) {
+            ssize_t w = pwrite(out, buf + done, (size_t)(n - done), from + done);
+            if (w < 0)
+                return -1;
+            done += w;
+        }
+        from += n;
+    }
+    return 0;
+}
+
+int ws_copy_sparse(int in, int out, ws_chunk_fn *chunk, void *ctx)
+{
+    struct stat st;
+    if (fstat(in, &st) < 0)
+        return -1;
+    off_t pos = 0, from, to;
+    while (next_extent(in, st.st_size, &pos, &from, &to))
+        if (copy_extent(in, out, from, to, chunk, ctx) < 0)
+            return -1;
+    /* a hole at the end, or a file that shrank meanwhile */
+    return out >= 0 ? ftruncate(out, st.st_size) : 0;
+}
+
+/* What an apply's copy feeds: the limit, and the digest of the bytes as copied (hash NULL:
+ * none), which the review computed the same way from what it read (ws_content_hash). */
+struct copy_feed {
+    struct apply *a;
+    struct ws_content_hash *hash;
+};
+
+/* The apply's chunk callback: counts the data written against the limit, and hashes it. */
+static int count_chunk(void *ctx, off_t at, const char *data, size_t len)
+{
+    struct copy_feed *f = ctx;
+    struct apply *a = f->a;
+    if (len > a->budget) {
+        errno = EFBIG;
+        return -1;
+    }
+    a->budget -= len;
+    a->written += len;
+    if (f->hash)
+        ws_content_hash_chunk(f->hash, (uint64_t)at, data, len);
+    return 0;
+}
+
+/* ---- host paths ---- */
 
 /* Gives a new entry (name in parent) to the mount's owner (owner_uid -1: the writer's own ids
  * stay, which is what a server run by the person wants). */
@@ -123,7 +231,9 @@ static int open_parent(struct apply *a, const char *rel, bool create, const char
             size_t upto = (size_t)(comp - dir) + strlen(comp);
             cleanup_free char *uprel = xstrndup(rel, upto);
             cleanup_close int ud = ws_open_beneath(a->upper, uprel, 0, true);
-            mode_t mode = ud >= 0 && fstat(ud, &us) == 0 ? host_mode(us.st_mode) : 0755;
+            mode_t mode = ud >= 0 && fstat(ud, &us) == 0
+                              ? ws_applied_mode(us.st_mode, 0, a->o->group_write)
+                              : 0755;
             if (mkdirat(fd, comp, 0700) == 0 || errno == EEXIST) {
                 chown_entry(a, fd, comp);
                 chmod_entry(fd, comp, mode);
@@ -140,9 +250,27 @@ static int open_parent(struct apply *a, const char *rel, bool create, const char
 
 /* ---- one change ---- */
 
+static json_t *mode_text(mode_t m)
+{
+    return json_sprintf("%o", (unsigned)(m & 07777));
+}
+
+/* What apply did to the entry's mode, on its result: old_mode and mode when they differ, and
+ * held_back, the bits of the sandbox's mode it did not give the host. */
+static void note_mode(json_t *r, mode_t old, mode_t got, mode_t wanted)
+{
+    if ((old & 07777) != got) {
+        if (old)
+            json_object_set_new(r, "old_mode", mode_text(old));
+        json_object_set_new(r, "mode", mode_text(got));
+    }
+    if (wanted & ~got)
+        json_object_set_new(r, "held_back", mode_text(wanted & ~got));
+}
+
 static int record(struct apply *a, const struct ws_change *c, enum outcome o, const char *why)
 {
-    static const char *names[] = {"applied", "conflict", "skipped", "failed"};
+    static const char *names[] = {"applied", "conflict", "skipped", "failed", "refused"};
     a->counts[o]++;
     if (json_array_size(a->results) >= WS_LISTED_MAX)
         return 0; /* counted only */
@@ -165,9 +293,11 @@ static int fail_errno(struct apply *a, const struct ws_change *c, const char *wh
     return -1; /* recorded */
 }
 
-/* Copies the upper file rel into a new temporary file in parent; its name goes to tmp. */
+/* Copies the upper file rel into a new temporary file in parent; its name goes to tmp. Each
+ * chunk written is added to hash (NULL: none), and the digest of the copy goes to digest: the
+ * bytes checked are the bytes copied. */
 static int write_temp(struct apply *a, const char *rel, int parent, mode_t mode, char *tmp,
-                      size_t tmp_size)
+                      size_t tmp_size, struct ws_content_hash *hash, unsigned char digest[32])
 {
     struct stat st;
     cleanup_close int in = ws_open_regular(a->upper, rel, &st);
@@ -180,19 +310,15 @@ static int write_temp(struct apply *a, const char *rel, int parent, mode_t mode,
         openat(parent, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (out < 0)
         return -1;
-    char buf[65536];
-    ssize_t n;
-    while ((n = read(in, buf, sizeof buf)) > 0) {
-        for (ssize_t done = 0; done < n;) {
-            ssize_t w = write(out, buf + done, (size_t)(n - done));
-            if (w < 0)
-                goto fail;
-            done += w;
-        }
-    }
     /* No fsync: the rename already keeps readers from half a file, and a thousand fsyncs made a
      * large apply take seconds (git does not sync its checkouts either). */
-    if (n < 0 || chown_entry(a, parent, tmp) < 0 || fchmod(out, host_mode(mode)) < 0)
+    struct copy_feed feed = {.a = a, .hash = hash};
+    struct stat os;
+    if (ws_copy_sparse(in, out, count_chunk, &feed) < 0 || fstat(out, &os) < 0)
+        goto fail;
+    if (hash)
+        ws_content_hash_final(hash, (uint64_t)os.st_size, digest);
+    if (chown_entry(a, parent, tmp) < 0 || fchmod(out, mode) < 0)
         goto fail;
     return 0;
 fail:;
@@ -202,8 +328,10 @@ fail:;
     return -1;
 }
 
+/* Makes the sandbox's symlink rel as a new temporary symlink in parent; digest (NULL: none)
+ * gets the sha256 of the target it was made with. */
 static int make_symlink_temp(struct apply *a, const char *rel, int parent, char *tmp,
-                             size_t tmp_size)
+                             size_t tmp_size, unsigned char digest[32])
 {
     const char *slash = strrchr(rel, '/');
     cleanup_free char *dir = slash ? xstrndup(rel, (size_t)(slash - rel)) : xstrdup("");
@@ -213,6 +341,12 @@ static int make_symlink_temp(struct apply *a, const char *rel, int parent, char 
     if (n < 0)
         return -1;
     target[n] = '\0';
+    if (digest) {
+        struct sha256_ctx h;
+        sha256_init(&h);
+        sha256_update(&h, target, (size_t)n);
+        sha256_final(&h, digest);
+    }
     char rnd[17];
     random_id(rnd, sizeof rnd, "", 8);
     snprintf(tmp, tmp_size, ".mcpbox-apply-%s", rnd);
@@ -227,15 +361,52 @@ static int make_symlink_temp(struct apply *a, const char *rel, int parent, char 
     return 0;
 }
 
+static int refuse_changed(struct apply *a, const struct ws_change *c)
+{
+    char why[256];
+    snprintf(why, sizeof why,
+             "not what review %s read: it changed in the sandbox since; call review_changes "
+             "again, then apply with its review",
+             a->o->review);
+    return record(a, c, REFUSED, why);
+}
+
+/* With a review: true if what was copied (content: its digest; NULL for none) is what the
+ * review read. */
+static bool as_reviewed(const struct apply *a, const struct ws_change *c,
+                        const unsigned char *content)
+{
+    if (a->expect == NULL)
+        return true;
+    unsigned char digest[32];
+    ws_change_digest(c, content, digest);
+    return memcmp(digest, a->expect, sizeof digest) == 0;
+}
+
 /* Puts the sandbox's file or symlink at name (replacing whatever the host has there). */
 static int put_entry(struct apply *a, const struct ws_change *c, int parent, const char *name,
-                     const struct stat *hs)
+                     const struct stat *hs, mode_t mode)
 {
     char tmp[64];
-    int rc = S_ISLNK(c->new_mode) ? make_symlink_temp(a, c->rel, parent, tmp, sizeof tmp)
-                                  : write_temp(a, c->rel, parent, c->new_mode, tmp, sizeof tmp);
+    struct ws_content_hash hash;
+    ws_content_hash_init(&hash);
+    unsigned char content[32];
+    bool check = a->expect != NULL;
+    int rc =
+        S_ISLNK(c->new_mode)
+            ? make_symlink_temp(a, c->rel, parent, tmp, sizeof tmp, check ? content : NULL)
+            : write_temp(a, c->rel, parent, mode, tmp, sizeof tmp, check ? &hash : NULL, content);
+    if (rc < 0 && errno == EFBIG)
+        return fail_errno(a, c,
+                          "the apply's limit on data written was reached (the file grew in the "
+                          "sandbox since the apply began); apply it again");
     if (rc < 0)
         return fail_errno(a, c, "cannot copy it from the sandbox");
+    if (!as_reviewed(a, c, check ? content : NULL)) { /* on the copy, before it takes the name */
+        unlinkat(parent, tmp, 0);
+        refuse_changed(a, c);
+        return -1;
+    }
     /* A host directory it replaces was emptied by the deletions listed before it. */
     if (hs && S_ISDIR(hs->st_mode) && unlinkat(parent, name, AT_REMOVEDIR) < 0) {
         int e = errno;
@@ -255,7 +426,7 @@ static int put_entry(struct apply *a, const struct ws_change *c, int parent, con
 }
 
 static int put_dir(struct apply *a, const struct ws_change *c, int parent, const char *name,
-                   const struct stat *hs)
+                   const struct stat *hs, mode_t mode)
 {
     if (hs && !S_ISDIR(hs->st_mode) && unlinkat(parent, name, 0) < 0)
         return fail_errno(a, c, "cannot remove the host entry it replaces");
@@ -264,7 +435,7 @@ static int put_dir(struct apply *a, const struct ws_change *c, int parent, const
         return fail_errno(a, c, "cannot make the directory");
     if (made && chown_entry(a, parent, name) < 0)
         return fail_errno(a, c, "cannot give it to the mount's owner");
-    if (chmod_entry(parent, name, host_mode(c->new_mode)) < 0)
+    if (chmod_entry(parent, name, mode) < 0)
         return fail_errno(a, c, "cannot set its mode");
     return 0;
 }
@@ -283,6 +454,31 @@ static int remove_entry(struct apply *a, const struct ws_change *c, int parent, 
     return 0;
 }
 
+/* The result of an entry written: the mode it got, and why not the sandbox's when it differs. */
+static int record_applied(struct apply *a, const struct ws_change *c, const struct stat *hs,
+                          mode_t mode)
+{
+    mode_t nm = c->new_mode;
+    if (nm == 0 || S_ISLNK(nm))
+        return record(a, c, APPLIED, NULL);
+    mode_t wanted = ws_carried_mode(nm);
+    bool setid = (nm & 06000) != 0, held = (wanted & ~mode) != 0;
+    const char *held_why = !held ? ""
+                           : S_ISDIR(nm)
+                               ? "group/other write bits held back: a sandbox never makes a host "
+                                 "directory writable by others"
+                               : "group/other write bits held back: the host entry lacked them "
+                                 "(`mcpbox sandbox apply --group-write` allows them for files)";
+    char why[256];
+    snprintf(why, sizeof why, "%s%s%s", held_why, held && setid ? "; " : "",
+             setid ? "setuid/setgid bits dropped" : "");
+    size_t before = json_array_size(a->results);
+    record(a, c, APPLIED, why[0] ? why : NULL);
+    if (json_array_size(a->results) > before)
+        note_mode(json_array_get(a->results, before), hs ? hs->st_mode : 0, mode, wanted);
+    return 0;
+}
+
 static int apply_one(struct apply *a, const struct ws_change *c)
 {
     mode_t nm = c->new_mode;
@@ -290,6 +486,18 @@ static int apply_one(struct apply *a, const struct ws_change *c)
         return record(a, c, SKIPPED,
                       "special files (fifos, sockets, devices) are not created "
                       "on the host");
+    if (a->reviewed) {
+        a->expect = ws_record_find(a->reviewed, a->m, c->rel);
+        if (a->expect == NULL) {
+            char why[300];
+            snprintf(why, sizeof why,
+                     "review %s did not cover it (it changed or appeared after that review, or "
+                     "lay outside its paths); call review_changes again, then apply with its "
+                     "review",
+                     a->o->review);
+            return record(a, c, REFUSED, why);
+        }
+    }
     const char *name;
     cleanup_close int parent = open_parent(a, c->rel, c->kind != WS_DELETED, &name);
     if (parent < 0 && errno == ENOENT && c->kind == WS_DELETED)
@@ -307,27 +515,80 @@ static int apply_one(struct apply *a, const struct ws_change *c)
         return record(a, c, CONFLICT,
                       "changed on the host since the sandbox saw it; review "
                       "both, then apply with overwrite to replace it");
+    bool copies = c->kind != WS_DELETED && !S_ISDIR(nm) &&
+                  !(c->kind == WS_MODE && exists && S_ISREG(hs.st_mode));
+    if (!copies && !as_reviewed(a, c, NULL))
+        return refuse_changed(a, c);
     int rc;
+    mode_t mode = ws_applied_mode(nm, host_mode_of(exists ? &hs : NULL, nm), a->o->group_write);
     if (c->kind == WS_DELETED)
         rc = remove_entry(a, c, parent, name, exists ? &hs : NULL);
     else if (S_ISDIR(nm))
-        rc = put_dir(a, c, parent, name, exists ? &hs : NULL);
+        rc = put_dir(a, c, parent, name, exists ? &hs : NULL, mode);
     else if (c->kind == WS_MODE && exists && S_ISREG(hs.st_mode))
-        rc = chmod_entry(parent, name, host_mode(nm)) < 0 ? fail_errno(a, c, "cannot set its mode")
-                                                          : 0;
+        rc = chmod_entry(parent, name, mode) < 0 ? fail_errno(a, c, "cannot set its mode") : 0;
     else
-        rc = put_entry(a, c, parent, name, exists ? &hs : NULL);
+        rc = put_entry(a, c, parent, name, exists ? &hs : NULL, mode);
     if (rc < 0)
         return -1; /* recorded as failed */
     if (!dir_only)
         journal_note(a, parent, name, c->rel);
-    const char *why = nm && (nm & 06000) ? "setuid/setgid bits dropped" : NULL;
-    return record(a, c, APPLIED, why);
+    return record_applied(a, c, exists ? &hs : NULL, mode);
 }
 
 static json_t *apply_locked(const struct ws_mount *mounts, size_t n_mounts,
                             const struct ws_options *o, json_t *paths, bool overwrite,
                             struct mcp_error *err);
+
+/* The data (not holes) of the regular file a change would write, read off the upper layer. */
+static uint64_t change_data_bytes(int upper, const struct ws_change *c)
+{
+    if (c->kind == WS_DELETED || c->kind == WS_MODE || !S_ISREG(c->new_mode))
+        return 0;
+    struct stat st;
+    cleanup_close int fd = ws_open_regular(upper, c->rel, &st);
+    return fd >= 0 ? ws_data_bytes(fd) : 0;
+}
+
+/* Refuses, before anything is written, an apply whose files hold more data than max (the copy
+ * counts again, for a file that grows meanwhile). */
+static int check_data_limit(const struct ws_mount *mounts, const struct ws_changes *ch,
+                            json_t *paths, uint64_t max, struct mcp_error *err)
+{
+    uint64_t total = 0, largest = 0;
+    const struct ws_change *big = NULL;
+    int upper = -1;
+    size_t cur = (size_t)-1;
+    for (size_t i = 0; i < ch->n; i++) {
+        const struct ws_change *c = &ch->v[i];
+        if (!ws_selected(paths, &mounts[c->mount], c->rel))
+            continue;
+        if (c->mount != cur) {
+            if (upper >= 0)
+                close(upper);
+            upper = open(mounts[c->mount].upper, O_PATH | O_DIRECTORY | O_CLOEXEC);
+            cur = c->mount;
+        }
+        uint64_t n = upper >= 0 ? change_data_bytes(upper, c) : 0;
+        total += n;
+        if (n > largest)
+            largest = n, big = c;
+    }
+    if (upper >= 0)
+        close(upper);
+    if (total <= max)
+        return 0;
+    cleanup_free char *sp = ws_sandbox_path(&mounts[big->mount], big->rel);
+    cleanup_free char *name = utf8_c_quote(sp);
+    return mcp_error_set(err, MCP_ERR_LIMIT, 0,
+                         "nothing was applied: this apply would write %" PRIu64
+                         " bytes of file data (%s alone holds %" PRIu64
+                         "), more than the limit of %" PRIu64
+                         " bytes per apply. Apply fewer paths at a time, or ask the person to "
+                         "raise the limit (mcpbox serve --apply-max-bytes BYTES, or mcpbox "
+                         "sandbox apply --max-bytes BYTES)",
+                         total, name, largest, max);
+}
 
 /* One apply of a mount at a time, across processes too (two servers of one user): an exclusive
  * flock on <journal>.lock, held until the apply ends (closing the fd releases it). */
@@ -392,8 +653,20 @@ static json_t *apply_locked(const struct ws_mount *mounts, size_t n_mounts,
                       WS_CHANGES_MAX);
         return NULL;
     }
-    struct apply a = {
-        .o = o, .overwrite = overwrite, .results = json_array(), .src = -1, .upper = -1};
+    uint64_t max = o->apply_max_bytes ? o->apply_max_bytes : WS_APPLY_BYTES_DEFAULT;
+    struct ws_record rec = {0};
+    if (check_data_limit(mounts, &ch, paths, max, err) < 0 ||
+        (o->review && ws_record_load(o->reviews_dir, o->review, &rec, err) < 0)) {
+        ws_changes_free(&ch);
+        return NULL;
+    }
+    struct apply a = {.o = o,
+                      .overwrite = overwrite,
+                      .results = json_array(),
+                      .src = -1,
+                      .upper = -1,
+                      .budget = max,
+                      .reviewed = o->review ? &rec : NULL};
     int rc = 0;
     for (size_t m = 0; m < n_mounts && rc == 0; m++) {
         a.m = &mounts[m];
@@ -415,16 +688,18 @@ static json_t *apply_locked(const struct ws_mount *mounts, size_t n_mounts,
             close(a.upper);
     }
     ws_changes_free(&ch);
+    ws_record_free(&rec);
     if (rc < 0) {
         json_decref(a.results);
         return NULL;
     }
     json_int_t listed = (json_int_t)json_array_size(a.results);
-    json_int_t total =
-        a.counts[APPLIED] + a.counts[CONFLICT] + a.counts[SKIPPED] + a.counts[FAILED];
-    json_t *res = json_pack("{s:o, s:I, s:I, s:I, s:I}", "results", a.results, "applied",
+    json_int_t total = a.counts[APPLIED] + a.counts[CONFLICT] + a.counts[SKIPPED] +
+                       a.counts[FAILED] + a.counts[REFUSED];
+    json_t *res = json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, s:I}", "results", a.results, "applied",
                             a.counts[APPLIED], "conflicts", a.counts[CONFLICT], "skipped",
-                            a.counts[SKIPPED], "failed", a.counts[FAILED]);
+                            a.counts[SKIPPED], "failed", a.counts[FAILED], "refused",
+                            a.counts[REFUSED], "bytes", (json_int_t)a.written);
     if (total > listed)
         json_object_set_new(res, "results_note",
                             json_sprintf("%lld results, the first %lld listed; the counts are "

@@ -42,9 +42,11 @@ static json_t *request_json(const char *action, const struct ws_mount *mounts, s
                                             "journal", mounts[i].journal, "owner_uid",
                                             (json_int_t)mounts[i].owner_uid, "owner_gid",
                                             (json_int_t)mounts[i].owner_gid));
-    return json_pack("{s:s, s:o, s:I, s:s, s:O}", "action", action, "mounts", ms, "since_ns",
-                     (json_int_t)o->since_ns, "xattr_prefix", o->xattr_prefix, "args",
-                     args ? args : json_object());
+    return json_pack("{s:s, s:o, s:I, s:s, s:s?, s:s?, s:O, s:I, s:b}", "action", action, "mounts",
+                     ms, "since_ns", (json_int_t)o->since_ns, "xattr_prefix", o->xattr_prefix,
+                     "reviews_dir", o->reviews_dir, "review", o->review, "args",
+                     args ? args : json_object(), "apply_max_bytes", (json_int_t)o->apply_max_bytes,
+                     "group_write", o->group_write);
 }
 
 static json_t *run_request(json_t *req, struct mcp_error *err)
@@ -74,6 +76,10 @@ static json_t *run_request(json_t *req, struct mcp_error *err)
     struct ws_options o = {
         .since_ns = json_integer_value(json_object_get(req, "since_ns")),
         .xattr_prefix = json_string_value(json_object_get(req, "xattr_prefix")),
+        .reviews_dir = json_string_value(json_object_get(req, "reviews_dir")),
+        .review = json_string_value(json_object_get(req, "review")),
+        .apply_max_bytes = (uint64_t)json_integer_value(json_object_get(req, "apply_max_bytes")),
+        .group_write = json_is_true(json_object_get(req, "group_write")),
     };
     if (o.xattr_prefix == NULL)
         o.xattr_prefix = "user.overlay.";

@@ -30,9 +30,14 @@
 #include <sys/types.h>
 
 #include "mcp/base/error.h"
+#include "mcp/base/util.h"
 
 #define WS_CLOCK_SLACK_NS 20000000ll /* file times come from a coarse clock (a tick) */
-#define WS_TEXT_MAX (8u << 20)       /* larger files are compared, not diffed */
+/* What one file may cost a review (issue 32, item 5): a side larger than WS_DIFF_SIDE_MAX bytes
+ * or longer than WS_DIFF_LINES_MAX lines is not diffed line by line ("diff_cut" says why), and
+ * the line diff's work is capped (UDIFF_WORK_MAX: past it a region is shown replaced whole). */
+#define WS_DIFF_SIDE_MAX (1u << 20)
+#define WS_DIFF_LINES_MAX 50000
 #define WS_CHANGES_MAX 200000        /* entries one scan takes (an apply beyond: in parts) */
 /* Entries one review or apply result lists (the rest are counted): a result must stay far below
  * the 10 MiB message the official SDK's stdio client accepts. */
@@ -40,6 +45,13 @@
 #define WS_DIFF_DEFAULT (16u * 1024u) /* diff bytes one review returns by default */
 #define WS_DIFF_MAX (1u << 20)
 #define WS_JOURNAL_NAME "applied.json"
+/* Reviews recorded per sandbox (<workspace dir>/reviews/<token>): older ones are removed. */
+#define WS_REVIEWS_KEPT 8
+#define WS_REVIEW_TOKEN_LEN 20 /* "rv-" and 16 hex digits, and its NUL */
+/* Data bytes one apply writes at most unless the person raises it (holes are not written, so a
+ * sparse file counts for its data only): a sandbox must not fill the host's disk through an apply
+ * (docs/security.md, "Applying a sandbox's changes to the host"). */
+#define WS_APPLY_BYTES_DEFAULT (1ull << 30)
 
 struct ws_mount {
     /* The host directory, the overlay's lower layer: an O_PATH descriptor of the directory the
@@ -59,6 +71,15 @@ struct ws_options {
     int64_t since_ns;         /* wall time from which the sandbox saw the host tree */
     const char *xattr_prefix; /* "user.overlay." (mounted with userxattr) or "trusted.overlay." */
     json_t *paths;            /* the scan keeps only these (ws_selected); NULL: everything */
+    /* Where reviews are recorded (<workspace dir>/reviews): a review writes its record there,
+     * an apply given review reads it. NULL: no record (a review returns no token). */
+    const char *reviews_dir;
+    /* The apply's review token: each entry is written only if it is what that review read.
+     * NULL: unchecked, for a person who opted in (serve --apply-unreviewed). */
+    const char *review;
+    /* The person's choices for an apply, never the agent's (the tool cannot pass them): */
+    uint64_t apply_max_bytes; /* data bytes one apply may write (0: WS_APPLY_BYTES_DEFAULT) */
+    bool group_write;         /* files may gain group/other write bits the host entry lacked */
 };
 
 enum ws_kind { WS_ADDED, WS_MODIFIED, WS_DELETED, WS_MODE };
@@ -72,6 +93,11 @@ struct ws_change {
     uint64_t old_size, new_size;
     bool binary;   /* a regular file that is not UTF-8 text (or too large to diff) */
     bool conflict; /* the host entry changed since the sandbox saw it */
+    /* Set by the review: */
+    const char *cut; /* why the diff of this entry was cut (NULL: it was not) */
+    char *same_as;   /* the sandbox path of a hard link to the same file, diffed once above */
+    bool digested;
+    unsigned char digest[32]; /* ws_change_digest of what the review read */
 };
 
 struct ws_changes {
@@ -80,20 +106,66 @@ struct ws_changes {
     bool truncated; /* more than WS_CHANGES_MAX */
 };
 
+/* What apply must find for a change to write it: kind, type and carried mode, and the sha256
+ * of the sandbox side's contents (a symlink's target) as they were read (content NULL: none, for
+ * directories, deletions, mode changes and special files). */
+void ws_change_digest(const struct ws_change *c, const unsigned char content[32],
+                      unsigned char out[32]);
+
+/* The digest of a regular file's contents as review and apply read them, extent by extent
+ * (ws_copy_sparse): its data, where each run of data lies, and its size. Holes are never read,
+ * so a sparse file costs its data, not its size. */
+struct ws_content_hash {
+    struct sha256_ctx data, layout;
+    uint64_t run_start, run_end; /* the run of data being fed */
+    bool in_run;
+};
+void ws_content_hash_init(struct ws_content_hash *h);
+void ws_content_hash_chunk(struct ws_content_hash *h, uint64_t at, const void *data, size_t len);
+void ws_content_hash_final(struct ws_content_hash *h, uint64_t size, unsigned char out[32]);
+
+/* The record of one review (workspace_record.c): for every change it covered, its digest. */
+struct ws_record_entry {
+    unsigned char key[16]; /* ws_record_key of the change's mount target and path */
+    unsigned char digest[32];
+};
+struct ws_record {
+    struct ws_record_entry *v;
+    size_t n;
+};
+/* Writes the digests of the changes the review read into dir/<token> (made 0700 if missing),
+ * removes all but the newest WS_REVIEWS_KEPT, and gives the token. */
+int ws_record_save(const char *dir, const struct ws_mount *mounts, const struct ws_changes *ch,
+                   char token[WS_REVIEW_TOKEN_LEN], struct mcp_error *err);
+int ws_record_load(const char *dir, const char *token, struct ws_record *rec,
+                   struct mcp_error *err);
+/* The digest the review recorded for rel in mount m, or NULL if it did not cover it. */
+const unsigned char *ws_record_find(const struct ws_record *rec, const struct ws_mount *m,
+                                    const char *rel);
+void ws_record_free(struct ws_record *rec);
+
 /* Lists the changes of every mount, in path order (deletions below a directory before it). */
 int ws_scan(const struct ws_mount *mounts, size_t n_mounts, const struct ws_options *o,
             struct ws_changes *out, struct mcp_error *err);
 void ws_changes_free(struct ws_changes *c);
 
 /* The review: {changes:[{path, host_path, change, type, old_type?, mode, old_mode, size,
- * old_size, binary?, conflict?, applicable?, diff_offset}], diff, diff_bytes, offset,
- * next_offset|null, truncated}. paths (NULL: all) keeps the changes at or below those sandbox
- * paths; the diff text starts at offset and holds at most max_bytes (cut at a line). */
+ * old_size, binary?, conflict?, applicable?, diff_cut?, same_as?, diff_offset}], diff,
+ * diff_bytes, offset, next_offset|null, truncated, review?}. paths (NULL: all) keeps the
+ * changes at or below those sandbox paths; the diff text starts at offset and holds at most
+ * max_bytes (cut at a line). Only that page is kept in memory: each change is rendered on its
+ * own, its cost bounded (WS_DIFF_SIDE_MAX...), and a hard link seen again is diffed once. With
+ * o->reviews_dir, the digests of every change it covered are recorded, and review is the token
+ * an apply names to write only what this review read. */
 json_t *ws_review(const struct ws_mount *mounts, size_t n_mounts, const struct ws_options *o,
                   json_t *paths, uint64_t offset, uint64_t max_bytes, struct mcp_error *err);
 
 /* Writes the selected changes (paths NULL: all) to the host: {results:[{path, change, status:
- * "applied"|"conflict"|"skipped"|"failed", reason?}], applied, conflicts, skipped, failed}. */
+ * "applied"|"conflict"|"skipped"|"failed"|"refused", reason?, mode?, old_mode?, held_back?}],
+ * applied, conflicts, skipped, failed, refused, bytes}. Refused whole (MCP_ERR_LIMIT) when the
+ * files' data exceeds o->apply_max_bytes. With o->review, an entry that review did not cover, or
+ * that is not what it read (the contents are hashed as they are copied, and compared before the
+ * rename), is refused. */
 json_t *ws_apply(const struct ws_mount *mounts, size_t n_mounts, const struct ws_options *o,
                  json_t *paths, bool overwrite, struct mcp_error *err);
 
@@ -127,6 +199,18 @@ const char *ws_type_name(mode_t m);
 /* The permission bits apply carries to the host: no set-id bits (a sandbox must not hand the
  * host a set-id program), the sticky bit on directories only. Modes are compared on these. */
 mode_t ws_carried_mode(mode_t m);
+/* The permission bits apply gives an entry whose sandbox mode is mode and whose host mode is
+ * host (0: a new entry): ws_carried_mode, less the group and other write bits the host entry
+ * lacked (a new entry lacked them all), which only files get and only with group_write. */
+mode_t ws_applied_mode(mode_t mode, mode_t host, bool group_write);
+/* Copies the whole of in to out at the same offsets (pread/pwrite), keeping holes (SEEK_DATA /
+ * SEEK_HOLE; out ends at in's size). Each chunk of data goes to chunk (may be NULL) first,
+ * which stops the copy by returning -1 with errno set (a limit, or later a digest being fed).
+ * -1 with errno on failure. out -1: only reads, for the chunks (the review's digest). */
+typedef int ws_chunk_fn(void *ctx, off_t at, const char *data, size_t len);
+int ws_copy_sparse(int in, int out, ws_chunk_fn *chunk, void *ctx);
+/* The bytes of data (not holes) of a regular file, by SEEK_DATA / SEEK_HOLE. */
+uint64_t ws_data_bytes(int fd);
 const char *ws_kind_name(enum ws_kind k);
 /* The mount's journal: {rel: {ino, ctime_ns} | {absent: true}} (an empty object if none). */
 json_t *ws_journal_load(const struct ws_mount *m);

@@ -98,7 +98,7 @@ const char *ws_kind_name(enum ws_kind k)
 void ws_changes_free(struct ws_changes *c)
 {
     for (size_t i = 0; i < c->n; i++)
-        free(c->v[i].rel);
+        free(c->v[i].rel), free(c->v[i].same_as);
     free(c->v);
     memset(c, 0, sizeof *c);
 }
@@ -274,9 +274,12 @@ static bool same_contents(int ufd, const char *name, int lfd)
     if (a < 0 || b < 0 || fstat(a, &sa) < 0 || fstat(b, &sb) < 0 || !S_ISREG(sa.st_mode) ||
         !S_ISREG(sb.st_mode))
         return false;
-    static char x[65536], y[65536];
+    /* Per call: concurrent reviews run this on several worker threads at once. */
+    enum { CHUNK = 65536 };
+    cleanup_free char *x = xmalloc(CHUNK);
+    cleanup_free char *y = xmalloc(CHUNK);
     for (;;) {
-        ssize_t n = read(a, x, sizeof x);
+        ssize_t n = read(a, x, CHUNK);
         if (n < 0)
             return false;
         if (n == 0)

@@ -221,7 +221,8 @@ static void compare(struct lcs *c, long x0, long x1, long y0, long y1)
     compare(c, x0 + s.x, x1, y0 + s.y, y1);
 }
 
-static void mark_changes(struct side *a, struct side *b)
+/* Returns true when the work budget ran out (a region was marked replaced whole). */
+static bool mark_changes(struct side *a, struct side *b)
 {
     long diags = (long)(a->n + b->n) + 3;
     struct lcs c = {.a = a->ids,
@@ -234,6 +235,7 @@ static void mark_changes(struct side *a, struct side *b)
     compare(&c, 0, (long)a->n, 0, (long)b->n);
     free(c.fv);
     free(c.bv);
+    return c.work > UDIFF_WORK_MAX;
 }
 
 static void emit_line(struct buf *out, char mark, const struct line *l)
@@ -337,14 +339,14 @@ static uint64_t count_changed(const struct side *s)
     return n;
 }
 
-void udiff_hunks(const char *old, size_t old_len, const char *new_text, size_t new_len,
-                 struct buf *out, uint64_t *added, uint64_t *removed)
+bool udiff_hunks_capped(const char *old, size_t old_len, const char *new_text, size_t new_len,
+                        struct buf *out, uint64_t *added, uint64_t *removed)
 {
     struct side a, b;
     split_lines(old, old_len, &a);
     split_lines(new_text, new_len, &b);
     number_lines(&a, &b);
-    mark_changes(&a, &b);
+    bool capped = mark_changes(&a, &b);
     emit_hunks(out, &a, &b);
     if (added)
         *added = count_changed(&b);
@@ -352,4 +354,11 @@ void udiff_hunks(const char *old, size_t old_len, const char *new_text, size_t n
         *removed = count_changed(&a);
     side_free(&a);
     side_free(&b);
+    return capped;
+}
+
+void udiff_hunks(const char *old, size_t old_len, const char *new_text, size_t new_len,
+                 struct buf *out, uint64_t *added, uint64_t *removed)
+{
+    udiff_hunks_capped(old, old_len, new_text, new_len, out, added, removed);
 }

@@ -3,6 +3,7 @@
 #ifndef MCPBOX_WORKSPACE_UDIFF_H
 #define MCPBOX_WORKSPACE_UDIFF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,5 +20,9 @@
  * removed in *added / *removed (either may be NULL). */
 void udiff_hunks(const char *old, size_t old_len, const char *new_text, size_t new_len,
                  struct buf *out, uint64_t *added, uint64_t *removed);
+/* udiff_hunks, and true when UDIFF_WORK_MAX was reached (a region shown replaced whole, though
+ * it may have lines in common). */
+bool udiff_hunks_capped(const char *old, size_t old_len, const char *new_text, size_t new_len,
+                        struct buf *out, uint64_t *added, uint64_t *removed);
 
 #endif

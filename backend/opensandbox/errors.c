@@ -137,7 +137,8 @@ static int snapshot_error(const struct server_error *se, const char *what, const
     if (strstr(c, "INVALID_SOURCE_STATE") != NULL)
         return mcp_error_set(err, MCP_ERR_CONFLICT, 0,
                              "%s: sandbox %s must be running to be snapshotted (%s: %s); if it "
-                             "is paused, call resume_sandbox first", what, sid ? sid : "", c, m);
+                             "is paused, call update_sandbox with paused: false first",
+                             what, sid ? sid : "", c, m);
     if (strstr(c, "INVALID_STATE") != NULL)
         return snapshot_state_error(c, m, what, err);
     if (strstr(c, "NOT_FOUND") != NULL)
@@ -186,9 +187,10 @@ static int status_error(const struct osb_response *resp, const struct server_err
         return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0, "%s: not found (%s%s%s)", what, c,
                              c[0] ? ": " : "", m);
     if (st == 409) {
-        const char *hint = strstr(c, "NOT_RUNNING") ? "; if it is paused, call resume_sandbox"
+        const char *hint = strstr(c, "NOT_RUNNING")
+                               ? "; if it is paused, call update_sandbox with paused: false"
                            : strstr(c, "NOT_PAUSED") ? "; it is not paused"
-                                                    : "";
+                                                     : "";
         return mcp_error_set(err, MCP_ERR_CONFLICT, 0, "%s: sandbox %s is in the wrong state "
                              "(%s: %s)%s", what, s, c, m, hint);
     }

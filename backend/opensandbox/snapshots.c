@@ -86,10 +86,11 @@ static void snap_finish(struct snap_op *op, json_t *result, const struct mcp_err
     struct mcp_error e;
     if (op->unrecorded) {
         orphan_delete(op);
-        mcp_error_set(&e, op->record_err.code, 0, "snapshotting sandbox %s: mcpbox could not "
+        mcp_error_set(&e, op->record_err.code, 0,
+                      "snapshotting sandbox %s: mcpbox could not "
                       "record snapshot %s as yours (%s) and asked the server to delete it; try "
-                      "again, and if this persists run doctor", op->sid, op->snap_id,
-                      op->record_err.msg);
+                      "again, and if this persists call diagnose_sandbox without a sandbox_id",
+                      op->sid, op->snap_id, op->record_err.msg);
         err = &e;
     }
     op->cb(op->arg, err ? NULL : result, err);

@@ -2,8 +2,10 @@
 #include "mcp/base/utf8.h"
 
 #include <stdint.h>
+#include <string.h>
 
 #include "mcp/base/buf.h"
+#include "mcp/base/xalloc.h"
 
 size_t utf8_char_len(const char *data, size_t len)
 {
@@ -103,4 +105,53 @@ json_t *utf8_json_text(const char *data, size_t len)
     json_t *s = json_stringn(b.data ? b.data : "", b.len);
     buf_release(&b);
     return s;
+}
+
+/* True for a character a terminal shows as itself: cl (its length, 0: not UTF-8) bytes at p,
+ * not a C0 or C1 control, DEL, a quote, a backslash, or a bidirectional override or isolate
+ * (which reorder what a person reads). */
+static bool shown_as_is(const unsigned char *p, size_t cl)
+{
+    if (cl == 0 || p[0] < 0x20 || p[0] == 0x7f || p[0] == '"' || p[0] == '\\')
+        return false;
+    if (cl == 2 && p[0] == 0xC2 && p[1] < 0xA0)
+        return false; /* U+0080..U+009F */
+    if (cl == 3 && p[0] == 0xE2 &&
+        ((p[1] == 0x80 && p[2] >= 0xAA && p[2] <= 0xAE) ||
+         (p[1] == 0x81 && p[2] >= 0xA6 && p[2] <= 0xA9)))
+        return false; /* U+202A..U+202E, U+2066..U+2069 */
+    return true;
+}
+
+char *utf8_c_quote(const char *p)
+{
+    size_t n = strlen(p), i = 0, cl;
+    while (i < n && shown_as_is((const unsigned char *)p + i, cl = utf8_char_len(p + i, n - i)))
+        i += cl;
+    if (i == n)
+        return xstrdup(p);
+    struct buf b;
+    buf_init(&b, SIZE_MAX);
+    buf_append_str(&b, "\"");
+    for (i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        static const char esc[] = "\a\b\t\n\v\f\r", name[] = "abtnvfr";
+        const char *e = ch ? strchr(esc, ch) : NULL;
+        cl = utf8_char_len(p + i, n - i);
+        if (ch == '"' || ch == '\\')
+            buf_printf(&b, "\\%c", ch);
+        else if (e)
+            buf_printf(&b, "\\%c", name[e - esc]);
+        else if (shown_as_is((const unsigned char *)p + i, cl)) {
+            buf_append(&b, p + i, cl);
+            i += cl - 1;
+        } else { /* each byte of what a terminal must not see */
+            size_t len = cl ? cl : 1;
+            for (size_t k = 0; k < len; k++)
+                buf_printf(&b, "\\%03o", (unsigned char)p[i + k]);
+            i += len - 1;
+        }
+    }
+    buf_append_str(&b, "\"");
+    return buf_steal(&b, NULL);
 }

@@ -30,5 +30,9 @@ size_t utf8_skip_continuation(const char *data, size_t len);
 size_t utf8_sanitize_append(struct buf *b, const char *data, size_t len, size_t max);
 /* The bytes as a JSON string, sanitized as above. */
 json_t *utf8_json_text(const char *data, size_t len);
+/* A name as a person may read it on a terminal (a new string): as is, or in git's C-style
+ * quotes ("a\nb", "\033", "\303") when it has a control character, a quote, a backslash or a
+ * byte that is not UTF-8. Names chosen by a sandbox must never move the cursor or start a line. */
+char *utf8_c_quote(const char *s);
 
 #endif

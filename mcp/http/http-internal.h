@@ -93,6 +93,7 @@ enum http_conn_phase {
     CONN_READING,    /* reading (or waiting for) a request */
     CONN_RESPONDING, /* a request is being answered; later bytes are buffered */
     CONN_DRAINING,   /* reply sent, write side shut; discarding input until EOF or linger */
+    CONN_TUNNEL,     /* raw bytes both ways for an extension (http_ext_tunnel), until close */
 };
 
 enum http_exchange_mode {
@@ -129,6 +130,16 @@ struct http_conn {
     /* An extension's exchange (http_ext.h): told if the connection goes before it ends. */
     void (*ext_abort)(void *arg);
     void *ext_arg;
+    /* ... told when its queued output has all been written (http_ext_on_drain) */
+    void (*ext_drain)(void *arg);
+    void *ext_drain_arg;
+    /* ... and, once tunnelled, given every byte the client sends */
+    void (*ext_data)(void *arg, const char *data, size_t len);
+    void *ext_data_arg;
+    /* The request was routed once its head was in and its body is still coming: the bytes go
+     * to the reader's body_sink as they arrive, then ext_body_end is called. */
+    bool body_streaming;
+    void (*ext_body_end)(void *arg);
     /* The uid owning the client's socket (loopback; http_peer.c): 0 not asked yet, 1 known,
      * -1 the kernel could not tell. */
     int peer_uid_state;
@@ -195,6 +206,8 @@ void http_conn_sse_start(struct http_conn *c, bool prime);
 void http_conn_sse_message(struct http_conn *c, const char *json, size_t len);
 void http_conn_sse_comment(struct http_conn *c, const char *text);
 void http_conn_sse_end(struct http_conn *c);
+/* Stops (true) or restarts reading from the socket. */
+void http_conn_read_pause(struct http_conn *c, bool pause);
 /* A piece of a streamed body (chunk-framed when the response is chunked). */
 void http_conn_write_body(struct http_conn *c, const char *data, size_t len);
 /* The exchange is over: detach from the session and get ready for the next request. */
@@ -202,6 +215,9 @@ void http_conn_exchange_done(struct http_conn *c);
 
 /* http_route.c */
 void http_route_request(struct http_conn *c);
+/* A request whose head is in and whose body follows: offered to the extension (Host and Origin
+ * must pass first); true when it took it, with c->body_streaming set. */
+bool http_route_head(struct http_conn *c);
 
 /* http_modern.c: a POST without Mcp-Session-Id naming 2026-07-28 is answered here (returns
  * true); GET/DELETE naming 2026-07-28 without a session get 405. */

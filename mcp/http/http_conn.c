@@ -48,6 +48,7 @@ static struct conn_full *full_of(struct http_conn *c)
 }
 
 static void conn_end_backlog(struct http_conn *c);
+static void conn_feed_body(struct http_conn *c);
 
 static void on_write(uv_write_t *req, int status)
 {
@@ -60,6 +61,8 @@ static void on_write(uv_write_t *req, int status)
         http_conn_close(c);
     else if (c->output_backlog && !c->closing && c->queued <= HTTP_MAX_QUEUED_OUTPUT / 2)
         conn_end_backlog(c);
+    else if (c->queued == 0 && c->ext_drain && !c->closing)
+        c->ext_drain(c->ext_drain_arg);
 }
 
 /* Queues prefix+data+suffix as one write (any may be empty). */
@@ -218,6 +221,11 @@ static void conn_close(struct http_conn *c, bool reset)
         return; /* that write failed and closed the connection */
     if (c->sess)
         http_sess_detach(c); /* a dropped POST is not a cancellation: its output is dropped */
+    c->ext_drain = NULL;
+    c->ext_data = NULL;
+    c->body_streaming = false;
+    c->reader.body_sink = NULL;
+    c->ext_body_end = NULL;
     if (c->ext_abort) {
         void (*abort_fn)(void *) = c->ext_abort;
         c->ext_abort = NULL;
@@ -285,6 +293,14 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
     struct http_conn *c = st->data;
     if (nread < 0) {
         http_conn_close(c); /* EOF or error: whatever is in progress loses its output */
+    } else if (c->phase == CONN_TUNNEL) {
+        if (nread > 0 && !c->closing && c->ext_data)
+            c->ext_data(c->ext_data_arg, b->base, (size_t)nread);
+    } else if (c->body_streaming && nread > 0 && !c->closing) {
+        if (buf_append(&c->input, b->base, (size_t)nread) < 0)
+            http_conn_close(c);
+        else
+            conn_feed_body(c);
     } else if (nread > 0 && !c->closing && c->phase != CONN_DRAINING) {
         if (buf_append(&c->input, b->base, (size_t)nread) < 0) {
             http_conn_close(c);
@@ -301,6 +317,17 @@ static void conn_start_reading(struct http_conn *c)
 {
     if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)
         http_conn_close(c);
+}
+
+void http_conn_read_pause(struct http_conn *c, bool pause)
+{
+    if (c->closing || pause == c->read_stopped)
+        return;
+    c->read_stopped = pause;
+    if (pause)
+        uv_read_stop((uv_stream_t *)&c->tcp);
+    else
+        conn_start_reading(c);
 }
 
 /* A client that pipelines requests without reading the replies would make the server queue
@@ -349,6 +376,33 @@ static void update_deadline(struct http_conn *c)
     }
 }
 
+/* The rest of a streamed request body: what is buffered goes to the reader (and its sink);
+ * at its end the extension is told. Not re-entrant (the sink may close c). */
+static void conn_feed_body(struct http_conn *c)
+{
+    while (c->body_streaming && !c->closing && c->input.len > 0 &&
+           c->reader.state == HTTP_READER_BODY) {
+        size_t n = http_reader_feed(&c->reader, c->input.data, c->input.len);
+        if (c->closing)
+            return;
+        buf_consume(&c->input, n);
+        if (n == 0 && c->reader.state == HTTP_READER_BODY)
+            break;
+    }
+    if (!c->body_streaming || c->closing)
+        return;
+    if (c->reader.state == HTTP_READER_ERROR) {
+        http_conn_abort(c, "a malformed streamed request body");
+    } else if (c->reader.state == HTTP_READER_DONE) {
+        c->body_streaming = false;
+        c->reader.body_sink = NULL;
+        void (*end_fn)(void *) = c->ext_body_end;
+        c->ext_body_end = NULL;
+        if (end_fn)
+            end_fn(c->reader.body_sink_arg);
+    }
+}
+
 static void conn_resume_one(struct http_conn *c)
 {
     if (c->closing || c->phase != CONN_READING || c->input.len == 0 || c->output_backlog)
@@ -367,6 +421,15 @@ static void conn_resume_one(struct http_conn *c)
         c->keep_alive = c->reader.req.keep_alive;
         c->chunked = c->reader.req.http_minor >= 1;
         http_route_request(c);
+    } else if (c->reader.head_paused) {
+        /* The head is in and a body follows: an extension may take it now and stream the
+         * body; else the body is read whole, as for every other request. */
+        c->keep_alive = http_should_keep_alive(&c->reader.parser) != 0;
+        c->chunked = c->reader.req.http_minor >= 1;
+        if (http_route_head(c))
+            conn_feed_body(c);
+        else
+            full_of(c)->resume_again = true;
     }
 }
 
@@ -462,6 +525,7 @@ void http_conn_accept(struct http_server *hs)
     hs->conns = c;
     hs->nconns++;
     http_reader_init(&c->reader);
+    c->reader.stop_after_head = hs->ext && hs->ext->route_head; /* http_route_head */
     buf_init(&c->input, HTTP_MAX_PENDING_INPUT + HTTP_READ_CHUNK);
     buf_init(&f->cork, HTTP_CORK_MAX_BYTES);
     buf_init(&f->head, HTTP_MAX_HEADER_BYTES);
@@ -493,6 +557,13 @@ void http_conn_accept(struct http_server *hs)
 void http_conn_exchange_done(struct http_conn *c)
 {
     c->ext_abort = NULL;
+    c->ext_drain = NULL;
+    if (c->body_streaming) { /* answered before the body's end: the rest cannot be skipped */
+        c->body_streaming = false;
+        c->reader.body_sink = NULL;
+        c->ext_body_end = NULL;
+        c->keep_alive = false;
+    }
     if (c->sess)
         http_sess_detach(c);
     c->mode = EX_NONE;
@@ -555,6 +626,8 @@ void http_conn_respond(struct http_conn *c, int status, const char *content_type
 {
     struct buf *h = &full_of(c)->head;
     buf_reset(h);
+    if (c->body_streaming)
+        c->keep_alive = false; /* the rest of the body is not read: the connection ends */
     append_head(h, c, status, extra);
     if (content_type) {
         buf_append_str(h, "Content-Type: ");

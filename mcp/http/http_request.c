@@ -166,6 +166,14 @@ static int resolve_headers(struct http_reader *r)
     return 0;
 }
 
+/* A Content-Length above what a kept body may hold (content_length is ULLONG_MAX when the
+ * request has none). */
+static bool declared_too_large(const http_parser *p)
+{
+    return !(p->flags & F_CHUNKED) && p->content_length != UINT64_MAX &&
+           p->content_length > HTTP_MAX_BODY_BYTES;
+}
+
 static int on_headers_complete(http_parser *p)
 {
     struct http_reader *r = reader_of(p);
@@ -178,17 +186,24 @@ static int on_headers_complete(http_parser *p)
     r->req.http_minor = p->http_minor;
     if (p->http_major != 1)
         return fail(r, 505, "HTTP Version Not Supported");
-    /* content_length is ULLONG_MAX when the request has no Content-Length. */
-    if (!(p->flags & F_CHUNKED) && p->content_length != UINT64_MAX &&
-        p->content_length > HTTP_MAX_BODY_BYTES)
-        return fail(r, 413, "Payload Too Large");
     r->state = HTTP_READER_BODY;
-    return 0;
+    bool body_follows =
+        (p->flags & F_CHUNKED) || (p->content_length != UINT64_MAX && p->content_length > 0);
+    if (r->stop_after_head && body_follows) {
+        r->head_paused = true; /* the length is checked once it is known the body is kept */
+        http_parser_pause(p, 1);
+        return 0;
+    }
+    return declared_too_large(p) ? fail(r, 413, "Payload Too Large") : 0;
 }
 
 static int on_body(http_parser *p, const char *at, size_t len)
 {
     struct http_reader *r = reader_of(p);
+    if (r->body_sink) {
+        r->body_sink(r->body_sink_arg, at, len);
+        return 0;
+    }
     if (buf_append(&r->req.body, at, len) < 0)
         return fail(r, 413, "Payload Too Large");
     return 0;
@@ -222,6 +237,9 @@ static void reader_reset(struct http_reader *r)
     r->last_cb = CB_TARGET;
     r->error_status = 0;
     r->error_msg = NULL;
+    r->head_paused = false;
+    r->body_sink = NULL;
+    r->body_sink_arg = NULL;
     r->req.nheaders = 0;
     r->req.target = NULL;
     r->req.keep_alive = false;
@@ -256,8 +274,16 @@ size_t http_reader_feed(struct http_reader *r, const char *data, size_t len)
         return 0;
     if (r->state == HTTP_READER_IDLE)
         r->state = HTTP_READER_HEADERS;
+    if (r->head_paused) {
+        r->head_paused = false;
+        if (!r->body_sink && declared_too_large(&r->parser)) {
+            fail(r, 413, "Payload Too Large");
+            return 0;
+        }
+        http_parser_pause(&r->parser, 0);
+    }
     size_t n = http_parser_execute(&r->parser, &reader_settings, data, len);
-    if (r->state == HTTP_READER_ERROR || r->state == HTTP_READER_DONE)
+    if (r->state == HTTP_READER_ERROR || r->state == HTTP_READER_DONE || r->head_paused)
         return n;
     enum http_errno e = HTTP_PARSER_ERRNO(&r->parser);
     if (e == HPE_HEADER_OVERFLOW)

@@ -58,6 +58,13 @@ struct http_reader {
     size_t name_off[HTTP_MAX_HEADERS], value_off[HTTP_MAX_HEADERS];
     int error_status;           /* 400, 413, 414, 431, 505 */
     const char *error_msg;      /* static text */
+    /* Set by the caller: stop once the head is in when a body follows (head_paused), so that
+     * the body can be streamed rather than kept (body_sink). The next feed goes on. */
+    bool stop_after_head;
+    bool head_paused;
+    /* Set: the body's bytes go here as they come, instead of into req.body (no size limit). */
+    void (*body_sink)(void *arg, const char *data, size_t len);
+    void *body_sink_arg;
 };
 
 void http_reader_init(struct http_reader *r);

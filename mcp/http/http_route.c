@@ -227,6 +227,29 @@ static void route_delete(struct http_conn *c)
     http_conn_respond(c, 200, NULL, NULL, "", 0);
 }
 
+bool http_route_head(struct http_conn *c)
+{
+    const struct http_extension *ext = c->hs->ext;
+    const struct http_policy *pol = &c->hs->policy;
+    char path[HTTP_PATH_MAX];
+    bool dup_host = false, dup_origin = false;
+    const char *host = http_request_header(req_of(c), "host", &dup_host);
+    const char *origin = http_request_header(req_of(c), "origin", &dup_origin);
+    /* What fails the checks is answered the usual way, once the whole request is in. */
+    if (!ext || !ext->route_head || dup_host || dup_origin || !http_policy_host_ok(pol, host) ||
+        !http_policy_origin_ok(pol, origin, host) ||
+        http_request_path(req_of(c), path, sizeof(path)) != 0)
+        return false;
+    c->phase = CONN_RESPONDING;
+    c->body_streaming = true;
+    c->deadline = 0; /* the body comes as fast as the extension takes it */
+    if (ext->route_head(ext->arg, c, path))
+        return true;
+    c->phase = CONN_READING;
+    c->body_streaming = false;
+    return false;
+}
+
 void http_route_request(struct http_conn *c)
 {
     char path[HTTP_PATH_MAX];

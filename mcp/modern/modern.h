@@ -86,6 +86,8 @@ int modern_meta_log_level(const json_t *meta);
  * resource-updated broadcasts also go to every open stream whose filter asks for them. */
 void modern_listeners_list_changed(const char *what /* "tools", "prompts", "resources" */);
 void modern_listeners_resource_updated(const char *uri);
+/* The same for each URI starting with prefix that a listener of `owner` watches. */
+void modern_listeners_resource_updated_under(const char *owner, const char *prefix);
 
 /* The server capabilities a modern client sees in server/discover. */
 json_t *modern_server_capabilities(void);

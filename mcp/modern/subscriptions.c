@@ -135,6 +135,20 @@ static bool watches(const struct listener *l, const char *uri)
     return false;
 }
 
+void modern_listeners_resource_updated_under(const char *owner, const char *prefix)
+{
+    size_t i, n = strlen(prefix);
+    json_t *u;
+    for (struct listener *l = listeners; l; l = l->next) {
+        if (strcmp(request_owner(l->req), owner) != 0)
+            continue;
+        json_array_foreach(json_object_get(l->filter, "resourceSubscriptions"), i,
+                           u) if (strncmp(json_string_value(u), prefix, n) == 0)
+            request_notify(l->req, "notifications/resources/updated",
+                           tagged(l, json_pack("{s:s}", "uri", json_string_value(u))));
+    }
+}
+
 void modern_listeners_resource_updated(const char *uri)
 {
     for (struct listener *l = listeners; l; l = l->next)

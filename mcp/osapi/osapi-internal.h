@@ -6,7 +6,8 @@
  *   osapi_multipart.c  multipart/form-data bodies (uploads)
  *   osapi_lifecycle.c  /v1/sandboxes: create, get, list, delete, renew, pause, resume, endpoints
  *   osapi_commands.c   execd /command (the streamed event format), status, logs, interrupt
- *   osapi_files.c      execd /files/..., /directories/..., /metrics, /ping, code contexts */
+ *   osapi_files.c      execd /files/..., /directories/..., /metrics, /ping, code contexts
+ *   osapi_proxy.c      the server proxy for any other port (HTTP, WebSocket) */
 #ifndef MCPBOX_OSAPI_INTERNAL_H
 #define MCPBOX_OSAPI_INTERNAL_H
 
@@ -16,6 +17,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "mcp/base/buf.h"
 #include "mcp/base/error.h"
 #include "mcp/http/http_ext.h"
 
@@ -52,6 +54,7 @@ struct osapi_req {
     char request_id[37]; /* X-Request-ID: the client's, or a new UUID */
     char owner[64];      /* the caller's identity in the store (osapi_req_identify) */
     bool execd;             /* answer with execd's error codes */
+    bool body_streaming;    /* taken before its body (osapi_route_head): the proxy streams it */
     char *sandbox_id;
     struct backend *be;
     /* what the handler keeps between the call and its callback */
@@ -131,6 +134,40 @@ void osapi_execd(struct osapi_req *req, const char *sandbox_id, const char *rest
 bool osapi_commands_route(struct osapi_req *req, const char *path);
 /* osapi_files.c: /files..., /directories..., /metrics, /code... */
 bool osapi_files_route(struct osapi_req *req, const char *path);
+/* osapi_proxy.c: /sandboxes/{id}/proxy/{port}/rest for any other port: HTTP and WebSocket
+ * upgrades relayed to that port inside the sandbox (authenticated by the caller). */
+void osapi_proxy(struct osapi_req *req, const char *sandbox_id, long port, const char *rest);
+/* osapi_proxy_head.c: the head of a sandbox's reply to the proxy, header by header (fed from
+ * http_parser's callbacks), checked and filtered: lines holds "Name: value\r\n" for each header
+ * kept; bad says why the head is refused ("" while it is fine). */
+#define OSAPI_HEAD_MAX_BYTES HTTP_MAX_HEADER_BYTES /* names and values */
+#define OSAPI_HEAD_MAX_LINES HTTP_MAX_HEADERS
+struct osapi_head {
+    struct buf name, value; /* the header being read */
+    bool in_value;
+    size_t bytes;
+    unsigned count;
+    bool upgrade_websocket; /* Upgrade: websocket was among them */
+    struct buf lines;
+    char bad[160];
+};
+void osapi_head_init(struct osapi_head *h);
+void osapi_head_release(struct osapi_head *h);
+/* Forgets an interim (1xx) head. */
+void osapi_head_reset(struct osapi_head *h);
+/* A piece of a name or a value; -1 past the size limit (bad says so). */
+int osapi_head_field(struct osapi_head *h, const char *at, size_t len);
+int osapi_head_value(struct osapi_head *h, const char *at, size_t len);
+/* The head is complete (takes the last header); -1 if it is refused. */
+int osapi_head_end(struct osapi_head *h);
+/* Whether a response header is left out (it acts on the whole origin, or is hop-by-hop). */
+bool osapi_head_dropped(const char *name);
+/* name (any case) is one of the space-separated words of list (" a b c "). */
+bool osapi_word_in(const char *name, const char *list);
+/* RFC 9110 token; the comma/space-separated list holds token (any case). */
+bool osapi_is_token(const char *s, size_t len);
+bool osapi_has_token(const char *list, const char *token);
+
 /* osapi_egress.c: the egress sidecar's /policy (port 18080) over the sandbox's network_policy */
 void osapi_egress(struct osapi_req *req, const char *sandbox_id, const char *rest);
 /* The sidecar's merge of rules in force (current) with a PATCH body (rules) or a DELETE body

@@ -46,7 +46,7 @@ json_t *osapi_egress_status(json_t *info)
     else if (hidden > 0)
         json_object_set_new(out, "reason",
                             json_sprintf("%zu rule(s) limited to ports are not shown (set with "
-                                         "mcpbox's set_network_policy)",
+                                         "mcpbox's update_sandbox)",
                                          hidden));
     return out;
 }

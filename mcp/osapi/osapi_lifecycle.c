@@ -110,12 +110,12 @@ static int start_entrypoint(struct osapi_req *req, const char *id, json_t *ep,
     return rc;
 }
 
-/* create's answers in the spec are 400, 409 and 500: a missing image is a bad parameter, a
- * cap is a conflict. */
+/* create's answers in the spec are 400, 409 and 500: a missing image or one the registry
+ * refuses (image.auth) is a bad parameter, a cap is a conflict. */
 static void reply_create_error(struct osapi_req *req, const struct mcp_error *err)
 {
     int c = err->code;
-    if (c == MCP_ERR_NOT_FOUND || c == MCP_ERR_INVALID)
+    if (c == MCP_ERR_NOT_FOUND || c == MCP_ERR_INVALID || c == MCP_ERR_DENIED)
         osapi_reply_error(req, 400, "SANDBOX::INVALID_PARAMETER", "%s", err->msg);
     else if (c == MCP_ERR_LIMIT || c == MCP_ERR_CONFLICT)
         osapi_reply_error(req, 409, "SANDBOX::LIMIT_EXCEEDED", "%s", err->msg);
@@ -194,8 +194,6 @@ static const char *unsupported_field(json_t *body)
                "guards each sandbox)";
     if ((v = json_object_get(body, "credentialProxy")) && json_is_true(json_object_get(v, "enabled")))
         return "credentialProxy (no egress sidecar)";
-    if ((v = json_object_get(json_object_get(body, "image"), "auth")) && !json_is_null(v))
-        return "image.auth (local images are not pulled from a registry)";
     if ((v = json_object_get(body, "extensions")) && json_object_size(v) > 0)
         return "extensions (no extension is supported by mcpbox)";
     if ((v = json_object_get(body, "resourceRequests")) && json_object_size(v) > 0)
@@ -255,6 +253,46 @@ static const char *unknown_limit(json_t *limits)
 static bool optional_string_map(json_t *v)
 {
     return !v || json_is_null(v) || string_map(v);
+}
+
+/* image.auth {username, password} -> "username:password" for the registry (malloc'd, *out
+ * stays NULL when absent). The error says what is wrong, never the password. */
+static const char *image_auth(json_t *image, char **out)
+{
+    json_t *auth = json_object_get(image, "auth");
+    *out = NULL;
+    if (!auth || json_is_null(auth))
+        return NULL;
+    const char *k;
+    json_t *v;
+    if (!json_is_object(auth))
+        return "image.auth must be an object {\"username\": ..., \"password\": ...}";
+    json_object_foreach(auth, k, v) {
+        if (strcmp(k, "username") != 0 && strcmp(k, "password") != 0)
+            return "image.auth takes username and password only";
+    }
+    const char *user = json_string_value(json_object_get(auth, "username"));
+    const char *pass = json_string_value(json_object_get(auth, "password"));
+    if (!user || !*user || !pass || !*pass)
+        return "image.auth needs both username and password as non-empty strings (for a "
+               "registry token, the username your registry documents, e.g. \"oauth2accesstoken\" "
+               "or \"<token>\")";
+    /* Basic authentication splits at the first ':'; controls have no place in either. */
+    if (strchr(user, ':') || !utf8_is_text(user, strlen(user)) || strpbrk(user, "\r\n"))
+        return "image.auth.username must not contain ':' or control characters";
+    if (!utf8_is_text(pass, strlen(pass)) || strpbrk(pass, "\r\n"))
+        return "image.auth.password must not contain control characters";
+    size_t n = strlen(user) + 1 + strlen(pass) + 1;
+    *out = xmalloc(n);
+    snprintf(*out, n, "%s:%s", user, pass);
+    return NULL;
+}
+
+static void free_secret(char *s)
+{
+    if (s)
+        explicit_bzero(s, strlen(s));
+    free(s);
 }
 
 /* What is wrong with a CreateSandboxRequest (NULL: nothing); fills spec's limits. */
@@ -335,6 +373,9 @@ static void handle_create(struct osapi_req *req)
         json_decref(body);
         return;
     }
+    char *registry_auth = NULL;
+    if (!bad)
+        bad = image_auth(image, &registry_auth);
     if (bad) {
         reply_invalid(req, "%s", bad);
         json_decref(body);
@@ -342,6 +383,7 @@ static void handle_create(struct osapi_req *req)
     }
     struct mcp_context *ctx = osapi_context(req);
     if (!ctx) {
+        free_secret(registry_auth);
         json_decref(body);
         return;
     }
@@ -349,16 +391,19 @@ static void handle_create(struct osapi_req *req)
     struct backend *be = backend_by_name(&ctx->backends, NULL, &berr); /* the default backend */
     if (!be) {
         osapi_reply_error(req, 500, "SANDBOX::UNKNOWN_ERROR", "%s", berr.msg);
+        free_secret(registry_auth);
         json_decref(body);
         return;
     }
     spec.owner = req->owner;
     spec.image = json_string_value(json_object_get(image, "uri"));
+    spec.registry_auth = registry_auth; /* the backend copies what it keeps */
     spec.env = json_is_object(json_object_get(body, "env")) ? json_object_get(body, "env") : NULL;
     spec.metadata = json_is_object(json_object_get(body, "metadata"))
                         ? json_object_get(body, "metadata") : NULL;
     struct egress_policy *policy = NULL;
     if (create_network(req, json_object_get(body, "networkPolicy"), &spec, &policy) < 0) {
+        free_secret(registry_auth);
         json_decref(body);
         return;
     }
@@ -374,6 +419,7 @@ static void handle_create(struct osapi_req *req)
     if (be->ops->create(be, &spec, create_cb, req, &err) < 0)
         reply_create_error(req, &err);
     egress_policy_unref(policy);
+    free_secret(registry_auth);
     json_decref(body);
 }
 
@@ -638,24 +684,20 @@ static void handle_endpoint(struct osapi_req *req, const char *port_s)
                                 "guards execd with the access token in the endpoint's headers)");
         return;
     }
-    if (port == OSAPI_EXECD_PORT || port == OSAPI_EGRESS_PORT) {
-        /* execd is this server: the server-proxy path, whatever use_server_proxy says. */
+    if (port == OSAPI_EXECD_PORT || port == OSAPI_EGRESS_PORT || use_proxy) {
+        /* execd is this server: the server-proxy path, whatever use_server_proxy says; any
+         * other port is relayed by this server too when asked (osapi_proxy.c). */
         const char *host = http_request_header(osapi_req_http(req), "host", NULL);
         char ep[512], token[33];
         snprintf(ep, sizeof(ep), "%s/sandboxes/%s/proxy/%ld", host ? host : "127.0.0.1",
                  req->sandbox_id, port);
         json_t *headers = json_object();
-        /* the egress sidecar's /policy is guarded by the same token (osapi_egress.c) */
+        /* the egress sidecar's /policy and the other ports' proxy are guarded by the same
+         * token (osapi_route.c) */
         osapi_execd_token(req->api, req->sandbox_id, token);
         json_object_set_new(headers, "X-EXECD-ACCESS-TOKEN", json_string(token));
         osapi_reply_json(req, 200, json_pack("{s:s, s:o}", "endpoint", ep, "headers", headers),
                          NULL);
-        return;
-    }
-    if (use_proxy) {
-        osapi_reply_unsupported(req, "use_server_proxy for port %ld (mcpbox proxies execd only); "
-                                "ask again without it for a forwarded 127.0.0.1 address",
-                                port);
         return;
     }
     struct mcp_error err;

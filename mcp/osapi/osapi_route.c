@@ -341,7 +341,7 @@ static bool execd_auth_ok(struct osapi_req *req, const char *sandbox_id)
                      json_pack("{s:s}", "error",
                                "Unauthorized: invalid or missing header X-EXECD-ACCESS-TOKEN "
                                "(take it from the headers of GET /v1/sandboxes/{id}/endpoints/"
-                               "44772)"),
+                               "{port}: one token per sandbox, for every port)"),
                      NULL);
     return false;
 }
@@ -377,10 +377,7 @@ static void route_proxy(struct osapi_req *req, const char *id, long port, const 
     } else if (port == OSAPI_EGRESS_PORT) {
         osapi_egress(req, id, rest);
     } else {
-        osapi_reply_unsupported(req, "mcpbox's server proxy reaches execd (port 44772) only; for "
-                                "port %ld ask GET /v1/sandboxes/%s/endpoints/%ld without "
-                                "use_server_proxy and connect to the forwarded address it gives",
-                                port, id, port);
+        osapi_proxy(req, id, port, rest);
     }
 }
 
@@ -422,6 +419,23 @@ static bool osapi_route(void *arg, struct http_conn *c, const char *path)
     } else {
         osapi_lifecycle(req, p + strlen("/sandboxes"));
     }
+    return true;
+}
+
+/* A request with a body, once its head is in: the proxy for a port other than execd's and the
+ * egress sidecar's streams the body to the sandbox as it comes; everything else is read whole. */
+static bool osapi_route_head(void *arg, struct http_conn *c, const char *path)
+{
+    const char *p = strncmp(path, "/v1/", 4) == 0 ? path + 3 : path;
+    char id[OSAPI_ID_MAX];
+    long port;
+    const char *rest;
+    if (!split_proxy(p, id, sizeof(id), &port, &rest) || port == OSAPI_EXECD_PORT ||
+        port == OSAPI_EGRESS_PORT)
+        return false;
+    struct osapi_req *req = osapi_req_new(arg, c);
+    req->body_streaming = true;
+    route_proxy(req, id, port, rest);
     return true;
 }
 
@@ -468,6 +482,7 @@ const struct http_extension *osapi_new(struct mcp_server *srv, const struct mcp_
     api->entrypoints = json_object();
     api->commands = json_object();
     api->ext.route = osapi_route;
+    api->ext.route_head = osapi_route_head;
     api->ext.arg = api;
     api->ext.stop = osapi_stop;
     (void)err;

@@ -103,14 +103,35 @@ static char *result_text(json_t *structured)
     return text;
 }
 
+/* Whether a successful call of this tool may have changed the sandbox's files: the file tools
+ * that write, a command (run_command, run_code; get_command and kill_command once it has ended:
+ * a background command writes while nobody asks) and destroy_sandbox (the files are gone).
+ * Subscribers of those files are told to read them again (docs/tools-design.md, "Resources"). */
+static bool may_change_files(const char *tool, json_t *structured)
+{
+    static const char *const writers[] = {"write_file",  "replace_in_file", "move_path",
+                                          "delete_path", "make_directory",  "run_command",
+                                          "run_code",    "destroy_sandbox"};
+    for (size_t i = 0; i < sizeof writers / sizeof writers[0]; i++)
+        if (strcmp(tool, writers[i]) == 0)
+            return true;
+    const char *status = json_string_value(json_object_get(structured, "status"));
+    return (strcmp(tool, "get_command") == 0 || strcmp(tool, "kill_command") == 0) &&
+           status != NULL && strcmp(status, "running") != 0;
+}
+
 void tool_job_finish(struct tool_job *job, json_t *structured)
 {
     struct job_audit_row row;
     audit_row_take(job, &row);
     const char *outcome = tool_call_is_cancelled(job->call) ? "cancelled" : "ok";
     char *text = json_is_object(structured) ? result_text(structured) : NULL;
-    tool_call_finish(job->call, structured, text);
+    bool changed = job->sandbox_id != NULL && job->ctx != NULL &&
+                   job->ctx->sandbox_changed != NULL && may_change_files(row.tool, structured);
+    tool_call_finish(job->call, structured, text); /* takes structured */
     free(text);
+    if (changed) /* after the reply, as a client reading the file again would expect */
+        job->ctx->sandbox_changed(job->ctx, job->owner, job->sandbox_id);
     job_audit(job, &row, outcome, job->detail);
     job_free(job);
 }
@@ -173,7 +194,8 @@ int tools_state_check(const char *sandbox_id, const char *state, enum tool_need 
         return 0;
     if (strcmp(state, "paused") == 0)
         return mcp_error_set(err, MCP_ERR_CONFLICT, 0,
-                             "sandbox %s is paused; call resume_sandbox first", sandbox_id);
+                             "sandbox %s is paused; call update_sandbox with paused: false first",
+                             sandbox_id);
     if (strcmp(state, "creating") == 0)
         return mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0,
                              "sandbox %s is still being created; retry in a moment", sandbox_id);

@@ -1,4 +1,4 @@
-/* Network and diagnostics tools: get_endpoint, diagnose_sandbox, doctor. */
+/* Network and diagnostics tools: get_endpoint, diagnose_sandbox (of a sandbox, or of the host). */
 #define LOG_MODULE "tools"
 #include "mcp/tools/tools-internal.h"
 
@@ -134,32 +134,6 @@ static void diagnose_command(struct tool_job *job, const char *command_id)
         diag_cmd_finish(dc, NULL, NULL, &err);
 }
 
-void tool_diagnose_sandbox(struct tool_call *call, json_t *args)
-{
-    struct tool_job *job = tool_job_new(call, args);
-    struct mcp_error err;
-    const char *what = tools_arg_str(args, "what", "summary");
-    bool metrics = strcmp(what, "metrics") == 0;
-    tool_job_set_detail(job, "what=%s", what);
-    const char *command_id = tools_arg_str(args, "command_id", NULL);
-    if (tool_job_bind(job, tools_arg_str(args, "sandbox_id", ""),
-                      metrics ? TOOL_NEED_RUNNING : TOOL_NEED_ANY, &err) < 0) {
-        tool_job_fail(job, &err);
-        return;
-    }
-    if (command_id != NULL && !metrics) {
-        tool_job_set_detail(job, "command_id=%s", command_id);
-        diagnose_command(job, command_id);
-        return;
-    }
-    if ((metrics ? job->be->ops->metrics(job->be, job->sandbox_id, metrics_done_cb, job, &err)
-                 : job->be->ops->diagnose(job->be, job->sandbox_id, what, tool_job_done_cb, job,
-                                          &err)) < 0) {
-        tools_instead(&err, "call get_sandbox for what it records of the sandbox's usage");
-        tool_job_fail(job, &err);
-    }
-}
-
 /* The backends' host checks fork probe children and read /proc and /sys: run them off the loop
  * thread. Every backend of the table is asked, also one that could not start (its checks say
  * why); the reports merge into one. */
@@ -203,9 +177,9 @@ static void doctor_after(uv_work_t *w, int status)
     free(dj);
 }
 
-void tool_doctor(struct tool_call *call, json_t *args)
+/* diagnose_sandbox without a sandbox: the checks of `mcpbox doctor`, each failure with its fix. */
+static void diagnose_host(struct tool_job *job)
 {
-    struct tool_job *job = tool_job_new(call, args);
     struct doctor_job *dj = xcalloc(1, sizeof(*dj));
     dj->job = job;
     const char *dir = job->ctx->store ? store_state_dir(job->ctx->store) : NULL;
@@ -215,5 +189,35 @@ void tool_doctor(struct tool_call *call, json_t *args)
     if (uv_queue_work(job->ctx->loop, &dj->work, doctor_work, doctor_after) != 0) {
         doctor_work(&dj->work); /* no thread pool: run inline rather than fail */
         doctor_after(&dj->work, 0);
+    }
+}
+
+void tool_diagnose_sandbox(struct tool_call *call, json_t *args)
+{
+    struct tool_job *job = tool_job_new(call, args);
+    struct mcp_error err;
+    if (json_object_get(args, "sandbox_id") == NULL) { /* no sandbox: the host itself */
+        diagnose_host(job);
+        return;
+    }
+    const char *what = tools_arg_str(args, "what", "summary");
+    bool metrics = strcmp(what, "metrics") == 0;
+    tool_job_set_detail(job, "what=%s", what);
+    const char *command_id = tools_arg_str(args, "command_id", NULL);
+    if (tool_job_bind(job, tools_arg_str(args, "sandbox_id", ""),
+                      metrics ? TOOL_NEED_RUNNING : TOOL_NEED_ANY, &err) < 0) {
+        tool_job_fail(job, &err);
+        return;
+    }
+    if (command_id != NULL && !metrics) {
+        tool_job_set_detail(job, "command_id=%s", command_id);
+        diagnose_command(job, command_id);
+        return;
+    }
+    if ((metrics ? job->be->ops->metrics(job->be, job->sandbox_id, metrics_done_cb, job, &err)
+                 : job->be->ops->diagnose(job->be, job->sandbox_id, what, tool_job_done_cb, job,
+                                          &err)) < 0) {
+        tools_instead(&err, "call get_sandbox for what it records of the sandbox's usage");
+        tool_job_fail(job, &err);
     }
 }

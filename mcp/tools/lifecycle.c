@@ -210,8 +210,114 @@ void tool_create_sandbox(struct tool_call *call, json_t *args)
     create_now(job, &spec);
 }
 
-/* set_network_policy: replaces the egress policy of a live sandbox made with one. */
-void tool_set_network_policy(struct tool_call *call, json_t *args)
+/* ---- update: the settings of a live sandbox ------------------------------------------------ */
+
+/* update_sandbox changes what its arguments name, one backend call after the other: the
+ * network_policy (new connections follow it), then the expiry (timeout_seconds from now), then
+ * paused. The answer is the sandbox as the last call left it. A call that fails ends the
+ * update with its error, which says what was already changed. */
+enum update_step { UPDATE_POLICY, UPDATE_EXPIRY, UPDATE_PAUSED, UPDATE_DONE };
+
+struct update_job {
+    struct tool_job *job;
+    struct egress_policy *policy; /* NULL: the policy stays */
+    int64_t timeout_seconds;      /* 0: the expiry stays */
+    int paused;                   /* -1: stays; 0 resume; 1 pause */
+    enum update_step step;
+    char done[64]; /* what was changed so far, for an error */
+};
+
+static const char *const update_step_names[] = {"network_policy", "timeout_seconds", "paused"};
+
+static void update_next(struct update_job *u, json_t *last);
+
+static void update_free(struct update_job *u)
+{
+    egress_policy_unref(u->policy);
+    free(u);
+}
+
+static void update_fail(struct update_job *u, const struct mcp_error *err)
+{
+    struct mcp_error e = *err;
+    if (u->done[0] != '\0')
+        mcp_error_set(&e, err->code, err->sys_errno, "%s (%s was already changed)", err->msg,
+                      u->done);
+    tool_job_fail(u->job, &e);
+    update_free(u);
+}
+
+static void update_cb(void *arg, json_t *result, const struct mcp_error *err)
+{
+    struct update_job *u = arg;
+    if (err != NULL) {
+        update_fail(u, err);
+        return;
+    }
+    size_t n = strlen(u->done);
+    snprintf(u->done + n, sizeof u->done - n, "%s%s", n ? ", " : "", update_step_names[u->step]);
+    u->step++;
+    update_next(u, json_incref(result));
+}
+
+/* Starts this step's backend call: 0 under way (update_cb goes on), 1 nothing to change at
+ * this step, -1 failed (err set). */
+static int update_call(struct update_job *u, struct mcp_error *err)
+{
+    struct backend *be = u->job->be;
+    const char *id = u->job->sandbox_id;
+    switch (u->step) {
+    case UPDATE_POLICY:
+        return u->policy ? be->ops->set_network_policy(be, id, u->policy, update_cb, u, err) : 1;
+    case UPDATE_EXPIRY:
+        return u->timeout_seconds > 0
+                   ? be->ops->renew(be, id, u->timeout_seconds, update_cb, u, err)
+                   : 1;
+    case UPDATE_PAUSED:
+        if (u->paused < 0)
+            return 1;
+        return u->paused ? be->ops->pause(be, id, update_cb, u, err)
+                         : be->ops->resume(be, id, update_cb, u, err);
+    case UPDATE_DONE:
+        break;
+    }
+    return 1;
+}
+
+/* last: the sandbox as the call before left it (stolen). */
+static void update_next(struct update_job *u, json_t *last)
+{
+    struct mcp_error err;
+    int rc = 1;
+    while (u->step < UPDATE_DONE && (rc = update_call(u, &err)) == 1)
+        u->step++;
+    if (rc == 1) {
+        tool_job_finish(u->job, last);
+        update_free(u);
+        return;
+    }
+    json_decref(last);
+    if (rc < 0)
+        update_fail(u, &err);
+}
+
+/* The network_policy argument, in create_sandbox's shape; NULL (err set) when unusable. */
+static struct egress_policy *update_policy_arg(json_t *j, const char *id, struct mcp_error *err)
+{
+    if (json_object_get(j, "default_action") == NULL && json_object_get(j, "egress") == NULL) {
+        /* {} would deny everything: most likely not what was meant */
+        mcp_error_set(err, MCP_ERR_INVALID, 0,
+                      "network_policy needs default_action and/or egress: e.g. {\"sandbox_id\": "
+                      "\"%s\", \"network_policy\": {\"egress\": [{\"action\": \"allow\", "
+                      "\"target\": \"pypi.org\"}]}}; to refuse everything say "
+                      "{\"default_action\": \"deny\"}",
+                      id);
+        return NULL;
+    }
+    return egress_policy_parse(j, "network_policy", err);
+}
+
+void tool_update_sandbox(struct tool_call *call, json_t *args)
 {
     struct tool_job *job = tool_job_new(call, args);
     struct mcp_error err;
@@ -220,35 +326,29 @@ void tool_set_network_policy(struct tool_call *call, json_t *args)
         tool_job_fail(job, &err);
         return;
     }
-    /* the policy's two members are the tool's own arguments (no wrapper object: tools/list is
-     * short of bytes), in the same shape as create_sandbox's network_policy */
-    static const char *const keys[] = {"default_action", "egress"};
-    if (json_object_get(args, keys[0]) == NULL && json_object_get(args, keys[1]) == NULL) {
-        /* Most likely the policy sent wrapped as in create_sandbox ({"network_policy": {...}}),
-         * which the argument check drops as unknown: an empty policy would deny everything. */
+    struct update_job *u = xcalloc(1, sizeof *u);
+    u->job = job;
+    json_t *paused = json_object_get(args, "paused");
+    u->paused = json_is_boolean(paused) ? json_is_true(paused) : -1;
+    u->timeout_seconds = tools_arg_int(args, "timeout_seconds", 0, 0, MAX_DURATION_S);
+    json_t *policy = json_object_get(args, "network_policy");
+    if (json_is_object(policy) && (u->policy = update_policy_arg(policy, id, &err)) == NULL) {
+        tool_job_fail(job, &err);
+        update_free(u);
+        return;
+    }
+    if (u->policy == NULL && u->timeout_seconds == 0 && u->paused < 0) {
         mcp_error_set(&err, MCP_ERR_INVALID, 0,
-                      "set_network_policy needs default_action and/or egress as its own "
-                      "arguments, not wrapped in network_policy: e.g. {\"sandbox_id\": \"%s\", "
-                      "\"egress\": [{\"action\": \"allow\", \"target\": \"pypi.org\"}]}; to refuse "
-                      "everything say {\"default_action\": \"deny\"}", id);
+                      "update_sandbox changes nothing without paused, timeout_seconds or "
+                      "network_policy: e.g. {\"sandbox_id\": \"%s\", \"paused\": false} resumes it",
+                      id);
         tool_job_fail(job, &err);
+        update_free(u);
         return;
     }
-    json_t *j = json_object();
-    for (size_t i = 0; i < 2; i++)
-        if (json_object_get(args, keys[i]) != NULL)
-            json_object_set(j, keys[i], json_object_get(args, keys[i]));
-    struct egress_policy *policy = egress_policy_parse(j, "network_policy", &err);
-    json_decref(j);
-    if (policy == NULL) {
-        tool_job_fail(job, &err);
-        return;
-    }
-    tool_job_set_detail(job, "rules=%zu default=%s", policy->n_rules,
-                        policy->default_allow ? "allow" : "deny");
-    if (job->be->ops->set_network_policy(job->be, id, policy, tool_job_done_cb, job, &err) < 0)
-        tool_job_fail(job, &err);
-    egress_policy_unref(policy);
+    tool_job_set_detail(job, "paused=%d timeout=%lld policy=%s", u->paused,
+                        (long long)u->timeout_seconds, u->policy ? "new" : "kept");
+    update_next(u, NULL);
 }
 
 /* ---- list: every enabled backend, merged ----------------------------------------------------- */
@@ -322,7 +422,7 @@ void tool_list_sandboxes(struct tool_call *call, json_t *args)
 
 /* ---- operations on one sandbox --------------------------------------------------------------- */
 
-enum sandbox_op { OP_GET, OP_DESTROY, OP_RENEW, OP_PAUSE, OP_RESUME };
+enum sandbox_op { OP_GET, OP_DESTROY };
 
 /* destroy_sandbox is idempotent: a second call for a sandbox this caller created or destroyed
  * (the audit log says so) succeeds. Anyone else still gets the one not-found message. */
@@ -363,13 +463,9 @@ static void sandbox_op(struct tool_call *call, json_t *args, enum sandbox_op op)
     int rc = -1;
     switch (op) {
     case OP_GET: rc = ops->get(job->be, id, tool_job_done_cb, job, &err); break;
-    case OP_DESTROY: rc = ops->destroy(job->be, id, destroy_cb, job, &err); break;
-    case OP_RENEW:
-        rc = ops->renew(job->be, id, tools_arg_int(args, "timeout_seconds", 1, 1, MAX_DURATION_S),
-                        tool_job_done_cb, job, &err);
+    case OP_DESTROY:
+        rc = ops->destroy(job->be, id, destroy_cb, job, &err);
         break;
-    case OP_PAUSE: rc = ops->pause(job->be, id, tool_job_done_cb, job, &err); break;
-    case OP_RESUME: rc = ops->resume(job->be, id, tool_job_done_cb, job, &err); break;
     }
     if (rc < 0 && (op != OP_DESTROY || !destroyed_before(job, id, &err)))
         tool_job_fail(job, &err);
@@ -383,19 +479,4 @@ void tool_get_sandbox(struct tool_call *call, json_t *args)
 void tool_destroy_sandbox(struct tool_call *call, json_t *args)
 {
     sandbox_op(call, args, OP_DESTROY);
-}
-
-void tool_renew_sandbox(struct tool_call *call, json_t *args)
-{
-    sandbox_op(call, args, OP_RENEW);
-}
-
-void tool_pause_sandbox(struct tool_call *call, json_t *args)
-{
-    sandbox_op(call, args, OP_PAUSE);
-}
-
-void tool_resume_sandbox(struct tool_call *call, json_t *args)
-{
-    sandbox_op(call, args, OP_RESUME);
 }

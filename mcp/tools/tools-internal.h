@@ -156,11 +156,11 @@ void tools_progress_heartbeat(struct tool_call *call, const char *what, uint64_t
 /* ---- handlers -------------------------------------------------------------------------------- */
 
 tool_handler_fn tool_create_sandbox, tool_list_sandboxes, tool_get_sandbox, tool_destroy_sandbox,
-    tool_renew_sandbox, tool_pause_sandbox, tool_resume_sandbox, tool_set_network_policy;
+    tool_update_sandbox;
 tool_handler_fn tool_run_command, tool_get_command, tool_kill_command;
 tool_handler_fn tool_write_file, tool_read_file, tool_list_files, tool_search_files,
     tool_replace_in_file, tool_move_path, tool_delete_path, tool_make_directory;
-tool_handler_fn tool_get_endpoint, tool_diagnose_sandbox, tool_doctor;
+tool_handler_fn tool_get_endpoint, tool_diagnose_sandbox;
 tool_handler_fn tool_snapshot_sandbox, tool_run_code;
 tool_handler_fn tool_review_changes, tool_apply_changes;
 

@@ -20,10 +20,11 @@ static void apply_done_cb(void *arg, json_t *result, const struct mcp_error *err
 {
     struct tool_job *job = arg;
     if (err == NULL && result != NULL)
-        tool_job_set_detail(job, "applied=%lld conflicts=%lld failed=%lld",
+        tool_job_set_detail(job, "applied=%lld conflicts=%lld failed=%lld refused=%lld",
                             (long long)json_integer_value(json_object_get(result, "applied")),
                             (long long)json_integer_value(json_object_get(result, "conflicts")),
-                            (long long)json_integer_value(json_object_get(result, "failed")));
+                            (long long)json_integer_value(json_object_get(result, "failed")),
+                            (long long)json_integer_value(json_object_get(result, "refused")));
     tool_job_done_cb(job, result, err);
 }
 
@@ -70,6 +71,9 @@ static void workspace_call(struct tool_call *call, json_t *args, const char *act
     } else {
         json_object_set_new(bargs, "overwrite",
                             json_boolean(tools_arg_bool(args, "overwrite", false)));
+        const char *review = tools_arg_str(args, "review", NULL);
+        if (review)
+            json_object_set_new(bargs, "review", json_string(review));
     }
     int rc = job->be->ops->workspace(job->be, job->sandbox_id, action, bargs, done, job, &err);
     json_decref(bargs);

@@ -28,6 +28,12 @@ for want in '## echo_text' '| `text` | string | yes | What to echo. (max length 
     grep -qF -- "$want" "$tmp/t.md" || fail "missing line: $want"
 done
 "$py" "$gen" --schemas "$tmp/s" --out "$tmp/t.md" --check || fail "fresh file reported stale"
+printf '# notes\n\n## echo_text\n\nLonger prose, kept out of tools/list.\n' > "$tmp/notes.md"
+"$py" "$gen" --schemas "$tmp/s" --out "$tmp/n.md" --notes "$tmp/notes.md" || fail "render notes"
+grep -qF 'Longer prose, kept out of tools/list.' "$tmp/n.md" || fail "notes not rendered"
+printf '## no_such_tool\n\nx\n' > "$tmp/bad-notes.md"
+"$py" "$gen" --schemas "$tmp/s" --out "$tmp/n.md" --notes "$tmp/bad-notes.md" 2>/dev/null &&
+    fail "notes for a tool without a schema accepted"
 
 sed -i 's/What to echo/What to repeat/' "$tmp/s/echo_text.json"
 if "$py" "$gen" --schemas "$tmp/s" --out "$tmp/t.md" --check 2>/dev/null; then

@@ -2,7 +2,7 @@
 // mcpbox binary: stdio (the example spawns mcpbox) or HTTP (we start `mcpbox serve --http
 // 127.0.0.1:0`). Checks the program's result, the sha256 read_file echoes, and that the sandbox
 // is gone afterwards. Exits 77, saying why, when this build has no create_sandbox tool or the
-// host cannot run local sandboxes (per the doctor tool).
+// host cannot run local sandboxes (per diagnose_sandbox's host checks).
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { connect, runTask, EXPECTED } from './agent.mjs';
@@ -35,7 +35,7 @@ function startHttp(bin) {
 }
 
 async function hostCannotRunSandboxes(client) {
-    const res = await client.callTool({ name: 'doctor', arguments: {} }).catch(() => null);
+    const res = await client.callTool({ name: 'diagnose_sandbox', arguments: {} }).catch(() => null);
     const doc = res?.structuredContent;
     if (!doc || doc.ok !== false) return null;
     return doc.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail ?? ''} fix: ${c.fix ?? ''}`).join('; ');

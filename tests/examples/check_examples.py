@@ -93,8 +93,9 @@ INIT = [
     {"jsonrpc": "2.0", "method": "notifications/initialized"},
     {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
     # A sandbox tool: the server starts its backends on the first request that needs them, and
-    # logs which ones it enabled (doctor only inspects this host).
-    {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "doctor", "arguments": {}}},
+    # logs which ones it enabled (diagnose_sandbox without a sandbox only inspects this host).
+    {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+     "params": {"name": "diagnose_sandbox", "arguments": {}}},
 ]
 
 

@@ -116,15 +116,15 @@ await test('create_sandbox on the opensandbox backend', async () => {
   sid = s.sandbox_id;
 });
 
-await test('get, list, renew, pause, resume', async () => {
+await test('get, list, update: renew, pause, resume', async () => {
   check((await ok(conn, 'get_sandbox', { sandbox_id: sid })).state === 'running', 'get');
   const l = await ok(conn, 'list_sandboxes', {});
   check(l.sandboxes.some((s) => s.sandbox_id === sid), 'listed');
-  const r = await ok(conn, 'renew_sandbox', { sandbox_id: sid, timeout_seconds: 3600 });
+  const r = await ok(conn, 'update_sandbox', { sandbox_id: sid, timeout_seconds: 3600 });
   check(Date.parse(r.expires_at) > Date.now() + 3500e3, `expires_at ${r.expires_at}`);
-  check((await ok(conn, 'pause_sandbox', { sandbox_id: sid })).state === 'paused', 'paused');
+  check((await ok(conn, 'update_sandbox', { sandbox_id: sid, paused: true })).state === 'paused', 'paused');
   await fails(conn, 'run_command', { sandbox_id: sid, command: 'true' }, /paused|resume/i);
-  check((await ok(conn, 'resume_sandbox', { sandbox_id: sid })).state === 'running', 'resumed');
+  check((await ok(conn, 'update_sandbox', { sandbox_id: sid, paused: false })).state === 'running', 'resumed');
 });
 
 // Issue 14: network_policy through MCP to networkPolicy and the egress sidecar's /policy: the
@@ -135,7 +135,7 @@ async function sidecarPolicy(rid) {
     { headers: { 'OPEN-SANDBOX-API-KEY': KEY } })).json();
   return (await (await fetch(`http://${ep.endpoint}/policy`, { headers: ep.headers })).json()).policy;
 }
-await test('network_policy: create, get, set_network_policy, refusals', async () => {
+await test('network_policy: create, get, update_sandbox, refusals', async () => {
   const s = await ok(conn, 'create_sandbox', { backend: 'opensandbox', image: IMAGE,
     network_policy: { egress: [{ action: 'allow', target: 'PyPI.org' }] } });
   check(s.network === true && s.network_policy.default_action === 'deny' &&
@@ -143,8 +143,8 @@ await test('network_policy: create, get, set_network_policy, refusals', async ()
   const policy = () => sidecarPolicy(s.sandbox_id.slice(4));
   check(JSON.stringify(await policy()) === '{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"}]}',
     `sidecar at create: ${JSON.stringify(await policy())}`);
-  const n = await ok(conn, 'set_network_policy', { sandbox_id: s.sandbox_id,
-    egress: [{ action: 'allow', target: '*.pythonhosted.org' }, { action: 'allow', target: 'pypi.org' }] });
+  const n = await ok(conn, 'update_sandbox', { sandbox_id: s.sandbox_id, network_policy: {
+    egress: [{ action: 'allow', target: '*.pythonhosted.org' }, { action: 'allow', target: 'pypi.org' }] } });
   check(n.network_policy.egress.length === 2, JSON.stringify(n));
   check(JSON.stringify((await policy()).egress.map((r) => r.target)) === '["*.pythonhosted.org","pypi.org"]',
     `sidecar after set: ${JSON.stringify(await policy())}`);
@@ -153,11 +153,11 @@ await test('network_policy: create, get, set_network_policy, refusals', async ()
       command: 'getent hosts files.pythonhosted.org >/dev/null && echo allowed; getent hosts github.com >/dev/null || echo refused' });
     check(dns.stdout === 'allowed\nrefused\n', `lookups inside: ${JSON.stringify(dns)}`);
   }
-  await fails(conn, 'set_network_policy', { sandbox_id: s.sandbox_id, default_action: 'allow' },
+  await fails(conn, 'update_sandbox', { sandbox_id: s.sandbox_id, network_policy: { default_action: 'allow' } },
     /cannot change default_action/);
   await fails(conn, 'create_sandbox', { backend: 'opensandbox', image: IMAGE,
     network_policy: { egress: [{ action: 'allow', target: 'a.org', ports: [443] }] } }, /limits ports/);
-  await fails(conn, 'set_network_policy', { sandbox_id: sid, egress: [] }, /created without network_policy/);
+  await fails(conn, 'update_sandbox', { sandbox_id: sid, network_policy: { egress: [] } }, /created without network_policy/);
   await ok(conn, 'destroy_sandbox', { sandbox_id: s.sandbox_id });
 });
 
@@ -208,9 +208,9 @@ await test('get_endpoint and diagnose_sandbox', async () => {
 
 if (real) await test('snapshot_sandbox: a server without snapshots says so', async () => {
   await fails(conn, 'snapshot_sandbox', { action: 'create', sandbox_id: sid }, /API_NOT_SUPPORTED.*snapshots/);
-  await ok(conn, 'pause_sandbox', { sandbox_id: sid });
-  await fails(conn, 'snapshot_sandbox', { action: 'create', sandbox_id: sid }, /paused.*resume_sandbox/);
-  await ok(conn, 'resume_sandbox', { sandbox_id: sid });
+  await ok(conn, 'update_sandbox', { sandbox_id: sid, paused: true });
+  await fails(conn, 'snapshot_sandbox', { action: 'create', sandbox_id: sid }, /paused.*update_sandbox with paused: false/);
+  await ok(conn, 'update_sandbox', { sandbox_id: sid, paused: false });
 });
 
 if (!real) await test('snapshot_sandbox: create, list, restore with create_sandbox, delete', async () => {
@@ -232,9 +232,9 @@ if (!real) await test('snapshot_sandbox: create, list, restore with create_sandb
 });
 
 await fakeOnly('snapshot_sandbox errors: paused source, a runtime without snapshots', async () => {
-  await ok(conn, 'pause_sandbox', { sandbox_id: sid });
-  await fails(conn, 'snapshot_sandbox', { action: 'create', sandbox_id: sid }, /paused.*resume_sandbox/);
-  await ok(conn, 'resume_sandbox', { sandbox_id: sid });
+  await ok(conn, 'update_sandbox', { sandbox_id: sid, paused: true });
+  await fails(conn, 'snapshot_sandbox', { action: 'create', sandbox_id: sid }, /paused.*update_sandbox with paused: false/);
+  await ok(conn, 'update_sandbox', { sandbox_id: sid, paused: false });
   await control(fake.port, '/_config', { snapshots: 'unsupported' });
   await fails(conn, 'snapshot_sandbox', { action: 'create', sandbox_id: sid }, /cannot snapshot.*read_file/, 5000);
   await control(fake.port, '/_reset', {});

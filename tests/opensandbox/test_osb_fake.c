@@ -240,7 +240,7 @@ TEST(renew_pause_resume_endpoint_diagnose)
     ASSERT_EQ(be->ops->pause(be, sid, osb_wait_cb, &w, &e), 0);
     WAIT(&w, 3000);
     EXPECT_ERR(&w, MCP_ERR_CONFLICT);
-    ASSERT_CONTAINS(w.err.msg, "resume_sandbox");
+    ASSERT_CONTAINS(w.err.msg, "update_sandbox with paused: false");
     osb_wait_reset(&w);
     ASSERT_EQ(be->ops->resume(be, sid, osb_wait_cb, &w, &e), 0);
     WAIT(&w, 6000);
@@ -1036,7 +1036,7 @@ TEST(snapshot_errors)
     WAIT(&w, 3000);
     snap_call(OWNER, "create", json_pack("{s:s}", "sandbox_id", sid));
     EXPECT_ERR(&w, MCP_ERR_CONFLICT);
-    ASSERT_CONTAINS(w.err.msg, "resume_sandbox");
+    ASSERT_CONTAINS(w.err.msg, "update_sandbox with paused: false");
     osb_wait_reset(&w);
     ASSERT_EQ(be->ops->resume(be, sid, osb_wait_cb, &w, &e), 0);
     WAIT(&w, 5000);

@@ -206,7 +206,7 @@ TEST(error_mapping)
     ASSERT_EQ(e.code, MCP_ERR_LIMIT);
     map(409, "{\"code\":\"DOCKER::SANDBOX_NOT_RUNNING\",\"message\":\"no\"}", false, &e);
     ASSERT_EQ(e.code, MCP_ERR_CONFLICT);
-    ASSERT_CONTAINS(e.msg, "resume_sandbox");
+    ASSERT_CONTAINS(e.msg, "update_sandbox with paused: false");
     map(500, "Internal Server Error", false, &e);
     ASSERT_EQ(e.code, MCP_ERR_BACKEND);
     ASSERT_CONTAINS(e.msg, "Internal Server Error");
@@ -228,7 +228,7 @@ TEST(snapshot_error_mapping)
     ASSERT_CONTAINS(e.msg, "read_file");
     map(409, "{\"code\":\"SNAPSHOT::INVALID_SOURCE_STATE\",\"message\":\"paused\"}", false, &e);
     ASSERT_EQ(e.code, MCP_ERR_CONFLICT);
-    ASSERT_CONTAINS(e.msg, "resume_sandbox");
+    ASSERT_CONTAINS(e.msg, "update_sandbox with paused: false");
     map(409, "{\"code\":\"SNAPSHOT::INVALID_STATE\",\"message\":\"creating\"}", false, &e);
     ASSERT_EQ(e.code, MCP_ERR_CONFLICT);
     ASSERT_CONTAINS(e.msg, "still being created");

@@ -292,8 +292,9 @@ static void check_kill_freeze(struct doctor_report *r, const struct cg_layout *l
             doctor_pass(c, "destroy kills each sandbox's init (its pid namespace ends with it) "
                            "and its v1 pids cgroup; pause uses the delegated v1 freezer %s", dir);
         else
-            doctor_fail(c, setup_fix(fix, sizeof fix), "no v1 freezer delegated to uid %u: "
-                        "pause_sandbox is unavailable (destroy kills the sandbox's init)",
+            doctor_fail(c, setup_fix(fix, sizeof fix),
+                        "no v1 freezer delegated to uid %u: "
+                        "pausing a sandbox is unavailable (destroy kills the sandbox's init)",
                         (unsigned)geteuid());
         return;
     }

@@ -41,6 +41,12 @@ int image_service_resolve(struct image_service *s, const char *reference, bool f
                           image_progress_fn *progress, image_done_fn *done, void *arg,
                           struct mcp_error *err);
 
+/* The same without force, with the registry's credentials given ("user:password", copied;
+ * NULL: the credential files): a create's image.auth. A stored image is used as it is. */
+int image_service_resolve_auth(struct image_service *s, const char *reference, const char *creds,
+                               image_progress_fn *progress, image_done_fn *done, void *arg,
+                               struct mcp_error *err);
+
 /* The store's images ([{reference, digest, size, layers, pulled_at_ms}]) and usage. */
 json_t *image_service_list(struct image_service *s);
 /* Forgets a reference; its layers go with the next prune or eviction. */

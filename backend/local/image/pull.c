@@ -70,6 +70,7 @@ struct pull {
     image_done_fn *done;
     void *arg;
     struct registry_client *client;
+    char *creds; /* given with the request ("user:password"), or NULL: the files */
     char digest[IMAGE_DIGEST_LEN + 1];          /* of what the reference names */
     char manifest_digest[IMAGE_DIGEST_LEN + 1]; /* of the platform's image manifest */
     struct oci_manifest manifest;
@@ -195,6 +196,9 @@ static void pull_free(struct pull *p)
             break;
         }
     registry_client_free(p->client);
+    if (p->creds)
+        explicit_bzero(p->creds, strlen(p->creds));
+    free(p->creds);
     oci_manifest_free(&p->manifest);
     image_config_free(&p->config);
     json_decref(p->cached);
@@ -826,6 +830,8 @@ static int start_pull(struct pull *p, struct mcp_error *err)
     if (oci_archive_load(err) < 0 || registry_check_reference(&p->ref, err) < 0)
         return -1;
     p->client = registry_client_new(s->loop, s->http, &p->ref);
+    if (p->creds)
+        registry_client_set_credentials(p->client, p->creds);
     char path[IMAGE_REF_TAG_MAX + IMAGE_DIGEST_LEN + 16];
     snprintf(path, sizeof path, "manifests/%s", image_ref_manifest_ref(&p->ref));
     if (p->progress)
@@ -834,9 +840,9 @@ static int start_pull(struct pull *p, struct mcp_error *err)
     return 0;
 }
 
-int image_service_resolve(struct image_service *s, const char *reference, bool force,
-                          image_progress_fn *progress, image_done_fn *done, void *arg,
-                          struct mcp_error *err)
+static int resolve(struct image_service *s, const char *reference, bool force, const char *creds,
+                   image_progress_fn *progress, image_done_fn *done, void *arg,
+                   struct mcp_error *err)
 {
     struct pull *p = xcalloc(1, sizeof *p);
     if (image_ref_parse(reference, &p->ref, err) < 0) {
@@ -844,6 +850,7 @@ int image_service_resolve(struct image_service *s, const char *reference, bool f
         return -1;
     }
     p->svc = s, p->force = force, p->progress = progress, p->done = done, p->arg = arg;
+    p->creds = creds ? xstrdup(creds) : NULL;
     image_ref_format(&p->ref, p->ref_text, sizeof p->ref_text);
     uv_timer_init(s->loop, &p->timer);
     p->timer.data = p;
@@ -861,6 +868,20 @@ int image_service_resolve(struct image_service *s, const char *reference, bool f
         return -1;
     }
     return 0;
+}
+
+int image_service_resolve(struct image_service *s, const char *reference, bool force,
+                          image_progress_fn *progress, image_done_fn *done, void *arg,
+                          struct mcp_error *err)
+{
+    return resolve(s, reference, force, NULL, progress, done, arg, err);
+}
+
+int image_service_resolve_auth(struct image_service *s, const char *reference, const char *creds,
+                               image_progress_fn *progress, image_done_fn *done, void *arg,
+                               struct mcp_error *err)
+{
+    return resolve(s, reference, false, creds, progress, done, arg, err);
 }
 
 struct layer_store *image_service_store(struct image_service *s)

@@ -31,6 +31,7 @@ struct registry_client {
     bool peer_refused;              /* the last connection was refused for its address */
     char *creds;                    /* "user:password" or NULL */
     bool creds_looked;              /* looked up at the first challenge (credentials.h) */
+    bool creds_given;               /* by the caller (registry_client_set_credentials) */
     struct cred_helper_run *helper; /* a credential helper asked, not yet answered */
     char challenge[OSB_HDR_VALUE_MAX]; /* the WWW-Authenticate being answered */
     char auth[REGISTRY_AUTH_MAX];   /* "Authorization: ..." once known, else "" */
@@ -131,8 +132,18 @@ void registry_client_free(struct registry_client *c)
 {
     if (c == NULL)
         return;
+    if (c->creds)
+        explicit_bzero(c->creds, strlen(c->creds));
     free(c->creds);
     free(c);
+}
+
+void registry_client_set_credentials(struct registry_client *c, const char *creds)
+{
+    free(c->creds);
+    c->creds = xstrdup(creds);
+    c->creds_looked = true; /* the files are not read */
+    c->creds_given = true;
 }
 
 void registry_cancel(struct registry_client *c)
@@ -243,7 +254,13 @@ static void status_error(const struct registry_client *c, const struct osb_respo
     registry_words(resp, words, sizeof words);
     image_ref_format(&c->ref, ref, sizeof ref);
     bool manifest = strncmp(c->path, "manifests/", 10) == 0;
-    if (resp->status == 401 || resp->status == 403)
+    if ((resp->status == 401 || resp->status == 403) && c->creds_given)
+        mcp_error_set(err, MCP_ERR_DENIED, 0,
+                      "registry %s refused access to %s%s: the image may not exist, or the "
+                      "credentials given with the request (image.auth) were refused; check the "
+                      "username, the password or token, and the image's name",
+                      c->ref.registry, c->ref.repository, words);
+    else if (resp->status == 401 || resp->status == 403)
         mcp_error_set(err, MCP_ERR_DENIED, 0,
                       "registry %s refused access to %s%s: the image may not exist, or it needs "
                       "a login. %s: log in with `docker login %s` or `podman login %s` (mcpbox "

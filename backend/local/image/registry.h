@@ -36,6 +36,9 @@ int registry_check_reference(const struct image_ref *ref, struct mcp_error *err)
 struct registry_client *registry_client_new(uv_loop_t *loop, struct osb_http *http,
                                             const struct image_ref *ref);
 void registry_client_free(struct registry_client *c);
+/* Credentials given by the caller ("user:password", copied): sent at the first challenge
+ * instead of any the files have. */
+void registry_client_set_credentials(struct registry_client *c, const char *creds);
 
 /* GET /v2/<repository>/<path> ("manifests/<tag>", "blobs/<digest>"). With a sink, 2xx bodies
  * go to it and are not buffered. done is called once, never from inside this call; a non-2xx

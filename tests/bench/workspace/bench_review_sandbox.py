@@ -5,8 +5,9 @@
 
 Builds the tree in a temporary directory, creates a sandbox with it mounted copy-on-write
 (`mcpbox sandbox create --mount`), changes K files inside (one line each, through `sandbox exec`),
-then times `review_changes` over one `mcpbox serve` on stdio (R calls after a first one that
-opens the store) and `mcpbox sandbox diff ID --stat` as a whole process (R runs). Prints the
+then times `mcpbox sandbox diff ID --stat` as a whole process (R runs) and `review_changes` over
+one `mcpbox serve` on stdio (R calls after a first one that opens the store), then one
+`apply_changes` with the last review's token, and the server's peak memory (VmHWM). Prints the
 medians; removes the sandbox and the tree. Figures: docs/benchmarks.md.
 """
 import argparse
@@ -31,16 +32,42 @@ def make_tree(root, files):
             f.write("".join(f"line {n} of file {i}\n" for n in range(20)))
 
 
+def vm_kib(pid, field):
+    """VmRSS or VmHWM (peak) of a process, in KiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
 def time_mcp(mcpbox, state, sid, runs, changed):
+    """review_changes timed runs+1 times (the first opens the store), then one apply_changes
+    with the last review's token; the server's peak memory (VmHWM) after each part."""
     server = StdioServer([mcpbox, "serve", "--state-dir", state], client="bench-review")
     times = []
-    for _ in range(runs + 1):
+    hwm_start = 0
+    for i in range(runs + 1):
         seconds, result = server.tool("review_changes", {"sandbox_id": sid})
+        if i == 0:
+            hwm_start = vm_kib(server.proc.pid, "VmHWM")
         times.append(seconds * 1000)
         n = len(result.get("structuredContent", {}).get("changes", []))
         if n != changed:
             raise SystemExit(f"FAIL: review_changes listed {n} changes, {changed} were made")
+    hwm_review = vm_kib(server.proc.pid, "VmHWM")
+    token = result["structuredContent"]["review"]
+    seconds, result = server.tool("apply_changes", {"sandbox_id": sid, "review": token})
+    applied = result["structuredContent"]["applied"]
+    if applied != changed:
+        raise SystemExit(f"FAIL: apply_changes applied {applied} of {changed}: {result}")
+    hwm_apply = vm_kib(server.proc.pid, "VmHWM")
     server.close()
+    print(f"server peak memory (VmHWM): {hwm_start / 1024:.1f} MiB after the first review, "
+          f"{hwm_review / 1024:.1f} MiB after {runs} more, {hwm_apply / 1024:.1f} MiB after "
+          f"the apply")
+    print(f"apply_changes through MCP (stdio, with the review token): {seconds * 1000:.2f} ms "
+          f"for {applied} files")
     return times[1:]
 
 
@@ -49,7 +76,7 @@ def time_cli(mcpbox, state, sid, runs):
     for _ in range(runs):
         t0 = time.perf_counter()
         subprocess.run([mcpbox, "sandbox", "--state-dir", state, "diff", sid, "--stat"],
-                       stdout=subprocess.DEVNULL, check=True)
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
         times.append((time.perf_counter() - t0) * 1000)
     return times
 
@@ -81,9 +108,10 @@ def main():
                   "sed -i '11s/$/ (changed)/' $f; done" % (a.changed - 1, step))
         subprocess.run(cli + ["exec", sid, script], check=True)
         print(f"tree: {a.files} files, {a.changed} changed in sandbox {sid}")
+        # the CLI first: the MCP part ends with the apply
+        report("mcpbox sandbox diff --stat (whole process)", time_cli(a.mcpbox, state, sid, a.runs))
         report("review_changes through MCP (stdio)", time_mcp(a.mcpbox, state, sid, a.runs,
                                                               a.changed))
-        report("mcpbox sandbox diff --stat (whole process)", time_cli(a.mcpbox, state, sid, a.runs))
     finally:
         subprocess.run(cli + ["rm", sid], stdout=subprocess.DEVNULL)
         shutil.rmtree(base, ignore_errors=True)

@@ -26,7 +26,7 @@ failed=$(sb logs "$id" -o json | python3 -c 'import json,sys; print([c["command_
 sb pause "$id" >/dev/null || fail "pause"
 err=$(sb exec "$id" true 2>&1) && fail "exec in a paused sandbox succeeded"
 echo "$err" | grep -q "mcpbox sandbox resume $id" || fail "the paused error does not say what to run: $err"
-echo "$err" | grep -q "resume_sandbox" && fail "the error names a tool: $err"
+echo "$err" | grep -q "update_sandbox" && fail "the error names a tool: $err"
 sb resume "$id" >/dev/null || fail "resume"
 err=$(sb get sbx-00000000deadbeef 2>&1)
 echo "$err" | grep -q "mcpbox sandbox ls" || fail "the missing-sandbox error: $err"

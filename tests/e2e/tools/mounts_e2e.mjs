@@ -80,6 +80,7 @@ await ok('destroy_sandbox', { sandbox_id: probe.structuredContent.sandbox_id });
 
 const sh = (id, command) => ok('run_command', { sandbox_id: id, command });
 let id;
+let reviewToken;
 
 const cases = [
     ['create_sandbox mounts the project copy-on-write by default (relative source, no option)', async () => {
@@ -103,6 +104,7 @@ const cases = [
     }],
     ['review_changes shows exactly the fix', async () => {
         const rv = await ok('review_changes', { sandbox_id: id });
+        reviewToken = rv.review; // what apply_changes names: it writes only what this showed
         check(rv.changes.length === 1, `one change: ${JSON.stringify(rv.changes)}`);
         check(rv.changes[0].path === '/workspace/calc/add.sh' && rv.changes[0].change === 'modified',
               `the change: ${JSON.stringify(rv.changes[0])}`);
@@ -110,7 +112,7 @@ const cases = [
               `the diff: ${rv.diff}`);
     }],
     ['apply_changes writes it; git status shows only that change, owned by the person', async () => {
-        const ap = await ok('apply_changes', { sandbox_id: id });
+        const ap = await ok('apply_changes', { sandbox_id: id, review: reviewToken });
         check(ap.applied === 1 && ap.conflicts === 0, `apply: ${JSON.stringify(ap)}`);
         check(git('status', '--porcelain') === ' M add.sh\n', `git status: ${git('status', '--porcelain')}`);
         check(git('diff').includes('+echo $(($1 + $2))'), 'git diff shows the fix');

@@ -52,7 +52,7 @@ if (first.isError) {
     // fail, or the backend is not built in); a failure on a capable host is a bug.
     const msg = text(first);
     console.log(`# create_sandbox failed: ${msg}`);
-    const doc = /not enabled/.test(msg) ? null : await call(A, 'doctor', {});
+    const doc = /not enabled/.test(msg) ? null : await call(A, 'diagnose_sandbox', {});
     if (doc === null || doc.isError || doc.structuredContent.ok === false) {
         for (const c of doc?.structuredContent?.checks ?? [])
             if (!c.ok) console.log(`# doctor: ${c.name}: ${c.detail}`);
@@ -69,14 +69,14 @@ console.log(`# sandbox ${id} (${kind})`);
 const sameButId = (m, ident) => m.replaceAll(ident, '<id>');
 
 const cases = [
-    ['tools/list has the 22 tools of a local-only server, with output schemas', async () => {
+    ['tools/list has the 18 tools of a local-only server, with output schemas', async () => {
         // snapshot_sandbox and run_code need the OpenSandbox backend: not listed without it
         check(!A.tools.has('snapshot_sandbox') && !A.tools.has('run_code'), 'OpenSandbox-only tools unlisted');
         for (const n of ['create_sandbox', 'list_sandboxes', 'get_sandbox', 'destroy_sandbox',
-            'renew_sandbox', 'pause_sandbox', 'resume_sandbox', 'run_command', 'get_command',
+            'update_sandbox', 'run_command', 'get_command',
             'kill_command', 'write_file', 'read_file', 'list_files', 'search_files',
             'replace_in_file', 'move_path', 'delete_path', 'make_directory', 'get_endpoint',
-            'diagnose_sandbox', 'doctor', 'set_network_policy']) {
+            'diagnose_sandbox']) {
             check(A.tools.has(n), `tool ${n} listed`);
             check(A.tools.get(n).outputSchema, `${n} has an outputSchema`);
         }
@@ -105,8 +105,10 @@ const cases = [
             /network_policy\.egress\[0\]\.target "1\.2\.3\.4" is an IP address/);
         await fails(A, 'create_sandbox', { network: false, network_policy: { default_action: 'allow' } },
             /network: false turns egress off entirely/);
-        await fails(A, 'set_network_policy', { sandbox_id: id, egress: [{ action: 'allow', target: 'pypi.org' }] },
+        await fails(A, 'update_sandbox', { sandbox_id: id, network_policy: { egress: [{ action: 'allow', target: 'pypi.org' }] } },
             /created with network: false and no network_policy/);
+        await fails(A, 'update_sandbox', { sandbox_id: id, network_policy: {} }, /needs default_action and\/or egress/);
+        await fails(A, 'update_sandbox', { sandbox_id: id }, /changes nothing without paused, timeout_seconds or network_policy/);
     }],
     ['run_command happy path: exit code, stdout, stderr, cwd, env, stdin', async () => {
         const r = await ok(A, 'run_command', {
@@ -279,8 +281,8 @@ const cases = [
         check(m.memory_total_bytes === null || m.memory_total_bytes >= m.memory_used_bytes, JSON.stringify(m));
         check(m.cpu_used_pct === null || (m.cpu_used_pct > 0 && m.cpu_used_pct <= 110), `busy cpu ${JSON.stringify(m)}`);
         await ok(A, 'kill_command', { sandbox_id: id, command_id: busy.command_id });
-        const d = await ok(A, 'doctor', {});
-        check(d.ok === true && d.checks.length > 0, 'this host passed create, so doctor agrees');
+        const d = await ok(A, 'diagnose_sandbox', {}); // no sandbox: the host's checks
+        check(d.ok === true && d.checks.length > 0, 'this host passed create, so its checks agree');
     }],
     ['local backend: snapshots and code contexts answer with what to use instead', async () => {
         await fails(A, 'snapshot_sandbox', { action: 'create', sandbox_id: id },
@@ -344,7 +346,7 @@ const cases = [
         const missing = sameButId(await fails(B, 'get_sandbox', { sandbox_id: MISSING }), MISSING);
         for (const [tool, a] of [['get_sandbox', {}], ['run_command', { command: 'id' }],
             ['read_file', { path: 'notes/a.txt' }], ['write_file', { path: 'p', content: 'x' }],
-            ['destroy_sandbox', {}], ['diagnose_sandbox', {}], ['pause_sandbox', {}]]) {
+            ['destroy_sandbox', {}], ['diagnose_sandbox', {}], ['update_sandbox', { paused: true }]]) {
             const msg = await fails(B, tool, { sandbox_id: id, ...a });
             check(sameButId(msg, id) === missing, `${tool}: "${msg}" vs "${missing}"`);
         }
@@ -370,16 +372,20 @@ const cases = [
                                              argument: { name: 'sandbox_id', value: 'sbx-' } });
         check(!cb.completion.values.includes(id), 'completions only offer your own sandboxes');
     }],
-    ['pause refuses work until resume; renew extends expiry', async () => {
-        const p = await ok(A, 'pause_sandbox', { sandbox_id: id });
+    ['update_sandbox: paused refuses work until resumed; timeout_seconds extends expiry', async () => {
+        const p = await ok(A, 'update_sandbox', { sandbox_id: id, paused: true });
         check(p.state === 'paused', JSON.stringify(p));
-        await fails(A, 'run_command', { sandbox_id: id, command: 'true' }, /paused; call resume_sandbox/);
+        await fails(A, 'run_command', { sandbox_id: id, command: 'true' }, /paused; call update_sandbox with paused: false/);
         await fails(A, 'read_file', { sandbox_id: id, path: 'notes/a.txt' }, /paused/);
-        const r = await ok(A, 'resume_sandbox', { sandbox_id: id });
+        const r = await ok(A, 'update_sandbox', { sandbox_id: id, paused: false });
         check(r.state === 'running', JSON.stringify(r));
         await ok(A, 'run_command', { sandbox_id: id, command: 'true' });
-        const n = await ok(A, 'renew_sandbox', { sandbox_id: id, timeout_seconds: 7200 });
+        const n = await ok(A, 'update_sandbox', { sandbox_id: id, timeout_seconds: 7200 });
         check(n.expires_at && Date.parse(n.expires_at) > Date.now() + 7000 * 1000, JSON.stringify(n));
+        // both at once: the expiry first, then the pause; the answer is the sandbox after both
+        const b = await ok(A, 'update_sandbox', { sandbox_id: id, timeout_seconds: 9000, paused: true });
+        check(b.state === 'paused' && Date.parse(b.expires_at) > Date.now() + 8900 * 1000, JSON.stringify(b));
+        check((await ok(A, 'update_sandbox', { sandbox_id: id, paused: false })).state === 'running', 'resumed');
     }],
     ['destroy; a destroyed sandbox is an actionable error', async () => {
         const d = await ok(A, 'destroy_sandbox', { sandbox_id: id });

@@ -5,7 +5,7 @@
 // binary file, a deletion, a mode change, a symlink planted to point out of the tree (applied as
 // a symlink, never followed), a fifo (not created), a file the person changed on the host
 // meanwhile (a conflict until overwrite), a second review that is empty but for the fifo, and a
-// second apply sent while one runs (refused).
+// second apply sent while one runs (refused). Each apply names the review it applies.
 // Runs as root (the repository belongs to another user, whose files the applied ones must be)
 // and as an ordinary user (tests/local/rootless).
 //
@@ -72,6 +72,11 @@ async function ok(tool, a) {
     return r.structuredContent;
 }
 const run = (id, command) => ok('run_command', { sandbox_id: id, command });
+// apply_changes names the review it applies: the arguments, with the token of a review of them.
+async function reviewed(a) {
+    const r = await ok('review_changes', { sandbox_id: a.sandbox_id, ...(a.paths ? { paths: a.paths } : {}) });
+    return { ...a, review: r.review };
+}
 const changesOf = (r) => r.changes.map((c) => `${c.path.replace('/workspace/proj/', '')} ${c.change}` +
                                            `${c.binary ? ' binary' : ''}${c.conflict ? ' conflict' : ''}` +
                                            `${c.applicable === false ? ' not-applicable' : ''}`).join('\n');
@@ -111,10 +116,11 @@ const cases = [
         check(r.changes[0].host_path === path.join(repo, 'sum.sh'), r.changes[0].host_path);
         // the CLI shows the same
         check(cli('diff', id) === want, 'mcpbox sandbox diff');
-        check(cli('diff', id, '--stat') === 'M /workspace/proj/sum.sh\n', 'mcpbox sandbox diff --stat');
+        const stat = cli('diff', id, '--stat');
+        check(/^M \/workspace\/proj\/sum\.sh \(\d+ -> \d+ bytes\)\n$/.test(stat), `mcpbox sandbox diff --stat: ${stat}`);
     }],
     ['apply_changes writes it; git status shows only that change, owned by the person', async () => {
-        const r = await ok('apply_changes', { sandbox_id: id });
+        const r = await ok('apply_changes', await reviewed({ sandbox_id: id }));
         check(statusOf(r) === 'sum.sh applied' && r.applied === 1 && r.conflicts === 0, statusOf(r));
         check(git('status', '--porcelain') === ' M sum.sh\n', git('status', '--porcelain'));
         check(owner(path.join(repo, 'sum.sh')) === `${person.uid}:${person.gid}`, owner(path.join(repo, 'sum.sh')));
@@ -140,7 +146,7 @@ const cases = [
         check(r.diff.includes('deleted file mode 100644\n--- a/workspace/proj/old.txt\n'), 'deletion');
     }],
     ['apply refuses the conflict, writes the rest exactly, follows no symlink, makes no fifo', async () => {
-        const r = await ok('apply_changes', { sandbox_id: id });
+        const r = await ok('apply_changes', await reviewed({ sandbox_id: id }));
         check(statusOf(r) === ['data.bin applied', 'escape applied', 'notes.txt conflict', 'old.txt applied',
                                'pipe skipped', 'run.sh applied'].join('\n'), statusOf(r));
         check(r.results.find((x) => x.status === 'conflict').reason.includes('overwrite'), 'conflict says what to do');
@@ -160,11 +166,11 @@ const cases = [
     ['overwrite applies the conflict; the next review is empty but for the fifo', async () => {
         // the CLI refuses it too (exit 1), naming what to do
         let refused = null;
-        try { cli('apply', id, '/workspace/proj/notes.txt'); } catch (e) { refused = e; }
+        try { cli('apply', id, '/workspace/proj/notes.txt', '--yes'); } catch (e) { refused = e; }
         check(refused && refused.status === 1 && /conflict +\/workspace\/proj\/notes.txt: .*overwrite/.test(refused.stdout),
               `mcpbox sandbox apply: ${refused && refused.stdout}`);
         // a relative path is relative to /workspace, as in the file tools
-        const r = await ok('apply_changes', { sandbox_id: id, paths: ['proj/notes.txt'], overwrite: true });
+        const r = await ok('apply_changes', await reviewed({ sandbox_id: id, paths: ['proj/notes.txt'], overwrite: true }));
         check(statusOf(r) === 'notes.txt applied', statusOf(r));
         check(fs.readFileSync(path.join(repo, 'notes.txt'), 'utf8') === 'sandbox notes\n', 'overwritten');
         const again = await ok('review_changes', { sandbox_id: id });
@@ -182,7 +188,7 @@ const cases = [
         check(changesOf(r) === ['locked added', 'locked/key added', 'pipe added not-applicable',
                                 'wonly added'].join('\n'), changesOf(r));
         check(r.diff.includes('+++ b/workspace/proj/locked/key\n@@ -0,0 +1 @@\n+secret\n'), r.diff);
-        const a = await ok('apply_changes', { sandbox_id: id, paths: ['/workspace/proj/locked', '/workspace/proj/wonly'] });
+        const a = await ok('apply_changes', await reviewed({ sandbox_id: id, paths: ['/workspace/proj/locked', '/workspace/proj/wonly'] }));
         check(a.applied === 3 && a.failed === 0, statusOf(a));
         check((fs.statSync(path.join(repo, 'locked')).mode & 0o777) === 0o300, 'dir mode');
         check((fs.statSync(path.join(repo, 'wonly')).mode & 0o777) === 0o200, 'file mode');
@@ -197,8 +203,8 @@ const cases = [
     ['a second apply while one runs is refused, not run over the same files', async () => {
         await run(id, 'cd /workspace/proj && mkdir many && cd many && i=0; ' +
                       'while [ $i -lt 3000 ]; do echo $i > f$i; i=$((i+1)); done');
-        const [a, b] = await Promise.all([call('apply_changes', { sandbox_id: id }),
-                                          call('apply_changes', { sandbox_id: id })]);
+        const both = await reviewed({ sandbox_id: id });
+        const [a, b] = await Promise.all([call('apply_changes', both), call('apply_changes', both)]);
         const refused = [a, b].filter((r) => r.isError);
         const done = [a, b].filter((r) => !r.isError);
         check(refused.length === 1 && /already running/.test(text(refused[0])),

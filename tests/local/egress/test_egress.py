@@ -155,7 +155,7 @@ def run_checks(w):
               "no test host saw %r" % bad, hits)
 
     new = {"egress": [{"action": "allow", "target": "other.test"}]}
-    w.tool("set_network_policy", sandbox_id=sid, **new)
+    w.tool("update_sandbox", sandbox_id=sid, network_policy=new)
     r = w.run(sid, CURL + "http://other.test/")
     check(r["exit_code"] == 0 and "host=other.test" in r["stdout"],
           "a policy changed on the live sandbox applies at once (now allowed)", json.dumps(r))
@@ -174,13 +174,13 @@ def run_checks(w):
     check("host=other.test" in r["stdout"] and r["exit_code"] != 0,
           "after a restart the new server enforces the stored policy", json.dumps(r))
 
-    paused = w.tool("pause_sandbox", ok=False, sandbox_id=sid)
+    paused = w.tool("update_sandbox", ok=False, sandbox_id=sid, paused=True)
     if paused.get("isError") and w.user and "freezer" in json.dumps(paused):
         print("# no pause for this user (no cgroup freezer): the paused case is root's")
     else:
         assert not paused.get("isError"), paused
         w.restart()
-        w.tool("resume_sandbox", sandbox_id=sid)
+        w.tool("update_sandbox", sandbox_id=sid, paused=False)
         r = w.run(sid, CURL + "http://other.test/")
         check(r["exit_code"] == 0 and "host=other.test" in r["stdout"],
               "a sandbox paused across a restart gets its egress back when resumed", json.dumps(r))

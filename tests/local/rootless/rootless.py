@@ -2,7 +2,7 @@
 """Runs local-backend tests as an ordinary user (issue #11), for ctest (tests/local/rootless).
 
   rootless.py setup   --user NAME --mcpbox BIN --src DIR --build DIR [--bare]
-  rootless.py run     --user NAME -- COMMAND ARGS...
+  rootless.py run     --user NAME [--delegate-cgroups] -- COMMAND ARGS...
   rootless.py cleanup --user NAME --mcpbox BIN
 
 setup (as root) creates NAME with useradd and no subordinate ids, then, unless --bare, prepares
@@ -13,6 +13,12 @@ paths in COMMAND. run executes COMMAND as NAME through runuser with a clean envi
 USER, PATH, the sanitizer and MCPBOX_* variables), from NAME's home. cleanup kills what is left
 in NAME's delegated cgroups (its sandboxes, nothing else), undoes `mcpbox setup`, and removes
 NAME (userdel -r), its runtime directory and the staging copy.
+
+The cgroup tree is host-wide: a cgroup delegated to NAME's uid by an earlier `mcpbox setup`
+(of a user since removed, or seen from a container with its own /etc/passwd) outlives the
+user. setup --bare removes any, so the bare user starts with none, as its tests assume; run
+--delegate-cgroups gives NAME such a delegation for the command's run only (and removes it
+after), for the tests of that configuration.
 """
 import argparse
 import json
@@ -65,7 +71,11 @@ def cmd_setup(a):
     cmd_cleanup(a, quiet=True)
     sh(["useradd", "-m", "-s", "/bin/sh", "-K", "SUB_UID_COUNT=0", "-K", "SUB_GID_COUNT=0",
         a.user])
-    if not a.bare:
+    if a.bare:  # no cgroup delegated to this uid, whatever an earlier user of it left
+        n = undelegate(pwd.getpwnam(a.user).pw_uid)
+        if n:
+            print(f"removed {n} cgroup(s) an earlier setup had delegated to this uid")
+    else:
         sh([a.mcpbox, "setup", "--user", a.user])
         # Idempotent: a second run changes nothing.
         again = sh([a.mcpbox, "setup", "--user", a.user], capture_output=True, text=True)
@@ -110,13 +120,71 @@ def cmd_run(a):
             env[k] = remap(v, info["map"])
     full = ["runuser", "-u", a.user, "--", "env", "-i"] + [f"{k}={v}" for k, v in env.items()]
     print(f"as {a.user}: " + " ".join(argv), flush=True)
-    return subprocess.run(full + argv, cwd=home).returncode
+    if not a.delegate_cgroups:
+        return subprocess.run(full + argv, cwd=home).returncode
+    pw = pwd.getpwnam(a.user)
+    delegate(pw.pw_uid, pw.pw_gid)
+    try:
+        return subprocess.run(full + argv, cwd=home).returncode
+    finally:
+        undelegate(pw.pw_uid)
+
+
+CG_ROOT = "/sys/fs/cgroup"
+CG_V1 = ("memory", "pids", "cpu", "freezer")  # the hierarchies `mcpbox setup` delegates
+
+
+def delegation_dirs(uid):
+    """Where `mcpbox setup --user` delegates cgroups to uid (cli/cli_setup.c)."""
+    if os.path.exists(f"{CG_ROOT}/cgroup.controllers"):  # cgroup v2
+        return [f"{CG_ROOT}/mcpbox-u{uid}"]
+    return [f"{CG_ROOT}/{c}/mcpbox-u{uid}" for c in CG_V1 if os.path.ismount(f"{CG_ROOT}/{c}")]
+
+
+def delegate(uid, gid):
+    """What `mcpbox setup --user` does to the cgroups, without its record (so no --undo)."""
+    v2 = os.path.exists(f"{CG_ROOT}/cgroup.controllers")
+    if v2:
+        try:
+            with open(f"{CG_ROOT}/cgroup.subtree_control", "w") as f:
+                f.write("+memory +pids +cpu")
+        except OSError:
+            pass
+    files = ("cgroup.procs", "cgroup.subtree_control", "cgroup.threads") if v2 else \
+        ("cgroup.procs", "tasks")
+    for d in delegation_dirs(uid):
+        os.makedirs(d, exist_ok=True)
+        os.chown(d, uid, gid)
+        for name in files:
+            if os.path.exists(os.path.join(d, name)):
+                os.chown(os.path.join(d, name), uid, gid)
+    print(f"delegated cgroups to uid {uid}: {delegation_dirs(uid)}", flush=True)
+
+
+def undelegate(uid):
+    """Removes every cgroup delegated to uid, after killing what runs there; returns how many
+    directories were removed."""
+    kill_delegated(uid)
+    removed = 0
+    for base in delegation_dirs(uid):
+        for _ in range(50):  # killed processes leave their cgroups a moment later
+            for d, _, _ in sorted(os.walk(base), key=lambda w: -len(w[0])):
+                try:
+                    os.rmdir(d)
+                    removed += 1
+                except OSError:
+                    pass
+            if not os.path.exists(base):
+                break
+            time.sleep(0.1)
+        assert not os.path.exists(base), f"cannot remove the delegated cgroup {base}"
+    return removed
 
 
 def kill_delegated(uid):
     """SIGKILL whatever runs in the user's delegated cgroups (its sandboxes only)."""
-    for ctrl in ("pids", "memory", "cpu", "freezer"):
-        base = f"/sys/fs/cgroup/{ctrl}/mcpbox-u{uid}"
+    for base in delegation_dirs(uid):
+        ctrl = os.path.basename(os.path.dirname(base))
         if ctrl == "freezer" and os.path.isdir(base):
             for d, _, _ in os.walk(base):
                 try:
@@ -196,6 +264,7 @@ def main():
     ap.add_argument("--src")
     ap.add_argument("--build")
     ap.add_argument("--bare", action="store_true")
+    ap.add_argument("--delegate-cgroups", action="store_true")
     a = ap.parse_args(argv)
     a.command = command
     if a.action == "setup":

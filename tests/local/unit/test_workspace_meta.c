@@ -45,7 +45,9 @@ static int check(const char *allow_rel, json_t *mounts, struct local_ws *ws, str
     path_of(state, sizeof state, "allow/state");
     struct local_allow a;
     ASSERT_EQ(local_allow_init(&a, allow, err), 0);
-    struct local_ws_check c = {.allow = &a, .state_dir = state};
+    char caller[64]; /* the server's own user, as over stdio */
+    snprintf(caller, sizeof caller, "local:uid:%u", (unsigned)geteuid());
+    struct local_ws_check c = {.allow = &a, .caller = caller, .state_dir = state};
     int rc = local_ws_check(&c, mounts, ws, err);
     local_allow_free(&a);
     return rc;

@@ -373,7 +373,7 @@ void fake_backend_free(struct backend *be)
 static const struct backend_ops fake_ops = {
     .name = "local",
     .id_prefix = "sbx-",
-    .enable_hint = "run the doctor tool to see why",
+    .enable_hint = "call diagnose_sandbox without a sandbox_id to see why",
     .shutdown = f_shutdown,
     .free = fake_backend_free,
     .create = f_create,

@@ -83,7 +83,7 @@ TEST(state_errors_are_actionable)
     ASSERT_EQ(tools_state_check("sbx-1", "paused", TOOL_NEED_ANY, &err), 0);
     ASSERT_EQ(tools_state_check("sbx-1", "paused", TOOL_NEED_RUNNING, &err), -1);
     ASSERT_EQ(err.code, MCP_ERR_CONFLICT);
-    ASSERT_STR_EQ(err.msg, "sandbox sbx-1 is paused; call resume_sandbox first");
+    ASSERT_STR_EQ(err.msg, "sandbox sbx-1 is paused; call update_sandbox with paused: false first");
     ASSERT_EQ(tools_state_check("sbx-1", "stopped", TOOL_NEED_RUNNING, &err), -1);
     ASSERT_CONTAINS(err.msg, "call diagnose_sandbox");
     ASSERT_EQ(tools_state_check("sbx-1", "creating", TOOL_NEED_RUNNING, &err), -1);

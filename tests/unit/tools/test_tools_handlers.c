@@ -114,7 +114,7 @@ static long long iget(struct tool_call *c, const char *key)
 
 TEST(table_matches_schema_files)
 {
-    ASSERT_EQ(sandbox_tools_count, 26);
+    ASSERT_EQ(sandbox_tools_count, 22);
     for (size_t i = 0; i < sandbox_tools_count; i++) {
         char path[512];
         snprintf(path, sizeof(path), "%s/schemas/tools/%s.json", MCPBOX_SOURCE_DIR,
@@ -184,7 +184,8 @@ TEST(optional_ops_unsupported)
     ASSERT_CONTAINS(c->text, "the local backend has no code interpreter contexts");
     ASSERT_CONTAINS(c->text, "run_command");
     c = call_tool("alice", "run_code", "{\"sandbox_id\":\"sbx-p1\",\"code\":\"1\"}");
-    ASSERT_STR_EQ(c->text, "sandbox sbx-p1 is paused; call resume_sandbox first");
+    ASSERT_STR_EQ(c->text,
+                  "sandbox sbx-p1 is paused; call update_sandbox with paused: false first");
     c = call_tool("alice", "diagnose_sandbox", "{\"sandbox_id\":\"sbx-a1\",\"what\":\"metrics\"}");
     ASSERT_CONTAINS(c->text, "the local backend has no live metrics");
     ASSERT_CONTAINS(c->text, "get_sandbox");
@@ -203,8 +204,9 @@ TEST(paused_sandbox_refuses_commands)
     struct tool_call *c = call_tool("alice", "run_command",
                                     "{\"sandbox_id\":\"sbx-p1\",\"command\":\"exit:0\"}");
     ASSERT(c->is_error);
-    ASSERT_STR_EQ(c->text, "sandbox sbx-p1 is paused; call resume_sandbox first");
-    c = call_tool("alice", "resume_sandbox", "{\"sandbox_id\":\"sbx-p1\"}");
+    ASSERT_STR_EQ(c->text,
+                  "sandbox sbx-p1 is paused; call update_sandbox with paused: false first");
+    c = call_tool("alice", "update_sandbox", "{\"sandbox_id\":\"sbx-p1\",\"paused\":false}");
     ASSERT(!c->is_error);
 }
 
@@ -482,11 +484,11 @@ TEST(network_policy_create_and_set)
                   "\"target\":\"10.0.0.1\"}]}}");
     ASSERT(c->is_error);
     ASSERT_CONTAINS(c->text, "network_policy.egress[0].target \"10.0.0.1\" is an IP address");
-    /* set_network_policy: owner-checked, validated, handed to the backend */
-    c = call_tool("alice", "set_network_policy",
-                  "{\"sandbox_id\":\"sbx-a1\",\"default_action\":"
+    /* update_sandbox network_policy: owner-checked, validated, handed to the backend */
+    c = call_tool("alice", "update_sandbox",
+                  "{\"sandbox_id\":\"sbx-a1\",\"network_policy\":{\"default_action\":"
                   "\"deny\",\"egress\":[{\"action\":\"allow\",\"target\":"
-                  "\"*.pythonhosted.org\"}]}");
+                  "\"*.pythonhosted.org\"}]}}");
     ASSERT(!c->is_error);
     ASSERT_STR_EQ(json_string_value(json_object_get(
                       json_array_get(json_object_get(json_object_get(c->structured,
@@ -495,23 +497,28 @@ TEST(network_policy_create_and_set)
                                      0),
                       "target")),
                   "*.pythonhosted.org");
-    c = call_tool("alice", "set_network_policy",
-                  "{\"sandbox_id\":\"sbx-b1\"}");
+    c = call_tool("alice", "update_sandbox", "{\"sandbox_id\":\"sbx-b1\",\"paused\":true}");
     ASSERT(c->is_error);
     ASSERT_CONTAINS(c->text, "no sandbox sbx-b1 among yours");
-    /* the policy wrapped as create_sandbox takes it: dropped as unknown, so nothing is left;
-     * refused rather than read as an empty policy that denies everything */
-    c = call_tool("alice", "set_network_policy",
-                  "{\"sandbox_id\":\"sbx-a1\",\"network_policy\":{\"egress\":"
-                  "[{\"action\":\"allow\",\"target\":\"pypi.org\"}]}}");
+    /* an empty policy would deny everything: refused, as is a call that changes nothing */
+    c = call_tool("alice", "update_sandbox", "{\"sandbox_id\":\"sbx-a1\",\"network_policy\":{}}");
     ASSERT(c->is_error);
-    ASSERT_CONTAINS(c->text, "not wrapped in network_policy");
-    c = call_tool("alice", "set_network_policy",
-                  "{\"sandbox_id\":\"sbx-a1\",\"default_action\":\"deny\"}");
+    ASSERT_CONTAINS(c->text, "network_policy needs default_action and/or egress");
+    c = call_tool("alice", "update_sandbox", "{\"sandbox_id\":\"sbx-a1\"}");
+    ASSERT(c->is_error);
+    ASSERT_CONTAINS(c->text, "changes nothing without paused, timeout_seconds or network_policy");
+    c = call_tool("alice", "update_sandbox",
+                  "{\"sandbox_id\":\"sbx-a1\",\"network_policy\":{\"default_action\":\"deny\"}}");
     ASSERT(!c->is_error);
-    c = call_tool("alice", "set_network_policy",
-                  "{\"sandbox_id\":\"sbx-a1\",\"egress\":"
-                  "[{\"action\":\"allow\",\"target\":\"*\"}]}");
+    /* several at once: each backend call in turn, the answer is the last one's */
+    c = call_tool("alice", "update_sandbox",
+                  "{\"sandbox_id\":\"sbx-a1\",\"network_policy\":{\"default_action\":\"deny\"},"
+                  "\"timeout_seconds\":60,\"paused\":true}");
+    ASSERT(!c->is_error);
+    ASSERT_STR_EQ(json_string_value(json_object_get(c->structured, "sandbox_id")), "sbx-a1");
+    c = call_tool("alice", "update_sandbox",
+                  "{\"sandbox_id\":\"sbx-a1\",\"network_policy\":{\"egress\":"
+                  "[{\"action\":\"allow\",\"target\":\"*\"}]}}");
     ASSERT(c->is_error);
     ASSERT_CONTAINS(c->text, "set default_action to \"allow\" instead");
 }
