@@ -141,8 +141,7 @@ static void egress_refused(struct local_egress *eg, struct egress_refusal *r)
     uint64_t now = now_mono_ms();
     if (now - eg->events_window_ms >= EGRESS_EVENTS_WINDOW_MS)
         eg->events_window_ms = now, eg->events_in_window = 0;
-    if (++eg->events_in_window > EGRESS_EVENTS_MAX)
-        return;
+    r->flood = ++eg->events_in_window > EGRESS_EVENTS_MAX; /* repeats still counted */
     local_egress_refused(eg->sb->be->base.store, eg->sb->id, r);
 }
 

@@ -126,8 +126,9 @@ int local_set_network_policy(struct backend *be, const char *id,
 
 /* Refusals already recorded, so that a program retrying in a loop does not flood the event log
  * (which keeps a fixed number of events per sandbox, and would lose the older, useful ones):
- * the same sandbox, name, port and reason within LOCAL_EGRESS_REPEAT_MS are counted, and the
- * count goes with the next event recorded for them ("repeats"). Loop thread only. */
+ * the same sandbox, name, port and reason within LOCAL_EGRESS_REPEAT_MS of the event are not
+ * recorded again but counted in it as they happen ("repeats" and "last_time" in its data), so
+ * diagnose_sandbox shows them at once. Loop thread only. */
 #define RECENT_MAX 64
 static struct recent_refusal {
     char id[LOCAL_ID_LEN];
@@ -135,7 +136,10 @@ static struct recent_refusal {
     char reason[24];
     uint16_t port;
     uint64_t at_ms;
-    uint64_t repeats;
+    uint64_t repeats;     /* counted */
+    uint64_t stored;      /* of those, written into the event */
+    int64_t last_wall_ms; /* of the last repeat */
+    int64_t seq;          /* the event they are counted in; -1: none */
 } recent[RECENT_MAX];
 
 static struct recent_refusal *recent_slot(const char *id, const char *name, uint16_t port,
@@ -156,6 +160,34 @@ static struct recent_refusal *recent_slot(const char *id, const char *name, uint
     return oldest;
 }
 
+/* Writes the repeats counted but not yet written into the slot's event: 1 when they are there
+ * (or there was nothing to write), 0 when the event is gone (pruned by newer ones), -1 when the
+ * store failed (logged). */
+static int write_repeats(struct store *st, struct recent_refusal *slot)
+{
+    if (slot->seq < 0 || slot->repeats == slot->stored)
+        return slot->seq < 0 ? 0 : 1;
+    char when[32];
+    format_rfc3339_ms(slot->last_wall_ms, when);
+    json_t *fields =
+        json_pack("{s:I, s:s}", "repeats", (json_int_t)slot->repeats, "last_time", when);
+    struct mcp_error err;
+    int rc = store_event_merge(st, slot->seq, fields, &err);
+    json_decref(fields);
+    if (rc < 0)
+        log_warn("sandbox %s: repeated egress refusals were not counted: %s", slot->id, err.msg);
+    if (rc > 0)
+        slot->stored = slot->repeats;
+    return rc;
+}
+
+void local_egress_flush_repeats(struct store *st, const char *sandbox_id)
+{
+    for (size_t i = 0; i < RECENT_MAX; i++)
+        if (strcmp(recent[i].id, sandbox_id) == 0)
+            write_repeats(st, &recent[i]);
+}
+
 int local_egress_refused_at(struct store *st, const char *sandbox_id,
                             const struct egress_refusal *r, uint64_t now_ms)
 {
@@ -166,17 +198,26 @@ int local_egress_refused_at(struct store *st, const char *sandbox_id,
     bool found;
     struct recent_refusal *slot = recent_slot(sandbox_id, name ? name : "", r->port, reason,
                                               &found);
-    if (found && now_ms - slot->at_ms < LOCAL_EGRESS_REPEAT_MS) {
+    if (found && now_ms - slot->at_ms < LOCAL_EGRESS_REPEAT_MS && slot->seq >= 0) {
         slot->repeats++;
-        return 0;
+        slot->last_wall_ms = now_wall_ms();
+        if (r->flood) /* no store write now: the next write or diagnose_sandbox's flush */
+            return 0;
+        int rc = write_repeats(st, slot);
+        if (rc != 0)
+            return rc < 0 ? -1 : 0;
+        /* the event was pruned: this one is recorded as a new event */
+    } else if (r->flood) {
+        return 0; /* a flood: nothing new is recorded */
+    } else {
+        write_repeats(st, slot); /* what the slot counted goes to its event before reuse */
     }
-    uint64_t repeats = found ? slot->repeats : 0;
     snprintf(slot->id, sizeof(slot->id), "%s", sandbox_id);
     snprintf(slot->name, sizeof(slot->name), "%s", name ? name : "");
     snprintf(slot->reason, sizeof(slot->reason), "%s", reason);
     slot->port = r->port;
     slot->at_ms = now_ms;
-    slot->repeats = 0;
+    slot->repeats = slot->stored = 0;
 
     char decided[160] = "";
     json_t *data = json_pack("{s:s?, s:i, s:s, s:s}", "name", name, "port", (int)r->port,
@@ -189,10 +230,14 @@ int local_egress_refused_at(struct store *st, const char *sandbox_id,
                                                                 : json_null());
         json_object_set_new(data, "decided_by", json_string(decided));
     }
-    if (repeats > 0)
-        json_object_set_new(data, "repeats", json_integer((json_int_t)repeats));
     struct mcp_error err;
-    return local_event(st, sandbox_id, "egress_refused", data, &err);
+    int rc = store_event_add_seq(st, sandbox_id, "egress_refused", data, &slot->seq, &err);
+    json_decref(data);
+    if (rc < 0) { /* diagnostics: the refusal stands, the loss is logged (as local_event does) */
+        log_warn("sandbox %s: the egress_refused event was not recorded: %s", sandbox_id, err.msg);
+        slot->seq = -1;
+    }
+    return rc;
 }
 
 int local_egress_refused(struct store *st, const char *sandbox_id, const struct egress_refusal *r)
@@ -269,7 +314,8 @@ json_t *local_egress_refusals(json_t *events)
         json_t *one = json_deep_copy(data);
         json_object_del(one, "repeats");
         json_object_set_new(one, "count", json_integer(n));
-        json_object_set(one, "last_time", json_object_get(ev, "time"));
+        if (!json_is_string(json_object_get(one, "last_time"))) /* not repeated */
+            json_object_set(one, "last_time", json_object_get(ev, "time"));
         json_object_set_new(one, "hint", refusal_hint(data));
         json_array_append_new(out, one);
     }

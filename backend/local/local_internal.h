@@ -11,6 +11,7 @@
 
 #include "backend/backend.h"
 #include "backend/egress_policy.h"
+#include "backend/local/addr_blocked.h"
 #include "backend/local/pasta_path.h"
 #include "backend/local/identity.h"
 #include "backend/local/workspace.h"
@@ -349,9 +350,7 @@ int local_start_network(const char *dir, pid_t pid, const struct cg_sandbox *cg,
                         struct mcp_error *err);
 int local_block_private_routes(const char **failed); /* in the child; sets errno */
 /* Loopback, private, link-local, CGNAT, multicast, reserved: never connected to (one list with
- * the routes above). */
-struct in_addr;
-bool local_addr_blocked(struct in_addr a);
+ * the routes above): local_addr_blocked, addr_blocked.h. */
 /* egress by policy: in the child, everything IPv4 routed to lo (network.c); */
 int local_egress_default_route(const char **failed);
 /* in a worker before the child's release, the nftables rules sending TCP and DNS to the agent. */
@@ -576,14 +575,21 @@ struct egress_refusal {
      * what it decided (egress_policy_decide, or egress_policy_decide_lookup for a lookup) */
     const struct egress_policy *policy;
     struct egress_decision decision;
+    /* past the proxy's cap on events (a flood): a repeat is counted in memory only, and goes to
+     * the store with the next one written; anything else is not recorded */
+    bool flood;
 };
 /* Records the "egress_refused" event, data {name|null, port, protocol, reason, address?,
  * rule:index|null and decided_by:"egress[2] (deny ...)"|"default deny" (reason policy),
- * repeats?}, unless the same refusal was recorded within LOCAL_EGRESS_REPEAT_MS (then it is
- * counted into the next one's repeats). Loop thread; a store failure is logged. */
+ * repeats?, last_time?}, unless the same refusal was recorded within LOCAL_EGRESS_REPEAT_MS:
+ * then it is counted in that event as it happens (repeats, last_time). Loop thread; a store
+ * failure is logged. */
 int local_egress_refused(struct store *st, const char *sandbox_id, const struct egress_refusal *r);
 int local_egress_refused_at(struct store *st, const char *sandbox_id,
                             const struct egress_refusal *r, uint64_t now_ms);
+/* Writes the repeats a flood left counted in memory only into their events (diagnose_sandbox
+ * calls it before it reads them). Loop thread. */
+void local_egress_flush_repeats(struct store *st, const char *sandbox_id);
 /* diagnose_sandbox's egress_refused: the distinct refusals among events, newest first, each
  * with count, last_time and a hint saying what to ask the person. New array. */
 json_t *local_egress_refusals(json_t *events);

@@ -319,6 +319,7 @@ int local_diagnose(struct backend *be, const char *id, const char *what, backend
         return mcp_error_set(err, MCP_ERR_INVALID, 0,
                              "what must be summary, logs, events or inspect");
     json_t *events = NULL;
+    local_egress_flush_repeats(be->store, id); /* repeats counted during a flood of refusals */
     if (local_record_get(be->store, id, &rec, err) < 0 ||
         store_event_list(be->store, id, DIAG_EVENTS_MAX, &events, err) < 0) {
         store_sandbox_release(&rec);

@@ -22,32 +22,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend/local/addr_blocked.h"
+#include "backend/local/egress_rules.h"
 #include "backend/local/local_internal.h"
 
 #define PASTA_PID_FILE "pasta.pid"
-
-
-/* Ranges a sandbox with egress must not reach: unreachable routes with network: true, and the
- * addresses egress by policy never connects to (local_addr_blocked). One list for both. */
-static const struct {
-    const char *net;
-    int prefix;
-} blocked[] = {{"0.0.0.0", 8},      {"10.0.0.0", 8},     {"100.64.0.0", 10}, {"127.0.0.0", 8},
-               {"169.254.0.0", 16}, {"172.16.0.0", 12},  {"192.0.0.0", 24},  {"192.168.0.0", 16},
-               {"198.18.0.0", 15},  {"224.0.0.0", 4},    {"240.0.0.0", 4}};
-
-bool local_addr_blocked(struct in_addr a)
-{
-    uint32_t host = ntohl(a.s_addr);
-    for (size_t i = 0; i < sizeof blocked / sizeof blocked[0]; i++) {
-        struct in_addr net;
-        inet_pton(AF_INET, blocked[i].net, &net);
-        uint32_t mask = blocked[i].prefix ? ~0u << (32 - blocked[i].prefix) : 0;
-        if ((host & mask) == (ntohl(net.s_addr) & mask))
-            return true;
-    }
-    return false;
-}
 
 static pid_t read_pid_file(const char *dir)
 {
@@ -136,13 +115,28 @@ struct route_msg {
     char attrs[64];
 };
 
-static void add_attr(struct route_msg *m, unsigned short type, const void *data, size_t len)
+static void add_attr(struct nlmsghdr *nh, unsigned short type, const void *data, size_t len)
 {
-    struct rtattr *a = (struct rtattr *)((char *)m + NLMSG_ALIGN(m->nh.nlmsg_len));
+    struct rtattr *a = (struct rtattr *)((char *)nh + NLMSG_ALIGN(nh->nlmsg_len));
     a->rta_type = type;
     a->rta_len = (unsigned short)RTA_LENGTH(len);
     memcpy(RTA_DATA(a), data, len);
-    m->nh.nlmsg_len = NLMSG_ALIGN(m->nh.nlmsg_len) + (unsigned)RTA_ALIGN(a->rta_len);
+    nh->nlmsg_len = NLMSG_ALIGN(nh->nlmsg_len) + (unsigned)RTA_ALIGN(a->rta_len);
+}
+
+/* Sends a request and reads its acknowledgement: 0, or -1 with errno. */
+static int nl_request(int fd, struct nlmsghdr *nh)
+{
+    if (send(fd, nh, nh->nlmsg_len, 0) < 0)
+        return -1;
+    char reply[512];
+    ssize_t n = recv(fd, reply, sizeof reply, 0);
+    struct nlmsghdr *h = (struct nlmsghdr *)reply;
+    if (n < (ssize_t)sizeof *h || h->nlmsg_type != NLMSG_ERROR)
+        return -1;
+    struct nlmsgerr *e = NLMSG_DATA(h);
+    errno = -e->error;
+    return e->error == 0 ? 0 : -1;
 }
 
 static int route(int fd, const char *net, int prefix, unsigned char type, int oif,
@@ -161,22 +155,38 @@ static int route(int fd, const char *net, int prefix, unsigned char type, int oi
     m.rt.rtm_type = type;
     struct in_addr dst;
     inet_pton(AF_INET, net, &dst);
-    add_attr(&m, RTA_DST, &dst, sizeof dst);
+    add_attr(&m.nh, RTA_DST, &dst, sizeof dst);
     if (oif > 0)
-        add_attr(&m, RTA_OIF, &oif, sizeof oif);
+        add_attr(&m.nh, RTA_OIF, &oif, sizeof oif);
     struct in_addr pref;
     if (src != NULL && inet_pton(AF_INET, src, &pref) == 1)
-        add_attr(&m, RTA_PREFSRC, &pref, sizeof pref);
-    if (send(fd, &m, m.nh.nlmsg_len, 0) < 0)
-        return -1;
-    char reply[512];
-    ssize_t n = recv(fd, reply, sizeof reply, 0);
-    struct nlmsghdr *h = (struct nlmsghdr *)reply;
-    if (n < (ssize_t)sizeof *h || h->nlmsg_type != NLMSG_ERROR)
-        return -1;
-    struct nlmsgerr *e = NLMSG_DATA(h);
-    errno = -e->error;
-    return e->error == 0 ? 0 : -1;
+        add_attr(&m.nh, RTA_PREFSRC, &pref, sizeof pref);
+    return nl_request(fd, &m.nh);
+}
+
+struct addr_msg {
+    struct nlmsghdr nh;
+    struct ifaddrmsg ifa;
+    char attrs[64];
+};
+
+/* Adds addr/32 to interface ifindex, host scope: an address of the namespace itself. */
+static int add_address(int fd, int ifindex, const char *addr)
+{
+    struct addr_msg m;
+    memset(&m, 0, sizeof m);
+    m.nh.nlmsg_len = NLMSG_LENGTH(sizeof m.ifa);
+    m.nh.nlmsg_type = RTM_NEWADDR;
+    m.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK;
+    m.ifa.ifa_family = AF_INET;
+    m.ifa.ifa_prefixlen = 32;
+    m.ifa.ifa_scope = RT_SCOPE_HOST;
+    m.ifa.ifa_index = (unsigned)ifindex;
+    struct in_addr a;
+    inet_pton(AF_INET, addr, &a);
+    add_attr(&m.nh, IFA_LOCAL, &a, sizeof a);
+    add_attr(&m.nh, IFA_ADDRESS, &a, sizeof a);
+    return nl_request(fd, &m.nh);
 }
 
 /* The tap interface pasta created: the one that is not lo. */
@@ -201,7 +211,9 @@ int local_block_private_routes(const char **failed)
         *failed = "netlink socket";
         return -1;
     }
-    for (size_t i = 0; i < sizeof blocked / sizeof blocked[0]; i++)
+    size_t n;
+    const struct net_range *blocked = local_blocked_ranges(&n);
+    for (size_t i = 0; i < n; i++)
         if (route(fd, blocked[i].net, blocked[i].prefix, RTN_UNREACHABLE, 0, NULL) < 0) {
             close(fd);
             *failed = blocked[i].net;
@@ -220,7 +232,10 @@ int local_block_private_routes(const char **failed)
 /* Egress by policy: every IPv4 destination is routed to lo (source 127.0.0.1, so that the
  * redirected connection and the DNS reply's reverse NAT look like loopback traffic), where the
  * nftables rules (egress_netns.c) hand it to the agent's sockets. Nothing else leaves: the
- * namespace has no other interface. */
+ * namespace has no other interface.
+ * lo also gets LOCAL_EGRESS_SELF_ADDR: glibc's getaddrinfo with AI_ADDRCONFIG (getent ahosts,
+ * apt, Python callers) returns no IPv4 address at all unless the namespace has one other than
+ * 127.0.0.1. Connections to it stay in the sandbox (the rules treat it as loopback). */
 int local_egress_default_route(const char **failed)
 {
     int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
@@ -230,8 +245,10 @@ int local_egress_default_route(const char **failed)
     }
     int lo = (int)if_nametoindex("lo");
     int rc = lo > 0 ? route(fd, "0.0.0.0", 0, RTN_UNICAST, lo, "127.0.0.1") : -1;
-    close(fd);
     if (rc < 0)
         *failed = "default route to lo";
+    else if ((rc = add_address(fd, lo, LOCAL_EGRESS_SELF_ADDR)) < 0)
+        *failed = "the sandbox's own address on lo";
+    close(fd);
     return rc;
 }

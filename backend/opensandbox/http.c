@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "mcp/base/cleanup.h"
@@ -53,6 +54,7 @@ struct osb_req {
     struct osb_response resp;
     char errbuf[CURL_ERROR_SIZE];
     bool in_multi, cancelled, delivered;
+    bool peer_refused;       /* peer_ok said no: not retried, the answer would be the same */
     bool starting, deferred; /* see req_attempt */
     CURLcode deferred_rc;
 };
@@ -450,7 +452,7 @@ static void req_attempt_done(struct osb_req *r, CURLcode rc)
              r->errbuf[0] ? r->errbuf : osb_curl.easy_strerror(rc));
     if (rc == CURLE_OPERATION_TIMEDOUT && r->opts.deadline_ms != 0 && req_remaining_ms(r) == 0)
         r->resp.deadline_hit = true;
-    bool again = !r->cancelled && !r->delivered && !r->resp.deadline_hit &&
+    bool again = !r->cancelled && !r->delivered && !r->resp.deadline_hit && !r->peer_refused &&
                  r->resp.attempts <= r->opts.retry_max &&
                  osb_http_retryable(r->opts.retry, status, rc);
     if (again) {
@@ -506,6 +508,20 @@ static void req_set_body(struct osb_req *r)
         osb_curl.easy_setopt(r->easy, CURLOPT_CUSTOMREQUEST, m);
 }
 
+/* CURLOPT_OPENSOCKETFUNCTION: the socket curl asked for, unless the request's peer_ok refuses
+ * the address (curl then fails the connect as it would a refused one). */
+static curl_socket_t open_checked_socket(void *arg, curlsocktype purpose,
+                                         struct curl_sockaddr *address)
+{
+    struct osb_req *r = arg;
+    (void)purpose;
+    if (!r->opts.peer_ok(r->opts.arg, &address->addr)) {
+        r->peer_refused = true;
+        return CURL_SOCKET_BAD;
+    }
+    return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+}
+
 static void req_setup_easy(struct osb_req *r)
 {
     CURL *e = r->easy;
@@ -524,6 +540,10 @@ static void req_setup_easy(struct osb_req *r)
     osb_curl.easy_setopt(e, CURLOPT_XFERINFODATA, r);
     osb_curl.easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
     osb_curl.easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (r->opts.peer_ok != NULL) {
+        osb_curl.easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_checked_socket);
+        osb_curl.easy_setopt(e, CURLOPT_OPENSOCKETDATA, r);
+    }
     if (r->opts.connect_timeout_ms)
         osb_curl.easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)r->opts.connect_timeout_ms);
     if (r->opts.low_speed_s) {

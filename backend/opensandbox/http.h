@@ -48,6 +48,8 @@ typedef void osb_done_fn(void *arg, struct osb_response *resp);
 
 enum osb_retry { OSB_RETRY_NONE, OSB_RETRY_SAFE, OSB_RETRY_IDEMPOTENT };
 
+struct sockaddr;
+
 struct osb_req_opts {
     const char *method;   /* "GET", "POST", ... */
     const char *url;      /* copied */
@@ -65,6 +67,9 @@ struct osb_req_opts {
     enum osb_retry retry;
     uint32_t retry_max, retry_base_ms, retry_cap_ms;
     bool follow_redirects; /* registries send blobs from elsewhere (Authorization is not sent on) */
+    /* Optional: asked before each new connection (redirects included) with the address curl is
+     * about to connect to; false refuses it (the transfer fails, CURLE_COULDNT_CONNECT). */
+    bool (*peer_ok)(void *arg, const struct sockaddr *peer);
     osb_sink_fn *sink;
     osb_done_fn *done;
     void *arg;

@@ -64,9 +64,8 @@ static const char *const store_migrations[] = {
 
 static const char *const store_statement_sql[STORE_STMT_COUNT] = {
     [STORE_STMT_VERSION_GET] = "SELECT version FROM schema_version WHERE module = ?1",
-    [STORE_STMT_VERSION_SET] =
-        "INSERT INTO schema_version(module, version) VALUES (?1, ?2) "
-        "ON CONFLICT(module) DO UPDATE SET version = excluded.version",
+    [STORE_STMT_VERSION_SET] = "INSERT INTO schema_version(module, version) VALUES (?1, ?2) "
+                               "ON CONFLICT(module) DO UPDATE SET version = excluded.version",
     [STORE_STMT_SANDBOX_INSERT] =
         "INSERT INTO sandboxes(id, backend, owner, state, created_at_ms, expires_at_ms, "
         "idle_timeout_s, last_active_ms, record) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -105,6 +104,9 @@ static const char *const store_statement_sql[STORE_STMT_COUNT] = {
     [STORE_STMT_EVENT_LIST] =
         "SELECT time_ms, kind, data FROM (SELECT seq, time_ms, kind, data FROM events "
         "WHERE sandbox_id = ?1 ORDER BY seq DESC LIMIT ?2) ORDER BY seq ASC",
+    /* ?2 is a JSON object merged into the event's data (RFC 7396). */
+    [STORE_STMT_EVENT_MERGE] =
+        "UPDATE events SET data = json_patch(coalesce(data, '{}'), ?2) WHERE seq = ?1",
     [STORE_STMT_AUDIT_INSERT] =
         "INSERT INTO audit(time_ms, owner, tool, sandbox_id, outcome, duration_ms, detail) "
         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",

@@ -94,6 +94,12 @@ int store_slot_of(struct store *st, const char *sandbox_id, uint32_t *slot, stru
 /* kind: "created", "state", "oom_kill", "exit", "seccomp", "expired", ...; data may be NULL. */
 int store_event_add(struct store *st, const char *sandbox_id, const char *kind, json_t *data,
                     struct mcp_error *err);
+/* store_event_add, and the new event's number in *seq (for store_event_merge). */
+int store_event_add_seq(struct store *st, const char *sandbox_id, const char *kind, json_t *data,
+                        int64_t *seq, struct mcp_error *err);
+/* Merges the object `fields` into event seq's data (a key set to null is removed): 1 when done,
+ * 0 when that event is no longer kept (pruned by newer ones), -1 on error. */
+int store_event_merge(struct store *st, int64_t seq, json_t *fields, struct mcp_error *err);
 /* The newest `limit` events, oldest first: [{time, kind, data}] (new reference in *out). */
 int store_event_list(struct store *st, const char *sandbox_id, size_t limit, json_t **out,
                      struct mcp_error *err);

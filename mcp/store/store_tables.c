@@ -356,7 +356,7 @@ int store_slot_of(struct store *st, const char *sandbox_id, uint32_t *slot, stru
 /* ---- events --------------------------------------------------------------------------------- */
 
 static int store_event_insert(struct store *st, const char *sandbox_id, const char *kind,
-                              const char *data, struct mcp_error *err)
+                              const char *data, int64_t *seq, struct mcp_error *err)
 {
     sqlite3_stmt *s = store_stmt(st, STORE_STMT_EVENT_INSERT, err);
     if (s == NULL)
@@ -367,6 +367,8 @@ static int store_event_insert(struct store *st, const char *sandbox_id, const ch
     sqlite3_bind_text(s, 4, data, -1, SQLITE_STATIC);
     if (store_step_done(st, s, "adding an event", err) < 0)
         return -1;
+    if (seq != NULL)
+        *seq = sqlite3_last_insert_rowid(st->db);
     if ((s = store_stmt(st, STORE_STMT_EVENT_PRUNE, err)) == NULL)
         return -1;
     sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);
@@ -374,8 +376,8 @@ static int store_event_insert(struct store *st, const char *sandbox_id, const ch
     return store_step_done(st, s, "pruning old events", err);
 }
 
-int store_event_add(struct store *st, const char *sandbox_id, const char *kind, json_t *data,
-                    struct mcp_error *err)
+int store_event_add_seq(struct store *st, const char *sandbox_id, const char *kind, json_t *data,
+                        int64_t *seq, struct mcp_error *err)
 {
     if (sandbox_id == NULL || kind == NULL)
         return mcp_error_set(err, MCP_ERR_INVALID, 0, "an event needs a sandbox id and a kind");
@@ -383,11 +385,32 @@ int store_event_add(struct store *st, const char *sandbox_id, const char *kind, 
                                            : NULL;
     if (store_begin(st, err) < 0)
         return -1;
-    if (store_event_insert(st, sandbox_id, kind, text, err) < 0 || store_commit(st, err) < 0) {
+    if (store_event_insert(st, sandbox_id, kind, text, seq, err) < 0 || store_commit(st, err) < 0) {
         store_rollback(st);
         return -1;
     }
     return 0;
+}
+
+int store_event_add(struct store *st, const char *sandbox_id, const char *kind, json_t *data,
+                    struct mcp_error *err)
+{
+    return store_event_add_seq(st, sandbox_id, kind, data, NULL, err);
+}
+
+int store_event_merge(struct store *st, int64_t seq, json_t *fields, struct mcp_error *err)
+{
+    if (!json_is_object(fields))
+        return mcp_error_set(err, MCP_ERR_INVALID, 0, "an event merge needs an object");
+    cleanup_free char *text = json_dumps(fields, JSON_COMPACT);
+    sqlite3_stmt *s = store_stmt(st, STORE_STMT_EVENT_MERGE, err);
+    if (s == NULL)
+        return -1;
+    sqlite3_bind_int64(s, 1, seq);
+    sqlite3_bind_text(s, 2, text, -1, SQLITE_STATIC);
+    if (store_step_done(st, s, "updating an event", err) < 0)
+        return -1;
+    return sqlite3_changes(st->db) > 0 ? 1 : 0;
 }
 
 static json_t *store_event_row(sqlite3_stmt *s)

@@ -192,8 +192,9 @@ int oci_manifest_parse(const char *body, size_t len, const char *content_type,
     if (!json_is_object(root)) {
         json_decref(root);
         return mcp_error_set(err, MCP_ERR_BACKEND, 0,
-                             "the registry sent a manifest that is not a JSON object (%.100s)",
-                             jerr.text);
+                             "the registry sent a manifest that is not a JSON object (at byte "
+                             "%d)",
+                             jerr.position); /* not jerr.text: it quotes the body */
     }
     int rc = manifest_type(root, content_type, m, err);
     if (rc == 0)

@@ -827,7 +827,7 @@ static int start_pull(struct pull *p, struct mcp_error *err)
     struct image_service *s = p->svc;
     if (s->http == NULL && (s->http = osb_http_new(s->loop, err)) == NULL)
         return -1;
-    if (oci_archive_load(err) < 0)
+    if (oci_archive_load(err) < 0 || registry_check_reference(&p->ref, err) < 0)
         return -1;
     p->client = registry_client_new(s->loop, s->http, &p->ref);
     if (p->creds)

@@ -256,13 +256,11 @@ static bool is_loopback_host(const char *h, size_t n)
     return true;
 }
 
-bool image_ref_plain_http_ok(const struct image_ref *ref, const char *insecure_list)
+bool image_ref_listed(const struct image_ref *ref, const char *list)
 {
     const char *reg = ref->registry;
     size_t host_len = host_part_len(reg);
-    if (is_loopback_host(reg, host_len))
-        return true;
-    for (const char *p = insecure_list ? insecure_list : ""; *p;) {
+    for (const char *p = list ? list : ""; *p;) {
         p += strspn(p, ", \t");
         size_t n = strcspn(p, ", \t");
         if (n > 0 && ((n == strlen(reg) && memcmp(p, reg, n) == 0) ||
@@ -271,4 +269,19 @@ bool image_ref_plain_http_ok(const struct image_ref *ref, const char *insecure_l
         p += n;
     }
     return false;
+}
+
+bool image_ref_plain_http_ok(const struct image_ref *ref, const char *insecure_list)
+{
+    return is_loopback_host(ref->registry, host_part_len(ref->registry)) ||
+           image_ref_listed(ref, insecure_list);
+}
+
+size_t image_ref_host(const struct image_ref *ref, char *out, size_t size)
+{
+    const char *reg = ref->registry;
+    size_t n = host_part_len(reg);
+    if (reg[0] == '[' && n >= 2) /* "[::1]" -> "::1" */
+        reg++, n -= 2;
+    return (size_t)snprintf(out, size, "%.*s", (int)n, reg);
 }

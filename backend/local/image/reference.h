@@ -44,6 +44,12 @@ const char *image_ref_manifest_ref(const struct image_ref *ref);
  * MCPBOX_INSECURE_REGISTRIES; a host without a port matches every port). */
 bool image_ref_plain_http_ok(const struct image_ref *ref, const char *insecure_list);
 
+/* Whether the reference's registry is named in list (as for image_ref_plain_http_ok). */
+bool image_ref_listed(const struct image_ref *ref, const char *list);
+
+/* The registry's host without port or brackets ("::1" for "[::1]:5000"); snprintf's result. */
+size_t image_ref_host(const struct image_ref *ref, char *out, size_t size);
+
 /* True for "sha256:" followed by exactly 64 lower-case hex digits. */
 bool image_digest_valid(const char *digest);
 

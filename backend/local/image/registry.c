@@ -1,14 +1,17 @@
 /* The distribution API client (registry.h). */
 #include "backend/local/image/registry.h"
 
+#include <arpa/inet.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "backend/local/addr_blocked.h"
 #include "backend/local/image/credentials.h"
 #include "backend/opensandbox/curl_loader.h"
+#include "mcp/base/log.h"
 #include "mcp/base/util.h"
 #include "mcp/base/xalloc.h"
 
@@ -24,6 +27,8 @@ struct registry_client {
     struct image_ref ref;
     char base[IMAGE_REF_NAME_MAX + 16]; /* "https://host:port" */
     bool plain_http;
+    bool inside_ok;                 /* named by the person: may be on a non-public address */
+    bool peer_refused;              /* the last connection was refused for its address */
     char *creds;                    /* "user:password" or NULL */
     bool creds_looked;              /* looked up at the first challenge (credentials.h) */
     bool creds_given;               /* by the caller (registry_client_set_credentials) */
@@ -48,6 +53,67 @@ struct registry_client {
 
 static void send_request(struct registry_client *c);
 
+static bool person_named(const struct image_ref *ref)
+{
+    return image_ref_listed(ref, getenv(REGISTRY_LOCAL_ENV)) ||
+           image_ref_listed(ref, getenv(REGISTRY_INSECURE_ENV));
+}
+
+static void inside_error(const struct image_ref *ref, const char *what, struct mcp_error *err)
+{
+    mcp_error_set(err, MCP_ERR_DENIED, 0,
+                  "registry %s %s an address on this machine or a private network (loopback, "
+                  "private, link-local or reserved): pulls reach such a registry only if the "
+                  "person names it (%s=%s, or %s for a plain-HTTP one). Use an image from a "
+                  "public registry, or ask the person",
+                  ref->registry, what, REGISTRY_LOCAL_ENV, ref->registry, REGISTRY_INSECURE_ENV);
+}
+
+int registry_check_reference(const struct image_ref *ref, struct mcp_error *err)
+{
+    char host[IMAGE_REF_NAME_MAX];
+    image_ref_host(ref, host, sizeof host);
+    struct in_addr a4;
+    struct in6_addr a6;
+    bool inside = strcasecmp(host, "localhost") == 0 ||
+                  (inet_pton(AF_INET, host, &a4) == 1 && local_addr_blocked(a4)) ||
+                  (inet_pton(AF_INET6, host, &a6) == 1 && local_addr6_blocked(&a6));
+    if (inside && !person_named(ref)) {
+        inside_error(ref, "is", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* osb_req_opts.peer_ok: every connection a pull opens. */
+static bool peer_ok(void *arg, const struct sockaddr *peer)
+{
+    struct registry_client *c = arg;
+    if (c->inside_ok || !local_sockaddr_blocked(peer))
+        return true;
+    c->peer_refused = true;
+    return false;
+}
+
+/* With a proxy from the environment curl connects to the proxy, whose address says nothing about
+ * the registry's (and may well be loopback): the check is left to the proxy. */
+static bool proxy_in_environment(void)
+{
+    static const char *const vars[] = {"https_proxy", "HTTPS_PROXY", "http_proxy", "all_proxy",
+                                       "ALL_PROXY"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v != NULL && v[0] != '\0')
+            return true;
+    }
+    return false;
+}
+
+static bool (*peer_check(void))(void *, const struct sockaddr *)
+{
+    return proxy_in_environment() ? NULL : peer_ok;
+}
+
 struct registry_client *registry_client_new(uv_loop_t *loop, struct osb_http *http,
                                             const struct image_ref *ref)
 {
@@ -56,6 +122,7 @@ struct registry_client *registry_client_new(uv_loop_t *loop, struct osb_http *ht
     c->http = http;
     c->ref = *ref;
     c->plain_http = image_ref_plain_http_ok(ref, getenv(REGISTRY_INSECURE_ENV));
+    c->inside_ok = person_named(ref);
     snprintf(c->base, sizeof c->base, "%s://%s", c->plain_http ? "http" : "https",
              image_ref_api_host(ref));
     return c;
@@ -105,6 +172,10 @@ static void transport_error(const struct registry_client *c, const struct osb_re
                             struct mcp_error *err)
 {
     const char *host = image_ref_api_host(&c->ref);
+    if (c->peer_refused) {
+        inside_error(&c->ref, "(or a server it sent the pull to) is at", err);
+        return;
+    }
     switch (resp->curl_code) {
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_RESOLVE_PROXY:
@@ -132,9 +203,53 @@ static void transport_error(const struct registry_client *c, const struct osb_re
     }
 }
 
+/* Whether a non-2xx answer comes from a distribution API: its error document ({"errors": [...]})
+ * or an auth challenge. */
+static bool registry_error_answer(const struct osb_response *resp)
+{
+    if (resp->status == 401 && (strncasecmp(resp->www_authenticate, "Bearer ", 7) == 0 ||
+                                strncasecmp(resp->www_authenticate, "Basic", 5) == 0))
+        return true;
+    json_t *j = json_loadb(resp->body.data ? resp->body.data : "", resp->body.len, 0, NULL);
+    bool ok = json_is_array(json_object_get(j, "errors"));
+    json_decref(j);
+    return ok;
+}
+
+/* Whether a 2xx answer to a manifest request is one: a manifest media type, or JSON with a
+ * schemaVersion (what registries that send application/json answer). */
+static bool manifest_answer(const struct osb_response *resp)
+{
+    if (strncasecmp(resp->content_type, "application/vnd.oci.", 20) == 0 ||
+        strncasecmp(resp->content_type, "application/vnd.docker.", 23) == 0)
+        return true;
+    json_t *j = json_loadb(resp->body.data ? resp->body.data : "", resp->body.len, 0, NULL);
+    bool ok = json_is_integer(json_object_get(j, "schemaVersion"));
+    json_decref(j);
+    return ok;
+}
+
+/* An answer that is not a registry's: nothing of it reaches the caller (an agent could
+ * otherwise read other servers' pages through pull errors); the person finds the status in the
+ * server's log. */
+static void not_a_registry(const struct registry_client *c, const struct osb_response *resp,
+                           struct mcp_error *err)
+{
+    log_warn("image pull: %s answered HTTP %ld to GET %.200s, not as an OCI registry",
+             image_ref_api_host(&c->ref), resp->status, c->path);
+    mcp_error_set(err, MCP_ERR_BACKEND, 0,
+                  "%s did not answer as an OCI registry (its answer is withheld): check the "
+                  "image reference's registry, or retry if it is a registry having trouble",
+                  c->ref.registry);
+}
+
 static void status_error(const struct registry_client *c, const struct osb_response *resp,
                          struct mcp_error *err)
 {
+    if (!registry_error_answer(resp)) {
+        not_a_registry(c, resp, err);
+        return;
+    }
     char words[200], ref[IMAGE_REF_TEXT_MAX];
     registry_words(resp, words, sizeof words);
     image_ref_format(&c->ref, ref, sizeof ref);
@@ -299,6 +414,8 @@ static void request_token(struct registry_client *c, const char *challenge)
                              .body_cap = REGISTRY_TOKEN_CAP, .retry = OSB_RETRY_SAFE,
                              .retry_max = 3, .retry_base_ms = 200, .retry_cap_ms = 2000,
                              .follow_redirects = true, .done = on_token, .arg = c};
+    o.peer_ok = peer_check();
+    c->peer_refused = false;
     c->req = osb_http_start(c->http, &o);
     free(body); /* copied by the engine */
 }
@@ -388,10 +505,15 @@ static void on_response(void *arg, struct osb_response *resp)
     }
     if (resp->status >= 200 && resp->status < 300 && resp->curl_code == CURLE_OK &&
         !resp->body_capped && !resp->sink_aborted) {
+        if (strncmp(c->path, "manifests/", 10) == 0 && !manifest_answer(resp)) {
+            not_a_registry(c, resp, &err);
+            finish(c, NULL, &err);
+            return;
+        }
         finish(c, resp, NULL);
         return;
     }
-    c->retryable = failure_retryable(resp);
+    c->retryable = failure_retryable(resp) && !c->peer_refused; /* refused again if tried */
     if (c->range_refused)
         mcp_error_set(&err, MCP_ERR_BACKEND, 0,
                       "registry %s answered a request for %.200s from byte %llu with another "
@@ -462,6 +584,7 @@ static void send_request(struct registry_client *c)
     }
     c->pos = UINT64_MAX;
     c->range_refused = false;
+    c->peer_refused = false;
     /* Blobs stream: a deadline would cut large layers on slow links; a stall fails instead. */
     struct osb_req_opts o = {.method = "GET", .url = url, .headers = h,
                              .connect_timeout_ms = REGISTRY_CONNECT_MS,
@@ -473,6 +596,7 @@ static void send_request(struct registry_client *c)
                              .arg = c};
     if (!streamed)
         o.deadline_ms = 120000;
+    o.peer_ok = peer_check();
     c->req = osb_http_start(c->http, &o);
 }
 

@@ -14,11 +14,21 @@
 #include "mcp/base/error.h"
 
 #define REGISTRY_INSECURE_ENV "MCPBOX_INSECURE_REGISTRIES"
+/* Registries the person allows on this machine or its private networks (docs/images.md). */
+#define REGISTRY_LOCAL_ENV "MCPBOX_REGISTRIES"
 
 struct registry_client;
 
 /* resp is NULL when err is set; both borrowed. */
 typedef void registry_done_fn(void *arg, struct osb_response *resp, const struct mcp_error *err);
+
+/* A pull may reach an address that is not the public internet (loopback, private, link-local,
+ * reserved: addr_blocked.h) only for a registry the person named in MCPBOX_REGISTRIES or
+ * MCPBOX_INSECURE_REGISTRIES: else an image reference would let an agent send GETs to any port
+ * of the host or its networks. registry_check_reference refuses such a host given as an address
+ * (or localhost) at once; every connection is checked too (a name resolving inside, a redirect,
+ * a token realm), except through a proxy from the environment, which then decides. */
+int registry_check_reference(const struct image_ref *ref, struct mcp_error *err);
 
 /* Plain HTTP only for loopback registries and those in MCPBOX_INSECURE_REGISTRIES; else
  * HTTPS. Credentials are looked up once, at the registry's first challenge (credentials.h); a
@@ -32,7 +42,9 @@ void registry_client_set_credentials(struct registry_client *c, const char *cred
 
 /* GET /v2/<repository>/<path> ("manifests/<tag>", "blobs/<digest>"). With a sink, 2xx bodies
  * go to it and are not buffered. done is called once, never from inside this call; a non-2xx
- * answer or a transport failure arrives as err, worded for the user. */
+ * answer or a transport failure arrives as err, worded for the user. An answer that is not a
+ * registry's (no distribution API error document or challenge; a manifest that is not one) is
+ * opaque: the error says so without its status or any of its body. */
 void registry_get(struct registry_client *c, const char *path, const char *accept,
                   size_t body_cap, osb_sink_fn *sink, registry_done_fn *done, void *arg);
 

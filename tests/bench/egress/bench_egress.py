@@ -56,7 +56,7 @@ def main():
             w.tool("write_file", sandbox_id=sb["sandbox_id"], path="/workspace/probe.py",
                    content=PROBE)
         modes = {"policy": (policy["sandbox_id"], "allowed.test"),
-                 "network_true": (full["sandbox_id"], "198.51.100.1")}
+                 "network_true": (full["sandbox_id"], "11.0.0.1")}
         mbps = {m: [] for m in modes}
         setup = {m: [] for m in list(modes) + ["policy_host_header"]}
         for _ in range(a.n):
@@ -69,7 +69,7 @@ def main():
                 assert r["exit_code"] == 0, r
                 setup[m].append(int(r["stdout"]))
             r = w.run(policy["sandbox_id"], "python3 /workspace/probe.py allowed.test "
-                      "198.51.100.1 %d" % a.setups)
+                      "11.0.0.1 %d" % a.setups)
             assert r["exit_code"] == 0, r
             setup["policy_host_header"].append(int(r["stdout"]))
         out = {"rounds": a.n, "bytes": a.bytes, "setups_per_round": a.setups,

@@ -1,5 +1,5 @@
 """The world the egress tests and benchmark run in: a network namespace of their own holding the
-test hosts (198.51.100.1 on lo, plus 127.0.0.1 and 10.0.0.1 servers that must never be reached),
+test hosts (11.0.0.1 on lo, plus 127.0.0.1 and 10.0.0.1 servers that must never be reached),
 a hosts file that mcpbox resolves the test names from (MCPBOX_EGRESS_HOSTS, the test hook of
 backend/local/egress_proxy.c), and `mcpbox serve` over stdio started inside that namespace, as
 root or as an ordinary user. No traffic leaves the namespace: mcpbox itself runs in it."""
@@ -14,7 +14,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from mcp_stdio import Client  # noqa: E402
 
-HOSTS = """198.51.100.1 allowed.test www.wild.test deep.www.wild.test wild.test other.test port.test
+HOSTS = """11.0.0.1 allowed.test www.wild.test deep.www.wild.test wild.test other.test port.test
 127.0.0.1 loopy.test
 10.0.0.1 private.test
 """
@@ -33,7 +33,8 @@ def sh(*cmd, **kw):
 
 
 class World:
-    def __init__(self, mcpbox, user=None, pool=0, uplink=False, wrap=(), stderr=None):
+    def __init__(self, mcpbox, user=None, pool=0, uplink=False, wrap=(), stderr=None, extra=()):
+        """extra: more (address, names) test hosts, each serving HTTP on :80."""
         self.dir = tempfile.mkdtemp(prefix="mcpbox-egressproxy-")
         self.stderr = stderr  # where serve's log goes (None: the test's own stderr)
         os.chmod(self.dir, 0o755)
@@ -49,7 +50,7 @@ class World:
         self.nsenter = ["nsenter", "--net=/proc/%d/ns/net" % self.holder.pid]
         ip = self.nsenter + ["ip"]
         sh(*ip, "link", "set", "lo", "up")
-        for addr in ("198.51.100.1/32", "10.0.0.1/32"):
+        for addr in ["11.0.0.1/32", "10.0.0.1/32"] + [a + "/32" for a, _ in extra]:
             sh(*ip, "addr", "add", addr, "dev", "lo")
         if uplink:
             # pasta (network: true) needs an interface with a default route to copy into the
@@ -69,13 +70,13 @@ class World:
         open(self.log, "w").close()
         self.servers = subprocess.Popen(
             self.nsenter + [sys.executable, os.path.join(HERE, "egress_servers.py"), self.log,
-                            self.cert, key, "198.51.100.1:80", "198.51.100.1:443",
-                            "198.51.100.1:8080", "127.0.0.1:80", "10.0.0.1:80"],
+                            self.cert, key, "11.0.0.1:80", "11.0.0.1:443", "11.0.0.1:8080",
+                            "127.0.0.1:80", "10.0.0.1:80"] + [a + ":80" for a, _ in extra],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert self.servers.stdout.readline().strip() == b"ready", "test servers did not start"
         self.hosts = os.path.join(self.dir, "hosts")
         with open(self.hosts, "w") as f:
-            f.write(HOSTS)
+            f.write(HOSTS + "".join("%s %s\n" % (a, " ".join(n)) for a, n in extra))
         os.chmod(self.hosts, 0o644)
         state = os.path.join(self.dir, "state")
         os.mkdir(state, 0o700)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Test hosts for the egress tests, run inside the network namespace the test makes: HTTP on
-each ADDR:PORT given, HTTPS (cert/key given) on 198.51.100.1:443, and a UDP sink on
-198.51.100.1:9999. Every TCP connection and datagram is logged to LOG ("tcp ADDR:PORT host=...",
+each ADDR:PORT given, HTTPS (cert/key given) on 11.0.0.1:443, and a UDP sink on
+11.0.0.1:9999. Every TCP connection and datagram is logged to LOG ("tcp ADDR:PORT host=...",
 "udp ..."), so a test can tell that a refused connection never reached a host. GET /big?bytes=N
 streams N zero bytes (the benchmark).
 
@@ -59,7 +59,7 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
 def udp_sink():
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.bind(("198.51.100.1", 9999))
+    s.bind(("11.0.0.1", 9999))
     while True:
         data, peer = s.recvfrom(2048)
         LOG.write("udp %r from %s\n" % (data, peer))

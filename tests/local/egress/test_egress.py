@@ -73,12 +73,12 @@ def run_checks(w):
           "get_sandbox shows the policy", json.dumps(info))
 
     r = w.run(sid, CURL + "http://allowed.test/")
-    check(r["exit_code"] == 0 and "hello from 198.51.100.1:80 host=allowed.test" in r["stdout"],
+    check(r["exit_code"] == 0 and "hello from 11.0.0.1:80 host=allowed.test" in r["stdout"],
           "an allowed name over HTTP", json.dumps(r))
     with open(w.cert) as f:
         w.tool("write_file", sandbox_id=sid, path="/workspace/ca.pem", content=f.read())
     r = w.run(sid, CURL + "--cacert /workspace/ca.pem https://allowed.test/")
-    check(r["exit_code"] == 0 and "hello from 198.51.100.1:443" in r["stdout"],
+    check(r["exit_code"] == 0 and "hello from 11.0.0.1:443" in r["stdout"],
           "an allowed name over HTTPS (the name from the ClientHello's SNI)", json.dumps(r))
     r = w.run(sid, "getent hosts allowed.test")
     check(r["exit_code"] == 0 and r["stdout"].startswith("198.18."),
@@ -89,25 +89,25 @@ def run_checks(w):
           "a name not on the list does not resolve", json.dumps(r))
     check(refused(w, sid, name="other.test", protocol="dns", reason="policy"),
           "... and its lookup is an egress_refused event", json.dumps(refusals(w, sid)))
-    r = w.run(sid, CURL + "--resolve other.test:80:198.51.100.1 http://other.test/")
+    r = w.run(sid, CURL + "--resolve other.test:80:11.0.0.1 http://other.test/")
     check(r["exit_code"] != 0, "a name not on the list, dialled by address, is refused",
           json.dumps(r))
     ev = refused(w, sid, name="other.test", port=80, reason="policy")
     check(ev and ev[0].get("decided_by") == "default deny",
           "... recorded with the port and what decided", json.dumps(refusals(w, sid)))
     r = w.run(sid, CURL + "https://other.test/ --cacert /workspace/ca.pem "
-              "--resolve other.test:443:198.51.100.1")
+              "--resolve other.test:443:11.0.0.1")
     check(r["exit_code"] != 0 and refused(w, sid, name="other.test", port=443),
           "... over HTTPS too (SNI other.test)", json.dumps(r))
 
     r = w.run(sid, CURL + "http://www.wild.test/ && " + CURL + "http://deep.www.wild.test/")
-    check(r["exit_code"] == 0 and r["stdout"].count("hello from 198.51.100.1:80") == 2,
+    check(r["exit_code"] == 0 and r["stdout"].count("hello from 11.0.0.1:80") == 2,
           "a wildcard allows the names below it", json.dumps(r))
     r = w.run(sid, CURL + "http://wild.test/")
     check(r["exit_code"] != 0, "... but not the name itself", json.dumps(r))
 
     r = w.run(sid, CURL + "http://port.test:8080/")
-    check(r["exit_code"] == 0 and "hello from 198.51.100.1:8080" in r["stdout"],
+    check(r["exit_code"] == 0 and "hello from 11.0.0.1:8080" in r["stdout"],
           "a port rule allows its port", json.dumps(r))
     r = w.run(sid, CURL + "http://port.test/")
     check(r["exit_code"] != 0 and refused(w, sid, name="port.test", port=80, reason="policy"),
@@ -119,10 +119,10 @@ def run_checks(w):
               refused(w, sid, name=name, reason="private_address", address=addr),
               "an allowed name resolving to %s is refused" % addr, json.dumps(refusals(w, sid)))
 
-    r = w.run(sid, CURL + "http://198.51.100.1/")
+    r = w.run(sid, CURL + "http://11.0.0.1/")
     check(r["exit_code"] != 0, "an IP literal with no name is refused under an allowlist",
           json.dumps(r))
-    check(any(x.get("name") is None and x.get("address") == "198.51.100.1"
+    check(any(x.get("name") is None and x.get("address") == "11.0.0.1"
               for x in refusals(w, sid)), "... recorded without a name", json.dumps(refusals(w, sid)))
 
     # bash's /dev/tcp: a plain connect() that knows nothing of proxy variables
@@ -136,20 +136,20 @@ def run_checks(w):
     check(r["exit_code"] == 0 and "host=allowed.test" in r["stdout"],
           "a raw connect (bash /dev/tcp, proxy variables ignored) to an allowed name",
           json.dumps(r))
-    r = w.run(sid, raw % ("198.51.100.1", "other.test"))
+    r = w.run(sid, raw % ("11.0.0.1", "other.test"))
     check("hello" not in r["stdout"], "a raw connect naming another host in Host is refused",
           json.dumps(r))
     r = w.run(sid, raw % ("203.0.113.77", "allowed.test"))
-    check(r["exit_code"] == 0 and "hello from 198.51.100.1:80 host=allowed.test" in r["stdout"],
+    check(r["exit_code"] == 0 and "hello from 11.0.0.1:80 host=allowed.test" in r["stdout"],
           "the sandbox's address is not trusted: mcpbox resolves the name itself", json.dumps(r))
 
     r = w.run(sid, "python3 -c 'import socket; socket.socket(socket.AF_INET, "
-                   "socket.SOCK_DGRAM).sendto(b\"leak\", (\"198.51.100.1\", 9999))'")
+                   "socket.SOCK_DGRAM).sendto(b\"leak\", (\"11.0.0.1\", 9999))'")
     check(r["exit_code"] != 0 and "not permitted" in r["stderr"], "a UDP send is refused",
           json.dumps(r))
 
     hits = w.hits()
-    for bad in ("host=other.test", "127.0.0.1:80", "10.0.0.1:80", "host=198.51.100.1",
+    for bad in ("host=other.test", "127.0.0.1:80", "10.0.0.1:80", "host=11.0.0.1",
                 "port.test path", "udp "):
         check(bad not in hits.replace("port.test:8080", ""),
               "no test host saw %r" % bad, hits)
@@ -194,11 +194,11 @@ def run_checks(w):
     # but never to a blocked one, and a denied name is refused whatever address is dialled.
     deny = w.tool("create_sandbox", network_policy={"default_action": "allow", "egress": [
         {"action": "deny", "target": "other.test"}]})["structuredContent"]["sandbox_id"]
-    r = w.run(deny, CURL + "http://allowed.test/ && " + CURL + "http://198.51.100.1/")
+    r = w.run(deny, CURL + "http://allowed.test/ && " + CURL + "http://11.0.0.1/")
     check(r["exit_code"] == 0 and "host=allowed.test" in r["stdout"] and
-          "host=198.51.100.1" in r["stdout"],
+          "host=11.0.0.1" in r["stdout"],
           "a denylist lets other names and nameless connections through", json.dumps(r))
-    r = w.run(deny, CURL + "--resolve other.test:80:198.51.100.1 http://other.test/")
+    r = w.run(deny, CURL + "--resolve other.test:80:11.0.0.1 http://other.test/")
     check(r["exit_code"] != 0 and refused(w, deny, name="other.test", port=80, reason="policy"),
           "... and refuses the denied name dialled by address", json.dumps(r))
     r = w.run(deny, CURL + "http://10.0.0.1/")
@@ -208,10 +208,10 @@ def run_checks(w):
     # (2 s); it speaks at 5 s, so a loaded machine still decides before its bytes arrive (at
     # 2.5 s the bytes sometimes came first under load, and 'Host: x' does not resolve)
     r = w.run(deny, "python3 -c 'import socket, time; s = socket.create_connection("
-                    "(\"198.51.100.1\", 80)); time.sleep(5); "
+                    "(\"11.0.0.1\", 80)); time.sleep(5); "
                     "s.sendall(b\"GET / HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n\"); "
                     "print(b\"\".join(iter(lambda: s.recv(4096), b\"\")).decode())'")
-    check(r["exit_code"] == 0 and "hello from 198.51.100.1:80" in r["stdout"],
+    check(r["exit_code"] == 0 and "hello from 11.0.0.1:80" in r["stdout"],
           "a client silent for the first 2 s is decided without a name", json.dumps(r))
     check("10.0.0.1:80" not in w.hits(), "... which never reached it", w.hits())
     w.tool("destroy_sandbox", sandbox_id=deny)
@@ -222,8 +222,8 @@ def run_checks(w):
     if w.user:
         return
     full = w.tool("create_sandbox", network=True)["structuredContent"]["sandbox_id"]
-    r = w.run(full, CURL + "http://198.51.100.1/")
-    check(r["exit_code"] == 0 and "hello from 198.51.100.1:80" in r["stdout"],
+    r = w.run(full, CURL + "http://11.0.0.1/")
+    check(r["exit_code"] == 0 and "hello from 11.0.0.1:80" in r["stdout"],
           "network: true through mcpbox serve reaches a public address (pasta starts)",
           json.dumps(r))
     w.tool("destroy_sandbox", sandbox_id=full)

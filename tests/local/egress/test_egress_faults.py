@@ -22,7 +22,7 @@ POLICY = {"default_action": "deny", "egress": [{"action": "allow", "target": "al
 # By address, so the proxy reads the Host header (uv_read_start) before it connects.
 CLIENT = r"""
 import socket
-s = socket.create_connection(("198.51.100.1", 80), timeout=20)
+s = socket.create_connection(("11.0.0.1", 80), timeout=20)
 s.sendall(b"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n")
 data = b""
 try:
@@ -67,7 +67,7 @@ def main():
             check(r["exit_code"] == 0 and "hello from" not in r["stdout"],
                   "connection %d dropped when %s failed" % (i, doing), repr(r))
         r = w.run(sid, "python3 /workspace/client.py")
-        check(r["exit_code"] == 0 and "hello from 198.51.100.1:80 host=allowed.test" in
+        check(r["exit_code"] == 0 and "hello from 11.0.0.1:80 host=allowed.test" in
               r["stdout"], "the next connection is served", repr(r))
     finally:
         w.close()

@@ -32,6 +32,11 @@ OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 LAYER_TYPES = {"gzip": "application/vnd.oci.image.layer.v1.tar+gzip",
                "zstd": "application/vnd.oci.image.layer.v1.tar+zstd",
                "tar": "application/vnd.oci.image.layer.v1.tar"}
+# The test registries are on loopback, which pulls reach only for registries the person names
+# (docs/images.md): every mcpbox these tests start inherits this (ENV for those given an
+# environment of their own).
+ENV = {"MCPBOX_REGISTRIES": "127.0.0.1"}
+os.environ.update(ENV)
 
 
 def free_port():

@@ -309,7 +309,8 @@ def test_rootless_cli(mcpbox, reg, ref):
     state = tempfile.mkdtemp(prefix="ocir-", dir="/tmp")
     os.chown(state, pw.pw_uid, pw.pw_gid)
     os.chmod(state, 0o700)
-    env = {"PATH": os.environ["PATH"], "HOME": state, "MCPBOX_IMAGE_STORE_MAX_BYTES": str(CAP)}
+    env = {"PATH": os.environ["PATH"], "HOME": state, "MCPBOX_IMAGE_STORE_MAX_BYTES": str(CAP),
+           **oci.ENV}
     # The user runs a copy of the binary: a build under /root (mode 0700, as in a fresh clone on a
     # fresh machine) is not reachable by another user.
     bindir = tempfile.mkdtemp(prefix="ocir-bin-", dir="/tmp")
@@ -384,7 +385,8 @@ def test_rootless_single_uid(mcpbox, reg, ref):
     state = tempfile.mkdtemp(prefix="ocis-", dir="/tmp")
     os.chown(state, pw.pw_uid, pw.pw_gid)
     os.chmod(state, 0o700)
-    env = {"PATH": os.environ["PATH"], "HOME": state, "MCPBOX_IMAGE_STORE_MAX_BYTES": str(CAP)}
+    env = {"PATH": os.environ["PATH"], "HOME": state, "MCPBOX_IMAGE_STORE_MAX_BYTES": str(CAP),
+           **oci.ENV}
     bindir = tempfile.mkdtemp(prefix="ocis-bin-", dir="/tmp")
     os.chmod(bindir, 0o755)
     user_mcpbox = os.path.join(bindir, "mcpbox")

@@ -85,7 +85,7 @@ TEST(refusal_events_name_domain_port_and_rule)
     egress_policy_unref(p);
 }
 
-TEST(repeats_within_a_minute_are_counted_not_logged)
+TEST(repeats_within_a_minute_are_counted_as_they_happen)
 {
     struct egress_policy *p = policy_of(pypi_only);
     const char *id = "sbx-egresspolicy0002";
@@ -98,13 +98,16 @@ TEST(repeats_within_a_minute_are_counted_not_logged)
     local_egress_refused_at(st, id, &r, 5600);
     json_t *events = events_of(id);
     ASSERT_EQ(json_array_size(events), 2);
+    json_t *data = json_object_get(json_array_get(events, 0), "data"); /* counted at once */
+    ASSERT_EQ(json_integer_value(json_object_get(data, "repeats")), 499);
+    ASSERT(json_is_string(json_object_get(data, "last_time")));
     json_decref(events);
-    r.port = 443; /* a minute after the first: recorded, with the 499 it stood for */
+    r.port = 443; /* a minute after the first: a new event, counting from there */
     local_egress_refused_at(st, id, &r, 5000 + LOCAL_EGRESS_REPEAT_MS);
     events = events_of(id);
     ASSERT_EQ(json_array_size(events), 3);
-    json_t *data = json_object_get(json_array_get(events, 2), "data");
-    ASSERT_EQ(json_integer_value(json_object_get(data, "repeats")), 499);
+    data = json_object_get(json_array_get(events, 2), "data");
+    ASSERT(json_object_get(data, "repeats") == NULL);
     json_t *sum = local_egress_refusals(events);
     ASSERT_EQ(json_array_size(sum), 2);
     json_t *gh = json_array_get(sum, 0); /* newest first */
@@ -113,6 +116,38 @@ TEST(repeats_within_a_minute_are_counted_not_logged)
     ASSERT(json_object_get(gh, "repeats") == NULL);
     ASSERT(json_is_string(json_object_get(gh, "last_time")));
     json_decref(sum);
+    json_decref(events);
+    egress_policy_unref(p);
+}
+
+TEST(repeats_in_a_flood_are_counted_and_written_before_diagnose)
+{
+    struct egress_policy *p = policy_of(pypi_only);
+    const char *id = "sbx-egresspolicy0009";
+    insert_sandbox(id, NULL);
+    struct egress_refusal r = {.name = "github.com", .port = 443, .policy = p};
+    r.decision = egress_policy_decide(p, r.name, r.port);
+    local_egress_refused_at(st, id, &r, 9000);
+    r.flood = true; /* past the proxy's cap: nothing written, repeats kept */
+    for (int i = 0; i < 100; i++)
+        local_egress_refused_at(st, id, &r, 9001 + (uint64_t)i);
+    r.port = 22; /* a new refusal in a flood is not recorded */
+    local_egress_refused_at(st, id, &r, 9200);
+    json_t *events = events_of(id);
+    ASSERT_EQ(json_array_size(events), 1);
+    ASSERT(json_object_get(json_object_get(json_array_get(events, 0), "data"), "repeats") == NULL);
+    json_decref(events);
+    local_egress_flush_repeats(st, id); /* what diagnose_sandbox does before it reads */
+    events = events_of(id);
+    json_t *data = json_object_get(json_array_get(events, 0), "data");
+    ASSERT_EQ(json_integer_value(json_object_get(data, "repeats")), 100);
+    json_decref(events);
+    r.port = 443, r.flood = false; /* the flood is over: this one is counted at once */
+    local_egress_refused_at(st, id, &r, 9300);
+    events = events_of(id);
+    ASSERT_EQ(json_array_size(events), 1);
+    data = json_object_get(json_array_get(events, 0), "data");
+    ASSERT_EQ(json_integer_value(json_object_get(data, "repeats")), 101);
     json_decref(events);
     egress_policy_unref(p);
 }
@@ -299,7 +334,8 @@ int main(void)
     }
     uv_loop_init(&loop);
     RUN(refusal_events_name_domain_port_and_rule);
-    RUN(repeats_within_a_minute_are_counted_not_logged);
+    RUN(repeats_within_a_minute_are_counted_as_they_happen);
+    RUN(repeats_in_a_flood_are_counted_and_written_before_diagnose);
     RUN(hints_say_what_to_ask_for);
     RUN(diagnose_summary_shows_refusals);
     RUN(policy_in_force_follows_the_record);
