@@ -64,9 +64,9 @@ def one_size(mcpbox, files, changed, runs):
             seconds, res = server.tool("review_changes", {"sandbox_id": sid})
             review_ms.append(seconds * 1000)
             out = res.get("structuredContent", {})
-            listed = len(out.get("changes", []))
+            listed = out.get("changes_total")
             if listed != changed:
-                raise SystemExit(f"FAIL: review_changes listed {listed} changes, {changed} made")
+                raise SystemExit(f"FAIL: review_changes counted {listed} changes, {changed} made")
             args = {"sandbox_id": sid}
             if out.get("review"):
                 args["review"] = out["review"]

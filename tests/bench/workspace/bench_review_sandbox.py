@@ -52,7 +52,7 @@ def time_mcp(mcpbox, state, sid, runs, changed):
         if i == 0:
             hwm_start = vm_kib(server.proc.pid, "VmHWM")
         times.append(seconds * 1000)
-        n = len(result.get("structuredContent", {}).get("changes", []))
+        n = result.get("structuredContent", {}).get("changes_total")
         if n != changed:
             raise SystemExit(f"FAIL: review_changes listed {n} changes, {changed} were made")
     hwm_review = vm_kib(server.proc.pid, "VmHWM")
