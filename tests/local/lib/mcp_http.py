@@ -9,12 +9,15 @@ As a program: mcp_http.py PORT CALLS_JSON [--keep]
   successful create_sandbox made, "$REVIEW" the token the last review_changes returned. Prints one JSON list of [isError, structuredContent, text], one
   per call, and destroys the sandboxes it made unless --keep.
 """
+import atexit
 import http.client
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 PROTOCOL_VERSION = "2025-11-25"
@@ -84,10 +87,28 @@ def run_calls(port, calls, keep=False):
     return out
 
 
+_STAGED = {}
+
+
+def staged(path):
+    """A copy of path that any user can read and run: on a fresh machine the clone sits under
+    /root, mode 0700, where another user reaches neither this script nor the mcpbox binary."""
+    if path not in _STAGED:
+        d = tempfile.mkdtemp(prefix="mbx-staged-")
+        os.chmod(d, 0o755)
+        copy = os.path.join(d, os.path.basename(path))
+        shutil.copy2(path, copy)
+        os.chmod(copy, 0o755)
+        atexit.register(shutil.rmtree, d, True)
+        _STAGED[path] = copy
+    return _STAGED[path]
+
+
 def as_user(uid, gid, port, calls, keep=False):
     """run_calls as uid:gid (no supplementary groups, no capabilities), in a child process."""
     argv = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
-            "--inh-caps=-all", "--bounding-set=-all", sys.executable, os.path.abspath(__file__),
+            "--inh-caps=-all", "--bounding-set=-all", sys.executable,
+            staged(os.path.abspath(__file__)),
             str(port), json.dumps(calls)] + (["--keep"] if keep else [])
     r = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd="/")
     assert r.returncode == 0, f"client as {uid}: {r.stderr}"
@@ -100,6 +121,7 @@ def start_server(mcpbox, state, args, log_path, user=None):
     argv = [mcpbox, "serve", "--http", "127.0.0.1:0", "--state-dir", state, "--local-pool", "0",
             "--log-level", "info"] + [str(a) for a in args]
     if user:
+        argv[0] = staged(mcpbox)
         argv = ["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups"] + argv
     log = open(log_path, "w+")
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
