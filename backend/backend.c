@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp/base/xalloc.h"
+#include "lib/base/xalloc.h"
 
 static const char *const state_names[] = {
     [SANDBOX_CREATING] = "creating", [SANDBOX_RUNNING] = "running",

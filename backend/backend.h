@@ -42,7 +42,7 @@
 #include <uv.h>
 
 #include "backend/egress_policy.h"
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 
 struct backend;
 struct store;

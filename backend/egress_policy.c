@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp/base/xalloc.h"
+#include "lib/base/xalloc.h"
 
 static bool label_char_ok(char c)
 {

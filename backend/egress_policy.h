@@ -42,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 
 #define EGRESS_POLICY_MAX_RULES 256 /* more: use a wildcard, or default_action "allow" */
 #define EGRESS_POLICY_MAX_PORTS 16  /* per rule */

@@ -9,8 +9,8 @@
 #include "backend/backend.h"
 #include "backend/local/local.h"
 #include "backend/opensandbox/opensandbox.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/log.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/log.h"
 #include "mcp/config.h"
 
 static struct backend *start_local(uv_loop_t *loop, struct store *store,

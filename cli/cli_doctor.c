@@ -7,12 +7,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/local/doctor/doctor.h"
+#include "backend/local/doctor.h"
 #include "backend/local/local.h"
 #include "cli/cli.h"
 #include "cli/cli_util.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/xalloc.h"
 
 static void doctor_usage(FILE *out)
 {

@@ -15,8 +15,8 @@
 #include "backend/local/local.h"
 #include "cli/cli.h"
 #include "cli/cli_util.h"
-#include "mcp/base/util.h"
-#include "mcp/store/store.h"
+#include "lib/base/util.h"
+#include "lib/store/store.h"
 
 #define BAR_WIDTH 30
 

@@ -13,10 +13,10 @@
 #include "cli/cli.h"
 #include "cli/cli_sandbox.h"
 #include "cli/cli_util.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/log.h"
-#include "mcp/base/xalloc.h"
-#include "mcp/store/store.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/log.h"
+#include "lib/base/xalloc.h"
+#include "lib/store/store.h"
 
 struct cli_sandbox_cmd {
     const char *name;

@@ -9,7 +9,7 @@
 #include <uv.h>
 
 #include "backend/backend.h"
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 
 struct store;
 

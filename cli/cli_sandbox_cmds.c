@@ -10,8 +10,8 @@
 #include "backend/local/local.h"
 #include "cli/cli_sandbox.h"
 #include "cli/cli_util.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/xalloc.h"
 
 #define CLI_SIZE_TEXT_MAX 32
 

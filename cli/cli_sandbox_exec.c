@@ -13,9 +13,9 @@
 
 #include "cli/cli_sandbox.h"
 #include "cli/cli_util.h"
-#include "mcp/base/buf.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/buf.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/xalloc.h"
 
 /* Bytes of stdin an exec may forward (it is sent in one request). */
 #define CLI_EXEC_STDIN_MAX (16u * 1024 * 1024)

@@ -10,7 +10,7 @@
 
 #include "cli/cli_sandbox.h"
 #include "cli/cli_util.h"
-#include "mcp/base/utf8.h"
+#include "lib/base/utf8.h"
 #include "mcp/config.h"
 
 #define CLI_DIFF_PAGE (1u << 20)

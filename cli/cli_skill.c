@@ -25,9 +25,9 @@
 
 #include "cli/cli.h"
 #include "cli/skill_text.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/error.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/error.h"
+#include "lib/base/xalloc.h"
 
 #define SKILL_NAME "troubleshoot-sandbox"
 #define SKILL_FILE "SKILL.md"

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "mcp/base/error.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/error.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 char *cli_state_dir(const char *flag)
 {

@@ -35,7 +35,7 @@ int cli_exit_for_error(int code);
 /* "-o json" / "--output json" / "-o table": returns 0 and sets *json, -1 for a bad value. */
 int cli_parse_output(const char *value, bool *json);
 
-/* A duration in seconds (a fraction allowed): saturated to MAX_DURATION_S (mcp/base/util.h)
+/* A duration in seconds (a fraction allowed): saturated to MAX_DURATION_S (lib/base/util.h)
  * above it, and to -1 below it when negative values mean "never"; -1 for a malformed value.
  * Returns milliseconds in *ms. */
 int cli_parse_seconds(const char *s, int64_t *ms);

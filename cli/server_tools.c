@@ -2,8 +2,8 @@
  * together, so that the protocol core does not depend on the tools that use it. */
 #define LOG_MODULE "server"
 #include "cli/cli.h"
-#include "mcp/base/error.h"
-#include "mcp/base/log.h"
+#include "lib/base/error.h"
+#include "lib/base/log.h"
 #include "mcp/config.h"
 #include "mcp/registry.h"
 #include "mcp/server.h"

@@ -20,7 +20,7 @@ set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # The libraries the binary links (checked by the package_deb test against the binary's NEEDED
 # entries), with the Debian 12 versions as the floor; libcurl4 is not linked but dlopened by the
-# OpenSandbox backend when it starts (backend/opensandbox/curl_loader.h); libarchive13 is not linked
+# OpenSandbox backend when it starts (lib/httpc/curl_loader.h); libarchive13 is not linked
 # but dlopened to unpack OCI image layers (backend/local/image/archive_loader.c); libnettle8 comes
 # with libarchive13, and its SHA-256 is used for layer digests when libarchive has loaded it
 # (backend/local/image/layer_hash.c), so it is named too.

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "mcp/base/cleanup.h"
-#include "mcp/base/error.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/error.h"
+#include "lib/base/xalloc.h"
 
 #define CONFIG_OPENSANDBOX_TIMEOUT_DEFAULT_S 30
 #define CONFIG_HOST_MAX 256

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "mcp/base/log.h"
+#include "lib/base/log.h"
 
 #define CONFIG_LOCAL_POOL_DEFAULT 2
 #define CONFIG_LOCAL_POOL_MAX 64
@@ -20,7 +20,7 @@ struct mcp_config {
     char *http_listen;      /* owned; "127.0.0.1:8765" or NULL for stdio */
     char *token;            /* owned; bearer token for HTTP (--token or MCPBOX_TOKEN), or NULL */
     bool conformance_fixtures;
-    /* OpenSandbox's lifecycle and execd APIs beside MCP on the --http listener (mcp/osapi/):
+    /* OpenSandbox's lifecycle and execd APIs beside MCP on the --http listener (osapi/):
      * --opensandbox-api or MCPBOX_OPENSANDBOX_API=1; the API key clients send
      * (--opensandbox-api-key or MCPBOX_OPENSANDBOX_API_KEY; default: the --token). */
     bool osapi_enabled;

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "mcp/base/cleanup.h"
+#include "lib/base/cleanup.h"
 
 static const struct method_def methods[] = {
     {"initialize", method_initialize, METHOD_BEFORE_INIT},

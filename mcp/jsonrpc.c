@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mcp/base/json_in.h"
-#include "mcp/base/json_kind.h"
+#include "lib/base/json_in.h"
+#include "lib/base/json_kind.h"
 
 static bool id_is_valid(const json_t *id)
 {

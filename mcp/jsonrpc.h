@@ -6,7 +6,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 
 enum jsonrpc_kind {
     JSONRPC_INVALID,      /* err says why: MCP_ERR_PARSE (-32700) or MCP_ERR_INVALID_REQUEST */

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp/base/cleanup.h"
-#include "mcp/base/log.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/log.h"
+#include "lib/base/xalloc.h"
 #include "mcp/embedded_schemas.h"
 
 #define TOOL_NAME_MAX 128

@@ -22,7 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 #include "mcp/tool.h"
 
 struct registry;

@@ -12,7 +12,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 #include "mcp/tool.h"
 
 struct request;

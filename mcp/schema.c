@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp/base/cleanup.h"
-#include "mcp/base/json_kind.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/json_kind.h"
+#include "lib/base/xalloc.h"
 #include "mcp/limits.h"
 
 #define SCHEMA_PATH_MAX 256

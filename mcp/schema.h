@@ -14,7 +14,7 @@
 
 #include <jansson.h>
 
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 
 /* Validates instance against schema; $refs resolve against schema itself. root_name names the
  * instance in messages ("arguments"). Returns 0, or -1 with err (MCP_ERR_INVALID_PARAMS) whose

@@ -9,15 +9,15 @@
 #endif
 #include <string.h>
 
-#include "mcp/base/cleanup.h"
-#include "mcp/base/log.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/log.h"
+#include "lib/base/xalloc.h"
 #include "mcp/config.h"
 #include "mcp/context.h"
-#include "mcp/modern/modern.h"
+#include "mcp/modern.h"
 #include "mcp/registry.h"
 #include "mcp/session-internal.h"
-#include "mcp/store/store.h"
+#include "lib/store/store.h"
 
 #define SERVER_MAX_STOP_HOOKS 8
 

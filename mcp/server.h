@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <uv.h>
 
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 
 struct backend_set;
 struct mcp_config;

@@ -6,7 +6,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 #include "mcp/session.h"
 
 /* RFC 5424 levels as MCP names them, in increasing severity. */

@@ -7,13 +7,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mcp/base/cleanup.h"
-#include "mcp/base/log.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/log.h"
+#include "lib/base/xalloc.h"
 #include "mcp/dispatch.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/limits.h"
-#include "mcp/modern/modern.h"
+#include "mcp/modern.h"
 #include "mcp/request.h"
 #include "mcp/server.h"
 #include "mcp/session-internal.h"

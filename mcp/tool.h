@@ -15,8 +15,8 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "mcp/base/error.h"
-#include "mcp/base/log.h"
+#include "lib/base/error.h"
+#include "lib/base/log.h"
 
 struct tool_call;
 struct mcp_context;

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp/base/xalloc.h"
+#include "lib/base/xalloc.h"
 
 /* Gemini CLI adds wait_for_previous to every MCP tool's schema and asks the model to set it for
  * calls that depend on earlier ones; the CLI itself acts on it, the server has nothing to do. */

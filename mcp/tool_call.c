@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "mcp/base/cleanup.h"
-#include "mcp/base/log.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/log.h"
+#include "lib/base/xalloc.h"
 #include "mcp/registry.h"
 #include "mcp/request.h"
 #include "mcp/schema.h"

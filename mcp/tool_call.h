@@ -12,7 +12,7 @@ struct registry_tool;
 void tool_call_start(struct request *req, const struct registry_tool *tool, json_t *args);
 
 struct tool_call;
-/* The request a call answers (for the MRTR helpers in mcp/modern/mrtr.c). */
+/* The request a call answers (for the MRTR helpers in mcp/modern_mrtr.c). */
 struct request *tool_call_req(const struct tool_call *call);
 /* Frees the call without answering; returns its request, which the caller must answer. */
 struct request *tool_call_end(struct tool_call *call);

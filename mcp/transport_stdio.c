@@ -9,11 +9,11 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "mcp/base/buf.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/json_out.h"
-#include "mcp/base/log.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/buf.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/json_out.h"
+#include "lib/base/log.h"
+#include "lib/base/xalloc.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/limits.h"
 #include "mcp/server.h"

@@ -5,7 +5,7 @@
 #ifndef MCPBOX_TRANSPORT_STDIO_H
 #define MCPBOX_TRANSPORT_STDIO_H
 
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 
 struct mcp_server;
 

@@ -10,8 +10,8 @@
 #include "backend/local/agent_frame.h"
 #include "backend/local/local_internal.h"
 #include "backend/local/proto.h"
-#include "mcp/base/json_out.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/json_out.h"
+#include "lib/base/xalloc.h"
 
 #define CLIENT_KEEP_BUF (1u << 20)
 

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "backend/local/proto.h"
-#include "mcp/base/json_in.h"
+#include "lib/base/json_in.h"
 
 enum agent_frame_rc agent_frame_next(struct buf *rbuf, json_t **msg)
 {

@@ -6,8 +6,8 @@
 
 #include <jansson.h>
 
-#include "mcp/base/buf.h"
-#include "mcp/base/error.h"
+#include "lib/base/buf.h"
+#include "lib/base/error.h"
 
 enum agent_frame_rc {
     AGENT_FRAME_NONE,  /* no complete frame in the buffer yet */

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "backend/local/local_internal.h"
-#include "mcp/base/util.h"
+#include "lib/base/util.h"
 
 #define CG_ROOT "/sys/fs/cgroup"
 #define CG_PARENT_NAME "mcpbox"

@@ -40,9 +40,9 @@
 #include "backend/local/egress_parse.h"
 #include "backend/local/local_internal.h"
 #include "backend/local/proto.h"
-#include "mcp/base/log.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/log.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 #define EGRESS_HEAD_MAX 16384          /* bytes read for a name before giving up on one */
 #define EGRESS_HEAD_MS 2000            /* ... and how long to wait for them */

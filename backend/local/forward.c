@@ -38,8 +38,8 @@
 
 #define LOG_MODULE "local"
 #include "backend/local/local_internal.h"
-#include "mcp/base/log.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/log.h"
+#include "lib/base/xalloc.h"
 
 #define FWD_BACKLOG 64
 #define FWD_RELAY_BUF 65536

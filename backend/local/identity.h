@@ -22,7 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 
 #define LOCAL_ID_RANGE_MAX 65536u
 #define LOCAL_NEWUIDMAP "/usr/bin/newuidmap"

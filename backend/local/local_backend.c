@@ -16,14 +16,14 @@
 #include <unistd.h>
 
 #define LOG_MODULE "local"
-#include "backend/local/doctor/doctor.h"
+#include "backend/local/doctor.h"
 #include "backend/local/local.h"
 #include "backend/local/image/image.h"
 #include "backend/local/local_internal.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/log.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/log.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 #define LOCAL_TIMER_MS 5000
 #define LOCAL_CREATING_GRACE_MS 60000 /* a "creating" record younger than this may be live */

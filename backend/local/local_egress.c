@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include "backend/local/local_internal.h"
-#include "mcp/base/log.h"
-#include "mcp/base/util.h"
+#include "lib/base/log.h"
+#include "lib/base/util.h"
 
 /* ---- the policy in force -------------------------------------------------------------------- */
 

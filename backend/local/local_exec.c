@@ -6,10 +6,10 @@
 
 #define LOG_MODULE "local"
 #include "backend/local/local_internal.h"
-#include "mcp/base/log.h"
-#include "mcp/base/utf8.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/log.h"
+#include "lib/base/utf8.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 #define OOM_LOOKBACK_EVENTS 200
 

@@ -18,8 +18,8 @@
 #include "backend/local/image/unpack.h"
 #include "backend/local/local.h"
 #include "backend/local/local_internal.h"
-#include "mcp/base/log.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/log.h"
+#include "lib/base/xalloc.h"
 
 struct pending_create {
     struct local_backend *lb;

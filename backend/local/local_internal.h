@@ -11,14 +11,14 @@
 
 #include "backend/backend.h"
 #include "backend/egress_policy.h"
-#include "backend/local/addr_blocked.h"
+#include "backend/local/image/addr_blocked.h"
 #include "backend/local/pasta_path.h"
 #include "backend/local/identity.h"
 #include "backend/local/workspace.h"
-#include "mcp/base/rmtree.h"
-#include "mcp/base/buf.h"
-#include "mcp/base/error.h"
-#include "mcp/store/store.h"
+#include "lib/base/rmtree.h"
+#include "lib/base/buf.h"
+#include "lib/base/error.h"
+#include "lib/store/store.h"
 
 #define LOCAL_PATH_MAX 512
 #define LOCAL_ID_LEN 21             /* "sbx-" + 16 hex + NUL */

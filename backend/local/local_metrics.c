@@ -6,8 +6,8 @@
 #include <uv.h>
 
 #include "backend/local/local_internal.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 #define LOCAL_METRICS_SAMPLE_MS 250
 

@@ -5,9 +5,9 @@
 
 #define LOG_MODULE "local"
 #include "backend/local/local_internal.h"
-#include "mcp/base/log.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/log.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 #define DIAG_EVENTS_MAX 100
 

@@ -26,9 +26,9 @@
 
 #define LOG_MODULE "local"
 #include "backend/local/local_internal.h"
-#include "mcp/base/log.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/log.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 /* A take in flight: the agent is being told the caller's settings. */
 struct pool_take {

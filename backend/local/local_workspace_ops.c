@@ -14,7 +14,7 @@
 #include "backend/local/local_internal.h"
 #include "backend/local/workspace.h"
 #include "backend/local/workspace_review.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/xalloc.h"
 
 struct ws_job {
     uv_work_t req;

@@ -22,7 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend/local/addr_blocked.h"
+#include "backend/local/image/addr_blocked.h"
 #include "backend/local/egress_rules.h"
 #include "backend/local/local_internal.h"
 

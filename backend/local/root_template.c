@@ -19,7 +19,7 @@
 
 #include "backend/local/local_internal.h"
 #include "backend/local/root_template.h"
-#include "mcp/base/util.h"
+#include "lib/base/util.h"
 
 #define ROOT_FORMAT "mcpbox root template 1" /* change when the entries below change */
 #define ROOT_NEW_PREFIX ".new-"

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 
 #define ROOT_HOSTNAME "sandbox"
 #define ROOT_USR_LINKS 6 /* bin, sbin, lib, lib64, lib32, libx32 */

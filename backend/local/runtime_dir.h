@@ -14,7 +14,7 @@
 
 #include <linux/magic.h>
 
-#include "mcp/base/util.h"
+#include "lib/base/util.h"
 
 #define LOCAL_RUN_HASH_HEX 16    /* hex digits of sha256(real state dir path) */
 #define LOCAL_RUN_FALLBACK "run" /* <state_dir>/run when no tmpfs is usable */

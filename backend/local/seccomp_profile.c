@@ -29,7 +29,7 @@
 #include <stdlib.h>
 
 #include "backend/local/local_internal.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/xalloc.h"
 
 const char *const local_seccomp_allowed[] = {
     "accept", "accept4", "access", "adjtimex", "alarm", "bind", "brk", "capget", "capset",

@@ -38,7 +38,7 @@
 #include "backend/local/local_internal.h"
 #include "backend/local/proto.h"
 #include "backend/local/root_template.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/xalloc.h"
 
 #define CHILD_FD_BASE 100          /* where the child parks its fds before renumbering */
 #define CHILD_NOFILE 65536

@@ -30,9 +30,9 @@
 #define LOG_MODULE "local"
 #include "backend/local/local_internal.h"
 #include "backend/local/root_template.h"
-#include "mcp/base/log.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/log.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 enum spawner_state {
     SP_PREPARING, /* the thread is making the next cgroup set */

@@ -19,7 +19,7 @@
 
 #define LOG_MODULE "local"
 #include "backend/local/local_internal.h"
-#include "mcp/base/log.h"
+#include "lib/base/log.h"
 
 #define MARKER_PREFIX "prepared-"
 #define MARKER_CGROUP_ROOT "/sys/fs/cgroup/"

@@ -19,8 +19,8 @@
 
 #include "backend/local/local.h"
 #include "backend/local/local_internal.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/xalloc.h"
 
 /* Where a mount may appear inside a sandbox: its own writable space, or conventional places
  * for data. Never over the system directories the sandbox's isolation is built from. */

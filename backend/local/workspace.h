@@ -53,7 +53,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 
 #define LOCAL_WS_DIR "workspaces"   /* under the state directory */
 #define LOCAL_WS_META "mounts.json" /* in <state_dir>/workspaces/<id>/ */

@@ -22,10 +22,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "mcp/base/cleanup.h"
-#include "mcp/base/utf8.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/utf8.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 struct apply {
     const struct ws_mount *m;

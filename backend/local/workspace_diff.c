@@ -13,11 +13,11 @@
 #include <unistd.h>
 
 #include "backend/local/workspace_udiff.h"
-#include "mcp/base/buf.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/utf8.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/buf.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/utf8.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 char *ws_sandbox_path(const struct ws_mount *m, const char *rel)
 {

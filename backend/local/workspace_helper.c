@@ -23,8 +23,8 @@
 #include <unistd.h>
 
 #include "backend/local/workspace_review.h"
-#include "mcp/base/buf.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/buf.h"
+#include "lib/base/xalloc.h"
 
 #define HELPER_NS_FD 3
 #define HELPER_OUT_MAX (64u << 20)

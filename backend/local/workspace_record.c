@@ -18,9 +18,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "mcp/base/cleanup.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 #define RECORD_MAGIC "MCPBOXR1"
 #define RECORD_MAGIC_LEN 8

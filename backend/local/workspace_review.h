@@ -29,8 +29,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include "mcp/base/error.h"
-#include "mcp/base/util.h"
+#include "lib/base/error.h"
+#include "lib/base/util.h"
 
 #define WS_CLOCK_SLACK_NS 20000000ll /* file times come from a coarse clock (a tick) */
 /* What one file may cost a review (issue 32, item 5): a side larger than WS_DIFF_SIDE_MAX bytes

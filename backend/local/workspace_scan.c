@@ -15,8 +15,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "mcp/base/cleanup.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/xalloc.h"
 
 #define SCAN_DEPTH_MAX 256
 #define SCAN_PATH_MAX 4096

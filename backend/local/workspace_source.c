@@ -22,7 +22,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "mcp/base/cleanup.h"
+#include "lib/base/cleanup.h"
 
 /* The file handle of fd as "type:hex", or "" where its filesystem has none (EOPNOTSUPP). */
 static void handle_hex(int fd, char out[LOCAL_WS_HANDLE_HEX])

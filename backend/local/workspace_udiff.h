@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mcp/base/buf.h"
+#include "lib/base/buf.h"
 
 #define UDIFF_CONTEXT 3
 /* Snake steps one diff may take before the rest of a region is shown as replaced whole: keeps a

@@ -5,11 +5,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend/opensandbox/curl_loader.h"
+#include "lib/httpc/curl_loader.h"
 #include "backend/opensandbox/osb.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/log.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/log.h"
+#include "lib/base/xalloc.h"
 
 struct osb_call {
     struct osb_backend *b;
@@ -18,11 +18,11 @@ struct osb_call {
     bool execd;
     osb_call_fn *done;
     void *arg;
-    osb_sink_fn *sink;
+    httpc_sink_fn *sink;
     curl_mime *(*mime_build)(void *arg, CURL *easy);
 };
 
-static void call_done(void *arg, struct osb_response *resp)
+static void call_done(void *arg, struct httpc_response *resp)
 {
     struct osb_call *c = arg;
     struct mcp_error e;
@@ -59,10 +59,10 @@ static curl_mime *call_mime(void *arg, CURL *easy)
 static struct curl_slist *add_header(struct curl_slist *l, const char *name, const char *value)
 {
     cleanup_free char *line = xasprintf("%s: %s", name, value);
-    return osb_curl.slist_append(l, line);
+    return httpc_curl.slist_append(l, line);
 }
 
-static struct osb_req *call_start(struct osb_backend *b, char *url, struct curl_slist *hdrs,
+static struct httpc_req *call_start(struct osb_backend *b, char *url, struct curl_slist *hdrs,
                                   const struct osb_call_opts *o, bool execd, osb_call_fn *done,
                                   void *arg, struct mcp_error *err)
 {
@@ -73,10 +73,10 @@ static struct osb_req *call_start(struct osb_backend *b, char *url, struct curl_
     if (o->json)
         hdrs = add_header(hdrs, "Content-Type", "application/json");
     else if (o->raw == NULL && o->mime_build == NULL && strcmp(o->method, "POST") == 0)
-        hdrs = osb_curl.slist_append(hdrs, "Content-Type:"); /* empty POST: no form type */
+        hdrs = httpc_curl.slist_append(hdrs, "Content-Type:"); /* empty POST: no form type */
     if (o->range)
         hdrs = add_header(hdrs, "Range", o->range);
-    struct osb_req_opts ro = {
+    struct httpc_req_opts ro = {
         .method = o->method, .url = url, .headers = hdrs,
         .body = body ? body : o->raw, .body_len = body ? strlen(body) : o->raw_len,
         .mime_build = o->mime_build ? call_mime : NULL,
@@ -89,7 +89,7 @@ static struct osb_req *call_start(struct osb_backend *b, char *url, struct curl_
         .retry_cap_ms = b->t.retry_cap_ms, .sink = o->sink ? call_sink : NULL,
         .done = call_done, .arg = c,
     };
-    struct osb_req *r = osb_http_start(b->http, &ro);
+    struct httpc_req *r = httpc_start(b->http, &ro);
     free(url);
     if (r == NULL) {
         free(c->what);
@@ -103,14 +103,14 @@ static struct osb_req *call_start(struct osb_backend *b, char *url, struct curl_
 int osb_lifecycle_call(struct osb_backend *b, const char *path, const struct osb_call_opts *o,
                        osb_call_fn *done, void *arg, struct mcp_error *err)
 {
-    struct curl_slist *hdrs = osb_curl.slist_append(NULL, "Accept: application/json");
+    struct curl_slist *hdrs = httpc_curl.slist_append(NULL, "Accept: application/json");
     if (b->api_key != NULL)
         hdrs = add_header(hdrs, "OPEN-SANDBOX-API-KEY", b->api_key);
     char *url = xasprintf("%s%s", b->base_url, path);
     return call_start(b, url, hdrs, o, false, done, arg, err) ? 0 : -1;
 }
 
-struct osb_req *osb_execd_call(struct osb_backend *b, const struct osb_endpoint *ep,
+struct httpc_req *osb_execd_call(struct osb_backend *b, const struct osb_endpoint *ep,
                                const char *path, const struct osb_call_opts *o, osb_call_fn *done,
                                void *arg, struct mcp_error *err)
 {
@@ -122,7 +122,7 @@ struct osb_req *osb_execd_call(struct osb_backend *b, const struct osb_endpoint 
             hdrs = add_header(hdrs, k, json_string_value(v));
     }
     if (o->stream)
-        hdrs = osb_curl.slist_append(hdrs, "Accept: text/event-stream");
+        hdrs = httpc_curl.slist_append(hdrs, "Accept: text/event-stream");
     char *url = xasprintf("%s%s", ep->base, path);
     return call_start(b, url, hdrs, o, true, done, arg, err);
 }
@@ -155,15 +155,15 @@ const char *osb_remote_id(const char *sandbox_id, struct mcp_error *err)
 
 char *osb_escape(const char *s)
 {
-    char *e = osb_curl.easy_escape(NULL, s, 0);
+    char *e = httpc_curl.easy_escape(NULL, s, 0);
     if (e == NULL)
         abort();
     char *out = xstrdup(e);
-    osb_curl.free(e);
+    httpc_curl.free(e);
     return out;
 }
 
-json_t *osb_resp_json(struct osb_response *resp, const char *what, struct mcp_error *err)
+json_t *osb_resp_json(struct httpc_response *resp, const char *what, struct mcp_error *err)
 {
     json_error_t jerr;
     json_t *j = json_loadb(resp->body.data ? resp->body.data : "", resp->body.len, 0, &jerr);
@@ -175,7 +175,7 @@ json_t *osb_resp_json(struct osb_response *resp, const char *what, struct mcp_er
     return j;
 }
 
-json_t *osb_resp_member(struct osb_response *resp, const char *what, const char *field,
+json_t *osb_resp_member(struct httpc_response *resp, const char *what, const char *field,
                         json_type type, json_t **doc, struct mcp_error *err)
 {
     *doc = osb_resp_json(resp, what, err);
@@ -264,7 +264,7 @@ static struct osb_endpoint *endpoint_parse(struct osb_backend *b, const char *ri
     return ep;
 }
 
-static void resolve_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void resolve_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct osb_resolve *r = arg;
     struct mcp_error e;
@@ -297,7 +297,7 @@ int osb_endpoint_resolve(struct osb_backend *b, const char *sandbox_id, osb_endp
     cleanup_free char *path = xasprintf("/sandboxes/%s/endpoints/%d%s", rid, OSB_EXECD_PORT,
                                         b->use_server_proxy ? "?use_server_proxy=true" : "");
     struct osb_call_opts o = {.method = "GET", .what = "resolving execd's endpoint",
-                              .sandbox_id = sandbox_id, .retry = OSB_RETRY_IDEMPOTENT};
+                              .sandbox_id = sandbox_id, .retry = HTTPC_RETRY_IDEMPOTENT};
     if (osb_lifecycle_call(b, path, &o, resolve_done, r, err) != 0) {
         free(r->rid);
         free(r);

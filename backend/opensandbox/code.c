@@ -15,10 +15,10 @@
 
 #include "backend/opensandbox/osb.h"
 #include "backend/opensandbox/sse.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/log.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/log.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 #define OSB_CODE_DEFAULT_LANGUAGE "python"
 #define OSB_CODE_MAX (1u << 20) /* source text per run */
@@ -32,7 +32,7 @@ struct code_run {
     int64_t timeout_ms;
     struct exec_observer obs;
     struct osb_sse sse;
-    struct osb_req *req;
+    struct httpc_req *req;
     struct osb_endpoint ep;   /* copy: the cache entry may be forgotten meanwhile */
     json_t *results, *error;
     int64_t count;            /* -1: no execution_count seen */
@@ -114,7 +114,7 @@ static void run_finish(struct code_run *r, const char *status, const struct mcp_
     r->finished = true;
     uv_timer_stop(&r->timer);
     if (r->req != NULL)
-        osb_http_cancel(r->req); /* execd holds the stream open a while after the end */
+        httpc_cancel(r->req); /* execd holds the stream open a while after the end */
     if (err != NULL && r->starting) {
         r->start_failed = true;
         mcp_error_copy(&r->start_err, err);
@@ -194,7 +194,7 @@ static int run_sink(void *arg, const char *data, size_t len)
     return osb_sse_feed(&r->sse, data, len) == 0 || r->finished ? 0 : -1;
 }
 
-static void run_stream_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void run_stream_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct code_run *r = arg;
     r->req = NULL;
@@ -217,7 +217,7 @@ static void run_stream_done(void *arg, struct osb_response *resp, const struct m
     run_free(r);
 }
 
-static void interrupt_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void interrupt_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     if (err != NULL)
         log_info("interrupting code after its timeout: %s", err->msg);
@@ -230,7 +230,7 @@ static void interrupt_request(struct osb_backend *b, const struct osb_endpoint *
     cleanup_free char *ectx = osb_escape(ctx);
     cleanup_free char *path = xasprintf("/code?id=%s", ectx);
     struct osb_call_opts o = {.method = "DELETE", .what = "interrupting the code",
-                              .sandbox_id = sid, .retry = OSB_RETRY_IDEMPOTENT};
+                              .sandbox_id = sid, .retry = HTTPC_RETRY_IDEMPOTENT};
     *ok = osb_execd_call(b, ep, path, &o, done, arg, err) != NULL;
 }
 
@@ -254,7 +254,7 @@ static void run_post(struct code_run *r)
     uint64_t d = r->timeout_ms > 0 ? (uint64_t)r->timeout_ms + 2ull * r->b->t.request_timeout_ms
                                    : 0;
     struct osb_call_opts o = {.method = "POST", .what = "running code", .sandbox_id = r->sid,
-                              .json = body, .retry = OSB_RETRY_SAFE, .stream = true,
+                              .json = body, .retry = HTTPC_RETRY_SAFE, .stream = true,
                               .sink = run_sink, .deadline_ms = d < UINT32_MAX ? (uint32_t)d : 0};
     struct mcp_error e;
     r->req = osb_execd_call(r->b, &r->ep, "/code", &o, run_stream_done, r, &e);
@@ -269,7 +269,7 @@ static void run_post(struct code_run *r)
 
 /* ---- finding or making the context ----------------------------------------------------------- */
 
-static void context_created(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void context_created(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct code_run *r = arg;
     struct mcp_error e;
@@ -289,7 +289,7 @@ static void context_create(struct code_run *r)
 {
     cleanup_json json_t *body = json_pack("{s:s}", "language", r->language);
     struct osb_call_opts o = {.method = "POST", .what = "creating a code context",
-                              .sandbox_id = r->sid, .json = body, .retry = OSB_RETRY_SAFE};
+                              .sandbox_id = r->sid, .json = body, .retry = HTTPC_RETRY_SAFE};
     struct mcp_error e;
     if (osb_execd_call(r->b, &r->ep, "/code/context", &o, context_created, r, &e) == NULL) {
         run_fail(r, &e);
@@ -297,7 +297,7 @@ static void context_create(struct code_run *r)
     }
 }
 
-static void contexts_listed(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void contexts_listed(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct code_run *r = arg;
     struct mcp_error e;
@@ -337,7 +337,7 @@ static void run_with_endpoint(void *arg, const struct osb_endpoint *ep, const st
     cleanup_free char *lang = osb_escape(r->language);
     cleanup_free char *path = xasprintf("/code/contexts?language=%s", lang);
     struct osb_call_opts o = {.method = "GET", .what = "listing code contexts",
-                              .sandbox_id = r->sid, .retry = OSB_RETRY_IDEMPOTENT};
+                              .sandbox_id = r->sid, .retry = HTTPC_RETRY_IDEMPOTENT};
     struct mcp_error e;
     if (osb_execd_call(r->b, &r->ep, path, &o, contexts_listed, r, &e) == NULL) {
         run_fail(r, &e);
@@ -415,7 +415,7 @@ static json_t *ctx_list_result(json_t *j, const char *language)
     return json_pack("{s:o}", "contexts", out);
 }
 
-static void ctx_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void ctx_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct ctx_op *c = arg;
     struct mcp_error e;
@@ -462,7 +462,7 @@ static void ctx_with_endpoint(void *arg, const struct osb_endpoint *ep, const st
     } else if (strcmp(c->action, "create") == 0) {
         cleanup_json json_t *body = json_pack("{s:s}", "language", c->language);
         struct osb_call_opts o = {.method = "POST", .what = "creating a code context",
-                                  .sandbox_id = c->sid, .json = body, .retry = OSB_RETRY_SAFE};
+                                  .sandbox_id = c->sid, .json = body, .retry = HTTPC_RETRY_SAFE};
         ok = osb_execd_call(c->b, ep, "/code/context", &o, ctx_done, c, &e) != NULL;
     } else {
         cleanup_free char *q = osb_escape(c->ctx ? c->ctx : c->language);
@@ -471,7 +471,7 @@ static void ctx_with_endpoint(void *arg, const struct osb_endpoint *ep, const st
         struct osb_call_opts o = {.method = c->ctx ? "DELETE" : "GET", .sandbox_id = c->sid,
                                   .what = c->ctx ? "deleting the code context"
                                                  : "listing code contexts",
-                                  .retry = OSB_RETRY_IDEMPOTENT};
+                                  .retry = HTTPC_RETRY_IDEMPOTENT};
         ok = osb_execd_call(c->b, ep, path, &o, ctx_done, c, &e) != NULL;
     }
     if (!ok) {

@@ -5,10 +5,10 @@
 #include <strings.h>
 
 #include "backend/opensandbox/osb.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
-#include "mcp/store/store.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
+#include "lib/store/store.h"
 
 enum sandbox_state osb_state_map(const char *remote)
 {

@@ -6,10 +6,10 @@
 #include <string.h>
 
 #include "backend/opensandbox/osb.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/utf8.h"
-#include "mcp/base/xalloc.h"
-#include "mcp/store/store.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/utf8.h"
+#include "lib/base/xalloc.h"
+#include "lib/store/store.h"
 
 #define OSB_DIAG_LOG_TAIL 500
 #define OSB_DIAG_EVENTS 100
@@ -44,7 +44,7 @@ static struct diag_op *diag_new(struct osb_backend *b, const char *sid, backend_
 
 /* ---- endpoint ------------------------------------------------------------------------------- */
 
-static void endpoint_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void endpoint_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct diag_op *d = arg;
     struct mcp_error e;
@@ -81,7 +81,7 @@ int osb_endpoint_op(struct backend *be, const char *sandbox_id, int port, backen
     cleanup_free char *path = xasprintf("/sandboxes/%s/endpoints/%d%s", d->rid, port,
                                         b->use_server_proxy ? "?use_server_proxy=true" : "");
     struct osb_call_opts o = {.method = "GET", .what = "getting the endpoint",
-                              .sandbox_id = sandbox_id, .retry = OSB_RETRY_IDEMPOTENT};
+                              .sandbox_id = sandbox_id, .retry = HTTPC_RETRY_IDEMPOTENT};
     if (osb_lifecycle_call(b, path, &o, endpoint_done, d, err) != 0) {
         diag_free(d);
         return -1;
@@ -93,7 +93,7 @@ int osb_endpoint_op(struct backend *be, const char *sandbox_id, int port, backen
 
 static int diag_request(struct diag_op *d, struct mcp_error *err);
 
-static void diag_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void diag_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct diag_op *d = arg;
     struct mcp_error e;
@@ -147,7 +147,7 @@ static int diag_request(struct diag_op *d, struct mcp_error *err)
     else
         path = xasprintf("/sandboxes/%s/diagnostics/%s", d->rid, w);
     struct osb_call_opts o = {.method = "GET", .what = "diagnosing the sandbox",
-                              .sandbox_id = d->sid, .retry = OSB_RETRY_IDEMPOTENT,
+                              .sandbox_id = d->sid, .retry = HTTPC_RETRY_IDEMPOTENT,
                               .body_cap = OSB_DIAG_MAX};
     return osb_lifecycle_call(d->b, path, &o, diag_done, d, err);
 }

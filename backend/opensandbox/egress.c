@@ -12,10 +12,10 @@
 #include <string.h>
 
 #include "backend/opensandbox/osb.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/log.h"
-#include "mcp/base/xalloc.h"
-#include "mcp/store/store.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/log.h"
+#include "lib/base/xalloc.h"
+#include "lib/store/store.h"
 
 json_t *osb_network_policy_body(const struct egress_policy *p, struct mcp_error *err)
 {
@@ -90,12 +90,12 @@ static void egress_call(struct egress_op *op, const char *method, json_t *body, 
 {
     struct mcp_error e;
     struct osb_call_opts o = {.method = method, .what = what, .sandbox_id = op->sid,
-                              .json = body, .retry = OSB_RETRY_IDEMPOTENT};
+                              .json = body, .retry = HTTPC_RETRY_IDEMPOTENT};
     if (osb_execd_call(op->b, &op->ep, "/policy", &o, done, op, &e) == NULL)
         egress_fail(op, &e);
 }
 
-static void deleted(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void deleted(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct egress_op *op = arg;
     if (err != NULL) {
@@ -128,10 +128,10 @@ static void delete_stale(struct egress_op *op)
                 deleted);
 }
 
-static void patched(void *arg, struct osb_response *resp, const struct mcp_error *err);
+static void patched(void *arg, struct httpc_response *resp, const struct mcp_error *err);
 
 /* GET /policy answered: the rules in force, then PATCH the new ones in. */
-static void got_policy(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void got_policy(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct egress_op *op = arg;
     struct mcp_error e;
@@ -154,7 +154,7 @@ static void got_policy(void *arg, struct osb_response *resp, const struct mcp_er
                 patched);
 }
 
-static void patched(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void patched(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct egress_op *op = arg;
     if (err != NULL) {
@@ -164,7 +164,7 @@ static void patched(void *arg, struct osb_response *resp, const struct mcp_error
     delete_stale(op);
 }
 
-static void endpoint_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void endpoint_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct egress_op *op = arg;
     struct mcp_error e;
@@ -233,7 +233,7 @@ int osb_set_network_policy(struct backend *be, const char *sandbox_id,
     cleanup_free char *path = xasprintf("/sandboxes/%s/endpoints/%d%s", rid, OSB_EGRESS_PORT,
                                         b->use_server_proxy ? "?use_server_proxy=true" : "");
     struct osb_call_opts o = {.method = "GET", .what = "resolving the egress sidecar's endpoint",
-                              .sandbox_id = sandbox_id, .retry = OSB_RETRY_IDEMPOTENT};
+                              .sandbox_id = sandbox_id, .retry = HTTPC_RETRY_IDEMPOTENT};
     if (osb_lifecycle_call(b, path, &o, endpoint_done, op, err) != 0) {
         egress_free(op);
         return -1;

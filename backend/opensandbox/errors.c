@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "backend/opensandbox/osb.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/xalloc.h"
 
 #define OSB_MSG_SNIPPET 200
 
@@ -23,7 +23,7 @@ static void copy_clean(char *dst, size_t cap, const char *src, size_t n)
     dst[j] = '\0';
 }
 
-static void parse_server_error(const struct osb_response *resp, struct server_error *se)
+static void parse_server_error(const struct httpc_response *resp, struct server_error *se)
 {
     se->code[0] = se->message[0] = '\0';
     const char *body = resp->body.data ? resp->body.data : "";
@@ -50,7 +50,7 @@ static void parse_server_error(const struct osb_response *resp, struct server_er
     json_decref(j);
 }
 
-static int transport_error(const struct osb_backend *b, const struct osb_response *resp,
+static int transport_error(const struct osb_backend *b, const struct httpc_response *resp,
                            const char *what, const char *who, struct mcp_error *err)
 {
     if (resp->body_capped)
@@ -150,7 +150,7 @@ static int snapshot_error(const struct server_error *se, const char *what, const
                          "state, then try again or call diagnose_sandbox", what, c, m);
 }
 
-static int auth_error(const struct osb_response *resp, const struct server_error *se,
+static int auth_error(const struct httpc_response *resp, const struct server_error *se,
                       const char *what, const char *sid, bool execd, struct mcp_error *err)
 {
     const char *c = se->code, *m = se->message[0] ? se->message : "no details";
@@ -164,7 +164,7 @@ static int auth_error(const struct osb_response *resp, const struct server_error
                          "check OPEN_SANDBOX_API_KEY", what, resp->status, c[0] ? c : m);
 }
 
-static int status_error(const struct osb_response *resp, const struct server_error *se,
+static int status_error(const struct httpc_response *resp, const struct server_error *se,
                         const char *what, const char *sid, bool execd, struct mcp_error *err)
 {
     long st = resp->status;
@@ -214,7 +214,7 @@ static int status_error(const struct osb_response *resp, const struct server_err
                          c[0] ? ": " : "", m);
 }
 
-void osb_error_from_response(const struct osb_backend *b, const struct osb_response *resp,
+void osb_error_from_response(const struct osb_backend *b, const struct httpc_response *resp,
                              const char *what, const char *sandbox_id, bool execd,
                              struct mcp_error *err)
 {

@@ -10,11 +10,11 @@
 
 #include "backend/opensandbox/osb.h"
 #include "backend/opensandbox/sse.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/log.h"
-#include "mcp/base/utf8.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/log.h"
+#include "lib/base/utf8.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 #define OSB_SIGKILL 9
 #define OSB_SIGTERM 15
@@ -25,7 +25,7 @@ struct osb_cmd {
     struct osb_backend *b;
     char *sid;
     char *id;               /* execd's execution id (init.text); NULL before init */
-    struct osb_req *req;    /* the stream while it runs */
+    struct httpc_req *req;    /* the stream while it runs */
     struct osb_sse sse;
     struct exec_observer obs;
     bool observing, starting, finished, killed;
@@ -190,7 +190,7 @@ static void cmd_finish(struct osb_cmd *c, const struct mcp_error *err)
     c->finished = true;
     c->duration_ms = now_mono_ms() - c->started_ms;
     if (c->req != NULL)
-        osb_http_cancel(c->req); /* execd holds the stream ~1 s after the end: drop it */
+        httpc_cancel(c->req); /* execd holds the stream ~1 s after the end: drop it */
     if (c->observing) {
         c->observing = false;
         json_t *st = err ? NULL : cmd_status_json(c);
@@ -260,7 +260,7 @@ static int cmd_sink(void *arg, const char *data, size_t len)
     return osb_sse_feed(&c->sse, data, len) == 0 || c->finished ? 0 : -1;
 }
 
-static void cmd_stream_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void cmd_stream_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct osb_cmd *c = arg;
     c->req = NULL;
@@ -322,7 +322,7 @@ static void cmd_with_endpoint(void *arg, const struct osb_endpoint *ep, const st
     }
     struct osb_call_opts o = {
         .method = "POST", .what = "running the command", .sandbox_id = c->sid, .json = body,
-        .retry = OSB_RETRY_SAFE, .stream = true, .sink = cmd_sink,
+        .retry = HTTPC_RETRY_SAFE, .stream = true, .sink = cmd_sink,
         .deadline_ms = cmd_deadline_ms(c),
     };
     struct mcp_error e;
@@ -438,7 +438,7 @@ static int64_t remote_duration(json_t *st)
     return z >= a ? z - a : 0;
 }
 
-static void logs_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void logs_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct cmd_query *q = arg;
     bool running = json_is_true(json_object_get(q->status, "running"));
@@ -467,7 +467,7 @@ static void logs_done(void *arg, struct osb_response *resp, const struct mcp_err
     query_free(q);
 }
 
-static void status_done(void *arg, struct osb_response *resp, const struct mcp_error *err);
+static void status_done(void *arg, struct httpc_response *resp, const struct mcp_error *err);
 
 static void query_with_endpoint(void *arg, const struct osb_endpoint *ep,
                                 const struct mcp_error *err)
@@ -486,14 +486,14 @@ static void query_with_endpoint(void *arg, const struct osb_endpoint *ep,
     struct osb_call_opts o = {.method = "GET", .sandbox_id = q->sid,
                               .what = q->status ? "reading the command's output"
                                                 : "getting the command's status",
-                              .retry = OSB_RETRY_IDEMPOTENT, .body_cap = OSB_CMD_LOG_MAX};
+                              .retry = HTTPC_RETRY_IDEMPOTENT, .body_cap = OSB_CMD_LOG_MAX};
     if (osb_execd_call(q->b, ep, path, &o, q->status ? logs_done : status_done, q, &e) == NULL) {
         backend_defer(&q->b->base, q->cb, q->arg, NULL, &e);
         query_free(q);
     }
 }
 
-static void status_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void status_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct cmd_query *q = arg;
     struct mcp_error e;
@@ -555,7 +555,7 @@ static void kill_free(struct kill_op *k)
     free(k);
 }
 
-static void kill_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void kill_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct kill_op *k = arg;
     const char *status = "killed";
@@ -603,7 +603,7 @@ static void kill_with_endpoint(void *arg, const struct osb_endpoint *ep,
     cleanup_free char *eid = osb_escape(k->id);
     cleanup_free char *path = xasprintf("/command?id=%s", eid);
     struct osb_call_opts o = {.method = "DELETE", .what = "interrupting the command",
-                              .sandbox_id = k->sid, .retry = OSB_RETRY_IDEMPOTENT};
+                              .sandbox_id = k->sid, .retry = HTTPC_RETRY_IDEMPOTENT};
     if (osb_execd_call(k->b, ep, path, &o, kill_done, k, &e) == NULL) {
         backend_defer(&k->b->base, k->cb, k->arg, NULL, &e);
         kill_free(k);

@@ -7,18 +7,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/opensandbox/curl_loader.h"
+#include "lib/httpc/curl_loader.h"
 #include "backend/opensandbox/osb.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/log.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/log.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 #define OSB_LIST_DEFAULT_ENTRIES 500
 #define OSB_SEARCH_DEFAULT_RESULTS 200
 
 struct fop;
-typedef void fop_step(struct fop *f, struct osb_response *resp, const struct mcp_error *err);
+typedef void fop_step(struct fop *f, struct httpc_response *resp, const struct mcp_error *err);
 
 struct fop {
     struct osb_backend *b;
@@ -112,7 +112,7 @@ static void fop_defer_fail(struct fop *f, const struct mcp_error *err)
     fop_free(f);
 }
 
-static void fop_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void fop_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct fop *f = arg;
     if (err != NULL && err->code == MCP_ERR_UNAVAILABLE && resp->status == 0)
@@ -125,20 +125,20 @@ static void fop_done(void *arg, struct osb_response *resp, const struct mcp_erro
 static curl_mime *fop_mime(void *arg, CURL *easy)
 {
     struct fop *f = arg;
-    curl_mime *mime = osb_curl.mime_init(easy);
+    curl_mime *mime = httpc_curl.mime_init(easy);
     cleanup_json json_t *meta = json_pack("{s:s,s:I}", "path", f->path, "mode",
                                           (json_int_t)osb_mode_to_execd(f->mode ? f->mode : 0644));
     cleanup_free char *meta_s = json_dumps(meta, JSON_COMPACT);
-    curl_mimepart *p = osb_curl.mime_addpart(mime);
-    osb_curl.mime_name(p, "metadata");
-    osb_curl.mime_data(p, meta_s, CURL_ZERO_TERMINATED);
-    osb_curl.mime_filename(p, "metadata"); /* execd ignores a metadata part without a filename */
-    osb_curl.mime_type(p, "application/json");
-    p = osb_curl.mime_addpart(mime);
-    osb_curl.mime_name(p, "file");
-    osb_curl.mime_data(p, f->data.data ? f->data.data : "", f->data.len);
-    osb_curl.mime_filename(p, f->path);
-    osb_curl.mime_type(p, "application/octet-stream");
+    curl_mimepart *p = httpc_curl.mime_addpart(mime);
+    httpc_curl.mime_name(p, "metadata");
+    httpc_curl.mime_data(p, meta_s, CURL_ZERO_TERMINATED);
+    httpc_curl.mime_filename(p, "metadata"); /* execd ignores a metadata part without a filename */
+    httpc_curl.mime_type(p, "application/json");
+    p = httpc_curl.mime_addpart(mime);
+    httpc_curl.mime_name(p, "file");
+    httpc_curl.mime_data(p, f->data.data ? f->data.data : "", f->data.len);
+    httpc_curl.mime_filename(p, f->path);
+    httpc_curl.mime_type(p, "application/octet-stream");
     return mime;
 }
 
@@ -155,8 +155,8 @@ static void fop_with_endpoint(void *arg, const struct osb_endpoint *ep, const st
                               .mime_build = f->upload ? fop_mime : NULL,
                               .retry = strcmp(f->method, "GET") == 0 ||
                                                strcmp(f->method, "DELETE") == 0
-                                           ? OSB_RETRY_IDEMPOTENT
-                                           : OSB_RETRY_SAFE,
+                                           ? HTTPC_RETRY_IDEMPOTENT
+                                           : HTTPC_RETRY_SAFE,
                               .body_cap = f->cap ? f->cap : OSB_JSON_BODY_MAX};
     struct mcp_error e;
     if (osb_execd_call(f->b, ep, f->req_path, &o, fop_done, f, &e) == NULL)
@@ -202,7 +202,7 @@ static json_t *entry_json(json_t *fi)
 }
 
 /* /files/info answers {"<path>": FileInfo}. */
-static json_t *info_parse(struct fop *f, struct osb_response *resp, struct mcp_error *e)
+static json_t *info_parse(struct fop *f, struct httpc_response *resp, struct mcp_error *e)
 {
     cleanup_json json_t *j = osb_resp_json(resp, "stat", e);
     json_t *fi = json_object_get(j, f->path);
@@ -236,7 +236,7 @@ static void file_not_found(struct fop *f, const struct mcp_error *err)
 
 /* ---- read ------------------------------------------------------------------------------------ */
 
-static void read_downloaded(struct fop *f, struct osb_response *resp, const struct mcp_error *err)
+static void read_downloaded(struct fop *f, struct httpc_response *resp, const struct mcp_error *err)
 {
     if (err != NULL) {
         file_not_found(f, err);
@@ -256,7 +256,7 @@ static void read_downloaded(struct fop *f, struct osb_response *resp, const stru
     fop_free(f);
 }
 
-static void read_stat_done(struct fop *f, struct osb_response *resp, const struct mcp_error *err)
+static void read_stat_done(struct fop *f, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct mcp_error e;
     if (err != NULL) {
@@ -318,7 +318,7 @@ int osb_file_read(struct backend *be, const char *sandbox_id, const char *path, 
 
 /* ---- write ---------------------------------------------------------------------------------- */
 
-static void write_uploaded(struct fop *f, struct osb_response *resp, const struct mcp_error *err)
+static void write_uploaded(struct fop *f, struct httpc_response *resp, const struct mcp_error *err)
 {
     if (err != NULL) {
         fop_finish(f, NULL, err);
@@ -337,7 +337,7 @@ static void fop_upload(struct fop *f, fop_step *next)
     fop_request(f, "POST", xstrdup("/files/upload"), NULL, next);
 }
 
-static void write_old_downloaded(struct fop *f, struct osb_response *resp,
+static void write_old_downloaded(struct fop *f, struct httpc_response *resp,
                                  const struct mcp_error *err)
 {
     struct mcp_error e;
@@ -407,7 +407,7 @@ static uint32_t arg_mode(json_t *args, uint32_t dflt)
 }
 
 /* The JSON array execd answered for op on f->path, or NULL with e filled. New reference. */
-static json_t *resp_array(struct fop *f, struct osb_response *resp, const char *op,
+static json_t *resp_array(struct fop *f, struct httpc_response *resp, const char *op,
                           struct mcp_error *e)
 {
     json_t *arr = osb_resp_json(resp, op, e);
@@ -419,7 +419,7 @@ static json_t *resp_array(struct fop *f, struct osb_response *resp, const char *
     return NULL;
 }
 
-static void list_done(struct fop *f, struct osb_response *resp, const struct mcp_error *err)
+static void list_done(struct fop *f, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct mcp_error e;
     if (err != NULL) {
@@ -446,7 +446,7 @@ static void list_done(struct fop *f, struct osb_response *resp, const struct mcp
                             json_array_size(arr) > max), NULL);
 }
 
-static void search_done(struct fop *f, struct osb_response *resp, const struct mcp_error *err)
+static void search_done(struct fop *f, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct mcp_error e;
     if (err != NULL) {
@@ -472,7 +472,7 @@ static void search_done(struct fop *f, struct osb_response *resp, const struct m
                             json_array_size(arr) > max), NULL);
 }
 
-static void simple_done(struct fop *f, struct osb_response *resp, const struct mcp_error *err)
+static void simple_done(struct fop *f, struct httpc_response *resp, const struct mcp_error *err)
 {
     if (err != NULL) {
         file_not_found(f, err);
@@ -490,14 +490,14 @@ static void simple_done(struct fop *f, struct osb_response *resp, const struct m
     fop_finish(f, res, NULL);
 }
 
-static void move_now(struct fop *f, struct osb_response *resp, const struct mcp_error *err)
+static void move_now(struct fop *f, struct httpc_response *resp, const struct mcp_error *err)
 {
     /* overwrite: a failed delete (nothing there) is fine; mv itself reports real problems */
     fop_request(f, "POST", xstrdup("/files/mv"),
                 json_pack("[{s:s,s:s}]", "src", f->path, "dest", f->path2), simple_done);
 }
 
-static void delete_stat_done(struct fop *f, struct osb_response *resp,
+static void delete_stat_done(struct fop *f, struct httpc_response *resp,
                              const struct mcp_error *err)
 {
     struct mcp_error e;
@@ -525,7 +525,7 @@ static void delete_stat_done(struct fop *f, struct osb_response *resp,
     fop_request(f, "DELETE", xasprintf("/files?path=%s", ep), NULL, simple_done);
 }
 
-static void mkdir_stat_done(struct fop *f, struct osb_response *resp, const struct mcp_error *err)
+static void mkdir_stat_done(struct fop *f, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct mcp_error e;
     if (err == NULL) {
@@ -546,7 +546,7 @@ static void mkdir_stat_done(struct fop *f, struct osb_response *resp, const stru
                 simple_done);
 }
 
-static void stat_done(struct fop *f, struct osb_response *resp, const struct mcp_error *err)
+static void stat_done(struct fop *f, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct mcp_error e;
     if (err != NULL) {
@@ -566,7 +566,7 @@ static void stat_done(struct fop *f, struct osb_response *resp, const struct mcp
 /* replace: count 0 uses execd's /files/replace (all occurrences), count > 0 or unique is done
  * here (download, check, replace the first count, upload); both answer with the new size and
  * sha256. */
-static void replace_hashed(struct fop *f, struct osb_response *resp, const struct mcp_error *err)
+static void replace_hashed(struct fop *f, struct httpc_response *resp, const struct mcp_error *err)
 {
     if (err != NULL) {
         fop_finish(f, NULL, err);
@@ -580,7 +580,7 @@ static void replace_hashed(struct fop *f, struct osb_response *resp, const struc
                             hex), NULL);
 }
 
-static void replace_remote_done(struct fop *f, struct osb_response *resp,
+static void replace_remote_done(struct fop *f, struct httpc_response *resp,
                                 const struct mcp_error *err)
 {
     struct mcp_error e;
@@ -598,7 +598,7 @@ static void replace_remote_done(struct fop *f, struct osb_response *resp,
     fop_request(f, "GET", xasprintf("/files/download?path=%s", ep), NULL, replace_hashed);
 }
 
-static void replace_uploaded(struct fop *f, struct osb_response *resp,
+static void replace_uploaded(struct fop *f, struct httpc_response *resp,
                              const struct mcp_error *err)
 {
     if (err != NULL) {
@@ -612,7 +612,7 @@ static void replace_uploaded(struct fop *f, struct osb_response *resp,
                             hex), NULL);
 }
 
-static void replace_local(struct fop *f, struct osb_response *resp, const struct mcp_error *err)
+static void replace_local(struct fop *f, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct mcp_error e;
     if (err != NULL) {

@@ -7,11 +7,11 @@
 #include <string.h>
 
 #include "backend/opensandbox/osb.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/log.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
-#include "mcp/store/store.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/log.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
+#include "lib/store/store.h"
 
 struct lc_op {
     struct osb_backend *b;
@@ -78,7 +78,7 @@ static void lc_fail(struct lc_op *op, const struct mcp_error *err)
     lc_finish(op, NULL, err);
 }
 
-static void ignore_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void ignore_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     if (err != NULL)
         log_warn("cleanup of a failed sandbox: %s", err->msg);
@@ -107,7 +107,7 @@ static void lc_set_state(struct lc_op *op, json_t *remote)
 
 /* ---- get ------------------------------------------------------------------------------------- */
 
-static void get_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void get_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct lc_op *op = arg;
     struct mcp_error e;
@@ -130,7 +130,7 @@ static void lc_get(struct lc_op *op)
 {
     cleanup_free char *path = xasprintf("/sandboxes/%s", op->rid);
     struct osb_call_opts o = {.method = "GET", .what = "getting the sandbox",
-                              .sandbox_id = op->sid, .retry = OSB_RETRY_IDEMPOTENT};
+                              .sandbox_id = op->sid, .retry = HTTPC_RETRY_IDEMPOTENT};
     lc_call(op, path, &o, get_done);
 }
 
@@ -143,7 +143,7 @@ int osb_get(struct backend *be, const char *sandbox_id, backend_cb *cb, void *ar
     struct lc_op *op = lc_new(b, sandbox_id, cb, arg);
     cleanup_free char *path = xasprintf("/sandboxes/%s", op->rid);
     struct osb_call_opts o = {.method = "GET", .what = "getting the sandbox",
-                              .sandbox_id = sandbox_id, .retry = OSB_RETRY_IDEMPOTENT};
+                              .sandbox_id = sandbox_id, .retry = HTTPC_RETRY_IDEMPOTENT};
     if (osb_lifecycle_call(b, path, &o, get_done, op, err) != 0)
         return lc_abandon(op);
     return 0;
@@ -161,7 +161,7 @@ static void create_cleanup_remote(struct lc_op *op)
         return;
     cleanup_free char *path = xasprintf("/sandboxes/%s", op->rid);
     struct osb_call_opts o = {.method = "DELETE", .what = "deleting the failed sandbox",
-                              .sandbox_id = op->sid, .retry = OSB_RETRY_IDEMPOTENT};
+                              .sandbox_id = op->sid, .retry = HTTPC_RETRY_IDEMPOTENT};
     struct mcp_error e;
     if (osb_lifecycle_call(op->b, path, &o, ignore_done, NULL, &e) != 0)
         log_warn("%s", e.msg);
@@ -225,7 +225,7 @@ static int remote_failed(struct lc_op *op, json_t *status, const char *rs, struc
 
 static void wait_check(struct lc_op *op);
 
-static void poll_state_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void poll_state_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct lc_op *op = arg;
     struct mcp_error e;
@@ -260,13 +260,13 @@ static void wait_poll_state(struct lc_op *op)
 {
     cleanup_free char *path = xasprintf("/sandboxes/%s", op->rid);
     struct osb_call_opts o = {.method = "GET", .what = "waiting for the sandbox",
-                              .sandbox_id = op->sid, .retry = OSB_RETRY_IDEMPOTENT};
+                              .sandbox_id = op->sid, .retry = HTTPC_RETRY_IDEMPOTENT};
     struct mcp_error e;
     if (osb_lifecycle_call(op->b, path, &o, poll_state_done, op, &e) != 0)
         wait_fail(op, &e);
 }
 
-static void ping_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void ping_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct lc_op *op = arg;
     if (err == NULL) {
@@ -294,7 +294,7 @@ static void ping_with_endpoint(void *arg, const struct osb_endpoint *ep,
     }
     uint64_t left = op->deadline_ms - now_mono_ms();
     struct osb_call_opts o = {.method = "GET", .what = "pinging execd", .sandbox_id = op->sid,
-                              .retry = OSB_RETRY_NONE,
+                              .retry = HTTPC_RETRY_NONE,
                               .deadline_ms = left < op->b->t.request_timeout_ms
                                                  ? (uint32_t)left + 1
                                                  : op->b->t.request_timeout_ms};
@@ -310,7 +310,7 @@ static void wait_ping(struct lc_op *op)
         wait_fail(op, &e);
 }
 
-static void workspace_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void workspace_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct lc_op *op = arg;
     if (err != NULL)
@@ -330,9 +330,9 @@ static void workspace_with_endpoint(void *arg, const struct osb_endpoint *ep,
     json_t *body = json_pack("{s:{s:i}}", OSB_WORKSPACE, "mode", 755);
     struct osb_call_opts o = {.method = "POST", .what = "creating the workspace",
                               .sandbox_id = op->sid, .json = body,
-                              .retry = OSB_RETRY_IDEMPOTENT};
+                              .retry = HTTPC_RETRY_IDEMPOTENT};
     struct mcp_error e;
-    struct osb_req *r = osb_execd_call(op->b, ep, "/directories", &o, workspace_done, op, &e);
+    struct httpc_req *r = osb_execd_call(op->b, ep, "/directories", &o, workspace_done, op, &e);
     json_decref(body);
     if (r == NULL)
         lc_fail(op, &e);
@@ -373,7 +373,7 @@ static int create_record(struct lc_op *op, json_t *remote, struct mcp_error *err
     return 0;
 }
 
-static void create_posted(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void create_posted(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct lc_op *op = arg;
     struct mcp_error e;
@@ -532,7 +532,7 @@ int osb_create(struct backend *be, const struct sandbox_spec *spec, backend_cb *
     op->record = record;
     op->owner = xstrdup(spec->owner ? spec->owner : "");
     struct osb_call_opts o = {.method = "POST", .what = "creating the sandbox", .json = body,
-                              .retry = OSB_RETRY_SAFE};
+                              .retry = HTTPC_RETRY_SAFE};
     if (osb_lifecycle_call(b, "/sandboxes", &o, create_posted, op, err) != 0)
         return lc_abandon(op);
     return 0;
@@ -540,7 +540,7 @@ int osb_create(struct backend *be, const struct sandbox_spec *spec, backend_cb *
 
 /* ---- pause, resume, renew -------------------------------------------------------------------- */
 
-static void then_get(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void then_get(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct lc_op *op = arg;
     if (err != NULL) {
@@ -550,7 +550,7 @@ static void then_get(void *arg, struct osb_response *resp, const struct mcp_erro
     lc_get(op);
 }
 
-static void resume_posted(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void resume_posted(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct lc_op *op = arg;
     if (err != NULL) {
@@ -576,7 +576,7 @@ static int lc_post(struct backend *be, const char *sandbox_id, const char *verb,
                                         : strcmp(verb, "resume") == 0 ? "resuming"
                                                                       : "renewing");
     struct osb_call_opts o = {.method = "POST", .what = what, .sandbox_id = sandbox_id,
-                              .json = body, .retry = OSB_RETRY_SAFE};
+                              .json = body, .retry = HTTPC_RETRY_SAFE};
     if (osb_lifecycle_call(b, path, &o, done, op, err) != 0)
         return lc_abandon(op);
     return 0;
@@ -608,7 +608,7 @@ int osb_renew(struct backend *be, const char *sandbox_id, int64_t timeout_second
 
 /* ---- destroy --------------------------------------------------------------------------------- */
 
-static void destroy_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void destroy_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct lc_op *op = arg;
     struct osb_backend *b = op->b;
@@ -645,7 +645,7 @@ int osb_destroy(struct backend *be, const char *sandbox_id, backend_cb *cb, void
     struct lc_op *op = lc_new(b, sandbox_id, cb, arg);
     cleanup_free char *path = xasprintf("/sandboxes/%s", op->rid);
     struct osb_call_opts o = {.method = "DELETE", .what = "destroying the sandbox",
-                              .sandbox_id = sandbox_id, .retry = OSB_RETRY_IDEMPOTENT};
+                              .sandbox_id = sandbox_id, .retry = HTTPC_RETRY_IDEMPOTENT};
     if (osb_lifecycle_call(b, path, &o, destroy_done, op, err) != 0)
         return lc_abandon(op);
     return 0;
@@ -661,7 +661,7 @@ static bool list_wanted(struct lc_op *op, json_t *info)
     return want == NULL || strcmp(want, json_string_value(json_object_get(info, "state"))) == 0;
 }
 
-static void list_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void list_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct lc_op *op = arg;
     struct mcp_error e;
@@ -697,7 +697,7 @@ static void list_page(struct lc_op *op)
     cleanup_free char *path = xasprintf("/sandboxes?%spage=%d&pageSize=%d", op->query, op->page,
                                         OSB_LIST_PAGE_SIZE);
     struct osb_call_opts o = {.method = "GET", .what = "listing sandboxes",
-                              .retry = OSB_RETRY_IDEMPOTENT};
+                              .retry = HTTPC_RETRY_IDEMPOTENT};
     lc_call(op, path, &o, list_done);
 }
 
@@ -745,7 +745,7 @@ int osb_list(struct backend *be, const char *owner, json_t *filter, backend_cb *
     cleanup_free char *path = xasprintf("/sandboxes?%spage=1&pageSize=%d", op->query,
                                         OSB_LIST_PAGE_SIZE);
     struct osb_call_opts o = {.method = "GET", .what = "listing sandboxes",
-                              .retry = OSB_RETRY_IDEMPOTENT};
+                              .retry = HTTPC_RETRY_IDEMPOTENT};
     if (osb_lifecycle_call(b, path, &o, list_done, op, err) != 0)
         return lc_abandon(op);
     return 0;

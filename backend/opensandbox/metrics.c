@@ -4,9 +4,9 @@
 #include <string.h>
 
 #include "backend/opensandbox/osb.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 #define OSB_MIB 1048576.0
 
@@ -50,7 +50,7 @@ json_t *osb_metrics_info(const char *sandbox_id, json_t *j)
                      when);
 }
 
-static void metrics_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void metrics_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct metrics_op *m = arg;
     struct mcp_error e;
@@ -83,7 +83,7 @@ static void metrics_with_endpoint(void *arg, const struct osb_endpoint *ep,
         return;
     }
     struct osb_call_opts o = {.method = "GET", .what = "reading the metrics",
-                              .sandbox_id = m->sid, .retry = OSB_RETRY_IDEMPOTENT};
+                              .sandbox_id = m->sid, .retry = HTTPC_RETRY_IDEMPOTENT};
     if (osb_execd_call(m->b, ep, "/metrics", &o, metrics_done, m, &e) == NULL) {
         backend_defer(&m->b->base, m->cb, m->arg, NULL, &e);
         metrics_free(m);

@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "backend/opensandbox/osb.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/log.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/log.h"
+#include "lib/base/xalloc.h"
 
 #define OSB_DEFAULT_REQUEST_TIMEOUT_S 30
 #define OSB_CONNECT_TIMEOUT_MS 5000
@@ -41,7 +41,7 @@ static void osb_shutdown(struct backend *be)
     if (b->closing)
         return;
     b->closing = true;
-    osb_http_free(b->http);
+    httpc_free(b->http);
     b->http = NULL;
 }
 
@@ -101,7 +101,7 @@ struct backend *opensandbox_backend_new_tuned(uv_loop_t *loop, struct store *sto
     }
     struct osb_backend *b = xcalloc(1, sizeof(*b));
     b->base = (struct backend){&opensandbox_ops, loop, store};
-    b->http = osb_http_new(loop, err);
+    b->http = httpc_new(loop, err);
     if (b->http == NULL) {
         free(b);
         return NULL;

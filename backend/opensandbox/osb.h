@@ -7,9 +7,9 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
-#include "backend/opensandbox/http.h"
+#include "lib/httpc/httpc.h"
 #include "backend/opensandbox/opensandbox.h"
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 
 #define OSB_ID_PREFIX "osb-"
 #define OSB_REMOTE_ID_MAX 128
@@ -46,7 +46,7 @@ struct osb_cmd; /* a command this process watches or watched (exec.c) */
 
 struct osb_backend {
     struct backend base;
-    struct osb_http *http;
+    struct httpc *http;
     char *protocol;        /* "http" / "https" */
     char *domain;          /* host[:port][/prefix] */
     char *base_url;        /* protocol://domain/v1 */
@@ -61,7 +61,7 @@ struct osb_backend {
      * server never sends it. Counted and logged so tests and operators see it. */
     unsigned contract_violations;
     bool snapshots_migrated; /* the snapshot owner table exists (snapshot_store.c) */
-    char last_violation[OSB_HDR_VALUE_MAX + 160];
+    char last_violation[HTTPC_HDR_VALUE_MAX + 160];
 };
 
 static inline struct osb_backend *osb_of(struct backend *be)
@@ -72,7 +72,7 @@ static inline struct osb_backend *osb_of(struct backend *be)
 /* ---- client.c: requests ------------------------------------------------------------------ */
 
 /* Completion of an API call: err is NULL on 2xx, else the mapped error. */
-typedef void osb_call_fn(void *arg, struct osb_response *resp, const struct mcp_error *err);
+typedef void osb_call_fn(void *arg, struct httpc_response *resp, const struct mcp_error *err);
 
 struct osb_call_opts {
     const char *method;
@@ -82,19 +82,19 @@ struct osb_call_opts {
     const char *raw;        /* or a raw body */
     size_t raw_len;
     curl_mime *(*mime_build)(void *arg, CURL *easy);
-    enum osb_retry retry;
+    enum httpc_retry retry;
     size_t body_cap;        /* 0: OSB_JSON_BODY_MAX */
     uint32_t deadline_ms;   /* 0: the request timeout */
     bool stream;            /* no deadline, low-speed limit */
     const char *range;      /* "bytes=a-b" or NULL */
-    osb_sink_fn *sink;
+    httpc_sink_fn *sink;
 };
 
 /* path is appended to the lifecycle base URL ("/sandboxes/..."). */
 int osb_lifecycle_call(struct osb_backend *b, const char *path, const struct osb_call_opts *o,
                        osb_call_fn *done, void *arg, struct mcp_error *err);
 /* path is appended to the execd endpoint of ep. */
-struct osb_req *osb_execd_call(struct osb_backend *b, const struct osb_endpoint *ep,
+struct httpc_req *osb_execd_call(struct osb_backend *b, const struct osb_endpoint *ep,
                                const char *path, const struct osb_call_opts *o, osb_call_fn *done,
                                void *arg, struct mcp_error *err);
 
@@ -109,17 +109,17 @@ const char *osb_remote_id(const char *sandbox_id, struct mcp_error *err);
 /* Percent-encodes s (new string). */
 char *osb_escape(const char *s);
 /* Parses a 2xx JSON body; NULL with err if it is not JSON. */
-json_t *osb_resp_json(struct osb_response *resp, const char *what, struct mcp_error *err);
+json_t *osb_resp_json(struct httpc_response *resp, const char *what, struct mcp_error *err);
 /* The answer's member `field` if it has the JSON type `type` (borrowed from *doc), else NULL with
  * err set: malformed JSON, or the member missing. *doc owns the parsed answer either way. */
-json_t *osb_resp_member(struct osb_response *resp, const char *what, const char *field,
+json_t *osb_resp_member(struct httpc_response *resp, const char *what, const char *field,
                         json_type type, json_t **doc, struct mcp_error *err);
 /* A url like "http://h:p/x" from an endpoint string, which may lack a scheme and carry a path. */
 char *osb_endpoint_url(const char *protocol, const char *endpoint);
 
 /* ---- errors.c -------------------------------------------------------------------------------- */
 
-void osb_error_from_response(const struct osb_backend *b, const struct osb_response *resp,
+void osb_error_from_response(const struct osb_backend *b, const struct httpc_response *resp,
                              const char *what, const char *sandbox_id, bool execd,
                              struct mcp_error *err);
 /* Removes the API key from a message, should a server ever echo it. */

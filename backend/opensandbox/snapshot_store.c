@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "backend/opensandbox/osb.h"
-#include "mcp/base/util.h"
-#include "mcp/store/store.h"
+#include "lib/base/util.h"
+#include "lib/store/store.h"
 
 static const char *const snap_migrations[] = {
     "CREATE TABLE osb_snapshots (id TEXT PRIMARY KEY, owner TEXT NOT NULL,"

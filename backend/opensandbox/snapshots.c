@@ -9,10 +9,10 @@
 #include <strings.h>
 
 #include "backend/opensandbox/osb.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/log.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/log.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 /* How long create waits for Ready: below the 60 s many MCP clients wait for a reply. A snapshot
  * still Creating then is returned as it is, with a note to list it until it is ready. */
@@ -58,7 +58,7 @@ static struct snap_op *snap_new(struct osb_backend *b, const char *owner, backen
     return op;
 }
 
-static void orphan_deleted(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void orphan_deleted(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     char *id = arg;
     if (err != NULL)
@@ -72,7 +72,7 @@ static void orphan_delete(struct snap_op *op)
 {
     cleanup_free char *path = xasprintf("/snapshots/%s", op->snap_id);
     struct osb_call_opts o = {.method = "DELETE", .what = "deleting an unrecorded snapshot",
-                              .retry = OSB_RETRY_IDEMPOTENT};
+                              .retry = HTTPC_RETRY_IDEMPOTENT};
     char *id = xstrdup(op->snap_id);
     struct mcp_error e;
     if (osb_lifecycle_call(op->b, path, &o, orphan_deleted, id, &e) != 0) {
@@ -182,7 +182,7 @@ static void snap_state_check(struct snap_op *op, json_t *remote)
     uv_timer_start(&op->timer, on_poll_timer, op->b->t.state_poll_ms, 0);
 }
 
-static void poll_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void poll_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct snap_op *op = arg;
     struct mcp_error e;
@@ -202,13 +202,13 @@ static void snap_poll(struct snap_op *op)
 {
     cleanup_free char *path = xasprintf("/snapshots/%s", op->snap_id);
     struct osb_call_opts o = {.method = "GET", .what = "waiting for the snapshot",
-                              .retry = OSB_RETRY_IDEMPOTENT};
+                              .retry = HTTPC_RETRY_IDEMPOTENT};
     struct mcp_error e;
     if (osb_lifecycle_call(op->b, path, &o, poll_done, op, &e) != 0)
         snap_finish(op, NULL, &e);
 }
 
-static void create_posted(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void create_posted(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct snap_op *op = arg;
     struct mcp_error e;
@@ -245,7 +245,7 @@ static int snap_create(struct snap_op *op, json_t *args, struct mcp_error *err)
     cleanup_json json_t *body = name && *name ? json_pack("{s:s}", "name", name) : json_object();
     cleanup_free char *path = xasprintf("/sandboxes/%s/snapshots", rid);
     struct osb_call_opts o = {.method = "POST", .what = "snapshotting the sandbox",
-                              .sandbox_id = sid, .json = body, .retry = OSB_RETRY_SAFE};
+                              .sandbox_id = sid, .json = body, .retry = HTTPC_RETRY_SAFE};
     return osb_lifecycle_call(op->b, path, &o, create_posted, op, err);
 }
 
@@ -253,7 +253,7 @@ static int snap_create(struct snap_op *op, json_t *args, struct mcp_error *err)
 
 static void list_page(struct snap_op *op);
 
-static void list_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void list_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct snap_op *op = arg;
     struct mcp_error e;
@@ -288,7 +288,7 @@ static void list_page(struct snap_op *op)
     cleanup_free char *path = xasprintf("/snapshots?%spage=%d&pageSize=%d", op->query, op->page,
                                         OSB_LIST_PAGE_SIZE);
     struct osb_call_opts o = {.method = "GET", .what = "listing snapshots",
-                              .retry = OSB_RETRY_IDEMPOTENT};
+                              .retry = HTTPC_RETRY_IDEMPOTENT};
     struct mcp_error e;
     if (osb_lifecycle_call(op->b, path, &o, list_done, op, &e) != 0)
         snap_finish(op, NULL, &e);
@@ -322,13 +322,13 @@ static int snap_list(struct snap_op *op, json_t *args, struct mcp_error *err)
     cleanup_free char *path = xasprintf("/snapshots?%spage=1&pageSize=%d", op->query,
                                         OSB_LIST_PAGE_SIZE);
     struct osb_call_opts o = {.method = "GET", .what = "listing snapshots",
-                              .retry = OSB_RETRY_IDEMPOTENT};
+                              .retry = HTTPC_RETRY_IDEMPOTENT};
     return osb_lifecycle_call(op->b, path, &o, list_done, op, err);
 }
 
 /* ---- delete ---------------------------------------------------------------------------------- */
 
-static void delete_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void delete_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct snap_op *op = arg;
     if (err != NULL && err->code == MCP_ERR_NOT_FOUND)
@@ -351,7 +351,7 @@ static int snap_delete(struct snap_op *op, json_t *args, struct mcp_error *err)
     op->snap_id = xstrdup(id);
     cleanup_free char *path = xasprintf("/snapshots/%s", id);
     struct osb_call_opts o = {.method = "DELETE", .what = "deleting the snapshot",
-                              .retry = OSB_RETRY_IDEMPOTENT};
+                              .retry = HTTPC_RETRY_IDEMPOTENT};
     return osb_lifecycle_call(op->b, path, &o, delete_done, op, err);
 }
 

@@ -8,7 +8,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "mcp/base/buf.h"
+#include "lib/base/buf.h"
 
 #define OSB_SSE_LINE_MAX (4u << 20) /* the Go SDK's limit for one event */
 

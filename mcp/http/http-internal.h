@@ -17,7 +17,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
-#include "mcp/base/buf.h"
+#include "lib/base/buf.h"
 #include "mcp/http/http_ext.h"
 #include "mcp/http/http_policy.h"
 #include "mcp/http/http_request.h"

@@ -10,10 +10,10 @@
 #include <string.h>
 #include <strings.h>
 
-#include "mcp/base/cleanup.h"
-#include "mcp/base/log.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/log.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 #include "mcp/http/sse.h"
 
 /* Bytes read from the socket at a time. */

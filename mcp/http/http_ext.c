@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mcp/base/buf.h"
-#include "mcp/base/util.h"
+#include "lib/base/buf.h"
+#include "lib/base/util.h"
 
 const struct http_request *http_ext_request(struct http_conn *c)
 {
@@ -45,7 +45,7 @@ static void stream_head(struct http_conn *c, int status, const char *lines1, con
                         long long length)
 {
     struct buf h;
-    buf_init(&h, (size_t)-1); /* a proxied head is bounded by its reader (mcp/osapi) */
+    buf_init(&h, (size_t)-1); /* a proxied head is bounded by its reader (osapi) */
     char framing[64] = "";
     if (c->body_streaming)
         c->keep_alive = false; /* the rest of the request body is not read: the connection ends */

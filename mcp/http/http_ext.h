@@ -1,5 +1,5 @@
 /* Extensions of the HTTP server: another API served on the same listener and loop as MCP
- * (mcp/osapi/, OpenSandbox's lifecycle and execd APIs). The extension sees every request that
+ * (osapi/, OpenSandbox's lifecycle and execd APIs). The extension sees every request that
  * passed the Host/Origin checks, before MCP's bearer-token check, and takes the ones whose path
  * it owns; it then answers them, at once or later, through the functions below. Everything
  * else about the connection (parsing, limits, keep-alive, timeouts, write stalls) stays with
@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 #include "mcp/http/http_request.h"
 
 struct http_conn;

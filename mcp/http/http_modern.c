@@ -6,11 +6,11 @@
 #define LOG_MODULE "http"
 #include <string.h>
 
-#include "mcp/base/cleanup.h"
-#include "mcp/base/log.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/log.h"
 #include "mcp/http/http-internal.h"
 #include "mcp/jsonrpc.h"
-#include "mcp/modern/modern.h"
+#include "mcp/modern.h"
 #include "mcp/session.h"
 
 /* One header value, or NULL; *bad set when the header repeats. */

@@ -19,7 +19,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "mcp/base/log.h"
+#include "lib/base/log.h"
 
 /* Fills the request's socket id: source = the peer, destination = us, as the peer's socket
  * sees the connection. IPv4-mapped IPv6 addresses become plain IPv4 (the client's socket is

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "mcp/base/util.h"
+#include "lib/base/util.h"
 
 static const char *const loopback_names[] = {"localhost", "127.0.0.1", "[::1]"};
 

@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "mcp/base/buf.h"
+#include "lib/base/buf.h"
 #include "mcp/limits.h"
 
 /* Request line plus header fields and values (counted as received). */

@@ -6,8 +6,8 @@
 
 #include <string.h>
 
-#include "mcp/base/json_out.h"
-#include "mcp/base/util.h"
+#include "lib/base/json_out.h"
+#include "lib/base/util.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/session.h"
 

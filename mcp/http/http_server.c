@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp/base/log.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/log.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 #include "mcp/config.h"
 #include "mcp/http/http-internal.h"
 #include "mcp/server.h"

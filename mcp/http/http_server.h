@@ -4,7 +4,7 @@
 #ifndef MCPBOX_HTTP_SERVER_H
 #define MCPBOX_HTTP_SERVER_H
 
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 
 struct mcp_server;
 struct mcp_config;

@@ -8,14 +8,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mcp/base/cleanup.h"
-#include "mcp/base/json_out.h"
-#include "mcp/base/log.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/json_out.h"
+#include "lib/base/log.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 #include "mcp/http/http_policy.h"
 #include "mcp/jsonrpc.h"
-#include "mcp/modern/modern.h"
+#include "mcp/modern.h"
 #include "mcp/session.h"
 
 static struct http_conn *find_exchange(struct http_sess *s, const char *key)

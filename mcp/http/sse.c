@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-#include "mcp/base/buf.h"
+#include "lib/base/buf.h"
 
 static int append_field(struct buf *out, const char *name, const char *value, size_t len)
 {

@@ -2,8 +2,8 @@
 #define LOG_MODULE "lifecycle"
 #include <string.h>
 
-#include "mcp/base/cleanup.h"
-#include "mcp/base/log.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/log.h"
 #include "mcp/dispatch.h"
 #include "mcp/methods/params.h"
 #include "mcp/request.h"

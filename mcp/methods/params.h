@@ -6,8 +6,8 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "mcp/base/error.h"
-#include "mcp/base/json_kind.h"
+#include "lib/base/error.h"
+#include "lib/base/json_kind.h"
 
 /* *out is borrowed from params (NULL if absent and not required). */
 int params_string(json_t *params, const char *key, bool required, const char **out,

@@ -1,7 +1,7 @@
 /* prompts/list, prompts/get, completion/complete. */
 #include <string.h>
 
-#include "mcp/base/cleanup.h"
+#include "lib/base/cleanup.h"
 #include "mcp/dispatch.h"
 #include "mcp/methods/params.h"
 #include "mcp/registry.h"

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp/base/xalloc.h"
+#include "lib/base/xalloc.h"
 #include "mcp/dispatch.h"
 #include "mcp/limits.h"
 #include "mcp/methods/params.h"

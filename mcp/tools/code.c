@@ -7,9 +7,9 @@
 
 #include <string.h>
 
-#include "mcp/base/log.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/log.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 #include "mcp/context.h"
 
 struct code_job {

@@ -8,9 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mcp/base/log.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/log.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 #include "mcp/context.h"
 
 /* After a cancellation, how long to wait for the killed command to report before giving up on

@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp/base/json_out.h"
-#include "mcp/base/log.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/json_out.h"
+#include "lib/base/log.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 #include "mcp/context.h"
-#include "mcp/store/store.h"
+#include "lib/store/store.h"
 
 #define AUDIT_DETAIL_MAX 300
 

@@ -5,11 +5,11 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "mcp/base/cleanup.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/xalloc.h"
 #include "mcp/config.h"
 #include "mcp/context.h"
-#include "mcp/store/store.h"
+#include "lib/store/store.h"
 
 void tool_get_endpoint(struct tool_call *call, json_t *args)
 {

@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 #include "mcp/context.h"
 
 /* ---- write_file ------------------------------------------------------------------------------ */

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 #include "mcp/context.h"
-#include "mcp/store/store.h"
+#include "lib/store/store.h"
 
 /* network_policy of create_sandbox: a new policy, NULL when there is none (*err untouched) or
  * on an error (err filled). network: false with a policy is a contradiction, refused. */

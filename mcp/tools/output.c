@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mcp/base/buf.h"
-#include "mcp/base/utf8.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/buf.h"
+#include "lib/base/utf8.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 #define CUT_MARKER_FMT                                                                             \
     "\n[... %" PRIu64 " bytes cut; call get_command with offset to read the rest ...]\n"

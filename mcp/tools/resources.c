@@ -6,12 +6,12 @@
 #include <ctype.h>
 #include <string.h>
 
-#include "mcp/base/log.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/log.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 #include "mcp/context.h"
 #include "mcp/registry.h"
-#include "mcp/store/store.h"
+#include "lib/store/store.h"
 #include "mcp/tools/tools-internal.h"
 
 #define FILE_URI_TEMPLATE "sandbox://{sandbox_id}/{+path}"

@@ -8,8 +8,8 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
-#include "mcp/base/error.h"
-#include "mcp/base/utf8.h"
+#include "lib/base/error.h"
+#include "lib/base/utf8.h"
 #include "mcp/tool.h"
 
 struct mcp_context;

@@ -2,7 +2,7 @@
 # The layering docs/architecture.md describes, checked on the sources and on a linked test:
 #  - mcp/ (protocol, tools, transports, OpenSandbox API) includes no concrete backend's header:
 #    only the backend layer's own (backend/*.h); backends are named in cli/ alone;
-#  - backend/ includes nothing of cli/ and, of mcp/, only the leaf libraries (mcp/base, mcp/store);
+#  - backend/ includes nothing of cli/ and, of mcp/, only the leaf libraries (lib/base, lib/store);
 #  - a protocol unit test (test_session, linked with mcpbox_core) has neither backend in it;
 #  - the build names what always exists without guards: no if(TARGET|EXISTS|DEFINED ...) in a
 #    CMakeLists.txt and no MCPBOX_HAVE_* in the sources (option() is for real choices);
@@ -23,7 +23,7 @@ check() { # what, lines
 }
 check "mcp/ includes a concrete backend's header (name backends in cli/backends.c only)" \
     "$(includes mcp | grep ': backend/[^/]*/')"
-check "backend/ includes cli/ or mcp/ beyond mcp/base and mcp/store" \
+check "backend/ includes cli/ or mcp/ beyond lib/base and lib/store" \
     "$(includes backend | grep -E ': (cli/|mcp/)' | grep -vE ': mcp/(base|store)/')"
 check "mcp/ includes cli/" "$(includes mcp | grep ': cli/')"
 check "guards around parts that always exist (name the target or file directly)" \

@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "mcp/base/buf.h"
+#include "lib/base/buf.h"
 #include "mcp/http/http_policy.h"
 #include "mcp/http/http_request.h"
 #include "mcp/http/sse.h"

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "mcp/base/json_in.h"
+#include "lib/base/json_in.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

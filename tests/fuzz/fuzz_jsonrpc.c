@@ -11,7 +11,7 @@
 #include <string.h>
 #include <uv.h>
 
-#include "mcp/base/xalloc.h"
+#include "lib/base/xalloc.h"
 #include "mcp/config.h"
 #include "mcp/fixtures/fixtures.h"
 #include "mcp/jsonrpc.h"

@@ -1,12 +1,12 @@
 /* libFuzzer target: what a client of mcpbox's OpenSandbox API sends to execd's /files/upload
- * (mcp/osapi/osapi_multipart.c) and in query strings (osapi_query.c). The first line of the
+ * (osapi/osapi_multipart.c) and in query strings (osapi_query.c). The first line of the
  * input is the Content-Type, the rest the body; every part found must lie inside the body. The
  * body is also read as a query string. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp/osapi/osapi-internal.h"
+#include "osapi/osapi-internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

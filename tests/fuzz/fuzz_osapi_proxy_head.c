@@ -1,5 +1,5 @@
 /* libFuzzer target: what a sandbox's service answers the OpenSandbox server proxy
- * (mcp/osapi/osapi_proxy_head.c), read by http_parser as a response. Whatever comes in, the
+ * (osapi/osapi_proxy_head.c), read by http_parser as a response. Whatever comes in, the
  * header lines kept must be "token: value\r\n" with no control character in the value, none of
  * the dropped names, and within the size and count limits; a refused head says why. */
 #include <http_parser.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp/osapi/osapi-internal.h"
+#include "osapi/osapi-internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

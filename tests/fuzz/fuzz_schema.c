@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp/base/xalloc.h"
+#include "lib/base/xalloc.h"
 #include "mcp/embedded_schemas.h"
 #include "mcp/schema.h"
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # libcurl is loaded only when the OpenSandbox backend is enabled: an idle `mcpbox serve` without
-# it has no libcurl (nor its TLS stack) mapped, and with it has. See backend/opensandbox/curl_loader.h.
+# it has no libcurl (nor its TLS stack) mapped, and with it has. See lib/httpc/curl_loader.h.
 #   lazy_curl.sh path/to/mcpbox
 set -eu
 BIN=${1:?usage: lazy_curl.sh path/to/mcpbox}

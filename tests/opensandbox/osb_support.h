@@ -17,8 +17,8 @@
 #include <uv.h>
 
 #include "backend/backend.h"
-#include "mcp/base/buf.h"
-#include "mcp/base/util.h"
+#include "lib/base/buf.h"
+#include "lib/base/util.h"
 
 #ifndef MCPBOX_SOURCE_DIR
 #define MCPBOX_SOURCE_DIR "."

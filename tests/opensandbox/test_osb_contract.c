@@ -13,11 +13,11 @@
 
 #include "backend/opensandbox/opensandbox.h"
 #include "backend/opensandbox/osb.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/xalloc.h"
 #include "osb_support.h"
 #include "test.h"
-#include "mcp/base/rmtree.h"
+#include "lib/base/rmtree.h"
 
 #define MOCK_SANDBOX "osb-sbx-0123456789" /* the mock spec's example id */
 
@@ -62,7 +62,7 @@ static void no_violations(const char *what)
     } while (0)
 #define E (&_e)
 
-static void ignore(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void ignore(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     *(bool *)arg = true;
 }

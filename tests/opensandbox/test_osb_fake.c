@@ -9,12 +9,12 @@
 
 #include "backend/opensandbox/opensandbox.h"
 #include "backend/opensandbox/osb.h"
-#include "mcp/base/log.h"
-#include "mcp/base/xalloc.h"
-#include "mcp/store/store.h"
+#include "lib/base/log.h"
+#include "lib/base/xalloc.h"
+#include "lib/store/store.h"
 #include "osb_support.h"
 #include "test.h"
-#include "mcp/base/rmtree.h"
+#include "lib/base/rmtree.h"
 
 #define API_KEY "osb-test-key-0123456789"
 #define OWNER "local:uid:1000"

@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/opensandbox/curl_loader.h"
+#include "lib/httpc/curl_loader.h"
 #include "backend/opensandbox/osb.h"
-#include "mcp/base/utf8.h"
+#include "lib/base/utf8.h"
 #include "backend/opensandbox/sse.h"
 #include "test.h"
 
@@ -84,24 +84,24 @@ TEST(sse_ndjson_and_line_cap)
 
 TEST(retry_policy)
 {
-    ASSERT(osb_http_retryable(OSB_RETRY_IDEMPOTENT, 503, CURLE_OK));
-    ASSERT(osb_http_retryable(OSB_RETRY_IDEMPOTENT, 0, CURLE_RECV_ERROR));
-    ASSERT(osb_http_retryable(OSB_RETRY_SAFE, 429, CURLE_OK));
-    ASSERT(osb_http_retryable(OSB_RETRY_SAFE, 0, CURLE_COULDNT_CONNECT));
-    ASSERT(!osb_http_retryable(OSB_RETRY_SAFE, 503, CURLE_OK));    /* may have acted */
-    ASSERT(!osb_http_retryable(OSB_RETRY_SAFE, 0, CURLE_RECV_ERROR));
-    ASSERT(!osb_http_retryable(OSB_RETRY_NONE, 429, CURLE_OK));
-    ASSERT(!osb_http_retryable(OSB_RETRY_IDEMPOTENT, 500, CURLE_OK));
-    ASSERT(!osb_http_retryable(OSB_RETRY_IDEMPOTENT, 404, CURLE_OK));
+    ASSERT(httpc_retryable(HTTPC_RETRY_IDEMPOTENT, 503, CURLE_OK));
+    ASSERT(httpc_retryable(HTTPC_RETRY_IDEMPOTENT, 0, CURLE_RECV_ERROR));
+    ASSERT(httpc_retryable(HTTPC_RETRY_SAFE, 429, CURLE_OK));
+    ASSERT(httpc_retryable(HTTPC_RETRY_SAFE, 0, CURLE_COULDNT_CONNECT));
+    ASSERT(!httpc_retryable(HTTPC_RETRY_SAFE, 503, CURLE_OK));    /* may have acted */
+    ASSERT(!httpc_retryable(HTTPC_RETRY_SAFE, 0, CURLE_RECV_ERROR));
+    ASSERT(!httpc_retryable(HTTPC_RETRY_NONE, 429, CURLE_OK));
+    ASSERT(!httpc_retryable(HTTPC_RETRY_IDEMPOTENT, 500, CURLE_OK));
+    ASSERT(!httpc_retryable(HTTPC_RETRY_IDEMPOTENT, 404, CURLE_OK));
     for (unsigned n = 1; n <= 6; n++) {
-        uint32_t w = osb_http_backoff_ms(n, 100, 1000, -1);
+        uint32_t w = httpc_backoff_ms(n, 100, 1000, -1);
         double base = fmin(100.0 * pow(2, n - 1), 1000.0);
         ASSERT(w >= base * 0.74 && w <= base * 1.26);
     }
-    ASSERT(osb_http_backoff_ms(1, 100, 1000, 2.5) >= 2500);
-    ASSERT(fabs(osb_http_parse_retry_after("7") - 7) < 1e-9);
-    ASSERT(osb_http_parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0); /* past */
-    ASSERT(osb_http_parse_retry_after("soon") < 0);
+    ASSERT(httpc_backoff_ms(1, 100, 1000, 2.5) >= 2500);
+    ASSERT(fabs(httpc_parse_retry_after("7") - 7) < 1e-9);
+    ASSERT(httpc_parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0); /* past */
+    ASSERT(httpc_parse_retry_after("soon") < 0);
 }
 
 TEST(quantities_modes_paths)
@@ -172,7 +172,7 @@ static void map(long status, const char *body, bool execd, struct mcp_error *e)
     static char key[] = "sk-very-secret";
     struct osb_backend b = {.api_key = key, .domain = (char *)"h:1",
                             .t = {.request_timeout_ms = 1000}};
-    struct osb_response r = {.status = status, .curl_code = CURLE_OK, .retry_after_s = -1,
+    struct httpc_response r = {.status = status, .curl_code = CURLE_OK, .retry_after_s = -1,
                              .attempts = 1};
     buf_init(&r.body, 1 << 20);
     buf_append_str(&r.body, body);
@@ -299,36 +299,36 @@ TEST(json_text_sanitises)
     json_decref(j);
 }
 
-static void refused_done(void *arg, struct osb_response *resp)
+static void refused_done(void *arg, struct httpc_response *resp)
 {
     *(long *)arg = resp->curl_code;
 }
 
 /* A transfer that fails at once (a refused connect on loopback) still completes from the loop,
- * never inside osb_http_start; and the engine frees cleanly. */
+ * never inside httpc_start; and the engine frees cleanly. */
 TEST(http_never_completes_inside_start)
 {
     uv_loop_t loop;
     uv_loop_init(&loop);
-    struct osb_http *h = osb_http_new(&loop, NULL);
+    struct httpc *h = httpc_new(&loop, NULL);
     long code = -1;
-    struct osb_req_opts o = {.method = "GET", .url = "http://127.0.0.1:1/x", .deadline_ms = 2000,
+    struct httpc_req_opts o = {.method = "GET", .url = "http://127.0.0.1:1/x", .deadline_ms = 2000,
                              .connect_timeout_ms = 1000, .body_cap = 1024,
-                             .retry = OSB_RETRY_NONE, .done = refused_done, .arg = &code};
-    ASSERT(osb_http_start(h, &o) != NULL);
+                             .retry = HTTPC_RETRY_NONE, .done = refused_done, .arg = &code};
+    ASSERT(httpc_start(h, &o) != NULL);
     ASSERT_EQ(code, -1);
     for (int i = 0; i < 1000 && code == -1; i++)
         uv_run(&loop, UV_RUN_ONCE);
     ASSERT_EQ(code, CURLE_COULDNT_CONNECT);
-    ASSERT_EQ(osb_http_active(h), 0);
+    ASSERT_EQ(httpc_active(h), 0);
     code = -1; /* a transfer curl fails within its first step (a scheme we refuse) */
     o.url = "ftp://127.0.0.1/x";
-    ASSERT(osb_http_start(h, &o) != NULL);
+    ASSERT(httpc_start(h, &o) != NULL);
     ASSERT_EQ(code, -1);
     for (int i = 0; i < 1000 && code == -1; i++)
         uv_run(&loop, UV_RUN_ONCE);
     ASSERT_EQ(code, CURLE_UNSUPPORTED_PROTOCOL);
-    osb_http_free(h);
+    httpc_free(h);
     uv_run(&loop, UV_RUN_DEFAULT);
     ASSERT_EQ(uv_loop_close(&loop), 0);
 }
@@ -339,17 +339,17 @@ TEST(http_never_completes_inside_start)
 TEST(curl_loader_errors)
 {
     struct mcp_error e = {0};
-    ASSERT_EQ(osb_curl_load_from("libcurl-mcpbox-missing.so.4", &e), -1);
+    ASSERT_EQ(httpc_curl_load_from("libcurl-mcpbox-missing.so.4", &e), -1);
     ASSERT_EQ(e.code, MCP_ERR_UNAVAILABLE);
     ASSERT(strstr(e.msg, "needs libcurl (libcurl-mcpbox-missing.so.4") != NULL);
-    ASSERT(osb_curl.easy_init == NULL);
+    ASSERT(httpc_curl.easy_init == NULL);
     memset(&e, 0, sizeof(e));
-    ASSERT_EQ(osb_curl_load_from("libc.so.6", &e), -1); /* loads, but is not libcurl */
+    ASSERT_EQ(httpc_curl_load_from("libc.so.6", &e), -1); /* loads, but is not libcurl */
     ASSERT(strstr(e.msg, "it has no curl_global_init") != NULL);
-    ASSERT(osb_curl.easy_init == NULL);
-    ASSERT_EQ(osb_curl_load(&e), 0);
-    ASSERT(osb_curl.easy_init != NULL && osb_curl.mime_data != NULL);
-    ASSERT_EQ(osb_curl_load(&e), 0); /* once */
+    ASSERT(httpc_curl.easy_init == NULL);
+    ASSERT_EQ(httpc_curl_load(&e), 0);
+    ASSERT(httpc_curl.easy_init != NULL && httpc_curl.mime_data != NULL);
+    ASSERT_EQ(httpc_curl_load(&e), 0); /* once */
 }
 
 int main(void)

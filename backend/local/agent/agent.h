@@ -12,8 +12,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "mcp/base/buf.h"
-#include "mcp/base/error.h"
+#include "lib/base/buf.h"
+#include "lib/base/error.h"
 
 #define AGENT_MAX_CONNS 64
 #define AGENT_MAX_CMDS_KEPT 512              /* finished commands kept for command_get */

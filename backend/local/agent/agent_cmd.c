@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "backend/local/agent/agent.h"
-#include "mcp/base/utf8.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/utf8.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 #define CMD_SHELL "/bin/sh"
 #define CMD_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

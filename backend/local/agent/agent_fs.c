@@ -16,9 +16,9 @@
 
 #include "backend/local/agent/agent.h"
 #include "backend/local/proto.h"
-#include "mcp/base/utf8.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/utf8.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 #define FS_PATH_MAX 4096
 #define FS_LIST_MAX 10000

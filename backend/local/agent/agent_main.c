@@ -15,9 +15,9 @@
 
 #include "backend/local/agent/agent.h"
 #include "backend/local/proto.h"
-#include "mcp/base/utf8.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/utf8.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 #define AGENT_POLL_MAX (2 + AGENT_MAX_CONNS + 3 * AGENT_MAX_RUNNING)
 #define AGENT_TICK_MS 1000

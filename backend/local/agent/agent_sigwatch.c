@@ -24,9 +24,9 @@
 #include <unistd.h>
 
 #include "backend/local/agent/agent.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 #define SIGWATCH_MAX_PROCS 8     /* processes followed per signal (a shell has one child) */
 #define SIGWATCH_STEP_MS 5       /* how often they are looked at */

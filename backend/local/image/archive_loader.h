@@ -8,7 +8,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 
 #define OCI_ARCHIVE_SONAME "libarchive.so.13"
 

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 #define CRED_OUTPUT_MAX (64u << 10) /* a helper's answer is a few hundred bytes */
 

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <uv.h>
 
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 
 #define CRED_HELPER_TIMEOUT_ENV "MCPBOX_CREDENTIAL_HELPER_TIMEOUT"
 #define CRED_HELPER_TIMEOUT_S 10

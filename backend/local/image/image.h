@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 
 struct image_service;
 

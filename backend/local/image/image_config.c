@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp/base/xalloc.h"
+#include "lib/base/xalloc.h"
 
 static int bad_config(struct mcp_error *err, const char *why)
 {

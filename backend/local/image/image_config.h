@@ -5,7 +5,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 
 #define IMAGE_USER_MAX 256
 #define IMAGE_WORKDIR_MAX 1024

@@ -19,9 +19,9 @@
 #include "backend/local/image/image.h"
 #include "backend/local/image/layer_store.h"
 #include "backend/local/image/unpack.h"
-#include "mcp/base/log.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/log.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 struct import_job {
     struct image_service *svc;

@@ -1,5 +1,5 @@
 /* SHA-256 of layer bytes (the blob as it downloads, the uncompressed stream as it unpacks):
- * libnettle's when it is in the process, else the project's own (mcp/base/util.h). libarchive
+ * libnettle's when it is in the process, else the project's own (lib/base/util.h). libarchive
  * links libnettle, so once oci_archive_load() has run it is there, with the CPU's SHA
  * instructions where they exist (about 860 MB/s against 230 on the project's machine). */
 #ifndef MCPBOX_IMAGE_LAYER_HASH_H
@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "mcp/base/util.h"
+#include "lib/base/util.h"
 
 struct layer_hash {
     union {

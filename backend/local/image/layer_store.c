@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include "backend/local/image/manifest.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 static const char *hex_of(const char *digest)
 {

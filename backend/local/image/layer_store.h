@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "backend/local/image/unpack.h"
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 
 #define LAYER_STORE_PATH_MAX 1024
 #define LAYER_STORE_DEFAULT_CAP (16ull << 30)

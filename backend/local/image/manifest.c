@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp/base/buf.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/buf.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 #define MT_OCI_INDEX "application/vnd.oci.image.index.v1+json"
 #define MT_OCI_MANIFEST "application/vnd.oci.image.manifest.v1+json"

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "backend/local/image/reference.h"
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 
 #define OCI_MEDIA_TYPE_MAX 128
 #define OCI_MAX_LAYERS 128    /* overlayfs stacks at most ~500, Docker builds at most 127 */

@@ -24,9 +24,9 @@
 #include "backend/local/image/manifest.h"
 #include "backend/local/image/registry.h"
 #include "backend/local/image/unpack.h"
-#include "mcp/base/log.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/log.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 #define PROGRESS_TICK_MS 250 /* how often a pull under way reports (and polls its unpacks) */
 /* A blob download that breaks is resumed (a Range request from the bytes kept) this many
@@ -96,7 +96,7 @@ struct pull {
 
 struct image_service {
     uv_loop_t *loop;
-    struct osb_http *http;
+    struct httpc *http;
     struct layer_store store;
     image_in_use_fn *in_use;
     void *in_use_arg;
@@ -564,7 +564,7 @@ static bool retry_later(struct layer_job *j, const struct mcp_error *err)
     return false;
 }
 
-static void download_done(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void download_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct layer_job *j = arg;
     struct pull *p = j->owner;
@@ -713,7 +713,7 @@ static void plan_layers(struct pull *p)
 
 /* ---- manifest and config --------------------------------------------------------------------- */
 
-static void on_config(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void on_config(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct pull *p = arg;
     struct mcp_error e;
@@ -745,11 +745,11 @@ static void on_config(void *arg, struct osb_response *resp, const struct mcp_err
         plan_layers(p);
 }
 
-static void on_manifest(void *arg, struct osb_response *resp, const struct mcp_error *err);
+static void on_manifest(void *arg, struct httpc_response *resp, const struct mcp_error *err);
 
 /* The digest of what was fetched must be the one asked for (a digest reference, or the
  * descriptor chosen from an index). */
-static int check_manifest_digest(struct pull *p, const struct osb_response *resp,
+static int check_manifest_digest(struct pull *p, const struct httpc_response *resp,
                                  const char *want, int64_t want_size, struct mcp_error *err)
 {
     char got[IMAGE_DIGEST_LEN + 1];
@@ -766,7 +766,7 @@ static int check_manifest_digest(struct pull *p, const struct osb_response *resp
     return 0;
 }
 
-static void on_manifest(void *arg, struct osb_response *resp, const struct mcp_error *err)
+static void on_manifest(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct pull *p = arg;
     struct mcp_error e;
@@ -825,7 +825,7 @@ static void cached_answer(uv_timer_t *t)
 static int start_pull(struct pull *p, struct mcp_error *err)
 {
     struct image_service *s = p->svc;
-    if (s->http == NULL && (s->http = osb_http_new(s->loop, err)) == NULL)
+    if (s->http == NULL && (s->http = httpc_new(s->loop, err)) == NULL)
         return -1;
     if (oci_archive_load(err) < 0 || registry_check_reference(&p->ref, err) < 0)
         return -1;
@@ -909,7 +909,7 @@ void image_service_free(struct image_service *s)
         if (p->client)
             registry_cancel(p->client);
     if (s->http)
-        osb_http_free(s->http);
+        httpc_free(s->http);
     /* Pulls and jobs still under way end through their callbacks while the loop closes, and
      * the last of them frees the service. */
     service_free_if_closed(s);

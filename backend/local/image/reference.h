@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 
 #define IMAGE_REF_NAME_MAX 255 /* the repository path, as Docker limits it */
 #define IMAGE_REF_TAG_MAX 128

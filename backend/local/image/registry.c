@@ -8,12 +8,12 @@
 #include <string.h>
 #include <strings.h>
 
-#include "backend/local/addr_blocked.h"
+#include "backend/local/image/addr_blocked.h"
 #include "backend/local/image/credentials.h"
-#include "backend/opensandbox/curl_loader.h"
-#include "mcp/base/log.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/httpc/curl_loader.h"
+#include "lib/base/log.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 #define REGISTRY_URL_MAX 2048
 #define REGISTRY_AUTH_MAX 8192
@@ -23,7 +23,7 @@
 
 struct registry_client {
     uv_loop_t *loop;
-    struct osb_http *http;
+    struct httpc *http;
     struct image_ref ref;
     char base[IMAGE_REF_NAME_MAX + 16]; /* "https://host:port" */
     bool plain_http;
@@ -33,17 +33,17 @@ struct registry_client {
     bool creds_looked;              /* looked up at the first challenge (credentials.h) */
     bool creds_given;               /* by the caller (registry_client_set_credentials) */
     struct cred_helper_run *helper; /* a credential helper asked, not yet answered */
-    char challenge[OSB_HDR_VALUE_MAX]; /* the WWW-Authenticate being answered */
+    char challenge[HTTPC_HDR_VALUE_MAX]; /* the WWW-Authenticate being answered */
     char auth[REGISTRY_AUTH_MAX];   /* "Authorization: ..." once known, else "" */
     /* the request under way */
     char path[600];
     char accept[512];
     size_t body_cap;
-    osb_sink_fn *sink;
+    httpc_sink_fn *sink;
     registry_done_fn *done;
     void *arg;
     bool auth_tried;
-    struct osb_req *req;
+    struct httpc_req *req;
     /* a blob request */
     registry_blob_sink_fn *blob_sink;
     uint64_t from, pos; /* asked from; where the next byte goes (UINT64_MAX: no byte yet) */
@@ -85,7 +85,7 @@ int registry_check_reference(const struct image_ref *ref, struct mcp_error *err)
     return 0;
 }
 
-/* osb_req_opts.peer_ok: every connection a pull opens. */
+/* httpc_req_opts.peer_ok: every connection a pull opens. */
 static bool peer_ok(void *arg, const struct sockaddr *peer)
 {
     struct registry_client *c = arg;
@@ -114,7 +114,7 @@ static bool (*peer_check(void))(void *, const struct sockaddr *)
     return proxy_in_environment() ? NULL : peer_ok;
 }
 
-struct registry_client *registry_client_new(uv_loop_t *loop, struct osb_http *http,
+struct registry_client *registry_client_new(uv_loop_t *loop, struct httpc *http,
                                             const struct image_ref *ref)
 {
     struct registry_client *c = xcalloc(1, sizeof *c);
@@ -149,7 +149,7 @@ void registry_client_set_credentials(struct registry_client *c, const char *cred
 void registry_cancel(struct registry_client *c)
 {
     if (c->req)
-        osb_http_cancel(c->req);
+        httpc_cancel(c->req);
     if (c->helper)
         cred_helper_cancel(c->helper); /* its answer, an error, ends the request */
 }
@@ -157,7 +157,7 @@ void registry_cancel(struct registry_client *c)
 /* ---- errors ---------------------------------------------------------------------------------- */
 
 /* The registry's own words: errors[0].message of its JSON error body, if any. */
-static void registry_words(const struct osb_response *resp, char *out, size_t size)
+static void registry_words(const struct httpc_response *resp, char *out, size_t size)
 {
     out[0] = '\0';
     json_t *j = json_loadb(resp->body.data ? resp->body.data : "", resp->body.len, 0, NULL);
@@ -168,7 +168,7 @@ static void registry_words(const struct osb_response *resp, char *out, size_t si
     json_decref(j);
 }
 
-static void transport_error(const struct registry_client *c, const struct osb_response *resp,
+static void transport_error(const struct registry_client *c, const struct httpc_response *resp,
                             struct mcp_error *err)
 {
     const char *host = image_ref_api_host(&c->ref);
@@ -205,7 +205,7 @@ static void transport_error(const struct registry_client *c, const struct osb_re
 
 /* Whether a non-2xx answer comes from a distribution API: its error document ({"errors": [...]})
  * or an auth challenge. */
-static bool registry_error_answer(const struct osb_response *resp)
+static bool registry_error_answer(const struct httpc_response *resp)
 {
     if (resp->status == 401 && (strncasecmp(resp->www_authenticate, "Bearer ", 7) == 0 ||
                                 strncasecmp(resp->www_authenticate, "Basic", 5) == 0))
@@ -218,7 +218,7 @@ static bool registry_error_answer(const struct osb_response *resp)
 
 /* Whether a 2xx answer to a manifest request is one: a manifest media type, or JSON with a
  * schemaVersion (what registries that send application/json answer). */
-static bool manifest_answer(const struct osb_response *resp)
+static bool manifest_answer(const struct httpc_response *resp)
 {
     if (strncasecmp(resp->content_type, "application/vnd.oci.", 20) == 0 ||
         strncasecmp(resp->content_type, "application/vnd.docker.", 23) == 0)
@@ -232,7 +232,7 @@ static bool manifest_answer(const struct osb_response *resp)
 /* An answer that is not a registry's: nothing of it reaches the caller (an agent could
  * otherwise read other servers' pages through pull errors); the person finds the status in the
  * server's log. */
-static void not_a_registry(const struct registry_client *c, const struct osb_response *resp,
+static void not_a_registry(const struct registry_client *c, const struct httpc_response *resp,
                            struct mcp_error *err)
 {
     log_warn("image pull: %s answered HTTP %ld to GET %.200s, not as an OCI registry",
@@ -243,7 +243,7 @@ static void not_a_registry(const struct registry_client *c, const struct osb_res
                   c->ref.registry);
 }
 
-static void status_error(const struct registry_client *c, const struct osb_response *resp,
+static void status_error(const struct registry_client *c, const struct httpc_response *resp,
                          struct mcp_error *err)
 {
     if (!registry_error_answer(resp)) {
@@ -316,14 +316,14 @@ int registry_parse_bearer(const char *challenge, char *realm, size_t realm_size,
     return realm[0] ? 0 : -1;
 }
 
-static void finish(struct registry_client *c, struct osb_response *resp,
+static void finish(struct registry_client *c, struct httpc_response *resp,
                    const struct mcp_error *err)
 {
     c->req = NULL;
     c->done(c->arg, resp, err);
 }
 
-static void on_token(void *arg, struct osb_response *resp)
+static void on_token(void *arg, struct httpc_response *resp)
 {
     struct registry_client *c = arg;
     struct mcp_error err;
@@ -358,7 +358,7 @@ static struct curl_slist *basic_header(const struct registry_client *c)
     char *b64 = xmalloc(base64_encoded_len(strlen(c->creds)) + 1);
     base64_encode(c->creds, strlen(c->creds), b64);
     char *h = xasprintf("Authorization: Basic %s", b64);
-    struct curl_slist *l = osb_curl.slist_append(NULL, h);
+    struct curl_slist *l = httpc_curl.slist_append(NULL, h);
     free(h), free(b64);
     return l;
 }
@@ -388,39 +388,39 @@ static void request_token(struct registry_client *c, const char *challenge)
         return;
     }
     snprintf(dflt, sizeof dflt, "repository:%s:pull", c->ref.repository);
-    char *es = osb_curl.easy_escape(NULL, service, 0);
-    char *esc = osb_curl.easy_escape(NULL, scope[0] ? scope : dflt, 0);
+    char *es = httpc_curl.easy_escape(NULL, service, 0);
+    char *esc = httpc_curl.easy_escape(NULL, scope[0] ? scope : dflt, 0);
     const char *refresh = identity_token(c);
     char *body = NULL;
     if (refresh) { /* OAuth2: the refresh token for an access token, POSTed as a form */
-        char *er = osb_curl.easy_escape(NULL, refresh, 0);
+        char *er = httpc_curl.easy_escape(NULL, refresh, 0);
         body = xasprintf("grant_type=refresh_token&client_id=mcpbox&service=%s&scope=%s&"
                          "refresh_token=%s",
                          es ? es : "", esc ? esc : "", er ? er : "");
-        osb_curl.free(er);
+        httpc_curl.free(er);
         snprintf(url, sizeof url, "%s", realm);
     } else {
         snprintf(url, sizeof url, "%s%sservice=%s&scope=%s", realm,
                  strchr(realm, '?') ? "&" : "?", es ? es : "", esc ? esc : "");
     }
-    osb_curl.free(es), osb_curl.free(esc);
+    httpc_curl.free(es), httpc_curl.free(esc);
     struct curl_slist *h =
-        refresh ? osb_curl.slist_append(NULL, "Content-Type: application/x-www-form-urlencoded")
+        refresh ? httpc_curl.slist_append(NULL, "Content-Type: application/x-www-form-urlencoded")
         : c->creds ? basic_header(c)
                    : NULL;
-    struct osb_req_opts o = {.method = refresh ? "POST" : "GET", .url = url, .headers = h,
+    struct httpc_req_opts o = {.method = refresh ? "POST" : "GET", .url = url, .headers = h,
                              .body = body, .body_len = body ? strlen(body) : 0,
                              .connect_timeout_ms = REGISTRY_CONNECT_MS, .deadline_ms = 60000,
-                             .body_cap = REGISTRY_TOKEN_CAP, .retry = OSB_RETRY_SAFE,
+                             .body_cap = REGISTRY_TOKEN_CAP, .retry = HTTPC_RETRY_SAFE,
                              .retry_max = 3, .retry_base_ms = 200, .retry_cap_ms = 2000,
                              .follow_redirects = true, .done = on_token, .arg = c};
     o.peer_ok = peer_check();
     c->peer_refused = false;
-    c->req = osb_http_start(c->http, &o);
+    c->req = httpc_start(c->http, &o);
     free(body); /* copied by the engine */
 }
 
-static bool failure_retryable(const struct osb_response *resp)
+static bool failure_retryable(const struct httpc_response *resp)
 {
     if (resp->sink_aborted || resp->body_capped || resp->curl_code == CURLE_ABORTED_BY_CALLBACK)
         return false;
@@ -487,7 +487,7 @@ static bool look_up_credentials(struct registry_client *c)
     return true;
 }
 
-static void on_response(void *arg, struct osb_response *resp)
+static void on_response(void *arg, struct httpc_response *resp)
 {
     struct registry_client *c = arg;
     struct mcp_error err;
@@ -549,7 +549,7 @@ static int client_sink(void *arg, const char *data, size_t len)
     if (c->blob_sink == NULL)
         return c->sink(c->arg, data, len);
     if (c->pos == UINT64_MAX) { /* the first bytes: did the registry honour the range? */
-        const struct osb_response *r = osb_req_response(c->req);
+        const struct httpc_response *r = httpc_req_response(c->req);
         c->pos = 0;
         if (r->status == 206) {
             if (range_start(r->content_range) != (long long)c->from) {
@@ -572,24 +572,24 @@ static void send_request(struct registry_client *c)
     struct curl_slist *h = NULL;
     if (c->accept[0]) {
         char *a = xasprintf("Accept: %s", c->accept);
-        h = osb_curl.slist_append(h, a);
+        h = httpc_curl.slist_append(h, a);
         free(a);
     }
     if (c->auth[0])
-        h = osb_curl.slist_append(h, c->auth);
+        h = httpc_curl.slist_append(h, c->auth);
     if (c->blob_sink && c->from > 0) {
         char range[64];
         snprintf(range, sizeof range, "Range: bytes=%llu-", (unsigned long long)c->from);
-        h = osb_curl.slist_append(h, range);
+        h = httpc_curl.slist_append(h, range);
     }
     c->pos = UINT64_MAX;
     c->range_refused = false;
     c->peer_refused = false;
     /* Blobs stream: a deadline would cut large layers on slow links; a stall fails instead. */
-    struct osb_req_opts o = {.method = "GET", .url = url, .headers = h,
+    struct httpc_req_opts o = {.method = "GET", .url = url, .headers = h,
                              .connect_timeout_ms = REGISTRY_CONNECT_MS,
                              .low_speed_s = REGISTRY_LOW_SPEED_S, .body_cap = c->body_cap,
-                             .retry = streamed ? OSB_RETRY_NONE : OSB_RETRY_SAFE, .retry_max = 3,
+                             .retry = streamed ? HTTPC_RETRY_NONE : HTTPC_RETRY_SAFE, .retry_max = 3,
                              .retry_base_ms = 200, .retry_cap_ms = 2000,
                              .follow_redirects = true, .sink = streamed ? client_sink : NULL,
                              .done = on_response,
@@ -597,11 +597,11 @@ static void send_request(struct registry_client *c)
     if (!streamed)
         o.deadline_ms = 120000;
     o.peer_ok = peer_check();
-    c->req = osb_http_start(c->http, &o);
+    c->req = httpc_start(c->http, &o);
 }
 
 void registry_get(struct registry_client *c, const char *path, const char *accept,
-                  size_t body_cap, osb_sink_fn *sink, registry_done_fn *done, void *arg)
+                  size_t body_cap, httpc_sink_fn *sink, registry_done_fn *done, void *arg)
 {
     snprintf(c->path, sizeof c->path, "%s", path);
     snprintf(c->accept, sizeof c->accept, "%s", accept ? accept : "");

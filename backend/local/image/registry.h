@@ -1,5 +1,5 @@
 /* A client of the OCI distribution API for one repository, on the loop through the project's
- * libcurl-on-libuv engine (backend/opensandbox/http.h): GETs of manifests and blobs with the
+ * libcurl-on-libuv engine (lib/httpc/httpc.h): GETs of manifests and blobs with the
  * auth handshake (anonymous or credentialed bearer tokens from WWW-Authenticate, or Basic),
  * credentials from the files users already have, and errors that say what to do. */
 #ifndef MCPBOX_IMAGE_REGISTRY_H
@@ -10,8 +10,8 @@
 #include <stdint.h>
 
 #include "backend/local/image/reference.h"
-#include "backend/opensandbox/http.h"
-#include "mcp/base/error.h"
+#include "lib/httpc/httpc.h"
+#include "lib/base/error.h"
 
 #define REGISTRY_INSECURE_ENV "MCPBOX_INSECURE_REGISTRIES"
 /* Registries the person allows on this machine or its private networks (docs/images.md). */
@@ -20,7 +20,7 @@
 struct registry_client;
 
 /* resp is NULL when err is set; both borrowed. */
-typedef void registry_done_fn(void *arg, struct osb_response *resp, const struct mcp_error *err);
+typedef void registry_done_fn(void *arg, struct httpc_response *resp, const struct mcp_error *err);
 
 /* A pull may reach an address that is not the public internet (loopback, private, link-local,
  * reserved: addr_blocked.h) only for a registry the person named in MCPBOX_REGISTRIES or
@@ -33,7 +33,7 @@ int registry_check_reference(const struct image_ref *ref, struct mcp_error *err)
 /* Plain HTTP only for loopback registries and those in MCPBOX_INSECURE_REGISTRIES; else
  * HTTPS. Credentials are looked up once, at the registry's first challenge (credentials.h); a
  * credential helper runs on loop. */
-struct registry_client *registry_client_new(uv_loop_t *loop, struct osb_http *http,
+struct registry_client *registry_client_new(uv_loop_t *loop, struct httpc *http,
                                             const struct image_ref *ref);
 void registry_client_free(struct registry_client *c);
 /* Credentials given by the caller ("user:password", copied): sent at the first challenge
@@ -46,7 +46,7 @@ void registry_client_set_credentials(struct registry_client *c, const char *cred
  * registry's (no distribution API error document or challenge; a manifest that is not one) is
  * opaque: the error says so without its status or any of its body. */
 void registry_get(struct registry_client *c, const char *path, const char *accept,
-                  size_t body_cap, osb_sink_fn *sink, registry_done_fn *done, void *arg);
+                  size_t body_cap, httpc_sink_fn *sink, registry_done_fn *done, void *arg);
 
 /* A blob's bytes: offset is where data starts in the blob. */
 typedef int registry_blob_sink_fn(void *arg, uint64_t offset, const char *data, size_t len);

@@ -21,7 +21,7 @@
 
 #include "backend/local/image/archive_loader.h"
 #include "backend/local/image/layer_hash.h"
-#include "mcp/base/util.h"
+#include "lib/base/util.h"
 
 #define WH_PREFIX ".wh."
 #define WH_OPAQUE ".wh..wh..opq"

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "backend/local/image/manifest.h"
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 
 #define UNPACK_MAX_ENTRIES 1000000u
 

@@ -35,9 +35,9 @@
 #include "bench_local.h"
 #include "bench_mcp.h"
 #include "harness.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/xalloc.h"
-#include "mcp/store/store.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/xalloc.h"
+#include "lib/store/store.h"
 
 extern char **environ;
 

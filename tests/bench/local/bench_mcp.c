@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mcp/base/rmtree.h"
+#include "lib/base/rmtree.h"
 
 #ifndef BENCH_MCPBOX
 #error "BENCH_MCPBOX (the mcpbox binary) must be defined by the build"

@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include "bench_local.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/xalloc.h"
-#include "mcp/store/store.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/xalloc.h"
+#include "lib/store/store.h"
 
 #define IDLE_SETTLE_US 1000000 /* let idle sandboxes settle before measuring memory */
 

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/opensandbox/http.h"
+#include "lib/httpc/httpc.h"
 #include "backend/opensandbox/opensandbox.h"
 #include "backend/opensandbox/osb.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/xalloc.h"
 #include "osb_support.h"
 
 #define API_KEY "bench-key"
@@ -99,7 +99,7 @@ static int backend_read(void)
 }
 
 /* The HTTP layer alone (http.c: curl multi on the loop), without the backend's mapping. */
-static void raw_done(void *arg, struct osb_response *resp)
+static void raw_done(void *arg, struct httpc_response *resp)
 {
     w.done = true;
     w.failed = resp->status != 200;
@@ -111,10 +111,10 @@ static int http_get(void)
 {
     struct curl_slist *h = curl_slist_append(NULL, "OPEN-SANDBOX-API-KEY: " API_KEY);
     h = curl_slist_append(h, "Accept: application/json");
-    struct osb_req_opts o = {.method = "GET", .url = url_get_raw, .headers = h,
+    struct httpc_req_opts o = {.method = "GET", .url = url_get_raw, .headers = h,
                              .deadline_ms = 30000, .body_cap = 1 << 20, .done = raw_done};
     osb_wait_reset(&w);
-    if (osb_http_start(osb_of(be)->http, &o) == NULL)
+    if (httpc_start(osb_of(be)->http, &o) == NULL)
         return -1;
     run_until_done();
     return w.failed ? -1 : 0;

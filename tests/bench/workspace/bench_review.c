@@ -22,8 +22,8 @@
 #include <unistd.h>
 
 #include "backend/local/workspace_review.h"
-#include "mcp/base/util.h"
-#include "mcp/base/rmtree.h"
+#include "lib/base/util.h"
+#include "lib/base/rmtree.h"
 
 #define PER_DIR 100
 

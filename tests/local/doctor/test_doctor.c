@@ -11,10 +11,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend/local/doctor/doctor.h"
+#include "backend/local/doctor.h"
 #include "backend/local/runtime_dir.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/xalloc.h"
 #include "test.h"
 
 static const char *const expected_checks[] = {

@@ -15,11 +15,11 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 #include "test.h"
-#include "mcp/base/rmtree.h"
+#include "lib/base/rmtree.h"
 
 #define RACE_SECONDS 4
 #define RACE_MIN_READS 50

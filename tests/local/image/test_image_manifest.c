@@ -7,7 +7,7 @@
 #include "backend/local/image/image_config.h"
 #include "backend/local/image/layer_hash.h"
 #include "backend/local/image/manifest.h"
-#include "mcp/base/buf.h"
+#include "lib/base/buf.h"
 #include "test.h"
 
 #define D1 "sha256:1111111111111111111111111111111111111111111111111111111111111111"

@@ -15,10 +15,10 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
-#include "mcp/store/store.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
+#include "lib/store/store.h"
 #include "test.h"
 
 #define DEFAULT_CYCLES 200

@@ -8,14 +8,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/local/doctor/doctor.h"
+#include "backend/local/doctor.h"
 #include "backend/local/local.h"
 #include "backend/local/runtime_dir.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 #include "mcp/config.h"
-#include "mcp/store/store.h"
-#include "mcp/base/rmtree.h"
+#include "lib/store/store.h"
+#include "lib/base/rmtree.h"
 
 #define HARNESS_OUTPUT_MAX (64u * 1024 * 1024)
 #define HARNESS_SKIP 77

@@ -10,8 +10,8 @@
 #include <uv.h>
 
 #include "backend/backend.h"
-#include "mcp/base/buf.h"
-#include "mcp/base/error.h"
+#include "lib/base/buf.h"
+#include "lib/base/error.h"
 
 struct store;
 

@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "mcp/base/cleanup.h"
-#include "mcp/base/xalloc.h"
-#include "mcp/store/store.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/xalloc.h"
+#include "lib/store/store.h"
 #include "test.h"
 
 #define LIMITED_PIDS 48

@@ -22,12 +22,12 @@
 
 #include "backend/local/local.h"
 #include "backend/local/local_internal.h"
-#include "mcp/base/buf.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
-#include "mcp/store/store.h"
+#include "lib/base/buf.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
+#include "lib/store/store.h"
 #include "test.h"
-#include "mcp/base/rmtree.h"
+#include "lib/base/rmtree.h"
 
 #define WAIT_MS 20000
 

@@ -1,4 +1,4 @@
-/* rmtree (mcp/base/rmtree.c) on a tree whose owner races it. The trees it
+/* rmtree (lib/base/rmtree.c) on a tree whose owner races it. The trees it
  * removes hold directories a sandbox's root owns and may make unreadable (a copy-on-write
  * overlay's work/work is mode 000), which rmtree makes readable first. The owner can swap such a
  * directory's name for a symlink to a directory of its choice at any moment; the chmod must

@@ -13,7 +13,7 @@
 
 #include "backend/local/local_internal.h"
 #include "test.h"
-#include "mcp/base/rmtree.h"
+#include "lib/base/rmtree.h"
 
 static char base[64];
 

@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "backend/local/local_internal.h"
-#include "mcp/base/log.h"
+#include "lib/base/log.h"
 #include "test.h"
-#include "mcp/base/rmtree.h"
+#include "lib/base/rmtree.h"
 
 static char base[64];
 

@@ -20,7 +20,7 @@
 #include "backend/local/local_internal.h"
 #include "harness.h"
 #include "test.h"
-#include "mcp/base/rmtree.h"
+#include "lib/base/rmtree.h"
 
 #define PER_DIR 2
 

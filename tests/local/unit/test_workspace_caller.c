@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "backend/local/local_internal.h"
-#include "mcp/base/rmtree.h"
+#include "lib/base/rmtree.h"
 #include "test.h"
 
 static char base[64];

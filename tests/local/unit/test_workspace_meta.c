@@ -12,7 +12,7 @@
 #include "backend/local/local_internal.h"
 #include "backend/local/workspace.h"
 #include "test.h"
-#include "mcp/base/rmtree.h"
+#include "lib/base/rmtree.h"
 
 static char base[64];
 

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "backend/local/workspace_review.h"
-#include "mcp/base/util.h"
+#include "lib/base/util.h"
 #include "test.h"
 
 static char root[256], lower[300], upper[300], work[300], merged[300], journal[300];

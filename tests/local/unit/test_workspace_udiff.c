@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "backend/local/workspace_udiff.h"
-#include "mcp/base/buf.h"
+#include "lib/base/buf.h"
 #include "test.h"
 
 static char *diff_of(const char *a, const char *b, uint64_t *add, uint64_t *del)

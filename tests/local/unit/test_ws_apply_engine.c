@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "backend/local/workspace_review.h"
-#include "mcp/base/utf8.h"
+#include "lib/base/utf8.h"
 #include "mcp/config.h"
 #include "test.h"
 

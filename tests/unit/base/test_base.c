@@ -1,9 +1,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp/base/buf.h"
-#include "mcp/base/error.h"
-#include "mcp/base/util.h"
+#include "lib/base/buf.h"
+#include "lib/base/error.h"
+#include "lib/base/util.h"
 #include "test.h"
 
 TEST(sha256_known_vectors)

@@ -7,7 +7,7 @@
 
 #include <jansson.h>
 
-#include "mcp/base/json_in.h"
+#include "lib/base/json_in.h"
 #include "test.h"
 
 #define MUTATIONS_PER_SEED 4000

@@ -6,7 +6,7 @@
 
 #include <jansson.h>
 
-#include "mcp/base/json_out.h"
+#include "lib/base/json_out.h"
 #include "test.h"
 
 #define RANDOM_TREES 3000

@@ -9,7 +9,7 @@
 
 #include "cli/skill_text.h"
 #include "test.h"
-#include "mcp/base/rmtree.h"
+#include "lib/base/rmtree.h"
 
 int cli_skill_main(int argc, char **argv);
 

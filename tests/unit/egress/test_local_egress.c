@@ -6,10 +6,10 @@
 #include <unistd.h>
 
 #include "backend/local/local_internal.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 #include "test.h"
-#include "mcp/base/rmtree.h"
+#include "lib/base/rmtree.h"
 
 static char dir_template[] = "/tmp/mcpbox-test-egresspolicy-XXXXXX";
 static struct store *st;

@@ -11,12 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp/base/xalloc.h"
+#include "lib/base/xalloc.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/server.h"
 #include "mcp/session.h"
 #include "mcp/session-internal.h"
-#include "mcp/modern/modern.h"
+#include "mcp/modern.h"
 
 int fake_cancelled;
 int fake_sessions_open;

@@ -17,8 +17,8 @@
 #include <uv.h>
 
 #include "fake_core.h"
-#include "mcp/base/buf.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/buf.h"
+#include "lib/base/xalloc.h"
 #include "mcp/config.h"
 #include "mcp/http/http_server.h"
 #include "test.h"

@@ -2,7 +2,7 @@
  * field values, the buffer limit. */
 #include <string.h>
 
-#include "mcp/base/buf.h"
+#include "lib/base/buf.h"
 #include "mcp/http/sse.h"
 #include "test.h"
 

@@ -9,14 +9,14 @@
 #include <string.h>
 #include <uv.h>
 
-#include "mcp/base/xalloc.h"
+#include "lib/base/xalloc.h"
 #include "mcp/config.h"
 #include "mcp/fixtures/fixtures.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/registry.h"
 #include "mcp/server.h"
 #include "mcp/session.h"
-#include "mcp/base/rmtree.h"
+#include "lib/base/rmtree.h"
 
 struct fake {
     json_t *sent;    /* array of {msg, related, final} */

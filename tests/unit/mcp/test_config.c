@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp/base/error.h"
+#include "lib/base/error.h"
 #include "mcp/config.h"
 #include "test.h"
 

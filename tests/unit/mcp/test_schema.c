@@ -3,7 +3,7 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "mcp/base/util.h"
+#include "lib/base/util.h"
 #include "mcp/embedded_schemas.h"
 #include "mcp/schema.h"
 #include "test.h"

@@ -1,12 +1,12 @@
-/* mcp/modern/: the order and codes of the request checks, HTTP statuses, reply shaping, and the
+/* mcp/modern*: the order and codes of the request checks, HTTP statuses, reply shaping, and the
  * sealed requestState (round trip, tampering, foreign or malformed seals). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp/base/cleanup.h"
+#include "lib/base/cleanup.h"
 #include "mcp/jsonrpc.h"
-#include "mcp/modern/modern-internal.h"
-#include "mcp/modern/modern.h"
+#include "mcp/modern-internal.h"
+#include "mcp/modern.h"
 #include "test.h"
 
 #define META_OK "{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"," \

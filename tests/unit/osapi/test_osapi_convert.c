@@ -1,9 +1,9 @@
-/* The pure parts of mcp/osapi: query strings, Kubernetes quantities, execd's decimal-written
+/* The pure parts of osapi: query strings, Kubernetes quantities, execd's decimal-written
  * modes, and mcpbox's sandbox info and file entries in OpenSandbox's shapes. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp/osapi/osapi-internal.h"
+#include "osapi/osapi-internal.h"
 #include "test.h"
 
 TEST(query_values)

@@ -1,4 +1,4 @@
-/* Unit tests of the state store (mcp/store/store.h) on real SQLite files in a scratch dir. */
+/* Unit tests of the state store (lib/store/store.h) on real SQLite files in a scratch dir. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -9,12 +9,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
-#include "mcp/store/store.h"
-#include "mcp/store/store_internal.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
+#include "lib/store/store.h"
+#include "lib/store/store_internal.h"
 #include "test.h"
-#include "mcp/base/rmtree.h"
+#include "lib/base/rmtree.h"
 
 #define CHILDREN 4
 #define SLOTS_PER_CHILD 8

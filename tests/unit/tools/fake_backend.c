@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp/base/cleanup.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 
 #define TICK_MS 100
 #define BIG_CHUNK (1u << 20)

@@ -9,14 +9,14 @@
 #include <sqlite3.h>
 
 #include "fake.h"
-#include "mcp/base/util.h"
-#include "mcp/base/xalloc.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
 #include "mcp/context.h"
-#include "mcp/store/store.h"
+#include "lib/store/store.h"
 #include "mcp/tools/tools-internal.h"
 #include "mcp/tools/tools.h"
 #include "test.h"
-#include "mcp/base/rmtree.h"
+#include "lib/base/rmtree.h"
 
 /* ---- fixture ---- */
 

@@ -2,8 +2,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "mcp/base/buf.h"
-#include "mcp/base/util.h"
+#include "lib/base/buf.h"
+#include "lib/base/util.h"
 #include "fake.h"
 #include "mcp/tools/tools-internal.h"
 #include "test.h"
@@ -213,7 +213,7 @@ TEST(progress_tail_text)
     out_capture_init_split(&oc, 0, 32);
     out_capture_add(&oc, "a\0b", 3);
     tail = out_capture_tail_text(&oc, 10);
-    ASSERT_STR_EQ(tail, "a" UTF8_REPLACEMENT "b"); /* NUL is never text (mcp/base/utf8.h) */
+    ASSERT_STR_EQ(tail, "a" UTF8_REPLACEMENT "b"); /* NUL is never text (lib/base/utf8.h) */
     free(tail);
     out_capture_release(&oc);
 }

@@ -1,0 +1,18 @@
+/* OpenSandbox's lifecycle API (/v1/sandboxes) and, per sandbox, its execd API, served by
+ * `mcpbox serve --http ADDR --opensandbox-api` on the same listener and loop as MCP, over the
+ * local backend and the shared store (a sandbox made through either API is visible to both,
+ * ownership rules apply). See docs/opensandbox-api.md. */
+#ifndef MCPBOX_OSAPI_H
+#define MCPBOX_OSAPI_H
+
+#include "lib/base/error.h"
+
+struct mcp_server;
+struct mcp_config;
+struct http_extension;
+
+/* The HTTP extension serving the API (freed when the server stops), or NULL with err. */
+const struct http_extension *osapi_new(struct mcp_server *srv, const struct mcp_config *cfg,
+                                       struct mcp_error *err);
+
+#endif
