@@ -22,15 +22,19 @@ struct osb_call {
     curl_mime *(*mime_build)(void *arg, CURL *easy);
 };
 
+/* The headers of its own every call keeps: Prism's report of a request that broke the API
+ * contract (the contract tests' mock server) and execd's log cursor. */
+static const char *const osb_kept_headers[] = {"sl-violations", OSB_TAIL_CURSOR_HEADER, NULL};
+
 static void call_done(void *arg, struct httpc_response *resp)
 {
     struct osb_call *c = arg;
     struct mcp_error e;
     const struct mcp_error *errp = NULL;
-    if (resp->sl_violations[0] != '\0') {
+    const char *violations = httpc_response_header(resp, "sl-violations");
+    if (violations[0] != '\0') {
         c->b->contract_violations++;
-        snprintf(c->b->last_violation, sizeof(c->b->last_violation), "%s: %s", c->what,
-                 resp->sl_violations);
+        snprintf(c->b->last_violation, sizeof(c->b->last_violation), "%s: %s", c->what, violations);
         log_warn("the server says mcpbox's request broke the API contract (%s)",
                  c->b->last_violation);
     }
@@ -62,6 +66,18 @@ static struct curl_slist *add_header(struct curl_slist *l, const char *name, con
     return httpc_curl.slist_append(l, line);
 }
 
+/* The headers the body of o needs: its type, and the range it asks for. */
+static struct curl_slist *body_headers(struct curl_slist *hdrs, const struct osb_call_opts *o)
+{
+    if (o->json)
+        hdrs = add_header(hdrs, "Content-Type", "application/json");
+    else if (o->raw == NULL && o->mime_build == NULL && strcmp(o->method, "POST") == 0)
+        hdrs = httpc_curl.slist_append(hdrs, "Content-Type:"); /* empty POST: no form type */
+    if (o->range)
+        hdrs = add_header(hdrs, "Range", o->range);
+    return hdrs;
+}
+
 static struct httpc_req *call_start(struct osb_backend *b, char *url, struct curl_slist *hdrs,
                                   const struct osb_call_opts *o, bool execd, osb_call_fn *done,
                                   void *arg, struct mcp_error *err)
@@ -70,24 +86,27 @@ static struct httpc_req *call_start(struct osb_backend *b, char *url, struct cur
     *c = (struct osb_call){b, xstrdup(o->what), o->sandbox_id ? xstrdup(o->sandbox_id) : NULL,
                            execd, done, arg, o->sink, o->mime_build};
     cleanup_free char *body = o->json ? json_dumps(o->json, JSON_COMPACT) : NULL;
-    if (o->json)
-        hdrs = add_header(hdrs, "Content-Type", "application/json");
-    else if (o->raw == NULL && o->mime_build == NULL && strcmp(o->method, "POST") == 0)
-        hdrs = httpc_curl.slist_append(hdrs, "Content-Type:"); /* empty POST: no form type */
-    if (o->range)
-        hdrs = add_header(hdrs, "Range", o->range);
+    hdrs = body_headers(hdrs, o);
     struct httpc_req_opts ro = {
-        .method = o->method, .url = url, .headers = hdrs,
-        .body = body ? body : o->raw, .body_len = body ? strlen(body) : o->raw_len,
+        .method = o->method,
+        .url = url,
+        .headers = hdrs,
+        .body = body ? body : o->raw,
+        .body_len = body ? strlen(body) : o->raw_len,
         .mime_build = o->mime_build ? call_mime : NULL,
         .deadline_ms = o->stream ? o->deadline_ms
                                  : (o->deadline_ms ? o->deadline_ms : b->t.request_timeout_ms),
         .connect_timeout_ms = b->t.connect_timeout_ms,
         .low_speed_s = o->stream ? b->t.stream_idle_s : 0,
         .body_cap = o->body_cap ? o->body_cap : OSB_JSON_BODY_MAX,
-        .retry = o->retry, .retry_max = b->t.retry_max, .retry_base_ms = b->t.retry_base_ms,
-        .retry_cap_ms = b->t.retry_cap_ms, .sink = o->sink ? call_sink : NULL,
-        .done = call_done, .arg = c,
+        .retry = o->retry,
+        .retry_max = b->t.retry_max,
+        .retry_base_ms = b->t.retry_base_ms,
+        .retry_cap_ms = b->t.retry_cap_ms,
+        .sink = o->sink ? call_sink : NULL,
+        .done = call_done,
+        .arg = c,
+        .keep_headers = osb_kept_headers,
     };
     struct httpc_req *r = httpc_start(b->http, &ro);
     free(url);

@@ -451,8 +451,9 @@ static void logs_done(void *arg, struct httpc_response *resp, const struct mcp_e
         data = resp->body.data ? resp->body.data : "";
         len = resp->body.len;
         total = q->offset + len;
-        if (resp->tail_cursor[0])
-            total = strtoull(resp->tail_cursor, NULL, 10);
+        const char *cursor = httpc_response_header(resp, OSB_TAIL_CURSOR_HEADER);
+        if (cursor[0])
+            total = strtoull(cursor, NULL, 10);
         if (q->limit > 0 && len > q->limit)
             len = (size_t)q->limit;
     }

@@ -14,6 +14,8 @@
 #define OSB_ID_PREFIX "osb-"
 #define OSB_REMOTE_ID_MAX 128
 #define OSB_EXECD_PORT 44772
+/* execd's total of a command's output so far, sent with a page of its logs. */
+#define OSB_TAIL_CURSOR_HEADER "execd-commands-tail-cursor"
 #define OSB_WORKSPACE "/workspace"
 #define OSB_DEFAULT_IMAGE "ubuntu:24.04"
 #define OSB_DEFAULT_TIMEOUT_S 600   /* the SDKs' default sandbox lifetime */

@@ -214,7 +214,24 @@ static void response_reset_headers(struct httpc_response *resp)
     resp->retry_after_s = -1;
     resp->content_length = -1;
     resp->request_id[0] = resp->content_type[0] = resp->content_range[0] = '\0';
-    resp->tail_cursor[0] = resp->sl_violations[0] = resp->www_authenticate[0] = '\0';
+    for (size_t i = 0; i < HTTPC_KEEP_MAX; i++)
+        resp->kept[i][0] = '\0';
+}
+
+/* The slot of a header the caller keeps, or -1. */
+static int kept_slot(const struct httpc_response *resp, const char *name, size_t nlen)
+{
+    for (int i = 0; resp->keep != NULL && i < HTTPC_KEEP_MAX && resp->keep[i] != NULL; i++) {
+        if (strlen(resp->keep[i]) == nlen && strncasecmp(resp->keep[i], name, nlen) == 0)
+            return i;
+    }
+    return -1;
+}
+
+const char *httpc_response_header(const struct httpc_response *resp, const char *name)
+{
+    int i = kept_slot(resp, name, strlen(name));
+    return i < 0 ? "" : resp->kept[i];
 }
 
 static void response_header(struct httpc_response *resp, const char *name, size_t nlen,
@@ -231,15 +248,11 @@ static void response_header(struct httpc_response *resp, const char *name, size_
         copy_value(resp->content_type, sizeof(resp->content_type), v, vlen);
     } else if (IS("content-range")) {
         copy_value(resp->content_range, sizeof(resp->content_range), v, vlen);
-    } else if (IS("execd-commands-tail-cursor")) {
-        copy_value(resp->tail_cursor, sizeof(resp->tail_cursor), v, vlen);
-    } else if (IS("sl-violations")) {
-        copy_value(resp->sl_violations, sizeof(resp->sl_violations), v, vlen);
-    } else if (IS("www-authenticate")) {
-        copy_value(resp->www_authenticate, sizeof(resp->www_authenticate), v, vlen);
     } else if (IS("content-length")) {
         copy_value(tmp, sizeof(tmp), v, vlen);
         resp->content_length = strtoll(tmp, NULL, 10);
+    } else if (kept_slot(resp, name, nlen) >= 0) {
+        copy_value(resp->kept[kept_slot(resp, name, nlen)], HTTPC_HDR_VALUE_MAX, v, vlen);
     }
 #undef IS
 }
@@ -581,6 +594,7 @@ struct httpc_req *httpc_start(struct httpc *h, const struct httpc_req_opts *opts
     if (opts->mime_build != NULL)
         r->mime = opts->mime_build(opts->arg, r->easy);
     buf_init(&r->resp.body, opts->body_cap);
+    r->resp.keep = opts->keep_headers;
     req_setup_easy(r);
     uv_timer_init(h->loop, &r->timer);
     r->timer.data = r;

@@ -21,6 +21,8 @@ struct httpc;
 struct httpc_req;
 
 #define HTTPC_HDR_VALUE_MAX 512
+/* Headers of its own a caller may keep from a response (struct httpc_req_opts.keep_headers). */
+#define HTTPC_KEEP_MAX 4
 
 struct httpc_response {
     long status;        /* 0: no HTTP response (transport failure, see curl_code) */
@@ -35,9 +37,9 @@ struct httpc_response {
     char request_id[64];
     char content_type[128];
     char content_range[128];
-    char tail_cursor[32];  /* EXECD-COMMANDS-TAIL-CURSOR */
-    char sl_violations[HTTPC_HDR_VALUE_MAX]; /* Prism's contract violations header */
-    char www_authenticate[HTTPC_HDR_VALUE_MAX]; /* a registry's auth challenge (images) */
+    /* The headers the request's keep_headers names, in its order (httpc_response_header). */
+    const char *const *keep;
+    char kept[HTTPC_KEEP_MAX][HTTPC_HDR_VALUE_MAX];
     int64_t content_length; /* -1 if absent */
 };
 
@@ -70,6 +72,10 @@ struct httpc_req_opts {
     /* Optional: asked before each new connection (redirects included) with the address curl is
      * about to connect to; false refuses it (the transfer fails, CURLE_COULDNT_CONNECT). */
     bool (*peer_ok)(void *arg, const struct sockaddr *peer);
+    /* Response headers beyond the ones above that the caller reads (httpc_response_header):
+     * NULL-terminated, at most HTTPC_KEEP_MAX names, matched without case; NULL for none. The
+     * array must outlive the request (callers pass a static one). */
+    const char *const *keep_headers;
     httpc_sink_fn *sink;
     httpc_done_fn *done;
     void *arg;
@@ -88,6 +94,9 @@ void httpc_cancel(struct httpc_req *r);
 /* The response under way, as far as it has come: a sink may read its status and headers
  * (a resumed download checks it got 206 and the Content-Range it asked for). */
 const struct httpc_response *httpc_req_response(const struct httpc_req *r);
+/* The value of a header the request named in keep_headers, as the last attempt's response gave it
+ * (cut to HTTPC_HDR_VALUE_MAX - 1 bytes); "" when absent or not kept. */
+const char *httpc_response_header(const struct httpc_response *resp, const char *name);
 /* Number of requests in flight (for tests). */
 size_t httpc_active(const struct httpc *h);
 

@@ -203,12 +203,17 @@ static void transport_error(const struct registry_client *c, const struct httpc_
     }
 }
 
+/* Every request keeps a 401's challenge: it says where to get a token (answer_challenge) and
+ * marks the answer as a registry's (registry_error_answer). */
+static const char *const registry_kept_headers[] = {"www-authenticate", NULL};
+
 /* Whether a non-2xx answer comes from a distribution API: its error document ({"errors": [...]})
  * or an auth challenge. */
 static bool registry_error_answer(const struct httpc_response *resp)
 {
-    if (resp->status == 401 && (strncasecmp(resp->www_authenticate, "Bearer ", 7) == 0 ||
-                                strncasecmp(resp->www_authenticate, "Basic", 5) == 0))
+    const char *challenge = httpc_response_header(resp, "www-authenticate");
+    if (resp->status == 401 &&
+        (strncasecmp(challenge, "Bearer ", 7) == 0 || strncasecmp(challenge, "Basic", 5) == 0))
         return true;
     json_t *j = json_loadb(resp->body.data ? resp->body.data : "", resp->body.len, 0, NULL);
     bool ok = json_is_array(json_object_get(j, "errors"));
@@ -373,6 +378,28 @@ static const char *identity_token(const struct registry_client *c)
                : NULL;
 }
 
+/* What every request of a client shares: connect timeout, retries of what the registry cannot
+ * have acted on, redirects (blobs are served from elsewhere), the peer check and the kept
+ * challenge. headers are taken over. */
+static struct httpc_req_opts request_opts(struct registry_client *c, const char *method,
+                                          const char *url, struct curl_slist *headers,
+                                          httpc_done_fn *done)
+{
+    return (struct httpc_req_opts){.method = method,
+                                   .url = url,
+                                   .headers = headers,
+                                   .connect_timeout_ms = REGISTRY_CONNECT_MS,
+                                   .retry = HTTPC_RETRY_SAFE,
+                                   .retry_max = 3,
+                                   .retry_base_ms = 200,
+                                   .retry_cap_ms = 2000,
+                                   .follow_redirects = true,
+                                   .peer_ok = peer_check(),
+                                   .done = done,
+                                   .arg = c,
+                                   .keep_headers = registry_kept_headers};
+}
+
 static void request_token(struct registry_client *c, const char *challenge)
 {
     char realm[1024], service[256], scope[512], url[REGISTRY_URL_MAX], dflt[400];
@@ -408,13 +435,11 @@ static void request_token(struct registry_client *c, const char *challenge)
         refresh ? httpc_curl.slist_append(NULL, "Content-Type: application/x-www-form-urlencoded")
         : c->creds ? basic_header(c)
                    : NULL;
-    struct httpc_req_opts o = {.method = refresh ? "POST" : "GET", .url = url, .headers = h,
-                             .body = body, .body_len = body ? strlen(body) : 0,
-                             .connect_timeout_ms = REGISTRY_CONNECT_MS, .deadline_ms = 60000,
-                             .body_cap = REGISTRY_TOKEN_CAP, .retry = HTTPC_RETRY_SAFE,
-                             .retry_max = 3, .retry_base_ms = 200, .retry_cap_ms = 2000,
-                             .follow_redirects = true, .done = on_token, .arg = c};
-    o.peer_ok = peer_check();
+    struct httpc_req_opts o = request_opts(c, refresh ? "POST" : "GET", url, h, on_token);
+    o.body = body;
+    o.body_len = body ? strlen(body) : 0;
+    o.deadline_ms = 60000;
+    o.body_cap = REGISTRY_TOKEN_CAP;
     c->peer_refused = false;
     c->req = httpc_start(c->http, &o);
     free(body); /* copied by the engine */
@@ -495,7 +520,8 @@ static void on_response(void *arg, struct httpc_response *resp)
     c->retryable = false;
     if (resp->status == 401 && !c->auth_tried) {
         c->auth_tried = true;
-        snprintf(c->challenge, sizeof c->challenge, "%s", resp->www_authenticate);
+        snprintf(c->challenge, sizeof c->challenge, "%s",
+                 httpc_response_header(resp, "www-authenticate"));
         if (!c->creds_looked && look_up_credentials(c))
             return;
         if (challenge_answerable(c)) {
@@ -586,17 +612,15 @@ static void send_request(struct registry_client *c)
     c->range_refused = false;
     c->peer_refused = false;
     /* Blobs stream: a deadline would cut large layers on slow links; a stall fails instead. */
-    struct httpc_req_opts o = {.method = "GET", .url = url, .headers = h,
-                             .connect_timeout_ms = REGISTRY_CONNECT_MS,
-                             .low_speed_s = REGISTRY_LOW_SPEED_S, .body_cap = c->body_cap,
-                             .retry = streamed ? HTTPC_RETRY_NONE : HTTPC_RETRY_SAFE, .retry_max = 3,
-                             .retry_base_ms = 200, .retry_cap_ms = 2000,
-                             .follow_redirects = true, .sink = streamed ? client_sink : NULL,
-                             .done = on_response,
-                             .arg = c};
-    if (!streamed)
+    struct httpc_req_opts o = request_opts(c, "GET", url, h, on_response);
+    o.low_speed_s = REGISTRY_LOW_SPEED_S;
+    o.body_cap = c->body_cap;
+    if (streamed) {
+        o.retry = HTTPC_RETRY_NONE;
+        o.sink = client_sink;
+    } else {
         o.deadline_ms = 120000;
-    o.peer_ok = peer_check();
+    }
     c->req = httpc_start(c->http, &o);
 }
 
