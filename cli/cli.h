@@ -23,4 +23,10 @@ int cli_skill_main(int argc, char **argv);
 /* Registers the sandbox tools (mcp/tools/) into the server (cli/server_tools.c). */
 int server_add_sandbox_tools(struct mcp_server *srv, struct mcp_error *err);
 
+struct mcp_config;
+/* What `serve` registers besides the sandbox tools, chosen at link time: in mcpbox nothing
+ * (cli/serve_extras.c refuses --conformance-fixtures); in the test-only mcpbox-conformance the
+ * conformance fixtures (tests/fixtures/serve_fixtures.c). */
+int cli_serve_extras(struct mcp_server *srv, const struct mcp_config *cfg, struct mcp_error *err);
+
 #endif

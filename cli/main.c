@@ -16,7 +16,6 @@
 #include "lib/base/log.h"
 #include "lib/base/xalloc.h"
 #include "mcp/config.h"
-#include "mcp/fixtures/fixtures.h"
 #include "mcp/http/http_ext.h"
 #include "mcp/http/http_server.h"
 #include "osapi/osapi.h"
@@ -62,7 +61,8 @@ static int serve(const struct mcp_config *cfg)
 
     if (srv)
         server_set_backends(srv, backends_start);
-    if (!srv || (cfg->conformance_fixtures && fixtures_register(server_registry(srv), &err) < 0) || server_add_sandbox_tools(srv, &err) < 0 || start_transport(srv, cfg, &err) < 0) {
+    if (!srv || cli_serve_extras(srv, cfg, &err) < 0 || server_add_sandbox_tools(srv, &err) < 0 ||
+        start_transport(srv, cfg, &err) < 0) {
         fprintf(stderr, "mcpbox: %s\n", err.msg);
         if (srv) {
             server_stop(srv);

@@ -1,7 +1,7 @@
 /* The schema files compiled into the binary by cmake/embed_schemas.cmake, so the binary is
- * self-contained: schemas/tools/<name>.json and the fixtures'
- * mcp/fixtures/schemas/<dir>/<name>.json, each keyed by its path below schemas/
- * ("tools/run_command.json", "fixtures/test_simple_text.json"). */
+ * self-contained: schemas/tools/<name>.json, each keyed by its path below schemas/
+ * ("tools/run_command.json"). A table ends with a NULL path; the test binary's conformance
+ * fixtures have a table of their own (tests/fixtures/). */
 #ifndef MCPBOX_EMBEDDED_SCHEMAS_H
 #define MCPBOX_EMBEDDED_SCHEMAS_H
 
@@ -16,7 +16,7 @@ struct embedded_schema {
 extern const struct embedded_schema embedded_schemas[];
 extern const size_t embedded_schemas_count;
 
-/* The file at path (below its schemas/ folder), or NULL. */
+/* The file at path in embedded_schemas (below schemas/), or NULL (mcp/registry.c). */
 const struct embedded_schema *embedded_schema_find(const char *path);
 
 #endif

@@ -240,10 +240,27 @@ int registry_unlist_tool(struct registry *reg, const char *name)
     return 0;
 }
 
-static json_t *load_embedded(const char *dir, const char *name, struct mcp_error *err)
+/* The file at path in table (ended by a NULL path), or NULL. */
+static const struct embedded_schema *schema_find(const struct embedded_schema *table,
+                                                 const char *path)
+{
+    for (; table->path != NULL; table++) {
+        if (strcmp(table->path, path) == 0)
+            return table;
+    }
+    return NULL;
+}
+
+const struct embedded_schema *embedded_schema_find(const char *path)
+{
+    return schema_find(embedded_schemas, path);
+}
+
+static json_t *load_embedded(const struct embedded_schema *table, const char *dir, const char *name,
+                             struct mcp_error *err)
 {
     cleanup_free char *path = xasprintf("%s/%s.json", dir, name);
-    const struct embedded_schema *es = embedded_schema_find(path);
+    const struct embedded_schema *es = schema_find(table, path);
     json_error_t jerr;
 
     if (!es) {
@@ -268,12 +285,13 @@ static bool has_handler(const struct tool_def *defs, size_t n, const char *name)
 }
 
 /* Logs schema files in dir that no handler claims (a tool without code is not served). */
-static void warn_orphan_schemas(const char *dir, const struct tool_def *defs, size_t n)
+static void warn_orphan_schemas(const struct embedded_schema *table, const char *dir,
+                                const struct tool_def *defs, size_t n)
 {
     size_t dlen = strlen(dir);
 
-    for (size_t i = 0; i < embedded_schemas_count; i++) {
-        const char *path = embedded_schemas[i].path;
+    for (; table->path != NULL; table++) {
+        const char *path = table->path;
         if (strncmp(path, dir, dlen) != 0 || path[dlen] != '/')
             continue;
         cleanup_free char *name = xstrdup(path + dlen + 1);
@@ -288,8 +306,15 @@ static void warn_orphan_schemas(const char *dir, const struct tool_def *defs, si
 int registry_load_tools(struct registry *reg, const char *dir, const struct tool_def *defs,
                         size_t n, struct mcp_error *err)
 {
+    return registry_load_tools_from(reg, embedded_schemas, dir, defs, n, err);
+}
+
+int registry_load_tools_from(struct registry *reg, const struct embedded_schema *table,
+                             const char *dir, const struct tool_def *defs, size_t n,
+                             struct mcp_error *err)
+{
     for (size_t i = 0; i < n; i++) {
-        json_auto_t *def = load_embedded(dir, defs[i].name, err);
+        json_auto_t *def = load_embedded(table, dir, defs[i].name, err);
         if (!def)
             return -1;
         const char *name = json_string_value(json_object_get(def, "name"));
@@ -302,7 +327,7 @@ int registry_load_tools(struct registry *reg, const char *dir, const struct tool
         struct registry_tool *t = vec_at(&reg->tools, tool_lower_bound(reg, name));
         t->needs_sandboxes = strcmp(dir, "tools") == 0;
     }
-    warn_orphan_schemas(dir, defs, n);
+    warn_orphan_schemas(table, dir, defs, n);
     return 0;
 }
 

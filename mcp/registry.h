@@ -1,8 +1,8 @@
 /* The registry: what this server offers. Tools, resources, resource templates, prompts and
  * completion providers, each described by data (the JSON the client sees) plus a callback.
  *
- * Tools come from schema files embedded at build time (schemas/tools/<name>.json and, with
- * --conformance-fixtures, mcp/fixtures/schemas/fixtures/<name>.json) and a handler table (struct tool_def):
+ * Tools come from schema files embedded at build time (schemas/tools/<name>.json, or a table of
+ * the caller's own) and a handler table (struct tool_def):
  * registry_load_tools(). Everything else is registered in code, typically once at startup.
  *
  * How a module (e.g. mcp/tools/, the sandbox tools) adds resources, prompts or completions: it
@@ -47,11 +47,17 @@ struct registry_tool {
 int registry_add_tool(struct registry *reg, json_t *def, tool_handler_fn *handler,
                       struct mcp_error *err);
 int registry_remove_tool(struct registry *reg, const char *name);
-/* For each handler in defs, finds the embedded schema file "<dir>/<name>.json" (dir: "tools" or
- * "fixtures") and registers it. A handler without a schema is an error; a schema file without a
- * handler is logged and skipped. */
+/* For each handler in defs, finds the embedded schema file "<dir>/<name>.json" (dir: "tools")
+ * and registers it. A handler without a schema is an error; a schema file without a handler is
+ * logged and skipped. */
 int registry_load_tools(struct registry *reg, const char *dir, const struct tool_def *defs,
                         size_t n, struct mcp_error *err);
+/* The same over another table of embedded schemas (cmake/embed_schemas.cmake with SYMBOL), such
+ * as the test binary's conformance fixtures. */
+struct embedded_schema;
+int registry_load_tools_from(struct registry *reg, const struct embedded_schema *table,
+                             const char *dir, const struct tool_def *defs, size_t n,
+                             struct mcp_error *err);
 const struct registry_tool *registry_find_tool(const struct registry *reg, const char *name);
 size_t registry_tool_count(const struct registry *reg);
 /* [Tool...] sorted by name (a new reference), without the unlisted ones. */

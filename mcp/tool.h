@@ -2,7 +2,7 @@
  *
  * The protocol core (mcp/) owns JSON-RPC, sessions and transports; a tool handler owns nothing
  * but its work. Each tool's description, annotations, inputSchema and outputSchema live in
- * schemas/tools/<name>.json (or mcp/fixtures/schemas/ for the conformance fixtures) and are served
+ * schemas/tools/<name>.json (the test binary's fixtures: tests/fixtures/schemas/) and are served
  * as they are; arguments are validated against inputSchema before the handler runs.
  *
  * A handler is called on the loop thread with the validated arguments. It must eventually call

@@ -1,6 +1,6 @@
 /* libFuzzer target: JSON Schema validation of tool arguments. The input's first line is a
  * schema, the rest an instance; the instance is also validated against the inputSchema of every
- * embedded tool schema (schemas/tools, mcp/fixtures/schemas). Errors must name a path. */
+ * embedded tool schema (schemas/tools, tests/fixtures/schemas). Errors must name a path. */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 // The benchmark's peer: a TypeScript SDK (1.32.2) MCP server exposing the same trivial tool as
 // mcpbox --conformance-fixtures: test_simple_text, with the very tool definition mcpbox embeds
-// (mcp/fixtures/schemas/fixtures/test_simple_text.json) and the same reply text.
+// (tests/fixtures/schemas/fixtures/test_simple_text.json) and the same reply text.
 //   node peer_server.mjs --stdio
 //   node peer_server.mjs --http [--port 0] [--sse]
 // HTTP: one stateful StreamableHTTPServerTransport per session on plain node:http. Replies are
@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { sdkImport } from '../../e2e/sdk/lib.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const TOOL = JSON.parse(fs.readFileSync(path.resolve(here, '../../../mcp/fixtures/schemas/fixtures/test_simple_text.json'), 'utf8'));
+const TOOL = JSON.parse(fs.readFileSync(path.resolve(here, '../../../tests/fixtures/schemas/fixtures/test_simple_text.json'), 'utf8'));
 const REPLY_TEXT = 'This is a simple text response for testing.';
 
 const { Server } = await sdkImport('server/index.js');

@@ -137,7 +137,7 @@ test('tools/list: every fixture, with descriptions and input schemas', async () 
     }
     const js = tools.find((t) => t.name === 'json_schema_2020_12_tool');
     const fixture = path.resolve(path.dirname(fileURLToPath(import.meta.url)),
-        '../../../mcp/fixtures/schemas/fixtures/json_schema_2020_12_tool.json');
+        '../../../tests/fixtures/schemas/fixtures/json_schema_2020_12_tool.json');
     const expected = JSON.parse(fs.readFileSync(fixture, 'utf8')).inputSchema;
     assert.deepEqual(js.inputSchema, expected, 'json_schema_2020_12_tool inputSchema is served verbatim');
     assert.equal(js.inputSchema.$defs.address.$anchor, 'addressDef', 'SEP-2106 $anchor kept');

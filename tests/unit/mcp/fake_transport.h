@@ -11,7 +11,7 @@
 
 #include "lib/base/xalloc.h"
 #include "mcp/config.h"
-#include "mcp/fixtures/fixtures.h"
+#include "tests/fixtures/fixtures.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/registry.h"
 #include "mcp/server.h"
