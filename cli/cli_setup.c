@@ -32,7 +32,7 @@
 #define SETUP_SUBID_MAX 600100000UL   /* login.defs SUB_UID_MAX */
 #define SETUP_SUBID_COUNT 65536UL     /* login.defs SUB_UID_COUNT */
 #define SETUP_CG_ROOT "/sys/fs/cgroup"
-#define SETUP_CG_DIR "mcpbox-u%u"     /* == LOCAL_CG_USER_DIR (backend/local/local_internal.h) */
+#define SETUP_CG_DIR "mcpbox-u%u" /* == LOCAL_CG_USER_DIR (backend/local/local_cgroup.h) */
 #define SETUP_TUN "/dev/net/tun"
 #define SETUP_LINE_MAX 600
 

@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "backend/local/local_internal.h"
+#include "backend/local/local_agent.h"
 
 #ifndef MCPBOX_AGENT_PATH
 #error "MCPBOX_AGENT_PATH must name the built agent binary"

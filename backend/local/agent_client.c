@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "backend/local/agent_frame.h"
-#include "backend/local/local_internal.h"
+#include "backend/local/local_agent.h"
 #include "backend/local/proto.h"
 #include "lib/base/json_out.h"
 #include "lib/base/xalloc.h"

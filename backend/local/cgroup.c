@@ -20,7 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/local/local_internal.h"
+#include "backend/local/local_limits.h"
+#include "backend/local/local_cgroup.h"
 #include "lib/base/util.h"
 
 #define CG_ROOT "/sys/fs/cgroup"

@@ -28,7 +28,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "backend/local/local_internal.h"
+#include "backend/local/local_spawn.h"
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)

@@ -20,7 +20,8 @@
 #include <unistd.h>
 
 #include "backend/local/egress_rules.h"
-#include "backend/local/local_internal.h"
+#include "backend/local/pasta_path.h"
+#include "backend/local/local_spawn.h"
 
 static int rules_memfd(void)
 {

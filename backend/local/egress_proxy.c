@@ -38,7 +38,9 @@
 
 #include "backend/egress_policy.h"
 #include "backend/local/egress_parse.h"
-#include "backend/local/local_internal.h"
+#include "backend/local/image/addr_blocked.h"
+#include "backend/local/local_sandbox.h"
+#include "backend/local/local_egress.h"
 #include "backend/local/proto.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"

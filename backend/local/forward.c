@@ -37,7 +37,11 @@
 #include <unistd.h>
 
 #define LOG_MODULE "local"
-#include "backend/local/local_internal.h"
+#include "lib/base/buf.h"
+#include "backend/local/local_limits.h"
+#include "backend/local/local_spawn.h"
+#include "backend/local/local_sandbox.h"
+#include "backend/local/local_egress.h"
 #include "lib/base/log.h"
 #include "lib/base/xalloc.h"
 

@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define LOCAL_SLICE_BASE 100000u /* == LOCAL_UID_BASE (local_internal.h) */
+#define LOCAL_SLICE_BASE 100000u /* == LOCAL_UID_BASE (local_limits.h) */
 
 int local_subid_range(const char *file, const char *user, uint32_t uid, uint32_t *start,
                       uint32_t *count)

@@ -17,7 +17,13 @@
 #include <unistd.h>
 
 #define LOG_MODULE "local"
-#include "backend/local/local_internal.h"
+#include "backend/local/pasta_path.h"
+#include "backend/local/local_limits.h"
+#include "backend/local/local_mounts.h"
+#include "backend/local/local_cgroup.h"
+#include "backend/local/local_spawn.h"
+#include "backend/local/local_sandbox.h"
+#include "backend/local/local_egress.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"

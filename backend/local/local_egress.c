@@ -17,7 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/local/local_internal.h"
+#include "backend/local/pasta_path.h"
+#include "backend/local/local_limits.h"
+#include "backend/local/local_sandbox.h"
+#include "backend/local/local_egress.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"
 

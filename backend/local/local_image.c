@@ -17,7 +17,10 @@
 #include "backend/local/image/image.h"
 #include "backend/local/image/unpack.h"
 #include "backend/local/local.h"
-#include "backend/local/local_internal.h"
+#include "backend/local/local_limits.h"
+#include "backend/local/local_spawn.h"
+#include "backend/local/local_sandbox.h"
+#include "backend/local/local_egress.h"
 #include "lib/base/log.h"
 #include "lib/base/xalloc.h"
 

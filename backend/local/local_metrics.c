@@ -5,7 +5,10 @@
 #include <string.h>
 #include <uv.h>
 
-#include "backend/local/local_internal.h"
+#include "backend/local/local_limits.h"
+#include "backend/local/local_cgroup.h"
+#include "backend/local/local_sandbox.h"
+#include "backend/local/local_egress.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
 

@@ -25,7 +25,10 @@
 #include <string.h>
 
 #define LOG_MODULE "local"
-#include "backend/local/local_internal.h"
+#include "backend/local/local_cgroup.h"
+#include "backend/local/local_agent.h"
+#include "backend/local/local_sandbox.h"
+#include "backend/local/local_egress.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"

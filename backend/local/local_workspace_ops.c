@@ -11,7 +11,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "backend/local/local_internal.h"
+#include "backend/local/local_limits.h"
+#include "backend/local/local_spawn.h"
+#include "backend/local/local_sandbox.h"
+#include "backend/local/local_egress.h"
 #include "backend/local/workspace.h"
 #include "backend/local/workspace_review.h"
 #include "lib/base/xalloc.h"

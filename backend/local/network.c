@@ -24,7 +24,10 @@
 
 #include "backend/local/image/addr_blocked.h"
 #include "backend/local/egress_rules.h"
-#include "backend/local/local_internal.h"
+#include "backend/local/pasta_path.h"
+#include "backend/local/local_limits.h"
+#include "backend/local/local_cgroup.h"
+#include "backend/local/local_spawn.h"
 
 #define PASTA_PID_FILE "pasta.pid"
 

@@ -17,7 +17,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/local/local_internal.h"
+#include "lib/base/rmtree.h"
+#include "lib/base/buf.h"
+#include "backend/local/local_limits.h"
+#include "backend/local/local_spawn.h"
 #include "backend/local/root_template.h"
 #include "lib/base/util.h"
 

@@ -18,7 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "backend/local/local_internal.h"
+#include "backend/local/local_spawn.h"
 #include "backend/local/root_template.h"
 
 static int clone_tree(int dirfd, const char *path, bool recursive)

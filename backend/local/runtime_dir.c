@@ -12,7 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "local_internal.h"
+#include "backend/local/local_limits.h"
+#include "backend/local/local_egress.h"
 #include "runtime_dir.h"
 
 #define LOCAL_RUN_MODE 0700

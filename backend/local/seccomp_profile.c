@@ -28,7 +28,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "backend/local/local_internal.h"
+#include "backend/local/local_seccomp.h"
 #include "lib/base/xalloc.h"
 
 const char *const local_seccomp_allowed[] = {

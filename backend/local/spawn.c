@@ -35,7 +35,11 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "backend/local/local_internal.h"
+#include "lib/base/buf.h"
+#include "backend/local/local_limits.h"
+#include "backend/local/local_mounts.h"
+#include "backend/local/local_cgroup.h"
+#include "backend/local/local_spawn.h"
 #include "backend/local/proto.h"
 #include "backend/local/root_template.h"
 #include "lib/base/xalloc.h"

@@ -18,7 +18,11 @@
 #include <unistd.h>
 
 #define LOG_MODULE "local"
-#include "backend/local/local_internal.h"
+#include "lib/base/rmtree.h"
+#include "backend/local/local_limits.h"
+#include "backend/local/local_cgroup.h"
+#include "backend/local/local_spawn.h"
+#include "backend/local/local_sandbox.h"
 #include "lib/base/log.h"
 
 #define MARKER_PREFIX "prepared-"

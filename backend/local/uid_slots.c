@@ -26,7 +26,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend/local/local_internal.h"
+#include "backend/local/local_limits.h"
+#include "backend/local/local_spawn.h"
+#include "backend/local/local_egress.h"
 #include "backend/local/runtime_dir.h"
 
 #define SLOT_LOCK_FILE "lock"

@@ -18,7 +18,9 @@
 #include <unistd.h>
 
 #include "backend/local/local.h"
-#include "backend/local/local_internal.h"
+#include "lib/base/rmtree.h"
+#include "backend/local/local_mounts.h"
+#include "backend/local/local_sandbox.h"
 #include "lib/base/cleanup.h"
 #include "lib/base/xalloc.h"
 

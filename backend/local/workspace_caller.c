@@ -22,7 +22,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend/local/local_internal.h"
+#include "lib/base/buf.h"
+#include "backend/local/local_mounts.h"
 
 #define OWNER_LOCAL_UID "local:uid:"
 #define OWNER_TOKEN "token:"

@@ -31,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/local/local_internal.h"
+#include "backend/local/local_seccomp.h"
 #include "bench_local.h"
 #include "bench_mcp.h"
 #include "harness.h"

@@ -21,7 +21,10 @@
 #include <linux/magic.h>
 
 #include "backend/local/local.h"
-#include "backend/local/local_internal.h"
+#include "backend/local/local_limits.h"
+#include "backend/local/local_cgroup.h"
+#include "backend/local/local_spawn.h"
+#include "backend/local/local_sandbox.h"
 #include "lib/base/buf.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"

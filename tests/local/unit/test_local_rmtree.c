@@ -23,7 +23,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend/local/local_internal.h"
+#include "lib/base/rmtree.h"
+#include "backend/local/local_limits.h"
 #include "test.h"
 
 #define NOBODY 65534

@@ -11,7 +11,7 @@
 
 #include <linux/magic.h>
 
-#include "backend/local/local_internal.h"
+#include "backend/local/local_egress.h"
 #include "test.h"
 #include "lib/base/rmtree.h"
 

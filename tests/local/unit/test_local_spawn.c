@@ -11,7 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend/local/local_internal.h"
+#include "backend/local/local_spawn.h"
+#include "backend/local/local_sandbox.h"
 #include "lib/base/log.h"
 #include "test.h"
 #include "lib/base/rmtree.h"

@@ -14,7 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/local/local_internal.h"
+#include "lib/base/rmtree.h"
+#include "backend/local/local_limits.h"
 #include "backend/local/root_template.h"
 #include "test.h"
 

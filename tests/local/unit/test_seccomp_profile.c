@@ -21,7 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend/local/local_internal.h"
+#include "backend/local/local_seccomp.h"
 #include "test.h"
 
 #define RET_EPERM (SECCOMP_RET_ERRNO | EPERM)

@@ -17,7 +17,10 @@
 #include <unistd.h>
 
 #include "backend/local/identity.h"
-#include "backend/local/local_internal.h"
+#include "lib/base/buf.h"
+#include "backend/local/local_limits.h"
+#include "backend/local/local_spawn.h"
+#include "backend/local/local_egress.h"
 #include "harness.h"
 #include "test.h"
 #include "lib/base/rmtree.h"

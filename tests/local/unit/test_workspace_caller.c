@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend/local/local_internal.h"
+#include "backend/local/local_mounts.h"
 #include "lib/base/rmtree.h"
 #include "test.h"
 

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend/local/local_internal.h"
+#include "backend/local/local_mounts.h"
 #include "backend/local/workspace.h"
 #include "test.h"
 #include "lib/base/rmtree.h"

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "backend/local/local_internal.h"
+#include "backend/local/pasta_path.h"
+#include "backend/local/local_sandbox.h"
+#include "backend/local/local_egress.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
 #include "test.h"

@@ -3,7 +3,8 @@
  * and the public addresses just outside them stay reachable. */
 #include <arpa/inet.h>
 
-#include "backend/local/local_internal.h"
+#include "backend/local/image/addr_blocked.h"
+#include "backend/local/local_limits.h"
 #include "test.h"
 
 static bool v4(const char *text)
