@@ -4,6 +4,7 @@
 #include "cli/backends.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "backend/backend.h"
@@ -42,13 +43,28 @@ static struct backend *start_opensandbox(uv_loop_t *loop, struct store *store,
     return cfg->opensandbox_domain ? opensandbox_backend_new(loop, store, &opts, err) : NULL;
 }
 
+/* For one command of a person's: the local backend with its defaults (no pool; host directories
+ * only those backends_allow_dir adds). */
+static struct backend *open_local(uv_loop_t *loop, struct store *store, struct mcp_error *err)
+{
+    return local_backend_new(loop, store, NULL, err);
+}
+
+static int allow_local(struct backend *be, const char *dir, struct mcp_error *err)
+{
+    return local_backend_allow(be, dir, err);
+}
+
 static const struct {
     const struct backend_ops *ops;
     struct backend *(*start)(uv_loop_t *loop, struct store *store, const struct mcp_config *cfg,
                              struct mcp_error *err);
+    /* The CLI's: NULL where a backend has no such use. */
+    struct backend *(*open)(uv_loop_t *loop, struct store *store, struct mcp_error *err);
+    int (*allow_dir)(struct backend *be, const char *dir, struct mcp_error *err);
 } backends[] = {
-    {&local_ops, start_local},
-    {&opensandbox_ops, start_opensandbox},
+    {&local_ops, start_local, open_local, allow_local},
+    {&opensandbox_ops, start_opensandbox, NULL, NULL},
 };
 
 void backends_start(struct backend_set *set, uv_loop_t *loop, struct store *store,
@@ -65,6 +81,28 @@ void backends_start(struct backend_set *set, uv_loop_t *loop, struct store *stor
                 be->ops->free(be);
         }
     }
+}
+
+struct backend *backends_open(const char *name, uv_loop_t *loop, struct store *store,
+                              struct mcp_error *err)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(backends); i++) {
+        if (strcmp(backends[i].ops->name, name) == 0 && backends[i].open != NULL)
+            return backends[i].open(loop, store, err);
+    }
+    mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
+                  "the %s backend cannot be used from the command line; use mcpbox serve", name);
+    return NULL;
+}
+
+int backends_allow_dir(struct backend *be, const char *dir, struct mcp_error *err)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(backends); i++) {
+        if (backends[i].ops == be->ops && backends[i].allow_dir != NULL)
+            return backends[i].allow_dir(be, dir, err);
+    }
+    return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0, "the %s backend mounts no host directory",
+                         be->ops->name);
 }
 
 const char *backends_names(void)

@@ -15,4 +15,15 @@ void backends_start(struct backend_set *set, uv_loop_t *loop, struct store *stor
 /* "local,opensandbox": what --version prints. */
 const char *backends_names(void);
 
+struct backend;
+struct mcp_error;
+/* The backend `name` for one command a person runs (`mcpbox sandbox`): its defaults, no pool, no
+ * host directory until backends_allow_dir. Freed through its ops (be->ops->free). NULL with err
+ * when it cannot start here or has no such use. */
+struct backend *backends_open(const char *name, uv_loop_t *loop, struct store *store,
+                              struct mcp_error *err);
+/* Lets be's sandboxes mount the host directory dir (the person named it with --mount). -1 with
+ * err if dir is not a directory or be mounts none. */
+int backends_allow_dir(struct backend *be, const char *dir, struct mcp_error *err);
+
 #endif

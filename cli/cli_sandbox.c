@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/local/local.h"
+#include "cli/backends.h"
 #include "cli/cli.h"
 #include "cli/cli_sandbox.h"
 #include "cli/cli_util.h"
@@ -65,8 +65,8 @@ static int cli_sandbox_open(struct cli_sandbox *c, const char *state_flag)
     c->store = store_open(c->state_dir, &err);
     if (c->store == NULL)
         return cli_sandbox_fail("open", &err);
-    /* No pool (one operation); host directories: the ones --mount names (local_backend_allow). */
-    c->be = local_backend_new(&c->loop, c->store, NULL, &err);
+    /* No pool (one operation); host directories: the ones --mount names (backends_allow_dir). */
+    c->be = backends_open("local", &c->loop, c->store, &err);
     if (c->be == NULL) {
         mcp_error_prefix(&err, "starting the local backend (see `mcpbox doctor`)");
         return cli_sandbox_fail("open", &err);
@@ -83,7 +83,7 @@ static void cli_sandbox_close_walk(uv_handle_t *h, void *arg)
 static void cli_sandbox_close(struct cli_sandbox *c)
 {
     if (c->be != NULL)
-        local_backend_free(c->be);
+        c->be->ops->free(c->be);
     /* Let close callbacks run; close anything left so the loop can be closed. */
     uv_run(&c->loop, UV_RUN_NOWAIT);
     uv_walk(&c->loop, cli_sandbox_close_walk, NULL);

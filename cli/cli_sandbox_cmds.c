@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/local/local.h"
+#include "cli/backends.h"
 #include "cli/cli_sandbox.h"
 #include "cli/cli_util.h"
 #include "lib/base/cleanup.h"
@@ -186,7 +186,7 @@ static int parse_mount(struct cli_sandbox *c, struct cli_create_opts *o, const c
     if (real == NULL) {
         fprintf(stderr, "mcpbox sandbox create: --mount %s: %s\n", arg,
                 dst ? "SRC is not an existing directory" : "expected SRC:DST[:MODE]");
-    } else if (local_backend_allow(c->be, real, &err) < 0) {
+    } else if (backends_allow_dir(c->be, real, &err) < 0) {
         fprintf(stderr, "mcpbox sandbox create: %s\n", err.msg);
     } else {
         json_array_append_new(o->mounts, json_pack("{s:s, s:s, s:s}", "source", real, "target",

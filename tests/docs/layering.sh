@@ -31,8 +31,6 @@ cli/cli_image.c: backend/local/identity.h
 cli/cli_image.c: backend/local/image/image.h
 cli/cli_image.c: backend/local/image/unpack.h
 cli/cli_image.c: backend/local/local.h
-cli/cli_sandbox.c: backend/local/local.h
-cli/cli_sandbox_cmds.c: backend/local/local.h
 cli/main.c: backend/local/image/unpack.h
 cli/main.c: backend/local/local.h
 cli/main.c: backend/local/workspace_review.h
