@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "lib/base/buf.h"
+#include "lib/base/cleanup.h"
 #include "backend/local/local_limits.h"
 #include "backend/local/local_mounts.h"
 #include "backend/local/local_cgroup.h"
@@ -133,10 +134,9 @@ static int set_attr(const char *path, uint64_t set, unsigned flags)
 
 static void put(const struct child_plan *p, const char *path, const char *text)
 {
-    int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+    cleanup_close int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
     CHECK(fd >= 0, "create", path);
     CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text), "write", path);
-    close(fd);
 }
 
 /* /usr, the host's public /etc files and its device nodes, on the mount points
@@ -239,12 +239,11 @@ static void make_data(const struct child_plan *p)
         CHECK(mkdirat(p->data_fd, sub[i], 0755) == 0, "mkdir", sub[i]);
         if (i == 1)
             CHECK(fchmodat(p->data_fd, sub[i], 01777, 0) == 0, "chmod", sub[i]);
-        int tree = (int)syscall(SYS_open_tree, p->data_fd, sub[i],
-                                OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        cleanup_close int tree = (int)syscall(SYS_open_tree, p->data_fd, sub[i],
+                                              OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
         CHECK(tree >= 0, "bind", sub[i]);
         CHECK(syscall(SYS_move_mount, tree, "", AT_FDCWD, sub[i], MOVE_MOUNT_F_EMPTY_PATH) == 0,
               "bind", sub[i]);
-        close(tree);
     }
     own_workspace(p, p->data_fd, "workspace", "root");
 }
@@ -277,7 +276,7 @@ static void open_ws_trees(struct child_plan *p)
         const struct local_ws_mount *w = &ws->m[i];
         uint64_t ro = w->m.mode == LOCAL_MOUNT_RW ? 0 : MOUNT_ATTR_RDONLY;
         if (!ws_by_parent(p->req)) {
-            int src = local_ws_open_beneath(w->m.allow_dir, w->m.rel);
+            cleanup_close int src = local_ws_open_beneath(w->m.allow_dir, w->m.rel);
             CHECK(src >= 0, "open mount source", w->m.source);
             errno = ESTALE;
             CHECK(local_source_is(src, &w->m),
@@ -286,7 +285,6 @@ static void open_ws_trees(struct child_plan *p)
                   w->m.source);
             p->ws_tree[i] = detached_tree(p, src, "", ro | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
                                           w->m.source);
-            close(src);
         }
         if (w->m.mode == LOCAL_MOUNT_COW) {
             char dir[LOCAL_WS_PATH_MAX];
@@ -380,16 +378,15 @@ static void make_mounts(const struct child_plan *p, const char *root, int stage_
                         const char *stage)
 {
     const struct local_ws *ws = p->req->ws;
-    int root_fd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    cleanup_close int root_fd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
     CHECK(root_fd >= 0, "open", "the root tmpfs");
     for (size_t i = 0; ws && i < ws->n; i++) {
         const struct local_mount *m = &ws->m[i].m;
         char target[LOCAL_WS_PATH_MAX + 16], dir[64], sub[80], opts[200];
         snprintf(target, sizeof target, "%s%s", root, m->target + 1);
-        int at = real_dir(p, target, m->target);
+        cleanup_close int at = real_dir(p, target, m->target);
         if (m->mode != LOCAL_MOUNT_COW) {
             attach_at(p, p->ws_tree[i], at, m->target);
-            close(at);
             continue;
         }
         CHECK(stage_fd == AT_FDCWD || fchdir(stage_fd) == 0, "chdir", "the data tmpfs");
@@ -412,10 +409,8 @@ static void make_mounts(const struct child_plan *p, const char *root, int stage_
         as_person(p, false);
         CHECK(syscall(SYS_move_mount, AT_FDCWD, sub, at, "", MOVE_MOUNT_T_EMPTY_PATH) == 0,
               "move overlay to", m->target);
-        close(at);
         CHECK(fchdir(root_fd) == 0, "chdir", "the root tmpfs");
     }
-    close(root_fd);
 }
 
 /* Runs while the child is still host kuid 0 (before setresuid): only then may it walk the
@@ -472,12 +467,11 @@ static void put_image_etc(const struct child_plan *p, const char *name, const ch
 {
     char path[64], gen[64];
     snprintf(path, sizeof path, "etc/%s", name);
-    int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    cleanup_close int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0 && errno != EACCES && errno != EPERM)
         CHECK(0, "create", path);
     if (fd >= 0) {
         CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text), "write", path);
-        close(fd);
         return;
     }
     snprintf(gen, sizeof gen, "../.data/etc-%s", name);
@@ -576,7 +570,7 @@ static void make_root(const struct child_plan *p)
 
 static void loopback_up(const struct child_plan *p)
 {
-    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    cleanup_close int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     CHECK(s >= 0, "socket", "lo");
     struct ifreq ifr;
     memset(&ifr, 0, sizeof ifr);
@@ -584,7 +578,6 @@ static void loopback_up(const struct child_plan *p)
     CHECK(ioctl(s, SIOCGIFFLAGS, &ifr) == 0, "get flags", "lo");
     ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
     CHECK(ioctl(s, SIOCSIFFLAGS, &ifr) == 0, "up", "lo");
-    close(s);
 }
 
 static void drop_privileges(const struct child_plan *p)
@@ -1385,11 +1378,10 @@ uint64_t local_proc_starttime(pid_t pid)
 {
     char path[64], text[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
     ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
     if (n <= 0)
         return 0;
     text[n] = '\0';
