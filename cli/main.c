@@ -48,7 +48,9 @@ static int start_transport(struct mcp_server *srv, const struct mcp_config *cfg,
         return stdio_transport_start(srv, STDIN_FILENO, STDOUT_FILENO, err);
     const struct http_extension *ext = NULL;
     if (cfg->osapi_enabled) {
-        if (!(ext = osapi_new(srv, cfg, err)))
+        /* One secret for both APIs by default: the same owner sees the same sandboxes. */
+        const char *key = cfg->osapi_key && *cfg->osapi_key ? cfg->osapi_key : cfg->token;
+        if (!(ext = osapi_new(srv, key, err)))
             return -1;
     }
     return http_server_start_ext(srv, cfg, ext, err);

@@ -35,7 +35,6 @@
 
 struct osapi {
     struct mcp_server *srv;
-    const struct mcp_config *cfg;
     struct http_extension ext;
     char *api_key;         /* NULL: no authentication (loopback only) */
     char key_owner[64];    /* with a key: every request's owner in the store */

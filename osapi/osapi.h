@@ -8,11 +8,12 @@
 #include "lib/base/error.h"
 
 struct mcp_server;
-struct mcp_config;
 struct http_extension;
 
-/* The HTTP extension serving the API (freed when the server stops), or NULL with err. */
-const struct http_extension *osapi_new(struct mcp_server *srv, const struct mcp_config *cfg,
+/* The HTTP extension serving the API (freed when the server stops), or NULL with err. key: the
+ * API key every request must carry (OPEN-SANDBOX-API-KEY), or NULL or "" for none (loopback
+ * only); the composition root picks it (--opensandbox-api-key, else the MCP bearer token). */
+const struct http_extension *osapi_new(struct mcp_server *srv, const char *key,
                                        struct mcp_error *err);
 
 #endif

@@ -13,7 +13,6 @@
 #include "lib/base/log.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
-#include "mcp/config.h"
 #include "mcp/context.h"
 #include "osapi/osapi.h"
 #include "mcp/server.h"
@@ -459,15 +458,13 @@ static void osapi_stop(void *arg)
         osapi_free(api);
 }
 
-const struct http_extension *osapi_new(struct mcp_server *srv, const struct mcp_config *cfg,
+const struct http_extension *osapi_new(struct mcp_server *srv, const char *key,
                                        struct mcp_error *err)
 {
     struct osapi *api = xcalloc(1, sizeof(*api));
     api->srv = srv;
-    api->cfg = cfg;
-    const char *key = cfg->osapi_key && *cfg->osapi_key ? cfg->osapi_key
-                      : cfg->token && *cfg->token   ? cfg->token
-                                                    : NULL;
+    if (key != NULL && *key == '\0')
+        key = NULL;
     api->api_key = key ? xstrdup(key) : NULL;
     if (key) {
         /* The owner MCP over HTTP gives the same secret as a bearer token: both APIs then see

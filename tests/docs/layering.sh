@@ -39,7 +39,6 @@ osapi/osapi_commands.c: mcp/server.h
 osapi/osapi_files.c: mcp/server.h
 osapi/osapi_lifecycle.c: mcp/context.h
 osapi/osapi_proxy.c: mcp/server.h
-osapi/osapi_route.c: mcp/config.h
 osapi/osapi_route.c: mcp/context.h
 osapi/osapi_route.c: mcp/server.h'
 
