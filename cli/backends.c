@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/local/image/unpack.h"
 #include "backend/local/local.h"
+#include "backend/local/workspace_review.h"
 #include "backend/opensandbox/opensandbox.h"
 #include "lib/base/cleanup.h"
 #include "lib/base/log.h"
@@ -103,6 +105,22 @@ int backends_allow_dir(struct backend *be, const char *dir, struct mcp_error *er
     }
     return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0, "the %s backend mounts no host directory",
                          be->ops->name);
+}
+
+bool backends_helper(int argc, char **argv, int *status)
+{
+    if (argc > 1 && strcmp(argv[1], IMAGE_UNPACK_ARGV1) == 0)
+        *status = image_unpack_child_main(argc, argv);
+    else if (argc > 1 && strcmp(argv[1], WS_HELPER_ARGV1) == 0)
+        *status = ws_helper_main(argc, argv);
+    else
+        return false;
+    return true;
+}
+
+void backends_before_serve(int argc, char **argv)
+{
+    local_enter_delegated_scope(argc, argv);
 }
 
 const char *backends_names(void)

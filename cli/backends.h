@@ -3,6 +3,7 @@
 #ifndef MCPBOX_CLI_BACKENDS_H
 #define MCPBOX_CLI_BACKENDS_H
 
+#include <stdbool.h>
 #include <uv.h>
 
 struct backend_set;
@@ -14,6 +15,14 @@ void backends_start(struct backend_set *set, uv_loop_t *loop, struct store *stor
                     const struct mcp_config *cfg);
 /* "local,opensandbox": what --version prints. */
 const char *backends_names(void);
+
+/* A backend's helper process, which it starts by running mcpbox again with argv[1] naming it
+ * (the local backend's image layer unpacker, its review/apply helper in a sandbox's user
+ * namespace): runs it and returns true with its exit status; false when argv names none. */
+bool backends_helper(int argc, char **argv, int *status);
+/* What a backend needs of the serving process before it starts: the local backend moves a
+ * rootless user's server into a delegated cgroup scope on systemd (it may re-exec). */
+void backends_before_serve(int argc, char **argv);
 
 struct backend;
 struct mcp_error;

@@ -6,9 +6,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/local/image/unpack.h"
-#include "backend/local/local.h"
-#include "backend/local/workspace_review.h"
 #include "cli/backends.h"
 #include "cli/cli.h"
 #include "lib/base/cleanup.h"
@@ -97,7 +94,7 @@ int cli_serve_main(int argc, char **argv)
         if (!cfg.http_listen && !cfg.log_level_given)
             cfg.log_level = LOG_LEVEL_WARN;
         log_set_level(cfg.log_level);
-        local_enter_delegated_scope(argc, argv); /* rootless on systemd: a delegated scope */
+        backends_before_serve(argc, argv); /* e.g. rootless on systemd: a delegated scope */
         r = serve(&cfg); /* 1 when the server could not start */
     }
     config_release(&cfg);
@@ -132,10 +129,9 @@ static void print_help(FILE *out)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], IMAGE_UNPACK_ARGV1) == 0) /* an image layer's unpacker */
-        return image_unpack_child_main(argc, argv);
-    if (argc > 1 && strcmp(argv[1], WS_HELPER_ARGV1) == 0) /* review/apply in a sandbox's userns */
-        return ws_helper_main(argc, argv);
+    int status;
+    if (backends_helper(argc, argv, &status)) /* a backend's helper process, before anything */
+        return status;
     xalloc_install();
     if (argc < 2) {
         print_help(stderr);

@@ -174,9 +174,9 @@ json_t *ws_apply(const struct ws_mount *mounts, size_t n_mounts, const struct ws
 
 /* The engine in a helper process inside a sandbox's user namespace (workspace_helper.c): a fresh
  * exec of the mcpbox executable as "mcpbox <WS_HELPER_ARGV1>", which mcpbox's main hands to
- * ws_helper_main first. ws_run_in_userns blocks (call it from a worker thread): action "review"
- * or "apply" with the tool's args, in the user namespace of ns_fd (a pidfd of the sandbox's
- * init, or an open /proc/PID/ns/user). */
+ * ws_helper_main first (through backends_helper, cli/backends.c). ws_run_in_userns blocks (call
+ * it from a worker thread): action "review" or "apply" with the tool's args, in the user
+ * namespace of ns_fd (a pidfd of the sandbox's init, or an open /proc/PID/ns/user). */
 #define WS_HELPER_ARGV1 "__workspace-helper"
 int ws_helper_main(int argc, char **argv);
 json_t *ws_run_in_userns(int ns_fd, const char *action, const struct ws_mount *mounts, size_t n,

@@ -31,9 +31,6 @@ cli/cli_image.c: backend/local/identity.h
 cli/cli_image.c: backend/local/image/image.h
 cli/cli_image.c: backend/local/image/unpack.h
 cli/cli_image.c: backend/local/local.h
-cli/main.c: backend/local/image/unpack.h
-cli/main.c: backend/local/local.h
-cli/main.c: backend/local/workspace_review.h
 osapi/osapi-internal.h: mcp/http/http_ext.h
 osapi/osapi_commands.c: mcp/server.h
 osapi/osapi_files.c: mcp/server.h

@@ -52,7 +52,8 @@ int image_import_dir(const char *src, const char *root, uint32_t shift_uid, uint
 int image_clear_in_userns(const char *dir, const struct unpack_userns *ns, struct mcp_error *err);
 
 /* The unpacker runs as a fresh exec of the mcpbox executable ("mcpbox __unpack-layer ..."):
- * mcpbox's main hands such an argv to image_unpack_child_main before anything else. */
+ * mcpbox's main hands such an argv to image_unpack_child_main (through backends_helper,
+ * cli/backends.c) before anything else. */
 #define IMAGE_UNPACK_ARGV1 "__unpack-layer"
 int image_unpack_child_main(int argc, char **argv);
 
