@@ -25,7 +25,7 @@ static int curl_resolve(void *lib, struct httpc_curl_api *api, const char *sonam
                         struct mcp_error *err)
 {
 /* Stores through void ** (as POSIX's dlsym page does): ISO C has no object-to-function cast. */
-#define HTTPC_CURL_RESOLVE(name)                                                                     \
+#define HTTPC_CURL_RESOLVE(name)                                                                   \
     *(void **)&api->name = dlsym(lib, "curl_" #name);                                              \
     if (api->name == NULL)                                                                         \
         return curl_missing(soname, "it has no curl_" #name, err);

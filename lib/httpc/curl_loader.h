@@ -14,7 +14,7 @@
 #define HTTPC_CURL_SONAME "libcurl.so.4" /* the runtime library of libcurl 7.x and 8.x */
 
 /* Every libcurl function the backend calls, without the curl_ prefix. */
-#define HTTPC_CURL_FUNCTIONS(X)                                                                      \
+#define HTTPC_CURL_FUNCTIONS(X)                                                                    \
     X(global_init) X(version) X(free) X(getdate)                                                   \
     X(easy_init) X(easy_cleanup) X(easy_setopt) X(easy_getinfo) X(easy_strerror) X(easy_escape)    \
     X(multi_init) X(multi_cleanup) X(multi_setopt) X(multi_add_handle) X(multi_remove_handle)      \
