@@ -346,7 +346,7 @@ static int refuse_way_out(const char *dir, const char *rel, const char *src, uns
     cleanup_close int allowed = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     snprintf(why, sizeof why, "the allowed directory itself is a symlink");
     if (allowed >= 0)
-        local_source_why_out(allowed, rel, why, sizeof why);
+        local_source_why_out(allowed, rel, true, why, sizeof why);
     return mcp_error_set(err, MCP_ERR_DENIED, 0,
                          "mounts[%u].source %s leaves the allowed directory %s: %s. Name a path "
                          "inside it, or have the person running mcpbox allow the real location "

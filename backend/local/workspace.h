@@ -109,8 +109,10 @@ bool local_source_is(int fd, const struct local_mount *m);
 int local_source_open(const struct local_mount *m, struct mcp_error *err);
 /* Why walking rel from the allowed directory dirfd left it: names the ".." or the symlink
  * found (out: a sentence fragment such as "\"..\" (a parent directory)" or "x is a symlink to
- * /etc"). */
-void local_source_why_out(int dirfd, const char *rel, char *out, size_t size);
+ * /etc"). inner_links: walk through symlinks that stay where they are (a create may), to name
+ * the one that leads out; else the first symlink is the culprit (a recorded real path has
+ * none). */
+void local_source_why_out(int dirfd, const char *rel, bool inner_links, char *out, size_t size);
 
 /* The copy-on-write mount of a sandbox that contains `path` (a path inside the sandbox), or
  * NULL; *rel gets the path relative to its target ("" for the target itself). */

@@ -110,7 +110,7 @@ int local_source_open(const struct local_mount *m, struct mcp_error *err)
         close(fd);
     char why[LOCAL_WS_PATH_MAX + 64] = "it is not the directory that was mounted";
     if (fd < 0 && (e == ELOOP || e == EXDEV) && allowed >= 0)
-        local_source_why_out(allowed, m->rel, why, sizeof why);
+        local_source_why_out(allowed, m->rel, false, why, sizeof why);
     else if (fd < 0)
         snprintf(why, sizeof why, "%s", e == ENOENT ? "it is gone" : strerror(e));
     return mcp_error_set(err, MCP_ERR_CONFLICT, 0,
@@ -121,7 +121,14 @@ int local_source_open(const struct local_mount *m, struct mcp_error *err)
                          m->source, m->target, why);
 }
 
-void local_source_why_out(int dirfd, const char *rel, char *out, size_t size)
+/* A symlink a create may walk through: relative and with no ".." (it stays below the directory
+ * it is in), so the one that leads out is further on. */
+static bool link_stays_inside(const char *target)
+{
+    return target[0] != '/' && strncmp(target, "..", 2) != 0 && strstr(target, "/..") == NULL;
+}
+
+void local_source_why_out(int dirfd, const char *rel, bool inner_links, char *out, size_t size)
 {
     char path[LOCAL_WS_PATH_MAX];
     snprintf(out, size, "the path leads out of its allowed directory");
@@ -140,12 +147,14 @@ void local_source_why_out(int dirfd, const char *rel, char *out, size_t size)
             snprintf(out, size, "it has a \"..\" (parent directory) component");
             return;
         }
-        if ((n = readlinkat(at, c, target, sizeof target - 1)) >= 0) {
+        bool link = (n = readlinkat(at, c, target, sizeof target - 1)) >= 0;
+        if (link)
             target[n] = '\0';
+        if (link && !(inner_links && link_stays_inside(target))) {
             snprintf(out, size, "\"%s\" on the way is a symlink (to %s)", c, target);
             return;
         }
-        int next = openat(at, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int next = openat(at, c, O_PATH | O_DIRECTORY | (link ? 0 : O_NOFOLLOW) | O_CLOEXEC);
         close(at);
         at = next;
     }

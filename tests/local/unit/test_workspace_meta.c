@@ -36,6 +36,8 @@ static void make_tree(void)
     ASSERT_EQ(symlink("../out", link), 0);
     path_of(alias, sizeof alias, "alias");
     ASSERT_EQ(symlink("allow", alias), 0); /* another spelling of the allowed directory */
+    path_of(link, sizeof link, "allow/here");
+    ASSERT_EQ(symlink(".", link), 0); /* a symlink that stays inside */
 }
 
 static int check(const char *allow_rel, json_t *mounts, struct local_ws *ws, struct mcp_error *err)
@@ -123,6 +125,7 @@ TEST(refusals)
         {"allow", out, "/mnt/o", NULL, "--allow-dir"},
         /* what led out is named, not the errno that stopped the walk (issue 39, item 3) */
         {"allow", "out-link", "/mnt/o", NULL, "\"out-link\" on the way is a symlink"},
+        {"allow", "here/out-link", "/mnt/o", NULL, "\"out-link\" on the way is a symlink"},
         {"allow", "proj/../../out", "/mnt/o", NULL, "\"..\" (parent directory)"},
         {"allow", ".", "/mnt/o", NULL, "state"},         /* holds the state directory */
         {"alias", state_alias, "/mnt/o", NULL, "state"}, /* the state dir through a symlink */
