@@ -24,6 +24,7 @@
 
 #include "backend/local/workspace_review.h"
 #include "lib/base/buf.h"
+#include "lib/base/util.h"
 #include "lib/base/xalloc.h"
 
 #define HELPER_NS_FD 3
@@ -99,26 +100,13 @@ static json_t *run_request(json_t *req, struct mcp_error *err)
 
 /* ---- the helper's side ---- */
 
-static int write_all(int fd, const char *data, size_t len)
-{
-    for (size_t done = 0; done < len;) {
-        ssize_t n = write(fd, data + done, len - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        done += (size_t)n;
-    }
-    return 0;
-}
-
 static int reply(json_t *res, const struct mcp_error *err)
 {
     json_t *out =
         res ? res : json_pack("{s:{s:i, s:s}}", "error", "code", err->code, "message", err->msg);
     char *text = json_dumps(out, JSON_COMPACT);
     json_decref(out);
-    int rc = text && write_all(STDOUT_FILENO, text, strlen(text)) == 0 ? 0 : 1;
+    int rc = text && write_full(STDOUT_FILENO, text, strlen(text)) == 0 ? 0 : 1;
     free(text);
     return rc;
 }
@@ -209,7 +197,7 @@ static json_t *run_helper(int ns_fd, const char *action, const struct ws_mount *
     close(in[0]), close(out[1]);
     /* The helper reads its whole request before it writes anything: no deadlock. */
     if (pid > 0)
-        write_all(in[1], text, strlen(text));
+        write_full(in[1], text, strlen(text));
     close(in[1]);
     free(text);
     struct buf b;

@@ -155,20 +155,6 @@ static void prune(const char *dir)
     closedir(d);
 }
 
-static int write_all(int fd, const void *data, size_t len)
-{
-    const char *p = data;
-    for (size_t done = 0; done < len;) {
-        ssize_t n = write(fd, p + done, len - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        done += (size_t)n;
-    }
-    return 0;
-}
-
 int ws_record_save(const char *dir, const struct ws_mount *mounts, const struct ws_changes *ch,
                    char token[WS_REVIEW_TOKEN_LEN], struct mcp_error *err)
 {
@@ -187,8 +173,8 @@ int ws_record_save(const char *dir, const struct ws_mount *mounts, const struct 
     cleanup_free char *path = xasprintf("%s/%s", dir, token);
     cleanup_free char *tmp = xasprintf("%s.tmp", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    bool ok = fd >= 0 && write_all(fd, RECORD_MAGIC, RECORD_MAGIC_LEN) == 0 &&
-              write_all(fd, v, n * sizeof *v) == 0;
+    bool ok = fd >= 0 && write_full(fd, RECORD_MAGIC, RECORD_MAGIC_LEN) == 0 &&
+              write_full(fd, v, n * sizeof *v) == 0;
     int e = errno;
     free(v);
     if (fd >= 0 && close(fd) < 0)

@@ -1,10 +1,12 @@
 #include "lib/base/util.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 uint64_t now_mono_ms(void)
 {
@@ -299,3 +301,16 @@ void sha256_hex(const void *data, size_t len, char out[65])
     hex_encode(d, 32, out);
 }
 
+int write_full(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    for (size_t done = 0; done < len;) {
+        ssize_t n = write(fd, p + done, len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        done += (size_t)n;
+    }
+    return 0;
+}

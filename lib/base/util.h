@@ -32,6 +32,10 @@ void random_id(char *out, size_t out_size, const char *prefix, size_t nbytes);
 
 void hex_encode(const void *data, size_t len, char *out /* 2*len+1 */);
 
+/* Writes all len bytes to a blocking fd, again after EINTR and short writes; 0, or -1 with
+ * errno (a write that wrote nothing counts as a failure). */
+int write_full(int fd, const void *data, size_t len);
+
 /* Standard base64 with padding. encode: out needs base64_encoded_len(len)+1 bytes. */
 size_t base64_encoded_len(size_t len);
 void base64_encode(const void *data, size_t len, char *out);

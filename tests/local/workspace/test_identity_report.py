@@ -9,13 +9,10 @@ without). usage: test_identity_report.py --mcpbox PATH   (exit 77 where sandboxe
 """
 import argparse
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_mounts import SKIP, Serve  # noqa: E402
+from test_mounts import run_served  # noqa: E402
 
 
 def kernel_map(s, sid, which):
@@ -58,43 +55,27 @@ def check_run_as(s, label, sid, ident):
     s.tool("destroy_sandbox", sandbox_id=sid)
 
 
+def check_identities(s, base, allowed, state):
+    proj = os.path.join(allowed, f"proj-{os.getpid()}")
+    os.makedirs(proj)
+    cases = {"no mount": [],
+             "ro mount": [{"source": proj, "target": "/workspace/p", "mode": "ro"}],
+             "rw mount": [{"source": proj, "target": "/workspace/p", "mode": "rw"}],
+             "copy-on-write mount": [{"source": proj, "target": "/workspace/p"}]}
+    made = {label: check(s, label, mounts) for label, mounts in cases.items()}
+    for label, (sid, ident) in made.items():
+        check_run_as(s, label, sid, ident)
+    rw = made["rw mount"][1]
+    if rw["mode"] == "shared subordinate ids":  # the user's own id is mapped
+        assert len(rw["uid_map"].split(" / ")) == 3, rw
+        assert rw["commands_run_as"]["host_uid"] == os.geteuid(), rw
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
     a = ap.parse_args()
-    base = tempfile.mkdtemp(prefix="mbx-idrep-", dir="/tmp")
-    os.chmod(base, 0o755)
-    allowed = os.path.join(base, "home")
-    state = os.path.join(base, "state")
-    proj = os.path.join(allowed, f"proj-{os.getpid()}")
-    os.makedirs(proj)
-    os.makedirs(state)
-    try:
-        s = Serve(a.mcpbox, state, [allowed])
-        try:
-            err, _, text = s.tool("create_sandbox")
-            if err and "unsupported" in text.lower():
-                print(f"SKIP: {text}")
-                return SKIP
-            cases = {"no mount": [],
-                     "ro mount": [{"source": proj, "target": "/workspace/p", "mode": "ro"}],
-                     "rw mount": [{"source": proj, "target": "/workspace/p", "mode": "rw"}],
-                     "copy-on-write mount": [{"source": proj, "target": "/workspace/p"}]}
-            made = {label: check(s, label, mounts) for label, mounts in cases.items()}
-            for label, (sid, ident) in made.items():
-                check_run_as(s, label, sid, ident)
-            rw = made["rw mount"][1]
-            if rw["mode"] == "shared subordinate ids":  # the user's own id is mapped
-                assert len(rw["uid_map"].split(" / ")) == 3, rw
-                assert rw["commands_run_as"]["host_uid"] == os.geteuid(), rw
-        finally:
-            s.close()
-    finally:
-        subprocess.run([a.mcpbox, "sandbox", "--state-dir", state, "rm", "--all"],
-                       capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
-    print("PASS")
-    return 0
+    return run_served(a.mcpbox, "mbx-idrep-", check_identities)
 
 
 if __name__ == "__main__":

@@ -25,8 +25,8 @@ PERSON = (4242, 4243) if ROOT else (os.getuid(), os.getgid())  # whose project i
 
 
 class Serve(Client):
-    def __init__(self, mcpbox, state, allow, pool=0, roots=None):
-        args = ["--local-pool", pool]
+    def __init__(self, mcpbox, state, allow, pool=0, roots=None, extra=()):
+        args = ["--local-pool", pool, *extra]
         for d in allow:
             args += ["--allow-dir", d]
         self.roots = roots  # a list of file:// URIs to answer roots/list with, or None
@@ -65,6 +65,46 @@ class Serve(Client):
 
     def close(self):
         super().close(timeout=60)
+
+
+def own(path):
+    """As root, the tree at path belongs to someone other than the server's user (PERSON)."""
+    if not ROOT:
+        return
+    for dirpath, dirs, files in os.walk(path):
+        for n in [dirpath] + [os.path.join(dirpath, x) for x in dirs + files]:
+            os.lchown(n, *PERSON)
+
+
+def run_served(mcpbox, prefix, checks, state_in_allowed=False, extra=()):
+    """The frame of the workspace tests: a fresh allowed directory (base/allowed) and state
+    directory (base/state, or below the allowed one, as for a stdio server started in $HOME),
+    one `mcpbox serve` over stdio with extra arguments, then checks(s, base, allowed, state)
+    with s.mcpbox and s.state set. Returns the exit status: SKIP where local sandboxes cannot
+    run, else 0 (a failed check raises). Every sandbox and file is removed after."""
+    base = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+    os.chmod(base, 0o755)
+    allowed = os.path.join(base, "allowed")
+    state = os.path.join(allowed if state_in_allowed else base, "state")
+    os.makedirs(allowed)
+    try:
+        s = Serve(mcpbox, state, [allowed], extra=extra)
+        s.mcpbox, s.state = mcpbox, state
+        try:
+            err, _, text = s.tool("create_sandbox")
+            if err and "unsupported" in text.lower():
+                print(f"SKIP: {text}")
+                return SKIP
+            checks(s, base, allowed, state)
+        finally:
+            if s.proc.stdin and not s.proc.stdin.closed:
+                s.close()
+    finally:
+        subprocess.run([mcpbox, "sandbox", "--state-dir", state, "rm", "--all"],
+                       capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+    print("PASS")
+    return 0
 
 
 def tree_digest(root):

@@ -18,41 +18,17 @@ usage: test_ws_apply.py --mcpbox PATH   (exit 77 where local sandboxes cannot ru
 import argparse
 import os
 import random
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from mcp_stdio import Client, serve_argv  # noqa: E402
-from test_mounts import PERSON, ROOT, SKIP, Serve  # noqa: E402
+from test_mounts import own, run_served  # noqa: E402
 
 LIMIT = 1 << 20  # the server's --apply-max-bytes in this test
 SPARSE = 256 << 20
 EVIL = "zz-backdoor\r\x1b[2K\nM "
-
-
-class LimitedServe(Serve):
-    """Serve with --apply-max-bytes."""
-
-    def __init__(self, mcpbox, state, allow, max_bytes):
-        args = ["--local-pool", 0, "--apply-max-bytes", max_bytes]
-        for d in allow:
-            args += ["--allow-dir", d]
-        self.roots, self.roots_asked = None, 0
-        Client.__init__(self, serve_argv(mcpbox, state, *args), stderr=subprocess.DEVNULL,
-                        cwd="/", on_request=self.answer)
-        self.initialize("ws-apply-test", None)
-
-
-def own(path):
-    if not ROOT:
-        return
-    for dirpath, dirs, files in os.walk(path):
-        for n in [dirpath] + [os.path.join(dirpath, x) for x in dirs + files]:
-            os.lchown(n, *PERSON)
 
 
 def cli(s, *args, ok=True):
@@ -255,32 +231,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
     a = ap.parse_args()
-    base = tempfile.mkdtemp(prefix=f"mbx-wsapply-{random.randrange(1 << 30)}-", dir="/tmp")
-    os.chmod(base, 0o755)
-    allowed = os.path.join(base, "allowed")
-    state = os.path.join(base, "state")
-    os.makedirs(allowed)
-    try:
-        s = LimitedServe(a.mcpbox, state, [allowed], LIMIT)
-        s.mcpbox, s.state = a.mcpbox, state
-        try:
-            err, _, text = s.tool("create_sandbox")
-            if err and "unsupported" in text.lower():
-                print(f"SKIP: {text}")
-                return SKIP
-            check_modes(s, allowed)
-            check_names(s, allowed)
-            check_contents(s, allowed)
-            check_sizes(s, allowed)
-        finally:
-            s.close()
-    finally:
-        subprocess.run([a.mcpbox, "sandbox", "--state-dir", state, "rm", "--all"],
-                       capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
-    print("PASS")
-    return 0
 
+    def checks(s, base, allowed, state):
+        check_modes(s, allowed)
+        check_names(s, allowed)
+        check_contents(s, allowed)
+        check_sizes(s, allowed)
+    return run_served(a.mcpbox, f"mbx-wsapply-{random.randrange(1 << 30)}-", checks,
+                      extra=["--apply-max-bytes", LIMIT])
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -21,27 +21,16 @@ without). usage: test_ws_identity.py --mcpbox PATH   (exit 77 where local sandbo
 """
 import argparse
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_mounts import PERSON, ROOT, SKIP, Serve  # noqa: E402
+from test_mounts import own, run_served  # noqa: E402
 
 SECRET = "HOST-SECRET-outside-the-allowlist"
 CREATE_TRIES = 400  # at most; the race stops after MOUNTED_ENOUGH creates went through
 MOUNTED_ENOUGH = 40
-
-
-def own(path):
-    """As root, the project belongs to someone other than the server's user."""
-    if not ROOT:
-        return
-    for dirpath, dirs, files in os.walk(path):
-        for n in [dirpath] + [os.path.join(dirpath, x) for x in dirs + files]:
-            os.lchown(n, *PERSON)
 
 
 def make_outside(base):
@@ -186,32 +175,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
     a = ap.parse_args()
-    base = tempfile.mkdtemp(prefix="mbx-wsid-", dir="/tmp")
-    os.chmod(base, 0o755)
-    allowed = os.path.join(base, "home")
-    state = os.path.join(allowed, "state")  # below the allowed directory, as in $HOME
-    os.makedirs(state)
-    out = make_outside(base)
-    try:
-        s = Serve(a.mcpbox, state, [allowed])
-        s.mcpbox, s.state = a.mcpbox, state
-        try:
-            err, _, text = s.tool("create_sandbox")
-            if err and "unsupported" in text.lower():
-                print(f"SKIP: {text}")
-                return SKIP
-            check_rw_and_cow(s, base, allowed, out)
-            check_two_cow(s, base, allowed, out)
-            check_create_race(s, base, allowed, state)
-        finally:
-            s.close()
-    finally:
-        subprocess.run([a.mcpbox, "sandbox", "--state-dir", state, "rm", "--all"],
-                       capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
-    print("PASS")
-    return 0
 
+    def checks(s, base, allowed, state):
+        out = make_outside(base)
+        check_rw_and_cow(s, base, allowed, out)
+        check_two_cow(s, base, allowed, out)
+        check_create_race(s, base, allowed, state)
+    # the state directory below the allowed one, as for a stdio server started in $HOME
+    return run_served(a.mcpbox, "mbx-wsid-", checks, state_in_allowed=True)
 
 if __name__ == "__main__":
     sys.exit(main())

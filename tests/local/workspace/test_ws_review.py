@@ -20,27 +20,16 @@ usage: test_ws_review.py --mcpbox PATH --check race|memory|digest|bounds   (exit
 import argparse
 import base64
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_mounts import PERSON, ROOT, SKIP, Serve  # noqa: E402
+from test_mounts import Serve, own, run_served  # noqa: E402
 
 RACE_FILES = 64
 RACE_FILE_BYTES = 96 * 1024  # more than the 64 KiB a compare reads at once
 RACE_ROUNDS = 8
-
-
-def own(path):
-    """As root, the project belongs to someone other than the server's user."""
-    if not ROOT:
-        return
-    for dirpath, dirs, files in os.walk(path):
-        for n in [dirpath] + [os.path.join(dirpath, x) for x in dirs + files]:
-            os.lchown(n, *PERSON)
 
 
 def make_tree(path, files, size):
@@ -306,37 +295,12 @@ def main():
     ap.add_argument("--check", required=True,
                     choices=["race", "memory", "digest", "bounds"])
     a = ap.parse_args()
-    base = tempfile.mkdtemp(prefix="mbx-wsrev-", dir="/tmp")
-    os.chmod(base, 0o755)
-    allowed = os.path.join(base, "allowed")
-    state = os.path.join(base, "state")
-    os.makedirs(allowed)
-    try:
-        s = Serve(a.mcpbox, state, [allowed])
-        s.mcpbox, s.state = a.mcpbox, state
-        try:
-            err, _, text = s.tool("create_sandbox")
-            if err and "unsupported" in text.lower():
-                print(f"SKIP: {text}")
-                return SKIP
-            if a.check == "race":
-                check_race(s, base, allowed)
-            elif a.check == "memory":
-                check_memory(s, base, allowed)
-            elif a.check == "bounds":
-                check_bounds(s, base, allowed)
-            else:
-                check_digest(s, base, allowed, a.mcpbox, state)
-        finally:
-            if s.proc.stdin and not s.proc.stdin.closed:
-                s.close()
-    finally:
-        subprocess.run([a.mcpbox, "sandbox", "--state-dir", state, "rm", "--all"],
-                       capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
-    print("PASS")
-    return 0
-
+    checks = {"race": lambda s, base, allowed, state: check_race(s, base, allowed),
+              "memory": lambda s, base, allowed, state: check_memory(s, base, allowed),
+              "bounds": lambda s, base, allowed, state: check_bounds(s, base, allowed),
+              "digest": lambda s, base, allowed, state: check_digest(s, base, allowed,
+                                                                     s.mcpbox, state)}
+    return run_served(a.mcpbox, "mbx-wsrev-", checks[a.check])
 
 if __name__ == "__main__":
     sys.exit(main())
