@@ -8,7 +8,8 @@ For each tree size: builds the tree (directories of 100 files of 20 lines) in a 
 directory, starts `mcpbox serve` over stdio with it allowed (pool off), creates a sandbox with it
 mounted copy-on-write, then R times: changes K files spread over the tree inside the sandbox
 (untimed, one run_command), times review_changes (the default page) and apply_changes of what
-that review covered (its token). The server's peak resident memory (VmHWM) is read before the
+that review covered (its token), beside the floor: `run_command "true"` on the same sandbox,
+the cheapest call an agent makes. The server's peak resident memory (VmHWM) is read before the
 first review and after the last apply. Prints one line per tree size; the figures go to
 docs/benchmarks.md. Whether the review's cost grows with the changes and not the tree is read
 off the lines of the different sizes.
@@ -52,7 +53,7 @@ def one_size(mcpbox, files, changed, runs):
     make_tree(tree, files)
     server = StdioServer([mcpbox, "serve", "--state-dir", state, "--allow-dir", tree,
                           "--local-pool", "0"], client="bench-review-apply")
-    review_ms, apply_ms = [], []
+    review_ms, apply_ms, floor_ms = [], [], []
     try:
         _, res = server.tool("create_sandbox", {"mounts": [{"source": tree,
                                                             "target": "/workspace/tree"}]})
@@ -61,6 +62,9 @@ def one_size(mcpbox, files, changed, runs):
         for run in range(runs):
             server.tool("run_command", {"sandbox_id": sid,
                                         "command": change_script(files, changed, run)})
+            # the floor: the cheapest call an agent makes on the same sandbox and server
+            seconds, _ = server.tool("run_command", {"sandbox_id": sid, "command": "true"})
+            floor_ms.append(seconds * 1000)
             seconds, res = server.tool("review_changes", {"sandbox_id": sid})
             review_ms.append(seconds * 1000)
             out = res.get("structuredContent", {})
@@ -80,8 +84,10 @@ def one_size(mcpbox, files, changed, runs):
     finally:
         server.close()
         shutil.rmtree(base, ignore_errors=True)
-    print(f"{files:>7} files, {changed} changed, {runs} runs: review_changes median "
-          f"{statistics.median(review_ms):.2f} ms (min {min(review_ms):.2f}), apply_changes "
+    floor = statistics.median(floor_ms)
+    print(f"{files:>7} files, {changed} changed, {runs} runs: run_command true median "
+          f"{floor:.2f} ms; review_changes median {statistics.median(review_ms):.2f} ms "
+          f"({statistics.median(review_ms) / floor:.2f}x, min {min(review_ms):.2f}), apply_changes "
           f"median {statistics.median(apply_ms):.2f} ms (min {min(apply_ms):.2f}); server peak "
           f"RSS {before / 1024:.1f} MiB before the first review, {after / 1024:.1f} MiB after "
           f"the last apply")
