@@ -1,0 +1,67 @@
+/* The two bash scripts of a shell session (docs/tools-design.md, "Shell sessions"), run inside
+ * the sandbox: the helper is one exec per command, the loop is the session's long-lived shell.
+ * The helper keeps copies of its stdin, stdout and stderr on fds 7, 8 and 9, which the shell
+ * opens through /proc: bash moves fds 0 to 2 for a moment around every redirection it makes
+ * (echo >fifo), and a shell opening /proc/PID/fd/1 in that moment wrote the command's output
+ * into the fifo instead. */
+#include "backend/shell_session.h"
+
+const char shell_session_helper_sh[] =
+    "n=$MCPBOX_SN k=$MCPBOX_SK t=${MCPBOX_ST:-0} m=${MCPBOX_SM:-8} c=$MCPBOX_SC l=$MCPBOX_SL\n"
+    "unset MCPBOX_SN MCPBOX_SK MCPBOX_SC MCPBOX_ST MCPBOX_SM MCPBOX_SL MCPBOX_SH\n"
+    "r=${TMPDIR:-/tmp}/.mcpbox-sessions-$UID d=$r/$n s=\n"
+    "end() { printf '\\n%s %s %s %s\\n' \"$k\" \"$1\" \"$2\" \"$3\"; exit \"$4\"; }\n"
+    "alive() { kill -0 \"$s\" 2>/dev/null; }\n"
+    "start() {\n"
+    "    local live=0 x p\n"
+    "    for x in \"$r\"/*/pid; do\n"
+    "        [ -f \"$x\" ] && read -r p <\"$x\" && kill -0 \"$p\" 2>/dev/null && live=$((live + 1))\n"
+    "    done\n"
+    "    [ \"$live\" -lt \"$m\" ] || end limit \"$m\" \"\" 1\n"
+    "    rm -rf \"$d\" && mkdir \"$d\" && mkfifo \"$d/in\" \"$d/done\" || end error 1 \"\" 1\n"
+    "    set -m # so that the shell gets SIGINT (a non-interactive shell's jobs ignore it)\n"
+    "    MCPBOX_SD=$d bash --norc --noprofile -c \"$l\" mcpbox-session </dev/null >/dev/null 2>&1 &\n"
+    "    s=$! && set +m\n"
+    "    echo \"$s\" >\"$d/pid\"\n"
+    "}\n"
+    "umask 077 && mkdir -p \"$r\" 2>/dev/null\n"
+    "[ -f \"$d/pid\" ] && read -r s <\"$d/pid\"\n"
+    "if [ -n \"$s\" ] && ! alive; then rm -rf \"$d\" && end gone 0 \"\" 1; fi\n"
+    "[ -n \"$s\" ] || start\n"
+    "set -C\n"
+    "if ! { echo $$ >\"$d/lock\"; } 2>/dev/null; then\n"
+    "    read -r o <\"$d/lock\"; kill -0 \"$o\" 2>/dev/null && end busy 1 \"\" 1\n"
+    "    echo $$ >|\"$d/lock\"\n"
+    "fi\n"
+    "set +C\n"
+    "trap 'kill -INT -- -\"$s\" 2>/dev/null; rm -f \"$d/lock\"; exit 143' TERM INT HUP\n"
+    "printf '%s' \"$c\" >\"$d/cmd\" && c=\n"
+    "exec 4<>\"$d/done\" 7<&0 8>&1 9>&2\n"
+    "echo \"$k $$\" >\"$d/in\"\n"
+    "w=0 kind=done\n"
+    "while :; do\n"
+    "    if read -r -t 1 -u 4 key st cwd; then\n"
+    "        [ \"$key\" = \"$k\" ] || continue\n"
+    "        [ \"$st\" = exit ] && { rm -rf \"$d\"; end exited \"$cwd\" \"\" 1; }\n"
+    "        break\n"
+    "    fi\n"
+    "    alive || { rm -rf \"$d\"; end exited \"?\" \"\" 1; }\n"
+    "    w=$((w + 1))\n"
+    "    if [ \"$t\" -gt 0 ] && [ \"$w\" -eq \"$t\" ]; then kind=timeout && kill -INT -- -\"$s\"; fi\n"
+    "    if [ \"$t\" -gt 0 ] && [ \"$w\" -ge $((t + 3)) ]; then\n"
+    "        kill -KILL -- -\"$s\" && rm -rf \"$d\" && end killed 137 \"\" 1\n"
+    "    fi\n"
+    "done\n"
+    "rm -f \"$d/lock\"\n"
+    "end \"$kind\" \"$st\" \"$cwd\" \"$st\"\n";
+
+const char shell_session_loop_sh[] =
+    "__mcpbox_d=$MCPBOX_SD && unset MCPBOX_SD\n"
+    "exec 3<>\"$__mcpbox_d/in\" 4<>\"$__mcpbox_d/done\"\n"
+    "trap 'printf \"%s exit %s\\n\" \"$__mcpbox_k\" \"$?\" >&4' EXIT\n"
+    "trap : INT\n"
+    "while read -r __mcpbox_k __mcpbox_h <&3; do\n"
+    "    . \"$__mcpbox_d/cmd\" </proc/$__mcpbox_h/fd/7 >>/proc/$__mcpbox_h/fd/8 \\\n"
+    "        2>>/proc/$__mcpbox_h/fd/9 3<&- 4>&-\n"
+    "    printf '%s %s %s\\n' \"$__mcpbox_k\" \"$?\" \"$PWD\" >&4\n"
+    "done\n";
