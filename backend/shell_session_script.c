@@ -3,7 +3,8 @@
  * The helper keeps copies of its stdin, stdout and stderr on fds 7, 8 and 9, which the shell
  * opens through /proc: bash moves fds 0 to 2 for a moment around every redirection it makes
  * (echo >fifo), and a shell opening /proc/PID/fd/1 in that moment wrote the command's output
- * into the fifo instead. */
+ * into the fifo instead. Two first commands of one session at once: mkdir decides which starts
+ * the shell, the other waits for its pid (and then finds the session busy). */
 #include "backend/shell_session.h"
 
 const char shell_session_helper_sh[] =
@@ -18,11 +19,18 @@ const char shell_session_helper_sh[] =
     "        [ -f \"$x\" ] && read -r p <\"$x\" && kill -0 \"$p\" 2>/dev/null && live=$((live + 1))\n"
     "    done\n"
     "    [ \"$live\" -lt \"$m\" ] || end limit \"$m\" \"\" 1\n"
-    "    rm -rf \"$d\" && mkdir \"$d\" && mkfifo \"$d/in\" \"$d/done\" || end error 1 \"\" 1\n"
+    "    if ! mkdir \"$d\" 2>/dev/null; then\n"
+    "        for x in {1..200}; do\n"
+    "            [ -f \"$d/pid\" ] && read -r s <\"$d/pid\" && return\n"
+    "            sleep 0.01\n"
+    "        done\n"
+    "        rm -rf \"$d\" && end error 1 \"\" 1\n"
+    "    fi\n"
+    "    mkfifo \"$d/in\" \"$d/done\" || end error 1 \"\" 1\n"
     "    set -m # so that the shell gets SIGINT (a non-interactive shell's jobs ignore it)\n"
     "    MCPBOX_SD=$d bash --norc --noprofile -c \"$l\" mcpbox-session </dev/null >/dev/null 2>&1 &\n"
     "    s=$! && set +m\n"
-    "    echo \"$s\" >\"$d/pid\"\n"
+    "    echo \"$s\" >\"$d/pid.new\" && mv \"$d/pid.new\" \"$d/pid\"\n"
     "}\n"
     "umask 077 && mkdir -p \"$r\" 2>/dev/null\n"
     "[ -f \"$d/pid\" ] && read -r s <\"$d/pid\"\n"
@@ -60,6 +68,7 @@ const char shell_session_loop_sh[] =
     "exec 3<>\"$__mcpbox_d/in\" 4<>\"$__mcpbox_d/done\"\n"
     "trap 'printf \"%s exit %s\\n\" \"$__mcpbox_k\" \"$?\" >&4' EXIT\n"
     "trap : INT\n"
+    "shopt -s expand_aliases\n"
     "while read -r __mcpbox_k __mcpbox_h <&3; do\n"
     "    . \"$__mcpbox_d/cmd\" </proc/$__mcpbox_h/fd/7 >>/proc/$__mcpbox_h/fd/8 \\\n"
     "        2>>/proc/$__mcpbox_h/fd/9 3<&- 4>&-\n"
