@@ -2,8 +2,8 @@
  * stdin kept open (cat echoes, eof ends it), a pty (isatty, its size, resize, Ctrl-C and SIGINT
  * to the foreground group), the refusals (exited, not interactive, ended, too big, the 33rd),
  * a flood to a command that never reads (the agent goes on serving), a second backend instance
- * writing to a command the first started, and each sandbox's own devpts. As root, and as a user
- * in tests/local/rootless. Skips (77) where the host cannot run sandboxes. */
+ * writing to a command the first started, and each sandbox's own devpts and commands. As root,
+ * and as a user in tests/local/rootless. Skips (77) where the host cannot run sandboxes. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,13 +107,14 @@ TEST(pty_ctrl_c_and_sigint_interrupt)
 TEST(refusals)
 {
     static struct proc p; /* static: a failed test leaves it to callbacks that come later */
-    ASSERT_EQ(proc_start(&p, &h, sbx, "cat", 0, 0), 0);
+    ASSERT_EQ(proc_start(&p, &h, sbx, "cat; sleep 100", 0, 0), 0); /* outlives its eof */
     char *big = xcalloc(1, MiB + 1);
     expect_refused(proc_input(&h, sbx, p.id, big, MiB + 1, false), MCP_ERR_LIMIT, "at most 1 MiB");
     free(big);
     expect_refused(proc_resize(&h, sbx, p.id, 10, 10), MCP_ERR_CONFLICT, "no terminal");
     ASSERT_EQ(proc_input(&h, sbx, p.id, "x", 1, true), 0);
     expect_refused(proc_input(&h, sbx, p.id, "y", 1, false), MCP_ERR_CONFLICT, "no more input");
+    ASSERT_EQ(proc_kill(&h, sbx, p.id, SIGKILL), 0);
     ASSERT(proc_wait_done(&p, WAIT_MS));
     expect_refused(proc_input(&h, sbx, p.id, "z", 1, false), MCP_ERR_CONFLICT, "has exited");
     proc_release(&p);
@@ -191,7 +192,7 @@ TEST(a_second_instance_writes_to_it)
     ASSERT_EQ(harness_reopen_backend(&h, 0), 0);
     proc_pause(&h, 50);
     ASSERT_EQ(proc_input(&h, sbx, id, "from-the-second\n", 16, false), 0);
-    for (int i = 0; i < 200; i++) {
+    for (int i = 0; i < 1000; i++) {
         ASSERT_EQ(proc_get(&h, sbx, id), 0);
         if (strstr(json_string_value(json_object_get(h.result, "output")), "from-the-second"))
             break;
@@ -199,7 +200,7 @@ TEST(a_second_instance_writes_to_it)
     }
     ASSERT_STR_EQ(json_string_value(json_object_get(h.result, "output")), "from-the-second\n");
     ASSERT_EQ(proc_input(&h, sbx, id, NULL, 0, true), 0);
-    for (int i = 0; i < 200; i++) {
+    for (int i = 0; i < 1000; i++) {
         ASSERT_EQ(proc_get(&h, sbx, id), 0);
         if (strcmp(json_string_value(json_object_get(h.result, "status")), "running") != 0)
             break;
@@ -226,6 +227,9 @@ TEST(each_sandbox_has_its_own_devpts)
     ASSERT_EQ(harness_exec(&h, other, "ls /dev/pts | tr '\\n' ' '", &x), 0);
     ASSERT_STR_EQ(buf_cstr(&x.out), "ptmx ");
     harness_exec_release(&x);
+    /* nor are its commands: ids are per sandbox */
+    expect_refused(proc_input(&h, other, p.id, "x", 1, false), MCP_ERR_NOT_FOUND, "no command");
+    expect_refused(proc_resize(&h, other, p.id, 5, 5), MCP_ERR_NOT_FOUND, "no command");
     ASSERT_EQ(harness_destroy(&h, other), 0);
     free(other);
     ASSERT_EQ(proc_input(&h, sbx, p.id, "exit\n", 5, false), 0);
