@@ -210,6 +210,19 @@ TEST(a_second_instance_writes_to_it)
     proc_release(&p);
 }
 
+/* stdin bytes whose base64 is "pipe" are still bytes, then EOF: "pipe" opens stdin only as the
+ * agent's keyword, and mcpbox sends such bytes in stdin_data. */
+TEST(stdin_bytes_spelled_pipe_stay_bytes)
+{
+    static struct proc p;
+    struct exec_request req = {
+        .command = "od -An -tx1", .stdin_data = "\xa6\x2a\x5e", .stdin_len = 3};
+    ASSERT_EQ(proc_start_req(&p, &h, sbx, &req), 0);
+    ASSERT(proc_wait_done(&p, WAIT_MS));
+    ASSERT_STR_EQ(buf_cstr(&p.out), " a6 2a 5e\n");
+    proc_release(&p);
+}
+
 /* Each sandbox has a devpts of its own (newinstance, ptmxmode=0666): another sandbox's open
  * terminal is not there to open. */
 TEST(each_sandbox_has_its_own_devpts)
@@ -256,6 +269,7 @@ int main(void)
     RUN(flood_to_a_command_that_never_reads);
     RUN(a_second_instance_writes_to_it);
     RUN(each_sandbox_has_its_own_devpts);
+    RUN(stdin_bytes_spelled_pipe_stay_bytes);
     harness_destroy(&h, sbx);
     free(sbx);
     harness_close(&h);
