@@ -118,6 +118,15 @@ TEST(refusals)
     ASSERT(proc_wait_done(&p, WAIT_MS));
     expect_refused(proc_input(&h, sbx, p.id, "z", 1, false), MCP_ERR_CONFLICT, "has exited");
     proc_release(&p);
+    /* a command that closes its stdin: the input it can never read is not reported written */
+    ASSERT_EQ(proc_start(&p, &h, sbx, "exec 0<&-; echo closed; sleep 100", 0, 0), 0);
+    ASSERT(proc_wait_output(&p, "closed", WAIT_MS));
+    expect_refused(proc_input(&h, sbx, p.id, "lost", 4, false), MCP_ERR_CONFLICT,
+                   "closed its stdin");
+    expect_refused(proc_input(&h, sbx, p.id, "z", 1, false), MCP_ERR_CONFLICT, "no more input");
+    ASSERT_EQ(proc_kill(&h, sbx, p.id, SIGKILL), 0);
+    ASSERT(proc_wait_done(&p, WAIT_MS));
+    proc_release(&p);
     expect_refused(proc_input(&h, sbx, "cmd-nosuch", "z", 1, false), MCP_ERR_NOT_FOUND,
                    "no command");
     /* a command started the ordinary way: its stdin was given (none) and is closed */
