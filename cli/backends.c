@@ -14,7 +14,7 @@
 #include "backend/opensandbox/opensandbox.h"
 #include "lib/base/cleanup.h"
 #include "lib/base/log.h"
-#include "mcp/config.h"
+#include "server/config.h"
 
 static struct backend *start_local(uv_loop_t *loop, struct store *store,
                                    const struct mcp_config *cfg, struct mcp_error *err)

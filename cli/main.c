@@ -12,7 +12,7 @@
 #include "lib/base/error.h"
 #include "lib/base/log.h"
 #include "lib/base/xalloc.h"
-#include "mcp/config.h"
+#include "server/config.h"
 #include "mcp/http/http_ext.h"
 #include "mcp/http/http_server.h"
 #include "osapi/osapi.h"

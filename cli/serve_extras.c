@@ -2,7 +2,7 @@
  * the test-only mcpbox-conformance (tests/fixtures/), never into the product. */
 #include "cli/cli.h"
 #include "lib/base/error.h"
-#include "mcp/config.h"
+#include "server/config.h"
 
 int cli_serve_extras(struct mcp_server *srv, const struct mcp_config *cfg, struct mcp_error *err)
 {

@@ -12,7 +12,7 @@
 #include <uv.h>
 
 #include "lib/base/xalloc.h"
-#include "mcp/config.h"
+#include "server/config.h"
 #include "tests/fixtures/fixtures.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/registry.h"

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "lib/base/error.h"
-#include "mcp/config.h"
+#include "server/config.h"
 #include "test.h"
 
 static int parse(struct mcp_config *cfg, const char *a1, const char *a2, const char *a3,

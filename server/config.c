@@ -1,6 +1,6 @@
 /* Configuration from defaults, environment and the command line (see config.h). Options are a
  * table: name, argument, setter, help. */
-#include "mcp/config.h"
+#include "server/config.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
