@@ -82,6 +82,7 @@ int cli_serve_main(int argc, char **argv)
     int r;
 
     config_init(&cfg);
+    argc = cli_serve_take_options(argc, argv);
     r = config_parse_args(&cfg, argc, argv, &err);
     if (r == 0 && config_check(&cfg, &err) < 0)
         r = -1;
