@@ -1135,6 +1135,14 @@ static void close_plan(struct child_plan *p)
             close(fds[i]);
 }
 
+/* Before the clone everything local_spawn holds is in p and fds: one place closes it all. */
+static int fail_before_clone(struct child_plan *p, struct spawn_fds *fds, int rc)
+{
+    close_plan(p);
+    local_spawn_fds_close(fds);
+    return rc;
+}
+
 /* The parent's part between the clone and the release: the init's note, the child's uid and
  * gid maps, then the mount trees only the parent can open for it (idmapped image layers as
  * root, host mounts when ws_by_parent). Trees opened before a failure stay in trees. */
@@ -1226,23 +1234,14 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     /* Each step sets err itself: callers may pass an err that was never written. */
     int listen_fd = fds.listen_fd;
     fds.listen_fd = -1; /* prepare's now */
-    if (prepare(&p, req, listen_fd, fds.dirs_made, err) < 0) {
-        close_plan(&p);
-        local_spawn_fds_close(&fds);
-        return -1;
-    }
-    if (sync[0] < 0 && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0) {
-        int e = errno;
-        close_plan(&p);
-        local_spawn_fds_close(&fds);
-        return mcp_error_set(err, MCP_ERR_IO, e, "socketpair for the sandbox init");
-    }
-    if (errp[0] < 0 && pipe2(errp, O_CLOEXEC) < 0) {
-        int e = errno;
-        close_plan(&p);
-        local_spawn_fds_close(&fds);
-        return mcp_error_set(err, MCP_ERR_IO, e, "pipe for the sandbox init's errors");
-    }
+    if (prepare(&p, req, listen_fd, fds.dirs_made, err) < 0)
+        return fail_before_clone(&p, &fds, -1);
+    if (sync[0] < 0 && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0)
+        return fail_before_clone(
+            &p, &fds, mcp_error_set(err, MCP_ERR_IO, errno, "socketpair for the sandbox init"));
+    if (errp[0] < 0 && pipe2(errp, O_CLOEXEC) < 0)
+        return fail_before_clone(
+            &p, &fds, mcp_error_set(err, MCP_ERR_IO, errno, "pipe for the sandbox init's errors"));
     p.sync_fd = sync[0];
     p.err_fd = errp[1];
     p.parent_sync_fd = sync[1];
