@@ -13,7 +13,7 @@
 #include "lib/base/term_text.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
-#include "mcp/context.h"
+#include "server/context.h"
 
 #define TERM_OUTPUT_CAP 16384u  /* text returned per call: the newest part */
 #define TERM_POLL_MS 30u        /* after start or send, read this often ... */
