@@ -20,6 +20,7 @@ static const char *const kind_names[] = {
     [SHELL_SESSION_EXITED] = "exited",   [SHELL_SESSION_GONE] = "gone",
     [SHELL_SESSION_BUSY] = "busy",       [SHELL_SESSION_LIMIT] = "limit",
     [SHELL_SESSION_NOBASH] = "nobash",   [SHELL_SESSION_ERROR] = "error",
+    [SHELL_SESSION_MISSING] = "missing",
 };
 
 const char *shell_session_kind_name(enum shell_session_kind kind)
@@ -44,6 +45,9 @@ const char *shell_session_failure(enum shell_session_kind kind)
     case SHELL_SESSION_NOBASH:
         return "sessions need bash in the sandbox's image; install it, or run the command "
                "without session";
+    case SHELL_SESSION_MISSING:
+        return "no such session in the sandbox (it was deleted, its shell exited, or it was "
+               "never created); create one first";
     case SHELL_SESSION_ERROR:
         return "could not set up the session's directory and fifos under $TMPDIR (or /tmp) in "
                "the sandbox; check that it is writable (diagnose_sandbox) and try again";
@@ -135,6 +139,22 @@ int shell_session_prepare(const char *name, const char *command, const char *cwd
     if (out->env == NULL || out->command == NULL)
         abort();
     return 0;
+}
+
+void shell_session_require_existing(struct shell_session_cmd *cmd)
+{
+    json_object_set_new(cmd->env, "MCPBOX_SE", json_string("1"));
+}
+
+char *shell_session_delete_command(const char *name)
+{
+    struct buf b;
+    buf_init(&b, (size_t)-1);
+    buf_printf(&b,
+               "d=${TMPDIR:-/tmp}/.mcpbox-sessions-$(id -u)/%s; [ -f \"$d/pid\" ] || exit 3; "
+               "read -r p <\"$d/pid\" && kill -KILL -\"$p\" 2>/dev/null; rm -rf \"$d\"",
+               name);
+    return buf_steal(&b, NULL);
 }
 
 void shell_session_cmd_release(struct shell_session_cmd *cmd)

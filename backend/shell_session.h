@@ -44,6 +44,7 @@ enum shell_session_kind {
     SHELL_SESSION_LIMIT,   /* SHELL_SESSION_MAX sessions live already */
     SHELL_SESSION_NOBASH,  /* the sandbox has no bash */
     SHELL_SESSION_ERROR,   /* could not make the session's directory or fifos */
+    SHELL_SESSION_MISSING, /* no such session, and the caller asked not to start one */
 };
 
 /* One command prepared for exec. */
@@ -61,6 +62,11 @@ int shell_session_check_name(const char *name, struct mcp_error *err);
 int shell_session_prepare(const char *name, const char *command, const char *cwd, json_t *env,
                           int64_t timeout_s, struct shell_session_cmd *out, struct mcp_error *err);
 void shell_session_cmd_release(struct shell_session_cmd *cmd);
+/* After prepare: the command runs only in a session that exists (else kind MISSING). */
+void shell_session_require_existing(struct shell_session_cmd *cmd);
+/* The /bin/sh -c line that ends session name (its shell and everything it started); exits 3
+ * when there is no such session. Owned by the caller. */
+char *shell_session_delete_command(const char *name);
 /* Fills req from cmd (the caller sets stdin); the exec's own timeout is a safety net past the
  * helper's. */
 void shell_session_exec_request(const struct shell_session_cmd *cmd, int64_t timeout_s,

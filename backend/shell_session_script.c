@@ -9,7 +9,8 @@
 
 const char shell_session_helper_sh[] =
     "n=$MCPBOX_SN k=$MCPBOX_SK t=${MCPBOX_ST:-0} m=${MCPBOX_SM:-8} c=$MCPBOX_SC l=$MCPBOX_SL\n"
-    "unset MCPBOX_SN MCPBOX_SK MCPBOX_SC MCPBOX_ST MCPBOX_SM MCPBOX_SL MCPBOX_SH\n"
+    "e=$MCPBOX_SE\n"
+    "unset MCPBOX_SN MCPBOX_SK MCPBOX_SC MCPBOX_ST MCPBOX_SM MCPBOX_SL MCPBOX_SH MCPBOX_SE\n"
     "r=${TMPDIR:-/tmp}/.mcpbox-sessions-$UID d=$r/$n s=\n"
     "end() { printf '\\n%s %s %s %s\\n' \"$k\" \"$1\" \"$2\" \"$3\"; exit \"$4\"; }\n"
     "alive() { kill -0 \"$s\" 2>/dev/null; }\n"
@@ -35,7 +36,7 @@ const char shell_session_helper_sh[] =
     "umask 077 && mkdir -p \"$r\" 2>/dev/null\n"
     "[ -f \"$d/pid\" ] && read -r s <\"$d/pid\"\n"
     "if [ -n \"$s\" ] && ! alive; then rm -rf \"$d\" && end gone 0 \"\" 1; fi\n"
-    "[ -n \"$s\" ] || start\n"
+    "[ -n \"$s\" ] || { [ -z \"$e\" ] || end missing 1 \"\" 1; start; }\n"
     "set -C\n"
     "if ! { echo $$ >\"$d/lock\"; } 2>/dev/null; then\n"
     "    read -r o <\"$d/lock\"; kill -0 \"$o\" 2>/dev/null && end busy 1 \"\" 1\n"
