@@ -243,7 +243,12 @@ def check_vim_and_prompt(t, sid):
     text = t.err("terminal", {"sandbox_id": sid, "action": "send", "terminal_id": "vi",
                               "keys": ["Hyper-Q"]})
     assert "unknown key" in text, text
-    print("terminal: vim saves a file, a read -p prompt answered, unknown keys refused")
+    r = term(t, sid, action="start", command="seq 1 300000; sleep 30", terminal_id="flood")
+    assert len(r["output"].encode()) <= 16384 and r["output"].endswith("300000\n"), r["output"][-80:]
+    assert "cut" in r["note"] and r["next_offset"] > 2000000, r
+    term(t, sid, action="close", terminal_id="flood")
+    print("terminal: vim saves a file, a read -p prompt answered, unknown keys refused, a flood "
+          "comes back as its newest 16 KiB")
 
 
 def main():
