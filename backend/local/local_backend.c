@@ -23,6 +23,7 @@
 #include "backend/local/local_limits.h"
 #include "backend/local/local_mounts.h"
 #include "backend/local/local_seccomp.h"
+#include "backend/local/local_volume.h"
 #include "backend/local/local_cgroup.h"
 #include "backend/local/local_spawn.h"
 #include "backend/local/local_agent.h"
@@ -854,4 +855,5 @@ const struct backend_ops local_ops = {
     .host_check = doctor_host_check,
     .workspace = local_workspace,
     .set_network_policy = local_set_network_policy,
+    .volume = local_volume,
 };

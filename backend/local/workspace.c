@@ -21,6 +21,7 @@
 #include "lib/base/rmtree.h"
 #include "backend/local/local_mounts.h"
 #include "backend/local/local_sandbox.h"
+#include "backend/local/local_volume.h"
 #include "lib/base/cleanup.h"
 #include "lib/base/xalloc.h"
 
@@ -364,8 +365,11 @@ static int resolve_source(const struct local_ws_check *c, const char *src, unsig
     (void)local_ws_caller(c->caller, &who);
     allow_list_text(c->allow, &who, list, sizeof list);
     if (src == NULL || src[0] == '\0')
-        return mcp_error_set(err, MCP_ERR_INVALID, 0, "mounts[%u].source is required: a host "
-                             "directory under one this server allows (%s)", i, list);
+        return mcp_error_set(
+            err, MCP_ERR_INVALID, 0,
+            "mounts[%u] needs a source (a host "
+            "directory under one this server allows: %s) or a volume (a named volume of yours)",
+            i, list);
     const char *base = first_of(c->allow, &who);
     if (src[0] != '/' && base) /* relative: to the caller's first allowed directory */
         snprintf(abs, sizeof abs, "%s/%s", base, src);
@@ -440,6 +444,37 @@ static int resolve_source(const struct local_ws_check *c, const char *src, unsig
     return fd;
 }
 
+/* A mount's mode: a host directory's defaults to copy-on-write, a named volume's to rw (it is
+ * there to keep what the sandbox writes); a volume has no copy-on-write (nothing to review it
+ * against). -1: not a mode; -2: err filled. */
+static int mount_mode(const char *volume, const char *mode, unsigned i, struct mcp_error *err)
+{
+    if (volume == NULL)
+        return local_mount_mode_parse(mode);
+    if (mode == NULL)
+        return LOCAL_MOUNT_RW;
+    int md = local_mount_mode_parse(mode);
+    if (md != LOCAL_MOUNT_COW)
+        return md;
+    mcp_error_set(err, MCP_ERR_INVALID, 0,
+                  "mounts[%u] mounts volume %s copy-on-write, which volumes do not have: use "
+                  "mode \"rw\" (the default for a volume) or \"ro\"",
+                  i, volume);
+    return -2;
+}
+
+/* A mount of a named volume (local_volume.h): a {volume} names no host path. */
+static int resolve_volume(const struct local_ws_check *c, json_t *j, const char *volume, unsigned i,
+                          struct local_ws_mount *wm, struct mcp_error *err)
+{
+    if (json_object_get(j, "source") != NULL)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "mounts[%u] has both source and volume: give a host directory "
+                             "(source) or a named volume (volume), one per mount",
+                             i);
+    return local_volume_resolve(c, volume, wm->m.mode == LOCAL_MOUNT_RW, i, wm, err);
+}
+
 int local_ws_check(const struct local_ws_check *c, json_t *mounts, struct local_ws *out,
                    struct mcp_error *err)
 {
@@ -456,7 +491,12 @@ int local_ws_check(const struct local_ws_check *c, json_t *mounts, struct local_
         struct local_ws_mount *wm = &out->m[i];
         const char *mode = json_string_value(json_object_get(j, "mode"));
         const char *target = json_string_value(json_object_get(j, "target"));
-        int md = json_is_object(j) ? local_mount_mode_parse(mode) : -1;
+        const char *volume = json_string_value(json_object_get(j, "volume"));
+        int md = json_is_object(j) ? mount_mode(volume, mode, (unsigned)i, err) : -1;
+        if (md == -2) {
+            local_ws_free(out);
+            return -1;
+        }
         if (md < 0) {
             local_ws_free(out);
             return mcp_error_set(err, MCP_ERR_INVALID, 0,
@@ -478,8 +518,9 @@ int local_ws_check(const struct local_ws_check *c, json_t *mounts, struct local_
         wm->m.index = (unsigned)i;
         wm->m.mode = (enum local_mount_mode)md;
         snprintf(wm->m.target, sizeof wm->m.target, "%s", target);
-        wm->fd = resolve_source(c, json_string_value(json_object_get(j, "source")), (unsigned)i, wm,
-                                err);
+        wm->fd = volume ? resolve_volume(c, j, volume, (unsigned)i, wm, err)
+                        : resolve_source(c, json_string_value(json_object_get(j, "source")),
+                                         (unsigned)i, wm, err);
         if (wm->fd < 0) {
             local_ws_free(out);
             return -1;
@@ -524,6 +565,8 @@ json_t *local_ws_json(const struct local_ws *ws, bool with_layers)
                               m->source, "target", m->target, "mode",
                               local_mount_mode_name(m->mode), "owner_uid", (json_int_t)m->owner_uid,
                               "owner_gid", (json_int_t)m->owner_gid);
+        if (m->volume[0])
+            json_object_set_new(o, "volume", json_string(m->volume));
         if (with_layers && m->mode == LOCAL_MOUNT_COW) {
             json_object_set_new(o, "upper", json_string(m->upper));
             json_object_set_new(o, "work", json_string(m->work));

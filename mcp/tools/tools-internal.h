@@ -163,6 +163,7 @@ tool_handler_fn tool_write_file, tool_read_file, tool_list_files, tool_search_fi
 tool_handler_fn tool_get_endpoint, tool_diagnose_sandbox;
 tool_handler_fn tool_snapshot_sandbox, tool_run_code;
 tool_handler_fn tool_review_changes, tool_apply_changes;
+tool_handler_fn tool_volume; /* volumes.c */
 
 /* What to use instead of a snapshot / a code context, naming the backend of the table that has
  * them ("...; snapshots need a sandbox on the opensandbox backend (create_sandbox backend

@@ -1,0 +1,312 @@
+/* Named volumes of the local backend: the volume op (create, list, inspect, delete) and a
+ * create's mounts of them. Layout and the files in local_volume.h and volume_fs.c; records in
+ * the store (lib/store/store_volumes.h), where only the owner's own are ever looked up. */
+#include "backend/local/local_volume.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend/local/local_sandbox.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/util.h"
+#include "lib/store/store.h"
+#include "lib/store/store_volumes.h"
+
+int local_volume_name_check(const char *name, struct mcp_error *err)
+{
+    size_t n = name ? strlen(name) : 0;
+    bool ok = n >= 1 && n <= 63 && strstr(name, "..") == NULL &&
+              ((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= 'A' && name[0] <= 'Z') ||
+               (name[0] >= '0' && name[0] <= '9'));
+    for (size_t i = 0; ok && i < n; i++)
+        ok = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.", name[i]) !=
+             NULL;
+    if (ok)
+        return 0;
+    return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                         "\"%.80s\" is not a volume name: use 1 to 63 letters, digits, '-', '_' "
+                         "or '.', starting with a letter or digit, without \"..\" or '/' "
+                         "(e.g. pip-cache)",
+                         name ? name : "");
+}
+
+static void volume_dir(const char *state_dir, const char *id, char *out, size_t size)
+{
+    snprintf(out, size, "%s/" LOCAL_VOLUME_DIR "/%s", state_dir, id);
+}
+
+static const char *owner_or_empty(const char *owner)
+{
+    return owner ? owner : "";
+}
+
+/* The owner's volume `name`, or MCP_ERR_NOT_FOUND (also for another owner's). */
+static int find_volume(struct store *st, const char *owner, const char *name,
+                       struct store_volume *v, struct mcp_error *err)
+{
+    if (local_volume_name_check(name, err) < 0)
+        return -1;
+    int rc = store_volume_get(st, owner_or_empty(owner), name, v, err);
+    if (rc == 0)
+        return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
+                             "you have no volume called %s: list yours with the volume tool "
+                             "(action list), or create it (action create; CLI: mcpbox volume "
+                             "create %s)",
+                             name, name);
+    return rc < 0 ? -1 : 0;
+}
+
+static json_t *volume_info(const struct store_volume *v)
+{
+    char when[32];
+    format_rfc3339_ms(v->created_at_ms, when);
+    const char *by = local_volume_enforcement();
+    json_t *o = json_pack("{s:s, s:I, s:s, s:s?}", "name", v->name, "size_limit_bytes",
+                          (json_int_t)v->size_limit, "created_at", when, "limit_enforced_by", by);
+    if (by == NULL) {
+        json_object_set_new(o, "limit_enforced_by", json_null());
+        json_object_set_new(o, "limit_note",
+                            json_string("not enforced while sandboxes write (an ordinary user "
+                                        "cannot mount a filesystem image): a rw mount of a "
+                                        "volume at its limit is refused"));
+    }
+    return o;
+}
+
+/* The ids of owner's sandboxes on record that mount volume `name` (stopped and expired ones
+ * too: destroying them is the caller's decision). */
+static json_t *volume_users(struct store *st, const char *owner, const char *name,
+                            struct mcp_error *err)
+{
+    struct store_sandbox *list = NULL;
+    size_t n = 0;
+    if (store_sandbox_list(st, "local", owner_or_empty(owner), &list, &n, err) < 0)
+        return NULL;
+    json_t *users = json_array();
+    for (size_t i = 0; i < n; i++) {
+        size_t k;
+        if (strcmp(list[i].state, LOCAL_DESTROYED_STATE) == 0)
+            continue; /* answered destroyed, being released: it no longer holds the volume */
+        json_t *m;
+        json_array_foreach(json_object_get(list[i].record, "mounts"), k, m)
+        {
+            const char *vol = json_string_value(json_object_get(m, "volume"));
+            if (vol && strcmp(vol, name) == 0) {
+                json_array_append_new(users, json_string(list[i].id));
+                break;
+            }
+        }
+    }
+    store_sandbox_list_free(list, n);
+    return users;
+}
+
+/* Whose files the volume's root is: the owner's, where the server can tell (as root). */
+static void owner_ids(const char *owner, uid_t *uid, gid_t *gid)
+{
+    struct local_ws_caller who;
+    *uid = geteuid(), *gid = getegid();
+    if (geteuid() == 0 && local_ws_caller(owner, &who) == 0 && who.known)
+        *uid = who.uid, *gid = who.gid;
+}
+
+static int size_arg(json_t *args, uint64_t *limit, struct mcp_error *err)
+{
+    json_t *j = json_object_get(args, "size_bytes");
+    *limit = LOCAL_VOLUME_DEFAULT_BYTES;
+    if (j == NULL || json_is_null(j))
+        return 0;
+    json_int_t v = json_is_integer(j) ? json_integer_value(j) : -1;
+    if (v < (json_int_t)LOCAL_VOLUME_MIN_BYTES || (uint64_t)v > LOCAL_VOLUME_MAX_BYTES)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "size_bytes must be a whole number of bytes from %llu (16 MiB) to "
+                             "%llu (1 TiB); leave it out for 1 GiB",
+                             (unsigned long long)LOCAL_VOLUME_MIN_BYTES,
+                             (unsigned long long)LOCAL_VOLUME_MAX_BYTES);
+    *limit = (uint64_t)v;
+    return 0;
+}
+
+static json_t *volume_create(struct local_backend *lb, const char *owner, json_t *args,
+                             struct mcp_error *err)
+{
+    struct store *st = lb->base.store;
+    const char *name = json_string_value(json_object_get(args, "name"));
+    struct store_volume v = {.owner = (char *)owner_or_empty(owner),
+                             .created_at_ms = now_wall_ms()};
+    if (local_volume_name_check(name, err) < 0 || size_arg(args, &v.size_limit, err) < 0)
+        return NULL;
+    struct store_volume old;
+    int had = store_volume_get(st, v.owner, name, &old, err);
+    if (had != 0) {
+        if (had > 0)
+            store_volume_release(&old);
+        return had > 0 ? (mcp_error_set(err, MCP_ERR_CONFLICT, 0,
+                                        "you already have a volume called %s: use it, or "
+                                        "delete it first",
+                                        name),
+                          NULL)
+                       : NULL;
+    }
+    snprintf(v.name, sizeof v.name, "%s", name);
+    random_id(v.id, sizeof v.id, "vol-", 8);
+    char top[LOCAL_PATH_MAX], vdir[LOCAL_PATH_MAX + 64];
+    snprintf(top, sizeof top, "%s/" LOCAL_VOLUME_DIR, lb->state_dir);
+    if (mkdir(top, 0700) < 0 && errno != EEXIST)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s", top), NULL;
+    volume_dir(lb->state_dir, v.id, vdir, sizeof vdir);
+    uid_t uid;
+    gid_t gid;
+    owner_ids(owner, &uid, &gid);
+    if (local_volume_fs_make(vdir, v.size_limit, uid, gid, err) < 0)
+        return NULL;
+    if (store_volume_insert(st, &v, err) < 0) { /* another process took the name meanwhile */
+        struct mcp_error ignored;
+        (void)local_volume_fs_remove(vdir, &ignored);
+        return NULL;
+    }
+    return volume_info(&v);
+}
+
+static json_t *volume_list(struct local_backend *lb, const char *owner, struct mcp_error *err)
+{
+    struct store_volume *list = NULL;
+    size_t n = 0;
+    if (store_volume_list(lb->base.store, owner_or_empty(owner), &list, &n, err) < 0)
+        return NULL;
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, volume_info(&list[i]));
+    store_volume_list_free(list, n);
+    return json_pack("{s:o}", "volumes", arr);
+}
+
+static json_t *volume_inspect(struct local_backend *lb, const char *owner, const char *name,
+                              struct mcp_error *err)
+{
+    struct store_volume v;
+    char vdir[LOCAL_PATH_MAX + 64];
+    uint64_t used = 0, avail = 0;
+    if (find_volume(lb->base.store, owner, name, &v, err) < 0)
+        return NULL;
+    volume_dir(lb->state_dir, v.id, vdir, sizeof vdir);
+    json_t *users = volume_users(lb->base.store, owner, name, err);
+    if (users == NULL || local_volume_fs_usage(vdir, &used, &avail, err) < 0) {
+        json_decref(users);
+        store_volume_release(&v);
+        return NULL;
+    }
+    json_t *o = volume_info(&v);
+    json_object_set_new(o, "used_bytes", json_integer((json_int_t)used));
+    json_object_set_new(o, "available_bytes",
+                        avail == UINT64_MAX ? json_null() : json_integer((json_int_t)avail));
+    json_object_set_new(o, "used_by", users);
+    store_volume_release(&v);
+    return o;
+}
+
+/* Refused while a sandbox on record mounts it (named, so the caller can destroy them). */
+static json_t *volume_delete(struct local_backend *lb, const char *owner, const char *name,
+                             struct mcp_error *err)
+{
+    struct store_volume v;
+    char vdir[LOCAL_PATH_MAX + 64];
+    if (find_volume(lb->base.store, owner, name, &v, err) < 0)
+        return NULL;
+    json_t *users = volume_users(lb->base.store, owner, name, err);
+    if (users && json_array_size(users) > 0) {
+        cleanup_free char *ids = json_dumps(users, JSON_COMPACT);
+        mcp_error_set(err, MCP_ERR_CONFLICT, 0,
+                      "volume %s is in use by %s: destroy those sandboxes (destroy_sandbox) "
+                      "first; nothing was deleted",
+                      name, ids);
+    }
+    volume_dir(lb->state_dir, v.id, vdir, sizeof vdir);
+    int rc = users && json_array_size(users) == 0 ? local_volume_fs_remove(vdir, err) : -1;
+    if (rc == 0)
+        rc = store_volume_delete(lb->base.store, v.id, err);
+    json_decref(users);
+    store_volume_release(&v);
+    return rc < 0 ? NULL : json_pack("{s:s, s:b}", "name", name, "deleted", 1);
+}
+
+int local_volume(struct backend *be, const char *owner, const char *action, json_t *args,
+                 backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    struct local_backend *lb = (struct local_backend *)be;
+    const char *name = json_string_value(json_object_get(args, "name"));
+    json_t *res = NULL;
+    if (action && strcmp(action, "create") == 0)
+        res = volume_create(lb, owner, args, err);
+    else if (action && strcmp(action, "list") == 0)
+        res = volume_list(lb, owner, err);
+    else if (action && strcmp(action, "inspect") == 0)
+        res = volume_inspect(lb, owner, name, err);
+    else if (action && strcmp(action, "delete") == 0)
+        res = volume_delete(lb, owner, name, err);
+    else
+        mcp_error_set(err, MCP_ERR_INVALID, 0, "action must be create, list, inspect or delete");
+    if (res == NULL)
+        return -1;
+    backend_defer(be, cb, arg, res, NULL);
+    json_decref(res);
+    return 0;
+}
+
+/* A writable mount of a volume past its limit where nothing enforces it (as a user). */
+static int over_limit(const char *vdir, const struct store_volume *v, unsigned i,
+                      struct mcp_error *err)
+{
+    uint64_t used = 0, avail = 0;
+    if (local_volume_enforcement() != NULL)
+        return 0;
+    if (local_volume_fs_usage(vdir, &used, &avail, err) < 0)
+        return -1;
+    if (used < v->size_limit)
+        return 0;
+    return mcp_error_set(err, MCP_ERR_LIMIT, 0,
+                         "mounts[%u].volume %s holds %llu bytes, at or over its limit of %llu: "
+                         "mount it ro, or delete files from it first",
+                         i, v->name, (unsigned long long)used, (unsigned long long)v->size_limit);
+}
+
+int local_volume_resolve(const struct local_ws_check *c, const char *name, bool writable,
+                         unsigned i, struct local_ws_mount *wm, struct mcp_error *err)
+{
+    struct store_volume v;
+    char vdir[LOCAL_PATH_MAX + 64], mnt[LOCAL_PATH_MAX + 80];
+    if (c->store == NULL)
+        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
+                             "mounts[%u]: this server keeps no "
+                             "volumes",
+                             i);
+    if (find_volume(c->store, c->caller, name, &v, err) < 0)
+        return mcp_error_prefix(err, "mounts[%u].volume", i);
+    volume_dir(c->state_dir, v.id, vdir, sizeof vdir);
+    snprintf(mnt, sizeof mnt, "%s/mnt", vdir);
+    int rc = local_volume_fs_ready(vdir, err);
+    if (rc == 0 && writable)
+        rc = over_limit(vdir, &v, i, err);
+    store_volume_release(&v);
+    if (rc < 0)
+        return -1;
+    int fd = local_ws_open_beneath(mnt, "data");
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0)
+        return mcp_error_set(err, MCP_ERR_IO, errno,
+                             "mounts[%u].volume %s: cannot open its "
+                             "root at %s/data",
+                             i, name, mnt);
+    if (local_source_identify(fd, mnt, &wm->m, err) < 0) {
+        close(fd);
+        return -1;
+    }
+    struct local_ws_caller who;
+    (void)local_ws_caller(c->caller, &who);
+    local_ws_caller_ids(&who, &st, &wm->m.owner_uid, &wm->m.owner_gid);
+    snprintf(wm->m.volume, sizeof wm->m.volume, "%s", name);
+    return fd;
+}
