@@ -39,12 +39,13 @@ int local_volume(struct backend *be, const char *owner, const char *action, json
  * or digit, no ".."), else -1 with err saying what a name may be. */
 int local_volume_name_check(const char *name, struct mcp_error *err);
 
-/* Mount i of a create names a volume: finds owner's volume `name` (mounting its image when it
- * is not), checks it may be mounted (writable: rw), and fills wm (wm->m.volume, source,
- * allow_dir, rel, owner ids) the way a host mount is filled. Returns the O_PATH fd of its
- * root, or -1 with err. */
-int local_volume_resolve(const struct local_ws_check *c, const char *name, bool writable,
-                         unsigned i, struct local_ws_mount *wm, struct mcp_error *err);
+/* Mount i of a create names a volume (item: {volume, target, mode, create_if_missing?,
+ * size_bytes?}): finds owner's volume (making it when create_if_missing says so and there is
+ * none; mounting its image when it is not), checks it may be mounted (writable: rw), and fills
+ * wm (wm->m.volume, source, allow_dir, rel, owner ids) the way a host mount is filled. Returns
+ * the O_PATH fd of its root, or -1 with err. */
+int local_volume_resolve(const struct local_ws_check *c, json_t *item, bool writable, unsigned i,
+                         struct local_ws_mount *wm, struct mcp_error *err);
 
 /* ---- the files (volume_fs.c) ---- */
 /* How the size limit holds on this host: "ext4 image (loop mount)" as root, NULL as a user. */

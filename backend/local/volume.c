@@ -130,10 +130,9 @@ static int size_arg(json_t *args, uint64_t *limit, struct mcp_error *err)
     return 0;
 }
 
-static json_t *volume_create(struct local_backend *lb, const char *owner, json_t *args,
-                             struct mcp_error *err)
+static json_t *volume_create(struct store *st, const char *state_dir, const char *owner,
+                             json_t *args, struct mcp_error *err)
 {
-    struct store *st = lb->base.store;
     const char *name = json_string_value(json_object_get(args, "name"));
     struct store_volume v = {.owner = (char *)owner_or_empty(owner),
                              .created_at_ms = now_wall_ms()};
@@ -154,10 +153,10 @@ static json_t *volume_create(struct local_backend *lb, const char *owner, json_t
     snprintf(v.name, sizeof v.name, "%s", name);
     random_id(v.id, sizeof v.id, "vol-", 8);
     char top[LOCAL_PATH_MAX], vdir[LOCAL_PATH_MAX + 64];
-    snprintf(top, sizeof top, "%s/" LOCAL_VOLUME_DIR, lb->state_dir);
+    snprintf(top, sizeof top, "%s/" LOCAL_VOLUME_DIR, state_dir);
     if (mkdir(top, 0700) < 0 && errno != EEXIST)
         return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s", top), NULL;
-    volume_dir(lb->state_dir, v.id, vdir, sizeof vdir);
+    volume_dir(state_dir, v.id, vdir, sizeof vdir);
     uid_t uid;
     gid_t gid;
     owner_ids(owner, &uid, &gid);
@@ -240,7 +239,7 @@ int local_volume(struct backend *be, const char *owner, const char *action, json
     const char *name = json_string_value(json_object_get(args, "name"));
     json_t *res = NULL;
     if (action && strcmp(action, "create") == 0)
-        res = volume_create(lb, owner, args, err);
+        res = volume_create(lb->base.store, lb->state_dir, owner, args, err);
     else if (action && strcmp(action, "list") == 0)
         res = volume_list(lb, owner, err);
     else if (action && strcmp(action, "inspect") == 0)
@@ -273,9 +272,27 @@ static int over_limit(const char *vdir, const struct store_volume *v, unsigned i
                          i, v->name, (unsigned long long)used, (unsigned long long)v->size_limit);
 }
 
-int local_volume_resolve(const struct local_ws_check *c, const char *name, bool writable,
-                         unsigned i, struct local_ws_mount *wm, struct mcp_error *err)
+/* The OpenSandbox API's pvc with createIfNotExists (osapi_volumes.c): a mount item
+ * {create_if_missing: true, size_bytes?} makes the volume it names when the owner has none. */
+static int create_missing(const struct local_ws_check *c, json_t *item, const char *name,
+                          struct store_volume *v, struct mcp_error *err)
 {
+    if (!json_is_true(json_object_get(item, "create_if_missing")))
+        return -1;
+    json_t *args =
+        json_pack("{s:s, s:O?}", "name", name, "size_bytes", json_object_get(item, "size_bytes"));
+    json_t *made = volume_create(c->store, c->state_dir, c->caller, args, err);
+    json_decref(args);
+    if (made == NULL && err->code != MCP_ERR_CONFLICT) /* CONFLICT: made meanwhile */
+        return -1;
+    json_decref(made);
+    return find_volume(c->store, c->caller, name, v, err);
+}
+
+int local_volume_resolve(const struct local_ws_check *c, json_t *item, bool writable, unsigned i,
+                         struct local_ws_mount *wm, struct mcp_error *err)
+{
+    const char *name = json_string_value(json_object_get(item, "volume"));
     struct store_volume v;
     char vdir[LOCAL_PATH_MAX + 64], mnt[LOCAL_PATH_MAX + 80];
     if (c->store == NULL)
@@ -283,7 +300,8 @@ int local_volume_resolve(const struct local_ws_check *c, const char *name, bool 
                              "mounts[%u]: this server keeps no "
                              "volumes",
                              i);
-    if (find_volume(c->store, c->caller, name, &v, err) < 0)
+    if (find_volume(c->store, c->caller, name, &v, err) < 0 &&
+        (err->code != MCP_ERR_NOT_FOUND || create_missing(c, item, name, &v, err) < 0))
         return mcp_error_prefix(err, "mounts[%u].volume", i);
     volume_dir(c->state_dir, v.id, vdir, sizeof vdir);
     snprintf(mnt, sizeof mnt, "%s/mnt", vdir);

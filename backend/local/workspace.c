@@ -464,7 +464,7 @@ static int mount_mode(const char *volume, const char *mode, unsigned i, struct m
 }
 
 /* A mount of a named volume (local_volume.h): a {volume} names no host path. */
-static int resolve_volume(const struct local_ws_check *c, json_t *j, const char *volume, unsigned i,
+static int resolve_volume(const struct local_ws_check *c, json_t *j, unsigned i,
                           struct local_ws_mount *wm, struct mcp_error *err)
 {
     if (json_object_get(j, "source") != NULL)
@@ -472,7 +472,7 @@ static int resolve_volume(const struct local_ws_check *c, json_t *j, const char 
                              "mounts[%u] has both source and volume: give a host directory "
                              "(source) or a named volume (volume), one per mount",
                              i);
-    return local_volume_resolve(c, volume, wm->m.mode == LOCAL_MOUNT_RW, i, wm, err);
+    return local_volume_resolve(c, j, wm->m.mode == LOCAL_MOUNT_RW, i, wm, err);
 }
 
 int local_ws_check(const struct local_ws_check *c, json_t *mounts, struct local_ws *out,
@@ -518,7 +518,7 @@ int local_ws_check(const struct local_ws_check *c, json_t *mounts, struct local_
         wm->m.index = (unsigned)i;
         wm->m.mode = (enum local_mount_mode)md;
         snprintf(wm->m.target, sizeof wm->m.target, "%s", target);
-        wm->fd = volume ? resolve_volume(c, j, volume, (unsigned)i, wm, err)
+        wm->fd = volume ? resolve_volume(c, j, (unsigned)i, wm, err)
                         : resolve_source(c, json_string_value(json_object_get(j, "source")),
                                          (unsigned)i, wm, err);
         if (wm->fd < 0) {
