@@ -189,6 +189,11 @@ int cli_volume_main(int argc, char **argv)
         volume_usage(stderr);
         return CLI_EXIT_USAGE;
     }
+    for (int i = optind; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            volume_usage(stdout);
+            return CLI_EXIT_OK;
+        }
     struct cli_sandbox *c = xcalloc(1, sizeof *c);
     c->json = json;
     int rc = volume_open(c, state_flag);

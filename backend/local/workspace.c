@@ -365,11 +365,10 @@ static int resolve_source(const struct local_ws_check *c, const char *src, unsig
     (void)local_ws_caller(c->caller, &who);
     allow_list_text(c->allow, &who, list, sizeof list);
     if (src == NULL || src[0] == '\0')
-        return mcp_error_set(
-            err, MCP_ERR_INVALID, 0,
-            "mounts[%u] needs a source (a host "
-            "directory under one this server allows: %s) or a volume (a named volume of yours)",
-            i, list);
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "mounts[%u] needs a source (a host "
+                             "directory under %s) or a volume",
+                             i, list);
     const char *base = first_of(c->allow, &who);
     if (src[0] != '/' && base) /* relative: to the caller's first allowed directory */
         snprintf(abs, sizeof abs, "%s/%s", base, src);
@@ -444,23 +443,28 @@ static int resolve_source(const struct local_ws_check *c, const char *src, unsig
     return fd;
 }
 
-/* A mount's mode: a host directory's defaults to copy-on-write, a named volume's to rw (it is
- * there to keep what the sandbox writes); a volume has no copy-on-write (nothing to review it
- * against). -1: not a mode; -2: err filled. */
-static int mount_mode(const char *volume, const char *mode, unsigned i, struct mcp_error *err)
+/* Mount i's mode (j: the item): a host directory's defaults to copy-on-write, a named volume's to
+ * rw (it is there to keep what the sandbox writes); a volume has no copy-on-write (nothing to
+ * review it against). -1 with err. */
+static int mount_mode(json_t *j, unsigned i, struct mcp_error *err)
 {
-    if (volume == NULL)
-        return local_mount_mode_parse(mode);
-    if (mode == NULL)
-        return LOCAL_MOUNT_RW;
-    int md = local_mount_mode_parse(mode);
-    if (md != LOCAL_MOUNT_COW)
-        return md;
-    mcp_error_set(err, MCP_ERR_INVALID, 0,
-                  "mounts[%u] mounts volume %s copy-on-write, which volumes do not have: use "
-                  "mode \"rw\" (the default for a volume) or \"ro\"",
-                  i, volume);
-    return -2;
+    const char *mode = json_string_value(json_object_get(j, "mode"));
+    const char *volume = json_string_value(json_object_get(j, "volume"));
+    int md = volume && mode == NULL ? LOCAL_MOUNT_RW : local_mount_mode_parse(mode);
+    if (!json_is_object(j))
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "mounts[%u] must be an object {source or volume, target, mode}", i);
+    if (md < 0)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "mounts[%u].mode must be \"ro\", \"rw\" or \"copy-on-write\" (the "
+                             "default; a volume's is rw)",
+                             i);
+    if (volume && md == LOCAL_MOUNT_COW)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "mounts[%u] mounts volume %s copy-on-write, which volumes do not "
+                             "have: use mode \"rw\" (the default for a volume) or \"ro\"",
+                             i, volume);
+    return md;
 }
 
 /* A mount of a named volume (local_volume.h): a {volume} names no host path. */
@@ -489,21 +493,11 @@ int local_ws_check(const struct local_ws_check *c, json_t *mounts, struct local_
     for (size_t i = 0; i < n; i++) {
         json_t *j = json_array_get(mounts, i);
         struct local_ws_mount *wm = &out->m[i];
-        const char *mode = json_string_value(json_object_get(j, "mode"));
         const char *target = json_string_value(json_object_get(j, "target"));
-        const char *volume = json_string_value(json_object_get(j, "volume"));
-        int md = json_is_object(j) ? mount_mode(volume, mode, (unsigned)i, err) : -1;
-        if (md == -2) {
-            local_ws_free(out);
-            return -1;
-        }
+        int md = mount_mode(j, (unsigned)i, err);
         if (md < 0) {
             local_ws_free(out);
-            return mcp_error_set(err, MCP_ERR_INVALID, 0,
-                                 json_is_object(j) ? "mounts[%zu].mode must be \"ro\", \"rw\" or "
-                                                     "\"copy-on-write\" (the default)"
-                                                   : "mounts[%zu] must be an object {source, "
-                                                     "target, mode}", i);
+            return -1;
         }
         if (check_target(target, (unsigned)i, err) < 0) {
             local_ws_free(out);
@@ -518,9 +512,10 @@ int local_ws_check(const struct local_ws_check *c, json_t *mounts, struct local_
         wm->m.index = (unsigned)i;
         wm->m.mode = (enum local_mount_mode)md;
         snprintf(wm->m.target, sizeof wm->m.target, "%s", target);
-        wm->fd = volume ? resolve_volume(c, j, (unsigned)i, wm, err)
-                        : resolve_source(c, json_string_value(json_object_get(j, "source")),
-                                         (unsigned)i, wm, err);
+        wm->fd = json_object_get(j, "volume")
+                     ? resolve_volume(c, j, (unsigned)i, wm, err)
+                     : resolve_source(c, json_string_value(json_object_get(j, "source")),
+                                      (unsigned)i, wm, err);
         if (wm->fd < 0) {
             local_ws_free(out);
             return -1;
