@@ -51,7 +51,7 @@ int store_volume_insert(struct store *st, const struct store_volume *v, struct m
     sqlite3_bind_int64(stmt, 4, (sqlite3_int64)v->size_limit);
     sqlite3_bind_int64(stmt, 5, v->created_at_ms);
     int rc = sqlite3_step(stmt);
-    if (rc == SQLITE_CONSTRAINT) {
+    if ((rc & 0xff) == SQLITE_CONSTRAINT) { /* the store turns on extended codes */
         sqlite3_finalize(stmt);
         return mcp_error_set(err, MCP_ERR_CONFLICT, 0,
                              "you already have a volume called %s: use it, or delete it first",
