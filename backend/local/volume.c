@@ -4,6 +4,7 @@
 #include "backend/local/local_volume.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -11,6 +12,7 @@
 
 #include "backend/local/local_sandbox.h"
 #include "lib/base/cleanup.h"
+#include "lib/base/xalloc.h"
 #include "lib/base/util.h"
 #include "lib/store/store.h"
 #include "lib/store/store_volumes.h"
@@ -130,44 +132,144 @@ static int size_arg(json_t *args, uint64_t *limit, struct mcp_error *err)
     return 0;
 }
 
-static json_t *volume_create(struct store *st, const char *state_dir, const char *owner,
-                             json_t *args, struct mcp_error *err)
-{
-    const char *name = json_string_value(json_object_get(args, "name"));
-    struct store_volume v = {.owner = (char *)owner_or_empty(owner),
-                             .created_at_ms = now_wall_ms()};
-    if (local_volume_name_check(name, err) < 0 || size_arg(args, &v.size_limit, err) < 0)
-        return NULL;
-    struct store_volume old;
-    int had = store_volume_get(st, v.owner, name, &old, err);
-    if (had != 0) {
-        if (had > 0)
-            store_volume_release(&old);
-        return had > 0 ? (mcp_error_set(err, MCP_ERR_CONFLICT, 0,
-                                        "you already have a volume called %s: use it, or "
-                                        "delete it first",
-                                        name),
-                          NULL)
-                       : NULL;
-    }
-    snprintf(v.name, sizeof v.name, "%s", name);
-    random_id(v.id, sizeof v.id, "vol-", 8);
-    char top[LOCAL_PATH_MAX], vdir[LOCAL_PATH_MAX + 64];
-    snprintf(top, sizeof top, "%s/" LOCAL_VOLUME_DIR, state_dir);
-    if (mkdir(top, 0700) < 0 && errno != EEXIST)
-        return mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s", top), NULL;
-    volume_dir(state_dir, v.id, vdir, sizeof vdir);
+/* One volume operation: the store's part on the loop, the files' part (mkfs and mount, unmount
+ * and removal, a size walk: milliseconds to seconds) on a worker thread, so that no other tool
+ * call waits for it. */
+enum vol_step { VOL_MAKE, VOL_REMOVE, VOL_USAGE };
+struct vol_job {
+    uv_work_t req;
+    struct store *store;
+    backend_cb *cb;
+    void *arg;
+    enum vol_step step;
+    struct store_volume v; /* v.owner owned */
+    char vdir[LOCAL_PATH_MAX + 64];
     uid_t uid;
     gid_t gid;
-    owner_ids(owner, &uid, &gid);
-    if (local_volume_fs_make(vdir, v.size_limit, uid, gid, err) < 0)
+    uint64_t used, avail;
+    json_t *users; /* inspect: who mounts it */
+    int rc;
+    struct mcp_error err;
+};
+
+static void vol_work(uv_work_t *w)
+{
+    struct vol_job *j = w->data;
+    if (j->step == VOL_MAKE)
+        j->rc = local_volume_fs_make(j->vdir, j->v.size_limit, j->uid, j->gid, &j->err);
+    else if (j->step == VOL_REMOVE)
+        j->rc = local_volume_fs_remove(j->vdir, &j->err);
+    else
+        j->rc = local_volume_fs_usage(j->vdir, &j->used, &j->avail, &j->err);
+}
+
+/* After the files: the record, and the answer (NULL with j->err). */
+static json_t *vol_finish(struct vol_job *j)
+{
+    if (j->rc < 0)
         return NULL;
-    if (store_volume_insert(st, &v, err) < 0) { /* another process took the name meanwhile */
-        struct mcp_error ignored;
-        (void)local_volume_fs_remove(vdir, &ignored);
+    if (j->step == VOL_MAKE) {
+        if (store_volume_insert(j->store, &j->v, &j->err) == 0)
+            return volume_info(&j->v);
+        struct mcp_error ignored; /* another process took the name meanwhile */
+        (void)local_volume_fs_remove(j->vdir, &ignored);
         return NULL;
     }
-    return volume_info(&v);
+    if (j->step == VOL_REMOVE)
+        return store_volume_delete(j->store, j->v.id, &j->err) < 0
+                   ? NULL
+                   : json_pack("{s:s, s:b}", "name", j->v.name, "deleted", 1);
+    json_t *o = volume_info(&j->v);
+    json_object_set_new(o, "used_bytes", json_integer((json_int_t)j->used));
+    json_object_set_new(o, "available_bytes",
+                        j->avail == UINT64_MAX ? json_null() : json_integer((json_int_t)j->avail));
+    json_object_set(o, "used_by", j->users);
+    return o;
+}
+
+static void vol_job_free(struct vol_job *j)
+{
+    json_decref(j->users);
+    store_volume_release(&j->v);
+    free(j);
+}
+
+static void vol_after(uv_work_t *w, int status)
+{
+    struct vol_job *j = w->data;
+    if (status < 0)
+        j->rc = mcp_error_set(&j->err, MCP_ERR_INTERNAL, 0, "the volume operation was cancelled");
+    json_t *res = vol_finish(j);
+    j->cb(j->arg, res, res ? NULL : &j->err);
+    json_decref(res);
+    vol_job_free(j);
+}
+
+static int vol_queue(struct local_backend *lb, struct vol_job *j, backend_cb *cb, void *arg,
+                     struct mcp_error *err)
+{
+    j->cb = cb, j->arg = arg;
+    int rc = uv_queue_work(lb->base.loop, &j->req, vol_work, vol_after);
+    if (rc == 0)
+        return 0;
+    vol_job_free(j);
+    return mcp_error_set(err, MCP_ERR_IO, 0, "cannot start the volume operation: %s",
+                         uv_strerror(rc));
+}
+
+static struct vol_job *vol_job_new(struct store *st, enum vol_step step)
+{
+    struct vol_job *j = xcalloc(1, sizeof *j);
+    j->store = st, j->step = step;
+    j->req.data = j;
+    return j;
+}
+
+/* A create's checks and where its files go; NULL with err. */
+static struct vol_job *create_job(struct store *st, const char *state_dir, const char *owner,
+                                  json_t *args, struct mcp_error *err)
+{
+    const char *name = json_string_value(json_object_get(args, "name"));
+    uint64_t limit;
+    struct store_volume old;
+    if (local_volume_name_check(name, err) < 0 || size_arg(args, &limit, err) < 0)
+        return NULL;
+    int had = store_volume_get(st, owner_or_empty(owner), name, &old, err);
+    if (had > 0) {
+        store_volume_release(&old);
+        mcp_error_set(err, MCP_ERR_CONFLICT, 0,
+                      "you already have a volume called %s: use it, or delete it first", name);
+    }
+    char top[LOCAL_PATH_MAX];
+    snprintf(top, sizeof top, "%s/" LOCAL_VOLUME_DIR, state_dir);
+    if (had == 0 && mkdir(top, 0700) < 0 && errno != EEXIST)
+        had = mcp_error_set(err, MCP_ERR_IO, errno, "mkdir %s", top);
+    if (had != 0)
+        return NULL;
+    struct vol_job *j = vol_job_new(st, VOL_MAKE);
+    j->v = (struct store_volume){.owner = xstrdup(owner_or_empty(owner)),
+                                 .size_limit = limit,
+                                 .created_at_ms = now_wall_ms()};
+    snprintf(j->v.name, sizeof j->v.name, "%s", name);
+    random_id(j->v.id, sizeof j->v.id, "vol-", 8);
+    volume_dir(state_dir, j->v.id, j->vdir, sizeof j->vdir);
+    owner_ids(owner, &j->uid, &j->gid);
+    return j;
+}
+
+/* Made at once, on this thread: a create_sandbox that names a missing volume it may make. */
+static json_t *volume_create_now(struct store *st, const char *state_dir, const char *owner,
+                                 json_t *args, struct mcp_error *err)
+{
+    struct vol_job *j = create_job(st, state_dir, owner, args, err);
+    if (j == NULL)
+        return NULL;
+    vol_work(&j->req);
+    json_t *res = vol_finish(j);
+    if (res == NULL)
+        mcp_error_copy(err, &j->err);
+    vol_job_free(j);
+    return res;
 }
 
 static json_t *volume_list(struct local_backend *lb, const char *owner, struct mcp_error *err)
@@ -183,53 +285,28 @@ static json_t *volume_list(struct local_backend *lb, const char *owner, struct m
     return json_pack("{s:o}", "volumes", arr);
 }
 
-static json_t *volume_inspect(struct local_backend *lb, const char *owner, const char *name,
-                              struct mcp_error *err)
+/* inspect and delete: the owner's volume and its users, found on the loop. A delete is refused
+ * while a sandbox on record mounts it (named, so the caller can destroy them). */
+static struct vol_job *named_job(struct local_backend *lb, const char *owner, const char *name,
+                                 enum vol_step step, struct mcp_error *err)
 {
-    struct store_volume v;
-    char vdir[LOCAL_PATH_MAX + 64];
-    uint64_t used = 0, avail = 0;
-    if (find_volume(lb->base.store, owner, name, &v, err) < 0)
-        return NULL;
-    volume_dir(lb->state_dir, v.id, vdir, sizeof vdir);
-    json_t *users = volume_users(lb->base.store, owner, name, err);
-    if (users == NULL || local_volume_fs_usage(vdir, &used, &avail, err) < 0) {
-        json_decref(users);
-        store_volume_release(&v);
+    struct vol_job *j = vol_job_new(lb->base.store, step);
+    if (find_volume(lb->base.store, owner, name, &j->v, err) < 0 ||
+        (j->users = volume_users(lb->base.store, owner, name, err)) == NULL) {
+        vol_job_free(j);
         return NULL;
     }
-    json_t *o = volume_info(&v);
-    json_object_set_new(o, "used_bytes", json_integer((json_int_t)used));
-    json_object_set_new(o, "available_bytes",
-                        avail == UINT64_MAX ? json_null() : json_integer((json_int_t)avail));
-    json_object_set_new(o, "used_by", users);
-    store_volume_release(&v);
-    return o;
-}
-
-/* Refused while a sandbox on record mounts it (named, so the caller can destroy them). */
-static json_t *volume_delete(struct local_backend *lb, const char *owner, const char *name,
-                             struct mcp_error *err)
-{
-    struct store_volume v;
-    char vdir[LOCAL_PATH_MAX + 64];
-    if (find_volume(lb->base.store, owner, name, &v, err) < 0)
-        return NULL;
-    json_t *users = volume_users(lb->base.store, owner, name, err);
-    if (users && json_array_size(users) > 0) {
-        cleanup_free char *ids = json_dumps(users, JSON_COMPACT);
+    volume_dir(lb->state_dir, j->v.id, j->vdir, sizeof j->vdir);
+    if (step == VOL_REMOVE && json_array_size(j->users) > 0) {
+        cleanup_free char *ids = json_dumps(j->users, JSON_COMPACT);
         mcp_error_set(err, MCP_ERR_CONFLICT, 0,
                       "volume %s is in use by %s: destroy those sandboxes (destroy_sandbox) "
                       "first; nothing was deleted",
                       name, ids);
+        vol_job_free(j);
+        return NULL;
     }
-    volume_dir(lb->state_dir, v.id, vdir, sizeof vdir);
-    int rc = users && json_array_size(users) == 0 ? local_volume_fs_remove(vdir, err) : -1;
-    if (rc == 0)
-        rc = store_volume_delete(lb->base.store, v.id, err);
-    json_decref(users);
-    store_volume_release(&v);
-    return rc < 0 ? NULL : json_pack("{s:s, s:b}", "name", name, "deleted", 1);
+    return j;
 }
 
 int local_volume(struct backend *be, const char *owner, const char *action, json_t *args,
@@ -237,22 +314,24 @@ int local_volume(struct backend *be, const char *owner, const char *action, json
 {
     struct local_backend *lb = (struct local_backend *)be;
     const char *name = json_string_value(json_object_get(args, "name"));
-    json_t *res = NULL;
+    struct vol_job *j = NULL;
+    if (action && strcmp(action, "list") == 0) {
+        json_t *res = volume_list(lb, owner, err);
+        if (res == NULL)
+            return -1;
+        backend_defer(be, cb, arg, res, NULL);
+        json_decref(res);
+        return 0;
+    }
     if (action && strcmp(action, "create") == 0)
-        res = volume_create(lb->base.store, lb->state_dir, owner, args, err);
-    else if (action && strcmp(action, "list") == 0)
-        res = volume_list(lb, owner, err);
+        j = create_job(be->store, lb->state_dir, owner, args, err);
     else if (action && strcmp(action, "inspect") == 0)
-        res = volume_inspect(lb, owner, name, err);
+        j = named_job(lb, owner, name, VOL_USAGE, err);
     else if (action && strcmp(action, "delete") == 0)
-        res = volume_delete(lb, owner, name, err);
+        j = named_job(lb, owner, name, VOL_REMOVE, err);
     else
         mcp_error_set(err, MCP_ERR_INVALID, 0, "action must be create, list, inspect or delete");
-    if (res == NULL)
-        return -1;
-    backend_defer(be, cb, arg, res, NULL);
-    json_decref(res);
-    return 0;
+    return j ? vol_queue(lb, j, cb, arg, err) : -1;
 }
 
 /* A writable mount of a volume past its limit where nothing enforces it (as a user). */
@@ -281,7 +360,7 @@ static int create_missing(const struct local_ws_check *c, json_t *item, const ch
         return -1;
     json_t *args =
         json_pack("{s:s, s:O?}", "name", name, "size_bytes", json_object_get(item, "size_bytes"));
-    json_t *made = volume_create(c->store, c->state_dir, c->caller, args, err);
+    json_t *made = volume_create_now(c->store, c->state_dir, c->caller, args, err);
     json_decref(args);
     if (made == NULL && err->code != MCP_ERR_CONFLICT) /* CONFLICT: made meanwhile */
         return -1;

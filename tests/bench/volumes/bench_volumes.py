@@ -31,6 +31,7 @@ def main():
     ap.add_argument("--mcpbox", required=True)
     ap.add_argument("-n", type=int, default=30)
     a = ap.parse_args()
+    a.mcpbox = os.path.abspath(a.mcpbox)
     base = tempfile.mkdtemp(prefix="mbx-bench-vol-", dir="/tmp")
     os.chmod(base, 0o755)
     allow, state = os.path.join(base, "allow"), os.path.join(base, "state")
