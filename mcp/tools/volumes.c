@@ -3,7 +3,7 @@
 #define LOG_MODULE "tools"
 #include "mcp/tools/tools-internal.h"
 
-#include "mcp/context.h"
+#include "server/context.h"
 
 void tool_volume(struct tool_call *call, json_t *args)
 {
