@@ -63,9 +63,14 @@ static int run_tool(const char *const argv[], struct mcp_error *err)
                              argv[0]);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
+    size_t last = 0;
+    while (argv[last + 1] != NULL)
+        last++;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return mcp_error_set(err, MCP_ERR_IO, 0, "%s %s failed (status %d); see mcpbox doctor",
-                             argv[0], argv[1], status);
+        return mcp_error_set(err, MCP_ERR_IO, 0,
+                             "%s failed on %s (exit status %d): is the disk full, or are loop "
+                             "devices missing (modprobe loop)?",
+                             argv[0], argv[last], WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     return 0;
 }
 

@@ -239,8 +239,33 @@ def check_restart(s, base):
     print("restart: the volume and its file outlived the sandbox and the server")
 
 
+def check_full(s, base):
+    """As root, a disk that fills while a volume's image is made: a clear error, and nothing
+    listed or left behind. (The state directory on a 3 MiB tmpfs; a 1 TiB image's tables do not
+    fit.)"""
+    tiny = os.path.join(base, "tiny")
+    os.makedirs(tiny)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m,mode=0700", "tmpfs", tiny], check=True)
+    try:
+        t = Serve(s.mcpbox, os.path.join(tiny, "state"))
+        try:
+            t.refused("volume", ["mkfs.ext4 failed", "disk full"], action="create", name="huge",
+                      size_bytes=1 << 40)
+            assert t.volume("list")["volumes"] == [], "a half-made volume is listed"
+            assert volume_dirs(t.state) == [], f"left behind: {volume_dirs(t.state)}"
+            t.volume("create", name="fits", size_bytes=16 * MIB)
+            t.volume("delete", name="fits")
+        finally:
+            t.close()
+    finally:
+        subprocess.run(["umount", "-l", tiny], check=True)
+    print("full: a disk full while the image was made is a clear error; nothing kept")
+
+
 CHECKS = {"names": check_names, "share": check_share, "concurrent": check_concurrent,
           "limit": check_limit, "links": check_links, "restart": check_restart}
+if ROOT:  # only root makes images (and mounts the small disk)
+    CHECKS["full"] = check_full
 
 
 def unmount_below(path):
