@@ -4,8 +4,9 @@ inspect, delete; mounted rw and ro into several sandboxes at once; the size limi
 an ext4 image as root, refused at mount past it as a user: each named so); surviving a server
 restart (and, as root, the image being unmounted meanwhile, as after a reboot); bad names; and a
 hostile sandbox: symlinks planted in the volume (another sandbox, inspect's size walk and delete
-must not follow them out), two sandboxes writing at once, filling past the limit. Runs as root
-and, through tests/local/rootless, as an ordinary user.
+must not follow them out), two sandboxes writing at once, filling past the limit; as root, a
+disk that fills while a volume's image is made. Runs as root and, through tests/local/rootless,
+as an ordinary user.
 
 usage: test_volumes.py --mcpbox PATH [--check NAME]   (exit 77 where local sandboxes cannot run)
 """
