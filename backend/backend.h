@@ -334,7 +334,7 @@ struct backend_ops {
      *   "delete"  {name}              -> {name, deleted:true}; MCP_ERR_CONFLICT naming the
      *                                    sandboxes that use it
      * volume info: {name, size_limit_bytes, created_at, limit_enforced_by|null, limit_note?}.
-     * A create mounts one with a `mounts` item {volume, target, mode:"rw"|"ro"}. */
+     * A create mounts one with a `mounts` item {volume, target, mode:"rw"|"ro" (default ro)}. */
     int (*volume)(struct backend *be, const char *owner, const char *action, json_t *args,
                   backend_cb *cb, void *arg, struct mcp_error *err);
 };

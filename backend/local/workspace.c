@@ -444,25 +444,26 @@ static int resolve_source(const struct local_ws_check *c, const char *src, unsig
 }
 
 /* Mount i's mode (j: the item): a host directory's defaults to copy-on-write, a named volume's to
- * rw (it is there to keep what the sandbox writes); a volume has no copy-on-write (nothing to
- * review it against). -1 with err. */
+ * ro: both defaults leave nothing written that outlives the sandbox unless rw is asked for, in
+ * the item, where anything judging a create's writable mounts finds it. A volume has no
+ * copy-on-write (nothing to review it against). -1 with err. */
 static int mount_mode(json_t *j, unsigned i, struct mcp_error *err)
 {
     const char *mode = json_string_value(json_object_get(j, "mode"));
     const char *volume = json_string_value(json_object_get(j, "volume"));
-    int md = volume && mode == NULL ? LOCAL_MOUNT_RW : local_mount_mode_parse(mode);
+    int md = volume && mode == NULL ? LOCAL_MOUNT_RO : local_mount_mode_parse(mode);
     if (!json_is_object(j))
         return mcp_error_set(err, MCP_ERR_INVALID, 0,
                              "mounts[%u] must be an object {source or volume, target, mode}", i);
     if (md < 0)
         return mcp_error_set(err, MCP_ERR_INVALID, 0,
                              "mounts[%u].mode must be \"ro\", \"rw\" or \"copy-on-write\" (the "
-                             "default; a volume's is rw)",
+                             "default; a volume's is ro)",
                              i);
     if (volume && md == LOCAL_MOUNT_COW)
         return mcp_error_set(err, MCP_ERR_INVALID, 0,
                              "mounts[%u] mounts volume %s copy-on-write, which volumes do not "
-                             "have: use mode \"rw\" (the default for a volume) or \"ro\"",
+                             "have: use mode \"rw\" or \"ro\" (the default for a volume)",
                              i, volume);
     return md;
 }

@@ -45,7 +45,8 @@ def main():
         s.tool("volume", {"action": "create", "name": "bench", "size_bytes": 1 << 30})
         kinds = {"plain": {}, "host": {"mounts": [{"source": allow, "target": "/data/v",
                                                    "mode": "rw"}]},
-                 "volume": {"mounts": [{"volume": "bench", "target": "/data/v"}]}}
+                 "volume": {"mounts": [{"volume": "bench", "target": "/data/v",
+                                        "mode": "rw"}]}}
 
         def create(kind):
             sec, res = s.tool("create_sandbox", kinds[kind])

@@ -103,7 +103,7 @@ def check_share(s, base):
     info = s.volume("create", name="shared", size_bytes=64 * MIB)
     assert info["size_limit_bytes"] == 64 * MIB and info["name"] == "shared", info
     s.refused("volume", ["already have a volume called shared"], action="create", name="shared")
-    a = s.create(vol("shared", "/data/v"))
+    a = s.create(vol("shared", "/data/v", "rw"))
     b = s.create(vol("shared", "/mnt/v", "rw"))
     c = s.create(vol("shared", "/srv/v", "ro"))
     assert s.sh(a, "echo from-a > /data/v/a.txt")[0] == 0
@@ -111,6 +111,11 @@ def check_share(s, base):
     assert code == 0 and out == "from-a\n", out
     code, out, err = s.sh(c, "cat /srv/v/b.txt; echo x > /srv/v/c.txt")
     assert out == "from-b\n" and code != 0 and "Read-only" in err, (code, out, err)
+    d = s.create(vol("shared", "/opt/v"))  # no mode: read-only, as copy-on-write is for a dir
+    code, out, err = s.sh(d, "cat /opt/v/a.txt; echo x > /opt/v/d.txt")
+    assert out == "from-a\n" and code != 0 and "Read-only" in err, (code, out, err)
+    assert s.ok("get_sandbox", sandbox_id=d)["mounts"][0]["mode"] == "ro"
+    s.ok("destroy_sandbox", sandbox_id=d)
     got = s.ok("get_sandbox", sandbox_id=c)
     assert any(m.get("volume") == "shared" and m["mode"] == "ro" for m in got["mounts"]), got
     info = s.volume("inspect", name="shared")
@@ -132,13 +137,13 @@ def check_share(s, base):
     assert s.volume("inspect", name="shared")["used_by"] == []
     assert s.cli("rm", "shared").returncode == 0
     assert s.volume("list")["volumes"] == [] and volume_dirs(s.state) == []
-    print(f"share: rw, rw and ro at once; delete refused naming the users ({text[:60]}...)")
+    print(f"share: rw, rw and ro at once (ro without a mode); delete refused naming the users ({text[:60]}...)")
 
 
 def check_concurrent(s, base):
     """Two sandboxes append to one file and write their own at once: nothing is lost."""
     s.volume("create", name="busy", size_bytes=64 * MIB)
-    a, b = s.create(vol("busy", "/data/v")), s.create(vol("busy", "/data/v"))
+    a, b = s.create(vol("busy", "/data/v", "rw")), s.create(vol("busy", "/data/v", "rw"))
     loop = ("i=0; while [ $i -lt 3000 ]; do echo {w}$i >> /data/v/log; "
             "echo $i > /data/v/{w}.$((i % 50)); i=$((i+1)); done")
     ids = [s.request("tools/call", s.tool_params("run_command", {
@@ -159,7 +164,7 @@ def check_limit(s, base):
     """Filling past the limit: refused by the kernel as root; named as not enforced as a user,
     where a rw mount of a full volume is refused."""
     info = s.volume("create", name="small", size_bytes=32 * MIB)
-    a, b = s.create(vol("small", "/data/v")), s.create(vol("small", "/mnt/v"))
+    a, b = s.create(vol("small", "/data/v", "rw")), s.create(vol("small", "/mnt/v", "rw"))
     code, _, err = s.sh(a, "dd if=/dev/zero of=/data/v/big bs=1M count=48 2>&1; sync")
     info = s.volume("inspect", name="small")
     if ROOT:
@@ -174,7 +179,7 @@ def check_limit(s, base):
     else:
         assert info["limit_enforced_by"] is None and "not enforced" in info["limit_note"], info
         assert info["used_bytes"] >= 32 * MIB, info
-        s.refused("create_sandbox", ["at or over its limit"], mounts=[vol("small", "/data/v")])
+        s.refused("create_sandbox", ["at or over its limit"], mounts=[vol("small", "/data/v", "rw")])
         c = s.create(vol("small", "/data/v", "ro"))
         s.ok("destroy_sandbox", sandbox_id=c)
         print("limit: not enforced as a user (named so); a rw mount of the full volume refused, "
@@ -194,7 +199,7 @@ def check_links(s, base):
     with open(os.path.join(victim, "bulk"), "wb") as f:
         f.write(b"\1" * (8 * MIB))
     s.volume("create", name="linked", size_bytes=32 * MIB)
-    a, b = s.create(vol("linked", "/data/v")), s.create(vol("linked", "/mnt/v"))
+    a, b = s.create(vol("linked", "/data/v", "rw")), s.create(vol("linked", "/mnt/v"))
     code, _, err = s.sh(a, f"ln -s {victim} /data/v/out && ln -s {base} /data/v/up && "
                            f"ln -s /data/v/../../.. /data/v/dots && mkdir /data/v/d && "
                            f"ln -s {victim}/secret /data/v/d/file")
@@ -218,7 +223,7 @@ def check_links(s, base):
 def check_restart(s, base):
     """A volume survives its sandboxes and the server (as root also its image's unmount)."""
     s.volume("create", name="kept", size_bytes=32 * MIB)
-    a = s.create(vol("kept", "/data/v"))
+    a = s.create(vol("kept", "/data/v", "rw"))
     s.sh(a, "echo survived > /data/v/f")
     s.ok("destroy_sandbox", sandbox_id=a)
     s.close()

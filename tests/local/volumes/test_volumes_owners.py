@@ -35,7 +35,7 @@ def refused(res, *words):
 
 
 def check(port, state):
-    mount = {"mounts": [{"volume": "data", "target": "/data/d"}]}
+    mount = {"mounts": [{"volume": "data", "target": "/data/d", "mode": "rw"}]}
     r = as_user(*NOBODY, port, [
         ["volume", {"action": "create", "name": "data", "size_bytes": 32 << 20}],
         ["create_sandbox", mount],
