@@ -31,6 +31,7 @@ enum approval_answer {
     ANSWER_CANCELLED,
     ANSWER_TIMEOUT,
     ANSWER_UNREADABLE,
+    ANSWER_BUSY, /* the question could not be sent: too many already wait for the person */
 };
 
 /* The client's elicitation result -> answer. */

@@ -214,7 +214,7 @@ enum approval_answer approval_read_result(const json_t *result)
 
 static const char *const outcome_names[] = {
     "allowed", "allowed-for-sandbox", "allowed-for-session", "declined", "cancelled",
-    "timeout", "unreadable"};
+    "timeout", "unreadable", "busy"};
 
 static void refusal_for(const struct approval_ask *a, enum approval_answer answer,
                         struct mcp_error *err)
@@ -224,6 +224,11 @@ static void refusal_for(const struct approval_ask *a, enum approval_answer answe
         mcp_error_set(err, MCP_ERR_DENIED, 0,
                       "The person declined: %s. Do not ask for it again now; go on without it, "
                       "or tell the person in the conversation why it is needed",
+                      a->what);
+    else if (answer == ANSWER_BUSY)
+        mcp_error_set(err, MCP_ERR_LIMIT, 0,
+                      "Too many questions already wait for the person, so this one was not "
+                      "asked and is refused: %s. Wait for their answers before asking again",
                       a->what);
     else if (answer == ANSWER_TIMEOUT)
         mcp_error_set(err, MCP_ERR_DENIED, 0,

@@ -69,7 +69,7 @@ int approval_elicit_session(struct approval_ask *a, unsigned timeout_s)
     if (tool_call_request_client(a->call, "elicitation/create", approval_elicit_params(a), on_reply,
                                  w, &err) < 0) {
         log_warn("cannot ask the person: %s", err.msg);
-        waiting_settle(w, ANSWER_CANCELLED);
+        waiting_settle(w, ANSWER_BUSY);
         return 0;
     }
     approval_audit_asked(a, "elicitation/create");
