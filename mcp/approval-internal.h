@@ -18,6 +18,7 @@ struct approval_ask {
     void *arg;
     enum approval_kind kind;
     char *owner, *sandbox_id, *what, *message, *digest;
+    uint64_t session; /* session_serial of the caller's session, 0 without one */
     json_t *subjects; /* own reference, or NULL */
     uint64_t started_ms;
 };

@@ -25,6 +25,7 @@
 
 struct remembered {
     char *owner;
+    uint64_t session; /* session_serial; 0 for 2026-07-28 callers, who have no session */
     enum approval_kind kind;
     char *sandbox_id; /* NULL: the whole session */
     char *subject;    /* NULL: every question of the kind */
@@ -42,6 +43,7 @@ static void remember_one(const struct approval_ask *a, bool session, const char 
     }
     struct remembered *r = &remembered[n_remembered++];
     r->owner = xstrdup(a->owner);
+    r->session = a->session;
     r->kind = a->kind;
     r->sandbox_id = session || !a->sandbox_id ? NULL : xstrdup(a->sandbox_id);
     r->subject = subject ? xstrdup(subject) : NULL;
@@ -62,7 +64,7 @@ static bool covered(const struct approval_ask *a, const char *subject)
 {
     for (size_t i = 0; i < n_remembered; i++) {
         const struct remembered *r = &remembered[i];
-        if (r->kind != a->kind || strcmp(r->owner, a->owner) != 0)
+        if (r->kind != a->kind || r->session != a->session || strcmp(r->owner, a->owner) != 0)
             continue;
         if (r->sandbox_id && (!a->sandbox_id || strcmp(r->sandbox_id, a->sandbox_id) != 0))
             continue;
@@ -176,6 +178,7 @@ static struct approval_ask *ask_new(struct tool_call *call, const struct approva
     struct approval_ask *a = xcalloc(1, sizeof *a);
     a->call = call, a->done = done, a->arg = arg, a->kind = q->kind;
     a->owner = xstrdup(tool_call_owner(call));
+    a->session = tool_call_is_stateless(call) ? 0 : tool_call_session_serial(call);
     a->sandbox_id = q->sandbox_id ? xstrdup(q->sandbox_id) : NULL;
     a->what = xstrdup(q->what);
     a->message = question_message(q);

@@ -152,6 +152,15 @@ const cases = [
         const n = person.asked.length;
         await ok(A, 'update_sandbox', { sandbox_id: sandboxes[2], ...policy(name) });
         check(person.asked.length === n, 'remembered for the session');
+        if (revision === '2025') { // another session of the same user is asked again
+            const other = new Person();
+            other.says({ action: 'decline' });
+            const C = await client(other, 'second-session');
+            const mine = await ok(C, 'create_sandbox', policy(allowed));
+            await refused(C, 'update_sandbox', { sandbox_id: mine.sandbox_id, ...policy(name) }, /declined/);
+            check(other.asked.length === 1, 'the other session was asked');
+            await ok(C, 'destroy_sandbox', { sandbox_id: mine.sandbox_id });
+        }
     }],
     ['a rw mount asks, naming the host path', async () => {
         person.says({ action: 'decline' });

@@ -84,6 +84,7 @@ int tool_call_request_client(struct tool_call *call, const char *method, json_t 
 }
 
 /* Approvals (mcp/approval_elicit.c): a handler test's client never speaks 2026-07-28. */
+uint64_t tool_call_session_serial(const struct tool_call *call) { return 1; }
 bool tool_call_is_stateless(const struct tool_call *call)
 {
     return false;
