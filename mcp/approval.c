@@ -13,8 +13,8 @@
 #include "lib/base/xalloc.h"
 #include "lib/store/store.h"
 #include "mcp/approval-internal.h"
-#include "mcp/config.h"
-#include "mcp/context.h"
+#include "server/config.h"
+#include "server/context.h"
 #include "mcp/tool.h"
 
 /* ---- remembered answers ("allow for this sandbox" / "for this session") --------------------

@@ -11,7 +11,7 @@
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
 #include "mcp/approval-internal.h"
-#include "mcp/context.h"
+#include "server/context.h"
 #include "mcp/tool.h"
 
 /* ---- 2025-11-25: elicitation/create ----------------------------------------------------------- */

@@ -11,8 +11,8 @@
 #include "lib/base/cleanup.h"
 #include "lib/base/xalloc.h"
 #include "mcp/approval.h"
-#include "mcp/config.h"
-#include "mcp/context.h"
+#include "server/config.h"
+#include "server/context.h"
 
 #define GATE_QUESTIONS 2
 #define GATE_LIST_MAX 12             /* names listed on the form; the rest counted */
