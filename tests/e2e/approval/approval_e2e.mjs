@@ -228,4 +228,11 @@ for (const [name, fn] of cases) {
 }
 console.log(`1..${n}`);
 for (const id of sandboxes) { try { await A.call('destroy_sandbox', { sandbox_id: id }); } catch { /* gone */ } }
+if (server) { // the HTTP server stops cleanly, without a sanitizer report
+    const rc = await server.stop();
+    if (rc !== 0 || /Sanitizer|runtime error:/.test(server.stderr())) {
+        console.log(`not ok - mcpbox stopped with ${rc}\n# ${server.stderr().slice(-2000).split('\n').join('\n# ')}`);
+        failed++;
+    }
+}
 await finish(failed ? 1 : 0);
