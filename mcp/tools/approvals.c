@@ -27,6 +27,8 @@ struct gate {
     json_t *subjects[GATE_QUESTIONS];
     int n, step;
     bool running, waiting, refused;
+    bool answered; /* the call was answered already (an InputRequiredResult) */
+    struct egress_policy *policy; /* update_sandbox's new policy, until its question is made */
     struct mcp_error err;
 };
 
@@ -43,6 +45,7 @@ static void gate_free(struct gate *g)
         free(g->what[i]), free(g->details[i]);
         json_decref(g->subjects[i]);
     }
+    egress_policy_unref(g->policy);
     free(g);
 }
 
@@ -64,12 +67,12 @@ static void gate_finish(struct gate *g)
     tools_gate_fn *then = g->then;
     void *arg = g->arg;
     struct mcp_error err = g->err;
-    bool allowed = !g->refused;
+    bool allowed = !g->refused && !g->answered, answered = g->answered;
     gate_free(g);
-    then(arg, allowed, allowed ? NULL : &err);
+    then(arg, allowed, allowed || answered ? NULL : &err);
 }
 
-static int gate_next(struct gate *g);
+static void gate_next(struct gate *g);
 
 static void gate_answered(void *arg, bool allowed, const struct mcp_error *refusal)
 {
@@ -83,23 +86,22 @@ static void gate_answered(void *arg, bool allowed, const struct mcp_error *refus
 
 /* Asks the questions left; settled ones (settings, remembered, 2026-07-28 answers) answer at
  * once, inside approval_ask. */
-static int gate_next(struct gate *g)
+static void gate_next(struct gate *g)
 {
     g->running = true;
     while (!g->refused && g->step < g->n) {
         g->waiting = true;
         if (approval_ask(g->job->call, &g->q[g->step++], gate_answered, g) == 1) {
-            gate_free(g);
-            return 1;
+            g->answered = true;
+            break;
         }
         if (g->waiting) {
             g->running = false;
-            return 0;
+            return;
         }
     }
     g->running = false;
     gate_finish(g);
-    return 0;
 }
 
 /* "a, b, c and 4 more" of an array of strings. */
@@ -129,9 +131,32 @@ static const struct approval_settings *settings(const struct tool_job *job)
 
 /* ---- egress: create_sandbox's network / network_policy, update_sandbox's network_policy --- */
 
-static void gate_add_egress(struct gate *g, const struct egress_policy *p, bool network)
+/* Whether in_force (a sandbox's network_policy in egress_policy_to_json's form, or NULL) already
+ * lets the sandbox reach target: then allowing it again widens nothing. */
+static bool in_force_allows(json_t *in_force, const char *target)
+{
+    const char *def = json_string_value(json_object_get(in_force, "default_action"));
+    size_t i;
+    json_t *r;
+    if (def && strcmp(def, "allow") == 0)
+        return true;
+    json_array_foreach(json_object_get(in_force, "egress"), i, r) {
+        const char *action = json_string_value(json_object_get(r, "action"));
+        const char *t = json_string_value(json_object_get(r, "target"));
+        if (action && t && strcmp(action, "allow") == 0 && strcmp(t, target) == 0 &&
+            json_object_get(r, "ports") == NULL)
+            return true;
+    }
+    return false;
+}
+
+static void gate_add_egress(struct gate *g, const struct egress_policy *p, bool network,
+                            json_t *in_force)
 {
     json_t *beyond = approval_egress_beyond(settings(g->job), p, network);
+    for (size_t i = json_array_size(beyond); i-- > 0;)
+        if (in_force_allows(in_force, json_string_value(json_array_get(beyond, i))))
+            json_array_remove(beyond, i);
     if (json_array_size(beyond) == 0) {
         json_decref(beyond);
         return;
@@ -175,21 +200,34 @@ static void gate_add_rw(struct gate *g, json_t *mounts)
              xasprintf("Host paths the sandbox may change:%s", list), sources);
 }
 
-int tools_gate_create(struct tool_job *job, const struct sandbox_spec *spec, tools_gate_fn *then,
-                      void *arg)
+void tools_gate_create(struct tool_job *job, const struct sandbox_spec *spec, tools_gate_fn *then,
+                       void *arg)
 {
     struct gate *g = gate_new(job, then, arg);
-    gate_add_egress(g, spec->network_policy, spec->network);
+    gate_add_egress(g, spec->network_policy, spec->network, NULL);
     gate_add_rw(g, spec->mounts);
-    return gate_next(g);
+    gate_next(g);
 }
 
-int tools_gate_egress(struct tool_job *job, const struct egress_policy *policy, tools_gate_fn *then,
-                      void *arg)
+/* The sandbox as it is: names its policy allows already are not asked again. Without its
+ * policy (the backend failed to say) every name beyond the person's list is asked. */
+static void egress_in_force(void *arg, json_t *info, const struct mcp_error *err)
+{
+    struct gate *g = arg;
+    json_t *in_force = json_object_get(info, "network_policy");
+    gate_add_egress(g, g->policy, false, err == NULL && json_is_object(in_force) ? in_force : NULL);
+    gate_next(g);
+}
+
+void tools_gate_egress(struct tool_job *job, struct egress_policy *policy, tools_gate_fn *then,
+                       void *arg)
 {
     struct gate *g = gate_new(job, then, arg);
-    gate_add_egress(g, policy, false);
-    return gate_next(g);
+    struct mcp_error err;
+    g->policy = egress_policy_ref(policy);
+    if (settings(job)->mode[APPROVAL_EGRESS] == APPROVAL_MODE_ALLOW ||
+        job->be->ops->get(job->be, job->sandbox_id, egress_in_force, g, &err) < 0)
+        egress_in_force(g, NULL, &err);
 }
 
 /* ---- apply_changes: the files, the lines, what the host changed meanwhile ----------------- */
@@ -265,11 +303,10 @@ static void apply_reviewed(void *arg, json_t *result, const struct mcp_error *er
     if (json_object_get(job->args, "review") == NULL && token)
         json_object_set_new(job->args, "review", json_string(token));
     gate_add_apply(g, result);
-    if (gate_next(g) == 1)
-        tool_job_abandon(job, "apply_changes");
+    gate_next(g);
 }
 
-int tools_gate_apply(struct tool_job *job, json_t *paths, tools_gate_fn *then, void *arg)
+void tools_gate_apply(struct tool_job *job, json_t *paths, tools_gate_fn *then, void *arg)
 {
     struct gate *g = gate_new(job, then, arg);
     struct mcp_error err;
@@ -277,8 +314,10 @@ int tools_gate_apply(struct tool_job *job, json_t *paths, tools_gate_fn *then, v
     /* Allowed by the settings, or an apply that will be refused for want of a review token:
      * no question. */
     if (settings(job)->mode[APPROVAL_APPLY] == APPROVAL_MODE_ALLOW ||
-        (tokenless && !(job->ctx->config && job->ctx->config->apply_unreviewed)))
-        return gate_next(g);
+        (tokenless && !(job->ctx->config && job->ctx->config->apply_unreviewed))) {
+        gate_next(g);
+        return;
+    }
     json_t *rargs = json_pack("{s:I}", "max_bytes", (json_int_t)GATE_REVIEW_BYTES);
     if (paths)
         json_object_set(rargs, "paths", paths);
@@ -286,6 +325,5 @@ int tools_gate_apply(struct tool_job *job, json_t *paths, tools_gate_fn *then, v
         job->be->ops->workspace(job->be, job->sandbox_id, "review", rargs, apply_reviewed, g, &err);
     json_decref(rargs);
     if (rc < 0)
-        return gate_next(g); /* no review here: the apply itself will say why */
-    return 0;
+        gate_next(g); /* no review here: the apply itself will say why */
 }

@@ -188,7 +188,10 @@ static void create_approved(void *arg, bool allowed, const struct mcp_error *ref
         create_roots_then_now(cr->job, &cr->spec);
     } else {
         egress_policy_unref((struct egress_policy *)cr->spec.network_policy);
-        tool_job_fail(cr->job, refusal);
+        if (refusal)
+            tool_job_fail(cr->job, refusal);
+        else /* answered already: the person is being asked (2026-07-28) */
+            tool_job_abandon(cr->job, "create_sandbox");
     }
     free(cr);
 }
@@ -197,11 +200,7 @@ static void create_gated(struct tool_job *job, struct sandbox_spec *spec)
 {
     struct create_roots *cr = xcalloc(1, sizeof *cr);
     cr->job = job, cr->spec = *spec;
-    if (tools_gate_create(job, spec, create_approved, cr) == 1) {
-        egress_policy_unref((struct egress_policy *)spec->network_policy);
-        free(cr);
-        tool_job_abandon(job, "create_sandbox");
-    }
+    tools_gate_create(job, spec, create_approved, cr);
 }
 /* ---- end of approvals ---- */
 
@@ -356,7 +355,10 @@ static void update_approved(void *arg, bool allowed, const struct mcp_error *ref
         update_next(u, NULL);
         return;
     }
-    tool_job_fail(u->job, refusal);
+    if (refusal)
+        tool_job_fail(u->job, refusal);
+    else /* answered already: the person is being asked (2026-07-28) */
+        tool_job_abandon(u->job, "update_sandbox");
     update_free(u);
 }
 
@@ -395,10 +397,7 @@ void tool_update_sandbox(struct tool_call *call, json_t *args)
         update_next(u, NULL);
         return;
     }
-    if (tools_gate_egress(job, u->policy, update_approved, u) == 1) { /* approvals, issue 38 */
-        update_free(u);
-        tool_job_abandon(job, "update_sandbox");
-    }
+    tools_gate_egress(job, u->policy, update_approved, u); /* approvals, issue 38 */
 }
 
 /* ---- list: every enabled backend, merged ----------------------------------------------------- */

@@ -168,19 +168,21 @@ tool_handler_fn tool_snapshot_sandbox, tool_run_code;
 tool_handler_fn tool_review_changes, tool_apply_changes;
 
 /* ---- approvals (approvals.c; mcp/approval.h): the person decides before a call crosses into
- * their world. Each gate calls then(arg, allowed, refusal) exactly once and returns 0, or
- * returns 1 when the call was already answered (then never; abandon the job). ---- */
+ * their world. Each gate calls then(arg, allowed, refusal) exactly once, now or later: allowed;
+ * refused with refusal (fail the job with it); or allowed false and refusal NULL when the call
+ * was already answered (a 2026-07-28 InputRequiredResult): free your state and
+ * tool_job_abandon the job. ---- */
 typedef void tools_gate_fn(void *arg, bool allowed, const struct mcp_error *refusal);
 /* create_sandbox: egress beyond the person's list (network, network_policy), then rw mounts. */
-int tools_gate_create(struct tool_job *job, const struct sandbox_spec *spec, tools_gate_fn *then,
-                      void *arg);
-/* update_sandbox's network_policy on job's bound sandbox. */
-int tools_gate_egress(struct tool_job *job, const struct egress_policy *policy, tools_gate_fn *then,
-                      void *arg);
+void tools_gate_create(struct tool_job *job, const struct sandbox_spec *spec, tools_gate_fn *then,
+                       void *arg);
+/* update_sandbox's network_policy (a reference is taken) on job's bound sandbox: names its
+ * current policy allows already are not asked again. */
+void tools_gate_egress(struct tool_job *job, struct egress_policy *policy, tools_gate_fn *then,
+                       void *arg);
 /* apply_changes of paths (the backend's absolute paths, borrowed, or NULL): reviews first, then
- * asks. Without a "review" argument it sets job->args "review" to the review the person saw.
- * arg must own nothing but the job: the gate may abandon the job itself after a review. */
-int tools_gate_apply(struct tool_job *job, json_t *paths, tools_gate_fn *then, void *arg);
+ * asks. Without a "review" argument it sets job->args "review" to the review the person saw. */
+void tools_gate_apply(struct tool_job *job, json_t *paths, tools_gate_fn *then, void *arg);
 
 /* What to use instead of a snapshot / a code context, naming the backend of the table that has
  * them ("...; snapshots need a sandbox on the opensandbox backend (create_sandbox backend

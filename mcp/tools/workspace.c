@@ -104,10 +104,12 @@ void tool_review_changes(struct tool_call *call, json_t *args)
 static void apply_answered(void *arg, bool allowed, const struct mcp_error *refusal)
 {
     struct tool_job *job = arg;
-    if (!allowed)
-        tool_job_fail(job, refusal);
-    else
+    if (allowed)
         workspace_now(job, "apply", apply_done_cb);
+    else if (refusal)
+        tool_job_fail(job, refusal);
+    else /* answered already: the person is being asked (2026-07-28) */
+        tool_job_abandon(job, "apply_changes");
 }
 
 void tool_apply_changes(struct tool_call *call, json_t *args)
@@ -117,8 +119,6 @@ void tool_apply_changes(struct tool_call *call, json_t *args)
         return;
     json_t *paths = json_object_get(args, "paths");
     json_t *abs = json_is_array(paths) ? absolute_paths(paths) : NULL;
-    int rc = tools_gate_apply(job, abs, apply_answered, job);
+    tools_gate_apply(job, abs, apply_answered, job);
     json_decref(abs);
-    if (rc == 1)
-        tool_job_abandon(job, "apply_changes");
 }

@@ -132,11 +132,23 @@ const cases = [
         person.says(accept('Allow once'));
         await ok(A, 'update_sandbox', { sandbox_id: id, ...policy(allowed, evil) });
     }],
+    ['a name the sandbox may reach already is not asked again; a new one is, alone', async () => {
+        const id = sandboxes[1]; // allows evil since the person's yes above
+        person.says(accept('Allow once'));
+        const n = person.asked.length;
+        await ok(A, 'update_sandbox', { sandbox_id: id, ...policy(allowed, evil) });
+        check(person.asked.length === n, 'no question for names in force');
+        await ok(A, 'update_sandbox', { sandbox_id: id, ...policy(allowed, evil, `n-${tag}.example`) });
+        const q = person.asked.at(-1)?.message || '';
+        check(person.asked.length === n + 1 && q.includes(`n-${tag}.example`) && !q.includes(evil),
+              `asked for the new name only: ${q}`);
+    }],
     ['allow for this sandbox: remembered for its names, asked again for a new one', async () => {
         const id = sandboxes[1];
         const other = `other-${tag}.example`;
         person.says(accept('Allow for this sandbox'));
         await ok(A, 'update_sandbox', { sandbox_id: id, ...policy(`x-${tag}.example`) });
+        await ok(A, 'update_sandbox', { sandbox_id: id, ...policy(allowed) }); // x no longer in force
         const n = person.asked.length;
         await ok(A, 'update_sandbox', { sandbox_id: id, ...policy(`x-${tag}.example`) });
         check(person.asked.length === n, 'not asked twice for the same name');
