@@ -27,7 +27,7 @@ struct gate {
     json_t *subjects[GATE_QUESTIONS];
     int n, step;
     bool running, waiting, refused;
-    bool answered; /* the call was answered already (an InputRequiredResult) */
+    bool answered;                /* the call was answered already (an InputRequiredResult) */
     struct egress_policy *policy; /* update_sandbox's new policy, until its question is made */
     struct mcp_error err;
 };
@@ -140,7 +140,8 @@ static bool in_force_allows(json_t *in_force, const char *target)
     json_t *r;
     if (def && strcmp(def, "allow") == 0)
         return true;
-    json_array_foreach(json_object_get(in_force, "egress"), i, r) {
+    json_array_foreach(json_object_get(in_force, "egress"), i, r)
+    {
         const char *action = json_string_value(json_object_get(r, "action"));
         const char *t = json_string_value(json_object_get(r, "target"));
         if (action && t && strcmp(action, "allow") == 0 && strcmp(t, target) == 0 &&
