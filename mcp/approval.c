@@ -215,9 +215,14 @@ enum approval_answer approval_read_result(const json_t *result)
     return strcmp(answer, CHOICE_REFUSE) == 0 ? ANSWER_DECLINED : ANSWER_UNREADABLE;
 }
 
-static const char *const outcome_names[] = {
-    "allowed", "allowed-for-sandbox", "allowed-for-session", "declined", "cancelled",
-    "timeout", "unreadable", "busy"};
+static const char *const outcome_names[] = {"allowed",
+                                            "allowed-for-sandbox",
+                                            "allowed-for-session",
+                                            "declined",
+                                            "cancelled",
+                                            "timeout",
+                                            "unreadable",
+                                            "busy"};
 
 static void refusal_for(const struct approval_ask *a, enum approval_answer answer,
                         struct mcp_error *err)

@@ -39,7 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_t *beyond = approval_egress_beyond(&s, p, false);
     size_t i;
     json_t *b;
-    json_array_foreach(beyond, i, b) {
+    json_array_foreach(beyond, i, b)
+    {
         const char *t = json_string_value(b);
         if (t == NULL || (strcmp(t, "*") != 0 && !is_allow_target(p, t)) ||
             strcmp(t, "pypi.org") == 0 || strcmp(t, "a.example.com") == 0)

@@ -66,12 +66,18 @@ TEST(options_and_their_errors)
     ASSERT_EQ(approval_settings_option(&s, "approve", "rw-mount=allow", &err), 0);
     ASSERT_EQ(s.mode[APPROVAL_RW_MOUNT], APPROVAL_MODE_ALLOW);
     static const char *const bad[][2] = {
-        {"approve", "egress"},          {"approve", "egres=ask"},
-        {"approve", "egress=maybe"},    {"approve", "=ask"},
-        {"approve-unasked", "apply=ask"}, {"approve-egress-allow", "10.0.0.1"},
-        {"approve-egress-allow", "*"},  {"approve-egress-allow", "a..b"},
-        {"approve-apply-dir", "relative"}, {"approve-apply-dir", "/no/such/dir/x"},
-        {"approve-timeout", "0"},       {"approve-timeout", "86401"},
+        {"approve", "egress"},
+        {"approve", "egres=ask"},
+        {"approve", "egress=maybe"},
+        {"approve", "=ask"},
+        {"approve-unasked", "apply=ask"},
+        {"approve-egress-allow", "10.0.0.1"},
+        {"approve-egress-allow", "*"},
+        {"approve-egress-allow", "a..b"},
+        {"approve-apply-dir", "relative"},
+        {"approve-apply-dir", "/no/such/dir/x"},
+        {"approve-timeout", "0"},
+        {"approve-timeout", "86401"},
         {"approve-timeout", "5s"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -42,9 +42,12 @@ static void setup(void)
     if (backend_set_add(&ctx.backends, be->ops, be, &err) < 0)
         TEST_FAIL("backend_set_add: %s", err.msg);
     fb = (struct fake_backend *)be;
-    struct store_sandbox sb = {.id = (char *)"sbx-a1", .backend = (char *)"local",
-                               .owner = (char *)"alice", .state = (char *)"running",
-                               .created_at_ms = now_wall_ms(), .record = json_object()};
+    struct store_sandbox sb = {.id = (char *)"sbx-a1",
+                               .backend = (char *)"local",
+                               .owner = (char *)"alice",
+                               .state = (char *)"running",
+                               .created_at_ms = now_wall_ms(),
+                               .record = json_object()};
     if (store_sandbox_insert(ctx.store, &sb, &err) < 0)
         TEST_FAIL("insert: %s", err.msg);
     json_decref(sb.record);
@@ -77,7 +80,8 @@ static int approval_rows(const char *outcome, const char *needle)
     if (sqlite3_open(path, &db) != SQLITE_OK)
         TEST_FAIL("open %s", path);
     sql = sqlite3_mprintf("select count(*) from audit where tool='approval' and outcome=%Q and "
-                          "instr(detail, %Q) > 0", outcome, needle);
+                          "instr(detail, %Q) > 0",
+                          outcome, needle);
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
         n = sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
@@ -88,7 +92,8 @@ static int approval_rows(const char *outcome, const char *needle)
 
 TEST(egress_beyond_the_list_is_refused_before_the_backend)
 {
-    struct tool_call *c = call_tool("create_sandbox", "{\"network_policy\": {\"egress\": "
+    struct tool_call *c =
+        call_tool("create_sandbox", "{\"network_policy\": {\"egress\": "
                                     "[{\"action\": \"allow\", \"target\": \"evil.example\"}]}}");
     ASSERT(c->is_error);
     ASSERT_CONTAINS(c->text, "cannot ask them");
@@ -106,13 +111,15 @@ TEST(egress_beyond_the_list_is_refused_before_the_backend)
 
 TEST(egress_within_the_list_and_by_settings)
 {
-    struct tool_call *c = call_tool("create_sandbox", "{\"network_policy\": {\"egress\": "
+    struct tool_call *c =
+        call_tool("create_sandbox", "{\"network_policy\": {\"egress\": "
                                     "[{\"action\": \"allow\", \"target\": \"pypi.org\"}]}}");
     ASSERT(!c->is_error);
     ASSERT(fb->last_create_policy != NULL);
     cfg.approval.mode[APPROVAL_EGRESS] = APPROVAL_MODE_ALLOW;
-    c = call_tool("update_sandbox", "{\"sandbox_id\": \"sbx-a1\", \"network_policy\": "
-                                    "{\"egress\": [{\"action\": \"allow\", \"target\": \"x.example\"}]}}");
+    c = call_tool("update_sandbox",
+                  "{\"sandbox_id\": \"sbx-a1\", \"network_policy\": "
+                  "{\"egress\": [{\"action\": \"allow\", \"target\": \"x.example\"}]}}");
     ASSERT(!c->is_error);
     ASSERT(fb->last_set_policy != NULL);
     ASSERT(approval_rows("allowed", "by=settings") >= 1);
@@ -132,8 +139,9 @@ static void hook_done(void *arg, bool allowed, const struct mcp_error *refusal)
 TEST(the_secrets_hook)
 {
     struct tool_call call = {.ctx = &ctx, .owner = "alice", .name = "update_sandbox"};
-    ASSERT_EQ(approval_ask_secret(&call, "sbx-a1", "GITHUB_TOKEN", "api.github.com", hook_done,
-                                  &call), 0);
+    ASSERT_EQ(
+        approval_ask_secret(&call, "sbx-a1", "GITHUB_TOKEN", "api.github.com", hook_done, &call),
+        0);
     ASSERT(call.finished && !hook_allowed);
     ASSERT_CONTAINS(hook_msg, "--approve-unasked secret=allow");
     ASSERT_EQ(approval_rows("refused", "kind=secret"), 1);
