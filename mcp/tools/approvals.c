@@ -14,7 +14,7 @@
 #include "server/config.h"
 #include "server/context.h"
 
-#define GATE_QUESTIONS 2
+#define GATE_QUESTIONS 4             /* egress, rw mounts, room for secrets and volumes */
 #define GATE_LIST_MAX 12             /* names listed on the form; the rest counted */
 #define GATE_REVIEW_BYTES (1u << 20) /* the diff read to count changed lines */
 
@@ -327,4 +327,16 @@ void tools_gate_apply(struct tool_job *job, json_t *paths, tools_gate_fn *then, 
     json_decref(rargs);
     if (rc < 0)
         gate_next(g); /* no review here: the apply itself will say why */
+}
+
+/* ---- secrets (issue 34 calls this): binding a credential to a sandbox -------------------- */
+
+void tools_gate_secret(struct tool_job *job, const char *name, const char *destination,
+                       tools_gate_fn *then, void *arg)
+{
+    struct gate *g = gate_new(job, then, arg);
+    gate_add(g, APPROVAL_SECRET, xasprintf("use the secret \"%s\"", name),
+             xasprintf("Secret: %s\nSent to: %s", name, destination ? destination : "anywhere"),
+             json_pack("[s]", name));
+    gate_next(g);
 }

@@ -183,6 +183,10 @@ void tools_gate_egress(struct tool_job *job, struct egress_policy *policy, tools
 /* apply_changes of paths (the backend's absolute paths, borrowed, or NULL): reviews first, then
  * asks. Without a "review" argument it sets job->args "review" to the review the person saw. */
 void tools_gate_apply(struct tool_job *job, json_t *paths, tools_gate_fn *then, void *arg);
+/* Binding the secret name to job's sandbox (job->sandbox_id; NULL while it is created), to be
+ * sent to destination (a host name, or NULL for anywhere): the hook for secrets (issue 34). */
+void tools_gate_secret(struct tool_job *job, const char *name, const char *destination,
+                       tools_gate_fn *then, void *arg);
 
 /* What to use instead of a snapshot / a code context, naming the backend of the table that has
  * them ("...; snapshots need a sandbox on the opensandbox backend (create_sandbox backend

@@ -164,6 +164,23 @@ TEST(the_secrets_hook)
     json_decref(events);
 }
 
+static void gate_done(void *arg, bool allowed, const struct mcp_error *refusal)
+{
+    hook_done(arg, allowed, refusal);
+}
+
+TEST(the_secrets_gate_of_the_tools)
+{
+    struct tool_call call = {.ctx = &ctx, .owner = "alice", .name = "create_sandbox"};
+    cfg.approval.mode[APPROVAL_SECRET] = APPROVAL_MODE_ASK;
+    struct tool_job *job = tool_job_new(&call, NULL);
+    tools_gate_secret(job, "NPM_TOKEN", "registry.npmjs.org", gate_done, &call);
+    ASSERT(call.finished && !hook_allowed);
+    ASSERT_CONTAINS(hook_msg, "NPM_TOKEN");
+    ASSERT_CONTAINS(hook_msg, "--approve-unasked secret=allow");
+    tool_job_abandon(job, "create_sandbox");
+}
+
 int main(void)
 {
     xalloc_install();
@@ -171,6 +188,7 @@ int main(void)
     RUN(egress_beyond_the_list_is_refused_before_the_backend);
     RUN(egress_within_the_list_and_by_settings);
     RUN(the_secrets_hook);
+    RUN(the_secrets_gate_of_the_tools);
     while (uv_run(&loop, UV_RUN_ONCE))
         ;
     store_close(ctx.store);
