@@ -120,6 +120,29 @@ const cases = [
             await c.close();
         }
     }],
+    ['past the client\'s own timeout: refused as cancelled, and a late yes changes nothing', async () => {
+        const person = new Person();
+        const c = await connect({ revision: '2025', transport: 'http', url: server.url, person });
+        try {
+            const sid = (await c.call('create_sandbox', { network_policy: { default_action: 'deny' } })).structuredContent.sandbox_id;
+            made.push(sid);
+            person.says(accept('Allow once'), 1500); // the person answers after the client gave up
+            let threw = false;
+            try {
+                await c.client.callTool({ name: 'update_sandbox', arguments: { sandbox_id: sid, ...policy(evil) } },
+                                        undefined, { timeout: 500 });
+            } catch { threw = true; }
+            check(threw, 'the client timed out');
+            await sleep(2000);
+            const sb = (await c.call('get_sandbox', { sandbox_id: sid })).structuredContent;
+            check(!JSON.stringify(sb.network_policy).includes(evil), `unchanged: ${JSON.stringify(sb.network_policy)}`);
+            const d = (await c.call('diagnose_sandbox', { sandbox_id: sid, what: 'events' })).structuredContent;
+            const answers = (d.events || []).filter((e) => e.kind === 'approval').map((e) => e.data.answer);
+            check(answers.includes('cancelled') && !answers.includes('allowed'), `events: ${answers}`);
+        } finally {
+            await c.close();
+        }
+    }],
 ];
 
 let n = 0, failed = 0;
