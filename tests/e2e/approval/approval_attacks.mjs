@@ -9,6 +9,8 @@
 //
 //   node approval_attacks.mjs --mcpbox BIN
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { parseArgs, requireBinary, SKIP, sleep, startHttpServer, tempStateDir } from '../sdk/lib.mjs';
 import { accept, connect, Person, text } from './approval_lib.mjs';
 
@@ -141,6 +143,36 @@ const cases = [
             check(answers.includes('cancelled') && !answers.includes('allowed'), `events: ${answers}`);
         } finally {
             await c.close();
+        }
+    }],
+    ['an apply writes only what the person was shown, even if the sandbox writes more meanwhile', async () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mbx-approval-apply-'));
+        fs.chmodSync(dir, 0o755);
+        const srv = await startHttpServer(bin, ['--local-pool', '0', '--apply-unreviewed', '--allow-dir', dir],
+                                          { stateDir: tempStateDir('approval-apply') });
+        const person = new Person();
+        const c = await connect({ revision: '2025', transport: 'http', url: srv.url, person });
+        try {
+            const sid = (await c.call('create_sandbox', { mounts: [{ source: dir, target: '/workspace/p' }] })).structuredContent.sandbox_id;
+            await c.call('write_file', { sandbox_id: sid, path: '/workspace/p/shown.txt', content: 'shown\n' });
+            // while the person reads the form, the sandbox writes another file; then they accept
+            person.answer = async (params) => {
+                person.asked.push(params);
+                await c.call('write_file', { sandbox_id: sid, path: '/workspace/p/sneaky.txt', content: 'x\n' });
+                await c.call('write_file', { sandbox_id: sid, path: '/workspace/p/shown.txt', content: 'changed\n' });
+                return accept('Allow once');
+            };
+            const r = await c.call('apply_changes', { sandbox_id: sid }); // no token: --apply-unreviewed
+            check(person.asked.length === 1 && person.asked[0].message.includes('shown.txt') &&
+                  !person.asked[0].message.includes('sneaky'), person.asked[0]?.message);
+            check(!fs.existsSync(path.join(dir, 'sneaky.txt')), `a file the person never saw was written: ${text(r)}`);
+            check(!fs.existsSync(path.join(dir, 'shown.txt')) || fs.readFileSync(path.join(dir, 'shown.txt'), 'utf8') === 'shown\n',
+                  'shown.txt holds what was shown, or nothing');
+            await c.call('destroy_sandbox', { sandbox_id: sid });
+        } finally {
+            await c.close();
+            await srv.stop();
+            fs.rmSync(dir, { recursive: true, force: true });
         }
     }],
 ];
