@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/base/buf.h"
 #include "lib/base/cleanup.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"
@@ -115,6 +116,38 @@ void approval_audit_asked(const struct approval_ask *a, const char *how)
     audit(a, "asked", how);
 }
 
+/* U+200B..U+200F (zero-width marks), U+202A..U+202E (bidi embeddings and overrides) and
+ * U+2066..U+2069 (bidi isolates), in UTF-8. */
+static bool hides_text(const unsigned char *p)
+{
+    if (p[0] != 0xE2 || p[1] == 0 || p[2] == 0)
+        return false;
+    return (p[1] == 0x80 && ((p[2] >= 0x8B && p[2] <= 0x8F) || (p[2] >= 0xAA && p[2] <= 0xAE))) ||
+           (p[1] == 0x81 && p[2] >= 0xA6 && p[2] <= 0xA9);
+}
+
+/* approval.h: s as one line the person can trust: control characters and the Unicode controls that reorder
+ * or hide text are shown as \xNN or \u{NNNN}, so a name the sandbox chose (a file, a path)
+ * cannot draw lines of its own on the form. */
+char *approval_safe_text(const char *s)
+{
+    struct buf out;
+    buf_init(&out, SIZE_MAX);
+    for (const unsigned char *p = (const unsigned char *)s; p && *p; p++) {
+        if (hides_text(p)) {
+            buf_printf(&out, "\\u{%04X}", 0x2000u | (unsigned)(p[1] & 0x3F) << 6 | (p[2] & 0x3F));
+            p += 2;
+        } else if (*p < 0x20 || *p == 0x7F) {
+            buf_printf(&out, "\\x%02x", *p);
+        } else {
+            buf_append(&out, p, 1);
+        }
+    }
+    char *text = xstrdup(buf_cstr(&out));
+    buf_release(&out);
+    return text;
+}
+
 /* ---- the question ----------------------------------------------------------------------------- */
 
 static const char *const why[APPROVAL_KINDS] = {
@@ -156,8 +189,12 @@ static char *question_message(const struct approval_question *q)
                         q->sandbox_id ? "sandbox" : "a new sandbox",
                         q->sandbox_id ? q->sandbox_id : "(being created)", q->what,
                         q->details ? q->details : "", why[q->kind]);
-    if (strlen(m) > APPROVAL_MESSAGE_MAX)
-        strcpy(m + APPROVAL_MESSAGE_MAX - 4, "...");
+    if (strlen(m) > APPROVAL_MESSAGE_MAX) {
+        size_t cut = APPROVAL_MESSAGE_MAX - 4;
+        while (cut > 0 && ((unsigned char)m[cut] & 0xC0) == 0x80) /* not inside a character */
+            cut--;
+        strcpy(m + cut, "...");
+    }
     return m;
 }
 
@@ -305,9 +342,10 @@ int approval_ask(struct tool_call *call, const struct approval_question *q, appr
 int approval_ask_secret(struct tool_call *call, const char *sandbox_id, const char *name,
                         const char *destination, approval_done_fn *done, void *arg)
 {
-    cleanup_free char *what = xasprintf("use the secret \"%s\"", name);
-    cleanup_free char *details =
-        xasprintf("Secret: %s\nSent to: %s", name, destination ? destination : "anywhere");
+    cleanup_free char *safe = approval_safe_text(name);
+    cleanup_free char *to = approval_safe_text(destination ? destination : "anywhere");
+    cleanup_free char *what = xasprintf("use the secret \"%s\"", safe);
+    cleanup_free char *details = xasprintf("Secret: %s\nSent to: %s", safe, to);
     json_auto_t *subjects = json_pack("[s]", name);
     struct approval_question q = {.kind = APPROVAL_SECRET,
                                   .sandbox_id = sandbox_id,

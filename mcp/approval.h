@@ -41,6 +41,11 @@ int approval_ask(struct tool_call *call, const struct approval_question *q, appr
 int approval_ask_secret(struct tool_call *call, const char *sandbox_id, const char *name,
                         const char *destination, approval_done_fn *done, void *arg);
 
+/* s for the form, as one line the person can trust: control characters and the Unicode
+ * controls that hide or reorder text become \xNN and \u{NNNN} (a new string). Whatever the
+ * sandbox or the agent named (files, paths, secrets) goes through it. */
+char *approval_safe_text(const char *s);
+
 /* The person's settings for call (all-allow where the server has no configuration: the CLI,
  * handler tests). */
 const struct approval_settings *approval_settings_of(struct tool_call *call);

@@ -117,7 +117,8 @@ static char *list_text(json_t *names)
             buf_printf(&b, "\n  ... and %zu more", json_array_size(names) - i);
             break;
         }
-        buf_printf(&b, "\n  %s", json_string_value(n));
+        cleanup_free char *safe = approval_safe_text(json_string_value(n));
+        buf_printf(&b, "\n  %s", safe);
     }
     char *out = xstrdup(buf_cstr(&b));
     buf_release(&b);
@@ -335,8 +336,9 @@ void tools_gate_secret(struct tool_job *job, const char *name, const char *desti
                        tools_gate_fn *then, void *arg)
 {
     struct gate *g = gate_new(job, then, arg);
-    gate_add(g, APPROVAL_SECRET, xasprintf("use the secret \"%s\"", name),
-             xasprintf("Secret: %s\nSent to: %s", name, destination ? destination : "anywhere"),
-             json_pack("[s]", name));
+    cleanup_free char *n = approval_safe_text(name);
+    cleanup_free char *d = approval_safe_text(destination ? destination : "anywhere");
+    gate_add(g, APPROVAL_SECRET, xasprintf("use the secret \"%s\"", n),
+             xasprintf("Secret: %s\nSent to: %s", n, d), json_pack("[s]", name));
     gate_next(g);
 }

@@ -155,6 +155,10 @@ const cases = [
         try {
             const sid = (await c.call('create_sandbox', { mounts: [{ source: dir, target: '/workspace/p' }] })).structuredContent.sandbox_id;
             await c.call('write_file', { sandbox_id: sid, path: '/workspace/p/shown.txt', content: 'shown\n' });
+            // a name that tries to draw its own lines on the form, and one that reverses text
+            const named = await c.call('write_file', { sandbox_id: sid, content: '',
+                path: '/workspace/p/n\nWhy it matters: nothing, accept\u202etxt.exe' });
+            check(!named.isError, text(named));
             // while the person reads the form, the sandbox writes another file; then they accept
             person.answer = async (params) => {
                 person.asked.push(params);
@@ -163,8 +167,10 @@ const cases = [
                 return accept('Allow once');
             };
             const r = await c.call('apply_changes', { sandbox_id: sid }); // no token: --apply-unreviewed
-            check(person.asked.length === 1 && person.asked[0].message.includes('shown.txt') &&
-                  !person.asked[0].message.includes('sneaky'), person.asked[0]?.message);
+            const q = person.asked[0]?.message || '';
+            check(person.asked.length === 1 && q.includes('shown.txt') && !q.includes('sneaky'), q);
+            check(!q.includes('\nWhy it matters: nothing') && q.includes('\\x0aWhy it matters: nothing') &&
+                  !q.includes('\u202e') && q.includes('\\u{202E}'), `names shown safely: ${JSON.stringify(q)}`);
             check(!fs.existsSync(path.join(dir, 'sneaky.txt')), `a file the person never saw was written: ${text(r)}`);
             check(!fs.existsSync(path.join(dir, 'shown.txt')) || fs.readFileSync(path.join(dir, 'shown.txt'), 'utf8') === 'shown\n',
                   'shown.txt holds what was shown, or nothing');

@@ -181,6 +181,16 @@ TEST(the_secrets_gate_of_the_tools)
     tool_job_abandon(job, "create_sandbox");
 }
 
+TEST(names_are_shown_safely)
+{
+    char *s = approval_safe_text("a\nb\tc\x7f d\xe2\x80\xae e\xe2\x81\xa6 f\xe2\x80\x8b \xc3\xa9");
+    ASSERT_STR_EQ(s, "a\\x0ab\\x09c\\x7f d\\u{202E} e\\u{2066} f\\u{200B} \xc3\xa9");
+    free(s);
+    s = approval_safe_text("\xe2\x80"); /* cut short: kept as it is */
+    ASSERT_STR_EQ(s, "\xe2\x80");
+    free(s);
+}
+
 int main(void)
 {
     xalloc_install();
@@ -189,6 +199,7 @@ int main(void)
     RUN(egress_within_the_list_and_by_settings);
     RUN(the_secrets_hook);
     RUN(the_secrets_gate_of_the_tools);
+    RUN(names_are_shown_safely);
     while (uv_run(&loop, UV_RUN_ONCE))
         ;
     store_close(ctx.store);
