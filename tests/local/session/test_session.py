@@ -137,7 +137,8 @@ def check_busy_and_concurrent(t, sid):
     results = {}
 
     def slow():
-        results["slow"] = sess(other or t, sid, "sleep 3; echo slow", name="busy")
+        results["slow"] = sess(other or t, sid, "touch /tmp/slow-started; sleep 3; echo slow",
+                               name="busy")
     if other is None:  # stdio: two requests in flight on the one connection
         rid = t.c.request("tools/call", {"name": "run_command", "arguments": {
             "sandbox_id": sid, "command": "sleep 3; echo slow", "session": "busy"}})
@@ -150,14 +151,14 @@ def check_busy_and_concurrent(t, sid):
         res = t.c.replies([rid], "slow")[rid]
         assert res["structuredContent"]["stdout"] == "slow\n", res
     else:
+        sess(t, sid, "rm -f /tmp/slow-started", name="busy")  # the session exists, idle
         th = threading.Thread(target=slow)
         th.start()
-        busy = False
-        while not results and not busy:  # until the slow command holds the session
-            r = t.call("run_command", {"sandbox_id": sid, "command": "true", "session": "busy"})
-            busy = bool(r.get("isError"))
-            assert not busy or "running another command" in result_text(r), result_text(r)
-        assert busy, "a second command ran while the session was busy"
+        while t.ok("run_command", {"sandbox_id": sid, "command": "test -e /tmp/slow-started && "
+                                   "echo yes || echo no"})["stdout"] != "yes\n":
+            pass  # until the slow command runs in the session
+        r = t.call("run_command", {"sandbox_id": sid, "command": "true", "session": "busy"})
+        assert r.get("isError") and "running another command" in result_text(r), result_text(r)
         r = sess(t, sid, "echo quick", name="other")
         assert r["stdout"] == "quick\n", r
         th.join()
