@@ -206,6 +206,14 @@ await test('get_endpoint and diagnose_sandbox', async () => {
     await ok(conn, 'diagnose_sandbox', { sandbox_id: sid, what });
 });
 
+// Issue 35: sessions on an osb- sandbox, over the remote's plain exec.
+if (real) await test('run_command session on the opensandbox backend', async () => {
+  const a = await ok(conn, 'run_command', { sandbox_id: sid, session: 'osb', command: 'cd /tmp && export K=kept' });
+  check(a.session.cwd === '/tmp', JSON.stringify(a));
+  const b = await ok(conn, 'run_command', { sandbox_id: sid, session: 'osb', command: 'echo $PWD $K' });
+  check(b.stdout === '/tmp kept\n', JSON.stringify(b));
+});
+
 if (real) await test('snapshot_sandbox: a server without snapshots says so', async () => {
   await fails(conn, 'snapshot_sandbox', { action: 'create', sandbox_id: sid }, /API_NOT_SUPPORTED.*snapshots/);
   await ok(conn, 'update_sandbox', { sandbox_id: sid, paused: true });
