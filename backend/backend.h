@@ -86,6 +86,11 @@ struct sandbox_spec {
      * closed (loopback only); a backend that takes the policy copies what it keeps
      * (egress_policy_ref, or its JSON). */
     const struct egress_policy *network_policy;
+    /* Secrets to bind (backend/secrets.h): an array of the person's secret names, or NULL. The
+     * local backend's egress proxy adds their values to requests to their hosts; binding one
+     * allows egress to its hosts unless the person defined it with egress false. A backend
+     * without injection refuses a non-empty list. */
+    json_t *secrets;
     int64_t timeout_seconds;  /* absolute TTL from now; 0 = default; < 0 = none */
     int64_t idle_timeout_seconds; /* 0 = default; < 0 = none */
     /* Restore from this snapshot instead of image (only backends with ops->snapshot; the tool

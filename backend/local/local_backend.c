@@ -28,6 +28,7 @@
 #include "backend/local/local_agent.h"
 #include "backend/local/local_sandbox.h"
 #include "backend/local/local_egress.h"
+#include "backend/local/local_secrets.h"
 #include "lib/base/cleanup.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"
@@ -851,7 +852,7 @@ const struct backend_ops local_ops = {
     .snapshot = backend_def_snapshot,
     .code_context = backend_def_code_context,
     .code_run = backend_def_code_run,
-    .host_check = doctor_host_check,
+    .host_check = local_host_check,
     .workspace = local_workspace,
     .set_network_policy = local_set_network_policy,
 };

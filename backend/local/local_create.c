@@ -24,6 +24,7 @@
 #include "backend/local/local_spawn.h"
 #include "backend/local/local_sandbox.h"
 #include "backend/local/local_egress.h"
+#include "backend/local/local_secrets.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
@@ -190,6 +191,8 @@ json_t *local_make_record(const struct sandbox_spec *spec, const struct cg_limit
                             (json_int_t)local_self_starttime());
     if (spec->network_policy != NULL) /* what local_egress_policy() reads */
         json_object_set_new(rec, "network_policy", egress_policy_to_json(spec->network_policy));
+    if (json_array_size(spec->secrets) > 0) /* names only: the proxy reads the definitions */
+        json_object_set(rec, "secrets", spec->secrets);
     return rec;
 }
 
@@ -812,10 +815,24 @@ int local_create_cold(struct local_backend *lb, const struct sandbox_spec *spec,
     return create_with_image(lb, spec, &img, cb, arg, err);
 }
 
+static int create_bound(struct local_backend *lb, const struct sandbox_spec *spec, backend_cb *cb,
+                        void *arg, struct mcp_error *err);
+
 int local_create(struct backend *be, const struct sandbox_spec *spec, backend_cb *cb, void *arg,
                  struct mcp_error *err)
 {
     struct local_backend *lb = (struct local_backend *)be;
+    struct local_bound bound;
+    if (local_secrets_bind(lb, spec, &bound, err) < 0)
+        return -1;
+    int rc = create_bound(lb, &bound.spec, cb, arg, err);
+    local_secrets_unbind(&bound); /* the create copied what it keeps */
+    return rc;
+}
+
+static int create_bound(struct local_backend *lb, const struct sandbox_spec *spec, backend_cb *cb,
+                        void *arg, struct mcp_error *err)
+{
     /* The pool, like the spawner, starts with the second create: a one-shot process (the
      * CLI's create) never fills it. */
     if (++lb->creates > 1 && lb->pool_size > 0)

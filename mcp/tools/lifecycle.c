@@ -53,6 +53,7 @@ static int spec_from_args(json_t *args, const char *owner, struct sandbox_spec *
     spec->pids = (uint32_t)tools_arg_int(args, "pids", 0, 0, UINT32_MAX);
     spec->network = tools_arg_bool(args, "network", false);
     spec->mounts = json_object_get(args, "mounts");
+    spec->secrets = json_object_get(args, "secrets"); /* names; the backend binds them */
     spec->timeout_seconds = tools_arg_int(args, "timeout_seconds", 0, -1, MAX_DURATION_S);
     spec->idle_timeout_seconds = tools_arg_int(args, "idle_timeout_seconds", 0, -1, MAX_DURATION_S);
     spec->snapshot_id = tools_arg_str(args, "snapshot_id", NULL);

@@ -1,0 +1,155 @@
+/* Binding the person's secrets to a local sandbox at create (local_secrets.h). */
+#include "backend/local/local_secrets.h"
+
+#include <string.h>
+
+#include "backend/local/doctor.h"
+#include "backend/local/local_egress.h"
+#include "backend/local/local_sandbox.h"
+#include "backend/secrets.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/xalloc.h"
+
+/* Each name once, each the person's; err lists the names there are. */
+static int check_names(const json_t *names, const json_t *defs, struct mcp_error *err)
+{
+    size_t i;
+    json_t *n;
+    json_array_foreach(names, i, n)
+    {
+        const char *name = json_string_value(n);
+        if (name != NULL && json_object_get(defs, name) != NULL)
+            continue;
+        cleanup_free char *known = secrets_names_text(defs);
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "no secret named %s; the secrets you may bind are: %s. Ask the "
+                             "person to add one with `mcpbox secret add` if none fits",
+                             name ? name : "(not a string)", known);
+    }
+    return 0;
+}
+
+/* The policy the sandbox gets: the agent's own (or default deny) with an allow rule first for
+ * each host of each bound secret the person did not mark egress false. */
+static struct egress_policy *bound_policy(const struct sandbox_spec *spec, const json_t *defs,
+                                          struct mcp_error *err)
+{
+    cleanup_json json_t *pj = spec->network_policy ? egress_policy_to_json(spec->network_policy)
+                                                   : json_pack("{s:s}", "default_action", "deny");
+    json_t *rules = json_array();
+    size_t i, k;
+    json_t *n, *h;
+    json_array_foreach(spec->secrets, i, n)
+    {
+        json_t *def = json_object_get(defs, json_string_value(n));
+        if (json_is_false(json_object_get(def, "egress")))
+            continue;
+        json_array_foreach(json_object_get(def, "hosts"), k, h)
+            json_array_append_new(rules, json_pack("{s:s, s:O}", "action", "allow", "target", h));
+    }
+    json_array_extend(rules, json_object_get(pj, "egress"));
+    json_object_set_new(pj, "egress", rules);
+    return egress_policy_parse(pj, "network_policy with the secrets' hosts", err);
+}
+
+static json_t *bound_env(const struct sandbox_spec *spec, const json_t *defs)
+{
+    json_t *env = json_is_object(spec->env) ? json_deep_copy(spec->env) : json_object();
+    size_t i;
+    json_t *n;
+    json_array_foreach(spec->secrets, i, n)
+    {
+        const char *name = json_string_value(n);
+        if (!json_is_true(json_object_get(json_object_get(defs, name), "placeholder")))
+            continue;
+        char ph[SECRET_PLACEHOLDER_MAX];
+        secret_placeholder(name, ph);
+        json_object_set_new(env, ph, json_string(ph));
+    }
+    return env;
+}
+
+int local_secrets_bind(struct local_backend *lb, const struct sandbox_spec *spec,
+                       struct local_bound *out, struct mcp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->spec = *spec;
+    if (json_array_size(spec->secrets) == 0)
+        return 0;
+    if (spec->network && spec->network_policy == NULL)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "secrets are injected by egress by policy, not with network: true; "
+                             "drop network (binding allows the secrets' hosts) or give a "
+                             "network_policy such as {\"default_action\": \"allow\"}");
+    cleanup_json json_t *defs = secrets_load(lb->state_dir, err);
+    if (defs == NULL || check_names(spec->secrets, defs, err) < 0)
+        return -1;
+    out->policy = bound_policy(spec, defs, err);
+    if (out->policy == NULL)
+        return -1;
+    out->env = bound_env(spec, defs);
+    out->spec.network = false;
+    out->spec.network_policy = out->policy;
+    out->spec.env = out->env;
+    return 0;
+}
+
+void local_secrets_unbind(struct local_bound *b)
+{
+    egress_policy_unref(b->policy);
+    json_decref(b->env);
+    memset(b, 0, sizeof *b);
+}
+
+json_t *local_secrets_for_host(const char *state_dir, json_t *bound_names, const char *host)
+{
+    json_t *out = json_array();
+    struct mcp_error err;
+    cleanup_json json_t *defs = json_array_size(bound_names) ? secrets_load(state_dir, &err) : NULL;
+    size_t i;
+    json_t *n;
+    json_array_foreach(defs ? bound_names : NULL, i, n)
+    {
+        json_t *def = json_object_get(defs, json_string_value(n));
+        if (def == NULL || !secret_host_matches(def, host))
+            continue; /* removed by the person since, or not for this host */
+        json_t *d = json_deep_copy(def);
+        json_object_set(d, "name", n);
+        json_array_append_new(out, d);
+    }
+    return out;
+}
+
+json_t *local_host_check(const char *state_dir)
+{
+    json_t *out = doctor_host_check(state_dir);
+    struct mcp_error err;
+    cleanup_json json_t *defs = secrets_load(state_dir, &err);
+    /* what create_sandbox's secrets may name (never a value) */
+    json_object_set_new(out, "secrets", defs ? secrets_describe(defs) : json_array());
+    return out;
+}
+
+void local_secrets_diagnose(struct local_backend *lb, const char *id, json_t *record, json_t *res)
+{
+    json_t *names = json_object_get(record, "secrets");
+    if (json_array_size(names) == 0)
+        return;
+    struct mcp_error err;
+    cleanup_json json_t *defs = secrets_load(lb->state_dir, &err);
+    json_t *bound = json_array();
+    size_t i;
+    json_t *n;
+    json_array_foreach(names, i, n)
+    {
+        json_t *def = json_object_get(defs, json_string_value(n));
+        json_array_append_new(bound,
+                              json_pack("{s:O, s:O*, s:b}", "name", n, "hosts",
+                                        json_object_get(def, "hosts"), "defined", def != NULL));
+    }
+    struct lsbx *sb = lsbx_find(lb, id);
+    json_t *used = sb ? local_egress_secrets_used(sb) : NULL;
+    json_object_set_new(
+        res, "secrets",
+        json_pack("{s:o, s:o}", "bound", bound, "used", used ? used : json_object()));
+}
