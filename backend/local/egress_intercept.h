@@ -20,6 +20,7 @@ struct egress_intercept {
     json_t *defs; /* the secrets' definitions (secrets.h) with "name" (owned) */
     char host[EGRESS_NAME_MAX + 1];
     char sandbox_id[64];
+    char state_dir[4096]; /* where the egress CA is kept (egress_tls.h) */
 };
 
 /* Takes ic (and all it owns) to a thread of its own; -1 (everything closed and freed) when

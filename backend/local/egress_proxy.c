@@ -547,6 +547,7 @@ static void intercept(struct egress_conn *c)
     ic->defs = c->secrets, c->secrets = NULL;
     snprintf(ic->host, sizeof ic->host, "%s", c->name);
     snprintf(ic->sandbox_id, sizeof ic->sandbox_id, "%s", c->eg->sb->id);
+    snprintf(ic->state_dir, sizeof ic->state_dir, "%s", c->eg->sb->be->state_dir);
     note_secrets_used(c->eg, ic->defs, c->name);
     if (ic->down < 0 || ic->up < 0 || egress_intercept_start(ic) < 0)
         log_warn("sandbox %s: a connection to %s closed: no room to inject its secrets",

@@ -442,6 +442,7 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
     struct lsbx *sb = op->sb;
     struct local_backend *lb = sb->be;
     char *cfg = agent_config(spec, rec->expires_at_ms, rec->idle_timeout_s, img);
+    cfg = local_secrets_agent_config(lb, spec, cfg); /* the CA the sandbox trusts for them */
     struct spawn_request req = {.id = sb->id, .dir = sb->dir, .logs_dir = sb->logs_dir,
                                 .ident = &lb->ident, .slot = op->slot,
                                 .disk_bytes = disk, .memory_bytes = lim->memory_bytes,

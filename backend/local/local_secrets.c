@@ -3,11 +3,14 @@
 
 #include <string.h>
 
+#include "backend/local/agent/agent.h"
 #include "backend/local/doctor.h"
+#include "backend/local/egress_tls.h"
 #include "backend/local/local_egress.h"
 #include "backend/local/local_sandbox.h"
 #include "backend/secrets.h"
 #include "lib/base/cleanup.h"
+#include "lib/base/log.h"
 #include "lib/base/xalloc.h"
 
 /* Each name once, each the person's; err lists the names there are. */
@@ -52,9 +55,24 @@ static struct egress_policy *bound_policy(const struct sandbox_spec *spec, const
     return egress_policy_parse(pj, "network_policy with the secrets' hosts", err);
 }
 
+/* Where TLS clients inside find the egress CA (the agent writes them: agent_egress_trust). */
+static void trust_env(json_t *env)
+{
+    static const char *const bundle_vars[] = {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
+                                              "CURL_CA_BUNDLE", "GIT_SSL_CAINFO"};
+    for (size_t i = 0; i < sizeof bundle_vars / sizeof bundle_vars[0]; i++)
+        if (json_object_get(env, bundle_vars[i]) == NULL) /* the agent's own choice wins */
+            json_object_set_new(env, bundle_vars[i],
+                                json_string(AGENT_EGRESS_TRUST_DIR "/ca-bundle.pem"));
+    if (json_object_get(env, "NODE_EXTRA_CA_CERTS") == NULL)
+        json_object_set_new(env, "NODE_EXTRA_CA_CERTS",
+                            json_string(AGENT_EGRESS_TRUST_DIR "/ca.pem"));
+}
+
 static json_t *bound_env(const struct sandbox_spec *spec, const json_t *defs)
 {
     json_t *env = json_is_object(spec->env) ? json_deep_copy(spec->env) : json_object();
+    trust_env(env);
     size_t i;
     json_t *n;
     json_array_foreach(spec->secrets, i, n)
@@ -118,6 +136,28 @@ json_t *local_secrets_for_host(const char *state_dir, json_t *bound_names, const
         json_array_append_new(out, d);
     }
     return out;
+}
+
+char *local_secrets_agent_config(struct local_backend *lb, const struct sandbox_spec *spec,
+                                 char *cfg)
+{
+    if (json_array_size(spec->secrets) == 0 || cfg == NULL)
+        return cfg;
+    struct mcp_error err;
+    char *pem = egress_tls_ca_pem(lb->state_dir, &err);
+    json_t *j = pem ? json_loads(cfg, 0, NULL) : NULL;
+    if (j == NULL) { /* TLS to its hosts then fails verification: nothing leaks */
+        log_warn("the egress CA is not available (%s): TLS to the secrets' hosts will fail",
+                 pem ? "bad agent config" : err.msg);
+        free(pem);
+        return cfg;
+    }
+    json_object_set_new(j, "egress_ca", json_string(pem));
+    free(pem);
+    free(cfg);
+    cfg = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    return cfg;
 }
 
 json_t *local_host_check(const char *state_dir)

@@ -25,6 +25,10 @@ struct local_bound {
 int local_secrets_bind(struct local_backend *lb, const struct sandbox_spec *spec,
                        struct local_bound *out, struct mcp_error *err);
 void local_secrets_unbind(struct local_bound *b);
+/* The agent's config text with "egress_ca" (the egress CA's certificate, egress_tls.h) when spec
+ * binds secrets; takes cfg, returns the new text (cfg itself when nothing changes). */
+char *local_secrets_agent_config(struct local_backend *lb, const struct sandbox_spec *spec,
+                                 char *cfg);
 
 /* For the proxy: the definitions (with "name") of the secrets bound to a sandbox whose record
  * binds names that may go to host. New array; empty when none. Reads the person's file. */

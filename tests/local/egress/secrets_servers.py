@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Test hosts for the secrets tests (issue 37), run inside the egress tests' network namespace:
-HTTP on each ADDR:PORT given. Every request is logged to LOG as one JSON line {"at", "path",
+HTTP on each ADDR:PORT given, HTTPS on each ADDR:PORT:tls (with CERT and KEY). Every request is logged to LOG as one JSON line {"at", "path",
 "headers"}, so a test can tell which host saw which header. GET /echo answers with the request's
 headers (a host that echoes them); GET /redirect?to=URL answers 302 to URL; anything else "ok".
 
-usage: secrets_servers.py LOG ADDR:PORT...
+usage: secrets_servers.py LOG CERT KEY ADDR:PORT[:tls]...
 """
 import http.server
 import json
 import socketserver
+import ssl
 import sys
 import threading
 
@@ -52,9 +53,14 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
 
 def main():
-    for spec in sys.argv[2:]:
-        addr, port = spec.rsplit(":", 1)
+    cert, key = sys.argv[2], sys.argv[3]
+    for spec in sys.argv[4:]:
+        addr, port, tls = (spec + ":").split(":")[:3]
         srv = Server((addr, int(port)), Handler)
+        if tls:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(cert, key)
+            srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
         threading.Thread(target=srv.serve_forever, daemon=True).start()
     print("ready", flush=True)
     sys.stdin.read()

@@ -28,12 +28,13 @@ CURL = "curl -sS --max-time 10 "
 class Hosts:
     """secrets_servers.py on 11.0.0.5 (bound), 11.0.0.6 (decoy) and 11.0.0.1 (other), :8081."""
 
-    def __init__(self, w):
-        self.log = os.path.join(w.dir, "secrets-hits.log")
+    def __init__(self, w, cert="-", key="-", at=("11.0.0.5:8081", "11.0.0.6:8081",
+                                                 "11.0.0.1:8081"), log="secrets-hits.log"):
+        self.log = os.path.join(w.dir, log)
         open(self.log, "w").close()
         self.proc = subprocess.Popen(
             w.nsenter + [sys.executable, os.path.join(HERE, "secrets_servers.py"), self.log,
-                         "11.0.0.5:8081", "11.0.0.6:8081", "11.0.0.1:8081"],
+                         cert, key] + list(at),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert self.proc.stdout.readline().strip() == b"ready", "secrets servers did not start"
 
@@ -45,6 +46,16 @@ class Hosts:
     def close(self):
         self.proc.stdin.close()
         self.proc.wait(timeout=10)
+
+
+def serve_pid(top):
+    """mcpbox serve itself: top, or (as a user, under runuser) the mcpbox below it."""
+    for _ in range(4):
+        if os.readlink("/proc/%d/exe" % top).endswith("mcpbox"):
+            return top
+        kids = open("/proc/%d/task/%d/children" % (top, top)).read().split()
+        top = int(kids[0])
+    return top
 
 
 def secret_cli(w, mcpbox, user, *args, env=None):
@@ -127,7 +138,7 @@ def leaks(w, sid, hosts, value, value2, bound, decoy):
                    "ls /proc | head -50; cat %s/state/secrets.json 2>&1" % w.dir)
     check(value not in json.dumps(r) and value2 not in json.dumps(r),
           "nothing in the sandbox's /proc or view of the state holds a value", json.dumps(r)[:600])
-    limits = open("/proc/%d/limits" % w.serve.pid).read()
+    limits = open("/proc/%d/limits" % serve_pid(w.serve.pid)).read()
     core = [line for line in limits.splitlines() if line.startswith("Max core file size")]
     check(core and core[0].split()[4:6] == ["0", "0"], "the server dumps no core once it injected",
           json.dumps(core))
