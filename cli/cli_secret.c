@@ -168,6 +168,10 @@ static int cmd_rm(json_t *defs, const char *state_dir, int argc, char **argv)
 static int run(const char *state_dir, bool json, int argc, char **argv)
 {
     struct mcp_error err = {0};
+    if (argc > 1 && strcmp(argv[1], "--help") == 0) {
+        usage(stdout);
+        return CLI_EXIT_OK;
+    }
     mkdir(state_dir, 0700);
     cleanup_json json_t *defs = secrets_load(state_dir, &err);
     if (defs == NULL)

@@ -3,11 +3,11 @@
 
 #include <string.h>
 
-#include "backend/local/agent/agent.h"
 #include "backend/local/doctor.h"
 #include "backend/local/egress_tls.h"
 #include "backend/local/local_egress.h"
 #include "backend/local/local_sandbox.h"
+#include "backend/local/proto.h"
 #include "backend/secrets.h"
 #include "lib/base/cleanup.h"
 #include "lib/base/log.h"

@@ -11,7 +11,6 @@
 #include <string.h>
 #include <fcntl.h>
 #include <stdio.h>
-#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -111,8 +110,6 @@ void agent_egress_trust(const char *ca_pem)
     const char *bundle = AGENT_EGRESS_TRUST_DIR "/ca-bundle.pem";
     mkdir(AGENT_EGRESS_TRUST_DIR, 0755);
     write_text(AGENT_EGRESS_TRUST_DIR "/ca.pem", ca_pem, ca_len, "", 0);
-    if (write_text(bundle, sys ? sys : "", n, ca_pem, ca_len) == 0)
-        for (const char *p = "/etc/ssl/certs/ca-certificates.crt"; p; p = NULL)
-            mount(bundle, p, NULL, MS_BIND, NULL); /* where it can: the env vars cover the rest */
+    write_text(bundle, sys ? sys : "", n, ca_pem, ca_len);
     free(sys);
 }
