@@ -144,6 +144,39 @@ def leaks(w, sid, hosts, value, value2, bound, decoy):
           json.dumps(core))
 
 
+def hostile(w, sid, hosts, value, value2, bound):
+    """A second sandbox allowed the same host, unbound; a huge head; a pipelined request."""
+    other = w.tool("create_sandbox", network_policy={
+        "default_action": "deny", "egress": [{"action": "allow", "target": bound}]})[
+        "structuredContent"]["sandbox_id"]
+    n = len(hosts.hits("11.0.0.5"))
+    both = "(%s 'http://%s:8081/a?k=MCPBOX_SECRET_PH') & " % (CURL, bound)
+    w.run(other, both.replace("/a?", "/b?") + CURL + "http://%s:8081/b2; wait" % bound)
+    w.run(sid, CURL + "http://%s:8081/a2" % bound)
+    got = hosts.hits("11.0.0.5")[n:]
+    mine = [r for r in got if r["path"].startswith("/a")]
+    theirs = [r for r in got if r["path"].startswith("/b")]
+    check(len(theirs) == 2 and value not in json.dumps(theirs) and value2 not in json.dumps(theirs)
+          and mine and value in json.dumps(mine),
+          "two sandboxes at once: the unbound one's requests to the same host carry nothing",
+          json.dumps(got))
+    n = len(hosts.hits("11.0.0.5"))
+    w.run(sid, CURL + "-H \"X-Big: $(head -c 20000 /dev/zero | tr '\\0' a)\" "
+          "http://%s:8081/huge" % bound)
+    got = hosts.hits("11.0.0.5")[n:]
+    check(all(value not in json.dumps(r) for r in got),
+          "a request head over 16 KiB goes through without the secret", json.dumps(got)[:300])
+    n = len(hosts.hits("11.0.0.5"))
+    r = w.run(sid, "python3 -c \"import socket; s = socket.create_connection(('%s', 8081)); "
+                   "s.sendall(b'GET /p1 HTTP/1.1\\r\\nHost: %s\\r\\n\\r\\n"
+                   "GET /p2 HTTP/1.1\\r\\nHost: %s\\r\\n\\r\\n'); "
+                   "import time; time.sleep(1); print(s.recv(65536))\"" % (bound, bound, bound))
+    got = hosts.hits("11.0.0.5")[n:]
+    check([x["path"] for x in got] == ["/p1"] and value not in r["stdout"],
+          "a pipelined second request is never read by the host", json.dumps(got) + r["stdout"])
+    w.tool("destroy_sandbox", sandbox_id=other)
+
+
 def usage_and_traces(w, sid, value, value2, bound, stderr_path):
     d = w.tool("diagnose_sandbox", sandbox_id=sid)["structuredContent"]
     used = d.get("secrets", {}).get("used", {})
@@ -186,6 +219,7 @@ def main():
             "structuredContent"]["sandbox_id"]
         injection(w, sid, hosts, value, value2, bound)
         leaks(w, sid, hosts, value, value2, bound, decoy)
+        hostile(w, sid, hosts, value, value2, bound)
         usage_and_traces(w, sid, value, value2, bound, stderr.name)
     except Exception:
         print("# serve's log:\n" + open(stderr.name, errors="replace").read()[-3000:])

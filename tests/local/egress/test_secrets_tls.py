@@ -31,7 +31,7 @@ def ossl(*args):
                    stderr=subprocess.DEVNULL)
 
 
-def upstream_pki(d):
+def upstream_pki(d, names=("bound.test", "untrusted.test")):
     """A test CA and a certificate it signs for the bound hosts; a self-signed one (untrusted)."""
     ca, ca_key = os.path.join(d, "up-ca.pem"), os.path.join(d, "up-ca.key")
     ossl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
@@ -41,7 +41,7 @@ def upstream_pki(d):
          "-out", csr, "-subj", "/CN=bound.test")
     ext = os.path.join(d, "ext.cnf")
     with open(ext, "w") as f:
-        f.write("subjectAltName=DNS:bound.test,DNS:untrusted.test\n")
+        f.write("subjectAltName=%s\n" % ",".join("DNS:" + n for n in names))
     ossl("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out", cert,
          "-days", "2", "-extfile", ext)
     for p in (ca, key, cert):
