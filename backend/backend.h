@@ -299,6 +299,13 @@ struct backend_ops {
     int (*set_network_policy)(struct backend *be, const char *sandbox_id,
                               const struct egress_policy *policy, backend_cb *cb, void *arg,
                               struct mcp_error *err);
+    /* Secrets (backend/secrets.h, issue 37): binds the person's secrets named in names (an
+     * array of strings, borrowed) to a live sandbox made with a policy, replacing its list
+     * (update_sandbox's secrets), and allows egress to their hosts as create does. Result:
+     * sandbox info. MCP_ERR_INVALID for an unknown name (the message lists the names);
+     * MCP_ERR_CONFLICT for a sandbox without a policy path. */
+    int (*bind_secrets)(struct backend *be, const char *sandbox_id, json_t *names, backend_cb *cb,
+                        void *arg, struct mcp_error *err);
 };
 
 /* Default slots for the optional operations: each fails with MCP_ERR_UNSUPPORTED, "the <name>
@@ -318,6 +325,8 @@ int backend_def_workspace(struct backend *be, const char *sandbox_id, const char
 int backend_def_set_network_policy(struct backend *be, const char *sandbox_id,
                                    const struct egress_policy *policy, backend_cb *cb, void *arg,
                                    struct mcp_error *err);
+int backend_def_bind_secrets(struct backend *be, const char *sandbox_id, json_t *names,
+                             backend_cb *cb, void *arg, struct mcp_error *err);
 /* The optional operations a backend may lack (its slot holds the default). */
 enum backend_optional {
     BACKEND_SNAPSHOTS, /* snapshot (and restoring one at create) */

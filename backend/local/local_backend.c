@@ -855,4 +855,5 @@ const struct backend_ops local_ops = {
     .host_check = local_host_check,
     .workspace = local_workspace,
     .set_network_policy = local_set_network_policy,
+    .bind_secrets = local_bind_secrets,
 };

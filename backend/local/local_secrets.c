@@ -32,6 +32,33 @@ static int check_names(const json_t *names, const json_t *defs, struct mcp_error
     return 0;
 }
 
+static bool has_rule(json_t *rules, json_t *rule)
+{
+    size_t i;
+    json_t *r;
+    json_array_foreach(rules, i, r)
+    {
+        if (json_equal(r, rule))
+            return true;
+    }
+    return false;
+}
+
+/* An allow rule for each host of def, unless one is there already (bound before). */
+static void allow_hosts(json_t *rules, json_t *existing, json_t *def)
+{
+    size_t k;
+    json_t *h;
+    json_array_foreach(json_object_get(def, "hosts"), k, h)
+    {
+        json_t *rule = json_pack("{s:s, s:O}", "action", "allow", "target", h);
+        if (has_rule(rules, rule) || has_rule(existing, rule))
+            json_decref(rule);
+        else
+            json_array_append_new(rules, rule);
+    }
+}
+
 /* The policy the sandbox gets: the agent's own (or default deny) with an allow rule first for
  * each host of each bound secret the person did not mark egress false. */
 static struct egress_policy *bound_policy(const struct sandbox_spec *spec, const json_t *defs,
@@ -40,15 +67,13 @@ static struct egress_policy *bound_policy(const struct sandbox_spec *spec, const
     cleanup_json json_t *pj = spec->network_policy ? egress_policy_to_json(spec->network_policy)
                                                    : json_pack("{s:s}", "default_action", "deny");
     json_t *rules = json_array();
-    size_t i, k;
-    json_t *n, *h;
+    size_t i;
+    json_t *n;
     json_array_foreach(spec->secrets, i, n)
     {
         json_t *def = json_object_get(defs, json_string_value(n));
-        if (json_is_false(json_object_get(def, "egress")))
-            continue;
-        json_array_foreach(json_object_get(def, "hosts"), k, h)
-            json_array_append_new(rules, json_pack("{s:s, s:O}", "action", "allow", "target", h));
+        if (!json_is_false(json_object_get(def, "egress")))
+            allow_hosts(rules, json_object_get(pj, "egress"), def);
     }
     json_array_extend(rules, json_object_get(pj, "egress"));
     json_object_set_new(pj, "egress", rules);
@@ -192,4 +217,62 @@ void local_secrets_diagnose(struct local_backend *lb, const char *id, json_t *re
     json_object_set_new(
         res, "secrets",
         json_pack("{s:o, s:o}", "bound", bound, "used", used ? used : json_object()));
+}
+
+/* The record's policy, parsed; NULL with err (CONFLICT) when it has none. */
+static struct egress_policy *record_policy(const char *id, json_t *record, struct mcp_error *err)
+{
+    json_t *j = json_object_get(record, "network_policy");
+    if (!json_is_object(j)) {
+        mcp_error_set(err, MCP_ERR_CONFLICT, 0,
+                      "sandbox %s was created without a network_policy, so its egress has no "
+                      "proxy to inject secrets; create a new sandbox with secrets",
+                      id);
+        return NULL;
+    }
+    return egress_policy_parse(j, "record", err);
+}
+
+/* With rec read: the new names and policy written, the caches told, the event recorded. */
+static int bind_into(struct lsbx *sb, struct store_sandbox *rec, json_t *names,
+                     struct mcp_error *err)
+{
+    struct local_backend *lb = sb->be;
+    cleanup_json json_t *defs = secrets_load(lb->state_dir, err);
+    if (defs == NULL || check_names(names, defs, err) < 0)
+        return -1;
+    struct sandbox_spec spec = {.secrets = names};
+    struct egress_policy *now = record_policy(sb->id, rec->record, err);
+    spec.network_policy = now;
+    struct egress_policy *p = now ? bound_policy(&spec, defs, err) : NULL;
+    egress_policy_unref(now);
+    if (p == NULL)
+        return -1;
+    json_object_set_new(rec->record, "network_policy", egress_policy_to_json(p));
+    json_object_set(rec->record, "secrets", names);
+    egress_policy_unref(p);
+    if (store_sandbox_update(lb->base.store, rec, err) < 0)
+        return -1;
+    sb->policy_checked_ms = 0; /* this process's next connection re-reads both */
+    local_event(lb->base.store, sb->id, "secrets_bound", json_pack("{s:O}", "secrets", names), err);
+    return 0;
+}
+
+int local_bind_secrets(struct backend *be, const char *id, json_t *names, backend_cb *cb, void *arg,
+                       struct mcp_error *err)
+{
+    struct local_backend *lb = (struct local_backend *)be;
+    struct lsbx *sb = lsbx_for_op(lb, id, true, err);
+    struct store_sandbox rec = {0};
+    if (sb == NULL || store_sandbox_get(be->store, id, &rec, err) < 0)
+        return -1;
+    if (bind_into(sb, &rec, names, err) < 0) {
+        store_sandbox_release(&rec);
+        return -1;
+    }
+    json_t *info = local_info(&rec);
+    store_sandbox_release(&rec);
+    backend_defer(be, cb, arg, info, NULL);
+    json_decref(info);
+    return 0;
 }

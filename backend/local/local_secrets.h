@@ -34,6 +34,9 @@ char *local_secrets_agent_config(struct local_backend *lb, const struct sandbox_
  * binds names that may go to host. New array; empty when none. Reads the person's file. */
 json_t *local_secrets_for_host(const char *state_dir, json_t *bound_names, const char *host);
 
+/* The bind_secrets operation (backend.h): update_sandbox's secrets. */
+int local_bind_secrets(struct backend *be, const char *id, json_t *names, backend_cb *cb, void *arg,
+                       struct mcp_error *err);
 /* The backend's host_check: the doctor's report, and "secrets": the names create_sandbox may
  * bind, their hosts and how they are sent (secrets_describe: never a value). */
 json_t *local_host_check(const char *state_dir);

@@ -177,6 +177,36 @@ def hostile(w, sid, hosts, value, value2, bound):
     w.tool("destroy_sandbox", sandbox_id=other)
 
 
+def late_binding(w, hosts, value, bound):
+    """update_sandbox binds (and unbinds) secrets on a live sandbox."""
+    sid = w.tool("create_sandbox", network_policy={
+        "default_action": "deny", "egress": [{"action": "allow", "target": "other.test"}]})[
+        "structuredContent"]["sandbox_id"]
+    r = w.run(sid, CURL + "http://%s:8081/late0; echo rc=$?" % bound)
+    check("rc=0" not in r["stdout"], "before binding, the bound host is not allowed", json.dumps(r))
+    r = w.tool("update_sandbox", ok=False, sandbox_id=sid, secrets=["nope"])
+    check(r.get("isError") and "tok" in json.dumps(r), "update_sandbox refuses an unknown name",
+          json.dumps(r)[:400])
+    w.tool("update_sandbox", sandbox_id=sid, secrets=["tok"])
+    n = len(hosts.hits("11.0.0.5"))
+    w.run(sid, CURL + "http://%s:8081/late1" % bound)
+    got = hosts.hits("11.0.0.5")[n:]
+    check(len(got) == 1 and ["Authorization", "Bearer " + value] in got[0]["headers"],
+          "update_sandbox secrets: bound now, egress to its host allowed", json.dumps(got))
+    w.tool("update_sandbox", sandbox_id=sid, secrets=[])
+    n = len(hosts.hits("11.0.0.5"))
+    w.run(sid, CURL + "http://%s:8081/late2" % bound)
+    got = hosts.hits("11.0.0.5")[n:]
+    check(len(got) == 1 and value not in json.dumps(got), "secrets [] unbinds them",
+          json.dumps(got))
+    plain = w.tool("create_sandbox")["structuredContent"]["sandbox_id"]
+    r = w.tool("update_sandbox", ok=False, sandbox_id=plain, secrets=["tok"])
+    check(r.get("isError") and "network_policy" in json.dumps(r),
+          "a sandbox without a policy cannot bind (no proxy), saying what to do", json.dumps(r))
+    for x in (sid, plain):
+        w.tool("destroy_sandbox", sandbox_id=x)
+
+
 def usage_and_traces(w, sid, value, value2, bound, stderr_path):
     d = w.tool("diagnose_sandbox", sandbox_id=sid)["structuredContent"]
     used = d.get("secrets", {}).get("used", {})
@@ -220,6 +250,7 @@ def main():
         injection(w, sid, hosts, value, value2, bound)
         leaks(w, sid, hosts, value, value2, bound, decoy)
         hostile(w, sid, hosts, value, value2, bound)
+        late_binding(w, hosts, value, bound)
         usage_and_traces(w, sid, value, value2, bound, stderr.name)
     except Exception:
         print("# serve's log:\n" + open(stderr.name, errors="replace").read()[-3000:])

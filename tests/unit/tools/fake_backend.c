@@ -399,6 +399,7 @@ static const struct backend_ops fake_ops = {
     .host_check = backend_def_host_check,
     .workspace = backend_def_workspace,
     .set_network_policy = f_set_network_policy,
+    .bind_secrets = backend_def_bind_secrets,
 };
 
 /* Only ever a slot that is not running: a backend that keeps snapshots, to be named. */
@@ -437,6 +438,7 @@ const struct backend_ops fake_remote_ops = {
     .host_check = backend_def_host_check,
     .workspace = backend_def_workspace,
     .set_network_policy = backend_def_set_network_policy,
+    .bind_secrets = backend_def_bind_secrets,
 };
 
 struct backend *fake_backend_new(uv_loop_t *loop, struct store *store)
