@@ -29,6 +29,24 @@
 
 static atomic_uint intercepts_running;
 
+struct egress_intercept_share {
+    atomic_uint running;
+    atomic_uint refs;
+};
+
+struct egress_intercept_share *egress_intercept_share_new(void)
+{
+    struct egress_intercept_share *s = xcalloc(1, sizeof *s);
+    atomic_init(&s->refs, 1);
+    return s;
+}
+
+void egress_intercept_share_unref(struct egress_intercept_share *s)
+{
+    if (s && atomic_fetch_sub(&s->refs, 1) == 1)
+        free(s);
+}
+
 /* The secrets resolved for one connection. */
 struct injections {
     struct egress_inject inj[INTERCEPT_MAX_SECRETS];
@@ -329,6 +347,15 @@ static bool starts_tls(struct egress_intercept *ic)
            first == 22;
 }
 
+/* A running connection's end: its counts given back, everything freed. */
+static void intercept_done(struct egress_intercept *ic)
+{
+    atomic_fetch_sub(&ic->share->running, 1);
+    egress_intercept_share_unref(ic->share);
+    atomic_fetch_sub(&intercepts_running, 1);
+    intercept_free(ic);
+}
+
 static void *intercept_thread(void *arg)
 {
     struct egress_intercept *ic = arg;
@@ -352,8 +379,7 @@ static void *intercept_thread(void *arg)
     end_release(&up);
     explicit_bzero(buf, EGRESS_INJECT_HEAD_MAX);
     free(buf);
-    intercept_free(ic);
-    atomic_fetch_sub(&intercepts_running, 1);
+    intercept_done(ic);
     return NULL;
 }
 
@@ -377,9 +403,12 @@ int egress_intercept_start(struct egress_intercept *ic)
         intercept_free(ic);
         return -1;
     }
-    if (atomic_fetch_add(&intercepts_running, 1) >= EGRESS_INTERCEPT_MAX) {
-        atomic_fetch_sub(&intercepts_running, 1);
-        intercept_free(ic);
+    atomic_fetch_add(&intercepts_running, 1);
+    atomic_fetch_add(&ic->share->running, 1);
+    atomic_fetch_add(&ic->share->refs, 1);
+    if (atomic_load(&intercepts_running) > EGRESS_INTERCEPT_MAX ||
+        atomic_load(&ic->share->running) > EGRESS_INTERCEPT_PER_SANDBOX) {
+        intercept_done(ic);
         return -1;
     }
     pthread_attr_t attr;
@@ -389,8 +418,7 @@ int egress_intercept_start(struct egress_intercept *ic)
     int rc = pthread_create(&t, &attr, intercept_thread, ic);
     pthread_attr_destroy(&attr);
     if (rc != 0) {
-        atomic_fetch_sub(&intercepts_running, 1);
-        intercept_free(ic);
+        intercept_done(ic);
         return -1;
     }
     return 0;

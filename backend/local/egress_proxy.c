@@ -81,6 +81,7 @@ struct local_egress {
     uint64_t events_window_ms; /* start of the current window of refusal events */
     unsigned events_in_window;
     json_t *secrets_used; /* {name: {host: {count, last_time}}}: no values */
+    struct egress_intercept_share *intercepts; /* its intercepted connections (their threads) */
     int refs; /* the owner, the two handles, each connection */
 };
 
@@ -134,6 +135,7 @@ static void egress_unref(struct local_egress *eg)
         return;
     lsbx_unref(eg->sb);
     json_decref(eg->secrets_used);
+    egress_intercept_share_unref(eg->intercepts);
     free(eg->synth);
     free(eg);
     egress_instances--;
@@ -548,10 +550,14 @@ static void intercept(struct egress_conn *c)
     snprintf(ic->host, sizeof ic->host, "%s", c->name);
     snprintf(ic->sandbox_id, sizeof ic->sandbox_id, "%s", c->eg->sb->id);
     snprintf(ic->state_dir, sizeof ic->state_dir, "%s", c->eg->sb->be->state_dir);
+    if (c->eg->intercepts == NULL)
+        c->eg->intercepts = egress_intercept_share_new();
+    ic->share = c->eg->intercepts;
     note_secrets_used(c->eg, ic->defs, c->name);
-    if (ic->down < 0 || ic->up < 0 || egress_intercept_start(ic) < 0)
-        log_warn("sandbox %s: a connection to %s closed: no room to inject its secrets",
-                 c->eg->sb->id, c->name);
+    if (egress_intercept_start(ic) < 0)
+        log_warn("sandbox %s: a connection to %s closed: too many intercepted at once (at most "
+                 "%d per sandbox, %d in all)",
+                 c->eg->sb->id, c->name, EGRESS_INTERCEPT_PER_SANDBOX, EGRESS_INTERCEPT_MAX);
     c->splicing = true; /* the stream handles go; conn_close closes the rest */
     uv_close((uv_handle_t *)&c->down, on_tcp_handed_over);
     uv_close((uv_handle_t *)&c->up, on_tcp_handed_over);

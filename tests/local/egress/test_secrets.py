@@ -175,6 +175,27 @@ def hostile(w, sid, hosts, value, value2, bound):
     check([x["path"] for x in got] == ["/p1"] and value not in r["stdout"],
           "a pipelined second request is never read by the host", json.dumps(got) + r["stdout"])
     w.tool("destroy_sandbox", sandbox_id=other)
+    flood(w, sid, hosts, value, bound)
+
+
+def flood(w, sid, hosts, value, bound):
+    """One sandbox holding 300 stalled connections to a bound host cannot starve another's."""
+    second = w.tool("create_sandbox", secrets=["tok"])["structuredContent"]["sandbox_id"]
+    w.tool("write_file", sandbox_id=sid, path="/workspace/stall.py", content=(
+        "import socket, time\n"
+        "held = [socket.create_connection(('%s', 8081)) for _ in range(300)]\n"
+        "print('held', len(held), flush=True)\n"
+        "time.sleep(8)\n" % bound))
+    w.tool("run_command", sandbox_id=sid, command="python3 /workspace/stall.py",
+           background=True)
+    w.run(sid, "sleep 2")
+    n = len(hosts.hits("11.0.0.5"))
+    r = w.run(second, CURL + "http://%s:8081/flooded" % bound)
+    got = hosts.hits("11.0.0.5")[n:]
+    check(r["exit_code"] == 0 and len(got) == 1 and value in json.dumps(got),
+          "a flood of stalled connections from one sandbox leaves another's injection working",
+          json.dumps(r) + json.dumps(got))
+    w.tool("destroy_sandbox", sandbox_id=second)
 
 
 def late_binding(w, hosts, value, bound):
