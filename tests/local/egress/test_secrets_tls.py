@@ -88,6 +88,20 @@ def main():
         check(out["exit_code"] == 0 and value not in json.dumps(out) and "***" in out["stdout"],
               "Python over HTTPS; the echoed header reaches the sandbox masked",
               json.dumps(out)[:800])
+        n = len(hosts.hits("11.0.0.5:8443"))
+        out = w.run(sid, "node -e \"fetch('https://bound.test:8443/node').then(r => r.text())"
+                         ".then(t => console.log(t), e => { console.log(e.cause); "
+                         "process.exit(1); })\"")
+        got = hosts.hits("11.0.0.5:8443")[n:]
+        check(out["exit_code"] == 0 and got and ["Authorization", "Bearer " + value] in
+              got[0]["headers"], "Node (NODE_EXTRA_CA_CERTS) over HTTPS",
+              json.dumps(out) + json.dumps(got))
+        n = len(hosts.hits("11.0.0.5:8443"))
+        out = w.run(sid, "git ls-remote https://bound.test:8443/repo.git 2>&1; exit 0")
+        got = hosts.hits("11.0.0.5:8443")[n:]
+        check(got and got[0]["path"].startswith("/repo.git/info/refs") and
+              "certificate" not in out["stdout"],
+              "git (GIT_SSL_CAINFO) reaches the host over HTTPS", json.dumps(out) + json.dumps(got))
         out = w.run(sid, CURL + "https://untrusted.test:8443/nope")
         check(out["exit_code"] != 0 and bad.hits() == [],
               "an upstream whose certificate is not trusted gets no request (no secret)",
