@@ -25,6 +25,7 @@
 #include "backend/local/local_sandbox.h"
 #include "backend/local/local_egress.h"
 #include "backend/local/local_secrets.h"
+#include "lib/base/cleanup.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
@@ -459,6 +460,8 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
     if (img->shared_mapping) /* the layers' files carry that mapping's ids: no idmap */
         req.ident = local_image_shared_identity(), req.slot = 0, req.bind_image = true;
     req.pids_by_rlimit = !lb->cg.lim_pids;
+    cleanup_free char *egress_ca = img->n == 0 ? local_secrets_ca(lb, spec) : NULL;
+    req.egress_ca = egress_ca;
     if (op->pool_slot >= 0) {
         struct mcp_error spawn_err;
         local_spawner_post(lb->spawner, op->pool_slot, &req, res);

@@ -185,6 +185,12 @@ char *local_secrets_agent_config(struct local_backend *lb, const struct sandbox_
     return cfg;
 }
 
+char *local_secrets_ca(struct local_backend *lb, const struct sandbox_spec *spec)
+{
+    struct mcp_error err;
+    return json_array_size(spec->secrets) ? egress_tls_ca_pem(lb->state_dir, &err) : NULL;
+}
+
 json_t *local_host_check(const char *state_dir)
 {
     json_t *out = doctor_host_check(state_dir);

@@ -78,7 +78,9 @@ bool agent_egress_send(struct agent *a, struct conn *c, json_t *id)
 
 static int write_text(const char *path, const char *a, size_t na, const char *b, size_t nb)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    /* never twice: the spawn may have written the bundle (host root) and bound it over the
+     * system one, which this would then read */
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
         return -1;
     bool ok = write(fd, a, na) == (ssize_t)na && write(fd, b, nb) == (ssize_t)nb;
@@ -106,6 +108,11 @@ static char *system_bundle(size_t *len)
 void agent_egress_trust(const char *ca_pem)
 {
     size_t n = 0, ca_len = strlen(ca_pem);
+    struct stat st;
+    if (stat(AGENT_EGRESS_TRUST_DIR "/ca-bundle.pem", &st) == 0) { /* the spawn made it */
+        write_text(AGENT_EGRESS_TRUST_DIR "/ca.pem", ca_pem, ca_len, "", 0);
+        return;
+    }
     char *sys = system_bundle(&n);
     const char *bundle = AGENT_EGRESS_TRUST_DIR "/ca-bundle.pem";
     mkdir(AGENT_EGRESS_TRUST_DIR, 0755);

@@ -118,6 +118,12 @@ def main():
               "the CA key is nowhere inside", json.dumps(out)[:600])
         ours = open(ca).read().split("-----BEGIN CERTIFICATE-----")[1].split("-----")[0].strip()
         ours_line = ours.splitlines()[1]
+        r = w.run(sid, "grep -c '%s' /etc/ssl/certs/ca-certificates.crt; "
+                       "grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt; "
+                       "echo x >> /etc/ssl/certs/ca-certificates.crt && echo writable" % ours_line)
+        counts = r["stdout"].split()
+        check(counts[:1] == ["1"] and int(counts[1]) > 1 and "writable" not in r["stdout"],
+              "the system bundle the sandbox sees holds the CA (read-only)", json.dumps(r))
         for var in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
                     "NODE_EXTRA_CA_CERTS"):
             r = w.run(sid, "grep -c 'BEGIN CERTIFICATE' $%s; grep -c '%s' $%s" % (var, ours_line,
