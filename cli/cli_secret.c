@@ -38,7 +38,35 @@ static int fail(const struct mcp_error *err)
     return cli_exit_for_error(err->code);
 }
 
-/* The definition from add's options; NULL (usage printed) on a bad command line. */
+/* One of add's options into def; false (said why) on an unset env var or an unknown option. */
+static bool add_option(json_t *def, int opt, const char *arg)
+{
+    json_t *from = json_object_get(def, "from");
+    char abs[PATH_MAX];
+    const char *env = opt == 'e' ? getenv(arg) : NULL;
+    if (opt == 'e' && env == NULL)
+        fprintf(stderr,
+                "mcpbox secret: %s is not set in this environment; export it and run "
+                "again\n",
+                arg);
+    else if (opt == 'e')
+        json_object_set_new(from, "value", json_string(env));
+    else if (opt == 'f')
+        json_object_set_new(from, "file", json_string(realpath(arg, abs) ? abs : arg));
+    else if (opt == 'c')
+        json_object_set_new(from, "command", json_string(arg));
+    else if (opt == 'H')
+        json_array_append_new(json_object_get(def, "hosts"), json_string(arg));
+    else if (opt == 'h')
+        json_object_set_new(def, "header", json_string(arg));
+    else if (opt == 'p' || opt == 'n')
+        json_object_set_new(def, opt == 'p' ? "placeholder" : "egress", json_boolean(opt == 'p'));
+    else
+        usage(stderr);
+    return strchr("efcHhpn", opt) != NULL && (opt != 'e' || env != NULL);
+}
+
+/* The definition from add's options; NULL (said why) on a bad command line. */
 static json_t *parse_add(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -48,36 +76,10 @@ static json_t *parse_add(int argc, char **argv)
         {"no-egress", no_argument, NULL, 'n'},          {NULL, 0, NULL, 0},
     };
     json_t *def = json_pack("{s:[], s:{}}", "hosts", "from");
-    json_t *from = json_object_get(def, "from");
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        char abs[PATH_MAX];
-        const char *env = opt == 'e' ? getenv(optarg) : NULL;
-        if (opt == 'e' && env == NULL) {
-            fprintf(stderr,
-                    "mcpbox secret: %s is not set in this environment; export it and "
-                    "run again\n",
-                    optarg);
-            json_decref(def);
-            return NULL;
-        }
-        if (opt == 'e')
-            json_object_set_new(from, "value", json_string(env));
-        else if (opt == 'f')
-            json_object_set_new(from, "file", json_string(realpath(optarg, abs) ? abs : optarg));
-        else if (opt == 'c')
-            json_object_set_new(from, "command", json_string(optarg));
-        else if (opt == 'H')
-            json_array_append_new(json_object_get(def, "hosts"), json_string(optarg));
-        else if (opt == 'h')
-            json_object_set_new(def, "header", json_string(optarg));
-        else if (opt == 'p')
-            json_object_set_new(def, "placeholder", json_true());
-        else if (opt == 'n')
-            json_object_set_new(def, "egress", json_false());
-        else {
-            usage(stderr);
+        if (!add_option(def, opt, optarg)) {
             json_decref(def);
             return NULL;
         }

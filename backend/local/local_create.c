@@ -25,7 +25,6 @@
 #include "backend/local/local_sandbox.h"
 #include "backend/local/local_egress.h"
 #include "backend/local/local_secrets.h"
-#include "lib/base/cleanup.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
@@ -435,6 +434,17 @@ static const char *root_templates(const struct local_backend *lb)
     return lb->root_templates[0] ? lb->root_templates : NULL;
 }
 
+/* The agent's config (new string), and the egress CA for a host root binding secrets
+ * (local_secrets.c: the CA the sandbox trusts for them). */
+static void child_config(struct local_backend *lb, const struct sandbox_spec *spec,
+                         const struct store_sandbox *rec, const struct create_image *img,
+                         struct spawn_request *req)
+{
+    char *cfg = agent_config(spec, rec->expires_at_ms, rec->idle_timeout_s, img);
+    req->agent_config = local_secrets_agent_config(lb, spec, cfg);
+    req->egress_ca = img->n == 0 ? local_secrets_ca(lb, spec) : NULL;
+}
+
 static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
                        const struct cg_limits *lim, uint64_t disk, const struct create_image *img,
                        const struct store_sandbox *rec, struct spawn_result *res,
@@ -442,26 +452,32 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
 {
     struct lsbx *sb = op->sb;
     struct local_backend *lb = sb->be;
-    char *cfg = agent_config(spec, rec->expires_at_ms, rec->idle_timeout_s, img);
-    cfg = local_secrets_agent_config(lb, spec, cfg); /* the CA the sandbox trusts for them */
-    struct spawn_request req = {.id = sb->id, .dir = sb->dir, .logs_dir = sb->logs_dir,
-                                .ident = &lb->ident, .slot = op->slot,
-                                .disk_bytes = disk, .memory_bytes = lim->memory_bytes,
-                                .pids = lim->pids, .network = spec->network,
+    struct spawn_request req = {.id = sb->id,
+                                .dir = sb->dir,
+                                .logs_dir = sb->logs_dir,
+                                .ident = &lb->ident,
+                                .slot = op->slot,
+                                .disk_bytes = disk,
+                                .memory_bytes = lim->memory_bytes,
+                                .pids = lim->pids,
+                                .network = spec->network,
                                 .egress = spec->network_policy != NULL,
-                                .agent_config = cfg, .agent_exe_fd = lb->agent_fd,
-                                .image_dirs = img->dirs, .n_image_dirs = img->n,
-                                .run_uid = img->run_uid, .run_gid = img->run_gid,
-                                .seccomp = &lb->seccomp, .cg = &sb->cg,
+                                .agent_exe_fd = lb->agent_fd,
+                                .image_dirs = img->dirs,
+                                .n_image_dirs = img->n,
+                                .run_uid = img->run_uid,
+                                .run_gid = img->run_gid,
+                                .seccomp = &lb->seccomp,
+                                .cg = &sb->cg,
                                 .root_templates = root_templates(lb),
-                                .ws = &img->ws, .person_id = img->person_id};
+                                .ws = &img->ws,
+                                .person_id = img->person_id};
     int rc;
     req.hold = op->pool_slot < 0 && hold_for_v1(lb, &sb->cg);
     if (img->shared_mapping) /* the layers' files carry that mapping's ids: no idmap */
         req.ident = local_image_shared_identity(), req.slot = 0, req.bind_image = true;
     req.pids_by_rlimit = !lb->cg.lim_pids;
-    cleanup_free char *egress_ca = img->n == 0 ? local_secrets_ca(lb, spec) : NULL;
-    req.egress_ca = egress_ca;
+    child_config(lb, spec, rec, img, &req);
     if (op->pool_slot >= 0) {
         struct mcp_error spawn_err;
         local_spawner_post(lb->spawner, op->pool_slot, &req, res);
@@ -479,7 +495,7 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
     } else {
         rc = local_spawn(&req, res, err);
     }
-    free(cfg);
+    free((char *)req.agent_config);
     if (res->pidfd >= 0)
         sb->pidfd = res->pidfd, sb->pid = res->pid;
     op->err_fd = res->err_fd;

@@ -185,10 +185,13 @@ char *local_secrets_agent_config(struct local_backend *lb, const struct sandbox_
     return cfg;
 }
 
-char *local_secrets_ca(struct local_backend *lb, const struct sandbox_spec *spec)
+const char *local_secrets_ca(struct local_backend *lb, const struct sandbox_spec *spec)
 {
+    static char *pem; /* the loop thread's; the CA never changes in a process's life */
     struct mcp_error err;
-    return json_array_size(spec->secrets) ? egress_tls_ca_pem(lb->state_dir, &err) : NULL;
+    if (pem == NULL && json_array_size(spec->secrets) > 0)
+        pem = egress_tls_ca_pem(lb->state_dir, &err);
+    return json_array_size(spec->secrets) > 0 ? pem : NULL;
 }
 
 json_t *local_host_check(const char *state_dir)

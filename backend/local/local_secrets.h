@@ -37,8 +37,8 @@ json_t *local_secrets_for_host(const char *state_dir, json_t *bound_names, const
 /* The bind_secrets operation (backend.h): update_sandbox's secrets. */
 int local_bind_secrets(struct backend *be, const char *id, json_t *names, backend_cb *cb, void *arg,
                        struct mcp_error *err);
-/* The egress CA's certificate (PEM, new string) for a spec that binds secrets, else NULL. */
-char *local_secrets_ca(struct local_backend *lb, const struct sandbox_spec *spec);
+/* The egress CA's certificate (PEM, borrowed) for a spec that binds secrets, else NULL. */
+const char *local_secrets_ca(struct local_backend *lb, const struct sandbox_spec *spec);
 /* The backend's host_check: the doctor's report, and "secrets": the names create_sandbox may
  * bind, their hosts and how they are sent (secrets_describe: never a value). */
 json_t *local_host_check(const char *state_dir);
