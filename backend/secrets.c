@@ -6,13 +6,16 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "backend/egress_policy.h"
 #include "lib/base/cleanup.h"
+#include "lib/base/log.h"
 #include "lib/base/xalloc.h"
 
 bool secret_name_ok(const char *name)
@@ -55,6 +58,17 @@ static int check_private(int fd, const char *path, struct mcp_error *err)
     return 0;
 }
 
+void secrets_no_core_dumps(void)
+{
+    static atomic_bool done;
+    if (atomic_exchange(&done, true))
+        return;
+    struct rlimit none = {0, 0};
+    if (setrlimit(RLIMIT_CORE, &none) < 0)
+        log_warn("could not turn core dumps off (%s): a crash could write secrets to disk",
+                 strerror(errno));
+}
+
 json_t *secrets_load(const char *state_dir, struct mcp_error *err)
 {
     char path[4096];
@@ -79,6 +93,8 @@ json_t *secrets_load(const char *state_dir, struct mcp_error *err)
                       path, je.text);
         return NULL;
     }
+    if (json_object_size(defs) > 0) /* values (--from-env) are in this process's memory now */
+        secrets_no_core_dumps();
     json_incref(defs);
     json_decref(all);
     return defs;

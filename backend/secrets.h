@@ -27,6 +27,9 @@ void secret_placeholder(const char *name, char out[SECRET_PLACEHOLDER_MAX]);
 /* The definitions, {name: definition} (an empty object when there is no file yet); NULL with err
  * when the file is unreadable, not the owner's, open to others or not JSON. */
 json_t *secrets_load(const char *state_dir, struct mcp_error *err);
+/* Sets this process's core dump size to 0 (hard limit too), once: called as soon as a value
+ * may be in its memory, so a crash never writes one to disk. */
+void secrets_no_core_dumps(void);
 /* Replaces the file (written 0600 beside it, then renamed). */
 int secrets_save(const char *state_dir, const json_t *defs, struct mcp_error *err);
 

@@ -8,7 +8,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -383,22 +382,9 @@ static void *intercept_thread(void *arg)
     return NULL;
 }
 
-/* A secret's value passes through this process's memory from now on: no core dump may carry it
- * (the limit stays lowered for the rest of the process). */
-static void no_core_dumps(void)
-{
-    static atomic_bool done;
-    if (atomic_exchange(&done, true))
-        return;
-    struct rlimit none = {0, 0};
-    if (setrlimit(RLIMIT_CORE, &none) < 0)
-        log_warn("could not turn core dumps off (%s): a crash could write secrets to disk",
-                 strerror(errno));
-}
-
 int egress_intercept_start(struct egress_intercept *ic)
 {
-    no_core_dumps();
+    secrets_no_core_dumps(); /* values pass through this process's memory from now on */
     if (ic->down < 0 || ic->up < 0) {
         intercept_free(ic);
         return -1;
