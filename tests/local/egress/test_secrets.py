@@ -228,6 +228,28 @@ def late_binding(w, hosts, value, bound):
         w.tool("destroy_sandbox", sandbox_id=x)
 
 
+def cli_create(w, mcpbox, user, hosts, value, bound):
+    """A person binds with `mcpbox sandbox create --secret`; the server serves its egress."""
+    argv = w.nsenter + (["runuser", "-u", user, "--"] if user else []) + [
+        "env", "MCPBOX_EGRESS_HOSTS=" + w.hosts, mcpbox, "sandbox", "--state-dir",
+        os.path.join(w.dir, "state"), "create", "--secret", "tok", "--timeout", "600"]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    sid = r.stdout.strip()
+    check(r.returncode == 0 and sid.startswith("sbx-"), "mcpbox sandbox create --secret",
+          r.stdout + r.stderr)
+    w.made.append(sid)
+    r = subprocess.run(argv[:-5] + ["create", "--secret", "nope"], capture_output=True,
+                       text=True, timeout=120)
+    check(r.returncode != 0 and "tok" in r.stderr, "... an unknown name refused, listing them",
+          r.stderr)
+    n = len(hosts.hits("11.0.0.5"))
+    w.run(sid, CURL + "http://%s:8081/cli" % bound)
+    got = hosts.hits("11.0.0.5")[n:]
+    check(len(got) == 1 and ["Authorization", "Bearer " + value] in got[0]["headers"],
+          "... and its requests to the bound host carry the secret", json.dumps(got))
+    w.tool("destroy_sandbox", sandbox_id=sid)
+
+
 def usage_and_traces(w, sid, value, value2, bound, stderr_path):
     d = w.tool("diagnose_sandbox", sandbox_id=sid)["structuredContent"]
     used = d.get("secrets", {}).get("used", {})
@@ -272,6 +294,7 @@ def main():
         leaks(w, sid, hosts, value, value2, bound, decoy)
         hostile(w, sid, hosts, value, value2, bound)
         late_binding(w, hosts, value, bound)
+        cli_create(w, mcpbox, a.user, hosts, value, bound)
         usage_and_traces(w, sid, value, value2, bound, stderr.name)
     except Exception:
         print("# serve's log:\n" + open(stderr.name, errors="replace").read()[-3000:])
