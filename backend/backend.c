@@ -100,6 +100,15 @@ int backend_def_bind_secrets(struct backend *be, const char *sandbox_id, json_t 
                          be->ops->name);
 }
 
+int backend_def_credential_vault(struct backend *be, const char *sandbox_id, const char *action,
+                                 json_t *body, backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
+                         "the %s backend has no credential vault; use a local sandbox created "
+                         "with credentialProxy enabled",
+                         be->ops->name);
+}
+
 int backend_def_metrics(struct backend *be, const char *sandbox_id, backend_cb *cb, void *arg,
                         struct mcp_error *err)
 {
@@ -187,7 +196,7 @@ static bool ops_complete(const struct backend_ops *o)
            o->exec_detach && o->command_get && o->command_kill && o->file_read && o->file_write &&
            o->file_op && o->endpoint && o->diagnose && o->snapshot && o->metrics &&
            o->code_context && o->code_run && o->host_check && o->workspace &&
-           o->set_network_policy && o->bind_secrets;
+           o->set_network_policy && o->bind_secrets && o->credential_vault;
 }
 
 static bool has_prefix(const char *s, const char *prefix)

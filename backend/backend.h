@@ -91,6 +91,10 @@ struct sandbox_spec {
      * allows egress to its hosts unless the person defined it with egress false. A backend
      * without injection refuses a non-empty list. */
     json_t *secrets;
+    /* OpenSandbox's credentialProxy: the sandbox trusts the egress proxy's CA so that its
+     * Credential Vault (credential_vault) can inject over TLS; egress goes by policy (allow all
+     * when it has none). A backend without injection refuses it. */
+    bool credential_proxy;
     int64_t timeout_seconds;  /* absolute TTL from now; 0 = default; < 0 = none */
     int64_t idle_timeout_seconds; /* 0 = default; < 0 = none */
     /* Restore from this snapshot instead of image (only backends with ops->snapshot; the tool
@@ -306,6 +310,14 @@ struct backend_ops {
      * MCP_ERR_CONFLICT for a sandbox without a policy path. */
     int (*bind_secrets)(struct backend *be, const char *sandbox_id, json_t *names, backend_cb *cb,
                         void *arg, struct mcp_error *err);
+    /* OpenSandbox's Credential Vault of one sandbox (osapi/osapi_vault.c, egress-api.yaml):
+     * action "create" (body: CredentialVaultCreateRequest), "get", "patch" (body:
+     * CredentialVaultMutationRequest) or "delete". Result: the sanitized CredentialVaultState
+     * (an empty object after delete); a value never comes back. MCP_ERR_INVALID for a bad body,
+     * MCP_ERR_NOT_FOUND for no vault, MCP_ERR_CONFLICT for a vault that exists (create) or a
+     * stale expectedRevision. */
+    int (*credential_vault)(struct backend *be, const char *sandbox_id, const char *action,
+                            json_t *body, backend_cb *cb, void *arg, struct mcp_error *err);
 };
 
 /* Default slots for the optional operations: each fails with MCP_ERR_UNSUPPORTED, "the <name>
@@ -327,6 +339,8 @@ int backend_def_set_network_policy(struct backend *be, const char *sandbox_id,
                                    struct mcp_error *err);
 int backend_def_bind_secrets(struct backend *be, const char *sandbox_id, json_t *names,
                              backend_cb *cb, void *arg, struct mcp_error *err);
+int backend_def_credential_vault(struct backend *be, const char *sandbox_id, const char *action,
+                                 json_t *body, backend_cb *cb, void *arg, struct mcp_error *err);
 /* The optional operations a backend may lack (its slot holds the default). */
 enum backend_optional {
     BACKEND_SNAPSHOTS, /* snapshot (and restoring one at create) */

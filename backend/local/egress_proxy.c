@@ -43,6 +43,7 @@
 #include "backend/local/local_sandbox.h"
 #include "backend/local/local_egress.h"
 #include "backend/local/local_secrets.h"
+#include "backend/local/local_vault.h"
 #include "backend/local/proto.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"
@@ -500,9 +501,11 @@ static void splice_start(struct egress_conn *c)
 static void bound_secrets(struct egress_conn *c)
 {
     json_t *names = local_egress_secrets(c->eg->sb);
-    if (json_array_size(names) == 0)
-        return;
     json_t *defs = local_secrets_for_host(c->eg->sb->be->state_dir, names, c->name);
+    json_t *vault = local_vault_for_host(c->eg->sb->be->state_dir, c->eg->sb->id, c->name,
+                                         c->port); /* OpenSandbox's credential vault */
+    json_array_extend(defs, vault);
+    json_decref(vault);
     if (json_array_size(defs) > 0)
         c->secrets = defs;
     else

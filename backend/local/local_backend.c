@@ -29,6 +29,7 @@
 #include "backend/local/local_sandbox.h"
 #include "backend/local/local_egress.h"
 #include "backend/local/local_secrets.h"
+#include "backend/local/local_vault.h"
 #include "lib/base/cleanup.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"
@@ -306,6 +307,7 @@ void local_release_resources(struct local_backend *lb, const char *id, const cha
         rmtree(dir);
     rmtree(logs);
     local_ws_remove(lb->state_dir, id, &lb->ident); /* mounts' copy-on-write layers (workspace.h) */
+    local_vault_remove(lb->state_dir, id);          /* its credential vault (local_vault.h) */
     local_release_slot(lb, id);
 }
 
@@ -856,4 +858,5 @@ const struct backend_ops local_ops = {
     .workspace = local_workspace,
     .set_network_policy = local_set_network_policy,
     .bind_secrets = local_bind_secrets,
+    .credential_vault = local_credential_vault,
 };

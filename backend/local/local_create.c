@@ -193,6 +193,8 @@ json_t *local_make_record(const struct sandbox_spec *spec, const struct cg_limit
         json_object_set_new(rec, "network_policy", egress_policy_to_json(spec->network_policy));
     if (json_array_size(spec->secrets) > 0) /* names only: the proxy reads the definitions */
         json_object_set(rec, "secrets", spec->secrets);
+    if (spec->credential_proxy) /* its credential vault may be used (local_vault.c) */
+        json_object_set_new(rec, "credential_proxy", json_true());
     return rec;
 }
 

@@ -13,6 +13,13 @@
 #include "lib/base/log.h"
 #include "lib/base/xalloc.h"
 
+/* Whether the sandbox's egress may be intercepted: it binds secrets, or it was made with
+ * OpenSandbox's credentialProxy (its vault, local_vault.c). It then trusts the egress CA. */
+static bool wants_trust(const struct sandbox_spec *spec)
+{
+    return json_array_size(spec->secrets) > 0 || spec->credential_proxy;
+}
+
 /* Each name once, each the person's; err lists the names there are. */
 static int check_names(const json_t *names, const json_t *defs, struct mcp_error *err)
 {
@@ -64,8 +71,11 @@ static void allow_hosts(json_t *rules, json_t *existing, json_t *def)
 static struct egress_policy *bound_policy(const struct sandbox_spec *spec, const json_t *defs,
                                           struct mcp_error *err)
 {
+    /* credentialProxy without a policy (OpenSandbox: all egress allowed) goes by one allowing
+     * all, so that it passes the proxy */
     cleanup_json json_t *pj = spec->network_policy ? egress_policy_to_json(spec->network_policy)
-                                                   : json_pack("{s:s}", "default_action", "deny");
+                                                   : json_pack("{s:s}", "default_action",
+                                                               spec->network ? "allow" : "deny");
     json_t *rules = json_array();
     size_t i;
     json_t *n;
@@ -117,14 +127,15 @@ int local_secrets_bind(struct local_backend *lb, const struct sandbox_spec *spec
 {
     memset(out, 0, sizeof *out);
     out->spec = *spec;
-    if (json_array_size(spec->secrets) == 0)
+    if (!wants_trust(spec))
         return 0;
-    if (spec->network && spec->network_policy == NULL)
+    if (spec->network && spec->network_policy == NULL && json_array_size(spec->secrets) > 0)
         return mcp_error_set(err, MCP_ERR_INVALID, 0,
                              "secrets are injected by egress by policy, not with network: true; "
                              "drop network (binding allows the secrets' hosts) or give a "
                              "network_policy such as {\"default_action\": \"allow\"}");
-    cleanup_json json_t *defs = secrets_load(lb->state_dir, err);
+    cleanup_json json_t *defs =
+        json_array_size(spec->secrets) ? secrets_load(lb->state_dir, err) : json_object();
     if (defs == NULL || check_names(spec->secrets, defs, err) < 0)
         return -1;
     out->policy = bound_policy(spec, defs, err);
@@ -166,7 +177,7 @@ json_t *local_secrets_for_host(const char *state_dir, json_t *bound_names, const
 char *local_secrets_agent_config(struct local_backend *lb, const struct sandbox_spec *spec,
                                  char *cfg)
 {
-    if (json_array_size(spec->secrets) == 0 || cfg == NULL)
+    if (!wants_trust(spec) || cfg == NULL)
         return cfg;
     struct mcp_error err;
     char *pem = egress_tls_ca_pem(lb->state_dir, &err);
@@ -189,9 +200,9 @@ const char *local_secrets_ca(struct local_backend *lb, const struct sandbox_spec
 {
     static char *pem; /* the loop thread's; the CA never changes in a process's life */
     struct mcp_error err;
-    if (pem == NULL && json_array_size(spec->secrets) > 0)
+    if (pem == NULL && wants_trust(spec))
         pem = egress_tls_ca_pem(lb->state_dir, &err);
-    return json_array_size(spec->secrets) > 0 ? pem : NULL;
+    return wants_trust(spec) ? pem : NULL;
 }
 
 json_t *local_host_check(const char *state_dir)

@@ -521,7 +521,7 @@ int osb_create(struct backend *be, const struct sandbox_spec *spec, backend_cb *
                              "the opensandbox backend cannot mount host directories (its "
                              "sandboxes run on another server): copy files in with write_file, "
                              "or create the sandbox on the local backend (backend: \"local\")");
-    if (json_array_size(spec->secrets) > 0)
+    if (json_array_size(spec->secrets) > 0 || spec->credential_proxy)
         return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
                              "the opensandbox backend cannot inject secrets yet: create the "
                              "sandbox on the local backend (backend: \"local\") to bind them");

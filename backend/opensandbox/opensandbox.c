@@ -77,6 +77,7 @@ const struct backend_ops opensandbox_ops = {
     .workspace = backend_def_workspace,
     .set_network_policy = osb_set_network_policy,
     .bind_secrets = backend_def_bind_secrets,
+    .credential_vault = backend_def_credential_vault,
 };
 
 /* OPEN_SANDBOX_DOMAIN may carry a scheme ("https://host"), which then wins over the protocol. */

@@ -400,6 +400,7 @@ static const struct backend_ops fake_ops = {
     .workspace = backend_def_workspace,
     .set_network_policy = f_set_network_policy,
     .bind_secrets = backend_def_bind_secrets,
+    .credential_vault = backend_def_credential_vault,
 };
 
 /* Only ever a slot that is not running: a backend that keeps snapshots, to be named. */
@@ -439,6 +440,7 @@ const struct backend_ops fake_remote_ops = {
     .workspace = backend_def_workspace,
     .set_network_policy = backend_def_set_network_policy,
     .bind_secrets = backend_def_bind_secrets,
+    .credential_vault = backend_def_credential_vault,
 };
 
 struct backend *fake_backend_new(uv_loop_t *loop, struct store *store)
