@@ -9,7 +9,7 @@
 //   node osapi_vault_sdk.mjs --mcpbox PATH --log FILE --host NAME:PORT
 import fs from 'node:fs';
 import path from 'node:path';
-import { NODE_DIR, check, done, parseArgs, requireTooling, startMcpbox, tempStateDir, test } from './osapi_lib.mjs';
+import { NODE_DIR, check, done, parseArgs, requireTooling, startMcpbox, startPrism, tempStateDir, test, through } from './osapi_lib.mjs';
 
 requireTooling();
 const args = parseArgs(process.argv.slice(2));
@@ -58,6 +58,24 @@ await test('get, listCredentials, getCredential, listBindings, getBinding: sanit
   all.forEach((x, i) => clean(x, `read ${i}`));
   check(all[1].length === 1 && all[2].name === 'tok' && all[3].length === 1 && all[4].match.hosts[0] === HOST,
         JSON.stringify(all));
+});
+
+await test('the vault\'s answers pass Prism\'s validating proxy of egress-api.yaml', async () => {
+  const r = await fetch(`${mcpbox.base}/v1/sandboxes/${sbx.id}/endpoints/18080`, { headers: { 'OPEN-SANDBOX-API-KEY': KEY } });
+  const ep = await r.json();
+  const eg = await startPrism('egress-api.yaml', `http://${ep.endpoint}`);
+  for (const p of ['/credential-vault', '/credential-vault/credentials', '/credential-vault/credentials/tok',
+                   '/credential-vault/bindings', '/credential-vault/bindings/api']) {
+    const g = await through(eg.base, 'GET', p, { headers: ep.headers, expect: 200 });
+    clean(g.text, p);
+  }
+  await through(eg.base, 'GET', '/credential-vault/bindings/nope', { headers: ep.headers, expect: 404 });
+  const dup = await through(eg.base, 'POST', '/credential-vault', { headers: ep.headers, expect: 409,
+    body: { credentials: [], bindings: [] } });
+  check(/already/.test(dup.text), dup.text);
+  const bad = await through(eg.base, 'PATCH', '/credential-vault', { headers: ep.headers, expect: 400,
+    body: { bindings: { add: [{ name: 'x', match: { hosts: [HOST], paths: ['/admin/*'] }, auth: { type: 'bearer', credential: 'tok' } }] } } });
+  check(/methods and paths/.test(bad.text), bad.text);
 });
 
 await test('patch replaces the credential (revision 2); a stale expectedRevision is refused', async () => {
