@@ -70,6 +70,12 @@ int backend_def_snapshot(struct backend *be, const char *owner, const char *acti
     return unsupported(be, "snapshots", err);
 }
 
+int backend_def_volume(struct backend *be, const char *owner, const char *action, json_t *args,
+                       backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    return unsupported(be, "named volumes", err);
+}
+
 int backend_def_workspace(struct backend *be, const char *sandbox_id, const char *action,
                           json_t *args, backend_cb *cb, void *arg, struct mcp_error *err)
 {
@@ -126,6 +132,20 @@ int backend_def_code_run(struct backend *be, const char *sandbox_id,
                          struct mcp_error *err)
 {
     return unsupported(be, "code interpreter contexts", err);
+}
+
+int backend_def_command_input(struct backend *be, const char *sandbox_id, const char *command_id,
+                              const void *data, size_t len, bool eof, backend_cb *cb, void *arg,
+                              struct mcp_error *err)
+{
+    return unsupported(be, "interactive commands (input to a running command)", err);
+}
+
+int backend_def_command_resize(struct backend *be, const char *sandbox_id, const char *command_id,
+                               unsigned rows, unsigned cols, backend_cb *cb, void *arg,
+                               struct mcp_error *err)
+{
+    return unsupported(be, "terminals (pty commands) to resize", err);
 }
 
 json_t *backend_def_host_check(const char *state_dir)
@@ -196,7 +216,8 @@ static bool ops_complete(const struct backend_ops *o)
            o->exec_detach && o->command_get && o->command_kill && o->file_read && o->file_write &&
            o->file_op && o->endpoint && o->diagnose && o->snapshot && o->metrics &&
            o->code_context && o->code_run && o->host_check && o->workspace &&
-           o->set_network_policy && o->bind_secrets && o->credential_vault;
+           o->set_network_policy && o->command_input && o->command_resize && o->volume &&
+           o->bind_secrets && o->credential_vault;
 }
 
 static bool has_prefix(const char *s, const char *prefix)
@@ -308,6 +329,16 @@ const struct backend_ops *backend_set_having(const struct backend_set *set,
     for (size_t i = 0; i < set->n; i++)
         if (backend_has(set->slots[i].ops, what))
             return set->slots[i].ops;
+    return NULL;
+}
+
+struct backend *backend_for_volumes(const struct backend_set *set, struct mcp_error *err)
+{
+    for (size_t i = 0; i < set->n; i++)
+        if (set->slots[i].ops->volume != backend_def_volume)
+            return slot_backend(&set->slots[i], err);
+    mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
+                  "no backend of this mcpbox keeps named volumes (the local backend does)");
     return NULL;
 }
 

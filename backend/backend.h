@@ -118,6 +118,15 @@ struct exec_request {
     const char *stdin_data; /* bytes fed to stdin, then EOF; NULL: stdin is /dev/null */
     size_t stdin_len;
     int64_t timeout_ms;     /* kill the command after this long; 0 = never */
+    /* Interactive commands (command_input, command_resize). stdin_open: stdin stays open after
+     * stdin_data until command_input with eof (or the command's exit). A pty when pty_rows and
+     * pty_cols are both non-zero: the command leads a new session whose controlling terminal is
+     * a fresh pseudo-terminal of that size, on its stdin, stdout and stderr; its output comes as
+     * EXEC_STDOUT (the terminal's bytes: "\r\n" line ends, echo); stdin is then open whatever
+     * stdin_open says; TERM is xterm-256color unless an env sets it. Backends without
+     * command_input refuse both with MCP_ERR_UNSUPPORTED. */
+    bool stdin_open;
+    uint16_t pty_rows, pty_cols;
 };
 
 enum exec_stream { EXEC_STDOUT = 1, EXEC_STDERR = 2 };
@@ -260,7 +269,10 @@ struct backend_ops {
     int (*command_get)(struct backend *be, const char *sandbox_id, const char *command_id,
                        uint64_t offset, uint64_t limit, backend_cb *cb, void *arg,
                        struct mcp_error *err);
-    /* {command_id, signal, status} */
+    /* {command_id, signal, status}. The signal goes to the command's process group (the
+     * command leads its own session and group; what it starts in other groups, as a job-control
+     * shell does, is not reached), except that SIGINT, SIGQUIT and SIGTSTP to a pty command go
+     * to its terminal's foreground process group, as Ctrl-C, Ctrl-\ and Ctrl-Z do. */
     int (*command_kill)(struct backend *be, const char *sandbox_id, const char *command_id,
                         int signal, backend_cb *cb, void *arg, struct mcp_error *err);
 
@@ -303,6 +315,37 @@ struct backend_ops {
     int (*set_network_policy)(struct backend *be, const char *sandbox_id,
                               const struct egress_policy *policy, backend_cb *cb, void *arg,
                               struct mcp_error *err);
+
+    /* Interactive commands (exec with stdin_open or a pty), by ids: any mcpbox process (a
+     * restarted one, the CLI) reaches a command another started, since the sandbox holds it.
+     * command_input -> {command_id, written, pending}: len bytes (at most
+     * BACKEND_INPUT_MAX) queued whole for the command's stdin, pending of which it has not read
+     * yet; eof then ends its input (on a pty: the terminal's Ctrl-D). MCP_ERR_UNAVAILABLE
+     * ("busy", nothing written) when more than 4 MiB would wait; MCP_ERR_CONFLICT for a
+     * command that has exited, was not started interactive, or whose input ended (eof), and
+     * when the command closed its stdin (then this input was not read); MCP_ERR_LIMIT at exec past 32 running interactive commands in one sandbox.
+     * command_resize -> {command_id, rows, cols}: a pty command's terminal size (the command
+     * gets SIGWINCH); each 1..65535. */
+    int (*command_input)(struct backend *be, const char *sandbox_id, const char *command_id,
+                         const void *data, size_t len, bool eof, backend_cb *cb, void *arg,
+                         struct mcp_error *err);
+    int (*command_resize)(struct backend *be, const char *sandbox_id, const char *command_id,
+                          unsigned rows, unsigned cols, backend_cb *cb, void *arg,
+                          struct mcp_error *err);
+
+    /* ---- named volumes (issue 36; backend/local/volume.c) ----
+     * volume(owner, action, args): args are the volume tool's arguments; owner's volumes only
+     * (another owner's is reported like a missing one).
+     *   "create"  {name, size_bytes?} -> volume info
+     *   "list"    {}                  -> {volumes:[volume info...]}
+     *   "inspect" {name}              -> volume info with used_bytes, available_bytes|null,
+     *                                    used_by:[sandbox_id...]
+     *   "delete"  {name}              -> {name, deleted:true}; MCP_ERR_CONFLICT naming the
+     *                                    sandboxes that use it
+     * volume info: {name, size_limit_bytes, created_at, limit_enforced_by|null, limit_note?}.
+     * A create mounts one with a `mounts` item {volume, target, mode:"rw"|"ro" (default ro)}. */
+    int (*volume)(struct backend *be, const char *owner, const char *action, json_t *args,
+                  backend_cb *cb, void *arg, struct mcp_error *err);
     /* Secrets (backend/secrets.h, issue 37): binds the person's secrets named in names (an
      * array of strings, borrowed) to a live sandbox made with a policy, replacing its list
      * (update_sandbox's secrets), and allows egress to their hosts as create does. Result:
@@ -337,6 +380,15 @@ int backend_def_workspace(struct backend *be, const char *sandbox_id, const char
 int backend_def_set_network_policy(struct backend *be, const char *sandbox_id,
                                    const struct egress_policy *policy, backend_cb *cb, void *arg,
                                    struct mcp_error *err);
+int backend_def_command_input(struct backend *be, const char *sandbox_id, const char *command_id,
+                              const void *data, size_t len, bool eof, backend_cb *cb, void *arg,
+                              struct mcp_error *err);
+int backend_def_command_resize(struct backend *be, const char *sandbox_id, const char *command_id,
+                               unsigned rows, unsigned cols, backend_cb *cb, void *arg,
+                               struct mcp_error *err);
+#define BACKEND_INPUT_MAX (1u << 20) /* bytes of one command_input */
+int backend_def_volume(struct backend *be, const char *owner, const char *action, json_t *args,
+                       backend_cb *cb, void *arg, struct mcp_error *err);
 int backend_def_bind_secrets(struct backend *be, const char *sandbox_id, json_t *names,
                              backend_cb *cb, void *arg, struct mcp_error *err);
 int backend_def_credential_vault(struct backend *be, const char *sandbox_id, const char *action,
@@ -407,6 +459,8 @@ struct backend *backend_by_name(const struct backend_set *set, const char *name,
 /* The first backend that keeps snapshots (where a restore or a snapshot list without a sandbox
  * goes), or NULL with err saying which to enable. */
 struct backend *backend_for_snapshots(const struct backend_set *set, struct mcp_error *err);
+/* The first backend that keeps named volumes, or NULL with err saying which to enable. */
+struct backend *backend_for_volumes(const struct backend_set *set, struct mcp_error *err);
 /* The ops of the first backend of the table, running or not, that has what, or NULL: for a
  * message that names where to go instead. */
 const struct backend_ops *backend_set_having(const struct backend_set *set,

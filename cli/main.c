@@ -30,6 +30,7 @@ static const struct subcommand subcommands[] = {
     {"serve", cli_serve_main, "serve MCP over stdio, or Streamable HTTP with --http ADDR:PORT"},
     {"sandbox", cli_sandbox_main, "list, inspect, exec in and destroy sandboxes from a terminal"},
     {"image", cli_image_main, "pull, list and remove the local backend's OCI images"},
+    {"volume", cli_volume_main, "create, list, inspect and remove named volumes"},
     {"secret", cli_secret_main, "add, list and remove secrets sandboxes use without seeing them"},
     {"doctor", cli_doctor_main, "check this host can run local sandboxes"},
     {"setup", cli_setup_main,
@@ -50,6 +51,7 @@ static int start_transport(struct mcp_server *srv, const struct mcp_config *cfg,
         const char *key = cfg->osapi_key && *cfg->osapi_key ? cfg->osapi_key : cfg->token;
         if (!(ext = osapi_new(srv, key, err)))
             return -1;
+        osapi_approval_set(&cfg->approval); /* approvals: the person's settings decide */
     }
     return http_server_start_ext(srv, cfg, ext, err);
 }

@@ -186,9 +186,8 @@ static const char *unsupported_field(json_t *body)
     json_t *v;
     if (json_object_get(body, "snapshotId"))
         return "snapshotId (the local backend has no snapshots; create from an image)";
-    if ((v = json_object_get(body, "volumes")) && json_array_size(v) > 0)
-        return "volumes (local sandboxes mount no host paths, PVCs or OSSFS; copy files in with "
-               "execd POST /files/upload)";
+    if ((v = json_object_get(body, "volumes")) && osapi_volumes_unsupported(v))
+        return osapi_volumes_unsupported(v);
     if (json_is_true(json_object_get(body, "secureAccess")))
         return "secureAccess (no gateway: the execd access token in the endpoint's headers "
                "guards each sandbox)";
@@ -293,7 +292,20 @@ static void free_secret(char *s)
     free(s);
 }
 
-/* What is wrong with a CreateSandboxRequest (NULL: nothing); fills spec's limits. */
+/* volumes -> spec->mounts. The list is kept in the body (under a key no request has), which
+ * the handler owns on every path, so spec never outlives it. */
+static const char *create_volumes(json_t *body, struct sandbox_spec *spec)
+{
+    json_t *mounts = NULL;
+    const char *bad = osapi_volumes_mounts(json_object_get(body, "volumes"), &mounts);
+    if (mounts) {
+        json_object_set_new(body, " mcpbox mounts", mounts);
+        spec->mounts = mounts;
+    }
+    return bad;
+}
+
+/* What is wrong with a CreateSandboxRequest (NULL: nothing); fills spec's limits and mounts. */
 static const char *create_body_error(json_t *body, struct sandbox_spec *spec)
 {
     json_t *image = json_object_get(body, "image"), *ep = json_object_get(body, "entrypoint");
@@ -323,7 +335,19 @@ static const char *create_body_error(json_t *body, struct sandbox_spec *spec)
     /* the vault's injection (osapi_vault.c): the sandbox trusts the egress CA */
     spec->credential_proxy =
         json_is_true(json_object_get(json_object_get(body, "credentialProxy"), "enabled"));
-    return limits ? apply_limits(limits, spec) : NULL;
+    const char *bad = create_volumes(body, spec);
+    return bad || !limits ? bad : apply_limits(limits, spec);
+}
+
+/* Approvals (issue 38): egress beyond the person's list is what their settings say; -1:
+ * answered 403. */
+static int create_network_approved(struct osapi_req *req, const struct sandbox_spec *spec)
+{
+    struct mcp_error err;
+    if (osapi_approval_egress(spec->network_policy, spec->network, &err) == 0)
+        return 0;
+    osapi_reply_error(req, 403, "SANDBOX::EGRESS_NOT_APPROVED", "%s", err.msg);
+    return -1;
 }
 
 /* networkPolicy -> spec's network and network_policy (*policy: the reference the caller drops,
@@ -336,7 +360,7 @@ static int create_network(struct osapi_req *req, json_t *np, struct sandbox_spec
     const char *action = json_string_value(json_object_get(np, "defaultAction"));
     spec->network = !action || strcmp(action, "deny") != 0;
     if (json_array_size(json_object_get(np, "egress")) == 0)
-        return 0;
+        return create_network_approved(req, spec);
     json_t *j = json_pack("{s:s, s:O}", "default_action", action ? action : "deny", "egress",
                           json_object_get(np, "egress"));
     struct mcp_error perr;
@@ -348,7 +372,11 @@ static int create_network(struct osapi_req *req, json_t *np, struct sandbox_spec
     }
     spec->network = false; /* by the policy only */
     spec->network_policy = *policy;
-    return 0;
+    if (create_network_approved(req, spec) == 0)
+        return 0;
+    egress_policy_unref(*policy);
+    *policy = NULL;
+    return -1;
 }
 
 static void handle_create(struct osapi_req *req)

@@ -398,7 +398,10 @@ static const struct backend_ops fake_ops = {
     .code_run = backend_def_code_run,
     .host_check = backend_def_host_check,
     .workspace = backend_def_workspace,
+    .command_input = backend_def_command_input,
+    .command_resize = backend_def_command_resize,
     .set_network_policy = f_set_network_policy,
+    .volume = backend_def_volume,
     .bind_secrets = backend_def_bind_secrets,
     .credential_vault = backend_def_credential_vault,
 };
@@ -438,7 +441,10 @@ const struct backend_ops fake_remote_ops = {
     .code_run = backend_def_code_run,
     .host_check = backend_def_host_check,
     .workspace = backend_def_workspace,
+    .command_input = backend_def_command_input,
+    .command_resize = backend_def_command_resize,
     .set_network_policy = backend_def_set_network_policy,
+    .volume = backend_def_volume,
     .bind_secrets = backend_def_bind_secrets,
     .credential_vault = backend_def_credential_vault,
 };
