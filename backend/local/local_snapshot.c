@@ -28,6 +28,7 @@ struct snap_op {
     json_t *rec; /* the snapshot's record, completed by the work */
     bool freeze; /* the host has a freezer this server may use */
     bool frozen; /* ... and the sandbox was frozen while its files were read */
+    bool keep;   /* save the record (a fork's layer has none) */
     int rc;
     struct mcp_error err;
     backend_cb *cb;
@@ -143,7 +144,7 @@ static void create_work(uv_work_t *w)
     json_object_set_new(op->rec, "size_bytes", json_integer((json_int_t)bytes));
     json_object_set_new(op->rec, "frozen", json_boolean(op->frozen));
     json_object_set_new(op->rec, "state", json_string("ready"));
-    op->rc = snap_files_save(&op->files, op->rec, &op->err);
+    op->rc = op->keep ? snap_files_save(&op->files, op->rec, &op->err) : 0;
 }
 
 /* What a caller sees of a record: everything but the owner. */
@@ -159,7 +160,9 @@ static void create_after(uv_work_t *w, int status)
     struct snap_op *op = w->data;
     if (status < 0 && op->rc == 0)
         op->rc = mcp_error_set(&op->err, MCP_ERR_INTERNAL, 0, "the snapshot was cancelled");
-    if (op->rc == 0) {
+    if (op->rc == 0 && !op->keep) {
+        op->cb(op->arg, op->rec, NULL); /* a fork's: with its owner */
+    } else if (op->rc == 0) {
         json_t *info = snap_info(op->rec);
         struct mcp_error e;
         local_event(op->sb->be->base.store, op->sb->id, "snapshot",
@@ -196,8 +199,8 @@ static json_t *new_record(struct local_backend *lb, const char *owner, const cha
     return out;
 }
 
-static int snap_create(struct local_backend *lb, const char *owner, json_t *args, backend_cb *cb,
-                       void *arg, struct mcp_error *err)
+int local_snapshot_take(struct local_backend *lb, const char *owner, json_t *args, bool keep,
+                        backend_cb *cb, void *arg, struct mcp_error *err)
 {
     const char *id = json_string_value(json_object_get(args, "sandbox_id"));
     if (id == NULL)
@@ -214,6 +217,7 @@ static int snap_create(struct local_backend *lb, const char *owner, json_t *args
     struct snap_op *op = xcalloc(1, sizeof *op);
     op->work.data = op, op->sb = sb, op->rec = rec, op->cb = cb, op->arg = arg;
     op->freeze = lb->cg.can_freeze;
+    op->keep = keep;
     files_of(lb, &op->files);
     lsbx_ref(sb);
     if (uv_queue_work(lb->base.loop, &op->work, create_work, create_after) < 0) {
@@ -257,7 +261,9 @@ int local_snapshot(struct backend *be, const char *owner, const char *action, js
     files_of(lb, &f);
     const char *snap_id = json_string_value(json_object_get(args, "snapshot_id"));
     if (strcmp(action, "create") == 0)
-        return snap_create(lb, owner, args, cb, arg, err);
+        return local_snapshot_take(lb, owner, args, true, cb, arg, err);
+    if (strcmp(action, "fork") == 0)
+        return local_fork(lb, owner, args, cb, arg, err);
     if (strcmp(action, "list") == 0) {
         json_t *recs = snap_files_list(&f, owner);
         json_t *res =
@@ -269,7 +275,8 @@ int local_snapshot(struct backend *be, const char *owner, const char *action, js
     }
     if (strcmp(action, "get") != 0 && strcmp(action, "delete") != 0)
         return mcp_error_set(err, MCP_ERR_INVALID, 0,
-                             "unknown action \"%s\"; use create, list, get or delete", action);
+                             "unknown action \"%s\"; use create, list, get, delete or fork",
+                             action);
     if (snap_id == NULL)
         return mcp_error_set(err, MCP_ERR_INVALID, 0, "action \"%s\" needs snapshot_id", action);
     json_t *rec = snap_files_load(&f, snap_id, owner, err);

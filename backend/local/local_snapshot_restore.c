@@ -167,15 +167,27 @@ int local_create_from_snapshot(struct backend *be, const struct sandbox_spec *sp
                                void *arg, struct mcp_error *err)
 {
     struct local_backend *lb = (struct local_backend *)be;
+    struct snap_files f;
+    char dir[LOCAL_PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/image-store", lb->state_dir);
+    snap_files_init(&f, dir);
+    json_t *rec = snap_files_load(&f, spec->snapshot_id, spec->owner, err);
+    if (rec == NULL)
+        return -1;
+    int rc = local_restore_record(be, spec, rec, cb, arg, err);
+    json_decref(rec);
+    return rc;
+}
+
+int local_restore_record(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
+                         backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    struct local_backend *lb = (struct local_backend *)be;
     struct restore_op *op = xcalloc(1, sizeof *op);
     char dir[LOCAL_PATH_MAX + 16];
     snprintf(dir, sizeof dir, "%s/image-store", lb->state_dir);
     snap_files_init(&op->files, dir);
-    op->rec = snap_files_load(&op->files, spec->snapshot_id, spec->owner, err);
-    if (op->rec == NULL) {
-        restore_free(op);
-        return -1;
-    }
+    op->rec = json_incref(rec);
     op->lb = lb, op->cb = cb, op->arg = arg;
     if (oci_archive_load(err) < 0) { /* on the loop: it also gives the hash its fast code */
         restore_free(op);

@@ -18,6 +18,8 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+
+struct local_backend;
 #include "lib/base/error.h"
 
 #define SNAP_ID_PREFIX "snap-"
@@ -79,5 +81,22 @@ int local_snapshot(struct backend *be, const char *owner, const char *action, js
  * then its layer unpacked into the new sandbox before the reply. */
 int local_create_from_snapshot(struct backend *be, const struct sandbox_spec *spec, backend_cb *cb,
                                void *arg, struct mcp_error *err);
+/* The same from a record in hand (rec borrowed): a fork's, which is never saved. */
+int local_restore_record(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
+                         backend_cb *cb, void *arg, struct mcp_error *err);
+
+/* ---- fork (local_fork.c) ----
+ * snapshot "fork" {sandbox_id, count, timeout_seconds?} -> {sandbox_id, sandboxes:[info...]}:
+ * count new sandboxes from the live one's current files, each with the source's image, env,
+ * limits and network (policy included) and a TTL of its own; the source keeps running. All or
+ * nothing: if one copy fails, those made are destroyed. The layer is not kept as a snapshot. */
+#define LOCAL_FORK_MAX 16
+int local_fork(struct local_backend *lb, const char *owner, json_t *args, backend_cb *cb, void *arg,
+               struct mcp_error *err);
+/* For local_fork: a snapshot of the sandbox without a record (keep false), its info to cb. */
+int local_snapshot_take(struct local_backend *lb, const char *owner, json_t *args, bool keep,
+                        backend_cb *cb, void *arg, struct mcp_error *err);
+/* Removes a layer no record names (a fork's, once its copies are made). */
+void snap_files_drop_layer(const struct snap_files *f, const char *digest);
 
 #endif

@@ -311,3 +311,12 @@ json_t *snap_files_prune(const struct snap_files *f)
     return json_pack("{s:I, s:I}", "removed", (json_int_t)removed, "freed_bytes",
                      (json_int_t)freed);
 }
+
+void snap_files_drop_layer(const struct snap_files *f, const char *digest)
+{
+    char path[SNAP_PATH_MAX];
+    if (!digest_ok(digest) || layer_named(f, digest))
+        return;
+    layer_path(f, digest, path, sizeof path);
+    unlink(path);
+}

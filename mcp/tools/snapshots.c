@@ -1,5 +1,6 @@
-/* snapshot_sandbox: create (of a running sandbox), list and delete snapshots on backends that
- * have them (OpenSandbox); restoring is create_sandbox {snapshot_id}. */
+/* snapshot_sandbox: create (of a running sandbox), list, get and delete snapshots on backends
+ * that have them (local, OpenSandbox), and fork a running sandbox into copies (local); restoring
+ * is create_sandbox {snapshot_id}. */
 #define LOG_MODULE "tools"
 #include "mcp/tools/tools-internal.h"
 
@@ -37,10 +38,10 @@ void tool_snapshot_sandbox(struct tool_call *call, json_t *args)
     const char *action = tools_arg_str(args, "action", "create");
     const char *sandbox_id = tools_arg_str(args, "sandbox_id", NULL);
     tool_job_set_detail(job, "action=%s", action);
-    if (strcmp(action, "create") == 0) {
+    if (strcmp(action, "create") == 0 || strcmp(action, "fork") == 0) {
         /* ownership and "running" first: the backend is asked only about the caller's own */
         if (sandbox_id == NULL)
-            mcp_error_set(&err, MCP_ERR_INVALID, 0, "action \"create\" needs sandbox_id");
+            mcp_error_set(&err, MCP_ERR_INVALID, 0, "action \"%s\" needs sandbox_id", action);
         if (sandbox_id == NULL || tool_job_bind(job, sandbox_id, TOOL_NEED_RUNNING, &err) < 0) {
             tool_job_fail(job, &err);
             return;

@@ -262,6 +262,42 @@ def check_hostile(s):
           "reaching out refused with no sandbox left; setuid bits dropped")
 
 
+def check_fork(s):
+    src = s.ok("create_sandbox", env={"SNAPVAR": "f"}, memory="300MiB")["sandbox_id"]
+    code, _, err = s.sh(src, SETUP)
+    assert code == 0, err
+    _, want, _ = s.sh(src, LOOK)
+    runner = s.ok("run_command", sandbox_id=src, background=True,
+                  command="sleep 1; echo survived")
+    out = s.ok("snapshot_sandbox", action="fork", sandbox_id=src, count=3)
+    copies = [x["sandbox_id"] for x in out["sandboxes"]]
+    assert out["sandbox_id"] == src and len(set(copies)) == 3 and src not in copies, out
+    for x in out["sandboxes"]:
+        assert x["forked_from"] == src and x["limits"]["memory_bytes"] == 300 << 20, x
+    for i, c in enumerate(copies):
+        _, got, _ = s.sh(c, LOOK)
+        assert got == want, f"copy {c}:\n{got}\nsource:\n{want}"
+        s.sh(c, f"echo copy{i} > /workspace/proj/a.txt")
+    for i, c in enumerate(copies):
+        _, a, _ = s.sh(c, "cat /workspace/proj/a.txt")
+        assert a == f"copy{i}\n", (c, a)
+    _, a, _ = s.sh(src, "cat /workspace/proj/a.txt")
+    assert a == "hello\n", a
+    st = s.ok("get_command", sandbox_id=src, command_id=runner["command_id"], wait_seconds=10)
+    assert st["status"] == "exited" and st["exit_code"] == 0, st
+    # Each copy has its own identity and life: destroying one leaves the others.
+    s.ok("destroy_sandbox", sandbox_id=copies[0])
+    _, a, _ = s.sh(copies[1], "echo alive")
+    assert a == "alive\n"
+    # Nothing is kept as a snapshot, and no layer stays behind.
+    assert s.ok("snapshot_sandbox", action="list")["snapshots"] == []
+    assert glob.glob(os.path.join(s.state, "image-store", "blobs", "sha256", "*")) == []
+    s.refused("snapshot_sandbox", ["count"], action="fork", sandbox_id=src, count=17)
+    s.refused("snapshot_sandbox", ["sbx-nope"], action="fork", sandbox_id="sbx-nope")
+    print("fork: three copies with the source's files and limits, each its own; the source "
+          "kept running")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
