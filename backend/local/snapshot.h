@@ -2,14 +2,7 @@
  *
  * A snapshot is the sandbox's writable space (/workspace, /tmp and /root, the data tmpfs) as
  * one tar layer, plus what its create asked for (image, env, limits). It lives in the image
- * store (layer_store.h), beside the pulled layers and counted under the same cap:
- *
- *   blobs/sha256/<hex>       the layer, content addressed: identical snapshots share it
- *   snapshots/<id>.json      {snapshot_id, owner, sandbox_id, name, state, created_at,
- *                             layer, size, image, env, limits, frozen}
- *
- * Both are written aside, fsynced and renamed into place: a record is listed only once its
- * layer is complete, so no half-written snapshot is ever "ready". */
+ * store, beside the pulled layers and counted under the same cap (image/snapshot_files.h). */
 #ifndef MCPBOX_LOCAL_SNAPSHOT_H
 #define MCPBOX_LOCAL_SNAPSHOT_H
 
@@ -18,11 +11,10 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
-
-struct local_backend;
+#include "backend/local/image/snapshot_files.h"
 #include "lib/base/error.h"
 
-#define SNAP_ID_PREFIX "snap-"
+struct local_backend;
 
 /* ---- the helper process (snapshot_helper.c) ---- */
 
@@ -44,34 +36,6 @@ struct snap_helper {
 int snap_helper_start(int pid, int pidfd, const char *mode, int in_fd, int out_fd,
                       struct snap_helper *h, struct mcp_error *err);
 int snap_helper_finish(struct snap_helper *h, struct mcp_error *err);
-
-/* ---- the records and layers (snapshot_files.c); blocking, small ---- */
-
-struct snap_files {
-    char dir[1024]; /* <image store> */
-};
-
-void snap_files_init(struct snap_files *f, const char *store_dir);
-/* A new tmp file for a layer under way (path into tmp, fd returned), or -1 with err. */
-int snap_files_begin(const struct snap_files *f, char *tmp, size_t size, struct mcp_error *err);
-/* fsyncs fd, renames tmp to blobs/sha256/<hex of digest> (an identical one there already is
- * kept, ours dropped). */
-int snap_files_commit_layer(const struct snap_files *f, int fd, const char *tmp, const char *digest,
-                            struct mcp_error *err);
-/* Writes snapshots/<id>.json aside, fsyncs, renames. */
-int snap_files_save(const struct snap_files *f, json_t *rec, struct mcp_error *err);
-/* The record of id if owner may see it (owner NULL: anyone), else NULL with MCP_ERR_NOT_FOUND. */
-json_t *snap_files_load(const struct snap_files *f, const char *id, const char *owner,
-                        struct mcp_error *err);
-/* Every record owner may see, newest first. */
-json_t *snap_files_list(const struct snap_files *f, const char *owner);
-/* Removes the record, and its layer when no other record names it. */
-int snap_files_delete(const struct snap_files *f, const char *id, struct mcp_error *err);
-/* The layer's path, opened read-only (-1 with err if it is missing). */
-int snap_files_open_layer(const struct snap_files *f, const char *digest, struct mcp_error *err);
-/* Bytes of every stored layer, and layers no record names removed ({removed, freed_bytes}). */
-uint64_t snap_files_usage(const struct snap_files *f);
-json_t *snap_files_prune(const struct snap_files *f);
 
 /* ---- the backend operation (local_snapshot.c) ---- */
 
@@ -96,7 +60,5 @@ int local_fork(struct local_backend *lb, const char *owner, json_t *args, backen
 /* For local_fork: a snapshot of the sandbox without a record (keep false), its info to cb. */
 int local_snapshot_take(struct local_backend *lb, const char *owner, json_t *args, bool keep,
                         backend_cb *cb, void *arg, struct mcp_error *err);
-/* Removes a layer no record names (a fork's, once its copies are made). */
-void snap_files_drop_layer(const struct snap_files *f, const char *digest);
 
 #endif

@@ -298,10 +298,45 @@ def check_fork(s):
           "kept running")
 
 
+def cli(s, *args, ok=True):
+    r = subprocess.run([s.mcpbox, "sandbox", "--state-dir", s.state, *args],
+                       capture_output=True, text=True, timeout=120)
+    assert (r.returncode == 0) == ok, f"mcpbox sandbox {args}: {r.returncode} {r.stderr}"
+    return r.stdout if ok else r.stderr
+
+
+def check_cli(s):
+    src = s.ok("create_sandbox")["sandbox_id"]
+    s.sh(src, "echo from-cli > /workspace/c.txt")
+    made = json.loads(cli(s, "snapshot", "create", src, "--name", "cli", "-o", "json"))
+    sid = made["snapshot_id"]
+    assert made["name"] == "cli" and made["state"] == "ready", made
+    assert sid in cli(s, "snapshot", "ls") and sid in cli(s, "snapshot", "ls", src)
+    assert json.loads(cli(s, "snapshot", "get", sid, "-o", "json"))["layer"] == made["layer"]
+    new = cli(s, "snapshot", "restore", sid).strip()
+    _, out, _ = s.sh(new, "cat /workspace/c.txt")
+    assert out == "from-cli\n", out
+    forks = cli(s, "snapshot", "fork", src, "--count", "2").split()
+    assert len(forks) == 2 and all(f.startswith("sbx-") for f in forks), forks
+    # mcpbox image ls shows snapshots beside images, counted in the store's usage.
+    r = subprocess.run([s.mcpbox, "image", "--state-dir", s.state, "-o", "json", "ls"],
+                       capture_output=True, text=True, timeout=60)
+    listed = json.loads(r.stdout)
+    assert [x["snapshot_id"] for x in listed["snapshots"]] == [sid], listed
+    assert listed["store_bytes"] >= made["size_bytes"], listed
+    r = subprocess.run([s.mcpbox, "image", "--state-dir", s.state, "ls"], capture_output=True,
+                       text=True, timeout=60)
+    assert sid in r.stdout and "snapshot" in r.stdout, r.stdout
+    assert "no snapshot" in cli(s, "snapshot", "rm", "snap-0000", ok=False)
+    cli(s, "snapshot", "rm", sid)
+    assert sid not in cli(s, "snapshot", "ls")
+    print("cli: snapshot create, ls, get, restore, fork, rm; image ls lists snapshots")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
-    ap.add_argument("--check", required=True, choices=["basic", "errors", "hostile", "fork"])
+    ap.add_argument("--check", required=True, choices=["basic", "errors", "hostile", "fork", "cli"])
     a = ap.parse_args()
     base = tempfile.mkdtemp(prefix="mcpbox-snap-", dir="/tmp")
     os.chmod(base, 0o755)

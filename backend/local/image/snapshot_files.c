@@ -7,14 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "backend/local/snapshot.h"
+#include "backend/local/image/snapshot_files.h"
 #include "lib/base/cleanup.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
 
 #define SNAP_PATH_MAX 1200
+#define SNAP_ORPHAN_AGE_S 600
 
 void snap_files_init(struct snap_files *f, const char *store_dir)
 {
@@ -285,7 +287,9 @@ static size_t walk_layers(const struct snap_files *f, bool remove, uint64_t *byt
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
         if (!digest_ok(digest) || lstat(path, &st) < 0 || !S_ISREG(st.st_mode))
             continue;
-        if (remove && !layer_named(f, digest) && unlink(path) == 0) {
+        /* a layer of no record younger than SNAP_ORPHAN_AGE_S may be a fork's at work */
+        bool old = st.st_mtime + SNAP_ORPHAN_AGE_S < time(NULL);
+        if (remove && old && !layer_named(f, digest) && unlink(path) == 0) {
             removed++;
             *bytes += (uint64_t)st.st_size;
         } else if (!remove) {
