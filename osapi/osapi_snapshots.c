@@ -9,7 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "mcp/context.h"
+#include "server/context.h"
 #include "osapi/osapi-internal.h"
 
 /* "ready" -> "Ready" (the spec's states: Creating, Ready, Failed, Deleting; others as they are,

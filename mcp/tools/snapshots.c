@@ -9,7 +9,7 @@
 
 #include "lib/base/log.h"
 #include "lib/base/xalloc.h"
-#include "mcp/context.h"
+#include "server/context.h"
 
 /* The backend that holds snapshots: the sandbox's, or the first that keeps them when no sandbox
  * is named. */
