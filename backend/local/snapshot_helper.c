@@ -29,8 +29,8 @@
 #define HELPER_ROOT 4
 #define HELPER_BLOCK (256u << 10)
 
-/* The sandbox's writable space: the three directories of its data tmpfs. */
-static const char *const snap_dirs[] = {"workspace", "tmp", "root"};
+/* The sandbox's writable space: the three directories of its data tmpfs (snapshot_files.h). */
+static const char *const snap_dirs[] = SNAP_DIRS;
 
 static int helper_fail(const char *what, const char *detail)
 {
@@ -109,26 +109,10 @@ static int save(void)
     return rc < 0 ? 1 : rc;
 }
 
-/* A name below one of snap_dirs (or one of them), without ".." or a leading "/". */
-static bool name_allowed(const char *name)
-{
-    char clean[4096];
-    if (name == NULL || unpack_clean_path(name, clean, sizeof clean) < 0)
-        return false;
-    size_t n = strcspn(clean, "/");
-    for (size_t i = 0; i < ARRAY_SIZE(snap_dirs); i++)
-        if (strlen(snap_dirs[i]) == n && strncmp(clean, snap_dirs[i], n) == 0)
-            return true;
-    return false;
-}
-
 static bool entry_allowed(struct archive_entry *e)
 {
-    unsigned type = oci_archive.entry_filetype(e);
-    const char *link = oci_archive.entry_hardlink(e);
-    if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK && type != AE_IFIFO)
-        return false;
-    return name_allowed(oci_archive.entry_pathname(e)) && (link == NULL || name_allowed(link));
+    return snap_entry_allowed(oci_archive.entry_pathname(e), oci_archive.entry_filetype(e),
+                              oci_archive.entry_hardlink(e));
 }
 
 static int copy_to_disk(struct archive *r, struct archive *w)

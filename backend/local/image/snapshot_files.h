@@ -12,12 +12,24 @@
 #define MCPBOX_IMAGE_SNAPSHOT_FILES_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "lib/base/error.h"
 
 #define SNAP_ID_PREFIX "snap-"
+/* What a snapshot holds: these directories of the sandbox's root (its data tmpfs). */
+#define SNAP_DIRS                                                                                  \
+    {                                                                                              \
+        "workspace", "tmp", "root"                                                                 \
+    }
+
+/* An entry of a snapshot's layer may be restored (snapshot_entry.c): a directory, regular file,
+ * symlink or FIFO (type: AE_IF*), named below one of SNAP_DIRS (or one of them) without ".." or
+ * a leading "/", a hard link's target (hardlink, or NULL) likewise. A layer is hostile input:
+ * the sandbox that made it chose every name. */
+bool snap_entry_allowed(const char *name, unsigned type, const char *hardlink);
 
 /* Blocking, small. */
 struct snap_files {
