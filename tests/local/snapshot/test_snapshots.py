@@ -260,8 +260,52 @@ def check_hostile(s):
     ok = s.ok("create_sandbox", snapshot_id=info["snapshot_id"])["sandbox_id"]
     _, out, _ = s.sh(ok, "stat -c %a /workspace/s")
     assert out.strip() == "755", out
+    check_races(s)
     print("hostile: links, fifos, a flood and a racing renamer snapshotted as they are; layers "
-          "reaching out refused with no sandbox left; setuid bits dropped")
+          "reaching out refused with no sandbox left; setuid bits dropped; two snapshots at "
+          "once, and a destroy racing a snapshot, leave only whole snapshots")
+
+
+def at_once(s, calls):
+    """tools/call of each (name, args) sent together; their results in order."""
+    ids = [s.request("tools/call", s.tool_params(n, a)) for n, a in calls]
+    res = s.replies(ids, "calls at once")
+    return [res[i] for i in ids]
+
+
+def check_races(s):
+    a = s.ok("create_sandbox")["sandbox_id"]
+    b = s.ok("create_sandbox")["sandbox_id"]
+    s.sh(a, "head -c 20000000 /dev/urandom > /workspace/a")
+    s.sh(b, "head -c 20000000 /dev/urandom > /workspace/b")
+    ra, rb = at_once(s, [("snapshot_sandbox", {"action": "create", "sandbox_id": a}),
+                         ("snapshot_sandbox", {"action": "create", "sandbox_id": b})])
+    assert not ra.get("isError") and not rb.get("isError"), (ra, rb)
+    sa, sb = ra["structuredContent"], rb["structuredContent"]
+    assert sa["layer"] != sb["layer"] and sa["sandbox_id"] == a and sb["sandbox_id"] == b
+    for snap_info, name in ((sa, "a"), (sb, "b")):
+        new = s.ok("create_sandbox", snapshot_id=snap_info["snapshot_id"])["sandbox_id"]
+        code, out, _ = s.sh(new, f"ls /workspace; test -e /workspace/{'b' if name == 'a' else 'a'}"
+                                 " && echo mixed")
+        assert out == f"{name}\n", (name, out)
+    # A destroy racing a snapshot: the snapshot is whole or refused, never half there.
+    c = s.ok("create_sandbox")["sandbox_id"]
+    s.sh(c, "head -c 30000000 /dev/urandom > /workspace/c")
+    rs, rd = at_once(s, [("snapshot_sandbox", {"action": "create", "sandbox_id": c}),
+                         ("destroy_sandbox", {"sandbox_id": c})])
+    assert not rd.get("isError"), rd
+    listed = [x for x in s.ok("snapshot_sandbox", action="list")["snapshots"]
+              if x["sandbox_id"] == c]
+    if rs.get("isError"):
+        assert listed == [], listed
+        print(f"  snapshot racing destroy: refused: {result_text(rs)[:120]}")
+    else:
+        assert [x["snapshot_id"] for x in listed] == [rs["structuredContent"]["snapshot_id"]]
+        new = s.ok("create_sandbox", snapshot_id=listed[0]["snapshot_id"])["sandbox_id"]
+        _, out, _ = s.sh(new, "stat -c %s /workspace/c")
+        assert out == "30000000\n", out
+        print("  snapshot racing destroy: whole")
+    assert tmp_left(s) == [], tmp_left(s)
 
 
 def check_fork(s):
