@@ -40,6 +40,15 @@ static json_t *snapshot_json(json_t *info)
     return out;
 }
 
+static void reply_created(struct osapi_req *req, json_t *snapshot)
+{
+    char extra[400];
+    const char *host = req->conn ? http_request_header(osapi_req_http(req), "host", NULL) : NULL;
+    snprintf(extra, sizeof extra, "Location: http://%.200s/v1/snapshots/%.128s\r\n",
+             host ? host : "127.0.0.1", json_string_value(json_object_get(snapshot, "id")));
+    osapi_reply_json(req, 202, snapshot, extra);
+}
+
 static void one_cb(void *arg, json_t *result, const struct mcp_error *err)
 {
     struct osapi_req *req = arg;
@@ -49,6 +58,8 @@ static void one_cb(void *arg, json_t *result, const struct mcp_error *err)
         osapi_reply_mcp_error(req, err);
     else if (status == 204)
         osapi_reply_raw(req, 204, NULL, NULL, "", 0);
+    else if (status == 202) /* the spec's Location: where to poll */
+        reply_created(req, snapshot_json(result));
     else
         osapi_reply_json(req, status, snapshot_json(result), NULL);
 }

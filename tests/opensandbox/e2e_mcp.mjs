@@ -221,6 +221,8 @@ await test('snapshot_sandbox: create, list, restore with create_sandbox, delete'
   await ok(conn, 'write_file', { sandbox_id: sid, path: 'keep.txt', content: 'v2' });
   const l = await ok(conn, 'snapshot_sandbox', { action: 'list', sandbox_id: sid, state: 'ready' });
   check(l.snapshots.length === 1 && l.snapshots[0].snapshot_id === c.snapshot_id, JSON.stringify(l));
+  const g = await ok(conn, 'snapshot_sandbox', { action: 'get', snapshot_id: c.snapshot_id });
+  check(g.snapshot_id === c.snapshot_id && g.state === 'ready', JSON.stringify(g));
   const r = await ok(conn, 'create_sandbox', { snapshot_id: c.snapshot_id }); // backend follows the snapshot
   check(/^osb-/.test(r.sandbox_id) && r.state === 'running' && r.sandbox_id !== sid, JSON.stringify(r));
   check((await ok(conn, 'read_file', { sandbox_id: r.sandbox_id, path: 'keep.txt' })).content === 'v1', 'restored content');

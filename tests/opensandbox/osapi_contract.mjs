@@ -107,6 +107,7 @@ await test('what local sandboxes cannot do answers an error naming it, never suc
 await test('snapshots (issue 36): create 202, get, list, delete 204, then 404; all on the spec', async () => {
   const c = await through(L, 'POST', `/sandboxes/${id}/snapshots`, { headers: auth, body: { name: 'contract' }, expect: 202 });
   check(c.json.sandboxId === id && c.json.name === 'contract' && c.json.status.state === 'Ready', c.text);
+  check((c.headers.get('location') || '').endsWith(`/v1/snapshots/${c.json.id}`), `Location: ${c.headers.get('location')}`);
   const g = await through(L, 'GET', `/snapshots/${c.json.id}`, { headers: auth, expect: 200 });
   check(g.json.id === c.json.id, g.text);
   const l = await through(L, 'GET', `/snapshots?sandboxId=${id}&state=Ready&pageSize=5`, { headers: auth, expect: 200 });
