@@ -29,6 +29,7 @@ struct snap_op {
     bool freeze; /* the host has a freezer this server may use */
     bool frozen; /* ... and the sandbox was frozen while its files were read */
     bool keep;   /* save the record (a fork's layer has none) */
+    uint64_t used, cap; /* the image store's usage before, and its cap */
     int rc;
     struct mcp_error err;
     backend_cb *cb;
@@ -61,24 +62,49 @@ static bool wait_frozen(const struct cg_sandbox *cg)
     return false;
 }
 
-/* The helper's tar from pipe into the layer file, hashed on the way. */
-static int drain(int from, int to, struct layer_hash *h, uint64_t *bytes, struct mcp_error *err)
+/* The room left under the image store's cap (pulled layers and snapshots together). */
+static int store_room(struct snap_op *op)
+{
+    struct layer_store s;
+    if (layer_store_open(&s, op->sb->be->state_dir, NULL, &op->err) < 0)
+        return -1;
+    op->used = layer_store_usage(&s);
+    op->cap = s.cap_bytes;
+    return 0;
+}
+
+static int over_cap(struct snap_op *op, uint64_t bytes, struct mcp_error *err)
+{
+    return mcp_error_set(err, MCP_ERR_LIMIT, 0,
+                         "the image store is full (%llu of %llu bytes used, the snapshot needs "
+                         "more than %llu): delete snapshots you no longer need (snapshot_sandbox "
+                         "delete), run `mcpbox image prune`, or raise " LAYER_STORE_CAP_ENV,
+                         (unsigned long long)op->used, (unsigned long long)op->cap,
+                         (unsigned long long)bytes);
+}
+
+/* The helper's tar from pipe into the layer file, hashed on the way, up to the room under the
+ * cap: a sandbox can make its tar far larger than its disk (a sparse file, hard links, each
+ * stored whole), and it stops there, with the pipe closed on the helper. */
+static int drain(struct snap_op *op, int from, int to, struct layer_hash *h, uint64_t *bytes,
+                 struct mcp_error *err)
 {
     static _Thread_local char chunk[256 << 10];
     ssize_t r;
-    int rc = 0;
     while ((r = read(from, chunk, sizeof chunk)) > 0 || (r < 0 && errno == EINTR)) {
-        if (r <= 0 || rc < 0)
-            continue; /* after a failed write, read on so that the helper is not stuck */
-        layer_hash_update(h, chunk, (size_t)r);
+        if (r <= 0)
+            continue;
         *bytes += (uint64_t)r;
+        if (op->used + *bytes > op->cap)
+            return over_cap(op, *bytes, err);
+        layer_hash_update(h, chunk, (size_t)r);
         if (write_full(to, chunk, (size_t)r) < 0)
-            rc = mcp_error_set(err, errno == ENOSPC ? MCP_ERR_LIMIT : MCP_ERR_IO, errno,
-                               "cannot store the snapshot (%s); free disk space under the "
-                               "state directory and try again",
-                               strerror(errno));
+            return mcp_error_set(err, errno == ENOSPC ? MCP_ERR_LIMIT : MCP_ERR_IO, errno,
+                                 "cannot store the snapshot (%s); free disk space under the "
+                                 "state directory and try again",
+                                 strerror(errno));
     }
-    return rc;
+    return 0;
 }
 
 /* The sandbox's files into the layer file fd (frozen meanwhile where the host can). */
@@ -96,33 +122,16 @@ static int read_sandbox(struct snap_op *op, int fd, char digest[72], uint64_t *b
     struct layer_hash hash;
     layer_hash_init(&hash);
     struct mcp_error derr = {0};
-    int drc = rc == 0 ? drain(p[0], fd, &hash, bytes, &derr) : 0;
-    close(p[0]);
+    int drc = rc == 0 ? drain(op, p[0], fd, &hash, bytes, &derr) : 0;
+    close(p[0]); /* a helper stopped early gets EPIPE */
     if (rc == 0)
         rc = snap_helper_finish(&h, &op->err);
     if (op->freeze && cg_freeze(&sb->cg, false, &ferr) < 0)
         log_warn("sandbox %s: thaw after its snapshot failed: %s", sb->id, ferr.msg);
-    if (rc == 0 && drc < 0)
+    if (drc < 0) /* the cause: the helper's own failure is its consequence */
         op->err = derr, rc = -1;
     layer_hash_final(&hash, digest);
     return rc;
-}
-
-/* Room under the image store's cap (pulled layers and snapshots together). */
-static int check_cap(struct snap_op *op, uint64_t bytes)
-{
-    struct layer_store s;
-    if (layer_store_open(&s, op->sb->be->state_dir, NULL, &op->err) < 0)
-        return -1;
-    uint64_t used = layer_store_usage(&s);
-    if (used + bytes <= s.cap_bytes)
-        return 0;
-    return mcp_error_set(&op->err, MCP_ERR_LIMIT, 0,
-                         "the image store is full (%llu of %llu bytes used, the snapshot needs "
-                         "%llu): delete snapshots you no longer need (snapshot_sandbox delete), "
-                         "run `mcpbox image prune`, or raise " LAYER_STORE_CAP_ENV,
-                         (unsigned long long)used, (unsigned long long)s.cap_bytes,
-                         (unsigned long long)bytes);
 }
 
 static void create_work(uv_work_t *w)
@@ -134,7 +143,7 @@ static void create_work(uv_work_t *w)
     cleanup_close int fd = snap_files_begin(&op->files, tmp, sizeof tmp, &op->err);
     if (fd < 0)
         return;
-    if (read_sandbox(op, fd, digest, &bytes) < 0 || check_cap(op, bytes) < 0) {
+    if (store_room(op) < 0 || read_sandbox(op, fd, digest, &bytes) < 0) {
         unlink(tmp);
         return;
     }

@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from mcp_stdio import Client, result_text, serve_argv  # noqa: E402
@@ -182,6 +183,18 @@ def check_errors(s):
         code, out, _ = t.sh(sid, "echo still")
         assert out == "still\n", out  # thawed after the failure
         t.sh(sid, "rm /workspace/big")
+        # A tar far larger than the sandbox's disk (a sparse file, hard links, each stored
+        # whole) stops at the cap, at once, and leaves nothing behind.
+        for plant in ("truncate -s 20G /workspace/sparse",
+                      "head -c 1000000 /dev/urandom > /workspace/f && "
+                      "for i in $(seq 1 200); do ln /workspace/f /workspace/h$i; done"):
+            t.sh(sid, plant)
+            t0 = time.monotonic()
+            t.refused("snapshot_sandbox", ["image store is full"], action="create",
+                      sandbox_id=sid)
+            assert time.monotonic() - t0 < 20, "the snapshot ran on past the cap"
+            assert tmp_left(t) == [] and t.ok("snapshot_sandbox", action="list")["snapshots"] == []
+            t.sh(sid, "rm -f /workspace/sparse /workspace/f /workspace/h*")
         assert snap(t, sid)["state"] == "ready"
     finally:
         t.close()
