@@ -20,6 +20,9 @@
 #include "lib/base/xalloc.h"
 
 #define SNAP_FREEZE_WAIT_MS 2000
+/* A tar of the writable space is about its disk's size; past twice that plus room for many
+ * small files' headers, it is holes or hard links stored whole (a sandbox's doing). */
+#define SNAP_MAX_BYTES(disk) (2 * (disk) + (256ull << 20))
 
 struct snap_op {
     uv_work_t work;
@@ -30,6 +33,7 @@ struct snap_op {
     bool frozen; /* ... and the sandbox was frozen while its files were read */
     bool keep;   /* save the record (a fork's layer has none) */
     uint64_t used, cap; /* the image store's usage before, and its cap */
+    uint64_t max_bytes; /* SNAP_MAX_BYTES of the sandbox's disk */
     int rc;
     struct mcp_error err;
     backend_cb *cb;
@@ -97,6 +101,12 @@ static int drain(struct snap_op *op, int from, int to, struct layer_hash *h, uin
         *bytes += (uint64_t)r;
         if (op->used + *bytes > op->cap)
             return over_cap(op, *bytes, err);
+        if (*bytes > op->max_bytes)
+            return mcp_error_set(err, MCP_ERR_LIMIT, 0,
+                                 "the snapshot would pass %llu bytes, twice the sandbox's disk: "
+                                 "sparse files and hard links are stored whole; remove them "
+                                 "(or copy the data out) and take the snapshot again",
+                                 (unsigned long long)op->max_bytes);
         layer_hash_update(h, chunk, (size_t)r);
         if (write_full(to, chunk, (size_t)r) < 0)
             return mcp_error_set(err, errno == ENOSPC ? MCP_ERR_LIMIT : MCP_ERR_IO, errno,
@@ -226,6 +236,8 @@ int local_snapshot_take(struct local_backend *lb, const char *owner, json_t *arg
     struct snap_op *op = xcalloc(1, sizeof *op);
     op->work.data = op, op->sb = sb, op->rec = rec, op->cb = cb, op->arg = arg;
     op->freeze = lb->cg.can_freeze;
+    op->max_bytes = SNAP_MAX_BYTES((uint64_t)json_integer_value(
+        json_object_get(json_object_get(rec, "limits"), "disk_bytes")));
     op->keep = keep;
     files_of(lb, &op->files);
     lsbx_ref(sb);

@@ -165,6 +165,13 @@ def check_errors(s):
     s.refused("create_sandbox", ["missing"], snapshot_id=info["snapshot_id"])
     assert sandboxes(s) == before
     s.ok("snapshot_sandbox", action="delete", snapshot_id=info["snapshot_id"])
+    # Past twice its disk (a sparse file here), a snapshot stops with nothing left behind.
+    sp = s.ok("create_sandbox", disk="64m")["sandbox_id"]
+    s.sh(sp, "truncate -s 4G /workspace/sparse")
+    s.refused("snapshot_sandbox", ["twice the sandbox's disk", "sparse"], action="create",
+              sandbox_id=sp)
+    assert tmp_left(s) == [], tmp_left(s)
+    s.ok("destroy_sandbox", sandbox_id=sp)
     # A destroyed sandbox cannot be snapshotted.
     s.ok("destroy_sandbox", sandbox_id=src)
     s.refused("snapshot_sandbox", [src], action="create", sandbox_id=src)
