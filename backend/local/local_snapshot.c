@@ -21,7 +21,7 @@
 
 #define SNAP_FREEZE_WAIT_MS 2000
 /* A tar of the writable space is about its disk's size; past twice that plus room for many
- * small files' headers, it is holes or hard links stored whole (a sandbox's doing). */
+ * small files' headers, it is holes stored whole (a sandbox's doing). */
 #define SNAP_MAX_BYTES(disk) (2 * (disk) + (256ull << 20))
 
 struct snap_op {
@@ -88,7 +88,7 @@ static int over_cap(struct snap_op *op, uint64_t bytes, struct mcp_error *err)
 }
 
 /* The helper's tar from pipe into the layer file, hashed on the way, up to the room under the
- * cap: a sandbox can make its tar far larger than its disk (a sparse file, hard links, each
+ * cap and max_bytes: a sandbox can make its tar far larger than its disk (a sparse file is
  * stored whole), and it stops there, with the pipe closed on the helper. */
 static int drain(struct snap_op *op, int from, int to, struct layer_hash *h, uint64_t *bytes,
                  struct mcp_error *err)
@@ -104,8 +104,8 @@ static int drain(struct snap_op *op, int from, int to, struct layer_hash *h, uin
         if (*bytes > op->max_bytes)
             return mcp_error_set(err, MCP_ERR_LIMIT, 0,
                                  "the snapshot would pass %llu bytes, twice the sandbox's disk: "
-                                 "sparse files and hard links are stored whole; remove them "
-                                 "(or copy the data out) and take the snapshot again",
+                                 "sparse files are stored whole; remove them (or copy the data "
+                                 "out) and take the snapshot again",
                                  (unsigned long long)op->max_bytes);
         layer_hash_update(h, chunk, (size_t)r);
         if (write_full(to, chunk, (size_t)r) < 0)

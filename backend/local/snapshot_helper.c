@@ -68,7 +68,7 @@ static int copy_to_tar(struct archive *r, struct archive *w)
 
 /* One directory tree into the tar: no link followed, no other mount entered (host mounts at
  * targets below /workspace are the host's, not the sandbox's), no xattrs, ACLs or holes. */
-static int save_tree(struct archive *w, const char *dir)
+static int save_tree(struct archive *w, struct archive_entry_linkresolver *links, const char *dir)
 {
     struct archive *r = oci_archive.read_disk_new();
     struct archive_entry *e = oci_archive.entry_new();
@@ -83,8 +83,10 @@ static int save_tree(struct archive *w, const char *dir)
         oci_archive.read_disk_descend(r);
         if (oci_archive.entry_filetype(e) == AE_IFSOCK)
             continue;
-        if (oci_archive.write_header(w, e) < ARCHIVE_WARN ||
-            (oci_archive.entry_filetype(e) == AE_IFREG && copy_to_tar(r, w) < 0))
+        struct archive_entry *spare = NULL;           /* tar's strategy never hands one back */
+        oci_archive.entry_linkify(links, &e, &spare); /* a later hard link: a link, no data */
+        bool data = oci_archive.entry_filetype(e) == AE_IFREG && !oci_archive.entry_hardlink(e);
+        if (oci_archive.write_header(w, e) < ARCHIVE_WARN || (data && copy_to_tar(r, w) < 0))
             rc = -1;
     }
     if (rc == 0 && next != ARCHIVE_EOF)
@@ -99,10 +101,13 @@ static int save_tree(struct archive *w, const char *dir)
 static int save(void)
 {
     struct archive *w = oci_archive.write_new();
+    struct archive_entry_linkresolver *links = oci_archive.entry_linkresolver_new();
+    oci_archive.entry_linkresolver_set_strategy(links, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED);
     oci_archive.write_set_format_pax_restricted(w);
     int rc = oci_archive.write_open_fd(w, STDOUT_FILENO) == ARCHIVE_OK ? 0 : -1;
     for (size_t i = 0; rc == 0 && i < ARRAY_SIZE(snap_dirs); i++)
-        rc = save_tree(w, snap_dirs[i]);
+        rc = save_tree(w, links, snap_dirs[i]);
+    oci_archive.entry_linkresolver_free(links);
     if (oci_archive.write_close(w) != ARCHIVE_OK && rc == 0)
         rc = helper_fail("writing the snapshot failed", oci_archive.error_string(w));
     oci_archive.write_free(w);

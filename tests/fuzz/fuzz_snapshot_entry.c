@@ -43,7 +43,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t name_len = strlen(text);
     const char *link = name_len < size - 1 ? text + name_len + 1 : NULL;
     if (snap_entry_allowed(text, type, link)) {
-        if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK && type != AE_IFIFO)
+        if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK && type != AE_IFIFO &&
+            !(type == 0 && link != NULL))
             abort();
         check_name(text);
         if (link != NULL)

@@ -22,7 +22,10 @@ static bool name_allowed(const char *name)
 
 bool snap_entry_allowed(const char *name, unsigned type, const char *hardlink)
 {
-    if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK && type != AE_IFIFO)
+    /* a hard link read back from a tar may carry no type of its own */
+    bool hard_untyped = type == 0 && hardlink != NULL;
+    if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK && type != AE_IFIFO &&
+        !hard_untyped)
         return false;
     return name_allowed(name) && (hardlink == NULL || name_allowed(hardlink));
 }

@@ -26,7 +26,7 @@
     }
 
 /* An entry of a snapshot's layer may be restored (snapshot_entry.c): a directory, regular file,
- * symlink or FIFO (type: AE_IF*), named below one of SNAP_DIRS (or one of them) without ".." or
+ * symlink or FIFO (type: AE_IF*; 0 for a hard link, as a tar's reads back), named below one of SNAP_DIRS (or one of them) without ".." or
  * a leading "/", a hard link's target (hardlink, or NULL) likewise. A layer is hostile input:
  * the sandbox that made it chose every name. */
 bool snap_entry_allowed(const char *name, unsigned type, const char *hardlink);
