@@ -24,6 +24,7 @@
 #include "backend/local/local_spawn.h"
 #include "backend/local/local_sandbox.h"
 #include "backend/local/local_egress.h"
+#include "backend/local/snapshot.h"
 #include "backend/local/local_secrets.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"
@@ -845,6 +846,8 @@ int local_create(struct backend *be, const struct sandbox_spec *spec, backend_cb
                  struct mcp_error *err)
 {
     struct local_backend *lb = (struct local_backend *)be;
+    if (spec->snapshot_id != NULL) /* a create plus the snapshot's files (snapshot.h) */
+        return local_create_from_snapshot(be, spec, cb, arg, err);
     struct local_bound bound;
     if (local_secrets_bind(lb, spec, &bound, err) < 0)
         return -1;
