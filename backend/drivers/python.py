@@ -216,6 +216,10 @@ def _driver():
 
     sys.meta_path.append(InlineBackend())
     os.environ.setdefault("MPLBACKEND", "module://mcpbox_inline")
+    # Debian's matplotlib reads /etc/matplotlibrc, which the host image's generated /etc lacks.
+    debian_rc = "/usr/share/matplotlib/mpl-data/matplotlibrc"
+    if not os.path.exists("/etc/matplotlibrc") and os.path.exists(debian_rc):
+        os.environ.setdefault("MATPLOTLIBRC", debian_rc)
 
     ns = {"__name__": "__main__", "__builtins__": builtins, "display": display}
 
