@@ -74,8 +74,8 @@ static void json_frame_done(struct code_frame_parser *p, const struct code_frame
         return;
     }
     json_error_t jerr;
-    json_t *obj = json_loadb(p->json.data ? p->json.data : "", p->json.len, JSON_REJECT_DUPLICATES,
-                             &jerr);
+    json_t *obj =
+        json_loadb(p->json.data ? p->json.data : "", p->json.len, JSON_REJECT_DUPLICATES, &jerr);
     if (json_is_object(obj))
         sink->on_json(sink->arg, p->kind, obj, p->json.len);
     else

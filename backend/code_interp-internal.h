@@ -7,10 +7,10 @@
 #include "backend/code_frame.h"
 #include "backend/code_interp.h"
 
-#define CODE_CONTEXTS_MAX 16               /* per sandbox */
-#define CODE_RESULTS_MAX (1024u * 1024u)   /* result bytes kept of one run, as on opensandbox */
-#define CODE_KILL_GRACE_MS 2000            /* after SIGINT, before SIGKILL */
-#define CODE_STDERR_TAIL 512               /* the driver's own stderr kept for errors */
+#define CODE_CONTEXTS_MAX 16             /* per sandbox */
+#define CODE_RESULTS_MAX (1024u * 1024u) /* result bytes kept of one run, as on opensandbox */
+#define CODE_KILL_GRACE_MS 2000          /* after SIGINT, before SIGKILL */
+#define CODE_STDERR_TAIL 512             /* the driver's own stderr kept for errors */
 #define CODE_MAX_BYTES (BACKEND_INPUT_MAX - 64) /* code of one run, with its request header */
 
 enum code_state { CODE_STARTING, CODE_IDLE, CODE_RUNNING, CODE_DEAD };

@@ -14,7 +14,7 @@
 #include "lib/base/xalloc.h"
 
 /* The interpreter must be on PATH; a missing one exits 127 before the driver starts. */
-#define START(prog, run)                                                                        \
+#define START(prog, run)                                                                           \
     "command -v " prog " >/dev/null 2>&1 || { echo 'mcpbox: no " prog " on PATH' >&2; exit 127; }" \
     "; exec " run
 
@@ -23,7 +23,8 @@ static const struct code_lang langs[] = {
      code_driver_python},
     {"bash", "bash", START("bash", "bash -c \"$MCPBOX_CODE_DRIVER\" mcpbox-bash"),
      code_driver_bash},
-    {"javascript", "node", START("node", "node -e \"$MCPBOX_CODE_DRIVER\" 3>&1 1>&2"), code_driver_node},
+    {"javascript", "node", START("node", "node -e \"$MCPBOX_CODE_DRIVER\" 3>&1 1>&2"),
+     code_driver_node},
 };
 
 /* Every context of this process, of every backend (one loop, no locks). */
@@ -192,9 +193,10 @@ static void drv_done(void *arg, json_t *result, const struct mcp_error *err)
         else if (json_integer_value(code) == 127 && strstr(c->err_tail, "mcpbox: no "))
             no_interpreter(c, &e);
         else
-            mcp_error_set(&e, MCP_ERR_UNAVAILABLE, 0, "the %s interpreter ended before it was "
-                          "ready (exit code %lld): %s", c->lang->name,
-                          (long long)json_integer_value(code), c->err_tail);
+            mcp_error_set(&e, MCP_ERR_UNAVAILABLE, 0,
+                          "the %s interpreter ended before it was "
+                          "ready (exit code %lld): %s",
+                          c->lang->name, (long long)json_integer_value(code), c->err_tail);
         c->state = CODE_DEAD;
         snprintf(c->died, sizeof(c->died), "could not start");
         fail_create(c, &e);
@@ -239,13 +241,15 @@ struct code_ctx *code_ctx_start(struct backend *be, const char *sandbox_id,
                                 struct mcp_error *err)
 {
     if (count_in(be, sandbox_id) >= CODE_CONTEXTS_MAX) {
-        mcp_error_set(err, MCP_ERR_LIMIT, 0, "this sandbox has %d code contexts already: delete "
-                      "one (run_code action delete) first", CODE_CONTEXTS_MAX);
+        mcp_error_set(err, MCP_ERR_LIMIT, 0,
+                      "this sandbox has %d code contexts already: delete "
+                      "one (run_code action delete) first",
+                      CODE_CONTEXTS_MAX);
         return NULL;
     }
     struct code_ctx *c = ctx_new(be, sandbox_id, lang, is_default);
-    json_t *env = json_pack("{s:s, s:s}", "MCPBOX_CODE_DRIVER", lang->source, "PYTHONUNBUFFERED",
-                            "1");
+    json_t *env =
+        json_pack("{s:s, s:s}", "MCPBOX_CODE_DRIVER", lang->source, "PYTHONUNBUFFERED", "1");
     struct exec_request req = {.command = lang->start, .env = env, .stdin_open = true};
     struct exec_observer obs = {drv_started, drv_output, drv_done, c};
     int rc = be->ops->exec(be, sandbox_id, &req, &obs, &c->h, err);
@@ -278,8 +282,10 @@ static void ctx_create(struct backend *be, const char *sandbox_id, json_t *args,
 
 static const char *state_name(enum code_state s)
 {
-    return s == CODE_STARTING ? "starting" : s == CODE_IDLE ? "idle"
-           : s == CODE_RUNNING ? "running" : "dead";
+    return s == CODE_STARTING  ? "starting"
+           : s == CODE_IDLE    ? "idle"
+           : s == CODE_RUNNING ? "running"
+                               : "dead";
 }
 
 static json_t *ctx_json(const struct code_ctx *c)
@@ -306,8 +312,10 @@ static struct code_ctx *ctx_find_or_fail(struct backend *be, const char *sandbox
     const char *id = json_string_value(json_object_get(args, "context_id"));
     struct code_ctx *c = ctx_find(be, sandbox_id, id);
     if (c == NULL)
-        mcp_error_set(err, MCP_ERR_NOT_FOUND, 0, "no code context '%s' in this sandbox: list them "
-                      "with run_code action list, or make one with action create", id ? id : "");
+        mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
+                      "no code context '%s' in this sandbox: list them "
+                      "with run_code action list, or make one with action create",
+                      id ? id : "");
     return c;
 }
 
@@ -393,8 +401,10 @@ int code_interp_context(struct backend *be, const char *sandbox_id, const char *
     }
     if (strcmp(action, "list") && strcmp(action, "get") && strcmp(action, "delete") &&
         strcmp(action, "interrupt")) {
-        mcp_error_set(err, MCP_ERR_INVALID, 0, "unknown code context action '%s': use create, "
-                      "list, get, delete or interrupt", action);
+        mcp_error_set(err, MCP_ERR_INVALID, 0,
+                      "unknown code context action '%s': use create, "
+                      "list, get, delete or interrupt",
+                      action);
         return -1;
     }
     json_t *res = ctx_action(be, sandbox_id, action, args, err);

@@ -27,8 +27,7 @@ static json_t *run_json(struct code_ctx *c, struct code_run *r, const char *stat
 {
     json_t *error = r->error ? json_incref(r->error) : json_null();
     if (!strcmp(status, "lost") && !r->error)
-        error = json_pack("{s:s, s:s, s:[]}", "name", "ContextLost", "value", c->died,
-                          "traceback");
+        error = json_pack("{s:s, s:s, s:[]}", "name", "ContextLost", "value", c->died, "traceback");
     return json_pack("{s:s, s:s, s:s, s:I, s:O, s:i, s:o, s:I}", "context_id", c->id, "language",
                      c->lang->name, "status", status, "execution_count", (json_int_t)c->count,
                      "results", r->results, "results_dropped", r->dropped, "error", error,
@@ -125,8 +124,10 @@ static void on_frame_json(void *arg, char kind, json_t *obj, size_t len)
         const char *status = json_string_value(json_object_get(obj, "status"));
         if (n > c->count)
             c->count = n;
-        code_run_finish(c, status && (!strcmp(status, "error") || !strcmp(status, "interrupted"))
-                               ? status : "ok", NULL);
+        code_run_finish(
+            c,
+            status && (!strcmp(status, "error") || !strcmp(status, "interrupted")) ? status : "ok",
+            NULL);
     }
 }
 
@@ -219,8 +220,10 @@ static struct code_ctx *default_ctx(struct backend *be, const char *sandbox_id,
     if (c)
         return c;
     if (dead) { /* say so once; the next run starts a fresh one */
-        mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0, "the default %s context %s, and its state is "
-                      "gone: run again to start a fresh one", lang->name, dead->died);
+        mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0,
+                      "the default %s context %s, and its state is "
+                      "gone: run again to start a fresh one",
+                      lang->name, dead->died);
         code_ctx_forget(dead);
         return NULL;
     }
@@ -236,15 +239,20 @@ static struct code_ctx *pick_ctx(struct backend *be, const char *sandbox_id,
     }
     struct code_ctx *c = code_ctx_by_id(be, sandbox_id, req->context_id);
     if (c == NULL)
-        mcp_error_set(err, MCP_ERR_NOT_FOUND, 0, "no code context '%s' in this sandbox: list them "
-                      "with run_code action list, or leave out context_id", req->context_id);
+        mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
+                      "no code context '%s' in this sandbox: list them "
+                      "with run_code action list, or leave out context_id",
+                      req->context_id);
     else if (c->state == CODE_DEAD)
-        mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0, "the %s context %s %s, and its state is gone: "
-                      "delete it and create a new one (run_code action create)", c->lang->name,
-                      c->id, c->died);
+        mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0,
+                      "the %s context %s %s, and its state is gone: "
+                      "delete it and create a new one (run_code action create)",
+                      c->lang->name, c->id, c->died);
     else if (c->run)
-        mcp_error_set(err, MCP_ERR_CONFLICT, 0, "the context %s is running other code: wait for "
-                      "it, interrupt it, or use another context", c->id);
+        mcp_error_set(err, MCP_ERR_CONFLICT, 0,
+                      "the context %s is running other code: wait for "
+                      "it, interrupt it, or use another context",
+                      c->id);
     else
         return c;
     return NULL;
@@ -254,8 +262,10 @@ int code_interp_run(struct backend *be, const char *sandbox_id, const struct cod
                     const struct exec_observer *obs, struct mcp_error *err)
 {
     if (req->code == NULL || strlen(req->code) > CODE_MAX_BYTES) {
-        mcp_error_set(err, MCP_ERR_LIMIT, 0, "code is limited to %u bytes: write it to a file "
-                      "(write_file) and run that file instead", (unsigned)CODE_MAX_BYTES);
+        mcp_error_set(err, MCP_ERR_LIMIT, 0,
+                      "code is limited to %u bytes: write it to a file "
+                      "(write_file) and run that file instead",
+                      (unsigned)CODE_MAX_BYTES);
         return -1;
     }
     struct code_ctx *c = pick_ctx(be, sandbox_id, req, err);

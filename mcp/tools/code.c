@@ -77,7 +77,8 @@ static void text_results(struct buf *b, json_t *res)
 {
     json_t *r, *tb = json_object_get(json_object_get(res, "error"), "traceback"), *line;
     size_t i;
-    json_array_foreach(json_object_get(res, "results"), i, r) {
+    json_array_foreach(json_object_get(res, "results"), i, r)
+    {
         const char *plain = json_string_value(json_object_get(r, "text/plain"));
         bool image = json_object_get(r, "image/png") || json_object_get(r, "image/jpeg");
         buf_printf(b, "%s%s\n", image ? "[an image: in the next content block] " : "",
@@ -109,13 +110,14 @@ static json_t *code_images(json_t *res)
 {
     json_t *blocks = json_array(), *r;
     size_t i;
-    json_array_foreach(json_object_get(res, "results"), i, r) {
+    json_array_foreach(json_object_get(res, "results"), i, r)
+    {
         const char *types[] = {"image/png", "image/jpeg"};
         for (size_t t = 0; t < 2; t++) {
             json_t *data = json_object_get(r, types[t]);
             if (json_is_string(data))
-                json_array_append_new(blocks, json_pack("{s:s, s:O, s:s}", "type", "image",
-                                                        "data", data, "mimeType", types[t]));
+                json_array_append_new(blocks, json_pack("{s:s, s:O, s:s}", "type", "image", "data",
+                                                        data, "mimeType", types[t]));
         }
     }
     return blocks;
@@ -147,7 +149,8 @@ static void code_on_done(void *arg, json_t *result, const struct mcp_error *err)
         bool dropped = json_integer_value(json_object_get(res, "results_dropped")) > 0;
         json_object_set_new(res, "truncated", json_boolean(t_out || t_err || dropped));
         const char *status = json_string_value(json_object_get(res, "status"));
-        const char *ename = json_string_value(json_object_get(json_object_get(res, "error"), "name"));
+        const char *ename =
+            json_string_value(json_object_get(json_object_get(res, "error"), "name"));
         const char *note = code_note(status ? status : "", t_out || t_err, dropped,
                                      ename && !strcmp(ename, "ContextLost"));
         if (note != NULL)

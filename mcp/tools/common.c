@@ -131,8 +131,9 @@ void tool_job_finish_blocks(struct tool_job *job, json_t *structured, const char
     struct job_audit_row row;
     audit_row_take(job, &row);
     const char *outcome = tool_call_is_cancelled(job->call) ? "cancelled" : "ok";
-    char *text = own_text ? xstrdup(own_text)
-                 : json_is_object(structured) ? result_text(structured) : NULL;
+    char *text = own_text                     ? xstrdup(own_text)
+                 : json_is_object(structured) ? result_text(structured)
+                                              : NULL;
     bool changed = job->sandbox_id != NULL && job->ctx != NULL &&
                    job->ctx->sandbox_changed != NULL && may_change_files(row.tool, structured);
     tool_call_finish_blocks(job->call, structured, text, blocks); /* takes both */
