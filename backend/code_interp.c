@@ -421,9 +421,12 @@ void code_interp_release(struct backend *be)
         next = c->next;
         if (c->be != be)
             continue;
-        c->create_cb = NULL;
-        if (c->run)
-            c->run->obs = (struct exec_observer){0};
+        struct mcp_error err;
+        mcp_error_set(&err, MCP_ERR_UNAVAILABLE, 0,
+                      "mcpbox is stopping: its code contexts end "
+                      "with it; run again after it restarts");
+        fail_create(c, &err);
+        code_run_finish(c, "lost", &err); /* whoever waits is told, and frees what it holds */
         code_ctx_signal(c, SIGKILL);
         c->state = CODE_DEAD;
         if (c->h) {
@@ -431,8 +434,6 @@ void code_interp_release(struct backend *be)
             c->h = NULL;
             code_ctx_unref(c); /* the watch's */
         }
-        code_run_free(c->run);
-        c->run = NULL;
         unlink_ctx(c);
     }
 }

@@ -74,7 +74,14 @@ static void take_result(struct code_run *r, json_t *obj, size_t len)
         return;
     }
     r->results_bytes += len;
-    json_array_append(r->results, mime);
+    /* execd names text/plain "text" (docs/internals/opensandbox-wire.md §3): the same shape on
+     * both backends */
+    json_t *bundle = json_copy(mime), *plain = json_object_get(mime, "text/plain");
+    if (plain) {
+        json_object_set(bundle, "text", plain);
+        json_object_del(bundle, "text/plain");
+    }
+    json_array_append_new(r->results, bundle);
 }
 
 /* {name, value, traceback:[strings]}: anything else in it is left out. */

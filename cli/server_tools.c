@@ -16,8 +16,8 @@ int server_add_sandbox_tools(struct mcp_server *srv, struct mcp_error *err)
     if (registry_load_tools(reg, "tools", sandbox_tools, sandbox_tools_count, err) < 0)
         return -1;
     /* A tool no configured backend can do costs every conversation its bytes in tools/list: of
-     * this executable's backends only OpenSandbox has snapshots and code contexts, so those are
-     * listed only when it is configured (a call still answers with what to use instead). */
+     * this executable's backends only OpenSandbox has snapshots, so those are listed only when
+     * it is configured (a call still answers with what to use instead). */
     for (size_t i = 0; !server_config(srv)->opensandbox_domain && sandbox_tools_optional[i]; i++)
         registry_unlist_tool(reg, sandbox_tools_optional[i]);
     sandbox_tools_register(reg, server_context(srv));

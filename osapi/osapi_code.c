@@ -79,6 +79,15 @@ static void send_results(struct code_stream *cs, json_t *res)
 {
     json_t *count = json_object_get(res, "execution_count"), *r, *err;
     size_t i;
+    json_int_t dropped = json_integer_value(json_object_get(res, "results_dropped"));
+    if (dropped > 0) { /* execd's stream has no field for it */
+        char note[160];
+        int n = snprintf(note, sizeof(note),
+                         "mcpbox: %lld results left out past 1 MiB of "
+                         "results; save large values to files\n",
+                         (long long)dropped);
+        send_text(cs, EXEC_STDERR, note, (size_t)n);
+    }
     json_array_foreach(json_object_get(res, "results"), i, r) send_event(
         cs, json_pack("{s:s, s:O, s:O}", "type", "result", "results", r, "execution_count", count));
     if (json_is_object(err = json_object_get(res, "error")))
@@ -164,13 +173,12 @@ static void run_done(void *arg, json_t *result, const struct mcp_error *err)
     uv_close((uv_handle_t *)&cs->ping, stream_free_cb);
 }
 
-/* The client left: the run goes on to its end (interrupt it with DELETE /code), unwatched. */
+/* The client left: the run goes on to its end (interrupt it with DELETE /code), which frees the
+ * request; nothing more is sent. */
 static void run_aborted(struct osapi_req *req)
 {
     struct code_stream *cs = req->state;
-    cs->req = NULL;
     uv_timer_stop(&cs->ping);
-    req->state = NULL;
 }
 
 static void no_free(void *p)

@@ -79,7 +79,7 @@ static void text_results(struct buf *b, json_t *res)
     size_t i;
     json_array_foreach(json_object_get(res, "results"), i, r)
     {
-        const char *plain = json_string_value(json_object_get(r, "text/plain"));
+        const char *plain = json_string_value(json_object_get(r, "text"));
         bool image = json_object_get(r, "image/png") || json_object_get(r, "image/jpeg");
         buf_printf(b, "%s%s\n", image ? "[an image: in the next content block] " : "",
                    plain ? plain : "");

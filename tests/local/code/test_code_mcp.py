@@ -35,7 +35,8 @@ SKIP = 77
 class Stdio:
     def __init__(self, mcpbox, state):
         self.progress = []
-        self.c = Client(serve_argv(mcpbox, state, "--local-pool", 0), stderr=subprocess.DEVNULL,
+        self.log = tempfile.TemporaryFile()
+        self.c = Client(serve_argv(mcpbox, state, "--local-pool", 0), stderr=self.log,
                         cwd="/", on_notification=self.progress.append)
         self.c.initialize("code-test")
         self.lock = threading.Lock()
@@ -44,11 +45,15 @@ class Stdio:
         return self.c.call_tool(name, args, progress_token)
 
     def close(self):
-        self.c.close(60)
+        rc = self.c.close(60)
+        self.log.seek(0)
+        log = self.log.read().decode(errors="replace")
+        assert rc == 0 and "Sanitizer" not in log, f"the server exited {rc}:\n{log[-4000:]}"
 
 
 class Http:
     def __init__(self, mcpbox, state):
+        self.state = state
         self.proc, self.port = start_server(mcpbox, state, [], os.path.join(state, "serve.log"))
         self.c = HttpClient(self.port)
         self.c.initialize("code-test")
@@ -58,7 +63,9 @@ class Http:
 
     def close(self):
         self.proc.terminate()
-        self.proc.wait(30)
+        rc = self.proc.wait(30)
+        log = open(os.path.join(self.state, "serve.log")).read()
+        assert rc == 0 and "Sanitizer" not in log, f"the server exited {rc}:\n{log[-4000:]}"
 
 
 def sc(res, what):
@@ -67,7 +74,7 @@ def sc(res, what):
 
 
 def plain(out, i=0):
-    return out["results"][i].get("text/plain")
+    return out["results"][i].get("text")
 
 
 def check_state_and_results(t, sid):
@@ -78,7 +85,7 @@ def check_state_and_results(t, sid):
     count = out["execution_count"]
     out = run("print('a'); display(1); print('b', file=__import__('sys').stderr); 'last'")
     assert out["stdout"] == "a\n" and out["stderr"] == "b\n", out
-    assert [r["text/plain"] for r in out["results"]] == ["1", "'last'"], out
+    assert [r["text"] for r in out["results"]] == ["1", "'last'"], out
     assert out["execution_count"] == count + 1, out
     out = run("class R:\n    def _repr_html_(self): return '<b>r</b>'\n"
               "    def _repr_json_(self): return {'r': 1}\nR()")

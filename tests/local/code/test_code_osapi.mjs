@@ -28,7 +28,7 @@ async function stream(body, where = '/code') {
   for (const e of events) {
     check(types.includes(e.type) && Number.isInteger(e.timestamp), `event ${JSON.stringify(e)}`);
     if (e.error) check(typeof e.error.ename === 'string' && typeof e.error.evalue === 'string' && Array.isArray(e.error.traceback), JSON.stringify(e));
-    if (e.results) check(typeof e.results === 'object' && typeof e.results['text/plain'] === 'string', JSON.stringify(e));
+    if (e.results) check(typeof e.results === 'object' && typeof e.results.text === 'string', JSON.stringify(e));
   }
   return { status: 200, events };
 }
@@ -51,11 +51,11 @@ await test('POST /code/context, then runs keep state: stdout, result, execution_
   check(a.status === 200, a.text);
   check(a.events[0].type === 'init' && a.events[0].text === py, JSON.stringify(a.events[0]));
   check(of(a, 'stdout').map((e) => e.text).join('') === 'hi\n', JSON.stringify(a.events));
-  check(of(a, 'result')[0].results['text/plain'] === '42', JSON.stringify(a.events));
+  check(of(a, 'result')[0].results.text === '42', JSON.stringify(a.events));
   check(a.events[a.events.length - 1].type === 'execution_complete', JSON.stringify(a.events));
   const n = of(a, 'execution_count')[0].execution_count;
   const b = await stream({ context: { id: py }, code: 'x' });
-  check(of(b, 'result')[0].results['text/plain'] === '2', JSON.stringify(b.events));
+  check(of(b, 'result')[0].results.text === '2', JSON.stringify(b.events));
   check(of(b, 'execution_count')[0].execution_count === n + 1, JSON.stringify(b.events));
 });
 
@@ -82,12 +82,12 @@ await test('DELETE /code?id= interrupts a run at once; the context keeps its sta
   check(Date.now() - t0 < 2000, `answered after ${Date.now() - t0} ms`);
   check(of(s, 'error')[0].error.ename === 'KeyboardInterrupt', JSON.stringify(s.events));
   const after = await stream({ context: { id: py }, code: 'x' });
-  check(of(after, 'result')[0].results['text/plain'] === '2', JSON.stringify(after.events));
+  check(of(after, 'result')[0].results.text === '2', JSON.stringify(after.events));
 });
 
 await test('a language without a context id runs in that language\'s default context; bash', async () => {
   const d = await stream({ context: { language: 'python' }, code: '1 + 1' });
-  check(of(d, 'result')[0].results['text/plain'] === '2', JSON.stringify(d.events));
+  check(of(d, 'result')[0].results.text === '2', JSON.stringify(d.events));
   const c = await through(X, 'POST', '/code/context', { headers: tok, body: { language: 'bash' }, expect: 200 });
   await stream({ context: { id: c.json.id }, code: 'N=6' });
   const s = await stream({ context: { id: c.json.id }, code: 'echo $((N * 7))' });
