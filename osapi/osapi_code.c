@@ -15,7 +15,6 @@
 #include "lib/base/utf8.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
-#include "mcp/server.h"
 
 /* Output buffered while waiting for a line's end; a longer line is sent in pieces. */
 #define CODE_MAX_LINE (64u * 1024u)
@@ -203,7 +202,7 @@ static void start_run(struct osapi_req *req, json_t *body)
         buf_init(&cs->line[s], (size_t)-1);
     cs->req = req;
     cs->started_ms = now_mono_ms();
-    uv_timer_init(server_loop(req->api->srv), &cs->ping);
+    uv_timer_init(req->be->loop, &cs->ping);
     cs->ping.data = cs;
     req->state = cs;
     req->free_state = no_free;
