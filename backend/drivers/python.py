@@ -16,7 +16,6 @@ def _driver():
     import select
     import signal
     import threading
-    import traceback
 
     os.environ.pop("MCPBOX_CODE_DRIVER", None)
     proto = os.dup(1)
@@ -237,6 +236,8 @@ def _driver():
         return keep[0] if keep else None
 
     def error_json(e, tb):
+        import traceback  # only when something failed: an idle context stays smaller
+
         tb = user_frames(tb)
         lines = []
         for part in traceback.format_exception(type(e), e, tb):
