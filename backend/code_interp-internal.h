@@ -33,6 +33,7 @@ struct code_run {
     uint64_t started_ms;
     int64_t timeout_ms;
     bool timed_out;
+    char output_file[256]; /* where the driver says the run's whole output is ("": nowhere) */
 };
 
 struct code_ctx {

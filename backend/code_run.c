@@ -28,10 +28,14 @@ static json_t *run_json(struct code_ctx *c, struct code_run *r, const char *stat
     json_t *error = r->error ? json_incref(r->error) : json_null();
     if (!strcmp(status, "lost") && !r->error)
         error = json_pack("{s:s, s:s, s:[]}", "name", "ContextLost", "value", c->died, "traceback");
-    return json_pack("{s:s, s:s, s:s, s:I, s:O, s:i, s:o, s:I}", "context_id", c->id, "language",
-                     c->lang->name, "status", status, "execution_count", (json_int_t)c->count,
-                     "results", r->results, "results_dropped", r->dropped, "error", error,
-                     "duration_ms", (json_int_t)(now_mono_ms() - r->started_ms));
+    json_t *res =
+        json_pack("{s:s, s:s, s:s, s:I, s:O, s:i, s:o, s:I}", "context_id", c->id, "language",
+                  c->lang->name, "status", status, "execution_count", (json_int_t)c->count,
+                  "results", r->results, "results_dropped", r->dropped, "error", error,
+                  "duration_ms", (json_int_t)(now_mono_ms() - r->started_ms));
+    if (r->output_file[0])
+        json_object_set_new(res, "output_file", json_string(r->output_file));
+    return res;
 }
 
 void code_run_finish(struct code_ctx *c, const char *status, const struct mcp_error *err)
@@ -97,6 +101,19 @@ static void take_error(struct code_run *r, json_t *obj)
                          value ? value : "", "traceback", tb);
 }
 
+/* An absolute path of printable characters, or nothing: it is shown to the agent as a path for
+ * read_file (which resolves it inside the sandbox), never opened here. */
+static void take_output_file(struct code_run *r, const char *path)
+{
+    size_t n = path ? strlen(path) : 0;
+    if (n == 0 || n >= sizeof(r->output_file) || path[0] != '/')
+        return;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)path[i] < 0x20 || path[i] == 0x7f)
+            return;
+    memcpy(r->output_file, path, n + 1);
+}
+
 static void on_hello(struct code_ctx *c)
 {
     if (c->state != CODE_STARTING)
@@ -127,6 +144,7 @@ static void on_frame_json(void *arg, char kind, json_t *obj, size_t len)
     else if (kind == 'x')
         take_error(c->run, obj);
     else if (kind == 'd') {
+        take_output_file(c->run, json_string_value(json_object_get(obj, "output_file")));
         json_int_t n = json_integer_value(json_object_get(obj, "count"));
         const char *status = json_string_value(json_object_get(obj, "status"));
         if (n > c->count)

@@ -18,6 +18,13 @@ __mcpbox_frame() {
     printf '%s %d\n%s' "$1" "${#2}" "$2" >&"$__mcpbox_proto"
 }
 
+# The whole output of the last run, for read_file when the tool's cap cut it.
+__mcpbox_out="${TMPDIR:-/tmp}/mcpbox-code-$$.out"
+__mcpbox_output() {
+    __mcpbox_frame "$1" "$2"
+    printf '%s' "$2" >>"$__mcpbox_out"
+}
+
 # Frames one stream ($1: o or e) line by line, at most 3000 bytes a frame (so that a frame is
 # one atomic pipe write and the two pumps never interleave inside one).
 __mcpbox_pump() {
@@ -31,10 +38,10 @@ __mcpbox_pump() {
         fi
         if [[ $line == *"$__mcpbox_sync"$'\n' ]]; then
             line=${line%"$__mcpbox_sync"$'\n'}
-            [[ -n $line ]] && __mcpbox_frame "$1" "$line"
+            [[ -n $line ]] && __mcpbox_output "$1" "$line"
             echo >&"$__mcpbox_ack"
         elif [[ -n $line ]]; then
-            __mcpbox_frame "$1" "$line"
+            __mcpbox_output "$1" "$line"
         fi
     done
 }
@@ -62,6 +69,7 @@ __mcpbox_run() {
     __mcpbox_count=$((__mcpbox_count + 1))
     __mcpbox_sync="mcpbox-sync-${SRANDOM:-$RANDOM}$RANDOM$RANDOM$RANDOM$$"
     local rc=0 status=ok
+    : >"$__mcpbox_out"
     {
         __mcpbox_eval "$1"
         rc=$?
@@ -79,10 +87,12 @@ __mcpbox_run() {
         __mcpbox_frame x "{\"name\":\"ExitStatus\",\"value\":\"exit status $rc\",\"traceback\":[]}"
     fi
     __mcpbox_interrupted=
-    __mcpbox_frame d "{\"count\":$__mcpbox_count,\"status\":\"$status\"}"
+    __mcpbox_frame d "{\"count\":$__mcpbox_count,\"status\":\"$status\",\"output_file\":$__mcpbox_out_json}"
 }
 
 trap '__mcpbox_interrupted=1' INT
+(umask 077 && : >"$__mcpbox_out")
+__mcpbox_out_json=$(__mcpbox_json_str "$__mcpbox_out")
 __mcpbox_frame h "{\"language\":\"bash\",\"version\":$(__mcpbox_json_str "$BASH_VERSION"),\"pid\":$$}"
 while true; do
     __mcpbox_interrupted=

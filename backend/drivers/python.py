@@ -25,7 +25,9 @@ def _driver():
     os.close(null)
     lock = threading.Lock()
     main_thread = threading.get_ident()
-    st = {"running": False, "writing": 0, "pending": False, "count": 0}
+    st = {"running": False, "writing": 0, "pending": False, "count": 0, "out": None}
+    # The whole output of the last run, for read_file when the tool's cap cut it.
+    out_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), "mcpbox-code-%d.out" % os.getpid())
 
     def on_sigint(signum, frame):
         if st["running"] and st["writing"] == 0:
@@ -45,6 +47,8 @@ def _driver():
         try:
             with lock:
                 write_all(b"%s %d\n" % (kind, len(payload)) + payload)
+                if st["out"] is not None and kind in (b"o", b"e"):
+                    st["out"].write(payload)
         finally:
             if mine:
                 st["writing"] -= 1
@@ -99,6 +103,8 @@ def _driver():
                 if not data:
                     return
                 write_all(b"%s %d\n" % (kind, len(data)) + data)
+                if st["out"] is not None:
+                    st["out"].write(data)
 
     pipes = []
     for kind, fd in ((b"o", 1), (b"e", 2)):
@@ -295,9 +301,13 @@ def _driver():
             code = read_request()
             if code is None:
                 return
+            st["out"] = open(os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
             status = execute(code)
             drain()
-            send_json(b"d", {"count": st["count"], "status": status})
+            with lock:
+                st["out"].close()
+                st["out"] = None
+            send_json(b"d", {"count": st["count"], "status": status, "output_file": out_path})
         except KeyboardInterrupt:
             continue
 

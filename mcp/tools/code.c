@@ -52,7 +52,8 @@ static void code_on_output(void *arg, enum exec_stream stream, const char *data,
     out_capture_add(&cj->tail, data, len);
 }
 
-static const char *code_note(const char *status, bool truncated, bool dropped, bool lost_context)
+static const char *code_note(const char *status, bool truncated, bool dropped, bool lost_context,
+                             bool output_file)
 {
     if (strcmp(status, "timed_out") == 0)
         return "interrupted after timeout_seconds; the context keeps its state: raise "
@@ -67,6 +68,9 @@ static const char *code_note(const char *status, bool truncated, bool dropped, b
         return "results (such as images) were left out past 1 MiB of results (count in "
                "results_dropped); save large values to files in the sandbox (e.g. savefig) "
                "and fetch them with read_file";
+    if (truncated && output_file)
+        return "output cut in the middle (max_output_bytes): all of it is in output_file in the "
+               "sandbox until the context's next run (read_file it with an offset)";
     if (truncated)
         return "output cut in the middle (max_output_bytes); print less, or write it to a file";
     return NULL;
@@ -152,7 +156,8 @@ static void code_on_done(void *arg, json_t *result, const struct mcp_error *err)
         const char *ename =
             json_string_value(json_object_get(json_object_get(res, "error"), "name"));
         const char *note = code_note(status ? status : "", t_out || t_err, dropped,
-                                     ename && !strcmp(ename, "ContextLost"));
+                                     ename && !strcmp(ename, "ContextLost"),
+                                     json_object_get(res, "output_file") != NULL);
         if (note != NULL)
             json_object_set_new(res, "note", json_string(note));
         tool_job_set_detail(cj->job, "context_id=%s status=%s",

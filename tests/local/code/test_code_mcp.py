@@ -185,6 +185,10 @@ def check_hostile(t, sid, sid2):
     assert out["results_dropped"] >= 1 and plain(out) == "'after'", out
     out = call(sid, {"code": "print('y' * 10_000_000)", "max_output_bytes": 4096})
     assert out["truncated"] and len(out["stdout"]) < 10000, len(out["stdout"])
+    assert "output_file" in out["note"], out["note"]
+    whole = sc(t.tool("read_file", {"sandbox_id": sid, "path": out["output_file"],
+                                    "offset": 9_999_990}), "read the rest")
+    assert whole["size"] == 10_000_001, whole
     res = t.tool("run_code", {"sandbox_id": sid, "code": "import os\n"
                               "os.write(3, b'zz not a frame\\n' * 100)\nimport time\n"
                               "time.sleep(5)"})
