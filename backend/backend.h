@@ -313,8 +313,8 @@ struct backend_ops {
      * BACKEND_INPUT_MAX) queued whole for the command's stdin, pending of which it has not read
      * yet; eof then ends its input (on a pty: the terminal's Ctrl-D). MCP_ERR_UNAVAILABLE
      * ("busy", nothing written) when more than 4 MiB would wait; MCP_ERR_CONFLICT for a
-     * command that has exited, was not started interactive, or whose input ended;
-     * MCP_ERR_LIMIT at exec past 32 running interactive commands in one sandbox.
+     * command that has exited, was not started interactive, or whose input ended (eof), and
+     * when the command closed its stdin (then this input was not read); MCP_ERR_LIMIT at exec past 32 running interactive commands in one sandbox.
      * command_resize -> {command_id, rows, cols}: a pty command's terminal size (the command
      * gets SIGWINCH); each 1..65535. */
     int (*command_input)(struct backend *be, const char *sandbox_id, const char *command_id,

@@ -4,17 +4,22 @@
 #include "cli/backends.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/local/doctor.h"
+#include "backend/local/identity.h"
+#include "backend/local/image/image.h"
 #include "backend/local/image/unpack.h"
 #include "backend/local/local.h"
 #include "backend/local/workspace_review.h"
 #include "backend/opensandbox/opensandbox.h"
 #include "lib/base/cleanup.h"
 #include "lib/base/log.h"
-#include "mcp/config.h"
+#include "lib/base/xalloc.h"
+#include "server/config.h"
 
 static struct backend *start_local(uv_loop_t *loop, struct store *store,
                                    const struct mcp_config *cfg, struct mcp_error *err)
@@ -133,4 +138,80 @@ const char *backends_names(void)
         len += n > 0 ? (size_t)n : 0;
     }
     return names;
+}
+
+json_t *backends_doctor(const char *state_dir)
+{
+    struct doctor_report r;
+    doctor_run(state_dir, &r);
+    /* The backend's own verdict, beside the checks that explain it. */
+    struct doctor_check *c = doctor_add(&r, "local_backend", true);
+    struct mcp_error err = {0};
+    if (local_backend_probe(&err) == 0)
+        doctor_pass(c, "the local backend's own probe passes");
+    else
+        doctor_fail(c,
+                    geteuid() != 0 ? "run mcpbox as root (for example: sudo mcpbox serve)"
+                                   : "see the failed checks above",
+                    "%s", err.msg);
+    json_t *out = doctor_report_json(&r);
+    doctor_report_release(&r);
+    return out;
+}
+
+struct backends_images {
+    struct image_service *svc;
+};
+
+/* Layers of every local sandbox on record: prune and eviction keep them. */
+static json_t *images_in_use(void *arg, struct mcp_error *err)
+{
+    return local_image_layers_in_use(arg, err);
+}
+
+struct backends_images *backends_images_open(uv_loop_t *loop, const char *state_dir,
+                                             struct store *st, struct mcp_error *err)
+{
+    /* The same identity a server of this user has; static, as the unpacks that use it may
+     * outlive backends_images_close until the loop has run them out. */
+    static struct local_identity ident;
+    static struct unpack_userns ns = {.write_maps = local_image_write_maps, .arg = &ident};
+    local_identity_detect(&ident);
+    struct image_service *svc = image_service_new(
+        loop, state_dir, ident.mode == LOCAL_ID_SLICES ? NULL : &ns, images_in_use, st, err);
+    if (svc == NULL)
+        return NULL;
+    struct backends_images *im = xcalloc(1, sizeof(*im));
+    im->svc = svc;
+    return im;
+}
+
+void backends_images_close(struct backends_images *im)
+{
+    if (im == NULL)
+        return;
+    image_service_free(im->svc);
+    free(im);
+}
+
+int backends_images_pull(struct backends_images *im, const char *ref,
+                         backends_pull_progress_fn *progress, backends_pull_done_fn *done,
+                         void *arg, struct mcp_error *err)
+{
+    return image_service_resolve(im->svc, ref, true, progress, done, arg, err);
+}
+
+json_t *backends_images_list(struct backends_images *im)
+{
+    return image_service_list(im->svc);
+}
+
+int backends_images_remove(struct backends_images *im, const char *ref, struct mcp_error *err)
+{
+    return image_service_remove(im->svc, ref, err);
+}
+
+json_t *backends_images_prune(struct backends_images *im, struct mcp_error *err)
+{
+    return image_service_prune(im->svc, err);
 }

@@ -24,9 +24,11 @@ int cli_skill_main(int argc, char **argv);
 int server_add_sandbox_tools(struct mcp_server *srv, struct mcp_error *err);
 
 struct mcp_config;
-/* What `serve` registers besides the sandbox tools, chosen at link time: in mcpbox nothing
- * (cli/serve_extras.c refuses --conformance-fixtures); in the test-only mcpbox-conformance the
- * conformance fixtures (tests/fixtures/serve_fixtures.c). */
+/* What a binary built on cli/ adds to `serve`, chosen at link time: in mcpbox nothing
+ * (cli/serve_extras.c); a test binary its own options and what they register (the test-only
+ * mcpbox-conformance, tests/fixtures/serve_fixtures.c). cli_serve_take_options removes the
+ * binary's own options from argv before `serve` parses the rest, and returns the new argc. */
+int cli_serve_take_options(int argc, char **argv);
 int cli_serve_extras(struct mcp_server *srv, const struct mcp_config *cfg, struct mcp_error *err);
 
 #endif

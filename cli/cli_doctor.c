@@ -7,8 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/local/doctor.h"
-#include "backend/local/local.h"
+#include <jansson.h>
+
+#include "cli/backends.h"
 #include "cli/cli.h"
 #include "cli/cli_util.h"
 #include "lib/base/cleanup.h"
@@ -32,52 +33,58 @@ static void doctor_usage(FILE *out)
           out);
 }
 
-/* The backend's own verdict, when this mcpbox has the local backend built in. */
-static void doctor_add_backend_probe(struct doctor_report *r)
+static const char *check_text(const json_t *check, const char *key)
 {
-    struct doctor_check *c = doctor_add(r, "local_backend", true);
-    struct mcp_error err = {0};
-    if (local_backend_probe(&err) == 0)
-        doctor_pass(c, "the local backend's own probe passes");
-    else
-        doctor_fail(c,
-                    geteuid() != 0 ? "run mcpbox as root (for example: sudo mcpbox serve)"
-                                   : "see the failed checks above",
-                    "%s", err.msg);
+    const char *s = json_string_value(json_object_get(check, key));
+    return s ? s : "";
 }
 
-static const char *doctor_status(const struct doctor_check *c)
+static bool check_is(const json_t *check, const char *key)
 {
-    if (c->ok)
+    return json_is_true(json_object_get(check, key));
+}
+
+static const char *doctor_status(const json_t *check)
+{
+    if (check_is(check, "ok"))
         return "ok";
-    return c->required ? "FAIL" : "warn";
+    return check_is(check, "required") ? "FAIL" : "warn";
 }
 
-static void doctor_print_table(const struct doctor_report *r)
+static void doctor_print_fixes(const json_t *checks)
 {
-    static const char *const header[] = {"CHECK", "STATUS", "DETAIL"};
-    struct cli_table t;
-    cli_table_init(&t, 3, header);
-    for (size_t i = 0; i < r->n; i++) {
-        const char *row[] = {r->checks[i].name, doctor_status(&r->checks[i]),
-                             r->checks[i].detail};
-        cli_table_add(&t, row);
-    }
-    cli_table_print(&t, stdout);
-    cli_table_release(&t);
     bool header_done = false;
-    for (size_t i = 0; i < r->n; i++) {
-        const struct doctor_check *c = &r->checks[i];
-        if (c->ok || c->fix[0] == '\0')
+    size_t i;
+    const json_t *c;
+    json_array_foreach(checks, i, c) {
+        if (check_is(c, "ok") || check_text(c, "fix")[0] == '\0')
             continue;
         if (!header_done)
             printf("\nHow to fix:\n");
         header_done = true;
-        printf("  %s%s:\n    %s\n", c->name, c->required ? "" : " (optional)", c->fix);
+        printf("  %s%s:\n    %s\n", check_text(c, "name"),
+               check_is(c, "required") ? "" : " (optional)", check_text(c, "fix"));
     }
-    printf("\n%s\n", doctor_report_ok(r) ? "This host can run local sandboxes."
-                                         : "This host cannot run local sandboxes until the "
-                                           "FAIL checks are fixed.");
+}
+
+/* report: backends_doctor's {ok, checks}. */
+static void doctor_print_table(const json_t *report)
+{
+    static const char *const header[] = {"CHECK", "STATUS", "DETAIL"};
+    const json_t *checks = json_object_get(report, "checks"), *c;
+    size_t i;
+    struct cli_table t;
+    cli_table_init(&t, 3, header);
+    json_array_foreach(checks, i, c) {
+        const char *row[] = {check_text(c, "name"), doctor_status(c), check_text(c, "detail")};
+        cli_table_add(&t, row);
+    }
+    cli_table_print(&t, stdout);
+    cli_table_release(&t);
+    doctor_print_fixes(checks);
+    printf("\n%s\n", check_is(report, "ok") ? "This host can run local sandboxes."
+                                            : "This host cannot run local sandboxes until the "
+                                              "FAIL checks are fixed.");
 }
 
 /* Returns -1 to go on, else the exit code. */
@@ -122,17 +129,10 @@ int cli_doctor_main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     cleanup_free char *state_dir = cli_state_dir(state_flag);
-    struct doctor_report r;
-    doctor_run(state_dir, &r);
-    doctor_add_backend_probe(&r);
-    if (json) {
-        json_t *j = doctor_report_json(&r);
-        cli_print_json(j);
-        json_decref(j);
-    } else {
-        doctor_print_table(&r);
-    }
-    rc = doctor_report_ok(&r) ? CLI_EXIT_OK : CLI_EXIT_FAIL;
-    doctor_report_release(&r);
-    return rc;
+    cleanup_json json_t *report = backends_doctor(state_dir);
+    if (json)
+        cli_print_json(report);
+    else
+        doctor_print_table(report);
+    return check_is(report, "ok") ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }

@@ -9,10 +9,7 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "backend/local/identity.h"
-#include "backend/local/image/image.h"
-#include "backend/local/image/unpack.h"
-#include "backend/local/local.h"
+#include "cli/backends.h"
 #include "cli/cli.h"
 #include "cli/cli_util.h"
 #include "lib/base/util.h"
@@ -23,7 +20,7 @@
 struct cli_image {
     uv_loop_t loop;
     struct store *store;
-    struct image_service *svc;
+    struct backends_images *images;
     char *state_dir;
     bool json, tty, done;
     json_t *result;
@@ -42,13 +39,6 @@ static void usage(FILE *out)
           "  prune         remove layers no image and no sandbox uses\n\n"
           "Exit status: 0 ok, 1 failed, 2 usage, 3 not found.\n",
           out);
-}
-
-/* Layers of every local sandbox on record: prune and eviction keep them. */
-static json_t *in_use(void *arg, struct mcp_error *err)
-{
-    struct cli_image *c = arg;
-    return local_image_layers_in_use(c->store, err);
 }
 
 static void progress(void *arg, uint64_t done, uint64_t total, const char *what)
@@ -94,7 +84,7 @@ static int cmd_pull(struct cli_image *c, int argc, char **argv)
         c->ref = argv[i], c->done = false;
         json_decref(c->result);
         c->result = NULL;
-        if (image_service_resolve(c->svc, argv[i], true, progress, done_cb, c, &c->err) < 0)
+        if (backends_images_pull(c->images, argv[i], progress, done_cb, c, &c->err) < 0)
             return fail("pull", &c->err);
         while (!c->done && uv_run(&c->loop, UV_RUN_ONCE) != 0) {
         }
@@ -121,7 +111,7 @@ static const char *str_or_empty(json_t *obj, const char *key)
 
 static int cmd_ls(struct cli_image *c)
 {
-    json_t *all = image_service_list(c->svc), *img;
+    json_t *all = backends_images_list(c->images), *img;
     if (c->json) {
         cli_print_json(all);
         json_decref(all);
@@ -155,14 +145,14 @@ static int cmd_rm(struct cli_image *c, int argc, char **argv)
 {
     int rc = CLI_EXIT_OK;
     for (int i = 1; i < argc; i++)
-        if (image_service_remove(c->svc, argv[i], &c->err) < 0)
+        if (backends_images_remove(c->images, argv[i], &c->err) < 0)
             rc = fail("rm", &c->err);
     return rc;
 }
 
 static int cmd_prune(struct cli_image *c)
 {
-    json_t *r = image_service_prune(c->svc, &c->err);
+    json_t *r = backends_images_prune(c->images, &c->err);
     if (r == NULL)
         return fail("prune", &c->err);
     if (c->json)
@@ -235,15 +225,10 @@ int cli_image_main(int argc, char **argv)
     uv_loop_init(&c.loop);
     int rc = CLI_EXIT_FAIL;
     c.store = store_open(c.state_dir, &c.err);
-    /* The same identity a server of this user has (rootless: unpack in its user namespace). */
-    struct local_identity ident;
-    local_identity_detect(&ident);
-    struct unpack_userns ns = {.write_maps = local_image_write_maps, .arg = &ident};
     if (c.store)
-        c.svc = image_service_new(&c.loop, c.state_dir,
-                                  ident.mode == LOCAL_ID_SLICES ? NULL : &ns, in_use, &c, &c.err);
-    rc = c.svc ? run(&c, argc - optind, argv + optind) : fail("open", &c.err);
-    image_service_free(c.svc);
+        c.images = backends_images_open(&c.loop, c.state_dir, c.store, &c.err);
+    rc = c.images ? run(&c, argc - optind, argv + optind) : fail("open", &c.err);
+    backends_images_close(c.images);
     uv_run(&c.loop, UV_RUN_NOWAIT);
     uv_walk(&c.loop, close_walk, NULL);
     uv_run(&c.loop, UV_RUN_DEFAULT);

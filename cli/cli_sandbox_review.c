@@ -11,7 +11,7 @@
 #include "cli/cli_sandbox.h"
 #include "cli/cli_util.h"
 #include "lib/base/utf8.h"
-#include "mcp/config.h"
+#include "server/config.h"
 
 #define CLI_DIFF_PAGE (1u << 20)
 

@@ -12,7 +12,7 @@
 #include "lib/base/error.h"
 #include "lib/base/log.h"
 #include "lib/base/xalloc.h"
-#include "mcp/config.h"
+#include "server/config.h"
 #include "mcp/http/http_ext.h"
 #include "mcp/http/http_server.h"
 #include "osapi/osapi.h"
@@ -82,6 +82,7 @@ int cli_serve_main(int argc, char **argv)
     int r;
 
     config_init(&cfg);
+    argc = cli_serve_take_options(argc, argv);
     r = config_parse_args(&cfg, argc, argv, &err);
     if (r == 0 && config_check(&cfg, &err) < 0)
         r = -1;

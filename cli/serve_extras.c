@@ -1,16 +1,13 @@
-/* mcpbox serves the sandbox tools and nothing else: the MCP conformance fixtures are built into
- * the test-only mcpbox-conformance (tests/fixtures/), never into the product. */
+/* mcpbox serves the sandbox tools and nothing else: `serve` has no options of its own here and
+ * registers nothing more (a test binary built on cli/ adds its own: tests/fixtures/). */
 #include "cli/cli.h"
-#include "lib/base/error.h"
-#include "mcp/config.h"
+
+int cli_serve_take_options(int argc, char **argv)
+{
+    return argc;
+}
 
 int cli_serve_extras(struct mcp_server *srv, const struct mcp_config *cfg, struct mcp_error *err)
 {
-    if (!cfg->conformance_fixtures)
-        return 0;
-    return mcp_error_set(err, MCP_ERR_INVALID, 0,
-                         "--conformance-fixtures: this mcpbox has no conformance fixtures; they "
-                         "are served by the test binary mcpbox-conformance (build it with the "
-                         "tests, then run build/mcpbox-conformance serve "
-                         "--conformance-fixtures)");
+    return 0;
 }

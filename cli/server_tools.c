@@ -4,7 +4,7 @@
 #include "cli/cli.h"
 #include "lib/base/error.h"
 #include "lib/base/log.h"
-#include "mcp/config.h"
+#include "server/config.h"
 #include "mcp/registry.h"
 #include "mcp/server.h"
 #include "mcp/tools/tools.h"

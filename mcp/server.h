@@ -1,64 +1,19 @@
-/* The server: one libuv loop, the shared context (config, store, backends), the registry of
- * tools/resources/prompts, and the list of live sessions. One per process.
- *
- * Typical use (cli/main.c):
- *     srv = server_new(cfg, &err);
- *     stdio_transport_start(srv, &err)   or   http_server_start(srv, cfg, &err);
- *     server_run(srv);                   runs until server_stop() (EOF, SIGINT, SIGTERM)
- *     server_free(srv);
+/* What the MCP front-end keeps with the server runtime (server/server.h): the registry of
+ * tools/resources/prompts and the list of live sessions, and the broadcasts to them. Made on
+ * first use (server_frontend), so a server that runs only another front-end carries none of it.
  *
  * Everything here runs on the loop thread. */
 #ifndef MCPBOX_SERVER_H
 #define MCPBOX_SERVER_H
 
-#include <jansson.h>
-#include <stdbool.h>
-#include <uv.h>
+#include <stddef.h>
 
-#include "lib/base/error.h"
+#include "server/server.h"
 
-struct backend_set;
-struct mcp_config;
-struct mcp_context;
-struct store;
 struct registry;
 struct session;
-struct mcp_server;
 
-/* Creates the loop, checks the state directory (the store and the backends start later: see
- * server_sandbox_context) and an empty registry (the executable adds the sandbox tools and,
- * with --conformance-fixtures, the fixtures). cfg is borrowed and must outlive the server. */
-struct mcp_server *server_new(const struct mcp_config *cfg, struct mcp_error *err);
-/* Fills set with the backends this executable has, one slot each (a slot's backend NULL when
- * cfg leaves it off or it cannot start on this host, with a warning logged). The composition
- * root (cli/backends.c) provides it; a server without one serves no backends. */
-typedef void server_backends_fn(struct backend_set *set, uv_loop_t *loop, struct store *store,
-                                const struct mcp_config *cfg);
-/* Before the first request: the backends are started by start on first use. */
-void server_set_backends(struct mcp_server *srv, server_backends_fn *start);
-/* Runs the loop until server_stop() and every handle has closed. Returns 0. */
-int server_run(struct mcp_server *srv);
-/* Starts a clean shutdown: calls every stop hook (transports close their listeners and
- * sessions), shuts the backends down, closes the signal handlers. Idempotent. */
-void server_stop(struct mcp_server *srv);
-/* Frees everything (after server_run returned). NULL-safe. */
-void server_free(struct mcp_server *srv);
-
-uv_loop_t *server_loop(struct mcp_server *srv);
-/* The context as it is: its store and backends are NULL until server_sandbox_context. */
-struct mcp_context *server_context(struct mcp_server *srv);
-/* The context with the state store open and the enabled backends made: done on the first call
- * (the first request that touches sandboxes), so an idle server never loads SQLite. NULL with
- * err when the store cannot be opened (tried again on the next call) or the server stops. */
-struct mcp_context *server_sandbox_context(struct mcp_server *srv, struct mcp_error *err);
-const struct mcp_config *server_config(const struct mcp_server *srv);
 struct registry *server_registry(struct mcp_server *srv);
-bool server_is_stopping(const struct mcp_server *srv);
-
-/* A transport registers fn to be called once when the server stops (e.g. to close its listener
- * and its sessions). Hooks run in registration order. */
-typedef void server_stop_fn(void *arg);
-void server_on_stop(struct mcp_server *srv, server_stop_fn *fn, void *arg);
 
 /* Broadcast to every initialized session: notifications/{tools,resources,prompts}/list_changed
  * (what = "tools", "resources", "prompts"). */
@@ -69,7 +24,6 @@ void server_notify_resource_updated(struct mcp_server *srv, const char *uri);
 /* Sessions register themselves (session_new / session_close call these). */
 void server_session_add(struct mcp_server *srv, struct session *s);
 void server_session_remove(struct mcp_server *srv, struct session *s);
-size_t server_session_count(const struct mcp_server *srv);
 
 /* Server identity and instructions, as served in InitializeResult. */
 #define MCPBOX_SERVER_NAME "mcpbox"

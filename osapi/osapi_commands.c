@@ -15,7 +15,7 @@
 #include "lib/base/log.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
-#include "mcp/server.h"
+#include "server/server.h"
 
 /* Output buffered while waiting for a line's end; a longer line is sent in pieces. */
 #define CMD_MAX_LINE (64u * 1024u)

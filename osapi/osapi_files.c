@@ -13,7 +13,7 @@
 #include "lib/base/buf.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
-#include "mcp/server.h"
+#include "server/server.h"
 
 /* Matches a search answers with, at most (each one is stat'ed for its FileInfo). */
 #define FILES_SEARCH_MAX 1000

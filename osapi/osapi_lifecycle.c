@@ -13,7 +13,7 @@
 
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
-#include "mcp/context.h"
+#include "server/context.h"
 
 #define OSAPI_MIN_TIMEOUT_S 60
 

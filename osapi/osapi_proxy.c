@@ -23,7 +23,7 @@
 #include "lib/base/cleanup.h"
 #include "lib/base/log.h"
 #include "lib/base/xalloc.h"
-#include "mcp/server.h"
+#include "server/server.h"
 
 /* Bytes queued towards either side before reading from the other stops. */
 #define PROXY_MAX_QUEUED (1u << 20)

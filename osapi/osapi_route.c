@@ -13,9 +13,9 @@
 #include "lib/base/log.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
-#include "mcp/context.h"
+#include "server/context.h"
 #include "osapi/osapi.h"
-#include "mcp/server.h"
+#include "server/server.h"
 #include "lib/store/store.h"
 
 #define OSAPI_ID_MAX 128

@@ -308,7 +308,7 @@ static int real_dir(const struct child_plan *p, const char *path, const char *sh
     size_t n = strlen(path);
     CHECK(n > 0 && n < sizeof buf, "mount target", path);
     memcpy(buf, path, n + 1);
-    int fd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    cleanup_close int fd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
     CHECK(fd >= 0, "open", "the root tmpfs");
     for (char *comp = buf, *next; comp && *comp; comp = next) {
         next = strchr(comp, '/');
@@ -317,17 +317,17 @@ static int real_dir(const struct child_plan *p, const char *path, const char *sh
         int sub = openat(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (sub < 0 && errno == ENOENT && (mkdirat(fd, comp, 0755) == 0 || errno == EEXIST))
             sub = openat(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        close(fd);
+        close(steal_fd(&fd)); /* the next component's directory takes its place */
         CHECK(sub >= 0, "the image or a mount above has a symlink or file (never followed) on the way "
                         "to", shown);
         fd = sub;
     }
-    return fd;
+    return steal_fd(&fd);
 }
 
 static void make_path(const struct child_plan *p, const char *path, const char *shown)
 {
-    close(real_dir(p, path, shown));
+    close(real_dir(p, path, shown)); /* made; nothing to mount on it here */
 }
 
 static void attach(const struct child_plan *p, int fd, const char *dir)
@@ -743,12 +743,10 @@ static int note_init(const char *dir, pid_t pid, uint64_t *start, struct mcp_err
     snprintf(path, sizeof path, "%s/" LOCAL_INIT_FILE, dir);
     *start = local_proc_starttime(pid);
     int n = snprintf(text, sizeof text, "%d %llu\n", (int)pid, (unsigned long long)*start);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    bool ok = fd >= 0 && write(fd, text, (size_t)n) == n;
-    int e = errno;
-    if (fd >= 0)
-        close(fd);
-    return ok ? 0 : mcp_error_set(err, MCP_ERR_IO, e, "writing %s", path);
+    cleanup_close int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 || write(fd, text, (size_t)n) != n)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "writing %s", path);
+    return 0;
 }
 
 /* The filesystems seen refusing idmapped mounts (docs/images.md, Ownership). */
@@ -786,24 +784,18 @@ static int idmap_refused(const char *dir, int e, struct mcp_error *err)
  * and read-only (docs/internals/isolation-facts.md §5). */
 static int image_tree(const char *dir, pid_t pid, struct mcp_error *err)
 {
-    int userns = local_ns_open(pid, "user");
-    int tree = (int)syscall(SYS_open_tree, AT_FDCWD, dir,
-                            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    cleanup_close int userns = local_ns_open(pid, "user");
+    cleanup_close int tree = (int)syscall(SYS_open_tree, AT_FDCWD, dir,
+                                          OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
     struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
                                           MOUNT_ATTR_NODEV,
                               .userns_fd = (uint64_t)userns};
     int rc = userns < 0 || tree < 0 ? -1
              : (int)syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr,
                             sizeof attr);
-    int e = errno;
-    if (userns >= 0)
-        close(userns);
-    if (rc < 0) {
-        if (tree >= 0)
-            close(tree);
-        return idmap_refused(dir, e, err);
-    }
-    return tree;
+    if (rc < 0)
+        return idmap_refused(dir, errno, err);
+    return steal_fd(&tree);
 }
 
 int local_ns_open(pid_t pid, const char *ns)
@@ -823,15 +815,16 @@ static int owner_userns(uint32_t uid, uint32_t gid, uint32_t to_uid, uint32_t to
     int pipefd[2];
     if (pipe2(pipefd, O_CLOEXEC) < 0)
         return mcp_error_set(err, MCP_ERR_IO, errno, "pipe");
+    cleanup_close int wait_end = pipefd[0], release_end = pipefd[1];
     struct clone_args args = {.flags = CLONE_NEWUSER, .exit_signal = SIGCHLD};
     pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
-    if (pid == 0) {
+    if (pid == 0) { /* waits until the parent closes release_end (EOF), then goes */
         char b;
-        close(pipefd[1]);
-        ssize_t r = read(pipefd[0], &b, 1);
+        close(release_end);
+        ssize_t r = read(wait_end, &b, 1);
         _exit(r < 0);
     }
-    close(pipefd[0]);
+    close(steal_fd(&wait_end));
     int fd = -1, e = errno;
     if (pid > 0) {
         char map[64];
@@ -842,11 +835,9 @@ static int owner_userns(uint32_t uid, uint32_t gid, uint32_t to_uid, uint32_t to
         rc = rc == 0 ? local_proc_write(pid, "gid_map", map, &why) : -1;
         fd = rc == 0 ? local_ns_open(pid, "user") : -1;
         e = rc == 0 ? errno : why.sys_errno;
-        close(pipefd[1]);
+        close(steal_fd(&release_end)); /* the child's read sees EOF and it exits */
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
             ;
-    } else {
-        close(pipefd[1]);
     }
     if (fd < 0)
         return mcp_error_set(err, MCP_ERR_UNSUPPORTED, e,
@@ -864,11 +855,13 @@ static int ws_trees(const struct spawn_request *req, struct image_trees *trees,
     uint32_t to_gid = local_identity_root_gid(req->ident, req->slot) + req->run_gid;
     for (size_t i = 0; i < req->ws->n; i++) {
         const struct local_ws_mount *w = &req->ws->m[i];
-        int userns = owner_userns(w->m.owner_uid, w->m.owner_gid, to_uid, to_gid, err);
+        cleanup_close int userns =
+            owner_userns(w->m.owner_uid, w->m.owner_gid, to_uid, to_gid, err);
         if (userns < 0)
             return -1;
-        int tree = (int)syscall(SYS_open_tree, w->fd, "",
-                                AT_EMPTY_PATH | OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        cleanup_close int tree =
+            (int)syscall(SYS_open_tree, w->fd, "",
+                         AT_EMPTY_PATH | OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
         int e = errno;
         struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID |
                                               MOUNT_ATTR_NODEV |
@@ -878,16 +871,13 @@ static int ws_trees(const struct spawn_request *req, struct image_trees *trees,
                           : (int)syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE,
                                          &attr, sizeof attr);
         e = tree < 0 ? e : errno;
-        close(userns);
         if (rc < 0) {
-            if (tree >= 0)
-                close(tree);
             return mcp_error_set(err, MCP_ERR_UNSUPPORTED, e,
                                  "cannot mount %s into the sandbox as an idmapped mount (needs "
                                  "Linux 5.12+ and a filesystem that supports idmapped mounts: "
                                  "ext4, xfs, btrfs, tmpfs)", w->m.source);
         }
-        trees->fd[trees->n++] = tree;
+        trees->fd[trees->n++] = steal_fd(&tree);
     }
     return 0;
 }
@@ -1018,17 +1008,14 @@ static int open_listener(const char *dir, struct mcp_error *err)
     if (n < 0 || (size_t)n >= sizeof sa.sun_path)
         return mcp_error_set(err, MCP_ERR_INVALID, 0,
                              "runtime directory path too long for a unix socket: %s", dir);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cleanup_close int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return mcp_error_set(err, MCP_ERR_IO, errno, "socket");
     unlink(sa.sun_path);
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 64) < 0) {
-        int e = errno;
-        close(fd);
-        return mcp_error_set(err, MCP_ERR_IO, e, "cannot listen on %s", sa.sun_path);
-    }
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 64) < 0)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "cannot listen on %s", sa.sun_path);
     chmod(sa.sun_path, 0600);
-    return fd;
+    return steal_fd(&fd);
 }
 
 /* The listener a spawner made ahead, if its socket is still where the agent's clients look (the
@@ -1148,6 +1135,14 @@ static void close_plan(struct child_plan *p)
             close(fds[i]);
 }
 
+/* Before the clone everything local_spawn holds is in p and fds: one place closes it all. */
+static int fail_before_clone(struct child_plan *p, struct spawn_fds *fds, int rc)
+{
+    close_plan(p);
+    local_spawn_fds_close(fds);
+    return rc;
+}
+
 /* The parent's part between the clone and the release: the init's note, the child's uid and
  * gid maps, then the mount trees only the parent can open for it (idmapped image layers as
  * root, host mounts when ws_by_parent). Trees opened before a failure stay in trees. */
@@ -1239,23 +1234,14 @@ int local_spawn(const struct spawn_request *req, struct spawn_result *out, struc
     /* Each step sets err itself: callers may pass an err that was never written. */
     int listen_fd = fds.listen_fd;
     fds.listen_fd = -1; /* prepare's now */
-    if (prepare(&p, req, listen_fd, fds.dirs_made, err) < 0) {
-        close_plan(&p);
-        local_spawn_fds_close(&fds);
-        return -1;
-    }
-    if (sync[0] < 0 && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0) {
-        int e = errno;
-        close_plan(&p);
-        local_spawn_fds_close(&fds);
-        return mcp_error_set(err, MCP_ERR_IO, e, "socketpair for the sandbox init");
-    }
-    if (errp[0] < 0 && pipe2(errp, O_CLOEXEC) < 0) {
-        int e = errno;
-        close_plan(&p);
-        local_spawn_fds_close(&fds);
-        return mcp_error_set(err, MCP_ERR_IO, e, "pipe for the sandbox init's errors");
-    }
+    if (prepare(&p, req, listen_fd, fds.dirs_made, err) < 0)
+        return fail_before_clone(&p, &fds, -1);
+    if (sync[0] < 0 && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0)
+        return fail_before_clone(
+            &p, &fds, mcp_error_set(err, MCP_ERR_IO, errno, "socketpair for the sandbox init"));
+    if (errp[0] < 0 && pipe2(errp, O_CLOEXEC) < 0)
+        return fail_before_clone(
+            &p, &fds, mcp_error_set(err, MCP_ERR_IO, errno, "pipe for the sandbox init's errors"));
     p.sync_fd = sync[0];
     p.err_fd = errp[1];
     p.parent_sync_fd = sync[1];

@@ -11,9 +11,9 @@
 #include "lib/base/log.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
-#include "mcp/config.h"
+#include "server/config.h"
 #include "mcp/http/http-internal.h"
-#include "mcp/server.h"
+#include "server/server.h"
 
 /* Pending connections the kernel may queue. */
 #define HTTP_LISTEN_BACKLOG 128

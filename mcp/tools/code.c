@@ -12,7 +12,7 @@
 #include "lib/base/log.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
-#include "mcp/context.h"
+#include "server/context.h"
 
 struct code_job {
     struct tool_job *job;

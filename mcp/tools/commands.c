@@ -11,7 +11,7 @@
 #include "lib/base/log.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
-#include "mcp/context.h"
+#include "server/context.h"
 
 /* After a cancellation, how long to wait for the killed command to report before giving up on
  * it (the reply is discarded anyway; this only bounds how long we hold its state). */

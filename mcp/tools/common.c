@@ -16,7 +16,7 @@
 #include "lib/base/log.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
-#include "mcp/context.h"
+#include "server/context.h"
 #include "lib/store/store.h"
 
 #define AUDIT_DETAIL_MAX 300

@@ -7,8 +7,8 @@
 
 #include "lib/base/cleanup.h"
 #include "lib/base/xalloc.h"
-#include "mcp/config.h"
-#include "mcp/context.h"
+#include "server/config.h"
+#include "server/context.h"
 #include "lib/store/store.h"
 
 void tool_get_endpoint(struct tool_call *call, json_t *args)

@@ -8,7 +8,7 @@
 
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
-#include "mcp/context.h"
+#include "server/context.h"
 
 /* ---- write_file ------------------------------------------------------------------------------ */
 

@@ -8,7 +8,7 @@
 
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
-#include "mcp/context.h"
+#include "server/context.h"
 #include "lib/store/store.h"
 
 /* network_policy of create_sandbox: a new policy, NULL when there is none (*err untouched) or

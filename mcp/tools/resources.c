@@ -9,7 +9,7 @@
 #include "lib/base/log.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
-#include "mcp/context.h"
+#include "server/context.h"
 #include "mcp/registry.h"
 #include "lib/store/store.h"
 #include "mcp/tools/tools-internal.h"

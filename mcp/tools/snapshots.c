@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "mcp/context.h"
+#include "server/context.h"
 
 /* The backend that holds snapshots: the sandbox's, or the first that keeps them when no sandbox
  * is named. */

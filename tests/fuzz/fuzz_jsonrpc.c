@@ -12,7 +12,7 @@
 #include <uv.h>
 
 #include "lib/base/xalloc.h"
-#include "mcp/config.h"
+#include "server/config.h"
 #include "tests/fixtures/fixtures.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/registry.h"
@@ -69,7 +69,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     cfg.local_enabled = false;
     free(cfg.opensandbox_domain);
     cfg.opensandbox_domain = NULL;
-    cfg.conformance_fixtures = true;
     srv = server_new(&cfg, &err);
     if (!srv || fixtures_register(server_registry(srv), &err) < 0) {
         fprintf(stderr, "fuzz_jsonrpc: %s\n", err.msg);

@@ -1,6 +1,7 @@
 /* libFuzzer target: JSON Schema validation of tool arguments. The input's first line is a
  * schema, the rest an instance; the instance is also validated against the inputSchema of every
- * embedded tool schema (schemas/tools, tests/fixtures/schemas). Errors must name a path. */
+ * tool schema: the product's (schemas/tools) and the conformance fixtures' (tests/fixtures/schemas,
+ * from the fixtures library). Errors must name a path. */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -9,23 +10,31 @@
 #include "lib/base/xalloc.h"
 #include "mcp/embedded_schemas.h"
 #include "mcp/schema.h"
+#include "tests/fixtures/fixtures.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 static json_t *tool_schemas; /* array of inputSchemas */
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
+/* A table of tool schema files (ends with a NULL path): their inputSchemas to tool_schemas. */
+static void add_schemas(const struct embedded_schema *table)
 {
-    xalloc_install();
-    tool_schemas = json_array();
-    for (size_t i = 0; i < embedded_schemas_count; i++) {
-        json_t *def = json_loadb(embedded_schemas[i].data, embedded_schemas[i].len, 0, NULL);
+    for (const struct embedded_schema *f = table; f->path; f++) {
+        json_t *def = json_loadb(f->data, f->len, 0, NULL);
         json_t *in = json_object_get(def, "inputSchema");
         if (in)
             json_array_append(tool_schemas, in);
         json_decref(def);
     }
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    xalloc_install();
+    tool_schemas = json_array();
+    add_schemas(embedded_schemas);
+    add_schemas(fixture_schemas);
     return 0;
 }
 

@@ -52,6 +52,7 @@ struct cmd {
     size_t in_len, in_off, in_cap;
     bool stdin_open;                 /* interactive: stdin stays open for cmd_input */
     bool in_eof;                     /* close stdin once in_data is written */
+    bool in_lost;                    /* the command closed its stdin: queued input was dropped */
     bool pty;                        /* out_fd and in_fd are the pty's master */
     int f_log;                       /* the log file while running */
     bool has_log;                    /* a log file was made (at the first output) */

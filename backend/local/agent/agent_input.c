@@ -177,6 +177,7 @@ void agent_input_feed(struct cmd *c)
         if (n < 0 && errno == EAGAIN)
             return;
         if (n <= 0) { /* the reader went away: what is queued can never be read */
+            c->in_lost = true;
             close_input(c);
             return;
         }
@@ -236,6 +237,12 @@ json_t *agent_cmd_input(struct agent *a, json_t *req, struct mcp_error *err)
         return NULL;
     c->in_eof = eof;
     agent_input_feed(c); /* at once: a keystroke's echo should not wait for the next poll */
+    if (c->in_lost) {
+        mcp_error_set(err, MCP_ERR_CONFLICT, 0,
+                      "command %s closed its stdin: this input was not read, and no more can be",
+                      c->id);
+        return NULL;
+    }
     return json_pack("{s:s, s:I, s:I}", "command_id", c->id, "written", (json_int_t)len, "pending",
                      (json_int_t)(c->in_len - c->in_off));
 }

@@ -13,7 +13,7 @@
 #include "backend/local/runtime_dir.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
-#include "mcp/config.h"
+#include "server/config.h"
 #include "lib/store/store.h"
 #include "lib/base/rmtree.h"
 

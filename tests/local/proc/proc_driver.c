@@ -55,16 +55,22 @@ static bool run_until(struct harness *h, const bool *flag, uint64_t ms, bool (*c
 int proc_start(struct proc *p, struct harness *h, const char *sbx, const char *command,
                unsigned rows, unsigned cols)
 {
-    memset(p, 0, sizeof *p);
-    p->h = h;
-    buf_init(&p->out, PROC_OUTPUT_MAX);
     struct exec_request req = {.command = command,
                                .stdin_open = true,
                                .pty_rows = (uint16_t)rows,
                                .pty_cols = (uint16_t)cols};
+    return proc_start_req(p, h, sbx, &req);
+}
+
+int proc_start_req(struct proc *p, struct harness *h, const char *sbx,
+                   const struct exec_request *req)
+{
+    memset(p, 0, sizeof *p);
+    p->h = h;
+    buf_init(&p->out, PROC_OUTPUT_MAX);
     struct exec_observer obs = {
         .on_started = on_started, .on_output = on_output, .on_done = on_done, .arg = p};
-    if (h->be->ops->exec(h->be, sbx, &req, &obs, NULL, &p->err) < 0)
+    if (h->be->ops->exec(h->be, sbx, req, &obs, NULL, &p->err) < 0)
         return -1;
     run_until(h, &p->started, PROC_START_MS, NULL, NULL);
     while (!p->started && !p->done)

@@ -24,6 +24,9 @@ struct proc {
  * waits until it has its command_id. -1 with p->err. */
 int proc_start(struct proc *p, struct harness *h, const char *sbx, const char *command,
                unsigned rows, unsigned cols);
+/* The same for any request (not necessarily interactive). */
+int proc_start_req(struct proc *p, struct harness *h, const char *sbx,
+                   const struct exec_request *req);
 /* Runs the loop until p's output holds needle, or ms pass; true when it does. */
 bool proc_wait_output(struct proc *p, const char *needle, uint64_t ms);
 /* Runs the loop until p has ended, or ms pass. */

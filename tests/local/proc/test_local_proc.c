@@ -2,8 +2,8 @@
  * stdin kept open (cat echoes, eof ends it), a pty (isatty, its size, resize, Ctrl-C and SIGINT
  * to the foreground group), the refusals (exited, not interactive, ended, too big, the 33rd),
  * a flood to a command that never reads (the agent goes on serving), a second backend instance
- * writing to a command the first started, and each sandbox's own devpts. As root, and as a user
- * in tests/local/rootless. Skips (77) where the host cannot run sandboxes. */
+ * writing to a command the first started, and each sandbox's own devpts and commands. As root,
+ * and as a user in tests/local/rootless. Skips (77) where the host cannot run sandboxes. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,15 +107,25 @@ TEST(pty_ctrl_c_and_sigint_interrupt)
 TEST(refusals)
 {
     static struct proc p; /* static: a failed test leaves it to callbacks that come later */
-    ASSERT_EQ(proc_start(&p, &h, sbx, "cat", 0, 0), 0);
+    ASSERT_EQ(proc_start(&p, &h, sbx, "cat; sleep 100", 0, 0), 0); /* outlives its eof */
     char *big = xcalloc(1, MiB + 1);
     expect_refused(proc_input(&h, sbx, p.id, big, MiB + 1, false), MCP_ERR_LIMIT, "at most 1 MiB");
     free(big);
     expect_refused(proc_resize(&h, sbx, p.id, 10, 10), MCP_ERR_CONFLICT, "no terminal");
     ASSERT_EQ(proc_input(&h, sbx, p.id, "x", 1, true), 0);
     expect_refused(proc_input(&h, sbx, p.id, "y", 1, false), MCP_ERR_CONFLICT, "no more input");
+    ASSERT_EQ(proc_kill(&h, sbx, p.id, SIGKILL), 0);
     ASSERT(proc_wait_done(&p, WAIT_MS));
     expect_refused(proc_input(&h, sbx, p.id, "z", 1, false), MCP_ERR_CONFLICT, "has exited");
+    proc_release(&p);
+    /* a command that closes its stdin: the input it can never read is not reported written */
+    ASSERT_EQ(proc_start(&p, &h, sbx, "exec 0<&-; echo closed; sleep 100", 0, 0), 0);
+    ASSERT(proc_wait_output(&p, "closed", WAIT_MS));
+    expect_refused(proc_input(&h, sbx, p.id, "lost", 4, false), MCP_ERR_CONFLICT,
+                   "closed its stdin");
+    expect_refused(proc_input(&h, sbx, p.id, "z", 1, false), MCP_ERR_CONFLICT, "no more input");
+    ASSERT_EQ(proc_kill(&h, sbx, p.id, SIGKILL), 0);
+    ASSERT(proc_wait_done(&p, WAIT_MS));
     proc_release(&p);
     expect_refused(proc_input(&h, sbx, "cmd-nosuch", "z", 1, false), MCP_ERR_NOT_FOUND,
                    "no command");
@@ -191,7 +201,7 @@ TEST(a_second_instance_writes_to_it)
     ASSERT_EQ(harness_reopen_backend(&h, 0), 0);
     proc_pause(&h, 50);
     ASSERT_EQ(proc_input(&h, sbx, id, "from-the-second\n", 16, false), 0);
-    for (int i = 0; i < 200; i++) {
+    for (int i = 0; i < 1000; i++) {
         ASSERT_EQ(proc_get(&h, sbx, id), 0);
         if (strstr(json_string_value(json_object_get(h.result, "output")), "from-the-second"))
             break;
@@ -199,13 +209,26 @@ TEST(a_second_instance_writes_to_it)
     }
     ASSERT_STR_EQ(json_string_value(json_object_get(h.result, "output")), "from-the-second\n");
     ASSERT_EQ(proc_input(&h, sbx, id, NULL, 0, true), 0);
-    for (int i = 0; i < 200; i++) {
+    for (int i = 0; i < 1000; i++) {
         ASSERT_EQ(proc_get(&h, sbx, id), 0);
         if (strcmp(json_string_value(json_object_get(h.result, "status")), "running") != 0)
             break;
         proc_pause(&h, 10);
     }
     ASSERT_STR_EQ(json_string_value(json_object_get(h.result, "status")), "exited");
+    proc_release(&p);
+}
+
+/* stdin bytes whose base64 is "pipe" are still bytes, then EOF: "pipe" opens stdin only as the
+ * agent's keyword, and mcpbox sends such bytes in stdin_data. */
+TEST(stdin_bytes_spelled_pipe_stay_bytes)
+{
+    static struct proc p;
+    struct exec_request req = {
+        .command = "od -An -tx1", .stdin_data = "\xa6\x2a\x5e", .stdin_len = 3};
+    ASSERT_EQ(proc_start_req(&p, &h, sbx, &req), 0);
+    ASSERT(proc_wait_done(&p, WAIT_MS));
+    ASSERT_STR_EQ(buf_cstr(&p.out), " a6 2a 5e\n");
     proc_release(&p);
 }
 
@@ -226,6 +249,9 @@ TEST(each_sandbox_has_its_own_devpts)
     ASSERT_EQ(harness_exec(&h, other, "ls /dev/pts | tr '\\n' ' '", &x), 0);
     ASSERT_STR_EQ(buf_cstr(&x.out), "ptmx ");
     harness_exec_release(&x);
+    /* nor are its commands: ids are per sandbox */
+    expect_refused(proc_input(&h, other, p.id, "x", 1, false), MCP_ERR_NOT_FOUND, "no command");
+    expect_refused(proc_resize(&h, other, p.id, 5, 5), MCP_ERR_NOT_FOUND, "no command");
     ASSERT_EQ(harness_destroy(&h, other), 0);
     free(other);
     ASSERT_EQ(proc_input(&h, sbx, p.id, "exit\n", 5, false), 0);
@@ -252,6 +278,7 @@ int main(void)
     RUN(flood_to_a_command_that_never_reads);
     RUN(a_second_instance_writes_to_it);
     RUN(each_sandbox_has_its_own_devpts);
+    RUN(stdin_bytes_spelled_pipe_stay_bytes);
     harness_destroy(&h, sbx);
     free(sbx);
     harness_close(&h);

@@ -11,7 +11,7 @@
 
 #include "backend/local/workspace_review.h"
 #include "lib/base/utf8.h"
-#include "mcp/config.h"
+#include "server/config.h"
 #include "test.h"
 
 TEST(applied_mode_holds_back_group_and_other_write)

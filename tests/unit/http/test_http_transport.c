@@ -19,7 +19,7 @@
 #include "fake_core.h"
 #include "lib/base/buf.h"
 #include "lib/base/xalloc.h"
-#include "mcp/config.h"
+#include "server/config.h"
 #include "mcp/http/http_server.h"
 #include "test.h"
 

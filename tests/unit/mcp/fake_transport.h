@@ -10,7 +10,7 @@
 #include <uv.h>
 
 #include "lib/base/xalloc.h"
-#include "mcp/config.h"
+#include "server/config.h"
 #include "tests/fixtures/fixtures.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/registry.h"
@@ -60,7 +60,6 @@ static void fake_server_start(void)
     fake_cfg.local_enabled = false;
     free(fake_cfg.opensandbox_domain);
     fake_cfg.opensandbox_domain = NULL;
-    fake_cfg.conformance_fixtures = true;
     fake_srv = server_new(&fake_cfg, &err);
     if (!fake_srv || fixtures_register(server_registry(fake_srv), &err) < 0) {
         printf("# server_new: %s\n", err.msg);

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "lib/base/error.h"
-#include "mcp/config.h"
+#include "server/config.h"
 #include "test.h"
 
 static int parse(struct mcp_config *cfg, const char *a1, const char *a2, const char *a3,
@@ -25,7 +25,7 @@ TEST(defaults_and_environment)
     config_init(&cfg);
     ASSERT_STR_EQ(cfg.state_dir, "/xdg/mcpbox");
     ASSERT_STR_EQ(cfg.token, "envtok");
-    ASSERT(cfg.local_enabled && !cfg.conformance_fixtures && !cfg.http_listen);
+    ASSERT(cfg.local_enabled && !cfg.osapi_enabled && !cfg.http_listen);
     ASSERT(cfg.opensandbox_domain == NULL);
     config_release(&cfg);
     unsetenv("XDG_STATE_HOME");
@@ -42,9 +42,11 @@ TEST(options)
     struct mcp_config cfg;
     struct mcp_error err;
     config_init(&cfg);
-    ASSERT_EQ(parse(&cfg, "--http=127.0.0.1:0", "--conformance-fixtures", NULL, &err), 0);
+    ASSERT_EQ(parse(&cfg, "--http=127.0.0.1:0", "--opensandbox-api", NULL, &err), 0);
     ASSERT_STR_EQ(cfg.http_listen, "127.0.0.1:0");
-    ASSERT(cfg.conformance_fixtures);
+    ASSERT(cfg.osapi_enabled);
+    /* The product knows nothing of the test binary's fixtures, not even to refuse them. */
+    ASSERT_EQ(parse(&cfg, "--conformance-fixtures", NULL, NULL, &err), -1);
     ASSERT_EQ(parse(&cfg, "--state-dir", "/s", "--no-local", &err), 0);
     ASSERT_STR_EQ(cfg.state_dir, "/s");
     ASSERT(!cfg.local_enabled);

@@ -4,7 +4,7 @@
  * tests/e2e/tools/resource_updates_e2e.mjs; two owners on one server are shown here. */
 #pragma GCC diagnostic ignored "-Wunused-function" /* fake_transport.h's helpers it needs not */
 #include "fake_transport.h"
-#include "mcp/context.h"
+#include "server/context.h"
 #include "mcp/session-internal.h"
 #include "test.h"
 

@@ -3,10 +3,12 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "lib/base/cleanup.h"
 #include "lib/base/util.h"
 #include "mcp/embedded_schemas.h"
 #include "mcp/schema.h"
 #include "test.h"
+#include "tests/fixtures/fixtures.h"
 
 /* Validates inst against schema (both JSON text); returns the error message or NULL if valid. */
 static const char *check(const char *schema, const char *inst)
@@ -223,24 +225,37 @@ TEST(boolean_schemas_and_annotations)
           "\"not a uri\"");
 }
 
+/* The product's tool schemas (schemas/) and the conformance fixtures' (tests/fixtures/schemas/,
+ * in the test binaries only): each table ends with a NULL path. */
+static const struct embedded_schema *const schema_tables[] = {embedded_schemas, fixture_schemas};
+
+static void check_accepts_empty_or_names_missing(const struct embedded_schema *f)
+{
+    json_t *def = json_loadb(f->data, f->len, 0, NULL);
+    json_t *in = json_object_get(def, "inputSchema");
+    struct mcp_error err;
+    if (!json_is_object(in))
+        TEST_FAIL("%s has no inputSchema object", f->path);
+    json_t *empty = json_object();
+    /* json_schema_2020_12_tool wants a phone or an email: an anyOf names no single one */
+    if (schema_validate(in, empty, "arguments", &err) < 0 && !strstr(err.msg, "(anyOf)"))
+        ASSERT_CONTAINS(err.msg, "arguments: missing required property");
+    json_decref(empty);
+    json_decref(def);
+}
+
 TEST(every_embedded_schema_accepts_an_empty_object_or_names_what_is_missing)
 {
     size_t checked = 0;
 
-    for (size_t i = 0; i < embedded_schemas_count; i++) {
-        json_t *def = json_loadb(embedded_schemas[i].data, embedded_schemas[i].len, 0, NULL);
-        json_t *in = json_object_get(def, "inputSchema");
-        struct mcp_error err;
-        ASSERT(json_is_object(in));
-        json_t *empty = json_object();
-        /* json_schema_2020_12_tool wants a phone or an email: an anyOf names no single one */
-        if (schema_validate(in, empty, "arguments", &err) < 0 && !strstr(err.msg, "(anyOf)"))
-            ASSERT_CONTAINS(err.msg, "arguments: missing required property");
-        json_decref(empty);
-        json_decref(def);
-        checked++;
+    for (size_t t = 0; t < ARRAY_SIZE(schema_tables); t++) {
+        for (const struct embedded_schema *f = schema_tables[t]; f->path; f++) {
+            check_accepts_empty_or_names_missing(f);
+            checked++;
+        }
     }
-    ASSERT(checked > 0);
+    ASSERT(embedded_schemas_count > 0 && fixture_schemas_count > 0);
+    ASSERT_EQ(checked, embedded_schemas_count + fixture_schemas_count);
 }
 
 /* Issue #18.2: every duration a tool takes (a property named *_seconds) has a maximum no larger

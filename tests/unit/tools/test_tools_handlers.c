@@ -11,7 +11,7 @@
 #include "fake.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
-#include "mcp/context.h"
+#include "server/context.h"
 #include "lib/store/store.h"
 #include "mcp/tools/tools-internal.h"
 #include "mcp/tools/tools.h"

@@ -1,6 +1,6 @@
 /* Configuration from defaults, environment and the command line (see config.h). Options are a
  * table: name, argument, setter, help. */
-#include "mcp/config.h"
+#include "server/config.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -159,12 +159,6 @@ static int set_osapi_key(struct mcp_config *cfg, const char *v, struct mcp_error
     return 0;
 }
 
-static int set_fixtures(struct mcp_config *cfg, const char *v, struct mcp_error *err)
-{
-    cfg->conformance_fixtures = true;
-    return 0;
-}
-
 static int set_no_local(struct mcp_config *cfg, const char *v, struct mcp_error *err)
 {
     cfg->local_enabled = false;
@@ -251,8 +245,6 @@ static const struct option options[] = {
     {"opensandbox-api-key", "KEY", set_osapi_key,
      "the OPEN-SANDBOX-API-KEY clients must send (or env MCPBOX_OPENSANDBOX_API_KEY; default "
      "the --token; none on loopback without either)"},
-    {"conformance-fixtures", NULL, set_fixtures,
-     "also serve the MCP conformance suite's fixture tools, resources and prompts"},
     {"no-local", NULL, set_no_local, "disable the local (namespace + seccomp) backend"},
     {"allow-dir", "[USER=]DIR", add_allow_dir,
      "a host directory sandboxes may mount, for the server's user or (as root) USER only "

@@ -19,7 +19,6 @@ struct mcp_config {
     bool log_level_given; /* by --log-level or MCPBOX_LOG_LEVEL (else stdio serves at warn) */
     char *http_listen;      /* owned; "127.0.0.1:8765" or NULL for stdio */
     char *token;            /* owned; bearer token for HTTP (--token or MCPBOX_TOKEN), or NULL */
-    bool conformance_fixtures;
     /* OpenSandbox's lifecycle and execd APIs beside MCP on the --http listener (osapi/):
      * --opensandbox-api or MCPBOX_OPENSANDBOX_API=1; the API key clients send
      * (--opensandbox-api-key or MCPBOX_OPENSANDBOX_API_KEY; default: the --token). */

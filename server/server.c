@@ -1,6 +1,7 @@
-/* The server: loop, context, registry, sessions, start/stop order (see server.h). */
+/* The server runtime: loop, context, signals, front-ends' state, start/stop order (see
+ * server/server.h). */
 #define LOG_MODULE "server"
-#include "mcp/server.h"
+#include "server/server.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -12,50 +13,42 @@
 #include "lib/base/cleanup.h"
 #include "lib/base/log.h"
 #include "lib/base/xalloc.h"
-#include "mcp/config.h"
-#include "mcp/context.h"
-#include "mcp/modern.h"
-#include "mcp/registry.h"
-#include "mcp/session-internal.h"
+#include "server/config.h"
+#include "server/context.h"
 #include "lib/store/store.h"
 
 #define SERVER_MAX_STOP_HOOKS 8
+/* Front-ends with state kept here (server_frontend): MCP today, room for more. */
+#define SERVER_MAX_FRONTENDS 4
 
 struct stop_hook {
     server_stop_fn *fn;
     void *arg;
 };
 
+struct frontend_state {
+    const struct server_frontend_kind *kind;
+    void *state;
+};
+
 struct mcp_server {
     uv_loop_t loop;
     const struct mcp_config *cfg; /* borrowed */
     struct mcp_context ctx;
-    struct registry *reg;
-    struct session **sessions; /* borrowed: sessions remove themselves on close */
-    size_t n_sessions, cap_sessions;
     struct stop_hook hooks[SERVER_MAX_STOP_HOOKS];
     size_t n_hooks;
+    struct frontend_state frontends[SERVER_MAX_FRONTENDS];
+    size_t n_frontends;
     uv_signal_t sigint, sigterm;
     bool stopping;
     bool sandboxes_started; /* the store is open and the backends made (server_sandbox_context) */
     server_backends_fn *start_backends; /* the composition root's; NULL: no backends */
 };
 
-static const char server_instructions_text[] =
-    "mcpbox gives you sandboxes: isolated Linux environments where you can run commands, read "
-    "and write files, and start services without touching the host. Typical flow: create_sandbox, "
-    "then run_command / write_file / read_file with its sandbox_id, and destroy_sandbox when done. "
-    "Sandboxes expire on their own after their timeout. If something goes wrong inside a sandbox, "
-    "diagnose_sandbox explains why.";
-
-const char *server_instructions(const struct mcp_server *srv)
+static void release_frontends(struct mcp_server *srv)
 {
-    return server_instructions_text;
-}
-
-static void on_registry_change(void *arg, const char *what)
-{
-    server_notify_list_changed(arg, what);
+    for (size_t i = 0; i < srv->n_frontends; i++)
+        srv->frontends[i].kind->release(srv->frontends[i].state);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -112,8 +105,6 @@ static void start_signals(struct mcp_server *srv)
     uv_signal_start(&srv->sigterm, on_signal, SIGTERM);
 }
 
-static void sandbox_changed(struct mcp_context *ctx, const char *owner, const char *sandbox_id);
-
 struct mcp_server *server_new(const struct mcp_config *cfg, struct mcp_error *err)
 {
     struct mcp_server *srv = xcalloc(1, sizeof(*srv));
@@ -126,9 +117,6 @@ struct mcp_server *server_new(const struct mcp_config *cfg, struct mcp_error *er
     srv->cfg = cfg;
     srv->ctx.loop = &srv->loop;
     srv->ctx.config = cfg;
-    srv->ctx.sandbox_changed = sandbox_changed;
-    /* Changes before any session exists broadcast to nobody, so one listener serves both. */
-    srv->reg = registry_new(on_registry_change, srv);
     if (check_state_dir(srv, err) < 0)
         goto fail;
     start_signals(srv);
@@ -178,8 +166,7 @@ void server_free(struct mcp_server *srv)
     uv_run(&srv->loop, UV_RUN_DEFAULT);
     uv_loop_close(&srv->loop);
     store_close(srv->ctx.store);
-    registry_free(srv->reg);
-    free(srv->sessions);
+    release_frontends(srv);
     free(srv);
 }
 
@@ -222,11 +209,6 @@ const struct mcp_config *server_config(const struct mcp_server *srv)
     return srv->cfg;
 }
 
-struct registry *server_registry(struct mcp_server *srv)
-{
-    return srv->reg;
-}
-
 bool server_is_stopping(const struct mcp_server *srv)
 {
     return srv->stopping;
@@ -243,97 +225,22 @@ void server_on_stop(struct mcp_server *srv, server_stop_fn *fn, void *arg)
     srv->n_hooks++;
 }
 
-void server_session_add(struct mcp_server *srv, struct session *s)
+void *server_frontend(struct mcp_server *srv, const struct server_frontend_kind *kind)
 {
-    if (srv->n_sessions == srv->cap_sessions) {
-        srv->cap_sessions = srv->cap_sessions ? srv->cap_sessions * 2 : 8;
-        srv->sessions = xrealloc(srv->sessions, srv->cap_sessions * sizeof(*srv->sessions));
+    for (size_t i = 0; i < srv->n_frontends; i++)
+        if (srv->frontends[i].kind == kind)
+            return srv->frontends[i].state;
+    if (srv->n_frontends == SERVER_MAX_FRONTENDS) { /* a build with a new front-end: raise it */
+        log_error("more than %d front-ends keep state with the server", SERVER_MAX_FRONTENDS);
+        abort();
     }
-    srv->sessions[srv->n_sessions++] = s;
+    struct frontend_state *f = &srv->frontends[srv->n_frontends++];
+    f->kind = kind;
+    f->state = kind->make(srv);
+    return f->state;
 }
 
-void server_session_remove(struct mcp_server *srv, struct session *s)
+struct mcp_server *server_of_context(struct mcp_context *ctx)
 {
-    for (size_t i = 0; i < srv->n_sessions; i++) {
-        if (srv->sessions[i] == s) {
-            srv->sessions[i] = srv->sessions[--srv->n_sessions];
-            return;
-        }
-    }
-}
-
-size_t server_session_count(const struct mcp_server *srv)
-{
-    return srv->n_sessions;
-}
-
-/* Sending may make a transport close a session (and so edit the list): walk a snapshot, and
- * skip sessions that left meanwhile. */
-static void for_each_session(struct mcp_server *srv, void (*fn)(struct session *, void *),
-                             void *arg)
-{
-    size_t n = srv->n_sessions;
-    cleanup_free struct session **snap = xmalloc((n ? n : 1) * sizeof(*snap));
-
-    if (n)
-        memcpy(snap, srv->sessions, n * sizeof(*snap));
-    for (size_t i = 0; i < n; i++) {
-        for (size_t j = 0; j < srv->n_sessions; j++) {
-            if (srv->sessions[j] == snap[i]) {
-                fn(snap[i], arg);
-                break;
-            }
-        }
-    }
-}
-
-static void send_list_changed(struct session *s, void *arg)
-{
-    session_notify(s, arg, NULL);
-}
-
-void server_notify_list_changed(struct mcp_server *srv, const char *what)
-{
-    cleanup_free char *method = xasprintf("notifications/%s/list_changed", what);
-
-    for_each_session(srv, send_list_changed, method);
-    modern_listeners_list_changed(what); /* 2026-07-28 subscriptions/listen streams */
-}
-
-static void send_updated(struct session *s, void *arg)
-{
-    const char *uri = arg;
-
-    if (session_is_subscribed(s, uri))
-        session_notify(s, "notifications/resources/updated", json_pack("{s:s}", "uri", uri));
-}
-
-struct changed_files {
-    const char *owner;
-    char prefix[160];
-};
-
-static void send_updated_under(struct session *s, void *arg)
-{
-    const struct changed_files *c = arg;
-    /* only the owner's sessions: another client's subscription learns nothing of the sandbox */
-    if (strcmp(session_owner(s), c->owner) == 0)
-        session_notify_updated_under(s, c->prefix);
-}
-
-/* A tool call may have changed a sandbox's files (mcp_context.sandbox_changed): every file of
- * it that a session of its owner subscribed to (sandbox://ID/...) is announced as updated. */
-static void sandbox_changed(struct mcp_context *ctx, const char *owner, const char *sandbox_id)
-{
-    struct mcp_server *srv = container_of(ctx, struct mcp_server, ctx);
-    struct changed_files c = {.owner = owner};
-    snprintf(c.prefix, sizeof c.prefix, "sandbox://%s/", sandbox_id);
-    for_each_session(srv, send_updated_under, &c);
-    modern_listeners_resource_updated_under(owner, c.prefix);
-}
-
-void server_notify_resource_updated(struct mcp_server *srv, const char *uri)
-{
-    for_each_session(srv, send_updated, (void *)uri);
-    modern_listeners_resource_updated(uri);
+    return container_of(ctx, struct mcp_server, ctx);
 }
