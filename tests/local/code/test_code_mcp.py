@@ -173,6 +173,21 @@ def check_interrupt_action(mcpbox, state, sid):
     assert time.time() - t0 < 3, "the interrupted run did not answer at once"
     assert plain(sc(t.tool("run_code", {"sandbox_id": sid, "context_id": ctx, "code": "z"}),
                     "z")) == "1"
+    # notifications/cancelled interrupts the run behind the request; the state stays
+    rid = t.c.request("tools/call", t.c.tool_params(
+        "run_code", {"sandbox_id": sid, "context_id": ctx, "code": "z = 2\nimport time\n"
+                     "time.sleep(60)"}))
+    time.sleep(1)
+    t.c.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+              "params": {"requestId": rid, "reason": "test"}})
+    t0 = time.time()
+    while True:
+        out = t.tool("run_code", {"sandbox_id": sid, "context_id": ctx, "code": "z"})
+        if not out.get("isError"):
+            break
+        assert "running other code" in result_text(out) and time.time() - t0 < 3, out
+        time.sleep(0.05)
+    assert plain(out["structuredContent"]) == "2", out
     t.close()
     print("action interrupt: ok")
 
@@ -198,6 +213,29 @@ def check_hostile(t, sid, sid2):
     t.tool("run_code", {"sandbox_id": sid, "code": "1"})  # says it died
     assert plain(call(sid, {"code": "2"})) == "2"
     print("forged frames, a huge result, a flood: the context alone pays: ok")
+
+
+def check_oom(t):
+    """The OOM killer ends a context's interpreter: the run says so, and so does the next."""
+    info = sc(t.tool("create_sandbox", {"memory": "256m"}), "create 256m")
+    sid = info["sandbox_id"]
+    if "memory" in info.get("isolation", {}).get("limits_not_enforced", []):
+        t.tool("destroy_sandbox", {"sandbox_id": sid})
+        print("an OOM-killed context: not checked, this user's sandboxes have no memory limit "
+              "(isolation.limits_not_enforced)")
+        return
+    try:
+        sc(t.tool("run_code", {"sandbox_id": sid, "code": "keep = 1"}), "keep")
+        out = sc(t.tool("run_code", {"sandbox_id": sid, "code": "b = bytearray(1 << 30)\n"
+                                     "for i in range(0, len(b), 4096): b[i] = 1"}), "oom")
+        assert out["status"] == "lost" and "OOM" in out["error"]["value"], out
+        again = t.tool("run_code", {"sandbox_id": sid, "code": "keep"})
+        assert again.get("isError") and "OOM" in result_text(again), again
+        out = sc(t.tool("run_code", {"sandbox_id": sid, "code": "'fresh'"}), "fresh")
+        assert out["results"][0]["text"] == "'fresh'", out
+    finally:
+        t.tool("destroy_sandbox", {"sandbox_id": sid})
+    print("an OOM-killed context says so, then a fresh one: ok")
 
 
 def check_missing(t):
@@ -244,6 +282,7 @@ def main():
             check_interrupt_action(a.mcpbox, state, sid2)
         check_hostile(t, sid, sid2)
         check_missing(t)
+        check_oom(t)
         check_progress(t, sid)
     finally:
         for s in (sid, sid2):
