@@ -301,7 +301,7 @@ def _driver():
             code = read_request()
             if code is None:
                 return
-            st["out"] = open(os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
+            st["out"] = open(os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), "wb")
             status = execute(code)
             drain()
             with lock:

@@ -147,6 +147,13 @@ def check_control(t, sid):
     assert out["error"]["name"] == "KeyboardInterrupt", out
     assert time.time() - t0 < 5, "the timeout did not interrupt at once"
     assert plain(call({"code": "kept"})) == "7", "the state went with the interrupt"
+    t0 = time.time()
+    out = call({"code": "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                        "time.sleep(30)", "timeout_seconds": 1})
+    assert out["status"] == "lost" and "did not stop within 2 s" in out["error"]["value"], out
+    assert time.time() - t0 < 8, "a run deaf to SIGINT was not killed after the grace"
+    died = t.tool("run_code", {"sandbox_id": sid, "code": "1"})
+    assert died.get("isError") and "did not stop" in result_text(died), died
     out = t.tool("run_code", {"sandbox_id": sid, "code": "import os; os._exit(3)"})
     assert sc(out, "_exit")["status"] == "lost", out
     assert "exited with code 3" in out["structuredContent"]["error"]["value"], out
