@@ -22,6 +22,7 @@ struct code_job {
     uint64_t started_ms;
     double last_progress;
     bool finished, cancel_pending;
+    bool capped; /* timeout_seconds cut to what a client without progress waits */
 };
 
 static void code_free_cb(uv_handle_t *h)
@@ -53,8 +54,12 @@ static void code_on_output(void *arg, enum exec_stream stream, const char *data,
 }
 
 static const char *code_note(const char *status, bool truncated, bool dropped, bool lost_context,
-                             bool output_file)
+                             bool output_file, bool capped)
 {
+    if (strcmp(status, "timed_out") == 0 && capped)
+        return "interrupted after 50 s: without progress notifications a call is held within a "
+               "client's 60 s timeout; the context keeps its state: send a progressToken to let "
+               "timeout_seconds run longer, or run long work with run_command background:true";
     if (strcmp(status, "timed_out") == 0)
         return "interrupted after timeout_seconds; the context keeps its state: raise "
                "timeout_seconds, or run it with run_command background:true";
@@ -157,7 +162,7 @@ static void code_on_done(void *arg, json_t *result, const struct mcp_error *err)
             json_string_value(json_object_get(json_object_get(res, "error"), "name"));
         const char *note = code_note(status ? status : "", t_out || t_err, dropped,
                                      ename && !strcmp(ename, "ContextLost"),
-                                     json_object_get(res, "output_file") != NULL);
+                                     json_object_get(res, "output_file") != NULL, cj->capped);
         if (note != NULL)
             json_object_set_new(res, "note", json_string(note));
         tool_job_set_detail(cj->job, "context_id=%s status=%s",
@@ -210,12 +215,14 @@ static void code_cancel_cb(void *arg)
 static void code_run(struct tool_job *job, json_t *args)
 {
     struct mcp_error err;
+    bool capped; /* as run_command's wait: a client that hears no progress waits at most 50 s */
+    int64_t timeout_s = tools_wait_seconds(job->call, args, "timeout_seconds",
+                                           TOOLS_DEFAULT_CODE_TIMEOUT_S, TOOLS_MAX_WAIT_S, &capped);
     struct code_request req = {
         .language = tools_arg_str(args, "language", NULL),
         .code = tools_arg_str(args, "code", NULL),
         .context_id = tools_arg_str(args, "context_id", NULL),
-        .timeout_ms = tools_arg_int(args, "timeout_seconds", TOOLS_DEFAULT_CODE_TIMEOUT_S, 1,
-                                    TOOLS_MAX_WAIT_S) * 1000,
+        .timeout_ms = (timeout_s < 1 ? 1 : timeout_s) * 1000,
     };
     if (req.code == NULL) {
         mcp_error_set(&err, MCP_ERR_INVALID, 0, "run_code needs code (or an action: create, list, "
@@ -225,6 +232,7 @@ static void code_run(struct tool_job *job, json_t *args)
     }
     struct code_job *cj = xcalloc(1, sizeof(*cj));
     cj->job = job;
+    cj->capped = capped;
     size_t cap = (size_t)tools_arg_int(args, "max_output_bytes", TOOLS_DEFAULT_OUTPUT_CAP,
                                        TOOLS_MIN_OUTPUT_CAP, TOOLS_MAX_OUTPUT_CAP);
     out_capture_init(&cj->out, cap);

@@ -254,6 +254,19 @@ def check_missing(t):
     print("no interpreter: a clear error naming it: ok")
 
 
+def check_capped(t, sid):
+    """A client that sends no progress token is never held past 50 s (its 60 s timeout), whatever
+    timeout_seconds asks; the run is interrupted and the context keeps its state."""
+    t0 = time.time()
+    out = sc(t.tool("run_code", {"sandbox_id": sid, "code": "held = 1\nimport time\n"
+                                 "time.sleep(90)", "timeout_seconds": 120}), "capped")
+    took = time.time() - t0
+    assert out["status"] == "timed_out" and "progressToken" in out["note"], out
+    assert 45 < took < 58, f"held {took:.1f} s"
+    assert plain(sc(t.tool("run_code", {"sandbox_id": sid, "code": "held"}), "held")) == "1"
+    print(f"no progress token: held {took:.1f} s, not 120: ok")
+
+
 def check_progress(t, sid):
     if not isinstance(t, Stdio):
         return
@@ -291,6 +304,8 @@ def main():
         check_missing(t)
         check_oom(t)
         check_progress(t, sid)
+        if a.transport == "http":  # this client sends no progress token
+            check_capped(t, sid)
     finally:
         for s in (sid, sid2):
             t.tool("destroy_sandbox", {"sandbox_id": s})
