@@ -12,10 +12,14 @@ const vm = require("vm");
 const PROTO = 3;
 let count = 0;
 let running = false;
+// The whole output of the last run, for read_file when the tool's cap cut it.
+const outPath = require("path").join(process.env.TMPDIR || "/tmp", `mcpbox-code-${process.pid}.out`);
+let outFd = null;
 
 function send(kind, payload) {
     const body = Buffer.isBuffer(payload) ? payload : Buffer.from(String(payload));
     const data = Buffer.concat([Buffer.from(kind + " " + body.length + "\n"), body]);
+    if (outFd !== null && (kind === "o" || kind === "e")) fs.writeSync(outFd, body);
     for (let off = 0; off < data.length;) {
         try {
             off += fs.writeSync(PROTO, data, off);
@@ -60,6 +64,8 @@ function errorJson(e) {
 
 async function execute(code) {
     count += 1;
+    const { O_WRONLY, O_CREAT, O_TRUNC, O_NOFOLLOW } = fs.constants;
+    outFd = fs.openSync(outPath, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0o600);
     let status = "ok";
     running = true;
     try {
@@ -81,7 +87,9 @@ async function execute(code) {
         send("x", JSON.stringify(err));
     }
     running = false;
-    send("d", JSON.stringify({ count, status }));
+    fs.closeSync(outFd);
+    outFd = null;
+    send("d", JSON.stringify({ count, status, output_file: outPath }));
 }
 
 let pending = Buffer.alloc(0);

@@ -135,6 +135,11 @@ def check_contexts(t, sid):
     assert out["status"] == "error", out
     js = call({"code": "let a = 2", "language": "javascript"})
     assert plain(call({"code": "a * 21", "language": "javascript"})) == "42", js
+    out = call({"code": "console.log('j'.repeat(20000))", "language": "javascript",
+                "max_output_bytes": 4096})
+    assert out["truncated"] and "output_file" in out, out
+    whole = sc(t.tool("read_file", {"sandbox_id": sid, "path": out["output_file"]}), "js out")
+    assert whole["size"] == 20001, whole
     print("contexts: create, list, delete, bash, javascript: ok")
 
 
