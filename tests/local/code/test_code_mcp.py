@@ -289,6 +289,9 @@ def main():
     ap.add_argument("--transport", choices=["stdio", "http"], required=True)
     a = ap.parse_args()
     a.mcpbox = os.path.abspath(a.mcpbox)
+    if subprocess.run(["/usr/bin/python3", "-c", "import matplotlib"],
+                      capture_output=True).returncode != 0:
+        raise SystemExit("FAIL: python3-matplotlib is missing: run scripts/install-deps.sh --test")
     state = tempfile.mkdtemp(prefix="mbx-code-")
     os.chmod(state, 0o755)
     t = Stdio(a.mcpbox, state) if a.transport == "stdio" else Http(a.mcpbox, state)
