@@ -212,6 +212,22 @@ static void code_cancel_cb(void *arg)
         code_interrupt(cj);
 }
 
+static struct code_job *code_job_new(struct tool_job *job, json_t *args, bool capped)
+{
+    struct code_job *cj = xcalloc(1, sizeof(*cj));
+    cj->job = job;
+    cj->capped = capped;
+    size_t cap = (size_t)tools_arg_int(args, "max_output_bytes", TOOLS_DEFAULT_OUTPUT_CAP,
+                                       TOOLS_MIN_OUTPUT_CAP, TOOLS_MAX_OUTPUT_CAP);
+    out_capture_init(&cj->out, cap);
+    out_capture_init(&cj->err, cap);
+    out_capture_init_split(&cj->tail, 0, TOOLS_PROGRESS_TAIL_BYTES * 4);
+    cj->started_ms = now_mono_ms();
+    uv_timer_init(job->ctx->loop, &cj->progress_timer);
+    cj->progress_timer.data = cj;
+    return cj;
+}
+
 static void code_run(struct tool_job *job, json_t *args)
 {
     struct mcp_error err;
@@ -230,17 +246,7 @@ static void code_run(struct tool_job *job, json_t *args)
         tool_job_fail(job, &err);
         return;
     }
-    struct code_job *cj = xcalloc(1, sizeof(*cj));
-    cj->job = job;
-    cj->capped = capped;
-    size_t cap = (size_t)tools_arg_int(args, "max_output_bytes", TOOLS_DEFAULT_OUTPUT_CAP,
-                                       TOOLS_MIN_OUTPUT_CAP, TOOLS_MAX_OUTPUT_CAP);
-    out_capture_init(&cj->out, cap);
-    out_capture_init(&cj->err, cap);
-    out_capture_init_split(&cj->tail, 0, TOOLS_PROGRESS_TAIL_BYTES * 4);
-    cj->started_ms = now_mono_ms();
-    uv_timer_init(job->ctx->loop, &cj->progress_timer);
-    cj->progress_timer.data = cj;
+    struct code_job *cj = code_job_new(job, args, capped);
     struct exec_observer obs = {code_on_started, code_on_output, code_on_done, cj};
     if (job->be->ops->code_run(job->be, job->sandbox_id, &req, &obs, &err) < 0) {
         if (!backend_has(job->be->ops, BACKEND_CODE))
