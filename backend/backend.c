@@ -110,6 +110,20 @@ int backend_def_code_run(struct backend *be, const char *sandbox_id,
     return unsupported(be, "code interpreter contexts", err);
 }
 
+int backend_def_command_input(struct backend *be, const char *sandbox_id, const char *command_id,
+                              const void *data, size_t len, bool eof, backend_cb *cb, void *arg,
+                              struct mcp_error *err)
+{
+    return unsupported(be, "interactive commands (input to a running command)", err);
+}
+
+int backend_def_command_resize(struct backend *be, const char *sandbox_id, const char *command_id,
+                               unsigned rows, unsigned cols, backend_cb *cb, void *arg,
+                               struct mcp_error *err)
+{
+    return unsupported(be, "terminals (pty commands) to resize", err);
+}
+
 json_t *backend_def_host_check(const char *state_dir)
 {
     return NULL;
@@ -178,7 +192,7 @@ static bool ops_complete(const struct backend_ops *o)
            o->exec_detach && o->command_get && o->command_kill && o->file_read && o->file_write &&
            o->file_op && o->endpoint && o->diagnose && o->snapshot && o->metrics &&
            o->code_context && o->code_run && o->host_check && o->workspace &&
-           o->set_network_policy;
+           o->set_network_policy && o->command_input && o->command_resize;
 }
 
 static bool has_prefix(const char *s, const char *prefix)

@@ -109,6 +109,15 @@ struct exec_request {
     const char *stdin_data; /* bytes fed to stdin, then EOF; NULL: stdin is /dev/null */
     size_t stdin_len;
     int64_t timeout_ms;     /* kill the command after this long; 0 = never */
+    /* Interactive commands (command_input, command_resize). stdin_open: stdin stays open after
+     * stdin_data until command_input with eof (or the command's exit). A pty when pty_rows and
+     * pty_cols are both non-zero: the command leads a new session whose controlling terminal is
+     * a fresh pseudo-terminal of that size, on its stdin, stdout and stderr; its output comes as
+     * EXEC_STDOUT (the terminal's bytes: "\r\n" line ends, echo); stdin is then open whatever
+     * stdin_open says; TERM is xterm-256color unless an env sets it. Backends without
+     * command_input refuse both with MCP_ERR_UNSUPPORTED. */
+    bool stdin_open;
+    uint16_t pty_rows, pty_cols;
 };
 
 enum exec_stream { EXEC_STDOUT = 1, EXEC_STDERR = 2 };
@@ -251,7 +260,10 @@ struct backend_ops {
     int (*command_get)(struct backend *be, const char *sandbox_id, const char *command_id,
                        uint64_t offset, uint64_t limit, backend_cb *cb, void *arg,
                        struct mcp_error *err);
-    /* {command_id, signal, status} */
+    /* {command_id, signal, status}. The signal goes to the command's process group (the
+     * command leads its own session and group; what it starts in other groups, as a job-control
+     * shell does, is not reached), except that SIGINT, SIGQUIT and SIGTSTP to a pty command go
+     * to its terminal's foreground process group, as Ctrl-C, Ctrl-\ and Ctrl-Z do. */
     int (*command_kill)(struct backend *be, const char *sandbox_id, const char *command_id,
                         int signal, backend_cb *cb, void *arg, struct mcp_error *err);
 
@@ -294,6 +306,23 @@ struct backend_ops {
     int (*set_network_policy)(struct backend *be, const char *sandbox_id,
                               const struct egress_policy *policy, backend_cb *cb, void *arg,
                               struct mcp_error *err);
+
+    /* Interactive commands (exec with stdin_open or a pty), by ids: any mcpbox process (a
+     * restarted one, the CLI) reaches a command another started, since the sandbox holds it.
+     * command_input -> {command_id, written, pending}: len bytes (at most
+     * BACKEND_INPUT_MAX) queued whole for the command's stdin, pending of which it has not read
+     * yet; eof then ends its input (on a pty: the terminal's Ctrl-D). MCP_ERR_UNAVAILABLE
+     * ("busy", nothing written) when more than 4 MiB would wait; MCP_ERR_CONFLICT for a
+     * command that has exited, was not started interactive, or whose input ended (eof), and
+     * when the command closed its stdin (then this input was not read); MCP_ERR_LIMIT at exec past 32 running interactive commands in one sandbox.
+     * command_resize -> {command_id, rows, cols}: a pty command's terminal size (the command
+     * gets SIGWINCH); each 1..65535. */
+    int (*command_input)(struct backend *be, const char *sandbox_id, const char *command_id,
+                         const void *data, size_t len, bool eof, backend_cb *cb, void *arg,
+                         struct mcp_error *err);
+    int (*command_resize)(struct backend *be, const char *sandbox_id, const char *command_id,
+                          unsigned rows, unsigned cols, backend_cb *cb, void *arg,
+                          struct mcp_error *err);
 };
 
 /* Default slots for the optional operations: each fails with MCP_ERR_UNSUPPORTED, "the <name>
@@ -313,6 +342,13 @@ int backend_def_workspace(struct backend *be, const char *sandbox_id, const char
 int backend_def_set_network_policy(struct backend *be, const char *sandbox_id,
                                    const struct egress_policy *policy, backend_cb *cb, void *arg,
                                    struct mcp_error *err);
+int backend_def_command_input(struct backend *be, const char *sandbox_id, const char *command_id,
+                              const void *data, size_t len, bool eof, backend_cb *cb, void *arg,
+                              struct mcp_error *err);
+int backend_def_command_resize(struct backend *be, const char *sandbox_id, const char *command_id,
+                               unsigned rows, unsigned cols, backend_cb *cb, void *arg,
+                               struct mcp_error *err);
+#define BACKEND_INPUT_MAX (1u << 20) /* bytes of one command_input */
 /* The optional operations a backend may lack (its slot holds the default). */
 enum backend_optional {
     BACKEND_SNAPSHOTS, /* snapshot (and restoring one at create) */

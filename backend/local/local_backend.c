@@ -854,4 +854,6 @@ const struct backend_ops local_ops = {
     .host_check = doctor_host_check,
     .workspace = local_workspace,
     .set_network_policy = local_set_network_policy,
+    .command_input = local_command_input,
+    .command_resize = local_command_resize,
 };

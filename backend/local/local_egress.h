@@ -91,6 +91,10 @@ int local_command_get(struct backend *be, const char *id, const char *cmd, uint6
                       uint64_t limit, backend_cb *cb, void *arg, struct mcp_error *err);
 int local_command_kill(struct backend *be, const char *id, const char *cmd, int sig, backend_cb *cb,
                        void *arg, struct mcp_error *err);
+int local_command_input(struct backend *be, const char *id, const char *cmd, const void *data,
+                        size_t len, bool eof, backend_cb *cb, void *arg, struct mcp_error *err);
+int local_command_resize(struct backend *be, const char *id, const char *cmd, unsigned rows,
+                         unsigned cols, backend_cb *cb, void *arg, struct mcp_error *err);
 int local_file_read(struct backend *be, const char *id, const char *path, uint64_t offset,
                     uint64_t length, backend_read_cb *cb, void *arg, struct mcp_error *err);
 int local_file_write(struct backend *be, const char *id, const char *path, const void *data,

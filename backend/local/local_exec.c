@@ -197,6 +197,26 @@ static void on_exec_reply(void *arg, json_t *reply, const struct mcp_error *err)
         h->obs.on_started(h->obs.arg, h->cmd_id);
 }
 
+/* stdin bytes as "stdin" (base64), which every agent reads; an interactive command's as
+ * "stdin_data" beside "stdin":"pipe" (and bytes whose base64 is "pipe" always so). */
+static void set_stdin_args(json_t *msg, const struct exec_request *req)
+{
+    bool pty = req->pty_rows > 0 && req->pty_cols > 0;
+    if (pty)
+        json_object_set_new(
+            msg, "pty",
+            json_pack("{s:i, s:i}", "rows", (int)req->pty_rows, "cols", (int)req->pty_cols));
+    if (req->stdin_open || pty)
+        json_object_set_new(msg, "stdin", json_string("pipe"));
+    if (req->stdin_data == NULL)
+        return;
+    char *b64 = xmalloc(base64_encoded_len(req->stdin_len) + 1);
+    base64_encode(req->stdin_data, req->stdin_len, b64);
+    bool as_data = req->stdin_open || pty || strcmp(b64, "pipe") == 0;
+    json_object_set_new(msg, as_data ? "stdin_data" : "stdin", json_string(b64));
+    free(b64);
+}
+
 int local_exec(struct backend *be, const char *id, const struct exec_request *req,
                const struct exec_observer *obs, struct exec_handle **out, struct mcp_error *err)
 {
@@ -214,12 +234,7 @@ int local_exec(struct backend *be, const char *id, const struct exec_request *re
         json_object_set(msg, "env", req->env);
     if (req->timeout_ms > 0)
         json_object_set_new(msg, "timeout_ms", json_integer(req->timeout_ms));
-    if (req->stdin_data) {
-        char *b64 = xmalloc(base64_encoded_len(req->stdin_len) + 1);
-        base64_encode(req->stdin_data, req->stdin_len, b64);
-        json_object_set_new(msg, "stdin", json_string(b64));
-        free(b64);
-    }
+    set_stdin_args(msg, req);
     struct exec_handle *h = xcalloc(1, sizeof *h);
     h->sb = sb;
     h->obs = *obs;
@@ -400,6 +415,49 @@ int local_command_kill(struct backend *be, const char *id, const char *cmd, int 
         return -1;
     }
     return 0;
+}
+
+/* ---- interactive commands ------------------------------------------------------------------- */
+
+static int call_plain(struct backend *be, const char *id, json_t *msg, backend_cb *cb, void *arg,
+                      struct mcp_error *err)
+{
+    struct lsbx *sb = lsbx_for_op((struct local_backend *)be, id, false, err);
+    struct agent_conn *conn = sb ? lsbx_conn(sb, err) : NULL;
+    if (conn == NULL) {
+        json_decref(msg);
+        return -1;
+    }
+    struct call_ctx *c = ctx_new(sb, cb, arg);
+    if (agent_call(conn, msg, on_plain_reply, c, err) < 0) {
+        ctx_free(c);
+        return -1;
+    }
+    return 0;
+}
+
+int local_command_input(struct backend *be, const char *id, const char *cmd, const void *data,
+                        size_t len, bool eof, backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    if (len > BACKEND_INPUT_MAX)
+        return mcp_error_set(err, MCP_ERR_LIMIT, 0,
+                             "one input carries at most %u MiB (this was %zu bytes): send it in "
+                             "pieces",
+                             BACKEND_INPUT_MAX >> 20, len);
+    char *b64 = xmalloc(base64_encoded_len(len) + 1);
+    base64_encode(data, len, b64);
+    json_t *msg = json_pack("{s:s, s:s, s:s, s:b}", "op", "cmd_input", "cmd", cmd ? cmd : "",
+                            "data", b64, "eof", eof);
+    free(b64);
+    return call_plain(be, id, msg, cb, arg, err);
+}
+
+int local_command_resize(struct backend *be, const char *id, const char *cmd, unsigned rows,
+                         unsigned cols, backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    json_t *msg = json_pack("{s:s, s:s, s:I, s:I}", "op", "cmd_resize", "cmd", cmd ? cmd : "",
+                            "rows", (json_int_t)rows, "cols", (json_int_t)cols);
+    return call_plain(be, id, msg, cb, arg, err);
 }
 
 /* ---- files --------------------------------------------------------------------------------- */

@@ -337,6 +337,8 @@ int osb_exec(struct backend *be, const char *sandbox_id, const struct exec_reque
     struct osb_backend *b = osb_of(be);
     if (osb_remote_id(sandbox_id, err) == NULL)
         return -1;
+    if (req->stdin_open || (req->pty_rows && req->pty_cols))
+        return backend_def_command_input(be, sandbox_id, NULL, NULL, 0, false, NULL, NULL, err);
     json_t *body = osb_command_body(req, err);
     if (body == NULL)
         return -1;

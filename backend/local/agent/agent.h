@@ -28,6 +28,10 @@
 #define AGENT_KEEP_BUF (1u << 20)          /* buffer capacity kept while idle */
 #define AGENT_STATUS_OUTPUT_MAX (4u << 20)   /* bytes of log one cmd_status returns */
 #define AGENT_SPARE_LOG ".spare.log"         /* the next command's log, made ahead of time */
+/* Interactive commands (stdin kept open, or a pty): cmd_input feeds them. */
+#define AGENT_MAX_INTERACTIVE 32         /* running at once per sandbox */
+#define AGENT_INPUT_FRAME_MAX (1u << 20) /* bytes of one cmd_input */
+#define AGENT_INPUT_QUEUE_MAX (4u << 20) /* bytes waiting for a command to read them */
 
 struct conn {
     int fd;
@@ -45,7 +49,11 @@ struct cmd {
     pid_t pid;
     int out_fd, err_fd, in_fd;       /* pipes (-1 when closed) */
     char *in_data;                   /* stdin bytes still to write */
-    size_t in_len, in_off;
+    size_t in_len, in_off, in_cap;
+    bool stdin_open;                 /* interactive: stdin stays open for cmd_input */
+    bool in_eof;                     /* close stdin once in_data is written */
+    bool in_lost;                    /* the command closed its stdin: queued input was dropped */
+    bool pty;                        /* out_fd and in_fd are the pty's master */
     int f_log;                       /* the log file while running */
     bool has_log;                    /* a log file was made (at the first output) */
     bool log_truncated;              /* output beyond a cap was not kept */
@@ -98,6 +106,22 @@ void agent_cmd_on_fd(struct agent *a, struct cmd *cmd, int fd, short revents);
 void agent_cmd_forget_conn(struct agent *a, struct conn *c);
 uint64_t agent_cmd_next_deadline(struct agent *a);
 size_t agent_cmd_running(struct agent *a);
+
+/* agent_input.c: interactive commands (stdin "pipe", pty). */
+struct cmd *agent_cmd_find(struct agent *a, const char *id);
+size_t agent_cmd_interactive(struct agent *a); /* running interactive commands */
+/* Parses exec's "stdin" and "pty" into c (stdin data, stdin_open, pty); -1 with err. */
+int agent_input_parse(struct agent *a, struct cmd *c, json_t *req, struct mcp_error *err);
+/* A fresh pty for c: *master (non-blocking) and *slave, sized from req's "pty"; -1 with err. */
+int agent_pty_open(json_t *req, int *master, int *slave, struct mcp_error *err);
+/* Writes what c has queued on its stdin; closes it after an eof. */
+void agent_input_feed(struct cmd *c);
+json_t *agent_cmd_input(struct agent *a, json_t *req, struct mcp_error *err);
+json_t *agent_cmd_resize(struct agent *a, json_t *req, struct mcp_error *err);
+/* The process group a signal to c goes to: its own (c->pid: it leads its session), except that
+ * SIGINT, SIGQUIT and SIGTSTP to a pty command go to its terminal's foreground group, as Ctrl-C,
+ * Ctrl-\ and Ctrl-Z would send them. */
+pid_t agent_cmd_signal_group(struct cmd *c, int sig);
 
 /* agent_sigwatch.c: signals a command's process group, and resends the signal to a process
  * that a shell's vfork child swallowed it for; poll and next drive the follow-up. */

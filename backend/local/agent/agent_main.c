@@ -88,6 +88,10 @@ static json_t *dispatch(struct agent *a, struct conn *c, const char *op, json_t 
         return agent_cmd_kill(a, req, err);
     if (strcmp(op, "cmd_list") == 0)
         return agent_cmd_list(a, req, err);
+    if (strcmp(op, "cmd_input") == 0)
+        return agent_cmd_input(a, req, err);
+    if (strcmp(op, "cmd_resize") == 0)
+        return agent_cmd_resize(a, req, err);
     return agent_fs_op(a, op, req, err);
 }
 

@@ -398,6 +398,8 @@ static const struct backend_ops fake_ops = {
     .code_run = backend_def_code_run,
     .host_check = backend_def_host_check,
     .workspace = backend_def_workspace,
+    .command_input = backend_def_command_input,
+    .command_resize = backend_def_command_resize,
     .set_network_policy = f_set_network_policy,
 };
 
@@ -436,6 +438,8 @@ const struct backend_ops fake_remote_ops = {
     .code_run = backend_def_code_run,
     .host_check = backend_def_host_check,
     .workspace = backend_def_workspace,
+    .command_input = backend_def_command_input,
+    .command_resize = backend_def_command_resize,
     .set_network_policy = backend_def_set_network_policy,
 };
 
