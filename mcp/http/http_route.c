@@ -21,14 +21,6 @@ static const struct http_request *req_of(struct http_conn *c)
     return &c->reader.req;
 }
 
-/* Error messages may quote header values: keep them printable ASCII (valid JSON text). */
-static void sanitize(char *s)
-{
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
-            *s = '?';
-}
-
 void http_conn_error(struct http_conn *c, int status, int code, const json_t *id,
                      const char *extra, const char *fmt, ...)
 {
@@ -37,7 +29,7 @@ void http_conn_error(struct http_conn *c, int status, int code, const json_t *id
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    sanitize(msg);
+    http_printable(msg); /* it may quote header values: valid JSON text */
     cleanup_json json_t *body = json_pack("{s:s, s:{s:i, s:s}, s:O?}", "jsonrpc", "2.0", "error",
                                           "code", code, "message", msg, "id", (json_t *)id);
     cleanup_free char *text = json_dumps(body, JSON_COMPACT);

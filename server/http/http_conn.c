@@ -634,8 +634,7 @@ void http_conn_respond(struct http_conn *c, int status, const char *content_type
     http_conn_exchange_done(c);
 }
 
-/* Error messages may quote header values: keep them printable ASCII (valid JSON text). */
-static void sanitize(char *s)
+void http_printable(char *s)
 {
     for (; *s; s++)
         if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
@@ -649,7 +648,7 @@ void http_conn_fail(struct http_conn *c, int status, const char *extra, const ch
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    sanitize(msg);
+    http_printable(msg);
     if (c->hs->fe.error) {
         c->hs->fe.error(c->hs->fe.arg, c, status, extra, msg);
         return;

@@ -186,6 +186,9 @@ void http_conn_sweep(struct http_conn *c, uint64_t now);
 /* A complete response with Content-Length. extra: more header lines ("Name: v\r\n"), or NULL. */
 void http_conn_respond(struct http_conn *c, int status, const char *content_type,
                        const char *extra, const char *body, size_t len);
+/* Replaces every byte outside printable ASCII with '?': error messages may quote header
+ * values. */
+void http_printable(char *s);
 /* A refusal in the front-end's error format (http_frontend.error). */
 void http_conn_fail(struct http_conn *c, int status, const char *extra, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
