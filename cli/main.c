@@ -48,6 +48,7 @@ static int start_transport(struct mcp_server *srv, const struct mcp_config *cfg,
         const char *key = cfg->osapi_key && *cfg->osapi_key ? cfg->osapi_key : cfg->token;
         if (!(ext = osapi_new(srv, key, err)))
             return -1;
+        osapi_approval_set(&cfg->approval); /* approvals: the person's settings decide */
     }
     return http_transport_start(srv, cfg, ext, err);
 }

@@ -67,6 +67,7 @@ struct session {
     struct pending *pending;
     size_t n_pending;
     json_int_t next_client_id;
+    uint64_t serial; /* approvals: "for this session" (session_serial) */
 };
 
 static const char *const log_level_names[] = {
@@ -103,6 +104,8 @@ struct session *session_new(struct mcp_server *srv, const struct session_transpo
     s->subscriptions = json_object();
     s->log_level = MCP_LOG_DEFAULT;
     s->next_client_id = 1;
+    static uint64_t serials;
+    s->serial = ++serials;
     if (srv)
         server_session_add(srv, s);
     return s;
@@ -234,6 +237,11 @@ void session_input_closed(struct session *s)
 bool session_is_initialized(const struct session *s)
 {
     return s->initialized;
+}
+
+uint64_t session_serial(const struct session *s)
+{
+    return s->stateless ? 0 : s->serial;
 }
 
 const char *session_protocol_version(const struct session *s)

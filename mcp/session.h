@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct jsonrpc_msg;
 struct mcp_server;
@@ -56,6 +57,9 @@ void session_set_owner(struct session *s, const char *owner);
 bool session_is_initialized(const struct session *s);
 /* The negotiated protocol version ("2025-11-25", ...) or NULL before initialize. */
 const char *session_protocol_version(const struct session *s);
+/* A number no other session of this process has had, for what is remembered "for this
+ * session" (mcp/approval.c); 0 for the stateless (2026-07-28) session of one HTTP POST. */
+uint64_t session_serial(const struct session *s);
 /* Requests currently being handled (for per-session limits). */
 size_t session_inflight(const struct session *s);
 

@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "lib/base/error.h"
 #include "lib/base/log.h"
@@ -35,6 +36,10 @@ struct mcp_context *tool_call_context(struct tool_call *call);
  * stdio, "token:<sha256 prefix>" or "session:<id>" for HTTP). */
 const char *tool_call_owner(const struct tool_call *call);
 const char *tool_call_tool_name(const struct tool_call *call);
+
+/* The caller's MCP session as a number unique in this process (0 on 2026-07-28, which has no
+ * session): what approvals remember "for this session" by. */
+uint64_t tool_call_session_serial(const struct tool_call *call);
 
 /* True if the request carried _meta.progressToken. */
 bool tool_call_wants_progress(const struct tool_call *call);

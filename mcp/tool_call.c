@@ -12,6 +12,7 @@
 #include "mcp/registry.h"
 #include "mcp/request.h"
 #include "mcp/schema.h"
+#include "mcp/session.h"
 #include "mcp/tool_args.h"
 #include "mcp/server.h"
 #include "mcp/tool.h"
@@ -125,6 +126,11 @@ void tool_call_on_cancel(struct tool_call *call, tool_cancel_fn *fn, void *arg)
 bool tool_call_is_cancelled(const struct tool_call *call)
 {
     return request_is_cancelled(call->req);
+}
+
+uint64_t tool_call_session_serial(const struct tool_call *call)
+{
+    return session_serial(request_session(call->req));
 }
 
 bool tool_call_client_has(const struct tool_call *call, const char *capability)

@@ -167,6 +167,12 @@ bool osapi_word_in(const char *name, const char *list);
 bool osapi_is_token(const char *s, size_t len);
 bool osapi_has_token(const char *list, const char *token);
 
+/* osapi_approval.c: -1 with err (a refusal that names the person's option) when policy (or
+ * full_network) reaches beyond the person's egress list and their settings refuse it. */
+struct egress_policy;
+int osapi_approval_egress(const struct egress_policy *policy, bool full_network,
+                          struct mcp_error *err);
+
 /* osapi_egress.c: the egress sidecar's /policy (port 18080) over the sandbox's network_policy */
 void osapi_egress(struct osapi_req *req, const char *sandbox_id, const char *rest);
 /* The sidecar's merge of rules in force (current) with a PATCH body (rules) or a DELETE body

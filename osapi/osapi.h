@@ -16,4 +16,9 @@ struct http_extension;
 const struct http_extension *osapi_new(struct mcp_server *srv, const char *key,
                                        struct mcp_error *err);
 
+/* Approvals (issue 38): the person's settings decide what this API's callers may widen
+ * (egress beyond their list); settings must outlive the server. Not called: nothing is asked. */
+struct approval_settings;
+void osapi_approval_set(const struct approval_settings *settings);
+
 #endif

@@ -160,6 +160,11 @@ static void got_cb(void *arg, json_t *info, const struct mcp_error *err)
         reply_text(req, 400, e.msg);
         return;
     }
+    if (osapi_approval_egress(p, false, &e) < 0) { /* approvals (issue 38) */
+        egress_policy_unref(p);
+        reply_text(req, 403, e.msg);
+        return;
+    }
     int rc = req->be->ops->set_network_policy(req->be, req->sandbox_id, p, set_cb, req, &e);
     egress_policy_unref(p);
     if (rc < 0)

@@ -325,6 +325,17 @@ static const char *create_body_error(json_t *body, struct sandbox_spec *spec)
     return limits ? apply_limits(limits, spec) : NULL;
 }
 
+/* Approvals (issue 38): egress beyond the person's list is what their settings say; -1:
+ * answered 403. */
+static int create_network_approved(struct osapi_req *req, const struct sandbox_spec *spec)
+{
+    struct mcp_error err;
+    if (osapi_approval_egress(spec->network_policy, spec->network, &err) == 0)
+        return 0;
+    osapi_reply_error(req, 403, "SANDBOX::EGRESS_NOT_APPROVED", "%s", err.msg);
+    return -1;
+}
+
 /* networkPolicy -> spec's network and network_policy (*policy: the reference the caller drops,
  * or NULL). OpenSandbox: no networkPolicy means allow-all; deny by default means loopback only;
  * egress rules make a network policy (issue 14), whose default is deny as the sidecar's.
@@ -335,7 +346,7 @@ static int create_network(struct osapi_req *req, json_t *np, struct sandbox_spec
     const char *action = json_string_value(json_object_get(np, "defaultAction"));
     spec->network = !action || strcmp(action, "deny") != 0;
     if (json_array_size(json_object_get(np, "egress")) == 0)
-        return 0;
+        return create_network_approved(req, spec);
     json_t *j = json_pack("{s:s, s:O}", "default_action", action ? action : "deny", "egress",
                           json_object_get(np, "egress"));
     struct mcp_error perr;
@@ -347,7 +358,11 @@ static int create_network(struct osapi_req *req, json_t *np, struct sandbox_spec
     }
     spec->network = false; /* by the policy only */
     spec->network_policy = *policy;
-    return 0;
+    if (create_network_approved(req, spec) == 0)
+        return 0;
+    egress_policy_unref(*policy);
+    *policy = NULL;
+    return -1;
 }
 
 static void handle_create(struct osapi_req *req)

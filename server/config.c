@@ -57,6 +57,7 @@ void config_init(struct mcp_config *cfg)
                                  ? getenv("MCPBOX_OPENSANDBOX_API_KEY") : NULL);
     cfg->local_pool = CONFIG_LOCAL_POOL_DEFAULT;
     cfg->apply_unreviewed = env_true("MCPBOX_APPLY_UNREVIEWED");
+    approval_settings_defaults(&cfg->approval);
     if ((v = getenv("MCPBOX_ALLOW_DIRS")) && *v)
         set_str(&cfg->allow_dirs, v);
     char *end;
@@ -84,6 +85,7 @@ void config_release(struct mcp_config *cfg)
     free(cfg->opensandbox_domain);
     free(cfg->opensandbox_api_key);
     free(cfg->opensandbox_protocol);
+    approval_settings_release(&cfg->approval);
     memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -230,6 +232,32 @@ static int set_os_protocol(struct mcp_config *cfg, const char *v, struct mcp_err
     return 0;
 }
 
+/* ---- approvals (backend/approval_rules.h) ---- */
+static int set_approve(struct mcp_config *cfg, const char *v, struct mcp_error *err)
+{
+    return approval_settings_option(&cfg->approval, "approve", v, err);
+}
+
+static int set_approve_unasked(struct mcp_config *cfg, const char *v, struct mcp_error *err)
+{
+    return approval_settings_option(&cfg->approval, "approve-unasked", v, err);
+}
+
+static int set_approve_egress(struct mcp_config *cfg, const char *v, struct mcp_error *err)
+{
+    return approval_settings_option(&cfg->approval, "approve-egress-allow", v, err);
+}
+
+static int set_approve_apply_dir(struct mcp_config *cfg, const char *v, struct mcp_error *err)
+{
+    return approval_settings_option(&cfg->approval, "approve-apply-dir", v, err);
+}
+
+static int set_approve_timeout(struct mcp_config *cfg, const char *v, struct mcp_error *err)
+{
+    return approval_settings_option(&cfg->approval, "approve-timeout", v, err);
+}
+
 static const struct option options[] = {
     {"http", "ADDR:PORT", set_http,
      "serve Streamable HTTP at http://ADDR:PORT/mcp instead of stdio (port 0: pick a free one)"},
@@ -260,6 +288,18 @@ static const struct option options[] = {
     {"opensandbox-domain", "HOST:PORT", set_os_domain,
      "enable the OpenSandbox backend at this server (or env OPEN_SANDBOX_DOMAIN)"},
     {"opensandbox-protocol", "PROTO", set_os_protocol, "http (default) or https"},
+    {"approve", "KIND=MODE", set_approve,
+     "KIND apply, egress, rw-mount or secret: ask the person (default), allow or refuse "
+     "(repeatable)"},
+    {"approve-unasked", "KIND=ACTION", set_approve_unasked,
+     "what ask means when the client cannot ask: allow or refuse (default: apply and rw-mount "
+     "allow, egress and secret refuse)"},
+    {"approve-egress-allow", "NAME", set_approve_egress,
+     "a name (or *.domain) sandboxes may reach without asking (repeatable)"},
+    {"approve-apply-dir", "DIR", set_approve_apply_dir,
+     "apply_changes into DIR is allowed without asking"},
+    {"approve-timeout", "SECONDS", set_approve_timeout,
+     "how long a question waits for the person before it counts as refused (default 120)"},
 };
 
 static const struct option *find_option(const char *name, size_t len)

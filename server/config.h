@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "backend/approval_rules.h"
 #include "lib/base/log.h"
 
 #define CONFIG_LOCAL_POOL_DEFAULT 2
@@ -47,6 +48,9 @@ struct mcp_config {
     char *opensandbox_protocol; /* "http" (default) or "https" */
     int opensandbox_request_timeout_s; /* default 30 */
     bool opensandbox_use_server_proxy;
+
+    /* Approvals (issue 38): the person's --approve* settings, for mcp/approval.c and osapi/. */
+    struct approval_settings approval;
 };
 
 struct mcp_error;

@@ -150,6 +150,15 @@ void tool_job_fail(struct tool_job *job, const struct mcp_error *err)
     job_free(job);
 }
 
+void tool_job_abandon(struct tool_job *job, const char *tool)
+{
+    struct job_audit_row row;
+    snprintf(row.tool, sizeof row.tool, "%s", tool);
+    row.ms = (int64_t)(now_mono_ms() - job->started_ms);
+    job_audit(job, &row, "input_required", job->detail);
+    job_free(job);
+}
+
 int tools_no_result(struct mcp_error *err)
 {
     return mcp_error_set(err, MCP_ERR_BACKEND, 0,

@@ -165,6 +165,45 @@ static void create_with_roots(void *arg, json_t *result, json_t *error)
     free(cr);
 }
 
+/* Host mounts and a client with roots: ask for them first (they narrow the allowlist). */
+static void create_roots_then_now(struct tool_job *job, struct sandbox_spec *spec)
+{
+    struct mcp_error err;
+    if (json_array_size(spec->mounts) > 0 && tool_call_client_has(job->call, "roots")) {
+        struct create_roots *cr = xcalloc(1, sizeof *cr);
+        cr->job = job, cr->spec = *spec;
+        if (tool_call_request_client(job->call, "roots/list", json_object(), create_with_roots, cr,
+                                     &err) == 0)
+            return;
+        free(cr); /* a client that cannot be asked (2026-07-28): no narrowing */
+    }
+    create_now(job, spec);
+}
+
+/* ---- approvals (issue 38): egress beyond the person's list and rw mounts ask first ---- */
+static void create_approved(void *arg, bool allowed, const struct mcp_error *refusal)
+{
+    struct create_roots *cr = arg;
+    if (allowed) {
+        create_roots_then_now(cr->job, &cr->spec);
+    } else {
+        egress_policy_unref((struct egress_policy *)cr->spec.network_policy);
+        if (refusal)
+            tool_job_fail(cr->job, refusal);
+        else /* answered already: the person is being asked (2026-07-28) */
+            tool_job_abandon(cr->job, "create_sandbox");
+    }
+    free(cr);
+}
+
+static void create_gated(struct tool_job *job, struct sandbox_spec *spec)
+{
+    struct create_roots *cr = xcalloc(1, sizeof *cr);
+    cr->job = job, cr->spec = *spec;
+    tools_gate_create(job, spec, create_approved, cr);
+}
+/* ---- end of approvals ---- */
+
 void tool_create_sandbox(struct tool_call *call, json_t *args)
 {
     struct tool_job *job = tool_job_new(call, args);
@@ -198,16 +237,7 @@ void tool_create_sandbox(struct tool_call *call, json_t *args)
     job->be = be;
     spec.progress = create_progress;
     spec.progress_arg = job;
-    /* Host mounts and a client with roots: ask for them first (they narrow the allowlist). */
-    if (json_array_size(spec.mounts) > 0 && tool_call_client_has(call, "roots")) {
-        struct create_roots *cr = xcalloc(1, sizeof *cr);
-        cr->job = job, cr->spec = spec;
-        if (tool_call_request_client(call, "roots/list", json_object(), create_with_roots, cr,
-                                     &err) == 0)
-            return;
-        free(cr); /* a client that cannot be asked (2026-07-28): no narrowing */
-    }
-    create_now(job, &spec);
+    create_gated(job, &spec);
 }
 
 /* ---- update: the settings of a live sandbox ------------------------------------------------ */
@@ -317,6 +347,21 @@ static struct egress_policy *update_policy_arg(json_t *j, const char *id, struct
     return egress_policy_parse(j, "network_policy", err);
 }
 
+/* The person's answer to a network_policy beyond their list (approvals, issue 38). */
+static void update_approved(void *arg, bool allowed, const struct mcp_error *refusal)
+{
+    struct update_job *u = arg;
+    if (allowed) {
+        update_next(u, NULL);
+        return;
+    }
+    if (refusal)
+        tool_job_fail(u->job, refusal);
+    else /* answered already: the person is being asked (2026-07-28) */
+        tool_job_abandon(u->job, "update_sandbox");
+    update_free(u);
+}
+
 void tool_update_sandbox(struct tool_call *call, json_t *args)
 {
     struct tool_job *job = tool_job_new(call, args);
@@ -348,7 +393,11 @@ void tool_update_sandbox(struct tool_call *call, json_t *args)
     }
     tool_job_set_detail(job, "paused=%d timeout=%lld policy=%s", u->paused,
                         (long long)u->timeout_seconds, u->policy ? "new" : "kept");
-    update_next(u, NULL);
+    if (u->policy == NULL) {
+        update_next(u, NULL);
+        return;
+    }
+    tools_gate_egress(job, u->policy, update_approved, u); /* approvals, issue 38 */
 }
 
 /* ---- list: every enabled backend, merged ----------------------------------------------------- */

@@ -63,6 +63,9 @@ struct tool_job *tool_job_new(struct tool_call *call, json_t *args);
 void tool_job_finish(struct tool_job *job, json_t *structured);
 /* Tool error: audits, finishes with an isError result whose text is err's message, frees. */
 void tool_job_fail(struct tool_job *job, const struct mcp_error *err);
+/* The call was already answered (an approval's InputRequiredResult, 2026-07-28): audits tool's
+ * row as "input_required" and frees the job without touching the call. */
+void tool_job_abandon(struct tool_job *job, const char *tool);
 /* Sets the audit detail (copied; never file contents or command output). */
 void tool_job_set_detail(struct tool_job *job, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -163,6 +166,27 @@ tool_handler_fn tool_write_file, tool_read_file, tool_list_files, tool_search_fi
 tool_handler_fn tool_get_endpoint, tool_diagnose_sandbox;
 tool_handler_fn tool_snapshot_sandbox, tool_run_code;
 tool_handler_fn tool_review_changes, tool_apply_changes;
+
+/* ---- approvals (approvals.c; mcp/approval.h): the person decides before a call crosses into
+ * their world. Each gate calls then(arg, allowed, refusal) exactly once, now or later: allowed;
+ * refused with refusal (fail the job with it); or allowed false and refusal NULL when the call
+ * was already answered (a 2026-07-28 InputRequiredResult): free your state and
+ * tool_job_abandon the job. ---- */
+typedef void tools_gate_fn(void *arg, bool allowed, const struct mcp_error *refusal);
+/* create_sandbox: egress beyond the person's list (network, network_policy), then rw mounts. */
+void tools_gate_create(struct tool_job *job, const struct sandbox_spec *spec, tools_gate_fn *then,
+                       void *arg);
+/* update_sandbox's network_policy (a reference is taken) on job's bound sandbox: names its
+ * current policy allows already are not asked again. */
+void tools_gate_egress(struct tool_job *job, struct egress_policy *policy, tools_gate_fn *then,
+                       void *arg);
+/* apply_changes of paths (the backend's absolute paths, borrowed, or NULL): reviews first, then
+ * asks. Without a "review" argument it sets job->args "review" to the review the person saw. */
+void tools_gate_apply(struct tool_job *job, json_t *paths, tools_gate_fn *then, void *arg);
+/* Binding the secret name to job's sandbox (job->sandbox_id; NULL while it is created), to be
+ * sent to destination (a host name, or NULL for anywhere): the hook for secrets (issue 34). */
+void tools_gate_secret(struct tool_job *job, const char *name, const char *destination,
+                       tools_gate_fn *then, void *arg);
 
 /* What to use instead of a snapshot / a code context, naming the backend of the table that has
  * them ("...; snapshots need a sandbox on the opensandbox backend (create_sandbox backend

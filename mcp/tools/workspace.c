@@ -47,16 +47,8 @@ static json_t *absolute_paths(json_t *paths)
     return out;
 }
 
-static void workspace_call(struct tool_call *call, json_t *args, const char *action,
-                           backend_cb *done)
+static json_t *backend_args(json_t *args, const char *action)
 {
-    struct tool_job *job = tool_job_new(call, args);
-    struct mcp_error err;
-    /* Any state: the upper layer outlives a paused or stopped sandbox until it is destroyed. */
-    if (tool_job_bind(job, tools_arg_str(args, "sandbox_id", ""), TOOL_NEED_ANY, &err) < 0) {
-        tool_job_fail(job, &err);
-        return;
-    }
     json_t *bargs = json_object();
     json_t *paths = json_object_get(args, "paths");
     if (json_is_array(paths))
@@ -75,18 +67,58 @@ static void workspace_call(struct tool_call *call, json_t *args, const char *act
         if (review)
             json_object_set_new(bargs, "review", json_string(review));
     }
+    return bargs;
+}
+
+static void workspace_now(struct tool_job *job, const char *action, backend_cb *done)
+{
+    struct mcp_error err;
+    json_t *bargs = backend_args(job->args, action);
     int rc = job->be->ops->workspace(job->be, job->sandbox_id, action, bargs, done, job, &err);
     json_decref(bargs);
     if (rc < 0)
         tool_job_fail(job, &err);
 }
 
+static int workspace_bind(struct tool_call *call, json_t *args, struct tool_job **out)
+{
+    struct tool_job *job = tool_job_new(call, args);
+    struct mcp_error err;
+    *out = job;
+    /* Any state: the upper layer outlives a paused or stopped sandbox until it is destroyed. */
+    if (tool_job_bind(job, tools_arg_str(args, "sandbox_id", ""), TOOL_NEED_ANY, &err) < 0) {
+        tool_job_fail(job, &err);
+        return -1;
+    }
+    return 0;
+}
+
 void tool_review_changes(struct tool_call *call, json_t *args)
 {
-    workspace_call(call, args, "review", review_done_cb);
+    struct tool_job *job;
+    if (workspace_bind(call, args, &job) == 0)
+        workspace_now(job, "review", review_done_cb);
+}
+
+/* The person's answer (mcp/tools/approvals.c): the apply goes ahead or is refused. */
+static void apply_answered(void *arg, bool allowed, const struct mcp_error *refusal)
+{
+    struct tool_job *job = arg;
+    if (allowed)
+        workspace_now(job, "apply", apply_done_cb);
+    else if (refusal)
+        tool_job_fail(job, refusal);
+    else /* answered already: the person is being asked (2026-07-28) */
+        tool_job_abandon(job, "apply_changes");
 }
 
 void tool_apply_changes(struct tool_call *call, json_t *args)
 {
-    workspace_call(call, args, "apply", apply_done_cb);
+    struct tool_job *job;
+    if (workspace_bind(call, args, &job) < 0)
+        return;
+    json_t *paths = json_object_get(args, "paths");
+    json_t *abs = json_is_array(paths) ? absolute_paths(paths) : NULL;
+    tools_gate_apply(job, abs, apply_answered, job);
+    json_decref(abs);
 }

@@ -64,7 +64,7 @@ async function fails(conn, tool, a, re, within) {
 // A second mcpbox serving OpenSandbox's API over local sandboxes, in place of the fake.
 function startReal(stateDir) {
   const child = spawn(bin, ['serve', '--http', '127.0.0.1:0', '--opensandbox-api', '--state-dir', stateDir,
-                            '--local-pool', '0'],
+                            '--local-pool', '0', '--approve', 'egress=allow'],
                       { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MCPBOX_OPENSANDBOX_API_KEY: KEY } });
   let result = null;
   return new Promise((resolve, reject) => {

@@ -49,7 +49,9 @@ function waitFor(child, stream, re, what) {
 // mcpbox serve --http 127.0.0.1:0 --opensandbox-api [--opensandbox-api-key KEY]
 export async function startMcpbox(bin, { key, stateDir, extraArgs = [], env = {} } = {}) {
   const args = ['serve', '--http', '127.0.0.1:0', '--opensandbox-api', '--state-dir', stateDir,
-                '--local-pool', '0', ...extraArgs];
+                '--local-pool', '0',
+                // programs' egress is the person's to allow (issue 38; osapi_approval.mjs tests that)
+                '--approve', 'egress=allow', ...extraArgs];
   if (key) args.push('--opensandbox-api-key', key);
   const child = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
   children.push(child);

@@ -22,7 +22,7 @@ export async function connect(kind, { bin, stateDir, url, name = kind, headers }
     let transport;
     if (kind === 'stdio') {
         transport = new StdioClientTransport({
-            command: bin, args: ['serve', '--state-dir', stateDir], stderr: 'pipe',
+            command: bin, args: ['serve', '--state-dir', stateDir, ...APPROVE_EGRESS], stderr: 'pipe',
             env: { ...process.env },
         });
         let err = '';
@@ -47,9 +47,12 @@ export async function connect(kind, { bin, stateDir, url, name = kind, headers }
     };
 }
 
+/* These tests exercise network_policy itself; approvals (issue 38) are tests/e2e/approval's. */
+export const APPROVE_EGRESS = ['--approve', 'egress=allow'];
+
 /* An HTTP server on an ephemeral port sharing stateDir. */
 export async function httpServer(bin, stateDir) {
-    return startHttpServer(bin, [], { stateDir });
+    return startHttpServer(bin, APPROVE_EGRESS, { stateDir });
 }
 
 export class ToolError extends Error {}

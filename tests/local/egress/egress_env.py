@@ -88,7 +88,9 @@ class World:
         for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
             if k in os.environ:
                 env.append("%s=%s" % (k, os.environ[k]))
-        self.argv = argv + env + list(wrap) + [mcpbox, "serve", "--state-dir", state]
+        # egress enforcement, not approvals (issue 38, tests/e2e/approval): the person allows it
+        self.argv = argv + env + list(wrap) + [mcpbox, "serve", "--state-dir", state,
+                                               "--approve", "egress=allow"]
         self.start()
 
     def start(self):

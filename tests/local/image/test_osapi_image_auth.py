@@ -41,7 +41,7 @@ class Api:
         self.log = tempfile.NamedTemporaryFile(prefix="osapi-auth-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
             [mcpbox, "serve", "--http", "127.0.0.1:0", "--opensandbox-api", "--state-dir", state,
-             "--local-pool", "0", "--opensandbox-api-key", self.key],
+             "--local-pool", "0", "--opensandbox-api-key", self.key, "--approve", "egress=allow"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log, env=env)
         end = time.time() + 30
         while time.time() < end:

@@ -83,3 +83,27 @@ int tool_call_request_client(struct tool_call *call, const char *method, json_t 
     return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0, "not in tests");
 }
 
+/* Approvals (mcp/approval_elicit.c): a handler test's client never speaks 2026-07-28. */
+uint64_t tool_call_session_serial(const struct tool_call *call) { return 1; }
+bool tool_call_is_stateless(const struct tool_call *call)
+{
+    return false;
+}
+json_t *tool_call_input_responses(const struct tool_call *call)
+{
+    return NULL;
+}
+json_t *tool_call_request_state(const struct tool_call *call, bool *tampered)
+{
+    *tampered = false;
+    return NULL;
+}
+void tool_call_input_required(struct tool_call *call, json_t *input_requests, const json_t *state)
+{
+    json_decref(input_requests);
+    tool_call_error(call, NULL, "no input_required in tests");
+}
+void tool_call_protocol_error(struct tool_call *call, int code, const char *message)
+{
+    tool_call_error(call, NULL, "%s", message);
+}
