@@ -70,6 +70,12 @@ int backend_def_snapshot(struct backend *be, const char *owner, const char *acti
     return unsupported(be, "snapshots", err);
 }
 
+int backend_def_volume(struct backend *be, const char *owner, const char *action, json_t *args,
+                       backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    return unsupported(be, "named volumes", err);
+}
+
 int backend_def_workspace(struct backend *be, const char *sandbox_id, const char *action,
                           json_t *args, backend_cb *cb, void *arg, struct mcp_error *err)
 {
@@ -192,7 +198,7 @@ static bool ops_complete(const struct backend_ops *o)
            o->exec_detach && o->command_get && o->command_kill && o->file_read && o->file_write &&
            o->file_op && o->endpoint && o->diagnose && o->snapshot && o->metrics &&
            o->code_context && o->code_run && o->host_check && o->workspace &&
-           o->set_network_policy && o->command_input && o->command_resize;
+           o->set_network_policy && o->command_input && o->command_resize && o->volume;
 }
 
 static bool has_prefix(const char *s, const char *prefix)
@@ -304,6 +310,16 @@ const struct backend_ops *backend_set_having(const struct backend_set *set,
     for (size_t i = 0; i < set->n; i++)
         if (backend_has(set->slots[i].ops, what))
             return set->slots[i].ops;
+    return NULL;
+}
+
+struct backend *backend_for_volumes(const struct backend_set *set, struct mcp_error *err)
+{
+    for (size_t i = 0; i < set->n; i++)
+        if (set->slots[i].ops->volume != backend_def_volume)
+            return slot_backend(&set->slots[i], err);
+    mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
+                  "no backend of this mcpbox keeps named volumes (the local backend does)");
     return NULL;
 }
 

@@ -323,6 +323,20 @@ struct backend_ops {
     int (*command_resize)(struct backend *be, const char *sandbox_id, const char *command_id,
                           unsigned rows, unsigned cols, backend_cb *cb, void *arg,
                           struct mcp_error *err);
+
+    /* ---- named volumes (issue 36; backend/local/volume.c) ----
+     * volume(owner, action, args): args are the volume tool's arguments; owner's volumes only
+     * (another owner's is reported like a missing one).
+     *   "create"  {name, size_bytes?} -> volume info
+     *   "list"    {}                  -> {volumes:[volume info...]}
+     *   "inspect" {name}              -> volume info with used_bytes, available_bytes|null,
+     *                                    used_by:[sandbox_id...]
+     *   "delete"  {name}              -> {name, deleted:true}; MCP_ERR_CONFLICT naming the
+     *                                    sandboxes that use it
+     * volume info: {name, size_limit_bytes, created_at, limit_enforced_by|null, limit_note?}.
+     * A create mounts one with a `mounts` item {volume, target, mode:"rw"|"ro" (default ro)}. */
+    int (*volume)(struct backend *be, const char *owner, const char *action, json_t *args,
+                  backend_cb *cb, void *arg, struct mcp_error *err);
 };
 
 /* Default slots for the optional operations: each fails with MCP_ERR_UNSUPPORTED, "the <name>
@@ -349,6 +363,8 @@ int backend_def_command_resize(struct backend *be, const char *sandbox_id, const
                                unsigned rows, unsigned cols, backend_cb *cb, void *arg,
                                struct mcp_error *err);
 #define BACKEND_INPUT_MAX (1u << 20) /* bytes of one command_input */
+int backend_def_volume(struct backend *be, const char *owner, const char *action, json_t *args,
+                       backend_cb *cb, void *arg, struct mcp_error *err);
 /* The optional operations a backend may lack (its slot holds the default). */
 enum backend_optional {
     BACKEND_SNAPSHOTS, /* snapshot (and restoring one at create) */
@@ -415,6 +431,8 @@ struct backend *backend_by_name(const struct backend_set *set, const char *name,
 /* The first backend that keeps snapshots (where a restore or a snapshot list without a sandbox
  * goes), or NULL with err saying which to enable. */
 struct backend *backend_for_snapshots(const struct backend_set *set, struct mcp_error *err);
+/* The first backend that keeps named volumes, or NULL with err saying which to enable. */
+struct backend *backend_for_volumes(const struct backend_set *set, struct mcp_error *err);
 /* The ops of the first backend of the table, running or not, that has what, or NULL: for a
  * message that names where to go instead. */
 const struct backend_ops *backend_set_having(const struct backend_set *set,

@@ -13,6 +13,8 @@ int cli_serve_main(int argc, char **argv);
 int cli_sandbox_main(int argc, char **argv);
 /* mcpbox image pull|ls|rm|prune: the local backend's OCI image store (cli/cli_image.c). */
 int cli_image_main(int argc, char **argv);
+/* `mcpbox volume`: named volumes (cli_volume.c). */
+int cli_volume_main(int argc, char **argv);
 /* mcpbox doctor: the host checks (cli/cli_doctor.c). */
 int cli_doctor_main(int argc, char **argv);
 /* mcpbox setup --user NAME [--undo]: the one-time root step for a rootless user (cli/cli_setup.c). */

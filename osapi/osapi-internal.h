@@ -120,6 +120,13 @@ const char *osapi_state_name(const char *mcpbox_state);
 /* "500m", "1", "2.5" -> CPUs; "512Mi", "2Gi", "1G", "1048576" -> bytes. -1 on bad input. */
 int osapi_parse_cpu(const char *s, double *out);
 int osapi_parse_quantity(const char *s, uint64_t *out);
+
+/* osapi_volumes.c: CreateSandboxRequest.volumes (issue 36). What mcpbox cannot mount (ossfs, a
+ * pvc's deleteOnSandboxTermination or subPath), or NULL. */
+const char *osapi_volumes_unsupported(json_t *volumes);
+/* volumes -> the backend's mounts list (*out: new reference, NULL without volumes); or what is
+ * wrong with them. */
+const char *osapi_volumes_mounts(json_t *volumes, json_t **out);
 /* mcpbox's file entry {path,type,size,mode,mtime} -> execd's FileInfo. */
 json_t *osapi_file_info(json_t *entry, const char *path);
 /* Permission bits -> execd's decimal-written octal (0755 -> 755), and back. */

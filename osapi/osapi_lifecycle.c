@@ -186,9 +186,8 @@ static const char *unsupported_field(json_t *body)
     json_t *v;
     if (json_object_get(body, "snapshotId"))
         return "snapshotId (the local backend has no snapshots; create from an image)";
-    if ((v = json_object_get(body, "volumes")) && json_array_size(v) > 0)
-        return "volumes (local sandboxes mount no host paths, PVCs or OSSFS; copy files in with "
-               "execd POST /files/upload)";
+    if ((v = json_object_get(body, "volumes")) && osapi_volumes_unsupported(v))
+        return osapi_volumes_unsupported(v);
     if (json_is_true(json_object_get(body, "secureAccess")))
         return "secureAccess (no gateway: the execd access token in the endpoint's headers "
                "guards each sandbox)";
@@ -295,7 +294,20 @@ static void free_secret(char *s)
     free(s);
 }
 
-/* What is wrong with a CreateSandboxRequest (NULL: nothing); fills spec's limits. */
+/* volumes -> spec->mounts. The list is kept in the body (under a key no request has), which
+ * the handler owns on every path, so spec never outlives it. */
+static const char *create_volumes(json_t *body, struct sandbox_spec *spec)
+{
+    json_t *mounts = NULL;
+    const char *bad = osapi_volumes_mounts(json_object_get(body, "volumes"), &mounts);
+    if (mounts) {
+        json_object_set_new(body, " mcpbox mounts", mounts);
+        spec->mounts = mounts;
+    }
+    return bad;
+}
+
+/* What is wrong with a CreateSandboxRequest (NULL: nothing); fills spec's limits and mounts. */
 static const char *create_body_error(json_t *body, struct sandbox_spec *spec)
 {
     json_t *image = json_object_get(body, "image"), *ep = json_object_get(body, "entrypoint");
@@ -322,7 +334,8 @@ static const char *create_body_error(json_t *body, struct sandbox_spec *spec)
     if (t && !json_is_null(t) &&
         (!json_is_integer(t) || json_integer_value(t) < OSAPI_MIN_TIMEOUT_S))
         return "timeout must be an integer number of seconds >= 60, or null for no expiry";
-    return limits ? apply_limits(limits, spec) : NULL;
+    const char *bad = create_volumes(body, spec);
+    return bad || !limits ? bad : apply_limits(limits, spec);
 }
 
 /* Approvals (issue 38): egress beyond the person's list is what their settings say; -1:

@@ -11,6 +11,7 @@ build_pkgs=(build-essential cmake pkg-config libjansson-dev libcurl4-openssl-dev
 # libarchive13 unpacks OCI image layers (dlopened on the first pull, like libcurl).
 run_pkgs=(passt libarchive13 uidmap)  # uidmap: newuidmap/newgidmap for rootless sandboxes
 run_pkgs+=(nftables)  # nft writes the rules of a sandbox with a network_policy (egress_netns.c)
+run_pkgs+=(e2fsprogs mount)  # mkfs.ext4 and mount: named volumes as root (volume_fs.c)
 test_pkgs=(clang libclang-rt-14-dev python3 python3-yaml sqlite3 curl openssl iproute2 procps util-linux graphviz groff-base bubblewrap)
 # tests/vm boots a kernel in qemu to test the local backend on pure cgroup v2 and v1 layouts.
 test_pkgs+=(qemu-system-x86 busybox-static)

@@ -23,6 +23,7 @@
 #include "backend/local/local_limits.h"
 #include "backend/local/local_mounts.h"
 #include "backend/local/local_seccomp.h"
+#include "backend/local/local_volume.h"
 #include "backend/local/local_cgroup.h"
 #include "backend/local/local_spawn.h"
 #include "backend/local/local_agent.h"
@@ -112,10 +113,13 @@ json_t *local_info(const struct store_sandbox *rec)
         json_t *shown = json_array(), *m;
         size_t i;
         json_array_foreach(mounts, i, m)
-            json_array_append_new(shown, json_pack("{s:O, s:O, s:O}", "source",
-                                                   json_object_get(m, "source"), "target",
-                                                   json_object_get(m, "target"), "mode",
+        {
+            json_t *vol = json_object_get(m, "volume"); /* a named volume: its name */
+            json_array_append_new(shown, json_pack("{s:O, s:O, s:O}", vol ? "volume" : "source",
+                                                   vol ? vol : json_object_get(m, "source"),
+                                                   "target", json_object_get(m, "target"), "mode",
                                                    json_object_get(m, "mode")));
+        }
         json_object_set_new(info, "mounts", shown);
     }
     json_t *mapping = json_object_get(r, "image_mapping");
@@ -856,4 +860,5 @@ const struct backend_ops local_ops = {
     .set_network_policy = local_set_network_policy,
     .command_input = local_command_input,
     .command_resize = local_command_resize,
+    .volume = local_volume,
 };

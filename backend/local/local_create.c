@@ -680,7 +680,8 @@ static int check_mounts(struct local_backend *lb, const struct sandbox_spec *spe
                                .caller = spec->owner,
                                .roots = spec->roots,
                                .state_dir = lb->state_dir,
-                               .run_dir = lb->run_dir};
+                               .run_dir = lb->run_dir,
+                               .store = lb->base.store};
     if (local_ws_check(&c, spec->mounts, &img->ws, err) < 0)
         return -1;
     if (local_ws_writable(&img->ws) && lb->ident.mode == LOCAL_ID_SUBID) {

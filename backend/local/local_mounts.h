@@ -27,6 +27,7 @@ void local_allow_free(struct local_allow *a);
 
 /* ---- who is creating (workspace_caller.c) ---- */
 struct stat;
+struct store;
 #define LOCAL_WS_CALLER_GROUPS 256
 struct local_ws_caller {
     bool known;    /* false: no local user to tie the caller to; they mount nothing */
@@ -54,6 +55,7 @@ struct local_ws_check {
     const char *caller; /* the sandbox's owner: whose rights the mounts may use (NULL: no one's) */
     json_t *roots;      /* the client's roots (host paths), or NULL: they only narrow allow */
     const char *state_dir, *run_dir; /* never mountable, nor anything holding them */
+    struct store *store;             /* where named volumes are recorded (mounts {volume}) */
 };
 struct local_ws_mount {
     struct local_mount m; /* m.allow_dir, m.rel: where it was found; m.dev, m.ino: what */

@@ -21,6 +21,7 @@
 #include "lib/base/rmtree.h"
 #include "backend/local/local_mounts.h"
 #include "backend/local/local_sandbox.h"
+#include "backend/local/local_volume.h"
 #include "lib/base/cleanup.h"
 #include "lib/base/xalloc.h"
 
@@ -364,8 +365,10 @@ static int resolve_source(const struct local_ws_check *c, const char *src, unsig
     (void)local_ws_caller(c->caller, &who);
     allow_list_text(c->allow, &who, list, sizeof list);
     if (src == NULL || src[0] == '\0')
-        return mcp_error_set(err, MCP_ERR_INVALID, 0, "mounts[%u].source is required: a host "
-                             "directory under one this server allows (%s)", i, list);
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "mounts[%u] needs a source (a host "
+                             "directory under %s) or a volume",
+                             i, list);
     const char *base = first_of(c->allow, &who);
     if (src[0] != '/' && base) /* relative: to the caller's first allowed directory */
         snprintf(abs, sizeof abs, "%s/%s", base, src);
@@ -440,6 +443,43 @@ static int resolve_source(const struct local_ws_check *c, const char *src, unsig
     return fd;
 }
 
+/* Mount i's mode (j: the item): a host directory's defaults to copy-on-write, a named volume's to
+ * ro: both defaults leave nothing written that outlives the sandbox unless rw is asked for, in
+ * the item, where anything judging a create's writable mounts finds it. A volume has no
+ * copy-on-write (nothing to review it against). -1 with err. */
+static int mount_mode(json_t *j, unsigned i, struct mcp_error *err)
+{
+    const char *mode = json_string_value(json_object_get(j, "mode"));
+    const char *volume = json_string_value(json_object_get(j, "volume"));
+    int md = volume && mode == NULL ? LOCAL_MOUNT_RO : local_mount_mode_parse(mode);
+    if (!json_is_object(j))
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "mounts[%u] must be an object {source or volume, target, mode}", i);
+    if (md < 0)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "mounts[%u].mode must be \"ro\", \"rw\" or \"copy-on-write\" (the "
+                             "default; a volume's is ro)",
+                             i);
+    if (volume && md == LOCAL_MOUNT_COW)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "mounts[%u] mounts volume %s copy-on-write, which volumes do not "
+                             "have: use mode \"rw\" or \"ro\" (the default for a volume)",
+                             i, volume);
+    return md;
+}
+
+/* A mount of a named volume (local_volume.h): a {volume} names no host path. */
+static int resolve_volume(const struct local_ws_check *c, json_t *j, unsigned i,
+                          struct local_ws_mount *wm, struct mcp_error *err)
+{
+    if (json_object_get(j, "source") != NULL)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "mounts[%u] has both source and volume: give a host directory "
+                             "(source) or a named volume (volume), one per mount",
+                             i);
+    return local_volume_resolve(c, j, wm->m.mode == LOCAL_MOUNT_RW, i, wm, err);
+}
+
 int local_ws_check(const struct local_ws_check *c, json_t *mounts, struct local_ws *out,
                    struct mcp_error *err)
 {
@@ -454,16 +494,11 @@ int local_ws_check(const struct local_ws_check *c, json_t *mounts, struct local_
     for (size_t i = 0; i < n; i++) {
         json_t *j = json_array_get(mounts, i);
         struct local_ws_mount *wm = &out->m[i];
-        const char *mode = json_string_value(json_object_get(j, "mode"));
         const char *target = json_string_value(json_object_get(j, "target"));
-        int md = json_is_object(j) ? local_mount_mode_parse(mode) : -1;
+        int md = mount_mode(j, (unsigned)i, err);
         if (md < 0) {
             local_ws_free(out);
-            return mcp_error_set(err, MCP_ERR_INVALID, 0,
-                                 json_is_object(j) ? "mounts[%zu].mode must be \"ro\", \"rw\" or "
-                                                     "\"copy-on-write\" (the default)"
-                                                   : "mounts[%zu] must be an object {source, "
-                                                     "target, mode}", i);
+            return -1;
         }
         if (check_target(target, (unsigned)i, err) < 0) {
             local_ws_free(out);
@@ -478,8 +513,10 @@ int local_ws_check(const struct local_ws_check *c, json_t *mounts, struct local_
         wm->m.index = (unsigned)i;
         wm->m.mode = (enum local_mount_mode)md;
         snprintf(wm->m.target, sizeof wm->m.target, "%s", target);
-        wm->fd = resolve_source(c, json_string_value(json_object_get(j, "source")), (unsigned)i, wm,
-                                err);
+        wm->fd = json_object_get(j, "volume")
+                     ? resolve_volume(c, j, (unsigned)i, wm, err)
+                     : resolve_source(c, json_string_value(json_object_get(j, "source")),
+                                      (unsigned)i, wm, err);
         if (wm->fd < 0) {
             local_ws_free(out);
             return -1;
@@ -524,6 +561,8 @@ json_t *local_ws_json(const struct local_ws *ws, bool with_layers)
                               m->source, "target", m->target, "mode",
                               local_mount_mode_name(m->mode), "owner_uid", (json_int_t)m->owner_uid,
                               "owner_gid", (json_int_t)m->owner_gid);
+        if (m->volume[0])
+            json_object_set_new(o, "volume", json_string(m->volume));
         if (with_layers && m->mode == LOCAL_MOUNT_COW) {
             json_object_set_new(o, "upper", json_string(m->upper));
             json_object_set_new(o, "work", json_string(m->work));

@@ -77,6 +77,7 @@ struct local_mount {
     char rel[LOCAL_WS_PATH_MAX];      /* "." for the allowed directory itself */
     char handle[LOCAL_WS_HANDLE_HEX]; /* name_to_handle_at, "type:hex"; "" if unsupported */
     uint64_t dev, ino;
+    char volume[64]; /* a named volume's name (local_volume.h), "" for a host directory */
 };
 
 /* "ro", "rw", "copy-on-write"; -1 for anything else. */

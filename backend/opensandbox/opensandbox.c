@@ -60,6 +60,7 @@ const struct backend_ops opensandbox_ops = {
     .code_run = osb_code_run, .host_check = backend_def_host_check,
     .workspace = backend_def_workspace, .set_network_policy = osb_set_network_policy,
     .command_input = backend_def_command_input, .command_resize = backend_def_command_resize,
+    .volume = backend_def_volume,
 };
 
 /* OPEN_SANDBOX_DOMAIN may carry a scheme ("https://host"), which then wins over the protocol. */

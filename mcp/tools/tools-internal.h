@@ -166,6 +166,7 @@ tool_handler_fn tool_write_file, tool_read_file, tool_list_files, tool_search_fi
 tool_handler_fn tool_get_endpoint, tool_diagnose_sandbox;
 tool_handler_fn tool_snapshot_sandbox, tool_run_code;
 tool_handler_fn tool_review_changes, tool_apply_changes;
+tool_handler_fn tool_volume; /* volumes.c */
 
 /* ---- approvals (approvals.c; mcp/approval.h): the person decides before a call crosses into
  * their world. Each gate calls then(arg, allowed, refusal) exactly once, now or later: allowed;

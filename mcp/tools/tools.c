@@ -26,6 +26,7 @@ const struct tool_def sandbox_tools[] = {
     {"run_code", tool_run_code},
     {"review_changes", tool_review_changes},
     {"apply_changes", tool_apply_changes},
+    {"volume", tool_volume},
 };
 
 const size_t sandbox_tools_count = sizeof(sandbox_tools) / sizeof(sandbox_tools[0]);

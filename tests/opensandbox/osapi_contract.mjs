@@ -91,7 +91,7 @@ await test('diagnostics: the spec\'s descriptor with scope, the legacy text view
 
 await test('what local sandboxes cannot do answers an error naming it, never success', async () => {
   const cases = [
-    ['POST', '/sandboxes', create({ volumes: [{ name: 'v', mountPath: '/data', host: { path: '/tmp' } }] }), /volumes/],
+    ['POST', '/sandboxes', create({ volumes: [{ name: 'v', mountPath: '/data', ossfs: { bucket: 'my-bucket', endpoint: 'oss-cn-hangzhou.aliyuncs.com', accessKeyId: 'ak', accessKeySecret: 'sk' } }] }), /ossfs/],
     ['POST', '/sandboxes', create({ resourceLimits: { cpu: '1', memory: '1Gi', gpu: '1' } }), /gpu/],
     ['POST', `/sandboxes/${id}/snapshots`, {}, /snapshots/],
     ['PATCH', `/sandboxes/${id}/metadata`, { team: 'x' }, /metadata/],

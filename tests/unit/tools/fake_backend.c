@@ -401,6 +401,7 @@ static const struct backend_ops fake_ops = {
     .command_input = backend_def_command_input,
     .command_resize = backend_def_command_resize,
     .set_network_policy = f_set_network_policy,
+    .volume = backend_def_volume,
 };
 
 /* Only ever a slot that is not running: a backend that keeps snapshots, to be named. */
@@ -441,6 +442,7 @@ const struct backend_ops fake_remote_ops = {
     .command_input = backend_def_command_input,
     .command_resize = backend_def_command_resize,
     .set_network_policy = backend_def_set_network_policy,
+    .volume = backend_def_volume,
 };
 
 struct backend *fake_backend_new(uv_loop_t *loop, struct store *store)
