@@ -138,6 +138,10 @@ void osapi_lifecycle(struct osapi_req *req, const char *rest);
 void osapi_execd(struct osapi_req *req, const char *sandbox_id, const char *rest);
 /* osapi_commands.c: /command... (true when the path was one of them) */
 bool osapi_commands_route(struct osapi_req *req, const char *path);
+/* osapi_snapshots.c: /snapshots[/{id}] (rest: what follows /snapshots), and POST
+ * /sandboxes/{id}/snapshots once osapi_bind has bound the sandbox (issue 36). */
+void osapi_snapshots(struct osapi_req *req, const char *rest);
+void osapi_snapshot_create(struct osapi_req *req);
 /* osapi_files.c: /files..., /directories..., /metrics, /code... */
 bool osapi_files_route(struct osapi_req *req, const char *path);
 /* osapi_proxy.c: /sandboxes/{id}/proxy/{port}/rest for any other port: HTTP and WebSocket

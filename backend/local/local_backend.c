@@ -28,6 +28,7 @@
 #include "backend/local/local_spawn.h"
 #include "backend/local/local_agent.h"
 #include "backend/local/local_sandbox.h"
+#include "backend/local/snapshot.h"
 #include "backend/local/local_egress.h"
 #include "lib/base/cleanup.h"
 #include "lib/base/log.h"
@@ -852,7 +853,7 @@ const struct backend_ops local_ops = {
     .endpoint = local_endpoint,
     .diagnose = local_diagnose,
     .metrics = local_metrics,
-    .snapshot = backend_def_snapshot,
+    .snapshot = local_snapshot,
     .code_context = backend_def_code_context,
     .code_run = backend_def_code_run,
     .host_check = doctor_host_check,

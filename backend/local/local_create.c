@@ -24,6 +24,7 @@
 #include "backend/local/local_spawn.h"
 #include "backend/local/local_sandbox.h"
 #include "backend/local/local_egress.h"
+#include "backend/local/snapshot.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
@@ -817,6 +818,8 @@ int local_create(struct backend *be, const struct sandbox_spec *spec, backend_cb
                  struct mcp_error *err)
 {
     struct local_backend *lb = (struct local_backend *)be;
+    if (spec->snapshot_id != NULL) /* a create plus the snapshot's files (snapshot.h) */
+        return local_create_from_snapshot(be, spec, cb, arg, err);
     /* The pool, like the spawner, starts with the second create: a one-shot process (the
      * CLI's create) never fills it. */
     if (++lb->creates > 1 && lb->pool_size > 0)

@@ -88,11 +88,30 @@ static void create_progress(void *arg, uint64_t done, uint64_t total, const char
     tool_call_progress(job->call, (double)done, (double)total, msg);
 }
 
+/* A restore with no backend named (issue 36): the first backend with snapshots that keeps this
+ * one. Each answers "no snapshot" at once for one it does not keep, so the next is asked. */
+static int create_restore_any(struct tool_job *job, struct sandbox_spec *spec,
+                              struct mcp_error *err)
+{
+    const struct backend_set *set = &job->ctx->backends;
+    int rc = job->be->ops->create(job->be, spec, create_done_cb, job, err);
+    for (size_t i = 0; rc < 0 && err->code == MCP_ERR_NOT_FOUND && i < set->n; i++) {
+        struct backend *be = set->slots[i].be;
+        if (be == NULL || be == job->be || !backend_has(set->slots[i].ops, BACKEND_SNAPSHOTS))
+            continue;
+        job->be = be;
+        rc = be->ops->create(be, spec, create_done_cb, job, err);
+    }
+    return rc;
+}
+
 static void create_now(struct tool_job *job, struct sandbox_spec *spec)
 {
     struct mcp_error err;
     struct egress_policy *policy = (struct egress_policy *)spec->network_policy;
-    if (job->be->ops->create(job->be, spec, create_done_cb, job, &err) < 0)
+    bool any = spec->snapshot_id != NULL && json_object_get(job->args, "backend") == NULL;
+    if ((any ? create_restore_any(job, spec, &err)
+             : job->be->ops->create(job->be, spec, create_done_cb, job, &err)) < 0)
         tool_job_fail(job, &err);
     egress_policy_unref(policy); /* the backend copied what it keeps */
 }

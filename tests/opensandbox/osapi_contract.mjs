@@ -93,7 +93,6 @@ await test('what local sandboxes cannot do answers an error naming it, never suc
   const cases = [
     ['POST', '/sandboxes', create({ volumes: [{ name: 'v', mountPath: '/data', ossfs: { bucket: 'my-bucket', endpoint: 'oss-cn-hangzhou.aliyuncs.com', accessKeyId: 'ak', accessKeySecret: 'sk' } }] }), /ossfs/],
     ['POST', '/sandboxes', create({ resourceLimits: { cpu: '1', memory: '1Gi', gpu: '1' } }), /gpu/],
-    ['POST', `/sandboxes/${id}/snapshots`, {}, /snapshots/],
     ['PATCH', `/sandboxes/${id}/metadata`, { team: 'x' }, /metadata/],
     ['GET', `/sandboxes/${id}/endpoints/44772?expires=1999999999`, undefined, /expires/],
   ];
@@ -103,6 +102,19 @@ await test('what local sandboxes cannot do answers an error naming it, never suc
   }
   const img = await through(L, 'POST', '/sandboxes', { headers: auth, body: create({ image: { uri: 'No Such Image!' } }), expect: 400 });
   check(/No Such Image!/.test(img.json.message), img.text);
+});
+
+await test('snapshots (issue 36): create 202, get, list, delete 204, then 404; all on the spec', async () => {
+  const c = await through(L, 'POST', `/sandboxes/${id}/snapshots`, { headers: auth, body: { name: 'contract' }, expect: 202 });
+  check(c.json.sandboxId === id && c.json.name === 'contract' && c.json.status.state === 'Ready', c.text);
+  check((c.headers.get('location') || '').endsWith(`/v1/snapshots/${c.json.id}`), `Location: ${c.headers.get('location')}`);
+  const g = await through(L, 'GET', `/snapshots/${c.json.id}`, { headers: auth, expect: 200 });
+  check(g.json.id === c.json.id, g.text);
+  const l = await through(L, 'GET', `/snapshots?sandboxId=${id}&state=Ready&pageSize=5`, { headers: auth, expect: 200 });
+  check(l.json.items.length === 1 && l.json.pagination.pageSize === 5, l.text);
+  await through(L, 'DELETE', `/snapshots/${c.json.id}`, { headers: auth, expect: 204 });
+  const gone = await through(L, 'GET', `/snapshots/${c.json.id}`, { headers: auth, expect: 404 });
+  check(gone.json.code === 'SANDBOX::NOT_FOUND', gone.text);
 });
 
 await test('delete: 204, then 404 in the spec\'s error shape', async () => {
