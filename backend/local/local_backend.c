@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #define LOG_MODULE "local"
+#include "backend/code_interp.h"
 #include "backend/local/doctor.h"
 #include "backend/local/local.h"
 #include "backend/local/image/image.h"
@@ -787,6 +788,7 @@ static void timer_closed(uv_handle_t *h)
 static void local_shutdown(struct backend *be)
 {
     struct local_backend *lb = (struct local_backend *)be;
+    code_interp_release(be); /* code contexts end with the process that made them */
     local_pool_drain(lb); /* untaken pooled sandboxes go with the process that pooled them */
     image_service_free(lb->images); /* pulls under way end with an error */
     lb->images = NULL;
@@ -854,8 +856,8 @@ const struct backend_ops local_ops = {
     .diagnose = local_diagnose,
     .metrics = local_metrics,
     .snapshot = local_snapshot,
-    .code_context = backend_def_code_context,
-    .code_run = backend_def_code_run,
+    .code_context = code_interp_context, /* a driver in the sandbox (backend/code_interp.h) */
+    .code_run = code_interp_run,
     .host_check = doctor_host_check,
     .workspace = local_workspace,
     .set_network_policy = local_set_network_policy,
