@@ -190,6 +190,8 @@ int osapi_approval_egress(const struct egress_policy *policy, bool full_network,
 
 /* osapi_egress.c: the egress sidecar's /policy (port 18080) over the sandbox's network_policy */
 void osapi_egress(struct osapi_req *req, const char *sandbox_id, const char *rest);
+/* The sidecar's /credential-vault (osapi_vault.c); sub is what follows it. */
+void osapi_vault(struct osapi_req *req, const char *sandbox_id, const char *sub);
 /* The sidecar's merge of rules in force (current) with a PATCH body (rules) or a DELETE body
  * (targets). New array. */
 json_t *osapi_egress_merge(json_t *current, json_t *body, bool patch);

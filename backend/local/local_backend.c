@@ -31,6 +31,8 @@
 #include "backend/local/local_sandbox.h"
 #include "backend/local/snapshot.h"
 #include "backend/local/local_egress.h"
+#include "backend/local/local_secrets.h"
+#include "backend/local/local_vault.h"
 #include "lib/base/cleanup.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"
@@ -311,6 +313,7 @@ void local_release_resources(struct local_backend *lb, const char *id, const cha
         rmtree(dir);
     rmtree(logs);
     local_ws_remove(lb->state_dir, id, &lb->ident); /* mounts' copy-on-write layers (workspace.h) */
+    local_vault_remove(lb->state_dir, id);          /* its credential vault (local_vault.h) */
     local_release_slot(lb, id);
 }
 
@@ -858,10 +861,12 @@ const struct backend_ops local_ops = {
     .snapshot = local_snapshot,
     .code_context = code_interp_context, /* a driver in the sandbox (backend/code_interp.h) */
     .code_run = code_interp_run,
-    .host_check = doctor_host_check,
+    .host_check = local_host_check,
     .workspace = local_workspace,
     .set_network_policy = local_set_network_policy,
     .command_input = local_command_input,
     .command_resize = local_command_resize,
     .volume = local_volume,
+    .bind_secrets = local_bind_secrets,
+    .credential_vault = local_credential_vault,
 };
