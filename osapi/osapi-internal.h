@@ -20,7 +20,7 @@
 #include "backend/backend.h"
 #include "lib/base/buf.h"
 #include "lib/base/error.h"
-#include "mcp/http/http_ext.h"
+#include "server/http/http_ext.h"
 
 /* execd's port inside an OpenSandbox sandbox, and the egress sidecar's. */
 #define OSAPI_EXECD_PORT 44772
