@@ -14,6 +14,7 @@
 #include "backend/local/image/image.h"
 #include "backend/local/image/unpack.h"
 #include "backend/local/local.h"
+#include "backend/local/snapshot.h"
 #include "backend/local/workspace_review.h"
 #include "backend/opensandbox/opensandbox.h"
 #include "lib/base/cleanup.h"
@@ -118,6 +119,8 @@ bool backends_helper(int argc, char **argv, int *status)
         *status = image_unpack_child_main(argc, argv);
     else if (argc > 1 && strcmp(argv[1], WS_HELPER_ARGV1) == 0)
         *status = ws_helper_main(argc, argv);
+    else if (argc > 1 && strcmp(argv[1], SNAP_HELPER_ARGV1) == 0)
+        *status = snap_helper_main(argc, argv);
     else
         return false;
     return true;

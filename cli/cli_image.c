@@ -34,7 +34,7 @@ static void usage(FILE *out)
           "OCI images of the local backend (create_sandbox {\"image\": \"python:3.12-slim\"}).\n\n"
           "Commands:\n"
           "  pull REF...   pull (again) from the registry, with a progress bar on a terminal\n"
-          "  ls            list pulled images and the store's usage\n"
+          "  ls            list pulled images, sandbox snapshots and the store's usage\n"
           "  rm REF...     forget images (their layers go with the next prune or eviction)\n"
           "  prune         remove layers no image and no sandbox uses\n\n"
           "Exit status: 0 ok, 1 failed, 2 usage, 3 not found.\n",
@@ -109,6 +109,25 @@ static const char *str_or_empty(json_t *obj, const char *key)
     return s ? s : "";
 }
 
+/* Snapshots of sandboxes (issue 36) share the store: one row each, LAYERS "snapshot". */
+static void add_snapshot_rows(struct cli_table *t, json_t *all)
+{
+    size_t i;
+    json_t *snap;
+    json_array_foreach(json_object_get(all, "snapshots"), i, snap)
+    {
+        char ref[96], digest[20], size[32];
+        const char *name = str_or_empty(snap, "name");
+        snprintf(ref, sizeof ref, "%s%s%s%s", str_or_empty(snap, "snapshot_id"),
+                 name[0] ? " (" : "", name, name[0] ? ")" : "");
+        snprintf(digest, sizeof digest, "%.19s", str_or_empty(snap, "layer"));
+        snprintf(size, sizeof size, "%.1f MB",
+                 (double)json_integer_value(json_object_get(snap, "size_bytes")) / 1e6);
+        const char *row[] = {ref, digest, "snapshot", size, str_or_empty(snap, "created_at")};
+        cli_table_add(t, row);
+    }
+}
+
 static int cmd_ls(struct cli_image *c)
 {
     json_t *all = backends_images_list(c->images), *img;
@@ -131,6 +150,7 @@ static int cmd_ls(struct cli_image *c)
         const char *row[] = {str_or_empty(img, "reference"), digest, layers, size, pulled};
         cli_table_add(&t, row);
     }
+    add_snapshot_rows(&t, all);
     cli_table_print(&t, stdout);
     cli_table_release(&t);
     printf("store %s: %.1f MB unpacked of a %.1f MB cap\n",

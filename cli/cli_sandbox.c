@@ -37,6 +37,7 @@ static const struct cli_sandbox_cmd cli_sandbox_cmds[] = {
     {"diff", cli_sandbox_diff, "what it changed in its copy-on-write mounts (unified diff)"},
     {"apply", cli_sandbox_apply, "write copy-on-write changes to the host: apply ID [PATH...]"},
     {"network-policy", cli_sandbox_network_policy, "show or replace a sandbox's network policy"},
+    {"snapshot", cli_sandbox_snapshot, "snapshots: create ID, ls, get, rm, restore SNAP, fork ID"},
 };
 
 static void cli_sandbox_usage(FILE *out)

@@ -47,6 +47,7 @@ int cli_sandbox_cp(struct cli_sandbox *c, int argc, char **argv);
 int cli_sandbox_diff(struct cli_sandbox *c, int argc, char **argv);  /* cli_sandbox_review.c */
 int cli_sandbox_apply(struct cli_sandbox *c, int argc, char **argv);
 int cli_sandbox_network_policy(struct cli_sandbox *c, int argc, char **argv);
+int cli_sandbox_snapshot(struct cli_sandbox *c, int argc, char **argv); /* cli_sandbox_snapshot.c */
 
 /* "512M", "2G", "1048576", "64KiB" -> bytes; -1 if malformed. */
 int cli_parse_size(const char *s, uint64_t *out);

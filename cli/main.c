@@ -13,8 +13,7 @@
 #include "lib/base/log.h"
 #include "lib/base/xalloc.h"
 #include "server/config.h"
-#include "mcp/http/http_ext.h"
-#include "mcp/http/http_server.h"
+#include "mcp/http/http_transport.h"
 #include "osapi/osapi.h"
 #include "mcp/registry.h"
 #include "mcp/server.h"
@@ -31,6 +30,7 @@ static const struct subcommand subcommands[] = {
     {"sandbox", cli_sandbox_main, "list, inspect, exec in and destroy sandboxes from a terminal"},
     {"image", cli_image_main, "pull, list and remove the local backend's OCI images"},
     {"volume", cli_volume_main, "create, list, inspect and remove named volumes"},
+    {"secret", cli_secret_main, "add, list and remove secrets sandboxes use without seeing them"},
     {"doctor", cli_doctor_main, "check this host can run local sandboxes"},
     {"setup", cli_setup_main,
      "--user NAME [--undo]: as root, once, let NAME run local sandboxes as itself"},
@@ -52,7 +52,7 @@ static int start_transport(struct mcp_server *srv, const struct mcp_config *cfg,
             return -1;
         osapi_approval_set(&cfg->approval); /* approvals: the person's settings decide */
     }
-    return http_server_start_ext(srv, cfg, ext, err);
+    return http_transport_start(srv, cfg, ext, err);
 }
 
 static int serve(const struct mcp_config *cfg)

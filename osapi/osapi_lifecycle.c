@@ -184,15 +184,11 @@ static const char *host_arch(void)
 static const char *unsupported_field(json_t *body)
 {
     json_t *v;
-    if (json_object_get(body, "snapshotId"))
-        return "snapshotId (the local backend has no snapshots; create from an image)";
     if ((v = json_object_get(body, "volumes")) && osapi_volumes_unsupported(v))
         return osapi_volumes_unsupported(v);
     if (json_is_true(json_object_get(body, "secureAccess")))
         return "secureAccess (no gateway: the execd access token in the endpoint's headers "
                "guards each sandbox)";
-    if ((v = json_object_get(body, "credentialProxy")) && json_is_true(json_object_get(v, "enabled")))
-        return "credentialProxy (no egress sidecar)";
     if ((v = json_object_get(body, "extensions")) && json_object_size(v) > 0)
         return "extensions (no extension is supported by mcpbox)";
     if ((v = json_object_get(body, "resourceRequests")) && json_object_size(v) > 0)
@@ -316,10 +312,14 @@ static const char *create_body_error(json_t *body, struct sandbox_spec *spec)
     size_t i;
     if (!json_is_object(body))
         return "the body must be a JSON object (CreateSandboxRequest)";
-    if (!json_is_string(json_object_get(image, "uri")))
+    /* snapshotId (issue 36): the snapshot brings its image; entrypoint may then be left out */
+    json_t *snap = json_object_get(body, "snapshotId");
+    if (snap != NULL && (!json_is_string(snap) || image != NULL))
+        return "snapshotId must be a string, and comes without image (the snapshot has its own)";
+    if (snap == NULL && !json_is_string(json_object_get(image, "uri")))
         return "image.uri is required (\"host\" runs the host's own filesystem read-only, or a "
                "rootfs registered under the state directory's images/)";
-    if (!json_is_array(ep) || json_array_size(ep) == 0)
+    if ((snap == NULL || ep != NULL) && (!json_is_array(ep) || json_array_size(ep) == 0))
         return "entrypoint is required: a non-empty array of strings (e.g. [\"tail\",\"-f\","
                "\"/dev/null\"] keeps the sandbox up)";
     json_array_foreach(ep, i, w) {
@@ -334,6 +334,9 @@ static const char *create_body_error(json_t *body, struct sandbox_spec *spec)
     if (t && !json_is_null(t) &&
         (!json_is_integer(t) || json_integer_value(t) < OSAPI_MIN_TIMEOUT_S))
         return "timeout must be an integer number of seconds >= 60, or null for no expiry";
+    /* the vault's injection (osapi_vault.c): the sandbox trusts the egress CA */
+    spec->credential_proxy =
+        json_is_true(json_object_get(json_object_get(body, "credentialProxy"), "enabled"));
     const char *bad = create_volumes(body, spec);
     return bad || !limits ? bad : apply_limits(limits, spec);
 }
@@ -416,7 +419,10 @@ static void handle_create(struct osapi_req *req)
         return;
     }
     struct mcp_error berr;
-    struct backend *be = backend_by_name(&ctx->backends, NULL, &berr); /* the default backend */
+    /* the default backend; a restore: the first that keeps snapshots (issue 36) */
+    spec.snapshot_id = json_string_value(json_object_get(body, "snapshotId"));
+    struct backend *be = spec.snapshot_id ? backend_for_snapshots(&ctx->backends, &berr)
+                                          : backend_by_name(&ctx->backends, NULL, &berr);
     if (!be) {
         osapi_reply_error(req, 500, "SANDBOX::UNKNOWN_ERROR", "%s", berr.msg);
         free_secret(registry_auth);
@@ -438,7 +444,7 @@ static void handle_create(struct osapi_req *req)
     spec.timeout_seconds = json_is_integer(t) ? json_integer_value(t) : -1;
     spec.idle_timeout_seconds = -1; /* OpenSandbox has no idle timeout */
     struct create_state *cs = xcalloc(1, sizeof(*cs));
-    cs->entrypoint = json_incref(ep);
+    cs->entrypoint = ep ? json_incref(ep) : json_pack("[s,s,s]", "tail", "-f", "/dev/null");
     cs->network = spec.network;
     req->state = cs;
     req->free_state = create_state_free;
@@ -847,7 +853,8 @@ static void pause_resume(struct osapi_req *req, const char *id, bool pause, cons
 static void sandbox_op(struct osapi_req *req, const char *id, const char *op)
 {
     const char *state = NULL;
-    bool running = !strcmp(op, "pause") || !strncmp(op, "endpoints/", 10);
+    bool running =
+        !strcmp(op, "pause") || !strncmp(op, "endpoints/", 10) || !strcmp(op, "snapshots");
     if (osapi_bind(req, id, running, &state) < 0)
         return;
     if (!*op)
@@ -865,8 +872,8 @@ static void sandbox_op(struct osapi_req *req, const char *id, const char *op)
         osapi_reply_unsupported(req, "changing metadata after create (the local backend keeps "
                                 "the metadata given at create)");
     } else if (!strcmp(op, "snapshots")) {
-        osapi_reply_unsupported(req, "snapshots: the local backend has none; keep files with "
-                                "execd GET /files/download or a tar command");
+        if (method_ok(req, HTTP_POST, "POST"))
+            osapi_snapshot_create(req);
     } else if (!strncmp(op, "diagnostics/", 12)) {
         if (method_ok(req, HTTP_GET, "GET"))
             handle_diagnostics(req, op + 12);

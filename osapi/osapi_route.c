@@ -412,9 +412,7 @@ static bool osapi_route(void *arg, struct http_conn *c, const char *path)
     } else if (!lifecycle_auth_ok(req)) {
         return true;
     } else if (snapshots) {
-        osapi_reply_unsupported(req, "snapshots: the local backend has none; keep files by "
-                                "downloading them (execd GET /files/download) or archiving them "
-                                "with a command (tar)");
+        osapi_snapshots(req, p + strlen("/snapshots"));
     } else {
         osapi_lifecycle(req, p + strlen("/sandboxes"));
     }

@@ -355,6 +355,34 @@ static int snap_delete(struct snap_op *op, json_t *args, struct mcp_error *err)
     return osb_lifecycle_call(op->b, path, &o, delete_done, op, err);
 }
 
+/* ---- get (issue 36: snapshot_sandbox's get) ---------------------------------------------------- */
+
+static void get_done(void *arg, struct httpc_response *resp, const struct mcp_error *err)
+{
+    struct snap_op *op = arg;
+    struct mcp_error e;
+    cleanup_json json_t *j = err ? NULL : osb_resp_json(resp, "reading the snapshot", &e);
+    if (j == NULL) {
+        snap_finish(op, NULL, err ? err : &e);
+        return;
+    }
+    snap_finish(op, osb_snapshot_info(j), NULL);
+}
+
+static int snap_get(struct snap_op *op, json_t *args, struct mcp_error *err)
+{
+    const char *id = json_string_value(json_object_get(args, "snapshot_id"));
+    if (id == NULL)
+        return mcp_error_set(err, MCP_ERR_INVALID, 0, "action \"get\" needs snapshot_id");
+    if (osb_snapshot_id_check(id, err) != 0 || osb_snap_owned(op->b, id, op->owner, err) != 0)
+        return -1;
+    op->snap_id = xstrdup(id);
+    cleanup_free char *path = xasprintf("/snapshots/%s", id);
+    struct osb_call_opts o = {
+        .method = "GET", .what = "reading the snapshot", .retry = HTTPC_RETRY_IDEMPOTENT};
+    return osb_lifecycle_call(op->b, path, &o, get_done, op, err);
+}
+
 int osb_snapshot(struct backend *be, const char *owner, const char *action, json_t *args,
                  backend_cb *cb, void *arg, struct mcp_error *err)
 {
@@ -363,10 +391,13 @@ int osb_snapshot(struct backend *be, const char *owner, const char *action, json
         strcmp(action, "create") == 0   ? snap_create
         : strcmp(action, "list") == 0   ? snap_list
         : strcmp(action, "delete") == 0 ? snap_delete
+        : strcmp(action, "get") == 0    ? snap_get
                                         : NULL;
     if (fn == NULL)
-        return mcp_error_set(err, MCP_ERR_INVALID, 0, "unknown snapshot action \"%s\"; use "
-                             "create, list or delete", action);
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "unknown snapshot action \"%s\"; use "
+                             "create, list, get or delete (fork: local sandboxes only)",
+                             action);
     struct snap_op *op = snap_new(b, owner, cb, arg);
     if (fn(op, args, err) != 0)
         return snap_abandon(op);

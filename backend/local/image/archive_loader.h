@@ -13,16 +13,22 @@
 #define OCI_ARCHIVE_SONAME "libarchive.so.13"
 
 #define OCI_ARCHIVE_FUNCTIONS(X)                                                                   \
-    X(read_new) X(read_free) X(read_support_format_tar) X(read_support_filter_gzip)                \
-    X(read_support_filter_zstd) X(read_support_filter_none) X(read_open_fd) X(read_next_header)    \
-    X(read_data_block) X(read_data_skip) X(error_string) X(write_disk_new) X(write_free)           \
-    X(write_disk_set_options) X(write_header) X(write_data_block) X(write_finish_entry)           \
-    X(entry_pathname) X(entry_set_pathname) X(entry_hardlink) X(entry_set_hardlink)               \
-    X(entry_filetype) X(entry_size) X(entry_symlink) X(read_support_format_raw) X(read_open)   \
-    X(read_disk_new) X(read_disk_set_symlink_physical) X(read_disk_set_behavior) X(read_disk_open) \
-    X(read_next_header2) X(read_disk_descend) X(entry_new) X(entry_free) X(entry_uid) X(entry_gid) \
-    X(entry_set_uid) X(entry_set_gid) X(entry_linkresolver_new) X(entry_linkresolver_set_strategy) \
-    X(entry_linkresolver_free) X(entry_linkify)
+    X(read_new)                                                                                    \
+    X(read_free) X(read_support_format_tar) X(read_support_filter_gzip) X(                         \
+        read_support_filter_zstd) X(read_support_filter_none) X(read_open_fd) X(read_next_header)  \
+        X(read_data_block) X(read_data_skip) X(error_string) X(write_disk_new) X(write_free)       \
+            X(write_disk_set_options) X(write_header) X(write_data_block) X(write_finish_entry)    \
+                X(entry_pathname) X(entry_set_pathname) X(entry_hardlink) X(entry_set_hardlink)    \
+                    X(entry_filetype) X(entry_size) X(entry_symlink) X(read_support_format_raw)    \
+                        X(read_open) X(read_disk_new) X(read_disk_set_symlink_physical)            \
+                            X(read_disk_set_behavior) X(read_disk_open) X(read_next_header2)       \
+                                X(read_disk_descend) X(entry_new) X(entry_free) X(entry_uid)       \
+                                    X(entry_gid) X(entry_set_uid) X(entry_set_gid) X(              \
+                                        entry_linkresolver_new) X(entry_linkresolver_set_strategy) \
+                                        X(entry_linkresolver_free) X(entry_linkify) X(write_new)   \
+                                            X(write_set_format_pax_restricted) X(write_open_fd)    \
+                                                X(write_data) X(write_close) X(entry_mode)         \
+                                                    X(entry_set_mode)
 
 #define OCI_ARCHIVE_ENTRY(name) __typeof__(archive_##name) *name;
 struct oci_archive_api {

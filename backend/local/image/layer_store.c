@@ -1,6 +1,7 @@
 /* The content-addressed layer store (layer_store.h). */
 #define _XOPEN_SOURCE 700
 #include "backend/local/image/layer_store.h"
+#include "backend/local/image/snapshot_files.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -215,7 +216,9 @@ uint64_t layer_store_usage(const struct layer_store *s)
     for (size_t i = 0; i < n; i++)
         total += v[i].bytes;
     free(v);
-    return total;
+    struct snap_files f; /* snapshots count under the same cap (not evicted: they are kept) */
+    snap_files_init(&f, s->dir);
+    return total + snap_files_usage(&f);
 }
 
 static bool named(json_t *in_use, const char *digest)

@@ -57,7 +57,7 @@ int layer_store_remove_tree(const char *path);
  * its root/ is removed from inside the user namespace first. */
 int layer_store_remove(const struct layer_store *s, const char *path);
 
-/* Unpacked bytes of every layer in the store. */
+/* Unpacked bytes of every layer in the store, and the bytes of its snapshots' layers. */
 uint64_t layer_store_usage(const struct layer_store *s);
 
 /* Evicts least-recently-used layers that in_use (a JSON array of "sha256:..." digests; NULL when

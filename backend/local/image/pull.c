@@ -23,6 +23,7 @@
 #include "backend/local/image/layer_store.h"
 #include "backend/local/image/manifest.h"
 #include "backend/local/image/registry.h"
+#include "backend/local/image/snapshot_files.h"
 #include "backend/local/image/unpack.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"
@@ -918,7 +919,10 @@ void image_service_free(struct image_service *s)
 json_t *image_service_list(struct image_service *s)
 {
     json_t *images = layer_store_list_images(&s->store);
-    return json_pack("{s:o, s:I, s:I, s:s}", "images", images, "store_bytes",
+    struct snap_files f;
+    snap_files_init(&f, s->store.dir);
+    return json_pack("{s:o, s:o, s:I, s:I, s:s}", "images", images, "snapshots",
+                     snap_files_list(&f, NULL), "store_bytes",
                      (json_int_t)layer_store_usage(&s->store), "cap_bytes",
                      (json_int_t)s->store.cap_bytes, "store", s->store.dir);
 }
@@ -954,6 +958,9 @@ json_t *image_service_prune(struct image_service *s, struct mcp_error *err)
     layer_store_make_room(&s->store, 0, keep, err);
     s->store.cap_bytes = cap;
     json_decref(keep);
+    struct snap_files f; /* snapshots stay; layers of none (a crash's, a fork's) go */
+    snap_files_init(&f, s->store.dir);
+    json_decref(snap_files_prune(&f));
     uint64_t after = layer_store_usage(&s->store);
     return json_pack("{s:I, s:I}", "freed_bytes", (json_int_t)(before - after), "store_bytes",
                      (json_int_t)after);

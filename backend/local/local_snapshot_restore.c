@@ -1,0 +1,203 @@
+/* create_sandbox {snapshot_id} on the local backend (snapshot.h): a create like any other with
+ * the snapshot's image, env and limits (what the call names wins), then the snapshot's layer
+ * unpacked into the new sandbox's writable space by the helper before the reply. A restore that
+ * fails destroys the sandbox it made: the caller gets an error, never a half-restored sandbox.
+ * Processes are not restored: the new sandbox starts with no command running. */
+#define LOG_MODULE "local"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/local/image/archive_loader.h"
+#include "backend/local/image/layer_hash.h"
+#include "backend/local/local_egress.h"
+#include "backend/local/local_sandbox.h"
+#include "backend/local/snapshot.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/log.h"
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
+
+struct restore_op {
+    uv_work_t work;
+    struct local_backend *lb;
+    struct snap_files files;
+    json_t *rec;     /* the snapshot's record */
+    json_t *env;     /* the snapshot's env under the call's */
+    json_t *reply;   /* the create's sandbox info */
+    struct lsbx *sb; /* the new sandbox, referenced while the work runs */
+    int rc;
+    struct mcp_error err;
+    backend_cb *cb;
+    void *arg;
+};
+
+static void restore_free(struct restore_op *op)
+{
+    json_decref(op->rec), json_decref(op->env), json_decref(op->reply);
+    free(op);
+}
+
+/* The layer into the helper, hashed on the way: a layer damaged in the store (a tar has no
+ * checksum over file data) is caught by its digest, and the sandbox then destroyed. */
+static void feed(int from, int to, struct layer_hash *h)
+{
+    static _Thread_local char chunk[256 << 10];
+    ssize_t r;
+    while ((r = read(from, chunk, sizeof chunk)) > 0 || (r < 0 && errno == EINTR)) {
+        if (r <= 0)
+            continue;
+        layer_hash_update(h, chunk, (size_t)r);
+        if (write_full(to, chunk, (size_t)r) < 0)
+            return; /* the helper stopped reading: its message says why */
+    }
+}
+
+static void restore_work(uv_work_t *w)
+{
+    struct restore_op *op = w->data;
+    const char *digest = json_string_value(json_object_get(op->rec, "layer"));
+    cleanup_close int fd = snap_files_open_layer(&op->files, digest, &op->err);
+    cleanup_close int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    int p[2] = {-1, -1};
+    struct snap_helper h;
+    op->rc = -1;
+    if (fd < 0 || null < 0 || pipe2(p, O_CLOEXEC) < 0 ||
+        snap_helper_start(op->sb->pid, op->sb->pidfd, "load", p[0], null, &h, &op->err) < 0) {
+        if (p[0] >= 0)
+            close(p[0]), close(p[1]);
+        return;
+    }
+    close(p[0]);
+    struct layer_hash hash;
+    char got[72];
+    layer_hash_init(&hash);
+    feed(fd, p[1], &hash);
+    close(p[1]);
+    layer_hash_final(&hash, got);
+    op->rc = snap_helper_finish(&h, &op->err);
+    if (op->rc == 0 && strcmp(got, digest) != 0)
+        op->rc = mcp_error_set(&op->err, MCP_ERR_BACKEND, 0,
+                               "the snapshot's layer is damaged (its bytes no longer match %s); "
+                               "delete the snapshot and take it again",
+                               digest);
+}
+
+static void ignore_destroyed(void *arg, json_t *result, const struct mcp_error *err)
+{
+    (void)arg, (void)result;
+    if (err != NULL)
+        log_warn("a sandbox whose restore failed was not destroyed: %s", err->msg);
+}
+
+static void restore_after(uv_work_t *w, int status)
+{
+    struct restore_op *op = w->data;
+    struct mcp_error e;
+    if (status < 0 && op->rc == 0)
+        op->rc = mcp_error_set(&op->err, MCP_ERR_INTERNAL, 0, "the restore was cancelled");
+    if (op->rc < 0 && local_destroy(&op->lb->base, op->sb->id, ignore_destroyed, NULL, &e) < 0)
+        log_warn("sandbox %s: not destroyed after its failed restore: %s", op->sb->id, e.msg);
+    if (op->rc == 0) {
+        json_object_set(op->reply, "snapshot_id", json_object_get(op->rec, "snapshot_id"));
+        local_event(op->lb->base.store, op->sb->id, "restored",
+                    json_pack("{s:O}", "snapshot_id", json_object_get(op->rec, "snapshot_id")), &e);
+        op->cb(op->arg, op->reply, NULL);
+    } else {
+        op->cb(op->arg, NULL, &op->err);
+    }
+    lsbx_unref(op->sb);
+    restore_free(op);
+}
+
+static void created(void *arg, json_t *result, const struct mcp_error *err)
+{
+    struct restore_op *op = arg;
+    const char *id = json_string_value(json_object_get(result, "sandbox_id"));
+    struct lsbx *sb = err == NULL && id ? lsbx_find(op->lb, id) : NULL;
+    if (sb == NULL || sb->pidfd < 0) {
+        struct mcp_error e;
+        if (err == NULL)
+            mcp_error_set(&e, MCP_ERR_BACKEND, 0, "the restored sandbox ended at once; try again");
+        op->cb(op->arg, NULL, err ? err : &e);
+        restore_free(op);
+        return;
+    }
+    op->reply = json_incref(result);
+    op->sb = sb;
+    lsbx_ref(sb);
+    op->work.data = op;
+    if (uv_queue_work(op->lb->base.loop, &op->work, restore_work, restore_after) < 0) {
+        op->rc = mcp_error_set(&op->err, MCP_ERR_INTERNAL, 0, "cannot queue the restore");
+        restore_after(&op->work, 0);
+    }
+}
+
+static uint64_t limit_of(json_t *rec, const char *key)
+{
+    return (uint64_t)json_integer_value(json_object_get(json_object_get(rec, "limits"), key));
+}
+
+/* spec with the snapshot's image, env and limits where the call names none. */
+static void spec_from_snapshot(struct sandbox_spec *s, struct restore_op *op)
+{
+    json_t *limits = json_object_get(op->rec, "limits");
+    s->snapshot_id = NULL;
+    s->image = json_string_value(json_object_get(op->rec, "image"));
+    op->env = json_deep_copy(json_object_get(op->rec, "env"));
+    if (!json_is_object(op->env))
+        json_decref(op->env), op->env = json_object();
+    if (json_is_object(s->env))
+        json_object_update(op->env, s->env);
+    s->env = op->env;
+    if (s->cpu <= 0)
+        s->cpu = json_number_value(json_object_get(limits, "cpu"));
+    if (s->memory_bytes == 0)
+        s->memory_bytes = limit_of(op->rec, "memory_bytes");
+    if (s->disk_bytes == 0)
+        s->disk_bytes = limit_of(op->rec, "disk_bytes");
+    if (s->pids == 0)
+        s->pids = (uint32_t)limit_of(op->rec, "pids");
+}
+
+int local_create_from_snapshot(struct backend *be, const struct sandbox_spec *spec, backend_cb *cb,
+                               void *arg, struct mcp_error *err)
+{
+    struct local_backend *lb = (struct local_backend *)be;
+    struct snap_files f;
+    char dir[LOCAL_PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/image-store", lb->state_dir);
+    snap_files_init(&f, dir);
+    json_t *rec = snap_files_load(&f, spec->snapshot_id, spec->owner, err);
+    if (rec == NULL)
+        return -1;
+    int rc = local_restore_record(be, spec, rec, cb, arg, err);
+    json_decref(rec);
+    return rc;
+}
+
+int local_restore_record(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
+                         backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    struct local_backend *lb = (struct local_backend *)be;
+    struct restore_op *op = xcalloc(1, sizeof *op);
+    char dir[LOCAL_PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/image-store", lb->state_dir);
+    snap_files_init(&op->files, dir);
+    op->rec = json_incref(rec);
+    op->lb = lb, op->cb = cb, op->arg = arg;
+    if (oci_archive_load(err) < 0) { /* on the loop: it also gives the hash its fast code */
+        restore_free(op);
+        return -1;
+    }
+    struct sandbox_spec s = *spec;
+    spec_from_snapshot(&s, op);
+    if (local_create(be, &s, created, op, err) < 0) {
+        restore_free(op);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,64 @@
+/* Snapshots of local sandboxes (issue 36; docs/local-backend.md, "Snapshots and forks").
+ *
+ * A snapshot is the sandbox's writable space (/workspace, /tmp and /root, the data tmpfs) as
+ * one tar layer, plus what its create asked for (image, env, limits). It lives in the image
+ * store, beside the pulled layers and counted under the same cap (image/snapshot_files.h). */
+#ifndef MCPBOX_LOCAL_SNAPSHOT_H
+#define MCPBOX_LOCAL_SNAPSHOT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "backend/local/image/snapshot_files.h"
+#include "lib/base/error.h"
+
+struct local_backend;
+
+/* ---- the helper process (snapshot_helper.c) ---- */
+
+/* The helper is a fresh exec of the mcpbox executable ("mcpbox __snapshot-helper save|load"),
+ * handed to snap_helper_main by mcpbox's main (backends_helper, cli/backends.c). It joins the
+ * sandbox's user namespace (fd 3), takes the sandbox's root (fd 4) as its own and, as the
+ * sandbox's root, writes the writable space as a tar on stdout (save) or unpacks one from stdin
+ * into it (load). A message on stderr and a non-zero exit on failure. */
+#define SNAP_HELPER_ARGV1 "__snapshot-helper"
+int snap_helper_main(int argc, char **argv);
+
+/* Blocking (a worker thread). Starts the helper on the sandbox whose init is pid (pidfd its
+ * descriptor, which proves the pid still names it): "save" writes the layer to out_fd, "load"
+ * reads it from in_fd. finish waits for it: 0, or -1 with err carrying the helper's message. */
+struct snap_helper {
+    int pid;
+    int err_fd;
+};
+int snap_helper_start(int pid, int pidfd, const char *mode, int in_fd, int out_fd,
+                      struct snap_helper *h, struct mcp_error *err);
+int snap_helper_finish(struct snap_helper *h, struct mcp_error *err);
+
+/* ---- the backend operation (local_snapshot.c) ---- */
+
+int local_snapshot(struct backend *be, const char *owner, const char *action, json_t *args,
+                   backend_cb *cb, void *arg, struct mcp_error *err);
+/* create_sandbox {snapshot_id}: the snapshot's image, env and limits under what spec asks,
+ * then its layer unpacked into the new sandbox before the reply. */
+int local_create_from_snapshot(struct backend *be, const struct sandbox_spec *spec, backend_cb *cb,
+                               void *arg, struct mcp_error *err);
+/* The same from a record in hand (rec borrowed): a fork's, which is never saved. */
+int local_restore_record(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
+                         backend_cb *cb, void *arg, struct mcp_error *err);
+
+/* ---- fork (local_fork.c) ----
+ * snapshot "fork" {sandbox_id, count, timeout_seconds?} -> {sandbox_id, sandboxes:[info...]}:
+ * count new sandboxes from the live one's current files, each with the source's image, env,
+ * limits and network (policy included) and a TTL of its own; the source keeps running. All or
+ * nothing: if one copy fails, those made are destroyed. The layer is not kept as a snapshot. */
+#define LOCAL_FORK_MAX 16
+int local_fork(struct local_backend *lb, const char *owner, json_t *args, backend_cb *cb, void *arg,
+               struct mcp_error *err);
+/* For local_fork: a snapshot of the sandbox without a record (keep false), its info to cb. */
+int local_snapshot_take(struct local_backend *lb, const char *owner, json_t *args, bool keep,
+                        backend_cb *cb, void *arg, struct mcp_error *err);
+
+#endif
