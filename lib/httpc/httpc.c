@@ -63,6 +63,7 @@ static void http_handle_closed(uv_handle_t *handle);
 static void http_check_done(struct httpc *h);
 struct httpc_req;
 static void req_attempt_done(struct httpc_req *r, CURLcode rc);
+static void on_req_timer(uv_timer_t *t);
 
 /* ---- engine lifetime ------------------------------------------------------------------------ */
 
@@ -404,6 +405,13 @@ static uint64_t req_remaining_ms(const struct httpc_req *r)
 
 static void req_attempt(struct httpc_req *r)
 {
+    if (r->h->in_curl > 0) {
+        /* Inside one of curl's callbacks (a request's done or sink callback started this one),
+         * curl_multi_add_handle refuses (CURLM_RECURSIVE_API_CALL) and the request would never
+         * run: attempt it from the loop instead. */
+        uv_timer_start(&r->timer, on_req_timer, 0, 0);
+        return;
+    }
     uint64_t left = req_remaining_ms(r);
     if (left == 0) {
         r->resp.deadline_hit = true;
