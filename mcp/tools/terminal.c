@@ -16,18 +16,21 @@
 #include "server/context.h"
 
 #define TERM_OUTPUT_CAP 16384u  /* text returned per call: the newest part */
-#define TERM_POLL_MS 30u        /* after start or send, read this often ... */
-#define TERM_QUIET_READS 2      /* ... until this many reads in a row brought nothing new */
-#define TERM_SILENT_READS 10    /* ... or, when it printed nothing at all, this many */
-#define TERM_SETTLE_MAX_MS 3000 /* ... or this long passed */
+/* After start or send, read back to back (TERM_POLL_MS apart) until no new output came for
+ * TERM_QUIET_MS, or, when it printed nothing at all, for TERM_SILENT_MS, or TERM_SETTLE_MAX_MS
+ * passed: the wait adapts to the program instead of a fixed count of slow polls. */
+#define TERM_POLL_MS 5u
+#define TERM_QUIET_MS 25u
+#define TERM_SILENT_MS 400u
+#define TERM_SETTLE_MAX_MS 3000
 
 struct term_job {
     struct tool_job *job;
     char id[72];
     const char *action; /* the tool's action (static) */
     struct buf out, err, screen;
-    uint64_t first_offset, deadline_ms;
-    int exit_code, quiet;
+    uint64_t first_offset, deadline_ms, last_news_ms; /* last_news_ms: new output last came */
+    int exit_code;
     bool settling, raw, have_first;
     char *keys; /* send: the bytes typed */
     size_t keys_len;
@@ -112,9 +115,11 @@ static bool term_settle(struct term_job *tj, const struct shell_terminal_status 
         tj->have_first = true;
     }
     buf_append(&tj->screen, tj->out.data ? tj->out.data : "", tj->out.len);
-    tj->quiet = tj->out.len > 0 ? 0 : tj->quiet + 1;
-    int enough = tj->screen.len > 0 ? TERM_QUIET_READS : TERM_SILENT_READS;
-    if (!st->running || now_mono_ms() >= tj->deadline_ms || tj->quiet >= enough)
+    uint64_t now = now_mono_ms();
+    if (tj->out.len > 0)
+        tj->last_news_ms = now;
+    uint64_t enough = tj->screen.len > 0 ? TERM_QUIET_MS : TERM_SILENT_MS;
+    if (!st->running || now >= tj->deadline_ms || now - tj->last_news_ms >= enough)
         return false;
     uv_timer_start(&tj->timer, term_timer_cb, TERM_POLL_MS, 0);
     return true;
@@ -153,7 +158,8 @@ static void term_on_done(void *arg, json_t *result, const struct mcp_error *err)
     bool waits = strcmp(tj->action, "start") == 0 || strcmp(tj->action, "send") == 0;
     if (waits && !tj->settling) { /* the keys are in: now read until the program is quiet */
         tj->settling = true;
-        tj->deadline_ms = now_mono_ms() + TERM_SETTLE_MAX_MS;
+        tj->last_news_ms = now_mono_ms();
+        tj->deadline_ms = tj->last_news_ms + TERM_SETTLE_MAX_MS;
         term_step(tj, "read");
         return;
     }
