@@ -216,7 +216,8 @@ const char *local_secrets_ca(struct local_backend *lb, const struct sandbox_spec
 
 json_t *local_secrets_exec_env(struct lsbx *sb, json_t *env)
 {
-    json_t *names = local_egress_secrets(sb);
+    /* only a sandbox with a proxy may have secrets: the others skip the record's re-read */
+    json_t *names = sb->egress ? local_egress_secrets(sb) : NULL;
     struct mcp_error err;
     cleanup_json json_t *defs =
         json_array_size(names) ? secrets_load(sb->be->state_dir, &err) : NULL;
