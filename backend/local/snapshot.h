@@ -49,6 +49,13 @@ int local_create_from_snapshot(struct backend *be, const struct sandbox_spec *sp
 int local_restore_record(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
                          backend_cb *cb, void *arg, struct mcp_error *err);
 
+/* ---- push (local_snapshot_push.c) ----
+ * snapshot "push" {snapshot_id, reference} -> {snapshot_id, reference, digest, blobs_uploaded,
+ * blobs_present, bytes_uploaded}: the snapshot as an OCI image under reference's tag (push.h),
+ * with the person's registry credentials. */
+int local_snapshot_push(struct local_backend *lb, const struct snap_files *f, const char *owner,
+                        json_t *args, backend_cb *cb, void *arg, struct mcp_error *err);
+
 /* ---- fork (local_fork.c) ----
  * snapshot "fork" {sandbox_id, count, timeout_seconds?} -> {sandbox_id, sandboxes:[info...]}:
  * count new sandboxes from the live one's current files, each with the source's image, env,

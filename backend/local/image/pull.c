@@ -895,6 +895,13 @@ uv_loop_t *image_service_loop(struct image_service *s)
     return s->loop;
 }
 
+struct httpc *image_service_http(struct image_service *s, struct mcp_error *err)
+{
+    if (s->http == NULL)
+        s->http = httpc_new(s->loop, err);
+    return s->http;
+}
+
 void image_service_hold(struct image_service *s, int delta)
 {
     s->busy = (size_t)((long)s->busy + delta);

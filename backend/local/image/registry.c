@@ -49,9 +49,14 @@ struct registry_client {
     uint64_t from, pos; /* asked from; where the next byte goes (UINT64_MAX: no byte yet) */
     bool range_refused; /* 206 with another range than asked */
     bool retryable;     /* of the last failure */
+    /* a push's request (registry_send) */
+    char method[8];                       /* "GET" for pulls */
+    char target[HTTPC_HDR_VALUE_MAX];     /* an upload's Location, when it is one */
+    const struct registry_upload *upload; /* borrowed until done */
 };
 
 static void send_request(struct registry_client *c);
+static void registry_send_request(struct registry_client *c);
 
 static bool person_named(const struct image_ref *ref)
 {
@@ -205,7 +210,8 @@ static void transport_error(const struct registry_client *c, const struct httpc_
 
 /* Every request keeps a 401's challenge: it says where to get a token (answer_challenge) and
  * marks the answer as a registry's (registry_error_answer). */
-static const char *const registry_kept_headers[] = {"www-authenticate", NULL};
+static const char *const registry_kept_headers[] = {"www-authenticate", "location",
+                                                    "docker-content-digest", NULL};
 
 /* Whether a non-2xx answer comes from a distribution API: its error document ({"errors": [...]})
  * or an auth challenge. */
@@ -259,6 +265,9 @@ static void status_error(const struct registry_client *c, const struct httpc_res
     registry_words(resp, words, sizeof words);
     image_ref_format(&c->ref, ref, sizeof ref);
     bool manifest = strncmp(c->path, "manifests/", 10) == 0;
+    if (registry_push_status_error(c->ref.registry, c->ref.repository, c->method, c->path,
+                                   resp->status, words, c->creds != NULL, err))
+        return;
     if ((resp->status == 401 || resp->status == 403) && c->creds_given)
         mcp_error_set(err, MCP_ERR_DENIED, 0,
                       "registry %s refused access to %s%s: the image may not exist, or the "
@@ -287,8 +296,8 @@ static void status_error(const struct registry_client *c, const struct httpc_res
                       c->creds ? "" : " (logging in usually raises the limit)");
     else
         mcp_error_set(err, resp->status >= 500 ? MCP_ERR_UNAVAILABLE : MCP_ERR_BACKEND, 0,
-                      "registry %s answered HTTP %ld to GET %.200s%s", c->ref.registry,
-                      resp->status, c->path, words);
+                      "registry %s answered HTTP %ld to %s %.200s%s", c->ref.registry, resp->status,
+                      c->method, c->path, words);
 }
 
 /* ---- the auth handshake ---------------------------------------------------------------------- */
@@ -414,7 +423,8 @@ static void request_token(struct registry_client *c, const char *challenge)
         finish(c, NULL, &err);
         return;
     }
-    snprintf(dflt, sizeof dflt, "repository:%s:pull", c->ref.repository);
+    snprintf(dflt, sizeof dflt, "repository:%s:%s", c->ref.repository,
+             strcmp(c->method, "GET") == 0 ? "pull" : "pull,push");
     char *es = httpc_curl.easy_escape(NULL, service, 0);
     char *esc = httpc_curl.easy_escape(NULL, scope[0] ? scope : dflt, 0);
     const char *refresh = identity_token(c);
@@ -531,12 +541,17 @@ static void on_response(void *arg, struct httpc_response *resp)
     }
     if (resp->status >= 200 && resp->status < 300 && resp->curl_code == CURLE_OK &&
         !resp->body_capped && !resp->sink_aborted) {
-        if (strncmp(c->path, "manifests/", 10) == 0 && !manifest_answer(resp)) {
+        if (strcmp(c->method, "GET") == 0 && strncmp(c->path, "manifests/", 10) == 0 &&
+            !manifest_answer(resp)) {
             not_a_registry(c, resp, &err);
             finish(c, NULL, &err);
             return;
         }
         finish(c, resp, NULL);
+        return;
+    }
+    if (strcmp(c->method, "HEAD") == 0 && resp->status == 404 && resp->curl_code == CURLE_OK) {
+        finish(c, resp, NULL); /* a push asks whether the registry has a blob: it has not */
         return;
     }
     c->retryable = failure_retryable(resp) && !c->peer_refused; /* refused again if tried */
@@ -592,6 +607,10 @@ static int client_sink(void *arg, const char *data, size_t len)
 
 static void send_request(struct registry_client *c)
 {
+    if (strcmp(c->method, "GET") != 0) {
+        registry_send_request(c);
+        return;
+    }
     char url[REGISTRY_URL_MAX];
     snprintf(url, sizeof url, "%s/v2/%s/%s", c->base, c->ref.repository, c->path);
     bool streamed = c->sink != NULL || c->blob_sink != NULL;
@@ -636,6 +655,7 @@ void registry_get(struct registry_client *c, const char *path, const char *accep
     c->done = done;
     c->arg = arg;
     c->auth_tried = false;
+    snprintf(c->method, sizeof c->method, "GET");
     send_request(c);
 }
 
@@ -648,6 +668,81 @@ void registry_get_blob(struct registry_client *c, const char *digest, uint64_t f
     c->sink = NULL;
     c->blob_sink = sink;
     c->from = from;
+    c->done = done;
+    c->arg = arg;
+    c->auth_tried = false;
+    snprintf(c->method, sizeof c->method, "GET");
+    send_request(c);
+}
+
+/* ---- pushes (registry_send) ------------------------------------------------------------------ */
+
+/* The URL of a push's request: target relative to /v2/<repository>/, or a Location the registry
+ * sent (a path on it, or a URL on the same host). Another host's is refused: the credentials
+ * would go with it. */
+static int push_url(const struct registry_client *c, char *url, size_t size)
+{
+    const char *t = c->target[0] ? c->target : c->path;
+    size_t base_len = strlen(c->base);
+    if (c->target[0] == '\0')
+        snprintf(url, size, "%s/v2/%s/%s", c->base, c->ref.repository, t);
+    else if (t[0] == '/')
+        snprintf(url, size, "%s%s", c->base, t);
+    else if (strncasecmp(t, c->base, base_len) == 0 && (t[base_len] == '/' || t[base_len] == '?'))
+        snprintf(url, size, "%s", t);
+    else
+        return -1;
+    return 0;
+}
+
+static void registry_send_request(struct registry_client *c)
+{
+    char url[REGISTRY_URL_MAX];
+    struct mcp_error err;
+    if (push_url(c, url, sizeof url) < 0) {
+        mcp_error_set(&err, MCP_ERR_BACKEND, 0,
+                      "registry %s sent an upload location on another host (%.200s): refused, "
+                      "as the credentials would go there too",
+                      c->ref.registry, c->target);
+        finish(c, NULL, &err);
+        return;
+    }
+    const struct registry_upload *up = c->upload;
+    struct curl_slist *h = NULL;
+    if (c->auth[0])
+        h = httpc_curl.slist_append(h, c->auth);
+    if (strcmp(c->method, "HEAD") == 0 && strncmp(c->path, "manifests/", 10) == 0)
+        h = httpc_curl.slist_append(h, "Accept: application/vnd.oci.image.manifest.v1+json");
+    if (up && up->content_type) {
+        char *ct = xasprintf("Content-Type: %s", up->content_type);
+        h = httpc_curl.slist_append(h, ct);
+        free(ct);
+    }
+    c->peer_refused = false;
+    struct httpc_req_opts o = request_opts(c, c->method, url, h, on_response);
+    o.retry = HTTPC_RETRY_NONE; /* a push's steps are retried by the push, from its start */
+    o.follow_redirects = false; /* a push's Location is read, never followed */
+    o.low_speed_s = REGISTRY_LOW_SPEED_S;
+    o.body_cap = 1 << 16;
+    if (up && up->from_fd)
+        o.upload_fd_set = true, o.upload_fd = up->fd, o.upload_size = up->size;
+    else if (up)
+        o.body = up->data ? up->data : "", o.body_len = up->len;
+    c->req = httpc_start(c->http, &o);
+}
+
+void registry_send(struct registry_client *c, const char *method, const char *target,
+                   const struct registry_upload *up, registry_done_fn *done, void *arg)
+{
+    bool location = target[0] == '/' || strncasecmp(target, "http", 4) == 0;
+    snprintf(c->method, sizeof c->method, "%s", method);
+    snprintf(c->path, sizeof c->path, "%s", location ? "blobs/uploads/" : target);
+    snprintf(c->target, sizeof c->target, "%s", location ? target : "");
+    c->accept[0] = '\0';
+    c->body_cap = 1 << 16;
+    c->sink = NULL;
+    c->blob_sink = NULL;
+    c->upload = up;
     c->done = done;
     c->arg = arg;
     c->auth_tried = false;

@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""A local snapshot pushed to an OCI registry (issue 36, "across backends"), through the real
+server over stdio and the CLI, against Debian's docker-registry on loopback.
+
+ push     snapshot_sandbox {action: push}: the registry then holds a real OCI image (manifest,
+          config with the snapshot's env, workdir and labels, the layer byte for byte with the
+          file in it); a second push uploads nothing (HEAD finds every blob); the CLI's
+          `mcpbox sandbox snapshot push` does the same.
+ errors   a registry that refuses (401), one that answers 201 to the manifest but does not keep
+          it (it lies), one that is not there, one the person did not name, a reference with a
+          digest or that does not parse, an unknown snapshot: each a clear error, and nothing is
+          reported as pushed (the tag is not there).
+
+Runs as root and, through tests/local/rootless, as an ordinary user.
+usage: test_snapshot_push.py --mcpbox PATH --check push|errors   (77: cannot run here)
+"""
+import argparse
+import http.client
+import http.server
+import io
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "image"))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+import ocitest  # noqa: E402  (sets MCPBOX_REGISTRIES=127.0.0.1 for the servers started here)
+from mcp_stdio import Client, result_text, serve_argv  # noqa: E402
+
+SKIP = 77
+
+
+class Serve(Client):
+    def __init__(self, mcpbox, state):
+        super().__init__(serve_argv(mcpbox, state, "--local-pool", 0),
+                         stderr=subprocess.DEVNULL, cwd="/")
+        self.initialize("snapshot-push-test")
+
+    def tool(self, tool_name, **args):
+        res = self.call_tool(tool_name, args)
+        return res.get("isError", False), res.get("structuredContent"), result_text(res)
+
+    def ok(self, tool_name, **args):
+        err, out, text = self.tool(tool_name, **args)
+        assert not err, f"{tool_name} {args}: {text}"
+        return out
+
+    def refused(self, words, **args):
+        err, _, text = self.tool("snapshot_sandbox", action="push", **args)
+        assert err, f"push {args} was accepted"
+        for w in words:
+            assert w in text, f"push {args}: {w!r} not in {text!r}"
+        print(f"  refused: {text[:160]}")
+        return text
+
+    def close(self):
+        super().close(timeout=60)
+
+
+def registry_get(reg, path, accept=ocitest.OCI_MANIFEST):
+    r, body = reg._req("GET", path, headers={"Accept": accept})
+    return r.status, body
+
+
+def snapshot_with_file(s, text):
+    sid = s.ok("create_sandbox", env={"PUSHVAR": "pv"})["sandbox_id"]
+    s.ok("write_file", sandbox_id=sid, path="/workspace/pushed.txt", content=text)
+    snap = s.ok("snapshot_sandbox", action="create", sandbox_id=sid)
+    return sid, snap
+
+
+def check_image(reg, repo, tag, snap, text):
+    """The registry's image under repo:tag is the snapshot: manifest, config, layer."""
+    st, body = registry_get(reg, f"/v2/{repo}/manifests/{tag}")
+    assert st == 200, (st, body[:300])
+    m = json.loads(body)
+    assert m["mediaType"] == ocitest.OCI_MANIFEST and len(m["layers"]) == 1, m
+    layer = m["layers"][0]
+    assert layer["digest"] == snap["layer"], (layer, snap["layer"])
+    assert layer["mediaType"] == ocitest.LAYER_TYPES["tar"], layer
+    st, cfg = registry_get(reg, f"/v2/{repo}/blobs/{m['config']['digest']}", "*/*")
+    assert st == 200 and ocitest.digest(cfg) == m["config"]["digest"]
+    cfg = json.loads(cfg)
+    assert cfg["os"] == "linux" and cfg["rootfs"]["diff_ids"] == [snap["layer"]], cfg
+    assert "PUSHVAR=pv" in cfg["config"]["Env"] and cfg["config"]["WorkingDir"] == "/workspace"
+    labels = cfg["config"]["Labels"]
+    assert labels["org.mcpbox.snapshot.id"] == snap["snapshot_id"], labels
+    assert labels["org.mcpbox.snapshot.image"] == "host", labels
+    st, blob = registry_get(reg, f"/v2/{repo}/blobs/{layer['digest']}", "*/*")
+    assert st == 200 and ocitest.digest(blob) == layer["digest"] and len(blob) == layer["size"]
+    with tarfile.open(fileobj=io.BytesIO(blob)) as t:
+        got = t.extractfile("workspace/pushed.txt").read().decode()
+    assert got == text, got
+    return ocitest.digest(body)
+
+
+def check_push(s, reg):
+    text = "pushed " + secrets.token_hex(8)
+    sid, snap = snapshot_with_file(s, text)
+    repo = f"mcpbox/push-{secrets.token_hex(4)}"
+    ref = f"{reg.host}/{repo}:v1"
+    out = s.ok("snapshot_sandbox", action="push", snapshot_id=snap["snapshot_id"], reference=ref)
+    assert out["reference"] == ref and out["snapshot_id"] == snap["snapshot_id"], out
+    assert out["blobs_uploaded"] == 2 and out["blobs_present"] == 0, out
+    assert out["digest"] == check_image(reg, repo, "v1", snap, text), out
+    print(f"push over MCP: {ref} {out['digest']} ({out['bytes_uploaded']} bytes)")
+    again = s.ok("snapshot_sandbox", action="push", snapshot_id=snap["snapshot_id"],
+                 reference=f"{reg.host}/{repo}:v2")
+    assert again["blobs_uploaded"] == 0 and again["blobs_present"] == 2, again
+    assert again["digest"] == out["digest"], again
+    print("a second push: every blob already there, nothing uploaded")
+    r = subprocess.run([s.mcpbox, "sandbox", "--state-dir", s.state, "snapshot", "push",
+                        snap["snapshot_id"], f"{reg.host}/{repo}-cli:latest"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"{reg.host}/{repo}-cli:latest@{out['digest']}", r.stdout
+    check_image(reg, f"{repo}-cli", "latest", snap, text)
+    print("push with the CLI: the same image")
+    s.ok("destroy_sandbox", sandbox_id=sid)
+
+
+class Front:
+    """A server in front of the registry: 'refuse' answers 401 with a Basic challenge to every
+    request; 'lie' passes everything on but answers 201 to a manifest PUT without passing it."""
+
+    def __init__(self, reg, mode):
+        front = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def relay(self):
+                front.handle(self)
+
+            do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = relay
+
+        self.reg, self.mode = reg, mode
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.host = f"127.0.0.1:{self.srv.server_address[1]}"
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def handle(self, h):
+        n = int(h.headers.get("Content-Length") or 0)
+        body = h.rfile.read(n) if n else b""
+        if self.mode == "refuse":
+            return self.send(h, 401, b'{"errors":[{"code":"UNAUTHORIZED","message":"no"}]}',
+                             {"WWW-Authenticate": 'Basic realm="x"'})
+        if self.mode == "lie" and h.command == "PUT" and "/manifests/" in h.path:
+            return self.send(h, 201, b"", {})
+        c = http.client.HTTPConnection("127.0.0.1", self.reg.port, timeout=30)
+        hdrs = {k: v for k, v in h.headers.items() if k.lower() not in ("host", "content-length")}
+        c.request(h.command, h.path, body=body, headers=hdrs)
+        r = c.getresponse()
+        data = r.read()
+        keep = {k: v.replace(self.reg.host, self.host) for k, v in r.getheaders()
+                if k.lower() in ("location", "docker-content-digest", "content-type")}
+        self.send(h, r.status, b"" if h.command == "HEAD" else data, keep)
+
+    def send(self, h, status, body, headers):
+        h.send_response(status)
+        for k, v in headers.items():
+            h.send_header(k, v)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+
+    def close(self):
+        self.srv.shutdown()
+
+
+def check_errors(s, reg):
+    _, snap = snapshot_with_file(s, "x")
+    sn = snap["snapshot_id"]
+    repo = f"mcpbox/err-{secrets.token_hex(4)}"
+    for mode, words in (("refuse", ["refused a push", "docker login", "never an agent's"]),
+                        ("lie", ["does not have it when asked", "not done"])):
+        f = Front(reg, mode)
+        try:
+            s.refused(words, snapshot_id=sn, reference=f"{f.host}/{repo}:{mode}")
+        finally:
+            f.close()
+        st, _ = registry_get(reg, f"/v2/{repo}/manifests/{mode}")
+        assert st == 404, f"{mode}: the tag is there ({st})"
+    s.refused(["unreachable"], snapshot_id=sn, reference=f"127.0.0.1:{ocitest.free_port()}/a:b")
+    s.refused(["MCPBOX_REGISTRIES"], snapshot_id=sn, reference="127.0.0.2:5000/a:b")
+    s.refused(["not to a digest"], snapshot_id=sn,
+              reference=f"{reg.host}/a@sha256:{'0' * 64}")
+    s.refused(["not a valid image reference"], snapshot_id=sn, reference="Bad Ref!")
+    s.refused(["no snapshot"], snapshot_id="snap-00000000", reference=f"{reg.host}/a:b")
+    s.refused(["no snapshot"], snapshot_id="../x", reference=f"{reg.host}/a:b")
+    s.refused(["needs snapshot_id and reference"], snapshot_id=sn)
+    print("errors: refused, lied to, unreachable, not named, bad references, unknown snapshot")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mcpbox", required=True)
+    ap.add_argument("--check", required=True, choices=["push", "errors"])
+    a = ap.parse_args()
+    if not os.path.exists(ocitest.REGISTRY_BIN):
+        print("SKIP: no docker-registry (scripts/install-deps.sh --test)")
+        return SKIP
+    base = tempfile.mkdtemp(prefix="mcpbox-push-", dir="/tmp")
+    os.chmod(base, 0o755)
+    state = os.path.join(base, "state")
+    reg = ocitest.Registry(base)
+    try:
+        s = Serve(a.mcpbox, state)
+        s.mcpbox, s.state = a.mcpbox, state
+        try:
+            err, _, text = s.tool("create_sandbox")
+            if err and "unsupported" in text.lower():
+                print(f"SKIP: {text}")
+                return SKIP
+            globals()["check_" + a.check](s, reg)
+        finally:
+            if s.proc.stdin and not s.proc.stdin.closed:
+                s.close()
+    finally:
+        subprocess.run([a.mcpbox, "sandbox", "--state-dir", state, "rm", "--all"],
+                       capture_output=True)
+        reg.close()
+        shutil.rmtree(base, ignore_errors=True)
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
