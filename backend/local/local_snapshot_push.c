@@ -135,3 +135,29 @@ int local_snapshot_push(struct local_backend *lb, const struct snap_files *f, co
     json_decref(rec);
     return rc;
 }
+
+/* ---- the other way: a sandbox from a pushed snapshot ---- */
+
+void local_create_from_pushed(struct local_backend *lb, const struct sandbox_spec *spec,
+                              json_t *image, backend_cb *cb, void *arg)
+{
+    json_t *cfg = json_object_get(image, "config");
+    json_t *snap = json_object_get(cfg, "snapshot");
+    const char *base = json_string_value(json_object_get(snap, "image"));
+    struct mcp_error err;
+    if (base == NULL || strcmp(base, "host") != 0) { /* also: no image that names itself */
+        mcp_error_set(&err, MCP_ERR_UNSUPPORTED, 0,
+                      "image %s is a snapshot pushed by mcpbox from a sandbox of image %s: only "
+                      "snapshots of host-image sandboxes can be started from a registry",
+                      spec->image, base ? base : "(none)");
+        cb(arg, NULL, &err);
+        return;
+    }
+    const char *id = json_string_value(json_object_get(snap, "id"));
+    json_t *rec = json_pack("{s:s, s:s, s:O, s:O}", "snapshot_id", id && id[0] ? id : "pushed",
+                            "image", "host", "layer", json_object_get(snap, "layer"), "env",
+                            json_object_get(cfg, "env"));
+    if (local_restore_record(&lb->base, spec, rec, cb, arg, &err) < 0)
+        cb(arg, NULL, &err);
+    json_decref(rec);
+}

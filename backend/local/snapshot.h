@@ -56,6 +56,12 @@ int local_restore_record(struct backend *be, const struct sandbox_spec *spec, js
 int local_snapshot_push(struct local_backend *lb, const struct snap_files *f, const char *owner,
                         json_t *args, backend_cb *cb, void *arg, struct mcp_error *err);
 
+/* create_sandbox {image} of an image a push made (its config's "snapshot": {layer, image, id}):
+ * a restore of that layer (kept in blobs/sha256 by the pull) onto the image it names ("host"
+ * only), as create_sandbox {snapshot_id} would. */
+void local_create_from_pushed(struct local_backend *lb, const struct sandbox_spec *spec,
+                              json_t *image, backend_cb *cb, void *arg);
+
 /* ---- fork (local_fork.c) ----
  * snapshot "fork" {sandbox_id, count, timeout_seconds?} -> {sandbox_id, sandboxes:[info...]}:
  * count new sandboxes from the live one's current files, each with the source's image, env,

@@ -6,13 +6,18 @@ server over stdio and the CLI, against Debian's docker-registry on loopback.
           config with the snapshot's env, workdir and labels, the layer byte for byte with the
           file in it); a second push uploads nothing (HEAD finds every blob); the CLI's
           `mcpbox sandbox snapshot push` does the same.
+ roundtrip  the cross-backend round trip: a snapshot pushed, then create_sandbox {image: REF}
+          (a) on the local backend of the server that pushed, and (b) on the opensandbox backend
+          against a second mcpbox serving OpenSandbox's API over its own local backend (which
+          pulls the image and restores the snapshot's layer): the file is there, with the
+          snapshot's env, in both.
  errors   a registry that refuses (401), one that answers 201 to the manifest but does not keep
           it (it lies), one that is not there, one the person did not name, a reference with a
           digest or that does not parse, an unknown snapshot: each a clear error, and nothing is
           reported as pushed (the tag is not there).
 
 Runs as root and, through tests/local/rootless, as an ordinary user.
-usage: test_snapshot_push.py --mcpbox PATH --check push|errors   (77: cannot run here)
+usage: test_snapshot_push.py --mcpbox PATH --check push|roundtrip|errors   (77: cannot run here)
 """
 import argparse
 import http.client
@@ -20,6 +25,7 @@ import http.server
 import io
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -38,9 +44,9 @@ SKIP = 77
 
 
 class Serve(Client):
-    def __init__(self, mcpbox, state):
+    def __init__(self, mcpbox, state, env=None):
         super().__init__(serve_argv(mcpbox, state, "--local-pool", 0),
-                         stderr=subprocess.DEVNULL, cwd="/")
+                         stderr=subprocess.DEVNULL, cwd="/", env=env)
         self.initialize("snapshot-push-test")
 
     def tool(self, tool_name, **args):
@@ -126,6 +132,64 @@ def check_push(s, reg):
     s.ok("destroy_sandbox", sandbox_id=sid)
 
 
+class Remote:
+    """A second mcpbox serving OpenSandbox's API over its own local backend and state."""
+
+    def __init__(self, mcpbox, state):
+        self.key = secrets.token_hex(16)
+        env = dict(os.environ, MCPBOX_OPENSANDBOX_API_KEY=self.key)
+        self.proc = subprocess.Popen([mcpbox, "serve", "--http", "127.0.0.1:0", "--opensandbox-api",
+                                      "--state-dir", state, "--local-pool", "0"],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True, env=env, cwd="/")
+        self.port = None
+        for line in self.proc.stderr:
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)/mcp", line)
+            if m:
+                self.port = int(m.group(1))
+                break
+        assert self.port, "the OpenSandbox API server did not start"
+        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
+
+    def close(self):
+        self.proc.terminate()
+        assert self.proc.wait(timeout=60) == 0, "the OpenSandbox API server did not stop cleanly"
+
+
+def read_back(s, sid):
+    out = s.ok("run_command", sandbox_id=sid, command="cat /workspace/pushed.txt; echo; echo $PUSHVAR")
+    return out["exit_code"], out.get("stdout", "")
+
+
+def check_roundtrip(s, reg):
+    text = "round trip " + secrets.token_hex(8)
+    src, snap = snapshot_with_file(s, text)
+    s.ok("destroy_sandbox", sandbox_id=src)
+    ref = f"{reg.host}/mcpbox/rt-{secrets.token_hex(4)}:v1"
+    s.ok("snapshot_sandbox", action="push", snapshot_id=snap["snapshot_id"], reference=ref)
+    s.ok("snapshot_sandbox", action="delete", snapshot_id=snap["snapshot_id"])
+    local = s.ok("create_sandbox", image=ref)["sandbox_id"]
+    assert read_back(s, local) == (0, f"{text}\npv\n"), read_back(s, local)
+    print(f"(a) local backend: create_sandbox {{image: {ref}}} has the file")
+    remote = Remote(s.mcpbox, os.path.join(s.base, "remote"))
+    try:
+        env = dict(os.environ, OPEN_SANDBOX_DOMAIN=f"127.0.0.1:{remote.port}",
+                   OPEN_SANDBOX_API_KEY=remote.key, OPEN_SANDBOX_REQUEST_TIMEOUT="60")
+        c = Serve(s.mcpbox, os.path.join(s.base, "client"), env=env)
+        try:
+            osb = c.ok("create_sandbox", backend="opensandbox", image=ref)["sandbox_id"]
+            assert osb.startswith("osb-"), osb
+            got = read_back(c, osb)
+            assert got == (0, f"{text}\npv\n"), got
+            print(f"(b) opensandbox backend through mcpbox's OpenSandbox API: {osb} has the file")
+            c.ok("destroy_sandbox", sandbox_id=osb)
+        finally:
+            c.close()
+    finally:
+        remote.close()
+    s.ok("destroy_sandbox", sandbox_id=local)
+
+
 class Front:
     """A server in front of the registry: 'refuse' answers 401 with a Basic challenge to every
     request; 'lie' passes everything on but answers 201 to a manifest PUT without passing it."""
@@ -203,7 +267,7 @@ def check_errors(s, reg):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
-    ap.add_argument("--check", required=True, choices=["push", "errors"])
+    ap.add_argument("--check", required=True, choices=["push", "roundtrip", "errors"])
     a = ap.parse_args()
     if not os.path.exists(ocitest.REGISTRY_BIN):
         print("SKIP: no docker-registry (scripts/install-deps.sh --test)")
@@ -214,7 +278,7 @@ def main():
     reg = ocitest.Registry(base)
     try:
         s = Serve(a.mcpbox, state)
-        s.mcpbox, s.state = a.mcpbox, state
+        s.mcpbox, s.state, s.base = a.mcpbox, state, base
         try:
             err, _, text = s.tool("create_sandbox")
             if err and "unsupported" in text.lower():
@@ -225,8 +289,9 @@ def main():
             if s.proc.stdin and not s.proc.stdin.closed:
                 s.close()
     finally:
-        subprocess.run([a.mcpbox, "sandbox", "--state-dir", state, "rm", "--all"],
-                       capture_output=True)
+        for st in (state, os.path.join(base, "remote")):
+            subprocess.run([a.mcpbox, "sandbox", "--state-dir", st, "rm", "--all"],
+                           capture_output=True)
         reg.close()
         shutil.rmtree(base, ignore_errors=True)
     print("PASS")
