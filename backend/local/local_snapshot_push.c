@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <unistd.h>
 
 #include "backend/local/image/image.h"
 #include "backend/local/image/push.h"
@@ -138,6 +139,19 @@ int local_snapshot_push(struct local_backend *lb, const struct snap_files *f, co
 
 /* ---- the other way: a sandbox from a pushed snapshot ---- */
 
+static bool pushed_layer_kept(struct local_backend *lb, const char *layer)
+{
+    struct snap_files f;
+    struct mcp_error err;
+    char dir[LOCAL_PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/image-store", lb->state_dir);
+    snap_files_init(&f, dir);
+    int fd = snap_files_open_layer(&f, layer, &err);
+    if (fd >= 0)
+        close(fd);
+    return fd >= 0;
+}
+
 void local_create_from_pushed(struct local_backend *lb, const struct sandbox_spec *spec,
                               json_t *image, backend_cb *cb, void *arg)
 {
@@ -150,6 +164,14 @@ void local_create_from_pushed(struct local_backend *lb, const struct sandbox_spe
                       "image %s is a snapshot pushed by mcpbox from a sandbox of image %s: only "
                       "snapshots of host-image sandboxes can be started from a registry",
                       spec->image, base ? base : "(none)");
+        cb(arg, NULL, &err);
+        return;
+    }
+    if (!pushed_layer_kept(lb, json_string_value(json_object_get(snap, "layer")))) {
+        mcp_error_set(&err, MCP_ERR_NOT_FOUND, 0,
+                      "the snapshot layer of image %s is no longer in the image store (pruned): "
+                      "remove the image (`mcpbox image rm %s`) and create again to pull it anew",
+                      spec->image, spec->image);
         cb(arg, NULL, &err);
         return;
     }

@@ -240,6 +240,36 @@ class Front:
         self.srv.shutdown()
 
 
+def labelled(reg, repo, entries, base="host"):
+    """An image with a pushed snapshot's labels, made by hand (as a hostile registry could)."""
+    raw = ocitest.tar_bytes(entries)
+    labels = {"org.mcpbox.snapshot.id": "snap-1234", "org.mcpbox.snapshot.image": base,
+              "org.mcpbox.snapshot.layer": ocitest.digest(raw)}
+    reg.push_image(repo, "v1", [("tar", entries)], config={"Labels": labels})
+    return f"{reg.host}/{repo}:v1"
+
+
+def hostile_images(s, reg):
+    """Images that say they are pushed snapshots: only the writable space is restored, onto the
+    host image only, and a sandbox whose restore fails is gone."""
+    before = len(s.ok("list_sandboxes")["sandboxes"])
+    repo = f"mcpbox/hostile-{secrets.token_hex(4)}"
+    ref = labelled(reg, repo + "-base", [ocitest.f("workspace/a", b"a")], base=f"{reg.host}/x:1")
+    err, _, text = s.tool("create_sandbox", image=ref)
+    assert err and "only snapshots of host-image sandboxes" in text, text
+    ref = labelled(reg, repo + "-etc", [ocitest.d("workspace"), ocitest.f("etc/evil", b"x")])
+    err, _, text = s.tool("create_sandbox", image=ref)
+    assert err and "etc/evil" in text, f"a layer writing /etc was restored: {text}"
+    print(f"  refused: {text[:160]}")
+    ref = labelled(reg, repo + "-dots", [ocitest.f("workspace/../../../tmp/x", b"x")])
+    err, _, text = s.tool("create_sandbox", image=ref)
+    assert err and ".." in text, f"a layer with .. was restored: {text}"
+    print(f"  refused: {text[:160]}")
+    after = len(s.ok("list_sandboxes")["sandboxes"])
+    assert after == before, f"{after - before} sandboxes left by failed restores"
+    print("hostile images: another base, /etc, .. refused; nothing left behind")
+
+
 def check_errors(s, reg):
     _, snap = snapshot_with_file(s, "x")
     sn = snap["snapshot_id"]
@@ -261,6 +291,7 @@ def check_errors(s, reg):
     s.refused(["no snapshot"], snapshot_id="snap-00000000", reference=f"{reg.host}/a:b")
     s.refused(["no snapshot"], snapshot_id="../x", reference=f"{reg.host}/a:b")
     s.refused(["needs snapshot_id and reference"], snapshot_id=sn)
+    hostile_images(s, reg)
     print("errors: refused, lied to, unreachable, not named, bad references, unknown snapshot")
 
 
