@@ -254,8 +254,8 @@ static void not_a_registry(const struct registry_client *c, const struct httpc_r
                   c->ref.registry);
 }
 
-static void status_error(const struct registry_client *c, const struct httpc_response *resp,
-                         struct mcp_error *err)
+static void pull_status_error(const struct registry_client *c, const struct httpc_response *resp,
+                              struct mcp_error *err)
 {
     if (!registry_error_answer(resp)) {
         not_a_registry(c, resp, err);
@@ -265,9 +265,6 @@ static void status_error(const struct registry_client *c, const struct httpc_res
     registry_words(resp, words, sizeof words);
     image_ref_format(&c->ref, ref, sizeof ref);
     bool manifest = strncmp(c->path, "manifests/", 10) == 0;
-    if (registry_push_status_error(c->ref.registry, c->ref.repository, c->method, c->path,
-                                   resp->status, words, c->creds != NULL, err))
-        return;
     if ((resp->status == 401 || resp->status == 403) && c->creds_given)
         mcp_error_set(err, MCP_ERR_DENIED, 0,
                       "registry %s refused access to %s%s: the image may not exist, or the "
@@ -298,6 +295,18 @@ static void status_error(const struct registry_client *c, const struct httpc_res
         mcp_error_set(err, resp->status >= 500 ? MCP_ERR_UNAVAILABLE : MCP_ERR_BACKEND, 0,
                       "registry %s answered HTTP %ld to %s %.200s%s", c->ref.registry, resp->status,
                       c->method, c->path, words);
+}
+
+/* A push's refusal has its own words (push.c); the rest is worded as for a pull. */
+static void status_error(const struct registry_client *c, const struct httpc_response *resp,
+                         struct mcp_error *err)
+{
+    char words[200];
+    registry_words(resp, words, sizeof words);
+    if (!registry_error_answer(resp) ||
+        !registry_push_status_error(c->ref.registry, c->ref.repository, c->method, c->path,
+                                    resp->status, words, c->creds != NULL, err))
+        pull_status_error(c, resp, err);
 }
 
 /* ---- the auth handshake ---------------------------------------------------------------------- */
@@ -409,6 +418,12 @@ static struct httpc_req_opts request_opts(struct registry_client *c, const char 
                                    .keep_headers = registry_kept_headers};
 }
 
+/* A pull's token is for pull; a push's (registry_send) for pull,push. */
+static const char *token_actions(const struct registry_client *c)
+{
+    return strcmp(c->method, "GET") == 0 ? "pull" : "pull,push";
+}
+
 static void request_token(struct registry_client *c, const char *challenge)
 {
     char realm[1024], service[256], scope[512], url[REGISTRY_URL_MAX], dflt[400];
@@ -423,8 +438,7 @@ static void request_token(struct registry_client *c, const char *challenge)
         finish(c, NULL, &err);
         return;
     }
-    snprintf(dflt, sizeof dflt, "repository:%s:%s", c->ref.repository,
-             strcmp(c->method, "GET") == 0 ? "pull" : "pull,push");
+    snprintf(dflt, sizeof dflt, "repository:%s:%s", c->ref.repository, token_actions(c));
     char *es = httpc_curl.easy_escape(NULL, service, 0);
     char *esc = httpc_curl.easy_escape(NULL, scope[0] ? scope : dflt, 0);
     const char *refresh = identity_token(c);
@@ -522,6 +536,23 @@ static bool look_up_credentials(struct registry_client *c)
     return true;
 }
 
+/* A complete 2xx answer; or a 404 to a push's HEAD, which asks whether the registry has a
+ * blob (it has not: an answer, not a failure). */
+static bool answered(const struct registry_client *c, const struct httpc_response *resp)
+{
+    if (resp->curl_code != CURLE_OK || resp->body_capped || resp->sink_aborted)
+        return false;
+    return (resp->status >= 200 && resp->status < 300) ||
+           (strcmp(c->method, "HEAD") == 0 && resp->status == 404);
+}
+
+/* A pull's manifest GET answered with something that is not one. */
+static bool not_a_manifest(const struct registry_client *c, const struct httpc_response *resp)
+{
+    return strcmp(c->method, "GET") == 0 && strncmp(c->path, "manifests/", 10) == 0 &&
+           !manifest_answer(resp);
+}
+
 static void on_response(void *arg, struct httpc_response *resp)
 {
     struct registry_client *c = arg;
@@ -539,19 +570,13 @@ static void on_response(void *arg, struct httpc_response *resp)
             return;
         }
     }
-    if (resp->status >= 200 && resp->status < 300 && resp->curl_code == CURLE_OK &&
-        !resp->body_capped && !resp->sink_aborted) {
-        if (strcmp(c->method, "GET") == 0 && strncmp(c->path, "manifests/", 10) == 0 &&
-            !manifest_answer(resp)) {
+    if (answered(c, resp)) {
+        if (not_a_manifest(c, resp)) {
             not_a_registry(c, resp, &err);
             finish(c, NULL, &err);
             return;
         }
         finish(c, resp, NULL);
-        return;
-    }
-    if (strcmp(c->method, "HEAD") == 0 && resp->status == 404 && resp->curl_code == CURLE_OK) {
-        finish(c, resp, NULL); /* a push asks whether the registry has a blob: it has not */
         return;
     }
     c->retryable = failure_retryable(resp) && !c->peer_refused; /* refused again if tried */
@@ -564,8 +589,8 @@ static void on_response(void *arg, struct httpc_response *resp)
         mcp_error_set(&err, MCP_ERR_BACKEND, 0, "the download of %.200s was stopped", c->path);
     else if (resp->body_capped)
         mcp_error_set(&err, MCP_ERR_BACKEND, 0,
-                      "registry %s sent more than %zu bytes for %.200s: refused",
-                      c->ref.registry, c->body_cap, c->path);
+                      "registry %s sent more than %zu bytes for %.200s: refused", c->ref.registry,
+                      c->body_cap, c->path);
     else if (resp->status == 0 || resp->curl_code != CURLE_OK)
         transport_error(c, resp, &err);
     else
@@ -643,8 +668,8 @@ static void send_request(struct registry_client *c)
     c->req = httpc_start(c->http, &o);
 }
 
-void registry_get(struct registry_client *c, const char *path, const char *accept,
-                  size_t body_cap, httpc_sink_fn *sink, registry_done_fn *done, void *arg)
+void registry_get(struct registry_client *c, const char *path, const char *accept, size_t body_cap,
+                  httpc_sink_fn *sink, registry_done_fn *done, void *arg)
 {
     snprintf(c->path, sizeof c->path, "%s", path);
     snprintf(c->accept, sizeof c->accept, "%s", accept ? accept : "");
