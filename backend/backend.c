@@ -97,6 +97,24 @@ int backend_def_set_network_policy(struct backend *be, const char *sandbox_id,
                          be->ops->name);
 }
 
+int backend_def_bind_secrets(struct backend *be, const char *sandbox_id, json_t *names,
+                             backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
+                         "the %s backend cannot inject secrets; bind them to a sandbox on the "
+                         "local backend (create_sandbox backend \"local\" with secrets)",
+                         be->ops->name);
+}
+
+int backend_def_credential_vault(struct backend *be, const char *sandbox_id, const char *action,
+                                 json_t *body, backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
+                         "the %s backend has no credential vault; use a local sandbox created "
+                         "with credentialProxy enabled",
+                         be->ops->name);
+}
+
 int backend_def_metrics(struct backend *be, const char *sandbox_id, backend_cb *cb, void *arg,
                         struct mcp_error *err)
 {
@@ -198,7 +216,8 @@ static bool ops_complete(const struct backend_ops *o)
            o->exec_detach && o->command_get && o->command_kill && o->file_read && o->file_write &&
            o->file_op && o->endpoint && o->diagnose && o->snapshot && o->metrics &&
            o->code_context && o->code_run && o->host_check && o->workspace &&
-           o->set_network_policy && o->command_input && o->command_resize && o->volume;
+           o->set_network_policy && o->command_input && o->command_resize && o->volume &&
+           o->bind_secrets && o->credential_vault;
 }
 
 static bool has_prefix(const char *s, const char *prefix)

@@ -86,6 +86,15 @@ struct sandbox_spec {
      * closed (loopback only); a backend that takes the policy copies what it keeps
      * (egress_policy_ref, or its JSON). */
     const struct egress_policy *network_policy;
+    /* Secrets to bind (backend/secrets.h): an array of the person's secret names, or NULL. The
+     * local backend's egress proxy adds their values to requests to their hosts; binding one
+     * allows egress to its hosts unless the person defined it with egress false. A backend
+     * without injection refuses a non-empty list. */
+    json_t *secrets;
+    /* OpenSandbox's credentialProxy: the sandbox trusts the egress proxy's CA so that its
+     * Credential Vault (credential_vault) can inject over TLS; egress goes by policy (allow all
+     * when it has none). A backend without injection refuses it. */
+    bool credential_proxy;
     int64_t timeout_seconds;  /* absolute TTL from now; 0 = default; < 0 = none */
     int64_t idle_timeout_seconds; /* 0 = default; < 0 = none */
     /* Restore from this snapshot instead of image (only backends with ops->snapshot; the tool
@@ -337,6 +346,21 @@ struct backend_ops {
      * A create mounts one with a `mounts` item {volume, target, mode:"rw"|"ro" (default ro)}. */
     int (*volume)(struct backend *be, const char *owner, const char *action, json_t *args,
                   backend_cb *cb, void *arg, struct mcp_error *err);
+    /* Secrets (backend/secrets.h, issue 37): binds the person's secrets named in names (an
+     * array of strings, borrowed) to a live sandbox made with a policy, replacing its list
+     * (update_sandbox's secrets), and allows egress to their hosts as create does. Result:
+     * sandbox info. MCP_ERR_INVALID for an unknown name (the message lists the names);
+     * MCP_ERR_CONFLICT for a sandbox without a policy path. */
+    int (*bind_secrets)(struct backend *be, const char *sandbox_id, json_t *names, backend_cb *cb,
+                        void *arg, struct mcp_error *err);
+    /* OpenSandbox's Credential Vault of one sandbox (osapi/osapi_vault.c, egress-api.yaml):
+     * action "create" (body: CredentialVaultCreateRequest), "get", "patch" (body:
+     * CredentialVaultMutationRequest) or "delete". Result: the sanitized CredentialVaultState
+     * (an empty object after delete); a value never comes back. MCP_ERR_INVALID for a bad body,
+     * MCP_ERR_NOT_FOUND for no vault, MCP_ERR_CONFLICT for a vault that exists (create) or a
+     * stale expectedRevision. */
+    int (*credential_vault)(struct backend *be, const char *sandbox_id, const char *action,
+                            json_t *body, backend_cb *cb, void *arg, struct mcp_error *err);
 };
 
 /* Default slots for the optional operations: each fails with MCP_ERR_UNSUPPORTED, "the <name>
@@ -365,6 +389,10 @@ int backend_def_command_resize(struct backend *be, const char *sandbox_id, const
 #define BACKEND_INPUT_MAX (1u << 20) /* bytes of one command_input */
 int backend_def_volume(struct backend *be, const char *owner, const char *action, json_t *args,
                        backend_cb *cb, void *arg, struct mcp_error *err);
+int backend_def_bind_secrets(struct backend *be, const char *sandbox_id, json_t *names,
+                             backend_cb *cb, void *arg, struct mcp_error *err);
+int backend_def_credential_vault(struct backend *be, const char *sandbox_id, const char *action,
+                                 json_t *body, backend_cb *cb, void *arg, struct mcp_error *err);
 /* The optional operations a backend may lack (its slot holds the default). */
 enum backend_optional {
     BACKEND_SNAPSHOTS, /* snapshot (and restoring one at create) */

@@ -15,6 +15,8 @@ int cli_sandbox_main(int argc, char **argv);
 int cli_image_main(int argc, char **argv);
 /* `mcpbox volume`: named volumes (cli_volume.c). */
 int cli_volume_main(int argc, char **argv);
+/* mcpbox secret add|ls|rm: secrets the egress proxy injects (cli/cli_secret.c). */
+int cli_secret_main(int argc, char **argv);
 /* mcpbox doctor: the host checks (cli/cli_doctor.c). */
 int cli_doctor_main(int argc, char **argv);
 /* mcpbox setup --user NAME [--undo]: the one-time root step for a rootless user (cli/cli_setup.c). */

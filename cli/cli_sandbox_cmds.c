@@ -112,6 +112,7 @@ static void cli_print_info(struct cli_sandbox *c, const json_t *sb)
 struct cli_create_opts {
     struct sandbox_spec spec;
     json_t *env, *metadata, *mounts;
+    json_t *secrets;              /* --secret NAME... (docs/secrets.md) */
     struct egress_policy *policy; /* --network-policy */
     bool table;                   /* -o table: the table `get` prints instead of the id */
 };
@@ -147,27 +148,30 @@ static struct egress_policy *cli_policy_arg(const char *cmd, const char *arg)
 
 static void create_usage(FILE *out)
 {
-    fputs("Usage: mcpbox sandbox create [options]\n\n"
-          "  --image NAME          root filesystem: host (default) or a registered image\n"
-          "  --cpu N               CPUs (0.5 = half a core)\n"
-          "  --memory SIZE         memory limit, e.g. 512M, 2G\n"
-          "  --disk SIZE           writable space (workspace + /tmp)\n"
-          "  --pids N              process limit\n"
-          "  --network             allow egress to the public internet (default: loopback only)\n"
-          "  --network-policy FILE|JSON  egress only as this policy allows, e.g.\n"
-          "                        '{\"egress\":[{\"action\":\"allow\",\"target\":\"pypi.org\"}]}'\n"
-          "                        (docs/tools-design.md \"Network policy\"; - reads stdin)\n"
-          "  --timeout SECONDS     lifetime (TTL); -1 = none\n"
-          "  --idle-timeout SECONDS  destroy after this long without use; -1 = none\n"
-          "  -e, --env KEY=VALUE   environment for every command (repeatable)\n"
-          "  -l, --label KEY=VALUE metadata (repeatable)\n"
-          "  --mount SRC:DST[:MODE]  host directory SRC at DST inside (under /workspace, /mnt,\n"
-          "                        /srv, /opt, /home or /data); MODE ro, rw or copy-on-write\n"
-          "                        (default: the sandbox writes to a private layer, the host\n"
-          "                        is untouched); repeatable\n"
-          "  -q, --quiet           print only the sandbox id (the default)\n"
-          "  -o, --output FORMAT   id (default), or table or json as `get` prints\n",
-          out);
+    fputs(
+        "Usage: mcpbox sandbox create [options]\n\n"
+        "  --image NAME          root filesystem: host (default) or a registered image\n"
+        "  --cpu N               CPUs (0.5 = half a core)\n"
+        "  --memory SIZE         memory limit, e.g. 512M, 2G\n"
+        "  --disk SIZE           writable space (workspace + /tmp)\n"
+        "  --pids N              process limit\n"
+        "  --network             allow egress to the public internet (default: loopback only)\n"
+        "  --network-policy FILE|JSON  egress only as this policy allows, e.g.\n"
+        "                        '{\"egress\":[{\"action\":\"allow\",\"target\":\"pypi.org\"}]}'\n"
+        "                        (docs/tools-design.md \"Network policy\"; - reads stdin)\n"
+        "  --secret NAME         bind a secret of `mcpbox secret ls`: egress adds it to\n"
+        "                        requests to its hosts (repeatable; docs/secrets.md)\n"
+        "  --timeout SECONDS     lifetime (TTL); -1 = none\n"
+        "  --idle-timeout SECONDS  destroy after this long without use; -1 = none\n"
+        "  -e, --env KEY=VALUE   environment for every command (repeatable)\n"
+        "  -l, --label KEY=VALUE metadata (repeatable)\n"
+        "  --mount SRC:DST[:MODE]  host directory SRC at DST inside (under /workspace, /mnt,\n"
+        "                        /srv, /opt, /home or /data); MODE ro, rw or copy-on-write\n"
+        "                        (default: the sandbox writes to a private layer, the host\n"
+        "                        is untouched); repeatable\n"
+        "  -q, --quiet           print only the sandbox id (the default)\n"
+        "  -o, --output FORMAT   id (default), or table or json as `get` prints\n",
+        out);
 }
 
 /* --mount SRC:DST[:MODE]: SRC (resolved here: the person named it) is allowed for this create. */
@@ -238,6 +242,8 @@ static int create_opt(struct cli_sandbox *c, struct cli_create_opts *o, int opt,
     case 'l': return cli_parse_kv(o->metadata, arg) == 0 ? -1 : CLI_EXIT_USAGE;
     case 'q': return create_output(c, o, "id");
     case 'M': return parse_mount(c, o, arg);
+    case 'S':
+        return json_array_append_new(o->secrets, json_string(arg)) == 0 ? -1 : 2;
     case 'o': return create_output(c, o, arg);
     case 'h': create_usage(stdout); return CLI_EXIT_OK;
     default: return CLI_EXIT_USAGE;
@@ -247,15 +253,23 @@ static int create_opt(struct cli_sandbox *c, struct cli_create_opts *o, int opt,
 static int create_parse(struct cli_sandbox *c, struct cli_create_opts *o, int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"image", required_argument, NULL, 'i'},  {"cpu", required_argument, NULL, 'c'},
-        {"memory", required_argument, NULL, 'm'}, {"disk", required_argument, NULL, 'd'},
-        {"pids", required_argument, NULL, 'p'},   {"network", no_argument, NULL, 'n'},
-        {"timeout", required_argument, NULL, 't'}, {"idle-timeout", required_argument, NULL, 'T'},
-        {"env", required_argument, NULL, 'e'},    {"label", required_argument, NULL, 'l'},
-        {"quiet", no_argument, NULL, 'q'},        {"output", required_argument, NULL, 'o'},
+        {"image", required_argument, NULL, 'i'},
+        {"cpu", required_argument, NULL, 'c'},
+        {"memory", required_argument, NULL, 'm'},
+        {"disk", required_argument, NULL, 'd'},
+        {"pids", required_argument, NULL, 'p'},
+        {"network", no_argument, NULL, 'n'},
+        {"timeout", required_argument, NULL, 't'},
+        {"idle-timeout", required_argument, NULL, 'T'},
+        {"env", required_argument, NULL, 'e'},
+        {"label", required_argument, NULL, 'l'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"output", required_argument, NULL, 'o'},
         {"mount", required_argument, NULL, 'M'},
         {"network-policy", required_argument, NULL, 'P'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+        {"secret", required_argument, NULL, 'S'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     int opt;
     while ((opt = getopt_long(argc, argv, "e:l:qo:h", longopts, NULL)) != -1) {
@@ -278,13 +292,16 @@ static int create_parse(struct cli_sandbox *c, struct cli_create_opts *o, int ar
 
 int cli_sandbox_create(struct cli_sandbox *c, int argc, char **argv)
 {
-    struct cli_create_opts o = {.env = json_object(), .metadata = json_object(),
-                                .mounts = json_array()};
+    struct cli_create_opts o = {.env = json_object(),
+                                .metadata = json_object(),
+                                .mounts = json_array(),
+                                .secrets = json_array()};
     int rc = create_parse(c, &o, argc, argv);
     o.spec.owner = c->owner;
     o.spec.env = o.env;
     o.spec.metadata = o.metadata;
     o.spec.mounts = o.mounts;
+    o.spec.secrets = json_array_size(o.secrets) ? o.secrets : NULL;
     if (o.policy != NULL) { /* egress by the policy only, as create_sandbox does */
         o.spec.network = false;
         o.spec.network_policy = o.policy;
@@ -302,6 +319,7 @@ int cli_sandbox_create(struct cli_sandbox *c, int argc, char **argv)
     json_decref(o.env);
     json_decref(o.metadata);
     json_decref(o.mounts);
+    json_decref(o.secrets);
     egress_policy_unref(o.policy);
     return rc < 0 ? CLI_EXIT_OK : rc;
 }

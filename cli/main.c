@@ -31,6 +31,7 @@ static const struct subcommand subcommands[] = {
     {"sandbox", cli_sandbox_main, "list, inspect, exec in and destroy sandboxes from a terminal"},
     {"image", cli_image_main, "pull, list and remove the local backend's OCI images"},
     {"volume", cli_volume_main, "create, list, inspect and remove named volumes"},
+    {"secret", cli_secret_main, "add, list and remove secrets sandboxes use without seeing them"},
     {"doctor", cli_doctor_main, "check this host can run local sandboxes"},
     {"setup", cli_setup_main,
      "--user NAME [--undo]: as root, once, let NAME run local sandboxes as itself"},

@@ -221,23 +221,9 @@ json_t *registry_tools_json(const struct registry *reg)
 
     for (size_t i = 0; i < reg->tools.n; i++) {
         const struct registry_tool *t = vec_at(&reg->tools, i);
-        if (!t->unlisted)
-            json_array_append(arr, t->def);
+        json_array_append(arr, t->def);
     }
     return arr;
-}
-
-int registry_unlist_tool(struct registry *reg, const char *name)
-{
-    struct registry_tool *t = (struct registry_tool *)registry_find_tool(reg, name);
-
-    if (!t)
-        return -1;
-    if (!t->unlisted) {
-        t->unlisted = true;
-        changed(reg, "tools");
-    }
-    return 0;
 }
 
 /* The file at path in table (ended by a NULL path), or NULL. */

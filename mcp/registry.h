@@ -36,7 +36,6 @@ struct registry_tool {
     json_t *input_schema;       /* borrowed from def */
     json_t *output_schema;      /* borrowed from def, or NULL */
     tool_handler_fn *handler;
-    bool unlisted;              /* left out of tools/list, still callable (registry_unlist_tool) */
     bool needs_sandboxes;       /* a sandbox tool (schemas/tools/): the store and backends must
                                  * be started before its handler runs (server_sandbox_context) */
 };
@@ -60,11 +59,8 @@ int registry_load_tools_from(struct registry *reg, const struct embedded_schema 
                              struct mcp_error *err);
 const struct registry_tool *registry_find_tool(const struct registry *reg, const char *name);
 size_t registry_tool_count(const struct registry *reg);
-/* [Tool...] sorted by name (a new reference), without the unlisted ones. */
+/* [Tool...] sorted by name (a new reference). */
 json_t *registry_tools_json(const struct registry *reg);
-/* Leaves a tool out of tools/list; a call still reaches its handler (a client holding an older
- * list then learns why it cannot work here). -1 if there is no such tool. */
-int registry_unlist_tool(struct registry *reg, const char *name);
 
 /* ---- resources ---------------------------------------------------------------------------- */
 

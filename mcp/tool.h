@@ -61,6 +61,10 @@ bool tool_call_is_cancelled(const struct tool_call *call);
 /* Success. structured (stolen, may be NULL) becomes structuredContent; text (may be NULL: then a
  * compact rendering of structured is used) becomes the text content block. */
 void tool_call_finish(struct tool_call *call, json_t *structured, const char *text);
+/* The same with more content blocks after the text (blocks stolen, NULL: none): run_code's
+ * images. */
+void tool_call_finish_blocks(struct tool_call *call, json_t *structured, const char *text,
+                             json_t *blocks);
 /* Success with a complete CallToolResult object (content[], structuredContent?, ...); stolen. */
 void tool_call_finish_result(struct tool_call *call, json_t *result);
 /* Tool error: a result with isError:true and a message that says what to do next. structured

@@ -194,6 +194,12 @@ static json_t *text_block(const char *text)
 
 void tool_call_finish(struct tool_call *call, json_t *structured, const char *text)
 {
+    tool_call_finish_blocks(call, structured, text, NULL);
+}
+
+void tool_call_finish_blocks(struct tool_call *call, json_t *structured, const char *text,
+                             json_t *blocks)
+{
     json_t *result = json_object();
     cleanup_free char *rendered = NULL;
 
@@ -204,7 +210,10 @@ void tool_call_finish(struct tool_call *call, json_t *structured, const char *te
         json_object_set(result, "structuredContent", structured);
     }
     json_decref(structured);
-    json_object_set_new(result, "content", json_pack("[o]", text_block(text ? text : "")));
+    json_t *content = json_pack("[o]", text_block(text ? text : ""));
+    json_array_extend(content, blocks); /* NULL: nothing */
+    json_decref(blocks);
+    json_object_set_new(result, "content", content);
     tool_call_finish_result(call, result);
 }
 

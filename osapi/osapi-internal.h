@@ -6,7 +6,8 @@
  *   osapi_multipart.c  multipart/form-data bodies (uploads)
  *   osapi_lifecycle.c  /v1/sandboxes: create, get, list, delete, renew, pause, resume, endpoints
  *   osapi_commands.c   execd /command (the streamed event format), status, logs, interrupt
- *   osapi_files.c      execd /files/..., /directories/..., /metrics, /ping, code contexts
+ *   osapi_files.c      execd /files/..., /directories/..., /metrics, /ping
+ *   osapi_code.c       execd /code and its contexts (the code interpreter)
  *   osapi_proxy.c      the server proxy for any other port (HTTP, WebSocket) */
 #ifndef MCPBOX_OSAPI_INTERNAL_H
 #define MCPBOX_OSAPI_INTERNAL_H
@@ -142,8 +143,11 @@ bool osapi_commands_route(struct osapi_req *req, const char *path);
  * /sandboxes/{id}/snapshots once osapi_bind has bound the sandbox (issue 36). */
 void osapi_snapshots(struct osapi_req *req, const char *rest);
 void osapi_snapshot_create(struct osapi_req *req);
-/* osapi_files.c: /files..., /directories..., /metrics, /code... */
+/* osapi_files.c: /files..., /directories..., /metrics */
 bool osapi_files_route(struct osapi_req *req, const char *path);
+/* osapi_code.c: /code with a context, /code/context(s)... (false: POST /code without a context,
+ * the stateless form osapi_commands_route runs as a shell command) */
+bool osapi_code_route(struct osapi_req *req, const char *path);
 /* osapi_proxy.c: /sandboxes/{id}/proxy/{port}/rest for any other port: HTTP and WebSocket
  * upgrades relayed to that port inside the sandbox (authenticated by the caller). */
 void osapi_proxy(struct osapi_req *req, const char *sandbox_id, long port, const char *rest);
@@ -186,6 +190,8 @@ int osapi_approval_egress(const struct egress_policy *policy, bool full_network,
 
 /* osapi_egress.c: the egress sidecar's /policy (port 18080) over the sandbox's network_policy */
 void osapi_egress(struct osapi_req *req, const char *sandbox_id, const char *rest);
+/* The sidecar's /credential-vault (osapi_vault.c); sub is what follows it. */
+void osapi_vault(struct osapi_req *req, const char *sandbox_id, const char *sub);
 /* The sidecar's merge of rules in force (current) with a PATCH body (rules) or a DELETE body
  * (targets). New array. */
 json_t *osapi_egress_merge(json_t *current, json_t *body, bool patch);

@@ -303,22 +303,13 @@ static void handle_run(struct osapi_req *req)
 }
 
 /* POST /code: without a context (or a language), execd runs the code as a shell command, the
- * spec's "stateless" form; that works here too. Contexts need Jupyter. */
+ * spec's "stateless" form; that works here too. With one, osapi_code.c runs it. */
 static void handle_code(struct osapi_req *req)
 {
     json_t *body = osapi_req_json(req);
     if (!body)
         return;
-    json_t *ctx = json_object_get(body, "context");
-    const char *lang = json_string_value(json_object_get(ctx, "language"));
     const char *code = json_string_value(json_object_get(body, "code"));
-    if ((ctx && !json_is_null(ctx) && lang && *lang) || json_object_get(ctx, "id")) {
-        json_decref(body);
-        osapi_reply_unsupported(req, "code contexts need Jupyter, which local sandboxes do not "
-                                "run; leave out context to run the code as a shell command, or "
-                                "use POST /command (python3 -c ...)");
-        return;
-    }
     if (!code) {
         json_decref(body);
         osapi_reply_error(req, 400, "INVALID_REQUEST_BODY", "code is required");
@@ -538,7 +529,8 @@ void osapi_execd(struct osapi_req *req, const char *sandbox_id, const char *rest
             osapi_reply_raw(req, 200, NULL, NULL, "", 0);
         return;
     }
-    if (osapi_commands_route(req, rest) || osapi_files_route(req, rest))
+    if (osapi_code_route(req, rest) || osapi_commands_route(req, rest) ||
+        osapi_files_route(req, rest))
         return;
     osapi_reply_unsupported(req, "execd %s is not served by mcpbox (docs/opensandbox-api.md "
                             "lists what is)", rest);

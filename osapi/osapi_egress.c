@@ -195,9 +195,15 @@ static json_t *egress_body(struct osapi_req *req, bool patch)
 
 void osapi_egress(struct osapi_req *req, const char *sandbox_id, const char *rest)
 {
+    if (strncmp(rest, "/credential-vault", 17) == 0) { /* issue 37 */
+        osapi_vault(req, sandbox_id, rest + 17);
+        return;
+    }
     if (strcmp(rest, "/policy") != 0) {
-        osapi_reply_unsupported(req, "the egress sidecar's %s is not served by mcpbox (only "
-                                "/policy; no credential vault)", rest);
+        osapi_reply_unsupported(req,
+                                "the egress sidecar's %s is not served by mcpbox (only "
+                                "/policy and /credential-vault)",
+                                rest);
         return;
     }
     enum http_method m = osapi_req_http(req)->method;

@@ -1,4 +1,4 @@
-/* execd's files, directories, metrics and code-context endpoints, over the backend's file
+/* execd's files, directories and metrics endpoints, over the backend's file
  * operations (file_op, file_read, file_write, metrics); permissions through exec (chmod,
  * chown), since the vtable has no such operation. Several paths in one request are done one
  * after another; the first failure answers. */
@@ -793,14 +793,9 @@ bool osapi_files_route(struct osapi_req *req, const char *path)
     struct mcp_error err;
     bool running = strncmp(path, "/metrics", 8) != 0;
     bool known = !strncmp(path, "/files", 6) || !strncmp(path, "/directories", 12) ||
-                 !strncmp(path, "/metrics", 8) || !strncmp(path, "/code", 5);
+                 !strncmp(path, "/metrics", 8);
     if (!known)
         return false;
-    if (!strncmp(path, "/code", 5)) {
-        osapi_reply_unsupported(req, "code contexts need Jupyter, which local sandboxes do "
-                                "not run; use POST /command (python3 -c ...)");
-        return true;
-    }
     if (osapi_bind(req, req->sandbox_id, running, NULL) < 0)
         return true;
     if (!strcmp(path, "/files/info")) {

@@ -189,8 +189,6 @@ static const char *unsupported_field(json_t *body)
     if (json_is_true(json_object_get(body, "secureAccess")))
         return "secureAccess (no gateway: the execd access token in the endpoint's headers "
                "guards each sandbox)";
-    if ((v = json_object_get(body, "credentialProxy")) && json_is_true(json_object_get(v, "enabled")))
-        return "credentialProxy (no egress sidecar)";
     if ((v = json_object_get(body, "extensions")) && json_object_size(v) > 0)
         return "extensions (no extension is supported by mcpbox)";
     if ((v = json_object_get(body, "resourceRequests")) && json_object_size(v) > 0)
@@ -336,6 +334,9 @@ static const char *create_body_error(json_t *body, struct sandbox_spec *spec)
     if (t && !json_is_null(t) &&
         (!json_is_integer(t) || json_integer_value(t) < OSAPI_MIN_TIMEOUT_S))
         return "timeout must be an integer number of seconds >= 60, or null for no expiry";
+    /* the vault's injection (osapi_vault.c): the sandbox trusts the egress CA */
+    spec->credential_proxy =
+        json_is_true(json_object_get(json_object_get(body, "credentialProxy"), "enabled"));
     const char *bad = create_volumes(body, spec);
     return bad || !limits ? bad : apply_limits(limits, spec);
 }

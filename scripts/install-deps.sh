@@ -17,6 +17,8 @@ test_pkgs=(clang libclang-rt-14-dev python3 python3-yaml sqlite3 curl openssl ip
 test_pkgs+=(qemu-system-x86 busybox-static)
 # tests/local/image: a real registry on loopback, zstd layers, the skopeo+umoci baseline (bench).
 test_pkgs+=(docker-registry zstd skopeo umoci)
+# Code contexts (issue 34): matplotlib's figures as image results (tests/local/code).
+test_pkgs+=(python3-matplotlib)
 # Node.js may come from elsewhere than Debian (its own npm included): only ask apt when absent.
 if [ "${1:-}" = "--test" ] && ! command -v npm >/dev/null; then
     test_pkgs+=(nodejs npm)

@@ -37,10 +37,13 @@
 #include <unistd.h>
 
 #include "backend/egress_policy.h"
+#include "backend/local/egress_intercept.h"
 #include "backend/local/egress_parse.h"
 #include "backend/local/image/addr_blocked.h"
 #include "backend/local/local_sandbox.h"
 #include "backend/local/local_egress.h"
+#include "backend/local/local_secrets.h"
+#include "backend/local/local_vault.h"
 #include "backend/local/proto.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"
@@ -78,6 +81,8 @@ struct local_egress {
     struct egress_conn *conns; /* open ones: closed with the sandbox's egress (destroy, exit) */
     uint64_t events_window_ms; /* start of the current window of refusal events */
     unsigned events_in_window;
+    json_t *secrets_used; /* {name: {host: {count, last_time}}}: no values */
+    struct egress_intercept_share *intercepts; /* its intercepted connections (their threads) */
     int refs; /* the owner, the two handles, each connection */
 };
 
@@ -115,6 +120,7 @@ struct egress_conn {
     const char *name_from; /* "dns", "tls", "http" or NULL */
     uint8_t *head;
     size_t head_len;
+    json_t *secrets; /* definitions of the bound secrets this host may get, or NULL */
     struct in_addr addrs[EGRESS_MAX_ADDRS];
     size_t n_addrs, next_addr;
     int pending;           /* handles open + requests in flight; freed at 0 */
@@ -129,6 +135,8 @@ static void egress_unref(struct local_egress *eg)
     if (--eg->refs > 0)
         return;
     lsbx_unref(eg->sb);
+    json_decref(eg->secrets_used);
+    egress_intercept_share_unref(eg->intercepts);
     free(eg->synth);
     free(eg);
     egress_instances--;
@@ -264,6 +272,7 @@ static void conn_release(struct egress_conn *c)
     if (c->up_fd >= 0)
         close(c->up_fd);
     free(c->head);
+    json_decref(c->secrets);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -484,6 +493,81 @@ static void splice_start(struct egress_conn *c)
     on_splice_ready(&c->down_poll, 0, 0);
 }
 
+/* ---- connections: secrets (egress_intercept.c) -------------------------------------------- */
+
+/* The definitions of the secrets bound to the sandbox that may go to the connection's host: the
+ * connection is then intercepted rather than spliced. Only a name mcpbox resolves itself counts,
+ * so the secret goes to that name's own addresses, never to the one the sandbox dialled. */
+static void bound_secrets(struct egress_conn *c)
+{
+    json_t *names = local_egress_secrets(c->eg->sb);
+    json_t *defs = local_secrets_for_host(c->eg->sb->be->state_dir, names, c->name);
+    json_t *vault = local_vault_for_host(c->eg->sb->be->state_dir, c->eg->sb->id, c->name,
+                                         c->port); /* OpenSandbox's credential vault */
+    json_array_extend(defs, vault);
+    json_decref(vault);
+    if (json_array_size(defs) > 0)
+        c->secrets = defs;
+    else
+        json_decref(defs);
+}
+
+static void note_secrets_used(struct local_egress *eg, json_t *defs, const char *host)
+{
+    if (eg->secrets_used == NULL)
+        eg->secrets_used = json_object();
+    size_t i;
+    json_t *def;
+    json_array_foreach(defs, i, def)
+    {
+        const char *name = json_string_value(json_object_get(def, "name"));
+        json_t *hosts = json_object_get(eg->secrets_used, name);
+        if (hosts == NULL)
+            json_object_set_new(eg->secrets_used, name, hosts = json_object());
+        json_t *u = json_object_get(hosts, host);
+        json_int_t n = json_integer_value(json_object_get(u, "count"));
+        char when[32];
+        format_rfc3339_ms(now_wall_ms(), when);
+        json_object_set_new(hosts, host,
+                            json_pack("{s:I, s:s}", "count", n + 1, "last_time", when));
+    }
+}
+
+json_t *local_egress_secrets_used(struct lsbx *sb)
+{
+    return sb->egress && sb->egress->secrets_used ? json_deep_copy(sb->egress->secrets_used) : NULL;
+}
+
+/* Connected to a host the sandbox's secrets may go to: both sockets go to a thread of their own
+ * (egress_intercept.c) with the bytes read so far and the definitions. */
+static void intercept(struct egress_conn *c)
+{
+    uv_os_fd_t down, up;
+    uv_fileno((uv_handle_t *)&c->down, &down);
+    uv_fileno((uv_handle_t *)&c->up, &up);
+    struct egress_intercept *ic = xcalloc(1, sizeof *ic);
+    ic->down = fcntl(down, F_DUPFD_CLOEXEC, 0);
+    ic->up = fcntl(up, F_DUPFD_CLOEXEC, 0);
+    ic->head = c->head, ic->head_len = c->head_len, c->head = NULL;
+    ic->defs = c->secrets, c->secrets = NULL;
+    snprintf(ic->host, sizeof ic->host, "%s", c->name);
+    snprintf(ic->sandbox_id, sizeof ic->sandbox_id, "%s", c->eg->sb->id);
+    snprintf(ic->state_dir, sizeof ic->state_dir, "%s", c->eg->sb->be->state_dir);
+    if (c->eg->intercepts == NULL)
+        c->eg->intercepts = egress_intercept_share_new();
+    ic->share = c->eg->intercepts;
+    note_secrets_used(c->eg, ic->defs, c->name);
+    if (egress_intercept_start(ic) < 0)
+        log_warn("sandbox %s: a connection to %s closed: too many intercepted at once (at most "
+                 "%d per sandbox, %d in all)",
+                 c->eg->sb->id, c->name, EGRESS_INTERCEPT_PER_SANDBOX, EGRESS_INTERCEPT_MAX);
+    c->splicing = true; /* the stream handles go; conn_close closes the rest */
+    uv_close((uv_handle_t *)&c->down, on_tcp_handed_over);
+    uv_close((uv_handle_t *)&c->up, on_tcp_handed_over);
+    c->up_init = false;
+    conn_close(c, false);
+}
+
 /* ---- connections: connecting out --------------------------------------------------------- */
 
 static void try_connect(struct egress_conn *c);
@@ -511,7 +595,10 @@ static void on_connected(uv_connect_t *req, int status)
     }
     uv_timer_stop(&c->timer);
     uv_tcp_nodelay(&c->up, 1);
-    splice_start(c);
+    if (c->secrets != NULL)
+        intercept(c);
+    else
+        splice_start(c);
     conn_release(c);
 }
 
@@ -638,6 +725,7 @@ static void decide(struct egress_conn *c)
         return;
     }
     if (c->name[0]) {
+        bound_secrets(c);
         resolve(c);
         return;
     }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #define LOG_MODULE "local"
+#include "backend/code_interp.h"
 #include "backend/local/doctor.h"
 #include "backend/local/local.h"
 #include "backend/local/image/image.h"
@@ -30,6 +31,8 @@
 #include "backend/local/local_sandbox.h"
 #include "backend/local/snapshot.h"
 #include "backend/local/local_egress.h"
+#include "backend/local/local_secrets.h"
+#include "backend/local/local_vault.h"
 #include "lib/base/cleanup.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"
@@ -310,6 +313,7 @@ void local_release_resources(struct local_backend *lb, const char *id, const cha
         rmtree(dir);
     rmtree(logs);
     local_ws_remove(lb->state_dir, id, &lb->ident); /* mounts' copy-on-write layers (workspace.h) */
+    local_vault_remove(lb->state_dir, id);          /* its credential vault (local_vault.h) */
     local_release_slot(lb, id);
 }
 
@@ -787,6 +791,7 @@ static void timer_closed(uv_handle_t *h)
 static void local_shutdown(struct backend *be)
 {
     struct local_backend *lb = (struct local_backend *)be;
+    code_interp_release(be); /* code contexts end with the process that made them */
     local_pool_drain(lb); /* untaken pooled sandboxes go with the process that pooled them */
     image_service_free(lb->images); /* pulls under way end with an error */
     lb->images = NULL;
@@ -854,12 +859,14 @@ const struct backend_ops local_ops = {
     .diagnose = local_diagnose,
     .metrics = local_metrics,
     .snapshot = local_snapshot,
-    .code_context = backend_def_code_context,
-    .code_run = backend_def_code_run,
-    .host_check = doctor_host_check,
+    .code_context = code_interp_context, /* a driver in the sandbox (backend/code_interp.h) */
+    .code_run = code_interp_run,
+    .host_check = local_host_check,
     .workspace = local_workspace,
     .set_network_policy = local_set_network_policy,
     .command_input = local_command_input,
     .command_resize = local_command_resize,
     .volume = local_volume,
+    .bind_secrets = local_bind_secrets,
+    .credential_vault = local_credential_vault,
 };

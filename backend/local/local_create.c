@@ -25,6 +25,7 @@
 #include "backend/local/local_sandbox.h"
 #include "backend/local/local_egress.h"
 #include "backend/local/snapshot.h"
+#include "backend/local/local_secrets.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
@@ -191,6 +192,10 @@ json_t *local_make_record(const struct sandbox_spec *spec, const struct cg_limit
                             (json_int_t)local_self_starttime());
     if (spec->network_policy != NULL) /* what local_egress_policy() reads */
         json_object_set_new(rec, "network_policy", egress_policy_to_json(spec->network_policy));
+    if (json_array_size(spec->secrets) > 0) /* names only: the proxy reads the definitions */
+        json_object_set(rec, "secrets", spec->secrets);
+    if (spec->credential_proxy) /* its credential vault may be used (local_vault.c) */
+        json_object_set_new(rec, "credential_proxy", json_true());
     return rec;
 }
 
@@ -432,6 +437,17 @@ static const char *root_templates(const struct local_backend *lb)
     return lb->root_templates[0] ? lb->root_templates : NULL;
 }
 
+/* The agent's config (new string), and the egress CA for a host root binding secrets
+ * (local_secrets.c: the CA the sandbox trusts for them). */
+static void child_config(struct local_backend *lb, const struct sandbox_spec *spec,
+                         const struct store_sandbox *rec, const struct create_image *img,
+                         struct spawn_request *req)
+{
+    char *cfg = agent_config(spec, rec->expires_at_ms, rec->idle_timeout_s, img);
+    req->agent_config = local_secrets_agent_config(lb, spec, cfg);
+    req->egress_ca = img->n == 0 ? local_secrets_ca(lb, spec) : NULL;
+}
+
 static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
                        const struct cg_limits *lim, uint64_t disk, const struct create_image *img,
                        const struct store_sandbox *rec, struct spawn_result *res,
@@ -439,23 +455,32 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
 {
     struct lsbx *sb = op->sb;
     struct local_backend *lb = sb->be;
-    char *cfg = agent_config(spec, rec->expires_at_ms, rec->idle_timeout_s, img);
-    struct spawn_request req = {.id = sb->id, .dir = sb->dir, .logs_dir = sb->logs_dir,
-                                .ident = &lb->ident, .slot = op->slot,
-                                .disk_bytes = disk, .memory_bytes = lim->memory_bytes,
-                                .pids = lim->pids, .network = spec->network,
+    struct spawn_request req = {.id = sb->id,
+                                .dir = sb->dir,
+                                .logs_dir = sb->logs_dir,
+                                .ident = &lb->ident,
+                                .slot = op->slot,
+                                .disk_bytes = disk,
+                                .memory_bytes = lim->memory_bytes,
+                                .pids = lim->pids,
+                                .network = spec->network,
                                 .egress = spec->network_policy != NULL,
-                                .agent_config = cfg, .agent_exe_fd = lb->agent_fd,
-                                .image_dirs = img->dirs, .n_image_dirs = img->n,
-                                .run_uid = img->run_uid, .run_gid = img->run_gid,
-                                .seccomp = &lb->seccomp, .cg = &sb->cg,
+                                .agent_exe_fd = lb->agent_fd,
+                                .image_dirs = img->dirs,
+                                .n_image_dirs = img->n,
+                                .run_uid = img->run_uid,
+                                .run_gid = img->run_gid,
+                                .seccomp = &lb->seccomp,
+                                .cg = &sb->cg,
                                 .root_templates = root_templates(lb),
-                                .ws = &img->ws, .person_id = img->person_id};
+                                .ws = &img->ws,
+                                .person_id = img->person_id};
     int rc;
     req.hold = op->pool_slot < 0 && hold_for_v1(lb, &sb->cg);
     if (img->shared_mapping) /* the layers' files carry that mapping's ids: no idmap */
         req.ident = local_image_shared_identity(), req.slot = 0, req.bind_image = true;
     req.pids_by_rlimit = !lb->cg.lim_pids;
+    child_config(lb, spec, rec, img, &req);
     if (op->pool_slot >= 0) {
         struct mcp_error spawn_err;
         local_spawner_post(lb->spawner, op->pool_slot, &req, res);
@@ -473,7 +498,7 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
     } else {
         rc = local_spawn(&req, res, err);
     }
-    free(cfg);
+    free((char *)req.agent_config);
     if (res->pidfd >= 0)
         sb->pidfd = res->pidfd, sb->pid = res->pid;
     op->err_fd = res->err_fd;
@@ -818,12 +843,26 @@ int local_create_cold(struct local_backend *lb, const struct sandbox_spec *spec,
     return create_with_image(lb, spec, &img, cb, arg, err);
 }
 
+static int create_bound(struct local_backend *lb, const struct sandbox_spec *spec, backend_cb *cb,
+                        void *arg, struct mcp_error *err);
+
 int local_create(struct backend *be, const struct sandbox_spec *spec, backend_cb *cb, void *arg,
                  struct mcp_error *err)
 {
     struct local_backend *lb = (struct local_backend *)be;
     if (spec->snapshot_id != NULL) /* a create plus the snapshot's files (snapshot.h) */
         return local_create_from_snapshot(be, spec, cb, arg, err);
+    struct local_bound bound;
+    if (local_secrets_bind(lb, spec, &bound, err) < 0)
+        return -1;
+    int rc = create_bound(lb, &bound.spec, cb, arg, err);
+    local_secrets_unbind(&bound); /* the create copied what it keeps */
+    return rc;
+}
+
+static int create_bound(struct local_backend *lb, const struct sandbox_spec *spec, backend_cb *cb,
+                        void *arg, struct mcp_error *err)
+{
     /* The pool, like the spawner, starts with the second create: a one-shot process (the
      * CLI's create) never fills it. */
     if (++lb->creates > 1 && lb->pool_size > 0)

@@ -49,6 +49,8 @@ static void reload_policy(struct lsbx *sb)
         return;
     }
     json_t *j = json_object_get(rec.record, "network_policy");
+    json_decref(sb->secrets_json); /* names bound to it (local_secrets.c) */
+    sb->secrets_json = json_incref(json_object_get(rec.record, "secrets"));
     if (j != NULL && sb->policy_json != NULL && json_equal(j, sb->policy_json)) {
         sb->policy_checked_ms = now_mono_ms();
     } else {
@@ -68,8 +70,16 @@ const struct egress_policy *local_egress_policy(struct lsbx *sb)
     return sb->policy;
 }
 
+json_t *local_egress_secrets(struct lsbx *sb)
+{
+    local_egress_policy(sb); /* re-reads the record with the policy */
+    return sb->secrets_json;
+}
+
 void local_egress_forget(struct lsbx *sb)
 {
+    json_decref(sb->secrets_json);
+    sb->secrets_json = NULL;
     egress_policy_unref(sb->policy);
     json_decref(sb->policy_json);
     sb->policy = NULL;

@@ -36,6 +36,12 @@ void local_egress_stop(struct local_egress *eg); /* NULL-safe */
  * egress_policy_decide(NULL, ...) refuses. Loop thread. */
 const struct egress_policy *local_egress_policy(struct lsbx *sb);
 void local_egress_forget(struct lsbx *sb); /* drops the cache (lsbx_unref) */
+/* The names of the secrets bound to sb (the record's "secrets", re-read with the policy),
+ * borrowed like the policy; NULL: none. */
+json_t *local_egress_secrets(struct lsbx *sb);
+/* diagnose_sandbox's secrets_used: {name: {host: {count, last_time}}} of this process's proxy
+ * since it started serving sb (no values), or NULL when none was used. New reference. */
+json_t *local_egress_secrets_used(struct lsbx *sb);
 /* create: 0 when spec has no policy or this host can enforce it, else -1 with err. */
 int local_egress_check(struct local_backend *lb, const struct sandbox_spec *spec,
                        struct mcp_error *err);

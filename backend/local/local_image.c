@@ -167,6 +167,10 @@ static void copy_spec(struct sandbox_spec *dst, const struct sandbox_spec *src)
     dst->metadata = json_incref(src->metadata);
     dst->mounts = json_incref(src->mounts);
     dst->roots = json_incref(src->roots);
+    /* borrowed from the caller, whose references end when create returns */
+    dst->network_policy =
+        src->network_policy ? egress_policy_ref((struct egress_policy *)src->network_policy) : NULL;
+    dst->secrets = json_incref(src->secrets);
 }
 
 static void free_spec(struct sandbox_spec *s)
@@ -181,6 +185,8 @@ static void free_spec(struct sandbox_spec *s)
     json_decref(s->metadata);
     json_decref(s->mounts);
     json_decref(s->roots);
+    egress_policy_unref((struct egress_policy *)s->network_policy);
+    json_decref(s->secrets);
 }
 
 /* What a create that waits for its image keeps until the image is ready: its own copy of the

@@ -10,6 +10,7 @@
 #include "backend/local/local_agent.h"
 #include "backend/local/local_sandbox.h"
 #include "backend/local/local_egress.h"
+#include "backend/local/local_secrets.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
@@ -341,6 +342,7 @@ int local_diagnose(struct backend *be, const char *id, const char *what, backend
         if (json_array_size(refused) > 0) /* connections the network policy refused */
             json_object_set(res, "egress_refused", refused);
         json_decref(refused);
+        local_secrets_diagnose(lb, id, rec.record, res); /* which were used, where, how often */
         json_object_set(res, "events", events);
     } else if (strcmp(what, "inspect") == 0) {
         json_object_set_new(res, "inspect", diag_inspect(lb, &rec));

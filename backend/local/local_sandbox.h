@@ -144,6 +144,7 @@ struct lsbx {
     struct egress_policy *policy;
     json_t *policy_json;
     uint64_t policy_checked_ms; /* monotonic; 0: never read */
+    json_t *secrets_json;       /* the record's "secrets" (names bound), read with the policy */
     bool pooled;                /* ready in the pool, not given to anyone yet */
     struct lsbx *pool_next;
     int refs;

@@ -63,6 +63,10 @@ struct spawn_request {
     bool network;
     bool egress;              /* egress by policy: no route out but mcpbox (egress_netns.c) */
     const char *agent_config; /* JSON text for the agent's argv[1] */
+    /* Secrets over TLS (local_secrets.c): the egress CA's certificate (PEM), written with the
+     * root's system bundle to tmp/ and bound read-only over etc/ssl/certs/ca-certificates.crt
+     * (host root only; a failure leaves the bundle as it is); NULL: none. */
+    const char *egress_ca;
     /* NULL/0: image "host"; else the image's layers, bottom first (one for a registered rootfs
      * directory): each becomes an idmapped read-only lower layer of the sandbox's overlay. */
     const char *const *image_dirs;

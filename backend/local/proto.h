@@ -26,6 +26,8 @@
 /* Egress by policy: the agent's sockets on 127.0.0.1 in the sandbox (above the ephemeral range,
  * so no autobind takes them), where nftables redirects outbound TCP and DNS. */
 #define AGENT_EGRESS_TCP_PORT 65080
+/* Where the agent writes the egress CA for secrets over TLS (agent_egress_trust) */
+#define AGENT_EGRESS_TRUST_DIR "/tmp/.mcpbox-egress"
 #define AGENT_EGRESS_DNS_PORT 65053
 #define AGENT_CONFIG_ENV "MCPBOX_AGENT_CONFIG"   /* JSON: expires_at_ms, idle_timeout_s, workdir, env */
 

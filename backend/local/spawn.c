@@ -540,6 +540,29 @@ static void make_image_root(const struct child_plan *p)
     set_attr("/dev", MOUNT_ATTR_RDONLY, 0);
 }
 
+/* Secrets over TLS: the system bundle the sandbox sees, with mcpbox's egress CA appended, in a
+ * file of its own /tmp bound read-only over the bundle (the env vars point to the agent's copy
+ * as well). Best effort: a bundle left as it is only makes TLS to the bound hosts fail. */
+static void bind_egress_bundle(const struct child_plan *p)
+{
+    static const char bundle[] = "etc/ssl/certs/ca-certificates.crt";
+    static const char copy[] = "tmp/.mcpbox-egress/ca-bundle.pem";
+    if (p->req->egress_ca == NULL)
+        return;
+    cleanup_close int in = open(bundle, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    mkdir("tmp/.mcpbox-egress", 0755);
+    cleanup_close int out = open(copy, O_CREAT | O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    char buf[4096];
+    ssize_t n;
+    bool ok = in >= 0 && out >= 0;
+    while (ok && (n = read(in, buf, sizeof buf)) > 0)
+        ok = write(out, buf, (size_t)n) == n;
+    size_t len = strlen(p->req->egress_ca);
+    ok = ok && write(out, p->req->egress_ca, len) == (ssize_t)len;
+    if (ok && mount(copy, bundle, NULL, MS_BIND, NULL) == 0)
+        set_attr(bundle, ROOT_BIND_ATTRS, 0);
+}
+
 static void make_root(const struct child_plan *p)
 {
     if (p->n_image_fds > 0) {
@@ -559,6 +582,7 @@ static void make_root(const struct child_plan *p)
     }
     mount_devpts(p);
     make_mounts(p, "", p->data_fd, "");
+    bind_egress_bundle(p);
     /* The root (/etc, /dev, the mount points) is read-only from here on; a template's is
      * already. "run" is then the empty read-only directory /proc's masks need. */
     CHECK(p->template_root[0] || set_attr(".", ROOT_BIND_ATTRS, 0) == 0, "read-only", "/");

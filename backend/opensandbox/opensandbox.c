@@ -48,7 +48,8 @@ static void osb_shutdown(struct backend *be)
 /* No guard per operation: after shutdown every request fails to start ("shutting down"), and
  * the few answers kept in memory (a finished command's output) are still true. */
 const struct backend_ops opensandbox_ops = {
-    .name = "opensandbox", .id_prefix = OSB_ID_PREFIX,
+    .name = "opensandbox",
+    .id_prefix = OSB_ID_PREFIX,
     .enable_hint = "set OPEN_SANDBOX_DOMAIN (and OPEN_SANDBOX_API_KEY) and restart mcpbox",
     .shutdown = osb_shutdown, .free = opensandbox_backend_free,
     .create = osb_create, .destroy = osb_destroy, .list = osb_list, .get = osb_get,
@@ -61,6 +62,7 @@ const struct backend_ops opensandbox_ops = {
     .workspace = backend_def_workspace, .set_network_policy = osb_set_network_policy,
     .command_input = backend_def_command_input, .command_resize = backend_def_command_resize,
     .volume = backend_def_volume,
+    .bind_secrets = backend_def_bind_secrets, .credential_vault = backend_def_credential_vault,
 };
 
 /* OPEN_SANDBOX_DOMAIN may carry a scheme ("https://host"), which then wins over the protocol. */

@@ -1,4 +1,5 @@
-/* run_code: code in a stateful interpreter context (OpenSandbox code-interpreter images), with
+/* run_code: code in a stateful interpreter context (a driver in a local sandbox, or an
+ * OpenSandbox code-interpreter image), with
  * progress heartbeats while it runs (as run_command), capped output, an interrupt after
  * timeout_seconds (the backend's) and on cancellation; actions list, delete and interrupt manage
  * the contexts. */
@@ -7,6 +8,7 @@
 
 #include <string.h>
 
+#include "lib/base/buf.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
@@ -20,6 +22,7 @@ struct code_job {
     uint64_t started_ms;
     double last_progress;
     bool finished, cancel_pending;
+    bool capped; /* timeout_seconds cut to what a client without progress waits */
 };
 
 static void code_free_cb(uv_handle_t *h)
@@ -50,11 +53,19 @@ static void code_on_output(void *arg, enum exec_stream stream, const char *data,
     out_capture_add(&cj->tail, data, len);
 }
 
-static const char *code_note(const char *status, bool truncated, bool dropped)
+static const char *code_note(const char *status, bool truncated, bool dropped, bool lost_context,
+                             bool output_file, bool capped)
 {
+    if (strcmp(status, "timed_out") == 0 && capped)
+        return "interrupted after 50 s: without progress notifications a call is held within a "
+               "client's 60 s timeout; the context keeps its state: send a progressToken to let "
+               "timeout_seconds run longer, or run long work with run_command background:true";
     if (strcmp(status, "timed_out") == 0)
         return "interrupted after timeout_seconds; the context keeps its state: raise "
                "timeout_seconds, or run it with run_command background:true";
+    if (strcmp(status, "lost") == 0 && lost_context)
+        return "the context died and its state is gone (error says why): run again for a fresh "
+               "default context, or create a new one";
     if (strcmp(status, "lost") == 0)
         return "the connection to the interpreter broke; the code may still run: call run_code "
                "with action \"interrupt\" or try again";
@@ -62,9 +73,71 @@ static const char *code_note(const char *status, bool truncated, bool dropped)
         return "results (such as images) were left out past 1 MiB of results (count in "
                "results_dropped); save large values to files in the sandbox (e.g. savefig) "
                "and fetch them with read_file";
+    if (truncated && output_file)
+        return "output cut in the middle (max_output_bytes): all of it is in output_file in the "
+               "sandbox until the context's next run (read_file it with an offset)";
     if (truncated)
         return "output cut in the middle (max_output_bytes); print less, or write it to a file";
     return NULL;
+}
+
+/* The text block: what a notebook shows (output, results' text, the error), then the status. */
+static void text_results(struct buf *b, json_t *res)
+{
+    json_t *r, *tb = json_object_get(json_object_get(res, "error"), "traceback"), *line;
+    size_t i;
+    json_array_foreach(json_object_get(res, "results"), i, r)
+    {
+        const char *plain = json_string_value(json_object_get(r, "text"));
+        bool image = json_object_get(r, "image/png") || json_object_get(r, "image/jpeg");
+        buf_printf(b, "%s%s\n", image ? "[an image: in the next content block] " : "",
+                   plain ? plain : "");
+    }
+    json_array_foreach(tb, i, line) buf_printf(b, "%s\n", json_string_value(line));
+}
+
+static char *code_text(json_t *res)
+{
+    struct buf b;
+    buf_init(&b, TOOLS_TEXT_MAX);
+    buf_append_str(&b, json_string_value(json_object_get(res, "stdout")));
+    const char *err = json_string_value(json_object_get(res, "stderr"));
+    if (err && *err)
+        buf_printf(&b, "[stderr]\n%s\n", err);
+    text_results(&b, res);
+    const char *note = json_string_value(json_object_get(res, "note"));
+    buf_printf(&b, "[%s, execution_count %lld, context_id %s]%s%s",
+               json_string_value(json_object_get(res, "status")),
+               (long long)json_integer_value(json_object_get(res, "execution_count")),
+               json_string_value(json_object_get(res, "context_id")), note ? " " : "",
+               note ? note : "");
+    return buf_steal(&b, NULL);
+}
+
+/* An image content block for each image result, as a client can show it. */
+static json_t *code_images(json_t *res)
+{
+    json_t *blocks = json_array(), *r;
+    size_t i;
+    json_array_foreach(json_object_get(res, "results"), i, r)
+    {
+        const char *types[] = {"image/png", "image/jpeg"};
+        for (size_t t = 0; t < 2; t++) {
+            json_t *data = json_object_get(r, types[t]);
+            if (json_is_string(data))
+                json_array_append_new(blocks, json_pack("{s:s, s:O, s:s}", "type", "image", "data",
+                                                        data, "mimeType", types[t]));
+        }
+    }
+    return blocks;
+}
+
+static void code_finish(struct code_job *cj, json_t *res)
+{
+    char *text = code_text(res);
+    json_t *images = code_images(res);
+    tool_job_finish_blocks(cj->job, res, text, images);
+    free(text);
 }
 
 static void code_on_done(void *arg, json_t *result, const struct mcp_error *err)
@@ -85,13 +158,17 @@ static void code_on_done(void *arg, json_t *result, const struct mcp_error *err)
         bool dropped = json_integer_value(json_object_get(res, "results_dropped")) > 0;
         json_object_set_new(res, "truncated", json_boolean(t_out || t_err || dropped));
         const char *status = json_string_value(json_object_get(res, "status"));
-        const char *note = code_note(status ? status : "", t_out || t_err, dropped);
+        const char *ename =
+            json_string_value(json_object_get(json_object_get(res, "error"), "name"));
+        const char *note = code_note(status ? status : "", t_out || t_err, dropped,
+                                     ename && !strcmp(ename, "ContextLost"),
+                                     json_object_get(res, "output_file") != NULL, cj->capped);
         if (note != NULL)
             json_object_set_new(res, "note", json_string(note));
         tool_job_set_detail(cj->job, "context_id=%s status=%s",
                             json_string_value(json_object_get(res, "context_id")),
                             status ? status : "?");
-        tool_job_finish(cj->job, res);
+        code_finish(cj, res);
     }
     cj->job = NULL;
     uv_close((uv_handle_t *)&cj->progress_timer, code_free_cb);
@@ -135,24 +212,11 @@ static void code_cancel_cb(void *arg)
         code_interrupt(cj);
 }
 
-static void code_run(struct tool_job *job, json_t *args)
+static struct code_job *code_job_new(struct tool_job *job, json_t *args, bool capped)
 {
-    struct mcp_error err;
-    struct code_request req = {
-        .language = tools_arg_str(args, "language", NULL),
-        .code = tools_arg_str(args, "code", NULL),
-        .context_id = tools_arg_str(args, "context_id", NULL),
-        .timeout_ms = tools_arg_int(args, "timeout_seconds", TOOLS_DEFAULT_CODE_TIMEOUT_S, 1,
-                                    TOOLS_MAX_WAIT_S) * 1000,
-    };
-    if (req.code == NULL) {
-        mcp_error_set(&err, MCP_ERR_INVALID, 0, "run_code needs code (or an action: create, list, "
-                      "delete, interrupt)");
-        tool_job_fail(job, &err);
-        return;
-    }
     struct code_job *cj = xcalloc(1, sizeof(*cj));
     cj->job = job;
+    cj->capped = capped;
     size_t cap = (size_t)tools_arg_int(args, "max_output_bytes", TOOLS_DEFAULT_OUTPUT_CAP,
                                        TOOLS_MIN_OUTPUT_CAP, TOOLS_MAX_OUTPUT_CAP);
     out_capture_init(&cj->out, cap);
@@ -161,9 +225,32 @@ static void code_run(struct tool_job *job, json_t *args)
     cj->started_ms = now_mono_ms();
     uv_timer_init(job->ctx->loop, &cj->progress_timer);
     cj->progress_timer.data = cj;
+    return cj;
+}
+
+static void code_run(struct tool_job *job, json_t *args)
+{
+    struct mcp_error err;
+    bool capped; /* as run_command's wait: a client that hears no progress waits at most 50 s */
+    int64_t timeout_s = tools_wait_seconds(job->call, args, "timeout_seconds",
+                                           TOOLS_DEFAULT_CODE_TIMEOUT_S, TOOLS_MAX_WAIT_S, &capped);
+    struct code_request req = {
+        .language = tools_arg_str(args, "language", NULL),
+        .code = tools_arg_str(args, "code", NULL),
+        .context_id = tools_arg_str(args, "context_id", NULL),
+        .timeout_ms = (timeout_s < 1 ? 1 : timeout_s) * 1000,
+    };
+    if (req.code == NULL) {
+        mcp_error_set(&err, MCP_ERR_INVALID, 0, "run_code needs code (or an action: create, list, "
+                      "delete, interrupt)");
+        tool_job_fail(job, &err);
+        return;
+    }
+    struct code_job *cj = code_job_new(job, args, capped);
     struct exec_observer obs = {code_on_started, code_on_output, code_on_done, cj};
     if (job->be->ops->code_run(job->be, job->sandbox_id, &req, &obs, &err) < 0) {
-        tools_instead_code(job, &err);
+        if (!backend_has(job->be->ops, BACKEND_CODE))
+            tools_instead_code(job, &err);
         tool_job_fail(job, &err);
         uv_close((uv_handle_t *)&cj->progress_timer, code_free_cb);
         return;
@@ -190,7 +277,8 @@ void tool_run_code(struct tool_call *call, json_t *args)
     }
     if (job->be->ops->code_context(job->be, job->sandbox_id, action, args, tool_job_done_cb, job,
                                    &err) < 0) {
-        tools_instead_code(job, &err);
+        if (!backend_has(job->be->ops, BACKEND_CODE))
+            tools_instead_code(job, &err);
         tool_job_fail(job, &err);
     }
 }

@@ -122,13 +122,21 @@ static bool may_change_files(const char *tool, json_t *structured)
 
 void tool_job_finish(struct tool_job *job, json_t *structured)
 {
+    tool_job_finish_blocks(job, structured, NULL, NULL);
+}
+
+void tool_job_finish_blocks(struct tool_job *job, json_t *structured, const char *own_text,
+                            json_t *blocks)
+{
     struct job_audit_row row;
     audit_row_take(job, &row);
     const char *outcome = tool_call_is_cancelled(job->call) ? "cancelled" : "ok";
-    char *text = json_is_object(structured) ? result_text(structured) : NULL;
+    char *text = own_text                     ? xstrdup(own_text)
+                 : json_is_object(structured) ? result_text(structured)
+                                              : NULL;
     bool changed = job->sandbox_id != NULL && job->ctx != NULL &&
                    job->ctx->sandbox_changed != NULL && may_change_files(row.tool, structured);
-    tool_call_finish(job->call, structured, text); /* takes structured */
+    tool_call_finish_blocks(job->call, structured, text, blocks); /* takes both */
     free(text);
     if (changed) /* after the reply, as a client reading the file again would expect */
         job->ctx->sandbox_changed(job->ctx, job->owner, job->sandbox_id);

@@ -152,6 +152,8 @@ static void doctor_merge(json_t *into, json_t *part)
     json_array_extend(json_object_get(into, "checks"), json_object_get(part, "checks"));
     if (json_object_get(part, "note") != NULL && json_object_get(into, "note") == NULL)
         json_object_set(into, "note", json_object_get(part, "note"));
+    if (json_object_get(part, "secrets") != NULL) /* names create_sandbox may bind (issue 37) */
+        json_object_set(into, "secrets", json_object_get(part, "secrets"));
 }
 
 static void doctor_work(uv_work_t *w)

@@ -53,6 +53,7 @@ static int spec_from_args(json_t *args, const char *owner, struct sandbox_spec *
     spec->pids = (uint32_t)tools_arg_int(args, "pids", 0, 0, UINT32_MAX);
     spec->network = tools_arg_bool(args, "network", false);
     spec->mounts = json_object_get(args, "mounts");
+    spec->secrets = json_object_get(args, "secrets"); /* names; the backend binds them */
     spec->timeout_seconds = tools_arg_int(args, "timeout_seconds", 0, -1, MAX_DURATION_S);
     spec->idle_timeout_seconds = tools_arg_int(args, "idle_timeout_seconds", 0, -1, MAX_DURATION_S);
     spec->snapshot_id = tools_arg_str(args, "snapshot_id", NULL);
@@ -265,24 +266,27 @@ void tool_create_sandbox(struct tool_call *call, json_t *args)
  * network_policy (new connections follow it), then the expiry (timeout_seconds from now), then
  * paused. The answer is the sandbox as the last call left it. A call that fails ends the
  * update with its error, which says what was already changed. */
-enum update_step { UPDATE_POLICY, UPDATE_EXPIRY, UPDATE_PAUSED, UPDATE_DONE };
+enum update_step { UPDATE_POLICY, UPDATE_SECRETS, UPDATE_EXPIRY, UPDATE_PAUSED, UPDATE_DONE };
 
 struct update_job {
     struct tool_job *job;
     struct egress_policy *policy; /* NULL: the policy stays */
+    json_t *secrets;              /* names to bind (after the policy), or NULL: they stay */
     int64_t timeout_seconds;      /* 0: the expiry stays */
     int paused;                   /* -1: stays; 0 resume; 1 pause */
     enum update_step step;
     char done[64]; /* what was changed so far, for an error */
 };
 
-static const char *const update_step_names[] = {"network_policy", "timeout_seconds", "paused"};
+static const char *const update_step_names[] = {"network_policy", "secrets", "timeout_seconds",
+                                                "paused"};
 
 static void update_next(struct update_job *u, json_t *last);
 
 static void update_free(struct update_job *u)
 {
     egress_policy_unref(u->policy);
+    json_decref(u->secrets);
     free(u);
 }
 
@@ -318,6 +322,8 @@ static int update_call(struct update_job *u, struct mcp_error *err)
     switch (u->step) {
     case UPDATE_POLICY:
         return u->policy ? be->ops->set_network_policy(be, id, u->policy, update_cb, u, err) : 1;
+    case UPDATE_SECRETS: /* the one call that binds: a step asking the person can wrap it */
+        return u->secrets ? be->ops->bind_secrets(be, id, u->secrets, update_cb, u, err) : 1;
     case UPDATE_EXPIRY:
         return u->timeout_seconds > 0
                    ? be->ops->renew(be, id, u->timeout_seconds, update_cb, u, err)
@@ -401,10 +407,12 @@ void tool_update_sandbox(struct tool_call *call, json_t *args)
         update_free(u);
         return;
     }
-    if (u->policy == NULL && u->timeout_seconds == 0 && u->paused < 0) {
+    u->secrets = json_incref(json_object_get(args, "secrets"));
+    if (u->policy == NULL && u->secrets == NULL && u->timeout_seconds == 0 && u->paused < 0) {
         mcp_error_set(&err, MCP_ERR_INVALID, 0,
                       "update_sandbox changes nothing without paused, timeout_seconds or "
-                      "network_policy: e.g. {\"sandbox_id\": \"%s\", \"paused\": false} resumes it",
+                      "network_policy (or secrets): e.g. {\"sandbox_id\": \"%s\", \"paused\": "
+                      "false} resumes it",
                       id);
         tool_job_fail(job, &err);
         update_free(u);

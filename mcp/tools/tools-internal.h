@@ -61,6 +61,10 @@ struct tool_job {
 struct tool_job *tool_job_new(struct tool_call *call, json_t *args);
 /* Success: audits, finishes the call with structured (stolen) and frees the job. */
 void tool_job_finish(struct tool_job *job, json_t *structured);
+/* The same with its own text (NULL: the result rendered) and more content blocks (stolen, NULL:
+ * none) after it. */
+void tool_job_finish_blocks(struct tool_job *job, json_t *structured, const char *own_text,
+                            json_t *blocks);
 /* Tool error: audits, finishes with an isError result whose text is err's message, frees. */
 void tool_job_fail(struct tool_job *job, const struct mcp_error *err);
 /* The call was already answered (an approval's InputRequiredResult, 2026-07-28): audits tool's

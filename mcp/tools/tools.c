@@ -30,6 +30,3 @@ const struct tool_def sandbox_tools[] = {
 };
 
 const size_t sandbox_tools_count = sizeof(sandbox_tools) / sizeof(sandbox_tools[0]);
-
-/* Tools over optional backend operations (snapshot, code_context and code_run). */
-const char *const sandbox_tools_optional[] = {"snapshot_sandbox", "run_code", NULL};

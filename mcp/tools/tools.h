@@ -15,9 +15,6 @@ struct mcp_context;
 
 extern const struct tool_def sandbox_tools[];
 extern const size_t sandbox_tools_count;
-/* Names of the tools over optional backend operations (NULL-terminated): the executable leaves
- * them out of tools/list where no configured backend has those operations. */
-extern const char *const sandbox_tools_optional[];
 
 /* Registers the resource template sandbox://{sandbox_id}/{+path}, the troubleshoot_sandbox
  * prompt and the sandbox_id completions. Called once by the server after the tools are loaded. */

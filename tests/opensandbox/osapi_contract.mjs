@@ -289,15 +289,15 @@ await test('execd: /metrics/watch sends a Metrics line per second until the clie
   await through(X, 'GET', '/ping', { headers: tok, expect: 200, raw: true }); // the server goes on
 });
 
-await test('execd: metrics; code contexts and sessions say what is missing', async () => {
+await test('execd: metrics; code contexts (tests/local/code has the rest); sessions say what is missing', async () => {
   const m = await through(X, 'GET', '/metrics', { headers: tok, expect: 200 });
   check(m.json.cpu_count > 0 && m.json.mem_used_mib >= 0 && m.json.timestamp > 0, m.text);
-  const c = await through(X, 'POST', '/code/context', { headers: tok, body: { language: 'python' }, expect: 400 });
-  check(c.json.code === 'NOT_SUPPORTED' && /Jupyter/.test(c.json.message), c.text);
+  const c = await through(X, 'POST', '/code/context', { headers: tok, body: { language: 'python' }, expect: 200 });
+  check(c.json.language === 'python' && typeof c.json.id === 'string', c.text);
   const s = await through(X, 'POST', '/session', { headers: tok, body: {}, expect: 400 });
   check(s.json.code === 'NOT_SUPPORTED', s.text);
-  const k = await through(X, 'POST', '/code', { headers: tok, body: { context: { language: 'python' }, code: '1+1' }, expect: 400 });
-  check(k.json.code === 'NOT_SUPPORTED' && /shell command/.test(k.json.message), k.text);
+  const k = await stream({ context: { id: c.json.id, language: 'python' }, code: '1+1' }, tok, '/code');
+  check(k.events.some((e) => e.type === 'result' && e.results.text === '2'), JSON.stringify(k.events));
   // without a context, execd runs code as a shell command (the spec's stateless example)
   const sh = await stream({ code: 'echo stateless' }, tok, '/code');
   const t = sh.events.map((e) => e.type);

@@ -132,6 +132,11 @@ void agent_sigwatch_free(struct sigwatch **w);
 
 /* agent_egress.c: the sockets of egress by policy (config "egress": true). */
 int agent_egress_open(struct agent *a);
+/* Config "egress_ca" (secrets over TLS, issue 37): the CA mcpbox's proxy issues certificates
+ * with, written alone (ca.pem) and after the system bundle (ca-bundle.pem, unless the spawn
+ * made it already, host root) into AGENT_EGRESS_TRUST_DIR, where SSL_CERT_FILE and the like
+ * point commands. */
+void agent_egress_trust(const char *ca_pem);
 /* Answers "egress_sockets" on c with both fds attached; false: none (not an egress sandbox). */
 bool agent_egress_send(struct agent *a, struct conn *c, json_t *id);
 

@@ -9,7 +9,10 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend/local/agent/agent.h"
@@ -71,4 +74,49 @@ bool agent_egress_send(struct agent *a, struct conn *c, json_t *id)
     if (n != (ssize_t)(4 + len))
         c->dead = true; /* a tiny frame on a fresh connection: anything short is a broken peer */
     return true;
+}
+
+static int write_text(const char *path, const char *a, size_t na, const char *b, size_t nb)
+{
+    /* never twice: the spawn may have written the bundle (host root) and bound it over the
+     * system one, which this would then read */
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    bool ok = write(fd, a, na) == (ssize_t)na && write(fd, b, nb) == (ssize_t)nb;
+    return close(fd) == 0 && ok ? 0 : -1;
+}
+
+/* The system bundle as this sandbox sees it (NULL: none), at most 8 MiB. */
+static char *system_bundle(size_t *len)
+{
+    static const char *const paths[] = {"/etc/ssl/certs/ca-certificates.crt",
+                                        "/etc/pki/tls/certs/ca-bundle.crt"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        FILE *f = fopen(paths[i], "re");
+        if (f == NULL)
+            continue;
+        char *buf = malloc(8u << 20);
+        *len = buf ? fread(buf, 1, 8u << 20, f) : 0;
+        fclose(f);
+        return buf;
+    }
+    *len = 0;
+    return NULL;
+}
+
+void agent_egress_trust(const char *ca_pem)
+{
+    size_t n = 0, ca_len = strlen(ca_pem);
+    struct stat st;
+    if (stat(AGENT_EGRESS_TRUST_DIR "/ca-bundle.pem", &st) == 0) { /* the spawn made it */
+        write_text(AGENT_EGRESS_TRUST_DIR "/ca.pem", ca_pem, ca_len, "", 0);
+        return;
+    }
+    char *sys = system_bundle(&n);
+    const char *bundle = AGENT_EGRESS_TRUST_DIR "/ca-bundle.pem";
+    mkdir(AGENT_EGRESS_TRUST_DIR, 0755);
+    write_text(AGENT_EGRESS_TRUST_DIR "/ca.pem", ca_pem, ca_len, "", 0);
+    write_text(bundle, sys ? sys : "", n, ca_pem, ca_len);
+    free(sys);
 }

@@ -321,6 +321,8 @@ static int parse_config(struct agent *a, const char *text)
         json_decref(cfg);
         return -1; /* without its sockets an egress sandbox has no way out: do not start */
     }
+    if (json_is_string(json_object_get(cfg, "egress_ca")))
+        agent_egress_trust(json_string_value(json_object_get(cfg, "egress_ca")));
     if (!json_is_object(a->env)) {
         json_decref(a->env);
         a->env = json_object();

@@ -69,9 +69,9 @@ console.log(`# sandbox ${id} (${kind})`);
 const sameButId = (m, ident) => m.replaceAll(ident, '<id>');
 
 const cases = [
-    ['tools/list has the 19 tools of a local-only server, with output schemas', async () => {
-        // run_code needs the OpenSandbox backend: not listed without it; snapshots are local too
-        check(A.tools.has('snapshot_sandbox') && !A.tools.has('run_code'), 'OpenSandbox-only tools unlisted');
+    ['tools/list has the tools of a local-only server, with output schemas', async () => {
+        // the local backend has snapshots (issue 36) and code contexts (issue 34): both listed
+        check(A.tools.has('snapshot_sandbox') && A.tools.has('run_code'), 'snapshot_sandbox and run_code listed');
         for (const n of ['create_sandbox', 'list_sandboxes', 'get_sandbox', 'destroy_sandbox',
             'update_sandbox', 'run_command', 'get_command',
             'kill_command', 'write_file', 'read_file', 'list_files', 'search_files',
@@ -284,7 +284,7 @@ const cases = [
         const d = await ok(A, 'diagnose_sandbox', {}); // no sandbox: the host's checks
         check(d.ok === true && d.checks.length > 0, 'this host passed create, so its checks agree');
     }],
-    ['local backend: snapshots work (issue 36); code contexts answer with what to use instead', async () => {
+    ['local backend: snapshots and code contexts work (issues 34 and 36)', async () => {
         const s = await ok(A, 'snapshot_sandbox', { action: 'create', sandbox_id: id });
         check(s.state === 'ready' && s.sandbox_id === id, JSON.stringify(s));
         const l = await ok(A, 'snapshot_sandbox', { action: 'list' });
@@ -292,9 +292,8 @@ const cases = [
         await ok(A, 'snapshot_sandbox', { action: 'delete', snapshot_id: s.snapshot_id });
         await fails(A, 'snapshot_sandbox', { action: 'delete', snapshot_id: 'snap_1' }, /no snapshot/);
         await fails(A, 'create_sandbox', { backend: 'local', snapshot_id: 'snap_1' }, /no snapshot/);
-        await fails(A, 'run_code', { sandbox_id: id, code: 'print(1)' },
-            /local backend has no code interpreter contexts.*run_command/);
-        await fails(A, 'run_code', { sandbox_id: id, action: 'list' }, /code interpreter/);
+        // run_code works locally (tests/local/code has the rest); an unknown context says what to do
+        await fails(A, 'run_code', { sandbox_id: id, code: '1', context_id: 'ctx-none' }, /no code context.*action list/);
         await fails(A, 'run_code', { sandbox_id: MISSING, code: '1' }, /no sandbox|not found|list_sandboxes/i);
         await fails(A, 'snapshot_sandbox', { action: 'bogus' }, /action|enum/i);
     }],

@@ -402,6 +402,8 @@ static const struct backend_ops fake_ops = {
     .command_resize = backend_def_command_resize,
     .set_network_policy = f_set_network_policy,
     .volume = backend_def_volume,
+    .bind_secrets = backend_def_bind_secrets,
+    .credential_vault = backend_def_credential_vault,
 };
 
 /* Only ever a slot that is not running: a backend that keeps snapshots, to be named. */
@@ -443,6 +445,8 @@ const struct backend_ops fake_remote_ops = {
     .command_resize = backend_def_command_resize,
     .set_network_policy = backend_def_set_network_policy,
     .volume = backend_def_volume,
+    .bind_secrets = backend_def_bind_secrets,
+    .credential_vault = backend_def_credential_vault,
 };
 
 struct backend *fake_backend_new(uv_loop_t *loop, struct store *store)

@@ -57,6 +57,13 @@ void tool_call_finish(struct tool_call *call, json_t *structured, const char *te
     tool_call_finish_result(call, r);
 }
 
+void tool_call_finish_blocks(struct tool_call *call, json_t *structured, const char *text,
+                             json_t *blocks)
+{
+    json_decref(blocks); /* the fake keeps the text block only */
+    tool_call_finish(call, structured, text);
+}
+
 void tool_call_error(struct tool_call *call, json_t *structured, const char *fmt, ...)
 {
     char msg[1024];

@@ -1,0 +1,86 @@
+/* Shared by code_interp.c (contexts) and code_run.c (runs) only. */
+#ifndef MCPBOX_BACKEND_CODE_INTERP_INTERNAL_H
+#define MCPBOX_BACKEND_CODE_INTERP_INTERNAL_H
+
+#include <uv.h>
+
+#include "backend/code_frame.h"
+#include "backend/code_interp.h"
+
+#define CODE_CONTEXTS_MAX 16             /* per sandbox */
+#define CODE_RESULTS_MAX (1024u * 1024u) /* result bytes kept of one run, as on opensandbox */
+#define CODE_KILL_GRACE_MS 2000          /* after SIGINT, before SIGKILL */
+#define CODE_STDERR_TAIL 512             /* the driver's own stderr kept for errors */
+#define CODE_MAX_BYTES (BACKEND_INPUT_MAX - 64) /* code of one run, with its request header */
+
+enum code_state { CODE_STARTING, CODE_IDLE, CODE_RUNNING, CODE_DEAD };
+
+struct code_lang {
+    const char *name;    /* "python" */
+    const char *program; /* what must be on PATH: "python3" */
+    const char *start;   /* the shell command that runs the driver from $MCPBOX_CODE_DRIVER */
+    const char *source;  /* the driver */
+};
+
+/* One run in flight (or waiting for its context to start). */
+struct code_run {
+    struct exec_observer obs;
+    char *code; /* until sent */
+    json_t *results;
+    size_t results_bytes;
+    int dropped;
+    json_t *error;
+    uint64_t started_ms;
+    int64_t timeout_ms;
+    bool timed_out;
+    char output_file[256]; /* where the driver says the run's whole output is ("": nowhere) */
+};
+
+struct code_ctx {
+    struct code_ctx *next;
+    struct backend *be;
+    const struct code_lang *lang;
+    char id[32];
+    char *sandbox_id;
+    char cmd_id[64]; /* the driver's command, once started */
+    struct exec_handle *h;
+    struct code_frame_parser fp;
+    enum code_state state;
+    bool is_default;
+    int64_t count;
+    char died[200]; /* why it is dead */
+    char err_tail[CODE_STDERR_TAIL];
+    size_t err_len;
+    backend_cb *create_cb; /* a create waiting for the driver's hello */
+    void *create_arg;
+    struct code_run *run;
+    uv_timer_t timer; /* the run's timeout, then the grace before SIGKILL */
+    int refs;
+};
+
+/* code_interp.c */
+struct code_ctx *code_ctx_start(struct backend *be, const char *sandbox_id,
+                                const struct code_lang *lang, bool is_default,
+                                struct mcp_error *err);
+void code_ctx_unref(struct code_ctx *c);
+/* Marks c dead for why (finishing a run in flight as lost) and kills its driver. */
+void code_ctx_kill(struct code_ctx *c, const char *why);
+void code_ctx_signal(struct code_ctx *c, int sig);
+const struct code_lang *code_lang_find(const char *name, struct mcp_error *err);
+/* The live default context of a language for runs without a context_id, or NULL (*dead: the
+ * default that died, if any). */
+struct code_ctx *code_ctx_default(struct backend *be, const char *sandbox_id,
+                                  const struct code_lang *lang, struct code_ctx **dead);
+struct code_ctx *code_ctx_by_id(struct backend *be, const char *sandbox_id, const char *id);
+/* Drops c from the list (it is freed once nothing else holds it). */
+void code_ctx_forget(struct code_ctx *c);
+
+/* code_run.c */
+extern const struct code_frame_sink code_frame_sink_of_ctx; /* arg: the context */
+/* Sends the run's code to an idle context. */
+void code_run_send(struct code_ctx *c);
+/* Ends the run in flight with status (and error, NULL: the run's own) and frees it. */
+void code_run_finish(struct code_ctx *c, const char *status, const struct mcp_error *err);
+void code_run_free(struct code_run *r);
+
+#endif
