@@ -181,6 +181,13 @@ static void transport_error(const struct registry_client *c, const struct httpc_
         inside_error(&c->ref, "(or a server it sent the pull to) is at", err);
         return;
     }
+    if (strcmp(c->method, "GET") != 0) { /* a push's: no pull's advice */
+        mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0,
+                      "registry %s did not answer the push's %s %.200s (%.150s): check that it "
+                      "is up and reachable from here, then push again",
+                      host, c->method, c->path, resp->curl_msg[0] ? resp->curl_msg : "no answer");
+        return;
+    }
     switch (resp->curl_code) {
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_RESOLVE_PROXY:

@@ -15,9 +15,10 @@ server over stdio and the CLI, against Debian's docker-registry on loopback.
           it (it lies), one that is not there, one the person did not name, a reference with a
           digest or that does not parse, an unknown snapshot: each a clear error, and nothing is
           reported as pushed (the tag is not there).
+ hang     a registry that never answers: the push fails after the stall limit (60 s), saying so.
 
 Runs as root and, through tests/local/rootless, as an ordinary user.
-usage: test_snapshot_push.py --mcpbox PATH --check push|roundtrip|errors   (77: cannot run here)
+usage: test_snapshot_push.py --mcpbox PATH --check push|roundtrip|errors|hang   (77: cannot run here)
 """
 import argparse
 import http.client
@@ -33,6 +34,7 @@ import sys
 import tarfile
 import tempfile
 import threading
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "image"))
@@ -207,6 +209,7 @@ class Front:
             do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = relay
 
         self.reg, self.mode = reg, mode
+        self.hung = threading.Event()
         self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
         self.host = f"127.0.0.1:{self.srv.server_address[1]}"
         threading.Thread(target=self.srv.serve_forever, daemon=True).start()
@@ -217,6 +220,9 @@ class Front:
         if self.mode == "refuse":
             return self.send(h, 401, b'{"errors":[{"code":"UNAUTHORIZED","message":"no"}]}',
                              {"WWW-Authenticate": 'Basic realm="x"'})
+        if self.mode == "hang":  # takes the request, never answers
+            self.hung.wait(timeout=600)
+            return
         if self.mode == "lie" and h.command == "PUT" and "/manifests/" in h.path:
             return self.send(h, 201, b"", {})
         c = http.client.HTTPConnection("127.0.0.1", self.reg.port, timeout=30)
@@ -237,6 +243,7 @@ class Front:
         h.wfile.write(body)
 
     def close(self):
+        self.hung.set()
         self.srv.shutdown()
 
 
@@ -283,7 +290,8 @@ def check_errors(s, reg):
             f.close()
         st, _ = registry_get(reg, f"/v2/{repo}/manifests/{mode}")
         assert st == 404, f"{mode}: the tag is there ({st})"
-    s.refused(["unreachable"], snapshot_id=sn, reference=f"127.0.0.1:{ocitest.free_port()}/a:b")
+    s.refused(["did not answer the push", "push again"], snapshot_id=sn,
+              reference=f"127.0.0.1:{ocitest.free_port()}/a:b")
     s.refused(["MCPBOX_REGISTRIES"], snapshot_id=sn, reference="127.0.0.2:5000/a:b")
     s.refused(["not to a digest"], snapshot_id=sn,
               reference=f"{reg.host}/a@sha256:{'0' * 64}")
@@ -295,10 +303,28 @@ def check_errors(s, reg):
     print("errors: refused, lied to, unreachable, not named, bad references, unknown snapshot")
 
 
+def check_hang(s, reg):
+    """A registry that takes the connection and never answers: the push fails once no byte has
+    moved for 60 s (registry.c's stall limit), saying so; the tag is not there."""
+    _, snap = snapshot_with_file(s, "x")
+    repo = f"mcpbox/hang-{secrets.token_hex(4)}"
+    f = Front(reg, "hang")
+    try:
+        t0 = time.monotonic()
+        s.refused(["did not answer the push", "the tag was not written"],
+                  snapshot_id=snap["snapshot_id"], reference=f"{f.host}/{repo}:v1")
+        took = time.monotonic() - t0
+    finally:
+        f.close()
+    st, _ = registry_get(reg, f"/v2/{repo}/manifests/v1")
+    assert st == 404, st
+    print(f"hang: refused after {took:.0f} s")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
-    ap.add_argument("--check", required=True, choices=["push", "roundtrip", "errors"])
+    ap.add_argument("--check", required=True, choices=["push", "roundtrip", "errors", "hang"])
     a = ap.parse_args()
     if not os.path.exists(ocitest.REGISTRY_BIN):
         print("SKIP: no docker-registry (scripts/install-deps.sh --test)")
