@@ -69,7 +69,8 @@ class Serve(Client):
         return text
 
     def close(self):
-        super().close(timeout=60)
+        rc = super().close(timeout=60)
+        assert rc == 0, f"mcpbox serve exited {rc} (a sanitizer report?)"
 
 
 def registry_get(reg, path, accept=ocitest.OCI_MANIFEST):
