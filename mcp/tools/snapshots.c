@@ -107,8 +107,8 @@ void tool_snapshot_sandbox(struct tool_call *call, json_t *args)
         return;
     }
     /* push: local snapshots only, so the first backend with snapshots (the local one) says */
-    bool any = sandbox_id == NULL && strcmp(action, "create") != 0 &&
-               strcmp(action, "fork") != 0 && strcmp(action, "push") != 0;
+    bool any = sandbox_id == NULL && strcmp(action, "create") != 0 && strcmp(action, "fork") != 0 &&
+               strcmp(action, "push") != 0;
     int rc =
         !any
             ? job->be->ops->snapshot(job->be, job->owner, action, args, snapshot_done_cb, job, &err)
