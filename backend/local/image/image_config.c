@@ -141,8 +141,8 @@ void image_config_free(struct image_config *cfg)
 
 json_t *image_config_to_json(const struct image_config *cfg)
 {
-    json_t *j = json_pack("{s:O, s:s, s:s}", "env", cfg->env, "workdir", cfg->workdir, "user",
-                          cfg->user);
+    json_t *j =
+        json_pack("{s:O, s:s, s:s}", "env", cfg->env, "workdir", cfg->workdir, "user", cfg->user);
     if (cfg->snapshot_layer[0])
         json_object_set_new(j, "snapshot",
                             json_pack("{s:s, s:s, s:s}", "layer", cfg->snapshot_layer, "image",

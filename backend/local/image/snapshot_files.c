@@ -335,7 +335,7 @@ int snap_files_keep_pulled(const struct snap_files *f, int fd, const char *diges
     snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
     if (fsync(fd) < 0 ||
         (linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0 && errno != EEXIST))
-        return mcp_error_set(err, MCP_ERR_IO, errno, "cannot keep the snapshot layer %s: %s",
-                             path, strerror(errno));
+        return mcp_error_set(err, MCP_ERR_IO, errno, "cannot keep the snapshot layer %s: %s", path,
+                             strerror(errno));
     return 0;
 }
