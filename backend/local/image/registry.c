@@ -51,7 +51,7 @@ struct registry_client {
     bool retryable;     /* of the last failure */
     /* a push's request (registry_send) */
     char method[8];                       /* "GET" for pulls */
-    char target[HTTPC_HDR_VALUE_MAX];     /* an upload's Location, when it is one */
+    char target[1024]; /* an upload's Location with its ?digest=, when it is one */
     const struct registry_upload *upload; /* borrowed until done */
 };
 
