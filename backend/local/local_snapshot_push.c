@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "backend/local/image/image.h"
+#include "backend/local/image/layer_store.h"
+#include "backend/local/image/reference.h"
 #include "backend/local/image/push.h"
 #include "backend/local/local_egress.h"
 #include "backend/local/local_sandbox.h"
@@ -41,27 +43,40 @@ static const char *oci_arch(void)
     return u.machine;
 }
 
-/* The image config: the snapshot's env as Env, /workspace as WorkingDir, and labels naming
- * where it came from (the base image the layer is relative to, and the layer itself). */
-static json_t *snapshot_config(json_t *rec)
+/* The image config: the base's Env under the snapshot's env, its WorkingDir (else /workspace)
+ * and User, the base's diff_ids then the snapshot's layer, and labels naming where it came from
+ * (the image the layer is relative to, and the layer itself). base: the base image's record, or
+ * NULL for the host image. */
+static json_t *snapshot_config(json_t *rec, json_t *base, json_t *base_diff_ids)
 {
-    json_t *env = json_array();
+    json_t *bcfg = json_object_get(base, "config");
+    json_t *vars = json_is_object(json_object_get(bcfg, "env"))
+                       ? json_deep_copy(json_object_get(bcfg, "env"))
+                       : json_object();
+    json_object_update(vars, json_object_get(rec, "env"));
+    json_t *env = json_array(), *v;
     const char *k;
-    json_t *v;
-    json_object_foreach(json_object_get(rec, "env"), k, v)
+    json_object_foreach(vars, k, v)
     {
         char *kv = xasprintf("%s=%s", k, json_string_value(v) ? json_string_value(v) : "");
         json_array_append_new(env, json_string(kv));
         free(kv);
     }
+    json_decref(vars);
     const char *image = json_string_value(json_object_get(rec, "image"));
     const char *layer = json_string_value(json_object_get(rec, "layer"));
-    return json_pack(
-        "{s:s, s:s, s:O, s:{s:o, s:s, s:{s:O, s:s, s:s}}, s:{s:s, s:[s]}}", "architecture",
-        oci_arch(), "os", "linux", "created", json_object_get(rec, "created_at"), "config", "Env",
-        env, "WorkingDir", "/workspace", "Labels", "org.mcpbox.snapshot.id",
-        json_object_get(rec, "snapshot_id"), "org.mcpbox.snapshot.image", image ? image : "host",
-        "org.mcpbox.snapshot.layer", layer, "rootfs", "type", "layers", "diff_ids", layer);
+    const char *wd = json_string_value(json_object_get(bcfg, "workdir"));
+    const char *user = json_string_value(json_object_get(bcfg, "user"));
+    json_t *diff_ids = json_deep_copy(base_diff_ids);
+    json_array_append_new(diff_ids, json_string(layer));
+    return json_pack("{s:s, s:s, s:O, s:{s:o, s:s, s:s, s:{s:O, s:s, s:s}}, s:{s:s, s:o}}",
+                     "architecture", oci_arch(), "os", "linux", "created",
+                     json_object_get(rec, "created_at"), "config", "Env", env, "WorkingDir",
+                     wd && wd[0] ? wd : "/workspace", "User", user ? user : "", "Labels",
+                     "org.mcpbox.snapshot.id", json_object_get(rec, "snapshot_id"),
+                     "org.mcpbox.snapshot.image", image ? image : "host",
+                     "org.mcpbox.snapshot.layer", layer, "rootfs", "type", "layers", "diff_ids",
+                     diff_ids);
 }
 
 static void pushed(void *arg, json_t *result, const struct mcp_error *err)
@@ -93,18 +108,80 @@ static json_t *snapshot_blobs(const struct snap_files *f, json_t *rec, struct mc
                      "media_type", SNAP_LAYER_TYPE, "path", path);
 }
 
-/* A snapshot of an OCI-image sandbox holds only its own files: pushed alone it would not run,
- * and its base's layers are kept unpacked, not as the blobs a registry wants. */
-static int refuse_image_base(json_t *rec, struct mcp_error *err)
+/* A snapshot of an OCI-image sandbox holds only its own files: its base image's layers go with
+ * it, mounted from the base's repository, so that the image runs on its own. That needs the
+ * base's record in the store (its manifest digest, config and diff_ids) and the same registry
+ * (the layers are kept unpacked here, not as the blobs a registry takes). */
+struct push_base {
+    struct image_ref ref;
+    json_t *image;    /* the base's record */
+    json_t *diff_ids; /* of its layers, bottom first */
+};
+
+static int base_diff_ids(struct image_service *svc, struct push_base *b, struct mcp_error *err)
+{
+    json_t *d;
+    size_t i;
+    json_array_foreach(json_object_get(b->image, "layers"), i, d) {
+        char id[80];
+        if (!layer_store_diff_id(image_service_store(svc), json_string_value(d), id, sizeof id))
+            return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
+                                 "a layer of the base image %s is gone from the store: pull it "
+                                 "again (`mcpbox image pull %s`) and push again",
+                                 b->ref.repository, b->ref.repository);
+        json_array_append_new(b->diff_ids, json_string(id));
+    }
+    return 0;
+}
+
+static int snapshot_base(struct image_service *svc, json_t *rec, const char *reference,
+                         struct push_base *b, struct mcp_error *err)
 {
     const char *image = json_string_value(json_object_get(rec, "image"));
+    struct image_ref target;
+    char text[IMAGE_REF_TEXT_MAX];
     if (image == NULL || strcmp(image, "host") == 0)
         return 0;
-    return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
-                         "snapshot %s is of a sandbox from image %s: pushing it would need that "
-                         "image's layers too, which this server does not push yet. Push a "
-                         "snapshot of a host-image sandbox",
-                         json_string_value(json_object_get(rec, "snapshot_id")), image);
+    if (image_ref_parse(image, &b->ref, err) < 0 || image_ref_parse(reference, &target, err) < 0)
+        return -1;
+    if (strcmp(image_ref_api_host(&b->ref), image_ref_api_host(&target)) != 0)
+        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
+                             "snapshot %s is of a sandbox from image %s, whose layers go with it "
+                             "mounted from its repository: push it to registry %s",
+                             json_string_value(json_object_get(rec, "snapshot_id")), image,
+                             b->ref.registry);
+    image_ref_format(&b->ref, text, sizeof text);
+    b->image = layer_store_load_image(image_service_store(svc), text);
+    if (b->image == NULL)
+        return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
+                             "the snapshot's base image %s is no longer in the store: pull it "
+                             "(`mcpbox image pull %s`) and push again",
+                             image, image);
+    return base_diff_ids(svc, b, err);
+}
+
+static int start_push(struct local_backend *lb, struct image_service *svc, json_t *rec,
+                      const char *reference, json_t *blobs, const struct push_base *b,
+                      backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    struct httpc *http = image_service_http(svc, err);
+    if (http == NULL)
+        return -1;
+    struct push_op *op = xcalloc(1, sizeof *op);
+    op->svc = svc, op->cb = cb, op->arg = arg;
+    snprintf(op->snapshot_id, sizeof op->snapshot_id, "%s",
+             json_string_value(json_object_get(rec, "snapshot_id")));
+    json_t *config = snapshot_config(rec, b->image, b->diff_ids);
+    struct image_push_base base = {.ref = &b->ref,
+                                   .manifest_digest = json_string_value(
+                                       json_object_get(b->image, "manifest_digest"))};
+    image_service_hold(svc, +1);
+    int rc = image_push_start(lb->base.loop, http, reference, blobs, config,
+                              b->image ? &base : NULL, pushed, op, err);
+    if (rc < 0)
+        image_service_hold(svc, -1), free(op);
+    json_decref(config);
+    return rc;
 }
 
 int local_snapshot_push(struct local_backend *lb, const struct snap_files *f, const char *owner,
@@ -116,24 +193,14 @@ int local_snapshot_push(struct local_backend *lb, const struct snap_files *f, co
         return mcp_error_set(err, MCP_ERR_INVALID, 0,
                              "action \"push\" needs snapshot_id and reference "
                              "(registry/repository:tag)");
+    struct push_base b = {.image = NULL, .diff_ids = json_array()};
     json_t *rec = snap_files_load(f, id, owner, err);
-    json_t *blobs = rec && refuse_image_base(rec, err) == 0 ? snapshot_blobs(f, rec, err) : NULL;
-    struct image_service *svc = blobs ? local_image_service(lb, err) : NULL;
-    struct httpc *http = svc ? image_service_http(svc, err) : NULL;
-    int rc = -1;
-    if (http) {
-        struct push_op *op = xcalloc(1, sizeof *op);
-        op->svc = svc, op->cb = cb, op->arg = arg;
-        snprintf(op->snapshot_id, sizeof op->snapshot_id, "%s", id);
-        json_t *config = snapshot_config(rec);
-        image_service_hold(svc, +1);
-        rc = image_push_start(lb->base.loop, http, reference, blobs, config, pushed, op, err);
-        if (rc < 0)
-            image_service_hold(svc, -1), free(op);
-        json_decref(config);
-    }
-    json_decref(blobs);
-    json_decref(rec);
+    struct image_service *svc = rec ? local_image_service(lb, err) : NULL;
+    json_t *blobs = svc && snapshot_base(svc, rec, reference, &b, err) == 0
+                        ? snapshot_blobs(f, rec, err)
+                        : NULL;
+    int rc = blobs ? start_push(lb, svc, rec, reference, blobs, &b, cb, arg, err) : -1;
+    json_decref(blobs), json_decref(rec), json_decref(b.image), json_decref(b.diff_ids);
     return rc;
 }
 
@@ -152,21 +219,25 @@ static bool pushed_layer_kept(struct local_backend *lb, const char *layer)
     return fd >= 0;
 }
 
+/* The pushed image without its top layer (the snapshot's): its base, as a record to create on. */
+static json_t *base_of_pushed(json_t *image)
+{
+    json_t *base = json_deep_copy(image);
+    json_t *layers = json_object_get(base, "layers"), *dirs = json_object_get(base, "layer_dirs");
+    json_array_remove(layers, json_array_size(layers) - 1);
+    json_array_remove(dirs, json_array_size(dirs) - 1);
+    json_object_del(json_object_get(base, "config"), "snapshot");
+    return base;
+}
+
 void local_create_from_pushed(struct local_backend *lb, const struct sandbox_spec *spec,
                               json_t *image, backend_cb *cb, void *arg)
 {
     json_t *cfg = json_object_get(image, "config");
     json_t *snap = json_object_get(cfg, "snapshot");
     const char *base = json_string_value(json_object_get(snap, "image"));
+    bool host = base != NULL && strcmp(base, "host") == 0;
     struct mcp_error err;
-    if (base == NULL || strcmp(base, "host") != 0) { /* also: no image that names itself */
-        mcp_error_set(&err, MCP_ERR_UNSUPPORTED, 0,
-                      "image %s is a snapshot pushed by mcpbox from a sandbox of image %s: only "
-                      "snapshots of host-image sandboxes can be started from a registry",
-                      spec->image, base ? base : "(none)");
-        cb(arg, NULL, &err);
-        return;
-    }
     if (!pushed_layer_kept(lb, json_string_value(json_object_get(snap, "layer")))) {
         mcp_error_set(&err, MCP_ERR_NOT_FOUND, 0,
                       "the snapshot layer of image %s is no longer in the image store (pruned): "
@@ -176,10 +247,17 @@ void local_create_from_pushed(struct local_backend *lb, const struct sandbox_spe
         return;
     }
     const char *id = json_string_value(json_object_get(snap, "id"));
+    json_t *below = host ? NULL : base_of_pushed(image);
     json_t *rec = json_pack("{s:s, s:s, s:O, s:O}", "snapshot_id", id && id[0] ? id : "pushed",
-                            "image", "host", "layer", json_object_get(snap, "layer"), "env",
-                            json_object_get(cfg, "env"));
-    if (local_restore_record(&lb->base, spec, rec, cb, arg, &err) < 0)
+                            "image", host ? "host" : spec->image, "layer",
+                            json_object_get(snap, "layer"), "env", json_object_get(cfg, "env"));
+    int rc = !host && json_array_size(json_object_get(below, "layer_dirs")) == 0
+                 ? mcp_error_set(&err, MCP_ERR_BACKEND, 0,
+                                 "image %s says it is a snapshot of image %s but carries none of "
+                                 "its layers",
+                                 spec->image, base ? base : "(none)")
+                 : local_restore_onto(&lb->base, spec, rec, below, cb, arg, &err);
+    if (rc < 0)
         cb(arg, NULL, &err);
-    json_decref(rec);
+    json_decref(rec), json_decref(below);
 }

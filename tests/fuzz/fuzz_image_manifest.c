@@ -2,7 +2,7 @@
  * (backend/local/image/manifest.h, image_config.h): the first byte picks the Content-Type the
  * registry claims, the rest is the body. Whatever is accepted must hold only valid digests,
  * non-negative sizes and at most the documented number of entries; a pushed snapshot's labels
- * (org.mcpbox.snapshot.*) name one of the image's layers or are dropped. */
+ * (org.mcpbox.snapshot.*) name the image's top layer or are dropped. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,12 +19,11 @@ static void check(const struct oci_descriptor *d)
         abort();
 }
 
-/* A pushed snapshot's labels are kept only for a layer the image has (image_config.h). */
+/* A pushed snapshot's labels are kept only for the image's top layer (image_config.h). */
 static void check_snapshot_labels(const struct image_config *c)
 {
-    bool listed = c->snapshot_layer[0] == '\0';
-    for (size_t i = 0; i < c->n_diff_ids; i++)
-        listed = listed || strcmp(c->diff_ids[i], c->snapshot_layer) == 0;
+    bool listed = c->snapshot_layer[0] == '\0' ||
+                  (c->n_diff_ids > 0 && strcmp(c->diff_ids[c->n_diff_ids - 1], c->snapshot_layer) == 0);
     if (!listed || (c->snapshot_layer[0] && !image_digest_valid(c->snapshot_layer)))
         abort();
     json_decref(image_config_to_json(c));

@@ -74,17 +74,15 @@ static int parse_diff_ids(json_t *arr, struct image_config *cfg, struct mcp_erro
     return 0;
 }
 
-/* The labels a pushed snapshot carries (local_snapshot_push.c), kept only when its layer is one
- * of the image's layers, as a sha256 digest: anything else is an ordinary image. */
+/* The labels a pushed snapshot carries (local_snapshot_push.c), kept only when its layer is the
+ * image's top layer: anything else is an ordinary image. */
 static void parse_snapshot_labels(json_t *labels, struct image_config *cfg)
 {
     const char *layer = json_string_value(json_object_get(labels, "org.mcpbox.snapshot.layer"));
     const char *base = json_string_value(json_object_get(labels, "org.mcpbox.snapshot.image"));
     const char *id = json_string_value(json_object_get(labels, "org.mcpbox.snapshot.id"));
-    bool listed = false;
-    for (size_t i = 0; layer && i < cfg->n_diff_ids; i++)
-        listed = listed || strcmp(cfg->diff_ids[i], layer) == 0;
-    if (!listed || base == NULL || strlen(base) >= sizeof cfg->snapshot_base)
+    bool top = layer && cfg->n_diff_ids > 0 && strcmp(cfg->diff_ids[cfg->n_diff_ids - 1], layer) == 0;
+    if (!top || base == NULL || strlen(base) >= sizeof cfg->snapshot_base)
         return;
     snprintf(cfg->snapshot_layer, sizeof cfg->snapshot_layer, "%s", layer);
     snprintf(cfg->snapshot_base, sizeof cfg->snapshot_base, "%s", base);

@@ -17,7 +17,7 @@ struct image_config {
     size_t n_diff_ids;                 /* rootfs.diff_ids: one per layer, bottom first */
     char (*diff_ids)[72];              /* "sha256:<hex>" each: the layer's uncompressed digest */
     /* A snapshot pushed by mcpbox (its labels org.mcpbox.snapshot.*; push.h): its layer's digest
-     * (one of diff_ids), the image it is relative to, its id there; "" when it is none. */
+     * (the top one of diff_ids), the image it is relative to, its id there; "" when none. */
     char snapshot_layer[72];
     char snapshot_base[256];
     char snapshot_id[64];

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "backend/local/image/layer_hash.h"
+#include "backend/local/image/manifest.h"
 #include "backend/local/image/registry.h"
 #include "lib/base/log.h"
 #include "lib/base/xalloc.h"
@@ -17,7 +18,7 @@
 #define OCI_MANIFEST_TYPE "application/vnd.oci.image.manifest.v1+json"
 #define OCI_CONFIG_TYPE "application/vnd.oci.image.config.v1+json"
 
-enum push_step { STEP_HEAD, STEP_POST, STEP_PUT, STEP_MANIFEST, STEP_CHECK };
+enum push_step { STEP_BASE, STEP_HEAD, STEP_MOUNT, STEP_POST, STEP_PUT, STEP_MANIFEST, STEP_CHECK };
 
 struct push {
     struct registry_client *client;
@@ -33,6 +34,10 @@ struct push {
     int uploaded, present;
     image_push_done_fn *done;
     void *arg;
+    /* a base image whose layers go first, mounted from its repository (same registry) */
+    struct registry_client *base_client;
+    char base_repo[IMAGE_REF_NAME_MAX];
+    char config_digest[72];
 };
 
 static void push_next(struct push *p);
@@ -69,6 +74,7 @@ static void push_end(struct push *p, json_t *result, const struct mcp_error *err
     p->done(p->arg, result, err);
     json_decref(result);
     registry_client_free(p->client);
+    registry_client_free(p->base_client);
     json_decref(p->blobs);
     free(p->config), free(p->manifest);
     free(p);
@@ -187,6 +193,67 @@ static void after_manifest(struct push *p, const struct httpc_response *resp)
     push_end(p, res, NULL);
 }
 
+/* A layer the repository lacks but the base's repository has: mounted, not sent. */
+static void mount_blob(struct push *p)
+{
+    char target[600]; /* a repository name needs no escaping (reference.c allows [a-z0-9._/-]) */
+    snprintf(target, sizeof target, "blobs/uploads/?mount=%s&from=%s", blob_str(p, "digest"),
+             blob_str(p, "mount_from"));
+    p->step = STEP_MOUNT;
+    registry_send(p->client, "POST", target, NULL, on_answer, p);
+}
+
+static void after_mount(struct push *p, const struct httpc_response *resp)
+{
+    if (resp->status != 201) {
+        push_fail(p, MCP_ERR_BACKEND, "registry %s did not mount the base image's layer %s "
+                  "from its repository (it wants the bytes sent): push to the registry and "
+                  "repository of the base image",
+                  p->ref.registry, blob_str(p, "digest"));
+        return;
+    }
+    p->present++, p->i++;
+    push_next(p);
+}
+
+static void build_manifest(struct push *p)
+{
+    json_t *layers = json_array();
+    for (size_t i = 0; i + 1 < json_array_size(p->blobs); i++) /* the config is last */
+        json_array_append(layers, json_array_get(p->blobs, i));
+    p->manifest = image_push_manifest(layers, p->config_digest, strlen(p->config));
+    sha256_of(p->manifest, strlen(p->manifest), p->manifest_digest);
+    json_decref(layers);
+}
+
+/* The base image's manifest: its layers go first, each to be mounted from its repository. */
+static void after_base(struct push *p, const struct httpc_response *resp)
+{
+    struct oci_manifest m;
+    struct mcp_error err;
+    memset(&m, 0, sizeof m);
+    int rc = oci_manifest_parse(resp->body.data, resp->body.len, resp->content_type, &m, &err);
+    if (rc == 0 && m.is_index) {
+        oci_manifest_free(&m);
+        rc = mcp_error_set(&err, MCP_ERR_BACKEND, 0, "an index where a manifest was asked for");
+    }
+    if (rc < 0) {
+        push_fail(p, MCP_ERR_BACKEND, "the base image's manifest could not be read again from "
+                  "%s (%s): the push stopped",
+                  p->base_repo, err.msg);
+        return;
+    }
+    for (size_t i = 0; i < m.n_entries; i++)
+        json_array_insert_new(p->blobs, i, json_pack("{s:s, s:I, s:s, s:s}", "digest",
+                                                     m.entries[i].digest, "size",
+                                                     (json_int_t)m.entries[i].size, "media_type",
+                                                     m.entries[i].media_type, "mount_from",
+                                                     p->base_repo));
+    oci_manifest_free(&m);
+    build_manifest(p);
+    push_next(p);
+}
+
 static void on_answer(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
     struct push *p = arg;
@@ -204,8 +271,18 @@ static void on_answer(void *arg, struct httpc_response *resp, const struct mcp_e
             push_next(p);
             return;
         }
+        if (blob_str(p, "mount_from")) {
+            mount_blob(p);
+            return;
+        }
         p->step = STEP_POST;
         registry_send(p->client, "POST", "blobs/uploads/", NULL, on_answer, p);
+        return;
+    case STEP_BASE:
+        after_base(p, resp);
+        return;
+    case STEP_MOUNT:
+        after_mount(p, resp);
         return;
     case STEP_POST:
         after_post(p, resp);
@@ -236,7 +313,8 @@ static void push_next(struct push *p)
 }
 
 int image_push_start(uv_loop_t *loop, struct httpc *http, const char *reference, json_t *blobs,
-                     json_t *config, image_push_done_fn *done, void *arg, struct mcp_error *err)
+                     json_t *config, const struct image_push_base *base, image_push_done_fn *done,
+                     void *arg, struct mcp_error *err)
 {
     struct image_ref ref;
     if (image_ref_parse(reference, &ref, err) < 0 || registry_check_reference(&ref, err) < 0)
@@ -248,15 +326,22 @@ int image_push_start(uv_loop_t *loop, struct httpc *http, const char *reference,
     struct push *p = xcalloc(1, sizeof *p);
     p->ref = ref, p->fd = -1, p->done = done, p->arg = arg;
     p->config = json_dumps(config, JSON_COMPACT | JSON_SORT_KEYS);
-    char config_digest[72];
-    sha256_of(p->config, strlen(p->config), config_digest);
-    p->manifest = image_push_manifest(blobs, config_digest, strlen(p->config));
-    sha256_of(p->manifest, strlen(p->manifest), p->manifest_digest);
+    sha256_of(p->config, strlen(p->config), p->config_digest);
     p->blobs = json_deep_copy(blobs);
-    json_array_append_new(p->blobs, json_pack("{s:s, s:I}", "digest", config_digest, "size",
+    json_array_append_new(p->blobs, json_pack("{s:s, s:I}", "digest", p->config_digest, "size",
                                               (json_int_t)strlen(p->config)));
     p->client = registry_client_new(loop, http, &ref);
-    push_next(p);
+    if (base == NULL) {
+        build_manifest(p);
+        push_next(p);
+        return 0;
+    }
+    char path[300];
+    snprintf(p->base_repo, sizeof p->base_repo, "%s", base->ref->repository);
+    p->base_client = registry_client_new(loop, http, base->ref);
+    p->step = STEP_BASE;
+    snprintf(path, sizeof path, "manifests/%s", base->manifest_digest);
+    registry_get(p->base_client, path, OCI_MANIFEST_ACCEPT, OCI_MANIFEST_MAX, NULL, on_answer, p);
     return 0;
 }
 

@@ -16,12 +16,22 @@
  * Exactly one of result/err is set; both borrowed. */
 typedef void image_push_done_fn(void *arg, json_t *result, const struct mcp_error *err);
 
+/* A base image (a snapshot of an OCI-image sandbox): its layers, from its manifest, go first,
+ * mounted from ref's repository, which must be on the registry pushed to. */
+struct image_ref;
+struct image_push_base {
+    const struct image_ref *ref;
+    const char *manifest_digest;
+};
+
 /* blobs: [{digest, size, media_type, path}] (layers bottom first; path the file holding it);
- * config: the image config (serialized here, its digest taken); both borrowed. 0 if started
+ * config: the image config (serialized here, its digest taken); base: NULL for none; all
+ * borrowed. 0 if started
  * (done later, never from inside); -1 with err for a reference that does not parse, one without
  * a tag, or a registry the person did not allow (registry.h). */
 int image_push_start(uv_loop_t *loop, struct httpc *http, const char *reference, json_t *blobs,
-                     json_t *config, image_push_done_fn *done, void *arg, struct mcp_error *err);
+                     json_t *config, const struct image_push_base *base, image_push_done_fn *done,
+                     void *arg, struct mcp_error *err);
 
 /* The manifest for config_digest/config_size and blobs (as above): a new string. */
 char *image_push_manifest(json_t *blobs, const char *config_digest, size_t config_size);

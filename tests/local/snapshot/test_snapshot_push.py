@@ -6,7 +6,9 @@ server over stdio and the CLI, against Debian's docker-registry on loopback.
           config with the snapshot's env, workdir and labels, the layer byte for byte with the
           file in it); a second push uploads nothing (HEAD finds every blob); the CLI's
           `mcpbox sandbox snapshot push` does the same.
- roundtrip  the cross-backend round trip: a snapshot pushed, then create_sandbox {image: REF}
+ roundtrip  the cross-backend round trip, for a snapshot of a host-image sandbox and of a busybox
+          image's (whose layer is mounted from its repository, and must be on the same
+          registry): a snapshot pushed, then create_sandbox {image: REF}
           (a) on the local backend of the server that pushed, and (b) on the opensandbox backend
           against a second mcpbox serving OpenSandbox's API over its own local backend (which
           pulls the image and restores the snapshot's layer): the file is there, with the
@@ -78,8 +80,9 @@ def registry_get(reg, path, accept=ocitest.OCI_MANIFEST):
     return r.status, body
 
 
-def snapshot_with_file(s, text):
-    sid = s.ok("create_sandbox", env={"PUSHVAR": "pv"})["sandbox_id"]
+def snapshot_with_file(s, text, image=None):
+    args = {"image": image} if image else {}
+    sid = s.ok("create_sandbox", env={"PUSHVAR": "pv"}, **args)["sandbox_id"]
     s.ok("write_file", sandbox_id=sid, path="/workspace/pushed.txt", content=text)
     snap = s.ok("snapshot_sandbox", action="create", sandbox_id=sid)
     return sid, snap
@@ -160,20 +163,44 @@ class Remote:
 
 
 def read_back(s, sid):
-    out = s.ok("run_command", sandbox_id=sid, command="cat /workspace/pushed.txt; echo; echo $PUSHVAR")
+    out = s.ok("run_command", sandbox_id=sid,
+               command="cat /workspace/pushed.txt; echo; echo $PUSHVAR; echo ${BASEVAR:-}; "
+                       "test -e /usr/bin/env && echo host-root || echo image-root")
     return out["exit_code"], out.get("stdout", "")
 
 
+def base_image(reg):
+    """A busybox image in the registry, with an Env of its own."""
+    repo = f"mcpbox/base-{secrets.token_hex(4)}"
+    reg.push_image(repo, "1", [("gzip", ocitest.busybox_layer())],
+                   config={"Env": ["BASEVAR=bv", "PATH=/bin"], "WorkingDir": "/workspace"})
+    return f"{reg.host}/{repo}:1"
+
+
 def check_roundtrip(s, reg):
+    roundtrip(s, reg, None)
+    roundtrip(s, reg, base_image(reg))
+
+
+def roundtrip(s, reg, base):
+    """base: an OCI image the source sandbox runs on (its layers go with the push), or None for
+    the host image."""
     text = "round trip " + secrets.token_hex(8)
-    src, snap = snapshot_with_file(s, text)
+    src, snap = snapshot_with_file(s, text, base)
     s.ok("destroy_sandbox", sandbox_id=src)
     ref = f"{reg.host}/mcpbox/rt-{secrets.token_hex(4)}:v1"
-    s.ok("snapshot_sandbox", action="push", snapshot_id=snap["snapshot_id"], reference=ref)
+    out = s.ok("snapshot_sandbox", action="push", snapshot_id=snap["snapshot_id"], reference=ref)
+    if base:  # the base's layer is mounted from its repository, not sent
+        assert out["blobs_present"] == 1 and out["blobs_uploaded"] == 2, out
+        st, body = registry_get(reg, f"/v2/{ref.split('/', 1)[1].replace(':v1', '')}/manifests/v1")
+        assert st == 200 and len(json.loads(body)["layers"]) == 2, (st, body[:300])
+        other = f"127.0.0.2:{reg.port}/mcpbox/x:1"
+        s.refused(["push it to registry"], snapshot_id=snap["snapshot_id"], reference=other)
     s.ok("snapshot_sandbox", action="delete", snapshot_id=snap["snapshot_id"])
     local = s.ok("create_sandbox", image=ref)["sandbox_id"]
-    assert read_back(s, local) == (0, f"{text}\npv\n"), read_back(s, local)
-    print(f"(a) local backend: create_sandbox {{image: {ref}}} has the file")
+    want = (0, f"{text}\npv\n{'bv' if base else ''}\n{'image-root' if base else 'host-root'}\n")
+    assert read_back(s, local) == want, read_back(s, local)
+    print(f"(a) local backend: create_sandbox {{image: {ref}}} has the file (base {base})")
     remote = Remote(s.mcpbox, os.path.join(s.base, "remote"))
     try:
         env = dict(os.environ, OPEN_SANDBOX_DOMAIN=f"127.0.0.1:{remote.port}",
@@ -185,7 +212,7 @@ def check_roundtrip(s, reg):
             osb = c.ok("create_sandbox", backend="opensandbox", image=ref)["sandbox_id"]
             assert osb.startswith("osb-"), osb
             got = read_back(c, osb)
-            assert got == (0, f"{text}\npv\n"), got
+            assert got == want, got
             print(f"(b) opensandbox backend through mcpbox's OpenSandbox API: {osb} has the file")
             c.ok("destroy_sandbox", sandbox_id=osb)
         finally:
@@ -261,12 +288,14 @@ def labelled(reg, repo, entries, base="host"):
 
 def hostile_images(s, reg):
     """Images that say they are pushed snapshots: only the writable space is restored, onto the
-    host image only, and a sandbox whose restore fails is gone."""
+    host image or the image's own lower layers (none here: refused), and a sandbox whose restore
+    fails is gone."""
     before = len(s.ok("list_sandboxes")["sandboxes"])
     repo = f"mcpbox/hostile-{secrets.token_hex(4)}"
     ref = labelled(reg, repo + "-base", [ocitest.f("workspace/a", b"a")], base=f"{reg.host}/x:1")
     err, _, text = s.tool("create_sandbox", image=ref)
-    assert err and "only snapshots of host-image sandboxes" in text, text
+    assert err and "carries none of its layers" in text, text
+    print(f"  refused: {text[:160]}")
     ref = labelled(reg, repo + "-etc", [ocitest.d("workspace"), ocitest.f("etc/evil", b"x")])
     err, _, text = s.tool("create_sandbox", image=ref)
     assert err and "etc/evil" in text, f"a layer writing /etc was restored: {text}"
@@ -277,7 +306,7 @@ def hostile_images(s, reg):
     print(f"  refused: {text[:160]}")
     after = len(s.ok("list_sandboxes")["sandboxes"])
     assert after == before, f"{after - before} sandboxes left by failed restores"
-    print("hostile images: another base, /etc, .. refused; nothing left behind")
+    print("hostile images: a base without its layers, /etc, .. refused; nothing left behind")
 
 
 def check_errors(s, reg):
