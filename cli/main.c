@@ -13,8 +13,7 @@
 #include "lib/base/log.h"
 #include "lib/base/xalloc.h"
 #include "server/config.h"
-#include "mcp/http/http_ext.h"
-#include "mcp/http/http_server.h"
+#include "mcp/http/http_transport.h"
 #include "osapi/osapi.h"
 #include "mcp/registry.h"
 #include "mcp/server.h"
@@ -53,7 +52,7 @@ static int start_transport(struct mcp_server *srv, const struct mcp_config *cfg,
             return -1;
         osapi_approval_set(&cfg->approval); /* approvals: the person's settings decide */
     }
-    return http_server_start_ext(srv, cfg, ext, err);
+    return http_transport_start(srv, cfg, ext, err);
 }
 
 static int serve(const struct mcp_config *cfg)

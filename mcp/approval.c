@@ -338,19 +338,3 @@ int approval_ask(struct tool_call *call, const struct approval_question *q, appr
                           s->mode[q->kind] == APPROVAL_MODE_REFUSE ? "settings" : "unattended",
                           allowed ? NULL : &err);
 }
-
-int approval_ask_secret(struct tool_call *call, const char *sandbox_id, const char *name,
-                        const char *destination, approval_done_fn *done, void *arg)
-{
-    cleanup_free char *safe = approval_safe_text(name);
-    cleanup_free char *to = approval_safe_text(destination ? destination : "anywhere");
-    cleanup_free char *what = xasprintf("use the secret \"%s\"", safe);
-    cleanup_free char *details = xasprintf("Secret: %s\nSent to: %s", safe, to);
-    json_auto_t *subjects = json_pack("[s]", name);
-    struct approval_question q = {.kind = APPROVAL_SECRET,
-                                  .sandbox_id = sandbox_id,
-                                  .what = what,
-                                  .details = details,
-                                  .subjects = subjects};
-    return approval_ask(call, &q, done, arg);
-}

@@ -35,12 +35,6 @@ typedef void approval_done_fn(void *arg, bool allowed, const struct mcp_error *r
 int approval_ask(struct tool_call *call, const struct approval_question *q, approval_done_fn *done,
                  void *arg);
 
-/* The hook for binding a secret (issue 34): asks whether sandbox_id may have the credential
- * `name`, to be sent to `destination` (a host name, or NULL for anywhere). Same contract as
- * approval_ask. */
-int approval_ask_secret(struct tool_call *call, const char *sandbox_id, const char *name,
-                        const char *destination, approval_done_fn *done, void *arg);
-
 /* s for the form, as one line the person can trust: control characters and the Unicode
  * controls that hide or reorder text become \xNN and \u{NNNN} (a new string). Whatever the
  * sandbox or the agent named (files, paths, secrets) goes through it. */

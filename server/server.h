@@ -4,7 +4,7 @@
  *
  * Typical use (cli/main.c):
  *     srv = server_new(cfg, &err);
- *     stdio_transport_start(srv, &err)   or   http_server_start(srv, cfg, &err);
+ *     stdio_transport_start(srv, ...)    or   http_transport_start(srv, cfg, ext, &err);
  *     server_run(srv);                   runs until server_stop() (EOF, SIGINT, SIGTERM)
  *     server_free(srv);
  *

@@ -78,7 +78,7 @@ static int write_all_fd(int fd, const char *p, size_t n)
 }
 
 /* The uid owning the client's end of the loopback connection `c` (sock_diag: the socket whose
- * source is the peer and destination us), or -1. The same lookup as mcp/http/http_peer.c, for
+ * source is the peer and destination us), or -1. The same lookup as server/http/http_peer.c, for
  * IPv4 only and with system calls only (this runs in a process forked from a threaded one). */
 static long peer_uid(int c)
 {

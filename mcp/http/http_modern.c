@@ -36,16 +36,16 @@ static void modern_error(struct http_conn *c, const json_t *id, const struct mcp
 
 static void modern_dispatch(struct http_conn *c, struct jsonrpc_msg *msg)
 {
-    struct http_sess *s = http_sess_create_stateless(c->hs, c);
+    struct http_sess *s = http_sess_create_stateless(mcp_http_of(c), c);
     if (!s) {
         http_conn_error(c, 503, -32000, msg->id, "Retry-After: 5\r\n",
                         "Service Unavailable: too many requests in progress (limit %d)",
                         HTTP_MAX_SESSIONS);
         return;
     }
-    c->key = json_dumps(msg->id, JSON_COMPACT | JSON_ENCODE_ANY);
-    c->prefer_sse = http_accept_prefers(http_request_header(&c->reader.req, "accept", NULL),
-                                        "text/event-stream", "application/json");
+    ex_of(c)->key = json_dumps(msg->id, JSON_COMPACT | JSON_ENCODE_ANY);
+    const char *accept = http_request_header(&c->reader.req, "accept", NULL);
+    ex_of(c)->prefer_sse = http_accept_prefers(accept, "text/event-stream", "application/json");
     http_sess_attach(s, c, EX_PENDING);
     session_handle(s->core, msg);
 }

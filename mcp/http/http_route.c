@@ -1,56 +1,46 @@
-/* What a complete HTTP request means for MCP Streamable HTTP (2025-11-25): admission checks
- * (Host, Origin, token), then POST (one JSON-RPC message), GET (the session's standalone
- * stream) or DELETE (end the session) on the one endpoint, /mcp. */
+/* What a complete HTTP request means for MCP Streamable HTTP (2025-11-25), once the listener
+ * has checked Host and Origin and no extension took it: the token, then POST (one JSON-RPC
+ * message), GET (the session's standalone stream) or DELETE (end the session) on the one
+ * endpoint, /mcp; and MCP's error replies (JSON-RPC). */
 #define LOG_MODULE "http"
 #include "mcp/http/http-internal.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "lib/base/cleanup.h"
 #include "lib/base/json_out.h"
+#include "lib/base/log.h"
 #include "lib/base/util.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/session.h"
-
-#define HTTP_ENDPOINT "/mcp"
-#define HTTP_PATH_MAX 1024
 
 static const struct http_request *req_of(struct http_conn *c)
 {
     return &c->reader.req;
 }
 
+void http_conn_error(struct http_conn *c, int status, int code, const json_t *id,
+                     const char *extra, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    http_printable(msg); /* it may quote header values: valid JSON text */
+    cleanup_json json_t *body = json_pack("{s:s, s:{s:i, s:s}, s:O?}", "jsonrpc", "2.0", "error",
+                                          "code", code, "message", msg, "id", (json_t *)id);
+    cleanup_free char *text = json_dumps(body, JSON_COMPACT);
+    log_debug("HTTP %d: %s", status, msg);
+    http_conn_respond(c, status, "application/json", extra, text, strlen(text));
+}
+
 /* A header that must not repeat: *bad is set (and a 400 sent) if it does. */
 static const char *single_header(struct http_conn *c, const char *name, bool *bad)
 {
-    bool dup = false;
-    const char *v = http_request_header(req_of(c), name, &dup);
-    if (dup && !*bad) {
-        *bad = true;
-        http_conn_error(c, 400, -32600, NULL, NULL, "Bad Request: repeated %s header", name);
-    }
-    return v;
-}
-
-/* Host and Origin; answers and returns false when the request is refused. */
-static bool admit_origin(struct http_conn *c)
-{
-    const struct http_policy *pol = &c->hs->policy;
-    bool bad = false;
-    const char *host = single_header(c, "host", &bad);
-    const char *origin = single_header(c, "origin", &bad);
-    if (bad)
-        return false;
-    if (!http_policy_host_ok(pol, host)) {
-        http_conn_error(c, 403, -32000, NULL, NULL, "Forbidden: invalid Host header: %.100s",
-                        host ? host : "(none)");
-        return false;
-    }
-    if (!http_policy_origin_ok(pol, origin, host)) {
-        http_conn_error(c, 403, -32000, NULL, NULL, "Forbidden: invalid Origin header: %.100s",
-                        origin);
-        return false;
-    }
-    return true;
+    return http_conn_single_header(c, name, bad);
 }
 
 /* The token; answers and returns false when the request is refused. The body says what to send:
@@ -112,7 +102,7 @@ static struct http_sess *known_session(struct http_conn *c, const char *sid)
                         "Bad Request: Mcp-Session-Id header is required");
         return NULL;
     }
-    struct http_sess *s = http_sess_find(c->hs, sid);
+    struct http_sess *s = http_sess_find(mcp_http_of(c), sid);
     if (s && !http_sess_peer_ok(s, c))
         s = NULL; /* another user's session: as unknown to this one as a missing session */
     if (!s)
@@ -125,7 +115,7 @@ static struct http_sess *known_session(struct http_conn *c, const char *sid)
 static bool post_headers_ok(struct http_conn *c)
 {
     /* prefer_sse is kept for post_request (reset when the exchange ends). */
-    if (!http_accept_post(http_request_header(req_of(c), "accept", NULL), &c->prefer_sse)) {
+    if (!http_accept_post(http_request_header(req_of(c), "accept", NULL), &ex_of(c)->prefer_sse)) {
         http_conn_error(c, 406, -32000, NULL, NULL,
                         "Not Acceptable: Client must accept both application/json and "
                         "text/event-stream");
@@ -146,13 +136,13 @@ static struct http_sess *post_session(struct http_conn *c, const char *sid,
     bool is_init = msg->kind == JSONRPC_REQUEST && strcmp(msg->method, "initialize") == 0;
     if (sid || !is_init)
         return known_session(c, sid);
-    struct http_sess *s = http_sess_create(c->hs, c);
+    struct http_sess *s = http_sess_create(mcp_http_of(c), c);
     if (!s)
         http_conn_error(c, 503, -32000, msg->id, "Retry-After: 60\r\n",
                         "Service Unavailable: too many sessions (limit %d); end unused "
                         "sessions with DELETE or retry later",
                         HTTP_MAX_SESSIONS);
-    c->is_initialize = s != NULL;
+    ex_of(c)->is_initialize = s != NULL;
     return s;
 }
 
@@ -166,7 +156,7 @@ static void post_request(struct http_conn *c, struct http_sess *s, struct jsonrp
                         "Conflict: a request with this id is already in progress");
         return;
     }
-    c->key = key; /* c->prefer_sse: set by post_headers_ok */
+    ex_of(c)->key = key; /* prefer_sse: set by post_headers_ok */
     http_sess_attach(s, c, EX_PENDING);
     session_handle(s->core, msg);
 }
@@ -227,38 +217,10 @@ static void route_delete(struct http_conn *c)
     http_conn_respond(c, 200, NULL, NULL, "", 0);
 }
 
-bool http_route_head(struct http_conn *c)
+void http_route_mcp(void *arg, struct http_conn *c, const char *path)
 {
-    const struct http_extension *ext = c->hs->ext;
-    const struct http_policy *pol = &c->hs->policy;
-    char path[HTTP_PATH_MAX];
-    bool dup_host = false, dup_origin = false;
-    const char *host = http_request_header(req_of(c), "host", &dup_host);
-    const char *origin = http_request_header(req_of(c), "origin", &dup_origin);
-    /* What fails the checks is answered the usual way, once the whole request is in. */
-    if (!ext || !ext->route_head || dup_host || dup_origin || !http_policy_host_ok(pol, host) ||
-        !http_policy_origin_ok(pol, origin, host) ||
-        http_request_path(req_of(c), path, sizeof(path)) != 0)
-        return false;
-    c->phase = CONN_RESPONDING;
-    c->body_streaming = true;
-    c->deadline = 0; /* the body comes as fast as the extension takes it */
-    if (ext->route_head(ext->arg, c, path))
-        return true;
-    c->phase = CONN_READING;
-    c->body_streaming = false;
-    return false;
-}
-
-void http_route_request(struct http_conn *c)
-{
-    char path[HTTP_PATH_MAX];
-    if (!admit_origin(c))
-        return;
-    bool have_path = http_request_path(req_of(c), path, sizeof(path)) == 0;
-    const struct http_extension *ext = c->hs->ext;
-    if (have_path && ext && ext->route(ext->arg, c, path))
-        return; /* another API on this listener, with its own authentication */
+    (void)arg;
+    bool have_path = path != NULL;
     if (have_path && is_oauth_path(path)) {
         http_conn_error(c, 404, -32000, NULL, NULL,
                         "Not Found: this MCP server does not use OAuth%s",

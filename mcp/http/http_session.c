@@ -13,15 +13,15 @@
 #include "lib/base/log.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
-#include "mcp/http/http_policy.h"
+#include "mcp/http/http_version.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/modern.h"
 #include "mcp/session.h"
 
 static struct http_conn *find_exchange(struct http_sess *s, const char *key)
 {
-    for (struct http_conn *c = s->exchanges; c; c = c->sess_next)
-        if (c->key && strcmp(c->key, key) == 0)
+    for (struct http_conn *c = s->exchanges; c; c = ex_of(c)->sess_next)
+        if (ex_of(c)->key && strcmp(ex_of(c)->key, key) == 0)
             return c;
     return NULL;
 }
@@ -45,9 +45,9 @@ static void deliver(struct http_sess *s, struct http_conn *c, json_t *msg, bool 
     cleanup_free char *text = json_out_dump(msg, &len);
     if (!text)
         return;
-    if (final && c->is_initialize && has_error(msg))
+    if (final && ex_of(c)->is_initialize && has_error(msg))
         s->init_failed = true;
-    if (c->mode == EX_PENDING && final && !c->prefer_sse) {
+    if (c->mode == EX_PENDING && final && !ex_of(c)->prefer_sse) {
         http_conn_respond(c, s->stateless ? modern_http_status(msg) : 200, "application/json",
                           NULL, text, len);
         return;
@@ -108,7 +108,7 @@ static const struct session_transport_ops sess_ops = {
 };
 
 /* The owner of the sandboxes made in a session (see http_sess_create in http-internal.h). */
-static void sess_owner(struct http_server *hs, struct http_conn *c, const char *sid, char *out,
+static void sess_owner(struct mcp_http *hs, struct http_conn *c, const char *sid, char *out,
                        size_t size, uid_t *peer)
 {
     uid_t uid;
@@ -122,7 +122,7 @@ static void sess_owner(struct http_server *hs, struct http_conn *c, const char *
 
 /* At the session limit: the least recently active idle session of this owner (the sweep's
  * notion of idle), which the owner's new session replaces rather than being refused. */
-static struct http_sess *oldest_idle_of(struct http_server *hs, const char *owner)
+static struct http_sess *oldest_idle_of(struct mcp_http *hs, const char *owner)
 {
     struct http_sess *victim = NULL;
     for (struct http_sess *s = hs->sessions; s; s = s->next)
@@ -132,7 +132,7 @@ static struct http_sess *oldest_idle_of(struct http_server *hs, const char *owne
     return victim;
 }
 
-struct http_sess *http_sess_create(struct http_server *hs, struct http_conn *c)
+struct http_sess *http_sess_create(struct mcp_http *hs, struct http_conn *c)
 {
     struct http_sess *s = xcalloc(1, sizeof(*s));
     s->hs = hs;
@@ -162,7 +162,7 @@ struct http_sess *http_sess_create(struct http_server *hs, struct http_conn *c)
     return s;
 }
 
-struct http_sess *http_sess_find(struct http_server *hs, const char *id)
+struct http_sess *http_sess_find(struct mcp_http *hs, const char *id)
 {
     for (struct http_sess *s = hs->sessions; s; s = s->next)
         if (strcmp(s->id, id) == 0)
@@ -172,12 +172,13 @@ struct http_sess *http_sess_find(struct http_server *hs, const char *id)
 
 void http_sess_attach(struct http_sess *s, struct http_conn *c, enum http_exchange_mode mode)
 {
-    c->sess = s;
+    struct mcp_exchange *x = ex_of(c);
+    x->sess = s;
     c->mode = mode;
-    c->sess_prev = NULL;
-    c->sess_next = s->exchanges;
+    x->sess_prev = NULL;
+    x->sess_next = s->exchanges;
     if (s->exchanges)
-        s->exchanges->sess_prev = c;
+        ex_of(s->exchanges)->sess_prev = c;
     s->exchanges = c;
     if (mode == EX_GET)
         s->get_stream = c;
@@ -185,25 +186,26 @@ void http_sess_attach(struct http_sess *s, struct http_conn *c, enum http_exchan
 
 void http_sess_detach(struct http_conn *c)
 {
-    struct http_sess *s = c->sess;
-    if (c->sess_prev)
-        c->sess_prev->sess_next = c->sess_next;
+    struct mcp_exchange *x = ex_of(c);
+    struct http_sess *s = x->sess;
+    if (x->sess_prev)
+        ex_of(x->sess_prev)->sess_next = x->sess_next;
     else
-        s->exchanges = c->sess_next;
-    if (c->sess_next)
-        c->sess_next->sess_prev = c->sess_prev;
+        s->exchanges = x->sess_next;
+    if (x->sess_next)
+        ex_of(x->sess_next)->sess_prev = x->sess_prev;
     if (s->get_stream == c)
         s->get_stream = NULL;
-    c->sess = NULL;
-    c->sess_prev = c->sess_next = NULL;
+    x->sess = NULL;
+    x->sess_prev = x->sess_next = NULL;
     s->last_active = now_mono_ms();
     if (s->stateless && !s->exchanges) {
         s->reap = true;
-        http_schedule_idle(s->hs);
+        http_schedule_idle(s->hs->listener);
     }
 }
 
-struct http_sess *http_sess_create_stateless(struct http_server *hs, struct http_conn *c)
+struct http_sess *http_sess_create_stateless(struct mcp_http *hs, struct http_conn *c)
 {
     struct http_sess *s = http_sess_create(hs, c);
     if (!s)
@@ -225,7 +227,7 @@ bool http_sess_peer_ok(const struct http_sess *s, struct http_conn *c)
     return http_conn_peer_uid(c, &uid) == 0 && uid == s->peer_uid;
 }
 
-void http_sess_reap(struct http_server *hs)
+void http_sess_reap(struct mcp_http *hs)
 {
     struct http_sess *next;
     for (struct http_sess *s = hs->sessions; s; s = next) {
@@ -246,7 +248,7 @@ void http_sess_reap(struct http_server *hs)
  * can retry rather than an expired session (404, as after DELETE). */
 static void answer_stopping(struct http_conn *c)
 {
-    json_t *id = c->key ? json_loads(c->key, JSON_DECODE_ANY, NULL) : NULL;
+    json_t *id = ex_of(c)->key ? json_loads(ex_of(c)->key, JSON_DECODE_ANY, NULL) : NULL;
     if (c->mode == EX_PENDING) {
         http_conn_error(c, 503, -32000, id, "Retry-After: " HTTP_STOPPING_RETRY_S "\r\n", "%s",
                         HTTP_STOPPING_MSG);
@@ -281,7 +283,7 @@ static void end_exchanges(struct http_sess *s)
 
 void http_sess_destroy(struct http_sess *s)
 {
-    struct http_server *hs = s->hs;
+    struct mcp_http *hs = s->hs;
     end_exchanges(s);
     if (s->prev)
         s->prev->next = s->next;
@@ -311,7 +313,7 @@ void http_sess_queue_cancel(struct http_sess *s, const char *key)
     if (s->ncancels == HTTP_MAX_QUEUED_CANCELS)
         return;
     s->cancels[s->ncancels++] = xstrdup(key);
-    http_schedule_idle(s->hs);
+    http_schedule_idle(s->hs->listener);
 }
 
 void http_sess_run_cancels(struct http_sess *s)

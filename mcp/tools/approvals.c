@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/secrets.h"
 #include "lib/base/buf.h"
 #include "lib/base/cleanup.h"
 #include "lib/base/xalloc.h"
+#include "lib/store/store.h"
 #include "mcp/approval.h"
 #include "server/config.h"
 #include "server/context.h"
@@ -29,6 +31,7 @@ struct gate {
     bool running, waiting, refused;
     bool answered;                /* the call was answered already (an InputRequiredResult) */
     struct egress_policy *policy; /* update_sandbox's new policy, until its question is made */
+    json_t *secrets;              /* update_sandbox's secrets, until their question is made */
     struct mcp_error err;
 };
 
@@ -46,6 +49,7 @@ static void gate_free(struct gate *g)
         json_decref(g->subjects[i]);
     }
     egress_policy_unref(g->policy);
+    json_decref(g->secrets);
     free(g);
 }
 
@@ -202,12 +206,85 @@ static void gate_add_rw(struct gate *g, json_t *mounts)
              xasprintf("Host paths the sandbox may change:%s", list), sources);
 }
 
+/* ---- secrets: a credential bound to a sandbox is sent where its definition says --------- */
+
+/* "\n  NAME -> host, host" per name, from the person's definitions; NULL when a name is not
+ * defined (nothing to ask: the backend refuses it, listing the names there are). */
+static char *secrets_lines(const struct tool_job *job, json_t *names)
+{
+    const char *dir = job->ctx->store ? store_state_dir(job->ctx->store) : NULL;
+    struct mcp_error err;
+    json_auto_t *defs = dir ? secrets_load(dir, &err) : NULL;
+    json_t *n, *h;
+    struct buf b;
+    size_t i, j;
+    buf_init(&b, SIZE_MAX);
+    json_array_foreach(names, i, n)
+    {
+        json_t *hosts = json_object_get(json_object_get(defs, json_string_value(n)), "hosts");
+        if (!json_is_array(hosts)) {
+            buf_release(&b);
+            return NULL;
+        }
+        cleanup_free char *name = approval_safe_text(json_string_value(n));
+        buf_printf(&b, "\n  %s ->", name);
+        json_array_foreach(hosts, j, h)
+        {
+            cleanup_free char *host = approval_safe_text(json_string_value(h));
+            buf_printf(&b, "%s %s", j ? "," : "", host);
+        }
+    }
+    char *out = xstrdup(buf_cstr(&b));
+    buf_release(&b);
+    return out;
+}
+
+/* " A, B and 3 more" of the names, on one line (for the question's what). */
+static char *names_inline(json_t *names)
+{
+    struct buf b;
+    size_t i;
+    json_t *n;
+    buf_init(&b, SIZE_MAX);
+    json_array_foreach(names, i, n)
+    {
+        if (i == GATE_LIST_MAX) {
+            buf_printf(&b, " and %zu more", json_array_size(names) - i);
+            break;
+        }
+        cleanup_free char *safe = approval_safe_text(json_string_value(n));
+        buf_printf(&b, "%s %s", i ? "," : "", safe);
+    }
+    char *out = xstrdup(buf_cstr(&b));
+    buf_release(&b);
+    return out;
+}
+
+/* One question for every secret a call binds: their names in what, their hosts in details. */
+static void gate_add_secrets(struct gate *g, json_t *names)
+{
+    if (!json_is_array(names) || json_array_size(names) == 0)
+        return;
+    char *lines = secrets_lines(g->job, names);
+    if (lines == NULL)
+        return;
+    cleanup_free char *list = names_inline(names);
+    size_t n = json_array_size(names);
+    gate_add(g, APPROVAL_SECRET,
+             xasprintf("send your secret%s%s from this sandbox", n == 1 ? "" : "s", list),
+             xasprintf("Secrets (their values stay outside the sandbox), and where they go:%s",
+                       lines),
+             json_copy(names));
+    free(lines);
+}
+
 void tools_gate_create(struct tool_job *job, const struct sandbox_spec *spec, tools_gate_fn *then,
                        void *arg)
 {
     struct gate *g = gate_new(job, then, arg);
     gate_add_egress(g, spec->network_policy, spec->network, NULL);
     gate_add_rw(g, spec->mounts);
+    gate_add_secrets(g, spec->secrets);
     gate_next(g);
 }
 
@@ -217,17 +294,21 @@ static void egress_in_force(void *arg, json_t *info, const struct mcp_error *err
 {
     struct gate *g = arg;
     json_t *in_force = json_object_get(info, "network_policy");
-    gate_add_egress(g, g->policy, false, err == NULL && json_is_object(in_force) ? in_force : NULL);
+    if (g->policy)
+        gate_add_egress(g, g->policy, false,
+                        err == NULL && json_is_object(in_force) ? in_force : NULL);
+    gate_add_secrets(g, g->secrets);
     gate_next(g);
 }
 
-void tools_gate_egress(struct tool_job *job, struct egress_policy *policy, tools_gate_fn *then,
-                       void *arg)
+void tools_gate_update(struct tool_job *job, struct egress_policy *policy, json_t *secrets,
+                       tools_gate_fn *then, void *arg)
 {
     struct gate *g = gate_new(job, then, arg);
     struct mcp_error err;
-    g->policy = egress_policy_ref(policy);
-    if (settings(job)->mode[APPROVAL_EGRESS] == APPROVAL_MODE_ALLOW ||
+    g->policy = policy ? egress_policy_ref(policy) : NULL;
+    g->secrets = json_incref(secrets);
+    if (policy == NULL || settings(job)->mode[APPROVAL_EGRESS] == APPROVAL_MODE_ALLOW ||
         job->be->ops->get(job->be, job->sandbox_id, egress_in_force, g, &err) < 0)
         egress_in_force(g, NULL, &err);
 }
@@ -328,17 +409,4 @@ void tools_gate_apply(struct tool_job *job, json_t *paths, tools_gate_fn *then, 
     json_decref(rargs);
     if (rc < 0)
         gate_next(g); /* no review here: the apply itself will say why */
-}
-
-/* ---- secrets (issue 34 calls this): binding a credential to a sandbox -------------------- */
-
-void tools_gate_secret(struct tool_job *job, const char *name, const char *destination,
-                       tools_gate_fn *then, void *arg)
-{
-    struct gate *g = gate_new(job, then, arg);
-    cleanup_free char *n = approval_safe_text(name);
-    cleanup_free char *d = approval_safe_text(destination ? destination : "anywhere");
-    gate_add(g, APPROVAL_SECRET, xasprintf("use the secret \"%s\"", n),
-             xasprintf("Secret: %s\nSent to: %s", n, d), json_pack("[s]", name));
-    gate_next(g);
 }

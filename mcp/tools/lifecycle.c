@@ -420,11 +420,11 @@ void tool_update_sandbox(struct tool_call *call, json_t *args)
     }
     tool_job_set_detail(job, "paused=%d timeout=%lld policy=%s", u->paused,
                         (long long)u->timeout_seconds, u->policy ? "new" : "kept");
-    if (u->policy == NULL) {
+    if (u->policy == NULL && u->secrets == NULL) {
         update_next(u, NULL);
         return;
     }
-    tools_gate_egress(job, u->policy, update_approved, u); /* approvals, issue 38 */
+    tools_gate_update(job, u->policy, u->secrets, update_approved, u); /* approvals, issue 38 */
 }
 
 /* ---- list: every enabled backend, merged ----------------------------------------------------- */

@@ -169,6 +169,8 @@ tool_handler_fn tool_write_file, tool_read_file, tool_list_files, tool_search_fi
     tool_replace_in_file, tool_move_path, tool_delete_path, tool_make_directory;
 tool_handler_fn tool_get_endpoint, tool_diagnose_sandbox;
 tool_handler_fn tool_snapshot_sandbox, tool_run_code;
+/* terminal.c (issue 35) */
+tool_handler_fn tool_terminal;
 tool_handler_fn tool_review_changes, tool_apply_changes;
 tool_handler_fn tool_volume; /* volumes.c */
 
@@ -178,21 +180,18 @@ tool_handler_fn tool_volume; /* volumes.c */
  * was already answered (a 2026-07-28 InputRequiredResult): free your state and
  * tool_job_abandon the job. ---- */
 typedef void tools_gate_fn(void *arg, bool allowed, const struct mcp_error *refusal);
-/* create_sandbox: egress beyond the person's list (network, network_policy), then rw mounts. */
+/* create_sandbox: egress beyond the person's list (network, network_policy), rw mounts, then
+ * the secrets bound (spec->secrets). */
 void tools_gate_create(struct tool_job *job, const struct sandbox_spec *spec, tools_gate_fn *then,
                        void *arg);
-/* update_sandbox's network_policy (a reference is taken) on job's bound sandbox: names its
- * current policy allows already are not asked again. */
-void tools_gate_egress(struct tool_job *job, struct egress_policy *policy, tools_gate_fn *then,
-                       void *arg);
+/* update_sandbox's network_policy (a reference is taken; NULL: kept) and secrets (names, a
+ * reference is taken; NULL: none bound) on job's bound sandbox: names its current policy allows
+ * already are not asked again. */
+void tools_gate_update(struct tool_job *job, struct egress_policy *policy, json_t *secrets,
+                       tools_gate_fn *then, void *arg);
 /* apply_changes of paths (the backend's absolute paths, borrowed, or NULL): reviews first, then
  * asks. Without a "review" argument it sets job->args "review" to the review the person saw. */
 void tools_gate_apply(struct tool_job *job, json_t *paths, tools_gate_fn *then, void *arg);
-/* Binding the secret name to job's sandbox (job->sandbox_id; NULL while it is created), to be
- * sent to destination (a host name, or NULL for anywhere): the hook for secrets (issue 34). */
-void tools_gate_secret(struct tool_job *job, const char *name, const char *destination,
-                       tools_gate_fn *then, void *arg);
-
 /* What to use instead of a snapshot / a code context, naming the backend of the table that has
  * them ("...; snapshots need a sandbox on the opensandbox backend (create_sandbox backend
  * \"opensandbox\")"). */

@@ -6,9 +6,10 @@
 #include <string.h>
 
 #include "lib/base/buf.h"
-#include "mcp/http/http_policy.h"
-#include "mcp/http/http_request.h"
-#include "mcp/http/sse.h"
+#include "server/http/http_policy.h"
+#include "mcp/http/http_version.h"
+#include "server/http/http_request.h"
+#include "server/http/sse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -90,7 +90,8 @@ class World:
                 env.append("%s=%s" % (k, os.environ[k]))
         # egress enforcement, not approvals (issue 38, tests/e2e/approval): the person allows it
         self.argv = argv + env + list(wrap) + [mcpbox, "serve", "--state-dir", state,
-                                               "--approve", "egress=allow"]
+                                               "--approve", "egress=allow",
+                                               "--approve", "secret=allow"]
         self.start()
 
     def start(self):

@@ -1,6 +1,7 @@
 /* Admission rules: Host and Origin against DNS rebinding, the bearer token, Accept and
  * Content-Type negotiation, MCP-Protocol-Version. */
-#include "mcp/http/http_policy.h"
+#include "server/http/http_policy.h"
+#include "mcp/http/http_version.h"
 #include "test.h"
 
 static const struct http_policy loop = {.loopback = true, .port = 8765, .token = NULL};

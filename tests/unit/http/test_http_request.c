@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp/http/http_request.h"
+#include "server/http/http_request.h"
 #include "test.h"
 
 static struct http_reader rd;

@@ -20,7 +20,7 @@
 #include "lib/base/buf.h"
 #include "lib/base/xalloc.h"
 #include "server/config.h"
-#include "mcp/http/http_server.h"
+#include "mcp/http/http_transport.h"
 #include "test.h"
 
 #define CLIENT_BUF (256 * 1024)
@@ -560,7 +560,7 @@ int main(void)
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
     struct mcp_config cfg = {.http_listen = listen};
     struct mcp_error err;
-    if (http_server_start(srv, &cfg, &err) < 0) {
+    if (http_transport_start(srv, &cfg, NULL, &err) < 0) {
         printf("Bail out! %s\n", err.msg);
         return 1;
     }

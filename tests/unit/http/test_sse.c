@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "lib/base/buf.h"
-#include "mcp/http/sse.h"
+#include "server/http/sse.h"
 #include "test.h"
 
 TEST(message_event)

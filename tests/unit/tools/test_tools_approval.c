@@ -1,12 +1,13 @@
 /* Approvals in the tool layer (issue 38) on a scripted backend and a real store, with a client
  * that cannot ask (the handler tests' tool_call declares no elicitation): the person's settings
- * decide before the backend is called; the secrets hook (approval_ask_secret); the audit rows. */
+ * decide before the backend is called; binding secrets; the audit rows. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <sqlite3.h>
 
+#include "backend/secrets.h"
 #include "fake.h"
 #include "lib/base/rmtree.h"
 #include "lib/base/util.h"
@@ -136,49 +137,42 @@ static void hook_done(void *arg, bool allowed, const struct mcp_error *refusal)
     call->finished = true;
 }
 
-TEST(the_secrets_hook)
+/* Binding secrets asks as "secret": refused unattended by default, by the settings when they
+ * say refuse, allowed when they say allow; the question names the secret, never a value. */
+static void secrets_gate(const char *tool, enum approval_mode mode)
 {
-    struct tool_call call = {.ctx = &ctx, .owner = "alice", .name = "update_sandbox"};
-    ASSERT_EQ(
-        approval_ask_secret(&call, "sbx-a1", "GITHUB_TOKEN", "api.github.com", hook_done, &call),
-        0);
-    ASSERT(call.finished && !hook_allowed);
-    ASSERT_CONTAINS(hook_msg, "--approve-unasked secret=allow");
-    ASSERT_EQ(approval_rows("refused", "kind=secret"), 1);
-    cfg.approval.mode[APPROVAL_SECRET] = APPROVAL_MODE_REFUSE;
-    call.finished = false;
-    approval_ask_secret(&call, "sbx-a1", "GITHUB_TOKEN", NULL, hook_done, &call);
-    ASSERT(call.finished && !hook_allowed);
-    ASSERT_CONTAINS(hook_msg, "--approve secret=refuse");
-    cfg.approval.mode[APPROVAL_SECRET] = APPROVAL_MODE_ALLOW;
-    call.finished = false;
-    approval_ask_secret(&call, "sbx-a1", "GITHUB_TOKEN", NULL, hook_done, &call);
-    ASSERT(call.finished && hook_allowed);
-    json_t *events = NULL;
-    struct mcp_error err;
-    ASSERT_EQ(store_event_list(ctx.store, "sbx-a1", 50, &events, &err), 0);
-    char *s = json_dumps(events, JSON_COMPACT);
-    ASSERT_CONTAINS(s, "\"kind\":\"approval\"");
-    ASSERT_CONTAINS(s, "GITHUB_TOKEN");
-    free(s);
-    json_decref(events);
-}
-
-static void gate_done(void *arg, bool allowed, const struct mcp_error *refusal)
-{
-    hook_done(arg, allowed, refusal);
-}
-
-TEST(the_secrets_gate_of_the_tools)
-{
-    struct tool_call call = {.ctx = &ctx, .owner = "alice", .name = "create_sandbox"};
-    cfg.approval.mode[APPROVAL_SECRET] = APPROVAL_MODE_ASK;
+    struct tool_call call = {.ctx = &ctx, .owner = "alice", .name = tool};
+    cfg.approval.mode[APPROVAL_SECRET] = mode;
     struct tool_job *job = tool_job_new(&call, NULL);
-    tools_gate_secret(job, "NPM_TOKEN", "registry.npmjs.org", gate_done, &call);
-    ASSERT(call.finished && !hook_allowed);
+    json_auto_t *names = json_pack("[s]", "NPM_TOKEN");
+    struct sandbox_spec spec = {.owner = "alice", .secrets = names};
+    hook_allowed = false, hook_msg[0] = '\0';
+    tools_gate_create(job, &spec, hook_done, &call);
+    ASSERT(call.finished);
+    tool_job_abandon(job, tool);
+}
+
+TEST(binding_secrets_asks)
+{
+    struct mcp_error err;
+    json_auto_t *defs = json_pack("{s:{s:[s], s:b, s:{s:s}}}", "NPM_TOKEN", "hosts",
+                                  "registry.npmjs.org", "placeholder", 1, "from", "value", "x");
+    ASSERT_EQ(secrets_save(state_dir, defs, &err), 0);
+    secrets_gate("create_sandbox", APPROVAL_MODE_ASK);
+    ASSERT(!hook_allowed);
     ASSERT_CONTAINS(hook_msg, "NPM_TOKEN");
     ASSERT_CONTAINS(hook_msg, "--approve-unasked secret=allow");
-    tool_job_abandon(job, "create_sandbox");
+    ASSERT_EQ(approval_rows("refused", "kind=secret"), 1);
+    secrets_gate("create_sandbox", APPROVAL_MODE_REFUSE);
+    ASSERT(!hook_allowed);
+    ASSERT_CONTAINS(hook_msg, "--approve secret=refuse");
+    secrets_gate("create_sandbox", APPROVAL_MODE_ALLOW);
+    ASSERT(hook_allowed);
+    /* a name the person never defined: nothing to ask, the backend refuses it by name */
+    json_object_del(defs, "NPM_TOKEN");
+    ASSERT_EQ(secrets_save(state_dir, defs, &err), 0);
+    secrets_gate("create_sandbox", APPROVAL_MODE_ASK);
+    ASSERT(hook_allowed);
 }
 
 TEST(names_are_shown_safely)
@@ -197,8 +191,7 @@ int main(void)
     setup();
     RUN(egress_beyond_the_list_is_refused_before_the_backend);
     RUN(egress_within_the_list_and_by_settings);
-    RUN(the_secrets_hook);
-    RUN(the_secrets_gate_of_the_tools);
+    RUN(binding_secrets_asks);
     RUN(names_are_shown_safely);
     while (uv_run(&loop, UV_RUN_ONCE))
         ;

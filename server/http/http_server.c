@@ -1,7 +1,7 @@
 /* The HTTP listener: address parsing, accept, the periodic sweep that enforces every timeout
- * and session expiry, and an orderly stop. */
+ * (and the front-end's, such as session expiry), and an orderly stop. */
 #define LOG_MODULE "http"
-#include "mcp/http/http_server.h"
+#include "server/http/http_server.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
 #include "server/config.h"
-#include "mcp/http/http-internal.h"
+#include "server/http/http_conn.h"
 #include "server/server.h"
 
 /* Pending connections the kernel may queue. */
@@ -31,11 +31,8 @@ static void on_sweep(uv_timer_t *t)
     uint64_t now = now_mono_ms();
     for (struct http_conn *c = hs->conns; c; c = c->next)
         http_conn_sweep(c, now);
-    struct http_sess *next;
-    for (struct http_sess *s = hs->sessions; s; s = next) {
-        next = s->next;
-        http_sess_sweep(s, now);
-    }
+    if (hs->fe.sweep)
+        hs->fe.sweep(hs->fe.arg, now);
 }
 
 static void on_connection(uv_stream_t *listener, int status)
@@ -54,8 +51,8 @@ static void http_stop(void *arg)
     if (hs->stopping)
         return;
     hs->stopping = true;
-    while (hs->sessions)
-        http_sess_destroy(hs->sessions);
+    if (hs->fe.stop)
+        hs->fe.stop(hs->fe.arg); /* answers what is in progress while the connections are open */
     for (struct http_conn *c = hs->conns; c; c = c->next)
         http_conn_close(c);
     uv_close((uv_handle_t *)&hs->listener, server_handle_closed);
@@ -128,55 +125,43 @@ static void announce(struct http_server *hs)
     if (ss.ss_family == AF_INET6) {
         uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
         hs->policy.port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-        fprintf(stderr, "listening on http://[%s]:%d/mcp\n", ip, hs->policy.port);
+        fprintf(stderr, "listening on http://[%s]:%d%s\n", ip, hs->policy.port, hs->fe.endpoint);
     } else {
         uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip));
         hs->policy.port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-        fprintf(stderr, "listening on http://%s:%d/mcp\n", ip, hs->policy.port);
+        fprintf(stderr, "listening on http://%s:%d%s\n", ip, hs->policy.port, hs->fe.endpoint);
     }
     fflush(stderr);
 }
 
-static void set_token(struct http_server *hs, const char *token)
-{
-    char digest[65];
-    hs->policy.token = token;
-    if (!token)
-        return;
-    sha256_hex(token, strlen(token), digest);
-    snprintf(hs->token_owner, sizeof(hs->token_owner), "token:%.16s", digest);
-}
-
-int http_server_start(struct mcp_server *srv, const struct mcp_config *cfg,
-                      struct mcp_error *err)
-{
-    return http_server_start_ext(srv, cfg, NULL, err);
-}
-
-int http_server_start_ext(struct mcp_server *srv, const struct mcp_config *cfg,
-                          const struct http_extension *ext, struct mcp_error *err)
+struct http_server *http_server_listen(struct mcp_server *srv, const struct mcp_config *cfg,
+                                       const struct http_frontend *fe,
+                                       const struct http_extension *ext, struct mcp_error *err)
 {
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof(ss));
     const char *listen = cfg->http_listen ? cfg->http_listen : "127.0.0.1:8765";
     if (parse_listen(listen, &ss, err) < 0)
-        return -1;
+        return NULL;
     const char *token = cfg->token && *cfg->token ? cfg->token : NULL;
-    if (!is_loopback(&ss) && !token)
-        return mcp_error_set(err, MCP_ERR_DENIED, 0,
-                             "refusing to serve HTTP on the non-loopback address %s without a "
-                             "token: pass --token TOKEN (or set MCPBOX_TOKEN)",
-                             listen);
+    if (!is_loopback(&ss) && !token) {
+        mcp_error_set(err, MCP_ERR_DENIED, 0,
+                      "refusing to serve HTTP on the non-loopback address %s without a token: "
+                      "pass --token TOKEN (or set MCPBOX_TOKEN)",
+                      listen);
+        return NULL;
+    }
     struct http_server *hs = xcalloc(1, sizeof(*hs));
     hs->srv = srv;
     hs->loop = server_loop(srv);
     hs->policy.loopback = is_loopback(&ss);
+    hs->policy.token = token;
+    hs->fe = *fe;
     hs->ext = ext;
-    set_token(hs, token);
     if (bind_listener(hs, &ss, err) < 0) {
         hs->stopping = true;
         uv_close((uv_handle_t *)&hs->listener, server_handle_closed);
-        return -1;
+        return NULL;
     }
     uv_timer_init(hs->loop, &hs->sweep);
     uv_idle_init(hs->loop, &hs->resume);
@@ -185,5 +170,5 @@ int http_server_start_ext(struct mcp_server *srv, const struct mcp_config *cfg,
     uv_timer_start(&hs->sweep, on_sweep, HTTP_SWEEP_INTERVAL_MS, HTTP_SWEEP_INTERVAL_MS);
     announce(hs);
     server_on_stop(srv, http_stop, hs);
-    return 0;
+    return hs;
 }

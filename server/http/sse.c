@@ -1,6 +1,6 @@
 /* SSE framing. A field value cannot contain a line break, so multi-line data is split into one
  * data: field per line; the client joins them back with LF. */
-#include "mcp/http/sse.h"
+#include "server/http/sse.h"
 
 #include <string.h>
 

@@ -1,6 +1,6 @@
 /* The connection operations an extension (http_ext.h) answers its requests with. */
 #define LOG_MODULE "http"
-#include "mcp/http/http-internal.h"
+#include "server/http/http_conn.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* Admission rules. DNS rebinding: a web page on evil.example can make the browser resolve that
  * name to 127.0.0.1 and talk to us; the Host header still says evil.example, and a cross-site
  * page also sends its Origin, so both are checked against loopback names. */
-#include "mcp/http/http_policy.h"
+#include "server/http/http_policy.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -10,8 +10,6 @@
 #include "lib/base/util.h"
 
 static const char *const loopback_names[] = {"localhost", "127.0.0.1", "[::1]"};
-
-static const char *const protocol_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
 
 /* Splits "name[:port]" (name may be a bracketed IPv6 literal). *port = -1 when absent,
  * -2 when malformed. Returns the length of the name part. */
@@ -237,18 +235,4 @@ bool http_accept_post(const char *accept, bool *prefer_sse)
 bool http_content_type_is_json(const char *content_type)
 {
     return content_type && element_is(content_type, strlen(content_type), "application/json");
-}
-
-bool http_protocol_version_ok(const char *version)
-{
-    for (size_t i = 0; i < sizeof(protocol_versions) / sizeof(protocol_versions[0]); i++)
-        if (version && strcmp(version, protocol_versions[i]) == 0)
-            return true;
-    return false;
-}
-
-bool http_protocol_has_priming(const char *version)
-{
-    /* ISO dates compare as strings. */
-    return version && strcmp(version, "2025-11-25") >= 0;
 }

@@ -7,7 +7,7 @@
  * connection, and /proc may be mounted hidepid or absent in a container; the netlink query is
  * one small exact lookup that needs no privilege. */
 #define LOG_MODULE "http"
-#include "mcp/http/http-internal.h"
+#include "server/http/http_conn.h"
 
 #include <errno.h>
 #include <linux/inet_diag.h>

@@ -12,7 +12,6 @@
 #include <stddef.h>
 
 #include "lib/base/buf.h"
-#include "mcp/limits.h"
 
 /* Request line plus header fields and values (counted as received). */
 #define HTTP_MAX_HEADER_BYTES (16u * 1024u)
@@ -20,9 +19,10 @@
 #define HTTP_MAX_HEADERS 64
 /* Request target (path and query). */
 #define HTTP_MAX_TARGET_BYTES 2048u
-/* Request body: one JSON-RPC message, so the protocol core's message limit (32 MiB). A declared
- * Content-Length above it is refused as soon as the headers are in, before any body is read. */
-#define HTTP_MAX_BODY_BYTES ((size_t)MCP_MAX_MESSAGE_BYTES)
+/* Request body kept whole (32 MiB): MCP's message limit, which mcp/http checks it equals (a
+ * streamed body, http_ext_body_stream, has none). A declared Content-Length above it is refused
+ * as soon as the headers are in, before any body is read. */
+#define HTTP_MAX_BODY_BYTES ((size_t)32u * 1024u * 1024u)
 
 enum http_reader_state {
     HTTP_READER_IDLE,    /* nothing of the next request received yet */

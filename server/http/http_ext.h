@@ -1,21 +1,18 @@
-/* Extensions of the HTTP server: another API served on the same listener and loop as MCP
+/* Extensions of the HTTP listener: another API served on the same listener and loop as MCP
  * (osapi/, OpenSandbox's lifecycle and execd APIs). The extension sees every request that
- * passed the Host/Origin checks, before MCP's bearer-token check, and takes the ones whose path
- * it owns; it then answers them, at once or later, through the functions below. Everything
- * else about the connection (parsing, limits, keep-alive, timeouts, write stalls) stays with
- * mcp/http. Everything runs on the loop thread. */
+ * passed the Host/Origin checks, before the front-end (MCP and its bearer-token check), and
+ * takes the ones whose path it owns; it then answers them, at once or later, through the
+ * functions below. Everything else about the connection (parsing, limits, keep-alive, timeouts,
+ * write stalls) stays with the listener (server/http/). Everything runs on the loop thread. */
 #ifndef MCPBOX_HTTP_EXT_H
 #define MCPBOX_HTTP_EXT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "lib/base/error.h"
-#include "mcp/http/http_request.h"
+#include "server/http/http_request.h"
 
 struct http_conn;
-struct mcp_server;
-struct mcp_config;
 
 struct http_extension {
     /* path: the request's path (before '?'). Returns true when it took the request. */
@@ -29,10 +26,6 @@ struct http_extension {
      * request goes to route as usual. */
     bool (*route_head)(void *arg, struct http_conn *c, const char *path);
 };
-
-/* http_server_start with an extension (borrowed; must outlive the server). */
-int http_server_start_ext(struct mcp_server *srv, const struct mcp_config *cfg,
-                          const struct http_extension *ext, struct mcp_error *err);
 
 const struct http_request *http_ext_request(struct http_conn *c);
 /* The connection's peer is on loopback: the listener is bound there. */

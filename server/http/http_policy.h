@@ -1,6 +1,6 @@
-/* Request admission rules for the Streamable HTTP transport, kept pure for unit tests:
- * DNS-rebinding defence (Host, Origin), the bearer token, content negotiation and the
- * MCP-Protocol-Version header. */
+/* Request admission rules of the HTTP listener, kept pure for unit tests: DNS-rebinding
+ * defence (Host, Origin), the bearer token and content negotiation. (MCP's protocol versions
+ * are mcp/http/http_version.h.) */
 #ifndef MCPBOX_HTTP_POLICY_H
 #define MCPBOX_HTTP_POLICY_H
 
@@ -32,9 +32,4 @@ bool http_accept_prefers(const char *accept, const char *a, const char *b);
 bool http_accept_post(const char *accept, bool *prefer_sse);
 /* Whether Content-Type is application/json (parameters such as charset allowed). */
 bool http_content_type_is_json(const char *content_type);
-/* MCP-Protocol-Version values this transport accepts. */
-bool http_protocol_version_ok(const char *version);
-/* Whether a protocol version has SSE priming events and retry (2025-11-25 and later). */
-bool http_protocol_has_priming(const char *version);
-
 #endif

@@ -1,7 +1,7 @@
 /* The HTTP/1.1 request reader. http-parser does the tokenising and framing (chunked decoding,
  * Content-Length vs Transfer-Encoding conflicts); this file stores what it reports, enforces the
  * limits and stops at the end of each message so that pipelined requests wait their turn. */
-#include "mcp/http/http_request.h"
+#include "server/http/http_request.h"
 
 #include <stdint.h>
 #include <string.h>

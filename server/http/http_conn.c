@@ -1,10 +1,11 @@
-/* One TCP connection of the HTTP transport: reading and parsing requests, writing responses and
+/* One TCP connection of the HTTP listener: reading and parsing requests, writing responses and
  * SSE streams, keep-alive, timeouts and the bounds on what a slow or hostile peer can make us
  * hold (input while a response is in progress, queued output). */
 #define LOG_MODULE "http"
-#include "mcp/http/http-internal.h"
+#include "server/http/http_conn.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,7 @@
 #include "lib/base/log.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
-#include "mcp/http/sse.h"
+#include "server/http/sse.h"
 
 /* Bytes read from the socket at a time. */
 #define HTTP_READ_CHUNK (64u * 1024u)
@@ -33,6 +34,7 @@ struct conn_full {
     bool corked;       /* writes go to `cork` until the resume ends */
     struct buf cork;
     struct buf head; /* response heads are built here (kept: no allocation per reply) */
+    max_align_t frontend[]; /* http_frontend.conn_size bytes: c.frontend */
 };
 
 struct write_req {
@@ -219,8 +221,6 @@ static void conn_close(struct http_conn *c, bool reset)
         conn_uncork(c); /* replies already made go out before the close, as unheld ones did */
     if (c->closing)
         return; /* that write failed and closed the connection */
-    if (c->sess)
-        http_sess_detach(c); /* a dropped POST is not a cancellation: its output is dropped */
     c->ext_drain = NULL;
     c->ext_data = NULL;
     c->body_streaming = false;
@@ -231,9 +231,11 @@ static void conn_close(struct http_conn *c, bool reset)
         c->ext_abort = NULL;
         abort_fn(c->ext_arg);
     }
+    /* reset comes from http_conn_abort; any other close is no cancellation: the front-end only
+     * drops the exchange's output */
+    if (c->hs->fe.exchange_end)
+        c->hs->fe.exchange_end(c->hs->fe.arg, c, reset);
     c->mode = EX_NONE;
-    free(c->key);
-    c->key = NULL;
     c->closing = true;
     if (!reset || uv_tcp_close_reset(&c->tcp, on_close) < 0)
         uv_close((uv_handle_t *)&c->tcp, on_close);
@@ -413,8 +415,7 @@ static void conn_resume_one(struct http_conn *c)
     if (c->reader.state == HTTP_READER_ERROR) {
         c->phase = CONN_RESPONDING;
         c->keep_alive = false;
-        http_conn_error(c, c->reader.error_status, -32600, NULL, NULL, "%s",
-                        c->reader.error_msg);
+        http_conn_fail(c, c->reader.error_status, NULL, "%s", c->reader.error_msg);
     } else if (c->reader.state == HTTP_READER_DONE) {
         c->phase = CONN_RESPONDING;
         c->deadline = 0;
@@ -460,9 +461,8 @@ static void on_idle(uv_idle_t *idle)
 {
     struct http_server *hs = idle->data;
     uv_idle_stop(idle);
-    for (struct http_sess *s = hs->sessions; s; s = s->next)
-        http_sess_run_cancels(s);
-    http_sess_reap(hs);
+    if (hs->fe.idle)
+        hs->fe.idle(hs->fe.arg);
     for (struct http_conn *c = hs->conns; c; c = c->next) {
         if (!c->resume_pending)
             continue;
@@ -490,8 +490,6 @@ void http_conn_abort(struct http_conn *c, const char *why)
     if (c->closing)
         return;
     log_warn("dropping a connection: %s (%zu bytes queued)", why, c->queued);
-    if (c->sess && c->key && (c->mode == EX_PENDING || c->mode == EX_SSE))
-        http_sess_queue_cancel(c->sess, c->key);
     conn_close(c, true);
 }
 
@@ -514,9 +512,10 @@ static struct http_conn *oldest_without_request(struct http_server *hs,
 
 void http_conn_accept(struct http_server *hs)
 {
-    struct conn_full *f = xcalloc(1, sizeof(*f));
+    struct conn_full *f = xcalloc(1, sizeof(*f) + hs->fe.conn_size);
     struct http_conn *c = &f->c;
     c->hs = hs;
+    c->frontend = f->frontend;
     c->tcp.data = c;
     uv_tcp_init(hs->loop, &c->tcp);
     c->next = hs->conns;
@@ -564,13 +563,9 @@ void http_conn_exchange_done(struct http_conn *c)
         c->ext_body_end = NULL;
         c->keep_alive = false;
     }
-    if (c->sess)
-        http_sess_detach(c);
+    if (c->hs->fe.exchange_end)
+        c->hs->fe.exchange_end(c->hs->fe.arg, c, false);
     c->mode = EX_NONE;
-    free(c->key);
-    c->key = NULL;
-    c->is_initialize = false;
-    c->prefer_sse = false;
     if (c->closing || c->phase == CONN_DRAINING)
         return;
     if (!c->keep_alive) {
@@ -612,11 +607,8 @@ static void append_head(struct buf *h, struct http_conn *c, int status, const ch
     buf_append_str(h, " ");
     buf_append_str(h, http_status_str((enum http_status)status));
     buf_append_str(h, "\r\n");
-    if (c->sess && !c->sess->stateless) {
-        buf_append_str(h, "Mcp-Session-Id: ");
-        buf_append_str(h, c->sess->id);
-        buf_append_str(h, "\r\n");
-    }
+    if (c->hs->fe.head)
+        c->hs->fe.head(c->hs->fe.arg, c, h);
     if (extra)
         buf_append_str(h, extra);
 }
@@ -642,28 +634,27 @@ void http_conn_respond(struct http_conn *c, int status, const char *content_type
     http_conn_exchange_done(c);
 }
 
-/* Error messages may quote header values: keep them printable ASCII (valid JSON text). */
-static void sanitize(char *s)
+void http_printable(char *s)
 {
     for (; *s; s++)
         if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
             *s = '?';
 }
 
-void http_conn_error(struct http_conn *c, int status, int code, const json_t *id,
-                     const char *extra, const char *fmt, ...)
+void http_conn_fail(struct http_conn *c, int status, const char *extra, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    sanitize(msg);
-    cleanup_json json_t *body = json_pack("{s:s, s:{s:i, s:s}, s:O?}", "jsonrpc", "2.0", "error",
-                                          "code", code, "message", msg, "id", (json_t *)id);
-    cleanup_free char *text = json_dumps(body, JSON_COMPACT);
+    http_printable(msg);
+    if (c->hs->fe.error) {
+        c->hs->fe.error(c->hs->fe.arg, c, status, extra, msg);
+        return;
+    }
     log_debug("HTTP %d: %s", status, msg);
-    http_conn_respond(c, status, "application/json", extra, text, strlen(text));
+    http_conn_respond(c, status, "text/plain; charset=utf-8", extra, msg, strlen(msg));
 }
 
 void http_conn_sse_start(struct http_conn *c, bool prime)
@@ -679,7 +670,9 @@ void http_conn_sse_start(struct http_conn *c, bool prime)
                c->keep_alive ? "keep-alive" : "close");
     conn_write3(c, buf_cstr(&h), "", 0, "");
     buf_release(&h);
-    c->stream_no = c->sess ? ++c->sess->next_stream : 0;
+    c->event_ids = true;
+    c->stream_no = c->hs->fe.stream_start ? c->hs->fe.stream_start(c->hs->fe.arg, c, &c->event_ids)
+                                          : 0;
     c->event_seq = 0;
     c->next_ping = now_mono_ms() + HTTP_SSE_PING_MS;
     if (prime) {
@@ -705,8 +698,7 @@ void http_conn_sse_message(struct http_conn *c, const char *json, size_t len)
     struct buf ev;
     snprintf(id, sizeof(id), "%u-%u", c->stream_no, ++c->event_seq);
     buf_init(&ev, (size_t)-1);
-    /* 2026-07-28 streams are not resumable: their events carry no id. */
-    sse_event(&ev, "message", c->sess && c->sess->stateless ? NULL : id, json, len);
+    sse_event(&ev, "message", c->event_ids ? id : NULL, json, len);
     http_conn_write_body(c, ev.data, ev.len);
     buf_release(&ev);
 }
@@ -747,7 +739,6 @@ void http_conn_sweep(struct http_conn *c, uint64_t now)
     } else if (c->phase == CONN_READING) {
         c->phase = CONN_RESPONDING;
         c->keep_alive = false;
-        http_conn_error(c, 408, -32600, NULL, NULL, "Request Timeout: the request was not "
-                        "received in time");
+        http_conn_fail(c, 408, NULL, "Request Timeout: the request was not received in time");
     }
 }
