@@ -5,7 +5,7 @@ server over stdio and the CLI, against Debian's docker-registry on loopback.
  push     snapshot_sandbox {action: push}: the registry then holds a real OCI image (manifest,
           config with the snapshot's env, workdir and labels, the layer byte for byte with the
           file in it); a second push uploads nothing (HEAD finds every blob); the CLI's
-          `mcpbox sandbox snapshot push` does the same.
+          `mcpbox sandbox snapshot push` does the same; two pushes at once into one repository.
  roundtrip  the cross-backend round trip, for a snapshot of a host-image sandbox and of a busybox
           image's (whose layer is mounted from its repository, and must be on the same
           registry): a snapshot pushed, then create_sandbox {image: REF}
@@ -135,6 +135,19 @@ def check_push(s, reg):
     assert r.stdout.strip() == f"{reg.host}/{repo}-cli:latest@{out['digest']}", r.stdout
     check_image(reg, f"{repo}-cli", "latest", snap, text)
     print("push with the CLI: the same image")
+    # two snapshots pushed at once, to two tags of one new repository: each tag its own image
+    text2 = "second " + secrets.token_hex(8)
+    sid2, snap2 = snapshot_with_file(s, text2)
+    both = f"mcpbox/both-{secrets.token_hex(4)}"
+    ids = [s.request("tools/call", s.tool_params("snapshot_sandbox", {
+        "action": "push", "snapshot_id": sn["snapshot_id"], "reference": f"{reg.host}/{both}:{tag}"}))
+        for sn, tag in ((snap, "a"), (snap2, "b"))]
+    res = s.replies(ids, "two pushes at once")
+    assert not any(res[i].get("isError") for i in ids), res
+    check_image(reg, both, "a", snap, text)
+    check_image(reg, both, "b", snap2, text2)
+    print("two pushes at once into one repository: each tag its own image")
+    s.ok("destroy_sandbox", sandbox_id=sid2)
     s.ok("destroy_sandbox", sandbox_id=sid)
 
 
