@@ -437,15 +437,15 @@ static const char *root_templates(const struct local_backend *lb)
     return lb->root_templates[0] ? lb->root_templates : NULL;
 }
 
-/* The agent's config (new string), and the egress CA for a host root binding secrets
- * (local_secrets.c: the CA the sandbox trusts for them). */
+/* The agent's config (new string), and the egress CA for a sandbox whose egress passes the
+ * proxy (local_secrets.c: the CA the sandbox trusts for its secrets). */
 static void child_config(struct local_backend *lb, const struct sandbox_spec *spec,
                          const struct store_sandbox *rec, const struct create_image *img,
                          struct spawn_request *req)
 {
     char *cfg = agent_config(spec, rec->expires_at_ms, rec->idle_timeout_s, img);
     req->agent_config = local_secrets_agent_config(lb, spec, cfg);
-    req->egress_ca = img->n == 0 ? local_secrets_ca(lb, spec) : NULL;
+    req->egress_ca = local_secrets_ca(lb, spec); /* host root and image bundles (spawn.c) */
 }
 
 static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
