@@ -20,9 +20,6 @@
 #include "lib/base/xalloc.h"
 
 #define SNAP_FREEZE_WAIT_MS 2000
-/* A tar of the writable space is about its disk's size; past twice that plus room for many
- * small files' headers, it is holes stored whole (a sandbox's doing). */
-#define SNAP_MAX_BYTES(disk) (2 * (disk) + (256ull << 20))
 
 struct snap_op {
     uv_work_t work;
@@ -64,6 +61,19 @@ static bool wait_frozen(const struct cg_sandbox *cg)
         usleep(1000);
     }
     return false;
+}
+
+bool local_snapshot_freeze(struct lsbx *sb, bool can)
+{
+    struct mcp_error ferr;
+    return can && cg_freeze(&sb->cg, true, &ferr) == 0 && wait_frozen(&sb->cg);
+}
+
+void local_snapshot_thaw(struct lsbx *sb, bool can)
+{
+    struct mcp_error ferr;
+    if (can && cg_freeze(&sb->cg, false, &ferr) < 0)
+        log_warn("sandbox %s: thaw after its files were read failed: %s", sb->id, ferr.msg);
 }
 
 /* The room left under the image store's cap (pulled layers and snapshots together). */
@@ -124,8 +134,7 @@ static int read_sandbox(struct snap_op *op, int fd, char digest[72], uint64_t *b
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0)
         return mcp_error_set(&op->err, MCP_ERR_IO, errno, "pipe");
-    struct mcp_error ferr;
-    op->frozen = op->freeze && cg_freeze(&sb->cg, true, &ferr) == 0 && wait_frozen(&sb->cg);
+    op->frozen = local_snapshot_freeze(sb, op->freeze);
     struct snap_helper h;
     int rc = snap_helper_start(sb->pid, sb->pidfd, "save", -1, p[1], &h, &op->err);
     close(p[1]);
@@ -136,8 +145,7 @@ static int read_sandbox(struct snap_op *op, int fd, char digest[72], uint64_t *b
     close(p[0]); /* a helper stopped early gets EPIPE */
     if (rc == 0)
         rc = snap_helper_finish(&h, &op->err);
-    if (op->freeze && cg_freeze(&sb->cg, false, &ferr) < 0)
-        log_warn("sandbox %s: thaw after its snapshot failed: %s", sb->id, ferr.msg);
+    local_snapshot_thaw(sb, op->freeze);
     if (drc < 0) /* the cause: the helper's own failure is its consequence */
         op->err = derr, rc = -1;
     layer_hash_final(&hash, digest);
@@ -198,8 +206,8 @@ static void create_after(uv_work_t *w, int status)
 }
 
 /* The new record: what the sandbox was made with, from its store record. */
-static json_t *new_record(struct local_backend *lb, const char *owner, const char *id,
-                          const char *name, struct mcp_error *err)
+json_t *local_snapshot_record(struct local_backend *lb, const char *owner, const char *id,
+                              const char *name, struct mcp_error *err)
 {
     struct store_sandbox rec = {0};
     if (store_sandbox_get(lb->base.store, id, &rec, err) < 0)
@@ -231,7 +239,8 @@ int local_snapshot_take(struct local_backend *lb, const char *owner, json_t *arg
     if (sb->pidfd < 0)
         return mcp_error_set(err, MCP_ERR_CONFLICT, 0,
                              "sandbox %s is not watched by this server; destroy it", id);
-    json_t *rec = new_record(lb, owner, id, json_string_value(json_object_get(args, "name")), err);
+    json_t *rec =
+        local_snapshot_record(lb, owner, id, json_string_value(json_object_get(args, "name")), err);
     if (rec == NULL)
         return -1;
     struct snap_op *op = xcalloc(1, sizeof *op);

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/sendfile.h>
 #include <unistd.h>
 
 #include "backend/local/image/archive_loader.h"
@@ -30,7 +29,7 @@ struct restore_op {
     json_t *env;     /* the snapshot's env under the call's */
     json_t *reply;   /* the create's sandbox info */
     struct lsbx *sb; /* the new sandbox, referenced while the work runs */
-    bool verify;     /* hash the layer against its digest (a fork's scratch layer: no) */
+    bool load;       /* unpack the layer (a fork's copy: no, fork_stream_run writes it) */
     int rc;
     struct mcp_error err;
     backend_cb *cb;
@@ -58,16 +57,6 @@ static void feed(int from, int to, struct layer_hash *h)
     }
 }
 
-/* A fork's layer, written by this server a moment ago and dropped once its copies are made,
- * goes to the helper unhashed and by sendfile: no copy through user space, no SHA-256 per copy
- * (docs/benchmarks.md). The helper's checks of every entry hold all the same. */
-static void feed_unhashed(int from, int to)
-{
-    ssize_t r;
-    while ((r = sendfile(to, from, NULL, 1 << 30)) > 0 || (r < 0 && errno == EINTR)) {
-    }
-}
-
 static void restore_work(uv_work_t *w)
 {
     struct restore_op *op = w->data;
@@ -87,14 +76,11 @@ static void restore_work(uv_work_t *w)
     struct layer_hash hash;
     char got[72];
     layer_hash_init(&hash);
-    if (op->verify)
-        feed(fd, p[1], &hash);
-    else
-        feed_unhashed(fd, p[1]);
+    feed(fd, p[1], &hash);
     close(p[1]);
     layer_hash_final(&hash, got);
     op->rc = snap_helper_finish(&h, &op->err);
-    if (op->rc == 0 && op->verify && strcmp(got, digest) != 0)
+    if (op->rc == 0 && strcmp(got, digest) != 0)
         op->rc = mcp_error_set(&op->err, MCP_ERR_BACKEND, 0,
                                "the snapshot's layer is damaged (its bytes no longer match %s); "
                                "delete the snapshot and take it again",
@@ -141,6 +127,11 @@ static void created(void *arg, json_t *result, const struct mcp_error *err)
         restore_free(op);
         return;
     }
+    if (!op->load) {
+        op->cb(op->arg, result, NULL);
+        restore_free(op);
+        return;
+    }
     op->reply = json_incref(result);
     op->sb = sb;
     lsbx_ref(sb);
@@ -179,7 +170,7 @@ static void spec_from_snapshot(struct sandbox_spec *s, struct restore_op *op)
 }
 
 static int restore_start(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
-                         bool verify, backend_cb *cb, void *arg, struct mcp_error *err)
+                         bool load, backend_cb *cb, void *arg, struct mcp_error *err)
 {
     struct local_backend *lb = (struct local_backend *)be;
     struct restore_op *op = xcalloc(1, sizeof *op);
@@ -187,7 +178,7 @@ static int restore_start(struct backend *be, const struct sandbox_spec *spec, js
     snprintf(dir, sizeof dir, "%s/image-store", lb->state_dir);
     snap_files_init(&op->files, dir);
     op->rec = json_incref(rec);
-    op->lb = lb, op->cb = cb, op->arg = arg, op->verify = verify;
+    op->lb = lb, op->cb = cb, op->arg = arg, op->load = load;
     if (oci_archive_load(err) < 0) { /* on the loop: it also gives the hash its fast code */
         restore_free(op);
         return -1;
@@ -217,8 +208,8 @@ int local_create_from_snapshot(struct backend *be, const struct sandbox_spec *sp
     return rc;
 }
 
-int local_restore_record(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
-                         backend_cb *cb, void *arg, struct mcp_error *err)
+int local_create_copy(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
+                      backend_cb *cb, void *arg, struct mcp_error *err)
 {
     return restore_start(be, spec, rec, false, cb, arg, err);
 }

@@ -45,9 +45,6 @@ int local_snapshot(struct backend *be, const char *owner, const char *action, js
  * then its layer unpacked into the new sandbox before the reply. */
 int local_create_from_snapshot(struct backend *be, const struct sandbox_spec *spec, backend_cb *cb,
                                void *arg, struct mcp_error *err);
-/* The same from a record in hand (rec borrowed): a fork's, which is never saved. */
-int local_restore_record(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
-                         backend_cb *cb, void *arg, struct mcp_error *err);
 
 /* ---- fork (local_fork.c) ----
  * snapshot "fork" {sandbox_id, count, timeout_seconds?} -> {sandbox_id, sandboxes:[info...]}:
@@ -60,5 +57,35 @@ int local_fork(struct local_backend *lb, const char *owner, json_t *args, backen
 /* For local_fork: a snapshot of the sandbox without a record (keep false), its info to cb. */
 int local_snapshot_take(struct local_backend *lb, const char *owner, json_t *args, bool keep,
                         backend_cb *cb, void *arg, struct mcp_error *err);
+
+/* ---- fork's pieces (issue 36's speed: docs/benchmarks.md) ---- */
+struct lsbx;
+/* A tar of the writable space is about its disk's size; past twice that plus room for many
+ * small files' headers, it is holes stored whole (a sandbox's doing). */
+#define SNAP_MAX_BYTES(disk) (2 * (disk) + (256ull << 20))
+/* Blocking. Freezes sb where the host lets this server (can) and waits for it: true once
+ * frozen. thaw undoes it. */
+bool local_snapshot_freeze(struct lsbx *sb, bool can);
+void local_snapshot_thaw(struct lsbx *sb, bool can);
+/* The record a snapshot of sandbox id would have (image, env, limits; state "creating"). */
+json_t *local_snapshot_record(struct local_backend *lb, const char *owner, const char *id,
+                              const char *name, struct mcp_error *err);
+/* create_sandbox with rec's image, env and limits under what spec asks, no layer loaded: a
+ * fork's copy, its files to come from fork_stream_run (local_snapshot_restore.c). */
+int local_create_copy(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
+                      backend_cb *cb, void *arg, struct mcp_error *err);
+/* Blocking (a worker thread; local_fork_stream.c): the source's files read once by a save
+ * helper, frozen meanwhile, and written into every copy at once by a load helper each, through
+ * pipes: no layer file, no hash, the source frozen only while its files are read. 0, or -1 with
+ * err (the first cause). */
+struct fork_stream {
+    struct lsbx *source;
+    struct lsbx *copies[LOCAL_FORK_MAX];
+    int count;
+    bool freeze;        /* the host has a freezer this server may use */
+    uint64_t max_bytes; /* SNAP_MAX_BYTES of the source's disk */
+    struct mcp_error err;
+};
+int fork_stream_run(struct fork_stream *fs);
 
 #endif
