@@ -165,8 +165,7 @@ static void create_work(uv_work_t *w)
         unlink(tmp);
         return;
     }
-    if ((op->keep ? snap_files_commit_layer : snap_files_place_scratch)(&op->files, fd, tmp, digest,
-                                                                        &op->err) < 0)
+    if (snap_files_commit_layer(&op->files, fd, tmp, digest, &op->err) < 0)
         return;
     json_object_set_new(op->rec, "layer", json_string(digest));
     json_object_set_new(op->rec, "size_bytes", json_integer((json_int_t)bytes));

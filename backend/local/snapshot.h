@@ -54,7 +54,7 @@ int local_create_from_snapshot(struct backend *be, const struct sandbox_spec *sp
 #define LOCAL_FORK_MAX 16
 int local_fork(struct local_backend *lb, const char *owner, json_t *args, backend_cb *cb, void *arg,
                struct mcp_error *err);
-/* For local_fork: a snapshot of the sandbox without a record (keep false), its info to cb. */
+/* A snapshot of the sandbox; keep false: without a record, the record with its owner to cb. */
 int local_snapshot_take(struct local_backend *lb, const char *owner, json_t *args, bool keep,
                         backend_cb *cb, void *arg, struct mcp_error *err);
 

@@ -81,12 +81,12 @@ static int sync_dir(const char *dir)
     return fd >= 0 ? fsync(fd) : -1;
 }
 
-static int place_layer(const struct snap_files *f, int fd, const char *tmp, const char *digest,
-                       bool durable, struct mcp_error *err)
+int snap_files_commit_layer(const struct snap_files *f, int fd, const char *tmp, const char *digest,
+                            struct mcp_error *err)
 {
     char path[SNAP_PATH_MAX], dir[SNAP_PATH_MAX];
     layer_path(f, digest, path, sizeof path);
-    if (durable && fsync(fd) < 0) {
+    if (fsync(fd) < 0) {
         int e = errno;
         unlink(tmp);
         return mcp_error_set(err, e == ENOSPC ? MCP_ERR_LIMIT : MCP_ERR_IO, e,
@@ -105,21 +105,8 @@ static int place_layer(const struct snap_files *f, int fd, const char *tmp, cons
                              strerror(e));
     }
     snprintf(dir, sizeof dir, "%s/blobs/sha256", f->dir);
-    if (durable)
-        sync_dir(dir);
+    sync_dir(dir);
     return 0;
-}
-
-int snap_files_commit_layer(const struct snap_files *f, int fd, const char *tmp, const char *digest,
-                            struct mcp_error *err)
-{
-    return place_layer(f, fd, tmp, digest, true, err);
-}
-
-int snap_files_place_scratch(const struct snap_files *f, int fd, const char *tmp,
-                             const char *digest, struct mcp_error *err)
-{
-    return place_layer(f, fd, tmp, digest, false, err);
 }
 
 static void record_path(const struct snap_files *f, const char *id, char *out, size_t size)

@@ -43,11 +43,6 @@ int snap_files_begin(const struct snap_files *f, char *tmp, size_t size, struct 
  * kept, ours dropped). */
 int snap_files_commit_layer(const struct snap_files *f, int fd, const char *tmp, const char *digest,
                             struct mcp_error *err);
-/* The same without fsync, for a fork's layer: read back at once from the page cache and
- * dropped once the copies are made, no record ever names it, and a crash leaves only a file
- * that prune removes. */
-int snap_files_place_scratch(const struct snap_files *f, int fd, const char *tmp,
-                             const char *digest, struct mcp_error *err);
 /* Writes snapshots/<id>.json aside, fsyncs, renames. */
 int snap_files_save(const struct snap_files *f, json_t *rec, struct mcp_error *err);
 /* The record of id if owner may see it (owner NULL: anyone), else NULL with MCP_ERR_NOT_FOUND. */
