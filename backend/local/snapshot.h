@@ -36,6 +36,15 @@ struct snap_helper {
 int snap_helper_start(int pid, int pidfd, const char *mode, int in_fd, int out_fd,
                       struct snap_helper *h, struct mcp_error *err);
 int snap_helper_finish(struct snap_helper *h, struct mcp_error *err);
+/* The helper's exec, want[0..4] its fds 0..4 (a forked child; async-signal-safe). */
+__attribute__((noreturn)) void snap_helper_exec(const int want[5], const char *mode);
+/* The spare helper (snapshot_helper_spare.c): a helper exec'd ahead ("wait" mode) handed this
+ * job (io: the tar's pipe end; the fds are the caller's still) and h set; -1 when there is none.
+ * refill starts one if there is none (snap_helper_finish does, while its helper works). In the
+ * spare: its job's fds put in place, 'l' or 's', or -1. */
+int snap_helper_take_spare(const char *mode, int io, int pidfd, int root, struct snap_helper *h);
+void snap_helper_refill(void);
+int snap_helper_wait_job(void);
 
 /* ---- the backend operation (local_snapshot.c) ---- */
 

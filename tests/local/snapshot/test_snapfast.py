@@ -11,17 +11,22 @@ at once through pipes (backend/local/local_fork_stream.c), through the real serv
           copied whole (each copy has the source's disk).
  race     two forks of one source at once both whole; a fork racing the source's destroy is
           whole or refused, never a copy left behind from a failed one.
+ spare    the helper exec'd ahead (snapshot_helper_spare.c): one waits, holding only its own
+          fds; killed, the next restore starts a cold one and is whole; a fork takes it and
+          starts the rest cold; none outlives the server.
 
 Runs as root and, through tests/local/rootless, as an ordinary user.
-usage: test_snapfast.py --mcpbox PATH --check stream|limits|race   (77: cannot run here)
+usage: test_snapfast.py --mcpbox PATH --check stream|limits|race|spare   (77: cannot run here)
 """
 import argparse
 import glob
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_snapshots import SKIP, Serve, at_once, sandboxes  # noqa: E402
@@ -121,10 +126,77 @@ def check_race(s):
           "left behind")
 
 
+def spares(pid, want=None):
+    """The waiting spare helpers of the server pid (snapshot_helper_spare.c); polled a while
+    for want of them (one is exec'd while the job that took the last one runs)."""
+    for _ in range(100):
+        out = spares_now(pid)
+        if want is None or len(out) == want:
+            break
+        time.sleep(0.02)
+    return out
+
+
+def spares_now(pid):
+    out = []
+    for d in glob.glob("/proc/[0-9]*"):
+        try:
+            with open(d + "/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(d + "/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and argv[1:3] == [b"__snapshot-helper", b"wait"]:
+            out.append(int(d[6:]))
+    return out
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def check_spare(s):
+    src = s.ok("create_sandbox")["sandbox_id"]
+    s.sh(src, "echo spare > /workspace/f")
+    snap_id = s.ok("snapshot_sandbox", action="create", sandbox_id=src)["snapshot_id"]
+    waiting = spares(s.proc.pid, 1)
+    assert len(waiting) == 1, waiting  # made while the snapshot's helper worked
+    fds = sorted(os.listdir(f"/proc/{waiting[0]}/fd"), key=int)
+    # its socket, /dev/null, its error pipe: no copy of another fd (a helper once kept them)
+    assert fds == ["0", "1", "2", "3", "4"], [(f, os.readlink(f"/proc/{waiting[0]}/fd/{f}"))
+                                             for f in fds]
+    for _ in range(2):  # the spare taken, and one killed: a cold helper does the job
+        new = s.ok("create_sandbox", snapshot_id=snap_id)["sandbox_id"]
+        _, out, _ = s.sh(new, "cat /workspace/f")
+        assert out == "spare\n", out
+        killed = spares(s.proc.pid, 1)
+        assert len(killed) == 1, killed
+        os.kill(killed[0], signal.SIGKILL)
+    copies = fork(s, src, 3)
+    for c in copies:
+        _, out, _ = s.sh(c, "cat /workspace/f")
+        assert out == "spare\n", out
+    waiting = spares(s.proc.pid, 1)
+    assert len(waiting) == 1, waiting
+    s.close()
+    for _ in range(100):  # PR_SET_PDEATHSIG: gone (or a zombie for its new parent) with the server
+        if not any(alive(p) for p in waiting):
+            break
+        time.sleep(0.02)
+    assert not any(alive(p) for p in waiting), waiting
+    print("spare: one helper waiting with nothing but its own fds; a killed one replaced by a "
+          "cold start; none left after the server")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
-    ap.add_argument("--check", required=True, choices=["stream", "limits", "race"])
+    ap.add_argument("--check", required=True, choices=["stream", "limits", "race", "spare"])
     a = ap.parse_args()
     base = tempfile.mkdtemp(prefix="mcpbox-snapfast-", dir="/tmp")
     os.chmod(base, 0o755)
