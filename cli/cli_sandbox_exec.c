@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli/cli_sandbox.h"
+#include "cli/cli_sandbox_tty.h"
 #include "cli/cli_util.h"
 #include "lib/base/buf.h"
 #include "lib/base/cleanup.h"
@@ -124,6 +125,8 @@ static void exec_usage(FILE *out)
           "  -e, --env KEY=VALUE   extra environment (repeatable)\n"
           "  -t, --timeout SECONDS kill the command after this long\n"
           "  -i, --stdin           forward this process's stdin (up to 16 MiB)\n"
+          "  -it, --tty            an interactive terminal, as docker exec -it: keys go to the\n"
+          "                        command as typed (Ctrl-C too), window size follows\n"
           "  -v, --verbose         report the command id and final status on stderr\n",
           out);
 }
@@ -147,7 +150,7 @@ static int exec_read_stdin(struct buf *b)
 struct exec_opts {
     struct exec_request req;
     json_t *env;
-    bool read_stdin, verbose;
+    bool read_stdin, verbose, tty;
 };
 
 static int exec_parse(struct exec_opts *o, int argc, char **argv)
@@ -156,7 +159,7 @@ static int exec_parse(struct exec_opts *o, int argc, char **argv)
         {"cwd", required_argument, NULL, 'w'},     {"env", required_argument, NULL, 'e'},
         {"timeout", required_argument, NULL, 't'}, {"stdin", no_argument, NULL, 'i'},
         {"verbose", no_argument, NULL, 'v'},       {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"tty", no_argument, NULL, 'T'},           {NULL, 0, NULL, 0},
     };
     int opt;
     while ((opt = getopt_long(argc, argv, "+w:e:t:ivh", longopts, NULL)) != -1) {
@@ -168,6 +171,8 @@ static int exec_parse(struct exec_opts *o, int argc, char **argv)
             o->req.timeout_ms = o->req.timeout_ms < 0 ? 0 : o->req.timeout_ms;
         else if (opt == 'i')
             o->read_stdin = true;
+        else if (opt == 'T')
+            o->tty = true;
         else if (opt == 'v')
             o->verbose = true;
         else {
@@ -246,6 +251,10 @@ static void exec_on_done(void *arg, json_t *result, const struct mcp_error *err)
 
 static int exec_run(struct cli_sandbox *c, struct exec_opts *o, const char *id)
 {
+    if (o->tty) { /* cli_sandbox_tty.c */
+        int rc = cli_sandbox_exec_tty(c, &o->req, id);
+        return rc >= 0 ? rc : exec_exit_code(c->result);
+    }
     struct cli_exec x = {.c = c, .verbose = o->verbose, .sandbox_id = id};
     struct exec_observer obs = {.on_started = exec_on_started,
                                 .on_output = exec_on_output,
@@ -266,13 +275,27 @@ static int exec_run(struct cli_sandbox *c, struct exec_opts *o, const char *id)
     return exec_exit_code(c->result);
 }
 
+/* docker's -it (and -ti) before the id: an interactive terminal. -t alone keeps its meaning
+ * (--timeout), so the pair is read as one word. */
+static void exec_tty_words(int argc, char **argv)
+{
+    static const char *const with_value[] = {"-w", "-e", "-t", "--cwd", "--env", "--timeout"};
+    for (int i = 1; i < argc && argv[i][0] == '-' && strcmp(argv[i], "--") != 0; i++) {
+        if (strcmp(argv[i], "-it") == 0 || strcmp(argv[i], "-ti") == 0)
+            argv[i] = (char *)"--tty";
+        for (size_t k = 0; k < ARRAY_SIZE(with_value); k++)
+            i += strcmp(argv[i], with_value[k]) == 0; /* skip the option's value */
+    }
+}
+
 int cli_sandbox_exec(struct cli_sandbox *c, int argc, char **argv)
 {
     struct exec_opts o = {.env = json_object()};
+    exec_tty_words(argc, argv);
     struct buf in;
     buf_init(&in, CLI_EXEC_STDIN_MAX);
     int rc = exec_parse(&o, argc, argv);
-    if (rc < 0 && o.read_stdin && exec_read_stdin(&in) < 0) {
+    if (rc < 0 && o.read_stdin && !o.tty && exec_read_stdin(&in) < 0) {
         fprintf(stderr, "mcpbox sandbox exec: stdin could not be read or exceeds %u bytes\n",
                 CLI_EXEC_STDIN_MAX);
         rc = CLI_EXIT_USAGE;

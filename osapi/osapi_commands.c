@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/shell_session.h"
 #include "lib/base/buf.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"
@@ -30,6 +31,7 @@ struct cmd {
     char id[80];
     uv_timer_t timer; /* pings while streaming; the deferred detach */
     struct buf line[3]; /* partial lines of stdout (1) and stderr (2) */
+    struct shell_session_tail *tail; /* a session command's (osapi_session.c), else NULL */
     uint64_t started_ms;
     bool background, streaming, done, detach_pending, timer_open;
 };
@@ -118,6 +120,7 @@ static void cmd_free_cb(uv_handle_t *t)
     for (int s = 0; s < 3; s++)
         buf_release(&cm->line[s]);
     free(cm->command);
+    free(cm->tail);
     free(cm);
 }
 
@@ -204,11 +207,32 @@ static void on_started(void *arg, const char *command_id)
     uv_timer_start(&cm->timer, on_timer, OSAPI_PING_MS, OSAPI_PING_MS);
 }
 
+static void take_stdout(void *arg, const char *data, size_t len)
+{
+    take_output(arg, EXEC_STDOUT, data, len);
+}
+
 static void on_output(void *arg, enum exec_stream stream, const char *data, size_t len)
 {
     struct cmd *cm = arg;
-    if (!cm->background)
+    if (cm->tail && stream == EXEC_STDOUT) /* hold back the session's trailer */
+        shell_session_tail_feed(cm->tail, data, len, take_stdout, cm);
+    else if (!cm->background)
         take_output(cm, stream, data, len);
+}
+
+/* A session command's end: its trailer cut off; a failure of the session itself (busy, gone,
+ * missing) is the stream's error event. */
+static bool session_end(struct cmd *cm)
+{
+    struct shell_session_result res;
+    shell_session_tail_finish(cm->tail, take_stdout, cm, &res);
+    flush_lines(cm);
+    const char *failure = shell_session_failure(res.kind);
+    if (failure != NULL)
+        send_event(cm, json_pack("{s:s, s:{s:s, s:s, s:[s]}}", "type", "error", "error", "ename",
+                                 "SessionError", "evalue", failure, "traceback", failure));
+    return failure != NULL;
 }
 
 static void send_end_event(struct cmd *cm, json_t *fin)
@@ -246,6 +270,11 @@ static void on_done(void *arg, json_t *result, const struct mcp_error *err)
         req->state = NULL;
         osapi_reply_mcp_error(req, err); /* nothing sent yet: a JSON error */
     } else if (!cm->background) {
+        if (cm->tail && !err && session_end(cm)) {
+            end_stream(cm);
+            cmd_maybe_free(cm);
+            return;
+        }
         flush_lines(cm);
         if (err)
             send_event(cm, json_pack("{s:s, s:{s:s, s:s, s:[s]}}", "type", "error", "error",
@@ -330,38 +359,46 @@ static void run_body(struct osapi_req *req, json_t *body)
         osapi_reply_unsupported(req, "uid/gid: a local sandbox runs every command as its one "
                                 "user; drop uid and gid");
     } else if (osapi_bind(req, req->sandbox_id, true, NULL) == 0) {
-        struct cmd *cm = xcalloc(1, sizeof(*cm));
-        cm->req = req;
-        cm->command = xstrdup(json_string_value(json_object_get(body, "command")));
-        cm->background = json_is_true(json_object_get(body, "background"));
-        cm->started_ms = now_mono_ms();
-        for (int s = 0; s < 3; s++)
-            buf_init(&cm->line[s], (size_t)-1);
-        cm->be = req->be;
-        uv_timer_init(server_loop(req->api->srv), &cm->timer);
-        cm->timer.data = cm;
-        cm->timer_open = true;
-        req->state = cm;
-        req->free_state = cmd_state_free;
-        req->on_abort = cmd_aborted;
         json_t *env = json_object_get(body, "envs");
         struct exec_request er = {
-            .command = cm->command,
+            .command = json_string_value(json_object_get(body, "command")),
             .cwd = json_string_value(json_object_get(body, "cwd")),
             .env = json_is_object(env) ? env : NULL,
             .timeout_ms = json_integer_value(json_object_get(body, "timeout")),
         };
-        struct exec_observer obs = {on_started, on_output, on_done, cm};
-        struct mcp_error err;
-        if (req->be->ops->exec(req->be, req->sandbox_id, &er, &obs, &cm->h, &err) < 0) {
-            cm->h = NULL;
-            cm->req = NULL;
-            req->state = NULL;
-            osapi_reply_mcp_error(req, &err);
-            cmd_maybe_free(cm);
-        }
+        osapi_cmd_stream(req, er.command, &er, json_is_true(json_object_get(body, "background")),
+                         NULL);
     }
     json_decref(body);
+}
+
+void osapi_cmd_stream(struct osapi_req *req, const char *content, const struct exec_request *er,
+                      bool background, struct shell_session_tail *tail)
+{
+    struct cmd *cm = xcalloc(1, sizeof(*cm));
+    cm->req = req;
+    cm->command = xstrdup(content);
+    cm->background = background;
+    cm->tail = tail;
+    cm->started_ms = now_mono_ms();
+    for (int s = 0; s < 3; s++)
+        buf_init(&cm->line[s], (size_t)-1);
+    cm->be = req->be;
+    uv_timer_init(server_loop(req->api->srv), &cm->timer);
+    cm->timer.data = cm;
+    cm->timer_open = true;
+    req->state = cm;
+    req->free_state = cmd_state_free;
+    req->on_abort = cmd_aborted;
+    struct exec_observer obs = {on_started, on_output, on_done, cm};
+    struct mcp_error err;
+    if (req->be->ops->exec(req->be, req->sandbox_id, er, &obs, &cm->h, &err) < 0) {
+        cm->h = NULL;
+        cm->req = NULL;
+        req->state = NULL;
+        osapi_reply_mcp_error(req, &err);
+        cmd_maybe_free(cm);
+    }
 }
 
 /* ---- status, logs, interrupt --------------------------------------------------------------------- */
@@ -507,13 +544,7 @@ bool osapi_commands_route(struct osapi_req *req, const char *path)
         handle_code(req);
         return true;
     }
-    if (!strcmp(path, "/session") || !strncmp(path, "/session/", 9)) {
-        osapi_reply_unsupported(req, "bash sessions (/session): run each command with POST "
-                                "/command, passing cwd and envs; state does not carry over "
-                                "between commands");
-        return true;
-    }
-    return false;
+    return osapi_session_route(req, path);
 }
 
 void osapi_execd(struct osapi_req *req, const char *sandbox_id, const char *rest)

@@ -11,6 +11,7 @@
 #include "lib/base/log.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
+#include "mcp/tools/session.h"
 #include "server/context.h"
 
 /* After a cancellation, how long to wait for the killed command to report before giving up on
@@ -27,6 +28,7 @@ struct run_job {
     uint64_t started_ms;
     double last_progress;
     bool finished, kill_pending, budget_passed, background;
+    struct session_run session; /* run_command's session argument (mcp/tools/session.c) */
 };
 
 static void run_free_cb(uv_handle_t *h)
@@ -37,6 +39,7 @@ static void run_free_cb(uv_handle_t *h)
     out_capture_release(&rj->out);
     out_capture_release(&rj->err);
     out_capture_release(&rj->tail);
+    session_run_release(&rj->session);
     free(rj->command_id);
     free(rj);
 }
@@ -101,7 +104,14 @@ static void run_finish(struct run_job *rj, const char *status, json_t *fin)
     uv_timer_stop(&rj->budget_timer);
     tool_job_set_detail(rj->job, "command_id=%s status=%s", rj->command_id ? rj->command_id : "",
                         status);
-    tool_job_finish(rj->job, run_result(rj, status, fin));
+    json_t *res = run_result(rj, status, fin);
+    struct mcp_error err;
+    if (rj->session.name != NULL && session_run_decorate(&rj->session, res, &err) < 0) {
+        json_decref(res);
+        tool_job_fail(rj->job, &err);
+    } else {
+        tool_job_finish(rj->job, res);
+    }
     rj->job = NULL;
 }
 
@@ -115,8 +125,10 @@ static void run_kill(struct run_job *rj)
 {
     struct mcp_error err;
     struct backend *be = rj->job->be;
-    if (be->ops->command_kill(be, rj->job->sandbox_id, rj->command_id, SIGKILL, kill_done_cb,
-                              NULL, &err) < 0)
+    /* A session's helper passes SIGTERM on to the command as SIGINT; SIGKILL would leave it. */
+    int sig = rj->session.name != NULL ? SIGTERM : SIGKILL;
+    if (be->ops->command_kill(be, rj->job->sandbox_id, rj->command_id, sig, kill_done_cb, NULL,
+                              &err) < 0)
         log_info("killing cancelled command %s: %s", rj->command_id, err.msg);
 }
 
@@ -132,11 +144,30 @@ static void run_on_started(void *arg, const char *command_id)
         uv_timer_start(&rj->budget_timer, run_budget_cb, 0, 0); /* detach, outside this callback */
 }
 
+static void run_emit_stdout(void *arg, const char *data, size_t len)
+{
+    struct run_job *rj = arg;
+    out_capture_add(&rj->out, data, len);
+    out_capture_add(&rj->tail, data, len);
+}
+
 static void run_on_output(void *arg, enum exec_stream stream, const char *data, size_t len)
 {
     struct run_job *rj = arg;
+    if (rj->session.name != NULL && stream == EXEC_STDOUT) { /* hold back a trailer */
+        shell_session_tail_feed(rj->session.tail, data, len, run_emit_stdout, rj);
+        return;
+    }
     out_capture_add(stream == EXEC_STDERR ? &rj->err : &rj->out, data, len);
     out_capture_add(&rj->tail, data, len);
+}
+
+/* The end of a session command's stdout, with its trailer cut off (or all of it, when the
+ * reply goes before the end). */
+static void run_session_flush(struct run_job *rj)
+{
+    if (rj->session.name != NULL)
+        shell_session_tail_finish(rj->session.tail, run_emit_stdout, rj, &rj->session.res);
 }
 
 static void run_on_done(void *arg, json_t *result, const struct mcp_error *err)
@@ -149,6 +180,7 @@ static void run_on_done(void *arg, json_t *result, const struct mcp_error *err)
         rj->job = NULL;
     } else {
         const char *status = json_string_value(json_object_get(result, "status"));
+        run_session_flush(rj);
         run_finish(rj, status ? status : "exited", result);
     }
     run_cleanup(rj);
@@ -166,6 +198,7 @@ static void run_budget_cb(uv_timer_t *t)
     }
     rj->job->be->ops->exec_detach(rj->handle);
     rj->handle = NULL;
+    run_session_flush(rj);
     run_finish(rj, "running", NULL);
     run_cleanup(rj);
 }
@@ -237,7 +270,9 @@ void tool_run_command(struct tool_call *call, json_t *args)
     struct exec_request req;
     exec_request_from_args(args, &req);
     struct exec_observer obs = {run_on_started, run_on_output, run_on_done, rj};
-    if (job->be->ops->exec(job->be, job->sandbox_id, &req, &obs, &rj->handle, &err) < 0) {
+    if ((json_is_string(json_object_get(args, "session")) &&
+         session_run_prepare(args, &rj->session, &req, &err) < 0) ||
+        job->be->ops->exec(job->be, job->sandbox_id, &req, &obs, &rj->handle, &err) < 0) {
         rj->finished = true;
         tool_job_fail(job, &err);
         run_cleanup(rj);

@@ -169,6 +169,8 @@ tool_handler_fn tool_write_file, tool_read_file, tool_list_files, tool_search_fi
     tool_replace_in_file, tool_move_path, tool_delete_path, tool_make_directory;
 tool_handler_fn tool_get_endpoint, tool_diagnose_sandbox;
 tool_handler_fn tool_snapshot_sandbox, tool_run_code;
+/* terminal.c (issue 35) */
+tool_handler_fn tool_terminal;
 tool_handler_fn tool_review_changes, tool_apply_changes;
 tool_handler_fn tool_volume; /* volumes.c */
 

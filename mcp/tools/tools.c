@@ -27,6 +27,7 @@ const struct tool_def sandbox_tools[] = {
     {"review_changes", tool_review_changes},
     {"apply_changes", tool_apply_changes},
     {"volume", tool_volume},
+    {"terminal", tool_terminal},
 };
 
 const size_t sandbox_tools_count = sizeof(sandbox_tools) / sizeof(sandbox_tools[0]);

@@ -204,6 +204,14 @@ await test('get_endpoint and diagnose_sandbox', async () => {
     await ok(conn, 'diagnose_sandbox', { sandbox_id: sid, what });
 });
 
+// Issue 35: sessions on an osb- sandbox, over the remote's plain exec.
+if (real) await test('run_command session on the opensandbox backend', async () => {
+  const a = await ok(conn, 'run_command', { sandbox_id: sid, session: 'osb', command: 'cd /tmp && export K=kept' });
+  check(a.session.cwd === '/tmp', JSON.stringify(a));
+  const b = await ok(conn, 'run_command', { sandbox_id: sid, session: 'osb', command: 'echo $PWD $K' });
+  check(b.stdout === '/tmp kept\n', JSON.stringify(b));
+});
+
 // Real: mcpbox's own OpenSandbox API keeps local snapshots (issue 36), so the round trip below
 // runs against it too: a local snapshot restored as an opensandbox-backend sandbox.
 if (real) await test('snapshot_sandbox: a paused source is refused', async () => {

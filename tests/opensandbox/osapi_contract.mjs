@@ -289,13 +289,14 @@ await test('execd: /metrics/watch sends a Metrics line per second until the clie
   await through(X, 'GET', '/ping', { headers: tok, expect: 200, raw: true }); // the server goes on
 });
 
-await test('execd: metrics; code contexts (tests/local/code has the rest); sessions say what is missing', async () => {
+await test('execd: metrics; code contexts (tests/local/code has the rest); sessions are served', async () => {
   const m = await through(X, 'GET', '/metrics', { headers: tok, expect: 200 });
   check(m.json.cpu_count > 0 && m.json.mem_used_mib >= 0 && m.json.timestamp > 0, m.text);
   const c = await through(X, 'POST', '/code/context', { headers: tok, body: { language: 'python' }, expect: 200 });
   check(c.json.language === 'python' && typeof c.json.id === 'string', c.text);
-  const s = await through(X, 'POST', '/session', { headers: tok, body: {}, expect: 400 });
-  check(s.json.code === 'NOT_SUPPORTED', s.text);
+  const s = await through(X, 'POST', '/session', { headers: tok, body: { cwd: '/tmp' }, expect: 200 });
+  check(typeof s.json.session_id === 'string' && s.json.session_id.length > 0, s.text); // issue 35
+  await through(X, 'DELETE', `/session/${s.json.session_id}`, { headers: tok, expect: 200, raw: true });
   const k = await stream({ context: { id: c.json.id, language: 'python' }, code: '1+1' }, tok, '/code');
   check(k.events.some((e) => e.type === 'result' && e.results.text === '2'), JSON.stringify(k.events));
   // without a context, execd runs code as a shell command (the spec's stateless example)

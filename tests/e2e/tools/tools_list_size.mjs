@@ -19,7 +19,7 @@ fs.rmSync(stateDir, { recursive: true, force: true });
 console.log(`# tools/list: ${A.listed.tools.length} tools, ${bytes} bytes (budget ${budget})`);
 for (const [n, b] of perTool) console.log(`#   ${n}: ${b} bytes`);
 // a local-only server lists every tool: the local backend has snapshots and code contexts too
-if (sandboxTools.length !== 23) { console.log(`not ok 1 - expected 23 sandbox tools, got ${sandboxTools.length}`); process.exit(1); }
+if (sandboxTools.length !== 24) { console.log(`not ok 1 - expected 24 sandbox tools, got ${sandboxTools.length}`); process.exit(1); }
 // every input property is described (what a model needs to fill it in)
 const bare = sandboxTools.flatMap((t) => Object.entries(t.inputSchema.properties || {})
     .filter(([, p]) => !p.description).map(([k]) => `${t.name}.${k}`));

@@ -114,7 +114,7 @@ static long long iget(struct tool_call *c, const char *key)
 
 TEST(table_matches_schema_files)
 {
-    ASSERT_EQ(sandbox_tools_count, 23);
+    ASSERT_EQ(sandbox_tools_count, 24);
     for (size_t i = 0; i < sandbox_tools_count; i++) {
         char path[512];
         snprintf(path, sizeof(path), "%s/schemas/tools/%s.json", MCPBOX_SOURCE_DIR,

@@ -1,0 +1,65 @@
+/* The sh script behind every terminal action (backend/shell_terminal.h), run inside the sandbox.
+ * util-linux script(1) holds the PTY: its stdin is the terminal's input fifo, its stdout the
+ * append-only screen log that read serves by offset. A terminal lives in its own session
+ * (setsid -f: not an asynchronous list, whose SIGINT sh would ignore, and every program in the
+ * terminal with it), so the exec that started it may end; the command runs under bash -c where there is
+ * bash (a shell that outlives a program's own SIGINT, which dash does not); close hangs up the program's session, then
+ * kills what is left. Exit codes: 10 no such terminal, 11 its program has exited, 12 too many,
+ * 13 no script or setsid in the image, 14 cannot make its directory, 15 the name is taken. The
+ * last line on stderr is "mcpbox-terminal <offset> <size> <running|exit status|none>". */
+#include "backend/shell_terminal.h"
+
+const char shell_terminal_sh[] =
+    "a=$MCPBOX_TA d=/tmp/.mcpbox-terminals/$MCPBOX_TI\n"
+    "unset MCPBOX_TA MCPBOX_TI\n"
+    "report() {\n"
+    "    s=running && [ -f \"$d/status\" ] && read -r s <\"$d/status\"\n"
+    "    printf 'mcpbox-terminal %s %s %s\\n' \"${1:-0}\" \"${2:-0}\" \"$s\" >&2\n"
+    "}\n"
+    "gone() { [ -d \"$d\" ] || { printf 'mcpbox-terminal 0 0 none\\n' >&2; exit 10; }; }\n"
+    "case $a in\n"
+    "start)\n"
+    "    umask 077 && mkdir -p \"${d%/*}\" || exit 14\n"
+    "    [ -e \"$d\" ] && exit 15\n"
+    "    n=0\n"
+    "    for p in \"${d%/*}\"/*/pid; do [ -f \"$p\" ] && [ ! -f \"${p%/pid}/status\" ] && n=$((n + 1)); done\n"
+    "    [ \"$n\" -lt \"$MCPBOX_TM\" ] || exit 12\n"
+    "    command -v script >/dev/null 2>&1 || exit 13\n"
+    "    mkdir \"$d\" && mkfifo \"$d/in\" && : >\"$d/out\" || exit 14\n"
+    "    export MCPBOX_TD=\"$d\" MCPBOX_TS='stty rows \"$MCPBOX_TR\" cols \"$MCPBOX_TK\" 2>/dev/null\n"
+    "        echo $$ >\"$MCPBOX_TD/spid\"; tty >\"$MCPBOX_TD/tty\"; c=$MCPBOX_TC\n"
+    "        unset MCPBOX_TC MCPBOX_TD MCPBOX_TR MCPBOX_TK MCPBOX_TM MCPBOX_TS MCPBOX_TL\n"
+    "        command -v bash >/dev/null && exec bash -c \"$c\"; exec sh -c \"$c\"'\n"
+    "    command -v setsid >/dev/null 2>&1 || exit 13\n"
+    "    setsid -f sh -c 'd=$MCPBOX_TD; echo $$ >\"$d/pid\"\n"
+    "        script -qfec \"$MCPBOX_TS\" /dev/null <>\"$d/in\" >>\"$d/out\" 2>&1\n"
+    "        echo $? >\"$d/status.new\" && mv \"$d/status.new\" \"$d/status\"' </dev/null >/dev/null 2>&1\n"
+    "    i=0\n"
+    "    while [ ! -s \"$d/tty\" ] && [ ! -f \"$d/status\" ] && [ $i -lt 200 ]; do sleep 0.01; i=$((i + 1)); done\n"
+    "    report ;;\n"
+    "send)\n"
+    "    gone\n"
+    "    [ -f \"$d/status\" ] && { report; exit 11; }\n"
+    "    exec 3<>\"$d/in\" && cat >&3 && report ;;\n"
+    "read)\n"
+    "    gone\n"
+    "    size=$(wc -c <\"$d/out\") && off=${MCPBOX_TO:-}\n"
+    "    [ -n \"$off\" ] || { off=0 && [ -f \"$d/seen\" ] && read -r off <\"$d/seen\"; }\n"
+    "    [ \"$off\" -le \"$size\" ] || off=$size\n"
+    "    [ $((size - off)) -le \"$MCPBOX_TL\" ] || off=$((size - MCPBOX_TL))\n"
+    "    tail -c +$((off + 1)) \"$d/out\" | head -c $((size - off))\n"
+    "    echo \"$size\" >\"$d/seen\"\n"
+    "    report \"$off\" \"$size\" ;;\n"
+    "resize)\n"
+    "    gone\n"
+    "    [ -f \"$d/status\" ] && { report; exit 11; }\n"
+    "    read -r t <\"$d/tty\" && stty -F \"$t\" rows \"$MCPBOX_TR\" cols \"$MCPBOX_TK\" && report ;;\n"
+    "close)\n"
+    "    gone\n"
+    "    read -r p <\"$d/pid\"; s=; [ -f \"$d/spid\" ] && read -r s <\"$d/spid\"\n"
+    "    [ -n \"$s\" ] && kill -HUP \"-$s\" 2>/dev/null # the program's session; script then ends\n"
+    "    i=0\n"
+    "    while [ ! -f \"$d/status\" ] && [ $i -lt 100 ]; do sleep 0.01; i=$((i + 1)); done\n"
+    "    [ -f \"$d/status\" ] || kill -KILL \"-$p\" 2>/dev/null\n"
+    "    report && rm -rf \"$d\" ;;\n"
+    "esac\n";

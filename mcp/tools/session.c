@@ -1,0 +1,86 @@
+/* run_command's session argument: the command runs in a named long-lived shell of the sandbox
+ * (backend/shell_session.h has the protocol; docs/tools-design.md, "Shell sessions"). */
+#include "mcp/tools/session.h"
+
+#include <string.h>
+
+#include "lib/base/util.h"
+#include "lib/base/xalloc.h"
+
+int session_run_prepare(json_t *args, struct session_run *sr, struct exec_request *req,
+                        struct mcp_error *err)
+{
+    memset(sr, 0, sizeof(*sr));
+    const char *name = tools_arg_str(args, "session", NULL);
+    int64_t timeout_s = tools_arg_int(args, "timeout_seconds", 0, 0, MAX_DURATION_S);
+    if (shell_session_prepare(name, tools_arg_str(args, "command", ""),
+                              tools_arg_str(args, "cwd", NULL), json_object_get(args, "env"),
+                              timeout_s, &sr->cmd, err) < 0)
+        return -1;
+    sr->name = xstrdup(name);
+    sr->tail = xmalloc(sizeof(*sr->tail));
+    shell_session_tail_init(sr->tail, sr->cmd.nonce);
+    shell_session_exec_request(&sr->cmd, timeout_s, req);
+    json_t *in = json_object_get(args, "stdin");
+    if (json_is_string(in)) {
+        req->stdin_data = json_string_value(in);
+        req->stdin_len = json_string_length(in);
+    }
+    return 0;
+}
+
+void session_run_release(struct session_run *sr)
+{
+    shell_session_cmd_release(&sr->cmd);
+    free(sr->tail);
+    free(sr->name);
+    sr->tail = NULL;
+    sr->name = NULL;
+}
+
+/* What the result says about the session, after the trailer. */
+static const char *session_note(const struct shell_session_result *res)
+{
+    switch (res->kind) {
+    case SHELL_SESSION_TIMEOUT:
+        return "interrupted (SIGINT) after timeout_seconds; the session lives on with its state";
+    case SHELL_SESSION_KILLED:
+        return "it ignored the interrupt after timeout_seconds, so the session's shell was "
+               "killed and its state is gone; the next command with this session starts a "
+               "fresh shell";
+    case SHELL_SESSION_EXITED:
+        return "the session's shell exited (exit_code is its status), so its state is gone; "
+               "the next command with this session starts a fresh shell";
+    case SHELL_SESSION_NONE:
+        return "the session's helper ended without a report (killed or cancelled); the "
+               "command may still run in the session";
+    default:
+        return NULL;
+    }
+}
+
+int session_run_decorate(const struct session_run *sr, json_t *res, struct mcp_error *err)
+{
+    const struct shell_session_result *r = &sr->res;
+    const char *failure = shell_session_failure(r->kind);
+    if (failure != NULL) {
+        mcp_error_set(err, MCP_ERR_CONFLICT, 0, "session \"%s\": %s", sr->name, failure);
+        return -1;
+    }
+    const char *status = json_string_value(json_object_get(res, "status"));
+    bool running = status != NULL && strcmp(status, "running") == 0;
+    if (r->kind == SHELL_SESSION_TIMEOUT || r->kind == SHELL_SESSION_KILLED)
+        json_object_set_new(res, "status", json_string("timed_out"));
+    if (r->status >= 0)
+        json_object_set_new(res, "exit_code", json_integer(r->status));
+    json_t *info = json_pack("{s:s}", "name", sr->name);
+    json_object_set_new(info, "cwd",
+                        r->kind == SHELL_SESSION_DONE || r->kind == SHELL_SESSION_TIMEOUT
+                            ? json_string(r->cwd)
+                            : json_null());
+    json_object_set_new(res, "session", info);
+    const char *note = running ? NULL : session_note(r);
+    if (note != NULL)
+        json_object_set_new(res, "note", json_string(note));
+    return 0;
+}
