@@ -1,4 +1,4 @@
-/* `mcpbox sandbox snapshot create|ls|get|rm|restore|fork` (issue 36): snapshots of local
+/* `mcpbox sandbox snapshot create|ls|get|rm|restore|fork|push` (issue 36): snapshots of local
  * sandboxes from the shell, through the backend's snapshot operation, as snapshot_sandbox and
  * create_sandbox {snapshot_id} do over MCP. */
 #include <stdio.h>
@@ -16,7 +16,9 @@ static const char snap_usage[] =
     "  get SNAP                 one snapshot\n"
     "  rm SNAP...               delete snapshots\n"
     "  restore SNAP             a new sandbox from a snapshot; prints its id\n"
-    "  fork ID [--count N]      N new sandboxes from a running one's files; prints their ids\n";
+    "  fork ID [--count N]      N new sandboxes from a running one's files; prints their ids\n"
+    "  push SNAP REF            push a snapshot to an OCI registry as image REF\n"
+    "                           (registry/repository:tag; your docker/podman login)\n";
 
 /* Our options out of argv (-o, --name, --count); the operands stay, in order. */
 static int snap_opts(struct cli_sandbox *c, int *argc, char **argv, json_t *args)
@@ -63,6 +65,9 @@ static void print_result(struct cli_sandbox *c, const char *action)
     } else if (strcmp(action, "fork") == 0) {
         json_array_foreach(json_object_get(c->result, "sandboxes"), i, x)
             puts(json_string_value(json_object_get(x, "sandbox_id")));
+    } else if (strcmp(action, "push") == 0) {
+        printf("%s@%s\n", json_string_value(json_object_get(c->result, "reference")),
+               json_string_value(json_object_get(c->result, "digest")));
     } else if (strcmp(action, "delete") != 0) {
         print_snapshot(c->result);
     }
@@ -124,6 +129,11 @@ static int snap_dispatch(struct cli_sandbox *c, int argc, char **argv, json_t *a
     }
     if (strcmp(cmd, "restore") == 0 && one)
         return snap_restore(c, operand);
+    if (strcmp(cmd, "push") == 0 && argc == 4) {
+        json_object_set_new(args, "snapshot_id", json_string(operand));
+        json_object_set_new(args, "reference", json_string(argv[3]));
+        return snap_call(c, "push", args);
+    }
     if (strcmp(cmd, "rm") == 0 && argc > 2)
         return snap_rm(c, argc, argv);
     fputs(snap_usage, stderr);

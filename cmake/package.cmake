@@ -23,9 +23,10 @@ set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # OpenSandbox backend when it starts (lib/httpc/curl_loader.h); libarchive13 is not linked
 # but dlopened to unpack OCI image layers (backend/local/image/archive_loader.c); libnettle8 comes
 # with libarchive13, and its SHA-256 is used for layer digests when libarchive has loaded it
-# (backend/local/image/layer_hash.c), so it is named too.
+# (backend/local/image/layer_hash.c), so it is named too. libssl3 is linked for the TLS the egress
+# proxy terminates for hosts a secret is bound to (backend/local/egress_tls.c).
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
-    "libc6 (>= 2.36), libjansson4 (>= 2.14), libcurl4 (>= 7.88.1), libuv1 (>= 1.44.2), libsqlite3-0 (>= 3.40.1), libseccomp2 (>= 2.5.4), libhttp-parser2.9 (>= 2.9.4), libarchive13 (>= 3.6.2), libnettle8 (>= 3.8.1)")
+    "libc6 (>= 2.36), libjansson4 (>= 2.14), libcurl4 (>= 7.88.1), libuv1 (>= 1.44.2), libsqlite3-0 (>= 3.40.1), libseccomp2 (>= 2.5.4), libhttp-parser2.9 (>= 2.9.4), libarchive13 (>= 3.6.2), libnettle8 (>= 3.8.1), libssl3 (>= 3.0.9)")
 # uidmap: newuidmap/newgidmap and /etc/subuid ranges (non-root hosts); passt: the user-mode
 # network stack (pasta) that `mcpbox doctor` checks for sandbox egress; nftables: nft writes
 # the rules of a sandbox with a network_policy (backend/local/egress_netns.c).

@@ -437,15 +437,15 @@ static const char *root_templates(const struct local_backend *lb)
     return lb->root_templates[0] ? lb->root_templates : NULL;
 }
 
-/* The agent's config (new string), and the egress CA for a host root binding secrets
- * (local_secrets.c: the CA the sandbox trusts for them). */
+/* The agent's config (new string), and the egress CA for a sandbox whose egress passes the
+ * proxy (local_secrets.c: the CA the sandbox trusts for its secrets). */
 static void child_config(struct local_backend *lb, const struct sandbox_spec *spec,
                          const struct store_sandbox *rec, const struct create_image *img,
                          struct spawn_request *req)
 {
     char *cfg = agent_config(spec, rec->expires_at_ms, rec->idle_timeout_s, img);
     req->agent_config = local_secrets_agent_config(lb, spec, cfg);
-    req->egress_ca = img->n == 0 ? local_secrets_ca(lb, spec) : NULL;
+    req->egress_ca = local_secrets_ca(lb, spec); /* host root and image bundles (spawn.c) */
 }
 
 static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
@@ -792,12 +792,10 @@ static int create_with_image(struct local_backend *lb, const struct sandbox_spec
     return 0;
 }
 
-/* An OCI image is ready (from the store or just pulled): the create goes on. */
-static void image_ready(struct local_backend *lb, const struct sandbox_spec *spec, json_t *image,
-                        backend_cb *cb, void *arg)
+int local_create_on_image(struct local_backend *lb, const struct sandbox_spec *spec,
+                          json_t *image, backend_cb *cb, void *arg, struct mcp_error *err)
 {
     struct create_image img;
-    struct mcp_error err;
     memset(&img, 0, sizeof img);
     img.oci = image;
     json_t *d;
@@ -811,7 +809,17 @@ static void image_ready(struct local_backend *lb, const struct sandbox_spec *spe
     if (lb->ident.mode == LOCAL_ID_SINGLE || img.run_uid >= lb->ident.uid_count ||
         img.run_gid >= lb->ident.gid_count)
         img.run_uid = img.run_gid = 0; /* not mapped: only sandbox root exists (get_sandbox) */
-    if (create_with_image(lb, spec, &img, cb, arg, &err) < 0)
+    return create_with_image(lb, spec, &img, cb, arg, err);
+}
+
+/* An OCI image is ready (from the store or just pulled): the create goes on. */
+static void image_ready(struct local_backend *lb, const struct sandbox_spec *spec, json_t *image,
+                        backend_cb *cb, void *arg)
+{
+    struct mcp_error err;
+    if (json_object_get(json_object_get(image, "config"), "snapshot") != NULL)
+        local_create_from_pushed(lb, spec, image, cb, arg); /* a push's (snapshot.h) */
+    else if (local_create_on_image(lb, spec, image, cb, arg, &err) < 0)
         cb(arg, NULL, &err);
 }
 

@@ -10,6 +10,7 @@
 #include "backend/local/local_agent.h"
 #include "backend/local/local_sandbox.h"
 #include "backend/local/local_egress.h"
+#include "backend/local/local_secrets.h"
 #include "lib/base/log.h"
 #include "lib/base/utf8.h"
 #include "lib/base/util.h"
@@ -230,8 +231,10 @@ int local_exec(struct backend *be, const char *id, const struct exec_request *re
     json_t *msg = json_pack("{s:s, s:s, s:b}", "op", "exec", "command", req->command, "watch", 1);
     if (req->cwd)
         json_object_set_new(msg, "cwd", json_string(req->cwd));
-    if (json_is_object(req->env))
-        json_object_set(msg, "env", req->env);
+    json_t *env = local_secrets_exec_env(sb, req->env); /* placeholders bound after create */
+    if (json_is_object(env))
+        json_object_set(msg, "env", env);
+    json_decref(env);
     if (req->timeout_ms > 0)
         json_object_set_new(msg, "timeout_ms", json_integer(req->timeout_ms));
     set_stdin_args(msg, req);

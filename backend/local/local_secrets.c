@@ -13,11 +13,14 @@
 #include "lib/base/log.h"
 #include "lib/base/xalloc.h"
 
-/* Whether the sandbox's egress may be intercepted: it binds secrets, or it was made with
- * OpenSandbox's credentialProxy (its vault, local_vault.c). It then trusts the egress CA. */
+/* Whether the sandbox's egress may be intercepted: it binds secrets, was made with OpenSandbox's
+ * credentialProxy (its vault, local_vault.c), or goes by a policy (so through the proxy: a secret
+ * bound later with update_sandbox works over TLS as one bound at create). It then trusts the
+ * egress CA. */
 static bool wants_trust(const struct sandbox_spec *spec)
 {
-    return json_array_size(spec->secrets) > 0 || spec->credential_proxy;
+    return json_array_size(spec->secrets) > 0 || spec->credential_proxy ||
+           spec->network_policy != NULL;
 }
 
 /* Each name once, each the person's; err lists the names there are. */
@@ -90,6 +93,22 @@ static struct egress_policy *bound_policy(const struct sandbox_spec *spec, const
     return egress_policy_parse(pj, "network_policy with the secrets' hosts", err);
 }
 
+static void add_placeholders(json_t *env, const json_t *names, const json_t *defs)
+{
+    size_t i;
+    json_t *n;
+    json_array_foreach(names, i, n)
+    {
+        const char *name = json_string_value(n);
+        if (!json_is_true(json_object_get(json_object_get(defs, name), "placeholder")))
+            continue;
+        char ph[SECRET_PLACEHOLDER_MAX];
+        secret_placeholder(name, ph);
+        if (json_object_get(env, ph) == NULL)
+            json_object_set_new(env, ph, json_string(ph));
+    }
+}
+
 /* Where TLS clients inside find the egress CA (the agent writes them: agent_egress_trust). */
 static void trust_env(json_t *env)
 {
@@ -108,17 +127,7 @@ static json_t *bound_env(const struct sandbox_spec *spec, const json_t *defs)
 {
     json_t *env = json_is_object(spec->env) ? json_deep_copy(spec->env) : json_object();
     trust_env(env);
-    size_t i;
-    json_t *n;
-    json_array_foreach(spec->secrets, i, n)
-    {
-        const char *name = json_string_value(n);
-        if (!json_is_true(json_object_get(json_object_get(defs, name), "placeholder")))
-            continue;
-        char ph[SECRET_PLACEHOLDER_MAX];
-        secret_placeholder(name, ph);
-        json_object_set_new(env, ph, json_string(ph));
-    }
+    add_placeholders(env, spec->secrets, defs);
     return env;
 }
 
@@ -203,6 +212,20 @@ const char *local_secrets_ca(struct local_backend *lb, const struct sandbox_spec
     if (pem == NULL && wants_trust(spec))
         pem = egress_tls_ca_pem(lb->state_dir, &err);
     return wants_trust(spec) ? pem : NULL;
+}
+
+json_t *local_secrets_exec_env(struct lsbx *sb, json_t *env)
+{
+    /* only a sandbox with a proxy may have secrets: the others skip the record's re-read */
+    json_t *names = sb->egress ? local_egress_secrets(sb) : NULL;
+    struct mcp_error err;
+    cleanup_json json_t *defs =
+        json_array_size(names) ? secrets_load(sb->be->state_dir, &err) : NULL;
+    if (defs == NULL)
+        return json_incref(env);
+    json_t *out = json_is_object(env) ? json_copy(env) : json_object();
+    add_placeholders(out, names, defs);
+    return out;
 }
 
 json_t *local_host_check(const char *state_dir)

@@ -9,6 +9,7 @@
 #include "backend/egress_policy.h"
 
 struct local_backend;
+struct lsbx;
 
 /* What binding adds to a create's spec: the policy with the secrets' hosts allowed, the env with
  * their placeholders. Released with local_secrets_unbind. */
@@ -37,7 +38,12 @@ json_t *local_secrets_for_host(const char *state_dir, json_t *bound_names, const
 /* The bind_secrets operation (backend.h): update_sandbox's secrets. */
 int local_bind_secrets(struct backend *be, const char *id, json_t *names, backend_cb *cb, void *arg,
                        struct mcp_error *err);
-/* The egress CA's certificate (PEM, borrowed) for a spec that binds secrets, else NULL. */
+/* A command's env: env (borrowed, may be NULL) with MCPBOX_SECRET_<NAME> added for each
+ * placeholder secret bound to sb now (a binding made after create too), unless env sets it.
+ * New reference, or NULL when env is NULL and nothing is bound. Reads the person's file. */
+json_t *local_secrets_exec_env(struct lsbx *sb, json_t *env);
+/* The egress CA's certificate (PEM, borrowed) for a spec whose egress passes the proxy (it binds
+ * secrets, has credentialProxy or a network_policy), else NULL. */
 const char *local_secrets_ca(struct local_backend *lb, const struct sandbox_spec *spec);
 /* The backend's host_check: the doctor's report, and "secrets": the names create_sandbox may
  * bind, their hosts and how they are sent (secrets_describe: never a value). */

@@ -294,6 +294,8 @@ int local_snapshot(struct backend *be, const char *owner, const char *action, js
         return local_snapshot_take(lb, owner, args, true, cb, arg, err);
     if (strcmp(action, "fork") == 0)
         return local_fork(lb, owner, args, cb, arg, err);
+    if (strcmp(action, "push") == 0)
+        return local_snapshot_push(lb, &f, owner, args, cb, arg, err);
     if (strcmp(action, "list") == 0) {
         json_t *recs = snap_files_list(&f, owner);
         json_t *res =
@@ -305,7 +307,7 @@ int local_snapshot(struct backend *be, const char *owner, const char *action, js
     }
     if (strcmp(action, "get") != 0 && strcmp(action, "delete") != 0)
         return mcp_error_set(err, MCP_ERR_INVALID, 0,
-                             "unknown action \"%s\"; use create, list, get, delete or fork",
+                             "unknown action \"%s\"; use create, list, get, delete, fork or push",
                              action);
     if (snap_id == NULL)
         return mcp_error_set(err, MCP_ERR_INVALID, 0, "action \"%s\" needs snapshot_id", action);

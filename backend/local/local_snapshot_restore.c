@@ -172,6 +172,12 @@ static void spec_from_snapshot(struct sandbox_spec *s, struct restore_op *op)
 static int restore_start(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
                          bool load, backend_cb *cb, void *arg, struct mcp_error *err)
 {
+    return local_restore_onto(be, spec, rec, NULL, cb, arg, err);
+}
+
+int local_restore_onto(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
+                       json_t *image, backend_cb *cb, void *arg, struct mcp_error *err)
+{
     struct local_backend *lb = (struct local_backend *)be;
     struct restore_op *op = xcalloc(1, sizeof *op);
     char dir[LOCAL_PATH_MAX + 16];
@@ -185,7 +191,8 @@ static int restore_start(struct backend *be, const struct sandbox_spec *spec, js
     }
     struct sandbox_spec s = *spec;
     spec_from_snapshot(&s, op);
-    if (local_create(be, &s, created, op, err) < 0) {
+    if ((image ? local_create_on_image(lb, &s, image, created, op, err)
+               : local_create(be, &s, created, op, err)) < 0) {
         restore_free(op);
         return -1;
     }

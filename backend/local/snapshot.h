@@ -55,6 +55,28 @@ int local_snapshot(struct backend *be, const char *owner, const char *action, js
 int local_create_from_snapshot(struct backend *be, const struct sandbox_spec *spec, backend_cb *cb,
                                void *arg, struct mcp_error *err);
 
+/* local_create.c: a create on an OCI image record already resolved (image borrowed). */
+int local_create_on_image(struct local_backend *lb, const struct sandbox_spec *spec,
+                          json_t *image, backend_cb *cb, void *arg, struct mcp_error *err);
+/* The same onto an image record already resolved (image borrowed; NULL: rec's image by name, as
+ * local_restore_record): a pushed snapshot's, whose own layers are its base. */
+int local_restore_onto(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
+                       json_t *image, backend_cb *cb, void *arg, struct mcp_error *err);
+
+/* ---- push (local_snapshot_push.c) ----
+ * snapshot "push" {snapshot_id, reference} -> {snapshot_id, reference, digest, blobs_uploaded,
+ * blobs_present, bytes_uploaded}: the snapshot as an OCI image under reference's tag (push.h),
+ * with the person's registry credentials. */
+int local_snapshot_push(struct local_backend *lb, const struct snap_files *f, const char *owner,
+                        json_t *args, backend_cb *cb, void *arg, struct mcp_error *err);
+
+/* create_sandbox {image} of an image a push made (its config's "snapshot": {layer, image, id}):
+ * a restore of that layer (kept in blobs/sha256 by the pull), as create_sandbox {snapshot_id}
+ * would, onto the host image ("host") or onto the image's own layers below it (an OCI base,
+ * which the push carried). */
+void local_create_from_pushed(struct local_backend *lb, const struct sandbox_spec *spec,
+                              json_t *image, backend_cb *cb, void *arg);
+
 /* ---- fork (local_fork.c) ----
  * snapshot "fork" {sandbox_id, count, timeout_seconds?} -> {sandbox_id, sandboxes:[info...]}:
  * count new sandboxes from the live one's current files, each with the source's image, env,

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <linux/magic.h>
 #include <linux/mount.h>
 #include <linux/sched.h>
 #include <linux/seccomp.h>
@@ -481,6 +482,8 @@ static void put_image_etc(const struct child_plan *p, const char *name, const ch
         CHECK(mount(gen, path, NULL, MS_BIND, NULL) == 0, "bind", path);
 }
 
+static void bind_egress_bundle(const struct child_plan *p);
+
 /* Image mode: the registered rootfs, idmapped by the parent so that its root-owned files belong
  * to the sandbox's root, is the lower layer of an overlay whose upper lives on the data tmpfs
  * (so `disk` also caps changes to the image). The generated hosts/hostname/resolv.conf replace
@@ -538,29 +541,82 @@ static void make_image_root(const struct child_plan *p)
     CHECK(umount2(".", MNT_DETACH) == 0, "detach old root", NULL);
     CHECK(chdir("/") == 0, "chdir", "/");
     set_attr("/dev", MOUNT_ATTR_RDONLY, 0);
+    bind_egress_bundle(p); /* after pivot_root: the image's links resolve inside it */
+}
+
+/* The system CA bundles of the usual distributions (Debian/Ubuntu/Alpine, Alpine and BSD-style,
+ * Fedora/RHEL, openSUSE, RHEL's older name), relative to the root being made. */
+static const char *const system_bundles[] = {"etc/ssl/certs/ca-certificates.crt",
+                                             "etc/ssl/cert.pem", "etc/pki/tls/certs/ca-bundle.crt",
+                                             "etc/ssl/ca-bundle.pem", "etc/pki/tls/cacert.pem"};
+
+#define BUNDLE_MAX (16u << 20)
+
+/* path opened if it is a bundle: a non-empty regular file of at most BUNDLE_MAX on no /proc
+ * (an image's link to /proc/self/environ must not copy this process's environment into a file
+ * the sandbox reads; /proc's files show size 0 anyway). -1 else. */
+static int open_bundle(const char *path, struct stat *st)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    struct statfs fs;
+    if (fd >= 0 && fstat(fd, st) == 0 && S_ISREG(st->st_mode) && st->st_size > 0 &&
+        st->st_size <= (off_t)BUNDLE_MAX && fstatfs(fd, &fs) == 0 && fs.f_type != PROC_SUPER_MAGIC)
+        return fd;
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
+/* The first system bundle there is, copied to out; false when there is none. */
+static bool copy_system_bundle(int out)
+{
+    for (size_t i = 0; i < sizeof system_bundles / sizeof system_bundles[0]; i++) {
+        struct stat st;
+        cleanup_close int in = open_bundle(system_bundles[i], &st);
+        if (in < 0)
+            continue;
+        char buf[4096];
+        ssize_t n;
+        off_t left = st.st_size; /* no more than it said: a file growing meanwhile is cut */
+        while (left > 0 &&
+               (n = read(in, buf, left < (off_t)sizeof buf ? (size_t)left : sizeof buf)) > 0) {
+            if (write(out, buf, (size_t)n) != n)
+                return false;
+            left -= n;
+        }
+        return write(out, "\n", 1) == 1; /* a bundle without a final newline */
+    }
+    return false;
 }
 
 /* Secrets over TLS: the system bundle the sandbox sees, with mcpbox's egress CA appended, in a
- * file of its own /tmp bound read-only over the bundle (the env vars point to the agent's copy
- * as well). Best effort: a bundle left as it is only makes TLS to the bound hosts fail. */
+ * file of its own /tmp bound read-only over each system bundle there is (the env vars point to
+ * the same file). For an image this runs after pivot_root, so the image's links resolve inside
+ * it; the stored image is not changed (the bind lives in the sandbox's mount namespace). Best
+ * effort: a bundle left as it is only makes TLS to the bound hosts fail. */
 static void bind_egress_bundle(const struct child_plan *p)
 {
-    static const char bundle[] = "etc/ssl/certs/ca-certificates.crt";
     static const char copy[] = "tmp/.mcpbox-egress/ca-bundle.pem";
     if (p->req->egress_ca == NULL)
         return;
-    cleanup_close int in = open(bundle, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     mkdir("tmp/.mcpbox-egress", 0755);
     cleanup_close int out = open(copy, O_CREAT | O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    char buf[4096];
-    ssize_t n;
-    bool ok = in >= 0 && out >= 0;
-    while (ok && (n = read(in, buf, sizeof buf)) > 0)
-        ok = write(out, buf, (size_t)n) == n;
     size_t len = strlen(p->req->egress_ca);
-    ok = ok && write(out, p->req->egress_ca, len) == (ssize_t)len;
-    if (ok && mount(copy, bundle, NULL, MS_BIND, NULL) == 0)
-        set_attr(bundle, ROOT_BIND_ATTRS, 0);
+    struct stat cs;
+    if (out < 0 || !copy_system_bundle(out) || write(out, p->req->egress_ca, len) != (ssize_t)len ||
+        fstat(out, &cs) < 0) {
+        if (out >= 0)
+            unlink(copy); /* the agent then writes its own, from what it finds */
+        return;
+    }
+    for (size_t i = 0; i < sizeof system_bundles / sizeof system_bundles[0]; i++) {
+        struct stat st; /* a link to a bundle bound already now leads to the copy: skipped */
+        cleanup_close int fd = open_bundle(system_bundles[i], &st);
+        if (fd < 0 || (st.st_dev == cs.st_dev && st.st_ino == cs.st_ino))
+            continue;
+        if (mount(copy, system_bundles[i], NULL, MS_BIND, NULL) == 0)
+            set_attr(system_bundles[i], ROOT_BIND_ATTRS, 0);
+    }
 }
 
 static void make_root(const struct child_plan *p)

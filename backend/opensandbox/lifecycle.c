@@ -522,9 +522,7 @@ int osb_create(struct backend *be, const struct sandbox_spec *spec, backend_cb *
                              "sandboxes run on another server): copy files in with write_file, "
                              "or create the sandbox on the local backend (backend: \"local\")");
     if (json_array_size(spec->secrets) > 0 || spec->credential_proxy)
-        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
-                             "the opensandbox backend cannot inject secrets yet: create the "
-                             "sandbox on the local backend (backend: \"local\") to bind them");
+        return osb_secrets_refused(spec->credential_proxy, err);
     if (spec->snapshot_id != NULL &&
         (osb_snapshot_id_check(spec->snapshot_id, err) != 0 ||
          osb_snap_owned(b, spec->snapshot_id, spec->owner ? spec->owner : "", err) != 0))

@@ -62,7 +62,7 @@ const struct backend_ops opensandbox_ops = {
     .workspace = backend_def_workspace, .set_network_policy = osb_set_network_policy,
     .command_input = backend_def_command_input, .command_resize = backend_def_command_resize,
     .volume = backend_def_volume,
-    .bind_secrets = backend_def_bind_secrets, .credential_vault = backend_def_credential_vault,
+    .bind_secrets = osb_bind_secrets, .credential_vault = backend_def_credential_vault,
 };
 
 /* OPEN_SANDBOX_DOMAIN may carry a scheme ("https://host"), which then wins over the protocol. */

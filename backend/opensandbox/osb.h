@@ -158,6 +158,10 @@ void osb_owner_label(const char *owner, char out[17]);
 #define OSB_EGRESS_PORT 18080 /* the egress sidecar's API (specs/egress-api.yaml) */
 /* The lifecycle API's networkPolicy for p; NULL with err (UNSUPPORTED) if a rule has ports. */
 json_t *osb_network_policy_body(const struct egress_policy *p, struct mcp_error *err);
+/* Secrets (issue 37): the refusal, saying what to do instead; always -1. */
+int osb_secrets_refused(bool credential_proxy, struct mcp_error *err);
+int osb_bind_secrets(struct backend *be, const char *sandbox_id, json_t *names, backend_cb *cb,
+                     void *arg, struct mcp_error *err);
 int osb_set_network_policy(struct backend *be, const char *sandbox_id,
                            const struct egress_policy *policy, backend_cb *cb, void *arg,
                            struct mcp_error *err);

@@ -396,7 +396,7 @@ int osb_snapshot(struct backend *be, const char *owner, const char *action, json
     if (fn == NULL)
         return mcp_error_set(err, MCP_ERR_INVALID, 0,
                              "unknown snapshot action \"%s\"; use "
-                             "create, list, get or delete (fork: local sandboxes only)",
+                             "create, list, get or delete (fork and push: local sandboxes only)",
                              action);
     struct snap_op *op = snap_new(b, owner, cb, arg);
     if (fn(op, args, err) != 0)

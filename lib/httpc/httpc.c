@@ -8,12 +8,15 @@
 
 #include "lib/httpc/curl_loader.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "lib/base/cleanup.h"
 #include "lib/base/log.h"
@@ -57,6 +60,7 @@ struct httpc_req {
     bool peer_refused;       /* peer_ok said no: not retried, the answer would be the same */
     bool starting, deferred; /* see req_attempt */
     CURLcode deferred_rc;
+    uint64_t upload_off; /* the next byte of an upload from a descriptor */
 };
 
 static void http_handle_closed(uv_handle_t *handle);
@@ -504,10 +508,49 @@ static void http_check_done(struct httpc *h)
     }
 }
 
+/* CURLOPT_READFUNCTION of an upload from a descriptor (httpc_req_opts.upload_fd). */
+static size_t upload_read(char *buf, size_t size, size_t n, void *arg)
+{
+    struct httpc_req *r = arg;
+    uint64_t left = r->opts.upload_size - r->upload_off;
+    size_t want = size * n < left ? size * n : (size_t)left;
+    ssize_t got;
+    do
+        got = pread(r->opts.upload_fd, buf, want, (off_t)r->upload_off);
+    while (got < 0 && errno == EINTR);
+    if (got < 0 || (got == 0 && want > 0))
+        return CURL_READFUNC_ABORT; /* the file shrank or failed: never send a short body */
+    r->upload_off += (uint64_t)got;
+    return (size_t)got;
+}
+
+/* CURLOPT_SEEKFUNCTION: curl rewinds an upload to send it again (an auth round, a redirect). */
+static int upload_seek(void *arg, curl_off_t offset, int origin)
+{
+    struct httpc_req *r = arg;
+    if (origin != SEEK_SET || offset < 0)
+        return CURL_SEEKFUNC_CANTSEEK;
+    r->upload_off = (uint64_t)offset;
+    return CURL_SEEKFUNC_OK;
+}
+
+static void req_set_upload(struct httpc_req *r)
+{
+    r->upload_off = 0;
+    httpc_curl.easy_setopt(r->easy, CURLOPT_UPLOAD, 1L);
+    httpc_curl.easy_setopt(r->easy, CURLOPT_INFILESIZE_LARGE, (curl_off_t)r->opts.upload_size);
+    httpc_curl.easy_setopt(r->easy, CURLOPT_READFUNCTION, upload_read);
+    httpc_curl.easy_setopt(r->easy, CURLOPT_READDATA, r);
+    httpc_curl.easy_setopt(r->easy, CURLOPT_SEEKFUNCTION, upload_seek);
+    httpc_curl.easy_setopt(r->easy, CURLOPT_SEEKDATA, r);
+}
+
 static void req_set_body(struct httpc_req *r)
 {
     const char *m = r->opts.method;
-    if (r->mime != NULL) {
+    if (r->opts.upload_fd_set) {
+        req_set_upload(r);
+    } else if (r->mime != NULL) {
         httpc_curl.easy_setopt(r->easy, CURLOPT_MIMEPOST, r->mime);
     } else if (r->body != NULL || strcmp(m, "POST") == 0) {
         httpc_curl.easy_setopt(r->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->opts.body_len);

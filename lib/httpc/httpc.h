@@ -60,6 +60,12 @@ struct httpc_req_opts {
     size_t body_len;
     /* Multipart body: called once with the request's easy handle; the mime is taken over. */
     curl_mime *(*mime_build)(void *arg, CURL *easy);
+    /* Body read from a file instead (a registry push's layer, too large to copy): upload_size
+     * bytes of upload_fd from offset 0, read with pread (the descriptor stays the caller's and
+     * must outlive the request). Used when upload_fd_set. */
+    bool upload_fd_set;
+    int upload_fd;
+    uint64_t upload_size;
     uint32_t deadline_ms; /* whole call, all attempts; 0 = none (streams) */
     uint32_t connect_timeout_ms;
     uint32_t low_speed_s; /* 0 = off; else fail when < 1 byte/s for this long */

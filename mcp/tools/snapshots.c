@@ -106,7 +106,9 @@ void tool_snapshot_sandbox(struct tool_call *call, json_t *args)
         tool_job_fail(job, &err);
         return;
     }
-    bool any = sandbox_id == NULL && strcmp(action, "create") != 0 && strcmp(action, "fork") != 0;
+    /* push: local snapshots only, so the first backend with snapshots (the local one) says */
+    bool any = sandbox_id == NULL && strcmp(action, "create") != 0 && strcmp(action, "fork") != 0 &&
+               strcmp(action, "push") != 0;
     int rc =
         !any
             ? job->be->ops->snapshot(job->be, job->owner, action, args, snapshot_done_cb, job, &err)

@@ -71,6 +71,7 @@ def check_mcpbox_argv(binary, argv, where):
         return
     opts = help_options(text)
     i = 0
+    prev = None  # the last word that was neither an option nor its argument
     while i < len(rest):
         word = rest[i]
         name = word.split("=", 1)[0]
@@ -81,8 +82,13 @@ def check_mcpbox_argv(binary, argv, where):
                 i += 1
                 if i >= len(rest):
                     err(where, f"{name} needs an argument")
-        elif not re.search(r"(?<![\w-])" + re.escape(word) + r"(?![\w-])", text):
+        elif not re.search(r"(?<![\w-])" + re.escape(word) + r"(?![\w-])", text) and not (
+                prev and re.search(r"(?<![\w-])" + re.escape(prev) + r" [A-Z][A-Z0-9_]*\b", text)):
+            # a word the help does not name is a value where the help shows a placeholder
+            # after the word before it ("add NAME", "rm NAME...")
             err(where, f"`mcpbox {sub}` does not know the word {word!r}")
+        if not word.startswith("-"):
+            prev = word
         i += 1
 
 

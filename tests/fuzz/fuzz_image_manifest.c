@@ -1,7 +1,9 @@
 /* Fuzz target for the manifest/index parser and the image config parser
  * (backend/local/image/manifest.h, image_config.h): the first byte picks the Content-Type the
  * registry claims, the rest is the body. Whatever is accepted must hold only valid digests,
- * non-negative sizes and at most the documented number of entries. */
+ * non-negative sizes and at most the documented number of entries; a pushed snapshot's labels
+ * (org.mcpbox.snapshot.*) name the image's top layer or are dropped. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,16 @@ static void check(const struct oci_descriptor *d)
 {
     if (!image_digest_valid(d->digest) || d->size < 0)
         abort();
+}
+
+/* A pushed snapshot's labels are kept only for the image's top layer (image_config.h). */
+static void check_snapshot_labels(const struct image_config *c)
+{
+    bool listed = c->snapshot_layer[0] == '\0' ||
+                  (c->n_diff_ids > 0 && strcmp(c->diff_ids[c->n_diff_ids - 1], c->snapshot_layer) == 0);
+    if (!listed || (c->snapshot_layer[0] && !image_digest_valid(c->snapshot_layer)))
+        abort();
+    json_decref(image_config_to_json(c));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -48,6 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (image_config_parse(body, len, &c, &err) == 0) {
         if (c.workdir[0] && c.workdir[0] != '/')
             abort();
+        check_snapshot_labels(&c);
         image_config_free(&c);
     }
     return 0;

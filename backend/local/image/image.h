@@ -71,6 +71,11 @@ uv_loop_t *image_service_loop(struct image_service *s);
  * a service closed meanwhile is freed by the last release. */
 void image_service_hold(struct image_service *s, int delta);
 
+/* The service's HTTP engine, made on first use (a push's; push.h). NULL with err if libcurl
+ * cannot be loaded. */
+struct httpc;
+struct httpc *image_service_http(struct image_service *s, struct mcp_error *err);
+
 /* True if text parses as a reference (create uses it to tell a typo from a pull). */
 bool image_reference_valid(const char *text);
 

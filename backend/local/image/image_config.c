@@ -1,6 +1,7 @@
 /* Image config parsing (image_config.h). */
 #include "backend/local/image/image_config.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,21 @@ static int parse_diff_ids(json_t *arr, struct image_config *cfg, struct mcp_erro
     return 0;
 }
 
+/* The labels a pushed snapshot carries (local_snapshot_push.c), kept only when its layer is the
+ * image's top layer: anything else is an ordinary image. */
+static void parse_snapshot_labels(json_t *labels, struct image_config *cfg)
+{
+    const char *layer = json_string_value(json_object_get(labels, "org.mcpbox.snapshot.layer"));
+    const char *base = json_string_value(json_object_get(labels, "org.mcpbox.snapshot.image"));
+    const char *id = json_string_value(json_object_get(labels, "org.mcpbox.snapshot.id"));
+    bool top = layer && cfg->n_diff_ids > 0 && strcmp(cfg->diff_ids[cfg->n_diff_ids - 1], layer) == 0;
+    if (!top || base == NULL || strlen(base) >= sizeof cfg->snapshot_base)
+        return;
+    snprintf(cfg->snapshot_layer, sizeof cfg->snapshot_layer, "%s", layer);
+    snprintf(cfg->snapshot_base, sizeof cfg->snapshot_base, "%s", base);
+    snprintf(cfg->snapshot_id, sizeof cfg->snapshot_id, "%s", id && strlen(id) < 64 ? id : "");
+}
+
 int image_config_parse(const char *body, size_t len, struct image_config *cfg,
                        struct mcp_error *err)
 {
@@ -104,6 +120,8 @@ int image_config_parse(const char *body, size_t len, struct image_config *cfg,
         rc = bad_config(err, "WorkingDir is not an absolute path");
     if (rc == 0)
         rc = parse_diff_ids(diff_ids, cfg, err);
+    if (rc == 0 && json_is_object(c))
+        parse_snapshot_labels(json_object_get(c, "Labels"), cfg);
     json_decref(root);
     if (rc < 0)
         image_config_free(cfg);
@@ -121,6 +139,11 @@ void image_config_free(struct image_config *cfg)
 
 json_t *image_config_to_json(const struct image_config *cfg)
 {
-    return json_pack("{s:O, s:s, s:s}", "env", cfg->env, "workdir", cfg->workdir, "user",
-                     cfg->user);
+    json_t *j =
+        json_pack("{s:O, s:s, s:s}", "env", cfg->env, "workdir", cfg->workdir, "user", cfg->user);
+    if (cfg->snapshot_layer[0])
+        json_object_set_new(j, "snapshot",
+                            json_pack("{s:s, s:s, s:s}", "layer", cfg->snapshot_layer, "image",
+                                      cfg->snapshot_base, "id", cfg->snapshot_id));
+    return j;
 }

@@ -538,6 +538,18 @@ static void verify_layer(struct layer_job *j)
 
 static void start_download(struct layer_job *j);
 
+/* A pushed snapshot's layer (a plain tar) is restored from blobs/sha256 as a snapshot's is
+ * (local_snapshot_push.c): the downloaded file is kept there too. */
+static void keep_snapshot_layer(struct layer_job *j)
+{
+    struct snap_files f;
+    if (j->desc.compression != OCI_TAR ||
+        strcmp(j->owner->config.snapshot_layer, j->desc.digest) != 0)
+        return;
+    snap_files_init(&f, j->svc->store.dir);
+    j->rc = snap_files_keep_pulled(&f, j->fd, j->desc.digest, &j->err);
+}
+
 /* A download that broke: resumed later (pull_tick) if the failure may pass and attempts are
  * left; else the layer fails, saying how often it was tried. */
 static bool retry_later(struct layer_job *j, const struct mcp_error *err)
@@ -579,6 +591,8 @@ static void download_done(void *arg, struct httpc_response *resp, const struct m
         j->rc = -1, mcp_error_copy(&j->err, err);
     if (j->rc == 0)
         verify_layer(j);
+    if (j->rc == 0)
+        keep_snapshot_layer(j);
     for (size_t i = 0; j->rc == 0 && i < j->n_waiters; i++)
         report(j->waiters[i], j, wait_index(j->waiters[i], j), STAGE_DOWNLOADED);
     if (j->rc == 0)
@@ -893,6 +907,13 @@ struct layer_store *image_service_store(struct image_service *s)
 uv_loop_t *image_service_loop(struct image_service *s)
 {
     return s->loop;
+}
+
+struct httpc *image_service_http(struct image_service *s, struct mcp_error *err)
+{
+    if (s->http == NULL)
+        s->http = httpc_new(s->loop, err);
+    return s->http;
 }
 
 void image_service_hold(struct image_service *s, int delta)

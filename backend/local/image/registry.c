@@ -49,9 +49,14 @@ struct registry_client {
     uint64_t from, pos; /* asked from; where the next byte goes (UINT64_MAX: no byte yet) */
     bool range_refused; /* 206 with another range than asked */
     bool retryable;     /* of the last failure */
+    /* a push's request (registry_send) */
+    char method[8];                       /* "GET" for pulls */
+    char target[1024]; /* an upload's Location with its ?digest=, when it is one */
+    const struct registry_upload *upload; /* borrowed until done */
 };
 
 static void send_request(struct registry_client *c);
+static void registry_send_request(struct registry_client *c);
 
 static bool person_named(const struct image_ref *ref)
 {
@@ -176,6 +181,13 @@ static void transport_error(const struct registry_client *c, const struct httpc_
         inside_error(&c->ref, "(or a server it sent the pull to) is at", err);
         return;
     }
+    if (strcmp(c->method, "GET") != 0) { /* a push's: no pull's advice */
+        mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0,
+                      "registry %s did not answer the push's %s %.200s (%.150s): check that it "
+                      "is up and reachable from here, then push again",
+                      host, c->method, c->path, resp->curl_msg[0] ? resp->curl_msg : "no answer");
+        return;
+    }
     switch (resp->curl_code) {
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_RESOLVE_PROXY:
@@ -205,7 +217,8 @@ static void transport_error(const struct registry_client *c, const struct httpc_
 
 /* Every request keeps a 401's challenge: it says where to get a token (answer_challenge) and
  * marks the answer as a registry's (registry_error_answer). */
-static const char *const registry_kept_headers[] = {"www-authenticate", NULL};
+static const char *const registry_kept_headers[] = {"www-authenticate", "location",
+                                                    "docker-content-digest", NULL};
 
 /* Whether a non-2xx answer comes from a distribution API: its error document ({"errors": [...]})
  * or an auth challenge. */
@@ -248,8 +261,8 @@ static void not_a_registry(const struct registry_client *c, const struct httpc_r
                   c->ref.registry);
 }
 
-static void status_error(const struct registry_client *c, const struct httpc_response *resp,
-                         struct mcp_error *err)
+static void pull_status_error(const struct registry_client *c, const struct httpc_response *resp,
+                              struct mcp_error *err)
 {
     if (!registry_error_answer(resp)) {
         not_a_registry(c, resp, err);
@@ -287,8 +300,20 @@ static void status_error(const struct registry_client *c, const struct httpc_res
                       c->creds ? "" : " (logging in usually raises the limit)");
     else
         mcp_error_set(err, resp->status >= 500 ? MCP_ERR_UNAVAILABLE : MCP_ERR_BACKEND, 0,
-                      "registry %s answered HTTP %ld to GET %.200s%s", c->ref.registry,
-                      resp->status, c->path, words);
+                      "registry %s answered HTTP %ld to %s %.200s%s", c->ref.registry, resp->status,
+                      c->method, c->path, words);
+}
+
+/* A push's refusal has its own words (push.c); the rest is worded as for a pull. */
+static void status_error(const struct registry_client *c, const struct httpc_response *resp,
+                         struct mcp_error *err)
+{
+    char words[200];
+    registry_words(resp, words, sizeof words);
+    if (!registry_error_answer(resp) ||
+        !registry_push_status_error(c->ref.registry, c->ref.repository, c->method, c->path,
+                                    resp->status, words, c->creds != NULL, err))
+        pull_status_error(c, resp, err);
 }
 
 /* ---- the auth handshake ---------------------------------------------------------------------- */
@@ -400,6 +425,12 @@ static struct httpc_req_opts request_opts(struct registry_client *c, const char 
                                    .keep_headers = registry_kept_headers};
 }
 
+/* A pull's token is for pull; a push's (registry_send) for pull,push. */
+static const char *token_actions(const struct registry_client *c)
+{
+    return strcmp(c->method, "GET") == 0 ? "pull" : "pull,push";
+}
+
 static void request_token(struct registry_client *c, const char *challenge)
 {
     char realm[1024], service[256], scope[512], url[REGISTRY_URL_MAX], dflt[400];
@@ -414,7 +445,7 @@ static void request_token(struct registry_client *c, const char *challenge)
         finish(c, NULL, &err);
         return;
     }
-    snprintf(dflt, sizeof dflt, "repository:%s:pull", c->ref.repository);
+    snprintf(dflt, sizeof dflt, "repository:%s:%s", c->ref.repository, token_actions(c));
     char *es = httpc_curl.easy_escape(NULL, service, 0);
     char *esc = httpc_curl.easy_escape(NULL, scope[0] ? scope : dflt, 0);
     const char *refresh = identity_token(c);
@@ -512,6 +543,23 @@ static bool look_up_credentials(struct registry_client *c)
     return true;
 }
 
+/* A complete 2xx answer; or a 404 to a push's HEAD, which asks whether the registry has a
+ * blob (it has not: an answer, not a failure). */
+static bool answered(const struct registry_client *c, const struct httpc_response *resp)
+{
+    if (resp->curl_code != CURLE_OK || resp->body_capped || resp->sink_aborted)
+        return false;
+    return (resp->status >= 200 && resp->status < 300) ||
+           (strcmp(c->method, "HEAD") == 0 && resp->status == 404);
+}
+
+/* A pull's manifest GET answered with something that is not one. */
+static bool not_a_manifest(const struct registry_client *c, const struct httpc_response *resp)
+{
+    return strcmp(c->method, "GET") == 0 && strncmp(c->path, "manifests/", 10) == 0 &&
+           !manifest_answer(resp);
+}
+
 static void on_response(void *arg, struct httpc_response *resp)
 {
     struct registry_client *c = arg;
@@ -529,9 +577,8 @@ static void on_response(void *arg, struct httpc_response *resp)
             return;
         }
     }
-    if (resp->status >= 200 && resp->status < 300 && resp->curl_code == CURLE_OK &&
-        !resp->body_capped && !resp->sink_aborted) {
-        if (strncmp(c->path, "manifests/", 10) == 0 && !manifest_answer(resp)) {
+    if (answered(c, resp)) {
+        if (not_a_manifest(c, resp)) {
             not_a_registry(c, resp, &err);
             finish(c, NULL, &err);
             return;
@@ -549,8 +596,8 @@ static void on_response(void *arg, struct httpc_response *resp)
         mcp_error_set(&err, MCP_ERR_BACKEND, 0, "the download of %.200s was stopped", c->path);
     else if (resp->body_capped)
         mcp_error_set(&err, MCP_ERR_BACKEND, 0,
-                      "registry %s sent more than %zu bytes for %.200s: refused",
-                      c->ref.registry, c->body_cap, c->path);
+                      "registry %s sent more than %zu bytes for %.200s: refused", c->ref.registry,
+                      c->body_cap, c->path);
     else if (resp->status == 0 || resp->curl_code != CURLE_OK)
         transport_error(c, resp, &err);
     else
@@ -592,6 +639,10 @@ static int client_sink(void *arg, const char *data, size_t len)
 
 static void send_request(struct registry_client *c)
 {
+    if (strcmp(c->method, "GET") != 0) {
+        registry_send_request(c);
+        return;
+    }
     char url[REGISTRY_URL_MAX];
     snprintf(url, sizeof url, "%s/v2/%s/%s", c->base, c->ref.repository, c->path);
     bool streamed = c->sink != NULL || c->blob_sink != NULL;
@@ -624,8 +675,8 @@ static void send_request(struct registry_client *c)
     c->req = httpc_start(c->http, &o);
 }
 
-void registry_get(struct registry_client *c, const char *path, const char *accept,
-                  size_t body_cap, httpc_sink_fn *sink, registry_done_fn *done, void *arg)
+void registry_get(struct registry_client *c, const char *path, const char *accept, size_t body_cap,
+                  httpc_sink_fn *sink, registry_done_fn *done, void *arg)
 {
     snprintf(c->path, sizeof c->path, "%s", path);
     snprintf(c->accept, sizeof c->accept, "%s", accept ? accept : "");
@@ -636,6 +687,7 @@ void registry_get(struct registry_client *c, const char *path, const char *accep
     c->done = done;
     c->arg = arg;
     c->auth_tried = false;
+    snprintf(c->method, sizeof c->method, "GET");
     send_request(c);
 }
 
@@ -648,6 +700,81 @@ void registry_get_blob(struct registry_client *c, const char *digest, uint64_t f
     c->sink = NULL;
     c->blob_sink = sink;
     c->from = from;
+    c->done = done;
+    c->arg = arg;
+    c->auth_tried = false;
+    snprintf(c->method, sizeof c->method, "GET");
+    send_request(c);
+}
+
+/* ---- pushes (registry_send) ------------------------------------------------------------------ */
+
+/* The URL of a push's request: target relative to /v2/<repository>/, or a Location the registry
+ * sent (a path on it, or a URL on the same host). Another host's is refused: the credentials
+ * would go with it. */
+static int push_url(const struct registry_client *c, char *url, size_t size)
+{
+    const char *t = c->target[0] ? c->target : c->path;
+    size_t base_len = strlen(c->base);
+    if (c->target[0] == '\0')
+        snprintf(url, size, "%s/v2/%s/%s", c->base, c->ref.repository, t);
+    else if (t[0] == '/')
+        snprintf(url, size, "%s%s", c->base, t);
+    else if (strncasecmp(t, c->base, base_len) == 0 && (t[base_len] == '/' || t[base_len] == '?'))
+        snprintf(url, size, "%s", t);
+    else
+        return -1;
+    return 0;
+}
+
+static void registry_send_request(struct registry_client *c)
+{
+    char url[REGISTRY_URL_MAX];
+    struct mcp_error err;
+    if (push_url(c, url, sizeof url) < 0) {
+        mcp_error_set(&err, MCP_ERR_BACKEND, 0,
+                      "registry %s sent an upload location on another host (%.200s): refused, "
+                      "as the credentials would go there too",
+                      c->ref.registry, c->target);
+        finish(c, NULL, &err);
+        return;
+    }
+    const struct registry_upload *up = c->upload;
+    struct curl_slist *h = NULL;
+    if (c->auth[0])
+        h = httpc_curl.slist_append(h, c->auth);
+    if (strcmp(c->method, "HEAD") == 0 && strncmp(c->path, "manifests/", 10) == 0)
+        h = httpc_curl.slist_append(h, "Accept: application/vnd.oci.image.manifest.v1+json");
+    if (up && up->content_type) {
+        char *ct = xasprintf("Content-Type: %s", up->content_type);
+        h = httpc_curl.slist_append(h, ct);
+        free(ct);
+    }
+    c->peer_refused = false;
+    struct httpc_req_opts o = request_opts(c, c->method, url, h, on_response);
+    o.retry = HTTPC_RETRY_NONE; /* a push's steps are retried by the push, from its start */
+    o.follow_redirects = false; /* a push's Location is read, never followed */
+    o.low_speed_s = REGISTRY_LOW_SPEED_S;
+    o.body_cap = 1 << 16;
+    if (up && up->from_fd)
+        o.upload_fd_set = true, o.upload_fd = up->fd, o.upload_size = up->size;
+    else if (up)
+        o.body = up->data ? up->data : "", o.body_len = up->len;
+    c->req = httpc_start(c->http, &o);
+}
+
+void registry_send(struct registry_client *c, const char *method, const char *target,
+                   const struct registry_upload *up, registry_done_fn *done, void *arg)
+{
+    bool location = target[0] == '/' || strncasecmp(target, "http", 4) == 0;
+    snprintf(c->method, sizeof c->method, "%s", method);
+    snprintf(c->path, sizeof c->path, "%s", location ? "blobs/uploads/" : target);
+    snprintf(c->target, sizeof c->target, "%s", location ? target : "");
+    c->accept[0] = '\0';
+    c->body_cap = 1 << 16;
+    c->sink = NULL;
+    c->blob_sink = NULL;
+    c->upload = up;
     c->done = done;
     c->arg = arg;
     c->auth_tried = false;

@@ -57,6 +57,27 @@ typedef int registry_blob_sink_fn(void *arg, uint64_t offset, const char *data, 
 void registry_get_blob(struct registry_client *c, const char *digest, uint64_t from,
                        registry_blob_sink_fn *sink, registry_done_fn *done, void *arg);
 
+/* ---- pushes (push.c) ----
+ * A request of a push: method ("HEAD", "POST", "PUT") on target, relative to
+ * /v2/<repository>/ ("blobs/<digest>", "blobs/uploads/?mount=...", "manifests/<tag>") or a
+ * Location the registry answered (a path, or a URL on the registry's own host; another host is
+ * refused). up: the body (borrowed until done), NULL for none. The answer's Location and
+ * Docker-Content-Digest are kept (httpc_response_header). A token asked for is for pull,push. */
+struct registry_upload {
+    const char *content_type; /* NULL: none */
+    const char *data;         /* in memory, or */
+    size_t len;
+    bool from_fd; /* from a file: size bytes of fd from offset 0 */
+    int fd;
+    uint64_t size;
+};
+void registry_send(struct registry_client *c, const char *method, const char *target,
+                   const struct registry_upload *up, registry_done_fn *done, void *arg);
+/* The sentence for a push's refusal (401, 403; push.c): true if it wrote one into err. */
+bool registry_push_status_error(const char *registry, const char *repository, const char *method,
+                                const char *path, long status, const char *words, bool creds,
+                                struct mcp_error *err);
+
 /* Whether the last request's failure may pass if it is tried again: a transport failure
  * (connection refused or cut, a stalled transfer) or HTTP 408, 429, 5xx; not a refusal, a
  * missing blob, a cancel or a sink that stopped. */

@@ -324,3 +324,18 @@ void snap_files_drop_layer(const struct snap_files *f, const char *digest)
     layer_path(f, digest, path, sizeof path);
     unlink(path);
 }
+
+int snap_files_keep_pulled(const struct snap_files *f, int fd, const char *digest,
+                           struct mcp_error *err)
+{
+    char path[SNAP_PATH_MAX], proc[64];
+    if (!digest_ok(digest) || mkdirs(f, err) < 0)
+        return -1;
+    layer_path(f, digest, path, sizeof path);
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    if (fsync(fd) < 0 ||
+        (linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0 && errno != EEXIST))
+        return mcp_error_set(err, MCP_ERR_IO, errno, "cannot keep the snapshot layer %s: %s", path,
+                             strerror(errno));
+    return 0;
+}

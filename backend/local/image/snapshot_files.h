@@ -59,6 +59,11 @@ int snap_files_open_layer(const struct snap_files *f, const char *digest, struct
 uint64_t snap_files_usage(const struct snap_files *f);
 json_t *snap_files_prune(const struct snap_files *f);
 
+/* A pushed snapshot's layer as a pull downloaded it (fd: its O_TMPFILE, digest verified),
+ * linked into blobs/sha256/<hex> for the restore that follows (one there already is kept). */
+int snap_files_keep_pulled(const struct snap_files *f, int fd, const char *digest,
+                           struct mcp_error *err);
+
 /* Removes a layer no record names (a fork's, once its copies are made). */
 void snap_files_drop_layer(const struct snap_files *f, const char *digest);
 
