@@ -170,13 +170,8 @@ static void spec_from_snapshot(struct sandbox_spec *s, struct restore_op *op)
 }
 
 static int restore_start(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
-                         bool load, backend_cb *cb, void *arg, struct mcp_error *err)
-{
-    return local_restore_onto(be, spec, rec, NULL, cb, arg, err);
-}
-
-int local_restore_onto(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
-                       json_t *image, backend_cb *cb, void *arg, struct mcp_error *err)
+                         json_t *image, bool load, backend_cb *cb, void *arg,
+                         struct mcp_error *err)
 {
     struct local_backend *lb = (struct local_backend *)be;
     struct restore_op *op = xcalloc(1, sizeof *op);
@@ -210,7 +205,7 @@ int local_create_from_snapshot(struct backend *be, const struct sandbox_spec *sp
     json_t *rec = snap_files_load(&f, spec->snapshot_id, spec->owner, err);
     if (rec == NULL)
         return -1;
-    int rc = restore_start(be, spec, rec, true, cb, arg, err);
+    int rc = restore_start(be, spec, rec, NULL, true, cb, arg, err);
     json_decref(rec);
     return rc;
 }
@@ -218,5 +213,11 @@ int local_create_from_snapshot(struct backend *be, const struct sandbox_spec *sp
 int local_create_copy(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
                       backend_cb *cb, void *arg, struct mcp_error *err)
 {
-    return restore_start(be, spec, rec, false, cb, arg, err);
+    return restore_start(be, spec, rec, NULL, false, cb, arg, err);
+}
+
+int local_restore_onto(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
+                       json_t *image, backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    return restore_start(be, spec, rec, image, true, cb, arg, err);
 }

@@ -59,7 +59,7 @@ int local_create_from_snapshot(struct backend *be, const struct sandbox_spec *sp
 int local_create_on_image(struct local_backend *lb, const struct sandbox_spec *spec,
                           json_t *image, backend_cb *cb, void *arg, struct mcp_error *err);
 /* The same onto an image record already resolved (image borrowed; NULL: rec's image by name, as
- * local_restore_record): a pushed snapshot's, whose own layers are its base. */
+ * create_sandbox {snapshot_id}): a pushed snapshot's, whose own layers are its base. */
 int local_restore_onto(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
                        json_t *image, backend_cb *cb, void *arg, struct mcp_error *err);
 
