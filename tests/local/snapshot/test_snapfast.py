@@ -177,6 +177,10 @@ def check_spare(s):
         killed = spares(s.proc.pid, 1)
         assert len(killed) == 1, killed
         os.kill(killed[0], signal.SIGKILL)
+        for _ in range(100):  # dead (its socket closed) before the next restore sends to it
+            if not alive(killed[0]):
+                break
+            time.sleep(0.01)
     copies = fork(s, src, 3)
     for c in copies:
         _, out, _ = s.sh(c, "cat /workspace/f")
