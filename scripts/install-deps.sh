@@ -6,8 +6,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 
 build_pkgs=(build-essential cmake pkg-config libjansson-dev libcurl4-openssl-dev libuv1-dev
-            libsqlite3-dev libseccomp-dev libhttp-parser-dev libarchive-dev musl-tools)
+            libsqlite3-dev libseccomp-dev libhttp-parser-dev libarchive-dev musl-tools libssl-dev)
 # musl-tools: the sandbox agent is built with musl-gcc (a faster start; docs/local-backend.md).
+# libssl-dev: the egress proxy terminates TLS for hosts a secret is bound to (egress_tls.c).
 # libarchive13 unpacks OCI image layers (dlopened on the first pull, like libcurl).
 run_pkgs=(passt libarchive13 uidmap)  # uidmap: newuidmap/newgidmap for rootless sandboxes
 run_pkgs+=(nftables)  # nft writes the rules of a sandbox with a network_policy (egress_netns.c)
