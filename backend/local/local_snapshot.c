@@ -28,7 +28,6 @@ struct snap_op {
     json_t *rec; /* the snapshot's record, completed by the work */
     bool freeze; /* the host has a freezer this server may use */
     bool frozen; /* ... and the sandbox was frozen while its files were read */
-    bool keep;   /* save the record (a fork's layer has none) */
     uint64_t used, cap; /* the image store's usage before, and its cap */
     uint64_t max_bytes; /* SNAP_MAX_BYTES of the sandbox's disk */
     int rc;
@@ -171,7 +170,7 @@ static void create_work(uv_work_t *w)
     json_object_set_new(op->rec, "size_bytes", json_integer((json_int_t)bytes));
     json_object_set_new(op->rec, "frozen", json_boolean(op->frozen));
     json_object_set_new(op->rec, "state", json_string("ready"));
-    op->rc = op->keep ? snap_files_save(&op->files, op->rec, &op->err) : 0;
+    op->rc = snap_files_save(&op->files, op->rec, &op->err);
 }
 
 /* What a caller sees of a record: everything but the owner. */
@@ -187,9 +186,7 @@ static void create_after(uv_work_t *w, int status)
     struct snap_op *op = w->data;
     if (status < 0 && op->rc == 0)
         op->rc = mcp_error_set(&op->err, MCP_ERR_INTERNAL, 0, "the snapshot was cancelled");
-    if (op->rc == 0 && !op->keep) {
-        op->cb(op->arg, op->rec, NULL); /* a fork's: with its owner */
-    } else if (op->rc == 0) {
+    if (op->rc == 0) {
         json_t *info = snap_info(op->rec);
         struct mcp_error e;
         local_event(op->sb->be->base.store, op->sb->id, "snapshot",
@@ -226,7 +223,8 @@ json_t *local_snapshot_record(struct local_backend *lb, const char *owner, const
     return out;
 }
 
-int local_snapshot_take(struct local_backend *lb, const char *owner, json_t *args, bool keep,
+/* A snapshot of the sandbox, recorded and listed; its info to cb. */
+static int local_snapshot_take(struct local_backend *lb, const char *owner, json_t *args,
                         backend_cb *cb, void *arg, struct mcp_error *err)
 {
     const char *id = json_string_value(json_object_get(args, "sandbox_id"));
@@ -247,7 +245,6 @@ int local_snapshot_take(struct local_backend *lb, const char *owner, json_t *arg
     op->freeze = lb->cg.can_freeze;
     op->max_bytes = SNAP_MAX_BYTES((uint64_t)json_integer_value(
         json_object_get(json_object_get(rec, "limits"), "disk_bytes")));
-    op->keep = keep;
     files_of(lb, &op->files);
     lsbx_ref(sb);
     if (uv_queue_work(lb->base.loop, &op->work, create_work, create_after) < 0) {
@@ -291,7 +288,7 @@ int local_snapshot(struct backend *be, const char *owner, const char *action, js
     files_of(lb, &f);
     const char *snap_id = json_string_value(json_object_get(args, "snapshot_id"));
     if (strcmp(action, "create") == 0)
-        return local_snapshot_take(lb, owner, args, true, cb, arg, err);
+        return local_snapshot_take(lb, owner, args, cb, arg, err);
     if (strcmp(action, "fork") == 0)
         return local_fork(lb, owner, args, cb, arg, err);
     if (strcmp(action, "push") == 0)

@@ -85,9 +85,6 @@ void local_create_from_pushed(struct local_backend *lb, const struct sandbox_spe
 #define LOCAL_FORK_MAX 16
 int local_fork(struct local_backend *lb, const char *owner, json_t *args, backend_cb *cb, void *arg,
                struct mcp_error *err);
-/* A snapshot of the sandbox; keep false: without a record, the record with its owner to cb. */
-int local_snapshot_take(struct local_backend *lb, const char *owner, json_t *args, bool keep,
-                        backend_cb *cb, void *arg, struct mcp_error *err);
 
 /* ---- fork's pieces (issue 36's speed: docs/benchmarks.md) ---- */
 struct lsbx;
