@@ -20,9 +20,6 @@
 #include "lib/base/xalloc.h"
 
 #define SNAP_FREEZE_WAIT_MS 2000
-/* A tar of the writable space is about its disk's size; past twice that plus room for many
- * small files' headers, it is holes stored whole (a sandbox's doing). */
-#define SNAP_MAX_BYTES(disk) (2 * (disk) + (256ull << 20))
 
 struct snap_op {
     uv_work_t work;
@@ -31,7 +28,6 @@ struct snap_op {
     json_t *rec; /* the snapshot's record, completed by the work */
     bool freeze; /* the host has a freezer this server may use */
     bool frozen; /* ... and the sandbox was frozen while its files were read */
-    bool keep;   /* save the record (a fork's layer has none) */
     uint64_t used, cap; /* the image store's usage before, and its cap */
     uint64_t max_bytes; /* SNAP_MAX_BYTES of the sandbox's disk */
     int rc;
@@ -64,6 +60,19 @@ static bool wait_frozen(const struct cg_sandbox *cg)
         usleep(1000);
     }
     return false;
+}
+
+bool local_snapshot_freeze(struct lsbx *sb, bool can)
+{
+    struct mcp_error ferr;
+    return can && cg_freeze(&sb->cg, true, &ferr) == 0 && wait_frozen(&sb->cg);
+}
+
+void local_snapshot_thaw(struct lsbx *sb, bool can)
+{
+    struct mcp_error ferr;
+    if (can && cg_freeze(&sb->cg, false, &ferr) < 0)
+        log_warn("sandbox %s: thaw after its files were read failed: %s", sb->id, ferr.msg);
 }
 
 /* The room left under the image store's cap (pulled layers and snapshots together). */
@@ -124,8 +133,7 @@ static int read_sandbox(struct snap_op *op, int fd, char digest[72], uint64_t *b
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0)
         return mcp_error_set(&op->err, MCP_ERR_IO, errno, "pipe");
-    struct mcp_error ferr;
-    op->frozen = op->freeze && cg_freeze(&sb->cg, true, &ferr) == 0 && wait_frozen(&sb->cg);
+    op->frozen = local_snapshot_freeze(sb, op->freeze);
     struct snap_helper h;
     int rc = snap_helper_start(sb->pid, sb->pidfd, "save", -1, p[1], &h, &op->err);
     close(p[1]);
@@ -136,8 +144,7 @@ static int read_sandbox(struct snap_op *op, int fd, char digest[72], uint64_t *b
     close(p[0]); /* a helper stopped early gets EPIPE */
     if (rc == 0)
         rc = snap_helper_finish(&h, &op->err);
-    if (op->freeze && cg_freeze(&sb->cg, false, &ferr) < 0)
-        log_warn("sandbox %s: thaw after its snapshot failed: %s", sb->id, ferr.msg);
+    local_snapshot_thaw(sb, op->freeze);
     if (drc < 0) /* the cause: the helper's own failure is its consequence */
         op->err = derr, rc = -1;
     layer_hash_final(&hash, digest);
@@ -163,7 +170,7 @@ static void create_work(uv_work_t *w)
     json_object_set_new(op->rec, "size_bytes", json_integer((json_int_t)bytes));
     json_object_set_new(op->rec, "frozen", json_boolean(op->frozen));
     json_object_set_new(op->rec, "state", json_string("ready"));
-    op->rc = op->keep ? snap_files_save(&op->files, op->rec, &op->err) : 0;
+    op->rc = snap_files_save(&op->files, op->rec, &op->err);
 }
 
 /* What a caller sees of a record: everything but the owner. */
@@ -179,9 +186,7 @@ static void create_after(uv_work_t *w, int status)
     struct snap_op *op = w->data;
     if (status < 0 && op->rc == 0)
         op->rc = mcp_error_set(&op->err, MCP_ERR_INTERNAL, 0, "the snapshot was cancelled");
-    if (op->rc == 0 && !op->keep) {
-        op->cb(op->arg, op->rec, NULL); /* a fork's: with its owner */
-    } else if (op->rc == 0) {
+    if (op->rc == 0) {
         json_t *info = snap_info(op->rec);
         struct mcp_error e;
         local_event(op->sb->be->base.store, op->sb->id, "snapshot",
@@ -197,8 +202,8 @@ static void create_after(uv_work_t *w, int status)
 }
 
 /* The new record: what the sandbox was made with, from its store record. */
-static json_t *new_record(struct local_backend *lb, const char *owner, const char *id,
-                          const char *name, struct mcp_error *err)
+json_t *local_snapshot_record(struct local_backend *lb, const char *owner, const char *id,
+                              const char *name, struct mcp_error *err)
 {
     struct store_sandbox rec = {0};
     if (store_sandbox_get(lb->base.store, id, &rec, err) < 0)
@@ -218,7 +223,8 @@ static json_t *new_record(struct local_backend *lb, const char *owner, const cha
     return out;
 }
 
-int local_snapshot_take(struct local_backend *lb, const char *owner, json_t *args, bool keep,
+/* A snapshot of the sandbox, recorded and listed; its info to cb. */
+static int local_snapshot_take(struct local_backend *lb, const char *owner, json_t *args,
                         backend_cb *cb, void *arg, struct mcp_error *err)
 {
     const char *id = json_string_value(json_object_get(args, "sandbox_id"));
@@ -230,7 +236,8 @@ int local_snapshot_take(struct local_backend *lb, const char *owner, json_t *arg
     if (sb->pidfd < 0)
         return mcp_error_set(err, MCP_ERR_CONFLICT, 0,
                              "sandbox %s is not watched by this server; destroy it", id);
-    json_t *rec = new_record(lb, owner, id, json_string_value(json_object_get(args, "name")), err);
+    json_t *rec =
+        local_snapshot_record(lb, owner, id, json_string_value(json_object_get(args, "name")), err);
     if (rec == NULL)
         return -1;
     struct snap_op *op = xcalloc(1, sizeof *op);
@@ -238,7 +245,6 @@ int local_snapshot_take(struct local_backend *lb, const char *owner, json_t *arg
     op->freeze = lb->cg.can_freeze;
     op->max_bytes = SNAP_MAX_BYTES((uint64_t)json_integer_value(
         json_object_get(json_object_get(rec, "limits"), "disk_bytes")));
-    op->keep = keep;
     files_of(lb, &op->files);
     lsbx_ref(sb);
     if (uv_queue_work(lb->base.loop, &op->work, create_work, create_after) < 0) {
@@ -282,7 +288,7 @@ int local_snapshot(struct backend *be, const char *owner, const char *action, js
     files_of(lb, &f);
     const char *snap_id = json_string_value(json_object_get(args, "snapshot_id"));
     if (strcmp(action, "create") == 0)
-        return local_snapshot_take(lb, owner, args, true, cb, arg, err);
+        return local_snapshot_take(lb, owner, args, cb, arg, err);
     if (strcmp(action, "fork") == 0)
         return local_fork(lb, owner, args, cb, arg, err);
     if (strcmp(action, "push") == 0)

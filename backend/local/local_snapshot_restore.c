@@ -29,6 +29,7 @@ struct restore_op {
     json_t *env;     /* the snapshot's env under the call's */
     json_t *reply;   /* the create's sandbox info */
     struct lsbx *sb; /* the new sandbox, referenced while the work runs */
+    bool load;       /* unpack the layer (a fork's copy: no, fork_stream_run writes it) */
     int rc;
     struct mcp_error err;
     backend_cb *cb;
@@ -126,6 +127,11 @@ static void created(void *arg, json_t *result, const struct mcp_error *err)
         restore_free(op);
         return;
     }
+    if (!op->load) {
+        op->cb(op->arg, result, NULL);
+        restore_free(op);
+        return;
+    }
     op->reply = json_incref(result);
     op->sb = sb;
     lsbx_ref(sb);
@@ -163,30 +169,9 @@ static void spec_from_snapshot(struct sandbox_spec *s, struct restore_op *op)
         s->pids = (uint32_t)limit_of(op->rec, "pids");
 }
 
-int local_create_from_snapshot(struct backend *be, const struct sandbox_spec *spec, backend_cb *cb,
-                               void *arg, struct mcp_error *err)
-{
-    struct local_backend *lb = (struct local_backend *)be;
-    struct snap_files f;
-    char dir[LOCAL_PATH_MAX + 16];
-    snprintf(dir, sizeof dir, "%s/image-store", lb->state_dir);
-    snap_files_init(&f, dir);
-    json_t *rec = snap_files_load(&f, spec->snapshot_id, spec->owner, err);
-    if (rec == NULL)
-        return -1;
-    int rc = local_restore_record(be, spec, rec, cb, arg, err);
-    json_decref(rec);
-    return rc;
-}
-
-int local_restore_record(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
-                         backend_cb *cb, void *arg, struct mcp_error *err)
-{
-    return local_restore_onto(be, spec, rec, NULL, cb, arg, err);
-}
-
-int local_restore_onto(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
-                       json_t *image, backend_cb *cb, void *arg, struct mcp_error *err)
+static int restore_start(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
+                         json_t *image, bool load, backend_cb *cb, void *arg,
+                         struct mcp_error *err)
 {
     struct local_backend *lb = (struct local_backend *)be;
     struct restore_op *op = xcalloc(1, sizeof *op);
@@ -194,7 +179,7 @@ int local_restore_onto(struct backend *be, const struct sandbox_spec *spec, json
     snprintf(dir, sizeof dir, "%s/image-store", lb->state_dir);
     snap_files_init(&op->files, dir);
     op->rec = json_incref(rec);
-    op->lb = lb, op->cb = cb, op->arg = arg;
+    op->lb = lb, op->cb = cb, op->arg = arg, op->load = load;
     if (oci_archive_load(err) < 0) { /* on the loop: it also gives the hash its fast code */
         restore_free(op);
         return -1;
@@ -207,4 +192,32 @@ int local_restore_onto(struct backend *be, const struct sandbox_spec *spec, json
         return -1;
     }
     return 0;
+}
+
+int local_create_from_snapshot(struct backend *be, const struct sandbox_spec *spec, backend_cb *cb,
+                               void *arg, struct mcp_error *err)
+{
+    struct local_backend *lb = (struct local_backend *)be;
+    struct snap_files f;
+    char dir[LOCAL_PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/image-store", lb->state_dir);
+    snap_files_init(&f, dir);
+    json_t *rec = snap_files_load(&f, spec->snapshot_id, spec->owner, err);
+    if (rec == NULL)
+        return -1;
+    int rc = restore_start(be, spec, rec, NULL, true, cb, arg, err);
+    json_decref(rec);
+    return rc;
+}
+
+int local_create_copy(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
+                      backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    return restore_start(be, spec, rec, NULL, false, cb, arg, err);
+}
+
+int local_restore_onto(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
+                       json_t *image, backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    return restore_start(be, spec, rec, image, true, cb, arg, err);
 }

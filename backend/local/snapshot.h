@@ -36,6 +36,15 @@ struct snap_helper {
 int snap_helper_start(int pid, int pidfd, const char *mode, int in_fd, int out_fd,
                       struct snap_helper *h, struct mcp_error *err);
 int snap_helper_finish(struct snap_helper *h, struct mcp_error *err);
+/* The helper's exec, want[0..4] its fds 0..4 (a forked child; async-signal-safe). */
+__attribute__((noreturn)) void snap_helper_exec(const int want[5], const char *mode);
+/* The spare helper (snapshot_helper_spare.c): a helper exec'd ahead ("wait" mode) handed this
+ * job (io: the tar's pipe end; the fds are the caller's still) and h set; -1 when there is none.
+ * refill starts one if there is none (snap_helper_finish does, while its helper works). In the
+ * spare: its job's fds put in place, 'l' or 's', or -1. */
+int snap_helper_take_spare(const char *mode, int io, int pidfd, int root, struct snap_helper *h);
+void snap_helper_refill(void);
+int snap_helper_wait_job(void);
 
 /* ---- the backend operation (local_snapshot.c) ---- */
 
@@ -45,15 +54,12 @@ int local_snapshot(struct backend *be, const char *owner, const char *action, js
  * then its layer unpacked into the new sandbox before the reply. */
 int local_create_from_snapshot(struct backend *be, const struct sandbox_spec *spec, backend_cb *cb,
                                void *arg, struct mcp_error *err);
-/* The same from a record in hand (rec borrowed): a fork's, which is never saved. */
-int local_restore_record(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
-                         backend_cb *cb, void *arg, struct mcp_error *err);
 
 /* local_create.c: a create on an OCI image record already resolved (image borrowed). */
 int local_create_on_image(struct local_backend *lb, const struct sandbox_spec *spec,
                           json_t *image, backend_cb *cb, void *arg, struct mcp_error *err);
 /* The same onto an image record already resolved (image borrowed; NULL: rec's image by name, as
- * local_restore_record): a pushed snapshot's, whose own layers are its base. */
+ * create_sandbox {snapshot_id}): a pushed snapshot's, whose own layers are its base. */
 int local_restore_onto(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
                        json_t *image, backend_cb *cb, void *arg, struct mcp_error *err);
 
@@ -79,8 +85,35 @@ void local_create_from_pushed(struct local_backend *lb, const struct sandbox_spe
 #define LOCAL_FORK_MAX 16
 int local_fork(struct local_backend *lb, const char *owner, json_t *args, backend_cb *cb, void *arg,
                struct mcp_error *err);
-/* For local_fork: a snapshot of the sandbox without a record (keep false), its info to cb. */
-int local_snapshot_take(struct local_backend *lb, const char *owner, json_t *args, bool keep,
-                        backend_cb *cb, void *arg, struct mcp_error *err);
+
+/* ---- fork's pieces (issue 36's speed: docs/benchmarks.md) ---- */
+struct lsbx;
+/* A tar of the writable space is about its disk's size; past twice that plus room for many
+ * small files' headers, it is holes stored whole (a sandbox's doing). */
+#define SNAP_MAX_BYTES(disk) (2 * (disk) + (256ull << 20))
+/* Blocking. Freezes sb where the host lets this server (can) and waits for it: true once
+ * frozen. thaw undoes it. */
+bool local_snapshot_freeze(struct lsbx *sb, bool can);
+void local_snapshot_thaw(struct lsbx *sb, bool can);
+/* The record a snapshot of sandbox id would have (image, env, limits; state "creating"). */
+json_t *local_snapshot_record(struct local_backend *lb, const char *owner, const char *id,
+                              const char *name, struct mcp_error *err);
+/* create_sandbox with rec's image, env and limits under what spec asks, no layer loaded: a
+ * fork's copy, its files to come from fork_stream_run (local_snapshot_restore.c). */
+int local_create_copy(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
+                      backend_cb *cb, void *arg, struct mcp_error *err);
+/* Blocking (a worker thread; local_fork_stream.c): the source's files read once by a save
+ * helper, frozen meanwhile, and written into every copy at once by a load helper each, through
+ * pipes: no layer file, no hash, the source frozen only while its files are read. 0, or -1 with
+ * err (the first cause). */
+struct fork_stream {
+    struct lsbx *source;
+    struct lsbx *copies[LOCAL_FORK_MAX];
+    int count;
+    bool freeze;        /* the host has a freezer this server may use */
+    uint64_t max_bytes; /* SNAP_MAX_BYTES of the source's disk */
+    struct mcp_error err;
+};
+int fork_stream_run(struct fork_stream *fs);
 
 #endif

@@ -180,13 +180,17 @@ int snap_helper_main(int argc, char **argv)
 {
     struct mcp_error err;
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (argc < 3 || (strcmp(argv[2], "save") != 0 && strcmp(argv[2], "load") != 0))
-        return helper_fail("usage: mcpbox " SNAP_HELPER_ARGV1 " save|load", NULL);
+    if (argc < 3 || (strcmp(argv[2], "save") != 0 && strcmp(argv[2], "load") != 0 &&
+                     strcmp(argv[2], "wait") != 0))
+        return helper_fail("usage: mcpbox " SNAP_HELPER_ARGV1 " save|load|wait", NULL);
     if (oci_archive_load(&err) < 0)
         return helper_fail(err.msg, NULL);
+    int job = strcmp(argv[2], "wait") == 0 ? snap_helper_wait_job() : argv[2][0];
+    if (job < 0) /* the server went, or dropped this spare */
+        _exit(1);
     if (enter_sandbox() != 0)
         return 1;
-    int rc = strcmp(argv[2], "save") == 0 ? save() : load();
+    int rc = job == 's' ? save() : load();
     /* No exit handlers: in the sandbox's root there is no /proc for a leak checker to read. */
     fflush(stderr);
     _exit(rc);
@@ -195,11 +199,11 @@ int snap_helper_main(int argc, char **argv)
 /* ---- the server's side (a worker thread) ---- */
 
 /* Between fork and exec: async-signal-safe calls only. */
-__attribute__((noreturn)) static void exec_helper(const int want[5], const char *mode)
+void snap_helper_exec(const int want[5], const char *mode)
 {
     int fds[5];
     for (int i = 0; i < 5; i++) /* first out of the way of 0..4, then into place */
-        fds[i] = fcntl(want[i], F_DUPFD, HELPER_ROOT + 1);
+        fds[i] = fcntl(want[i], F_DUPFD_CLOEXEC, HELPER_ROOT + 1); /* gone at the exec */
     for (int i = 0; i < 5; i++)
         if (fds[i] < 0 || dup2(fds[i], i) < 0)
             _exit(126);
@@ -229,6 +233,11 @@ int snap_helper_start(int pid, int pidfd, const char *mode, int in_fd, int out_f
     int root = open_root(pid, pidfd, err);
     if (root < 0)
         return -1;
+    if (snap_helper_take_spare(mode, strcmp(mode, "load") == 0 ? in_fd : out_fd, pidfd, root, h) ==
+        0) {
+        close(root);
+        return 0;
+    }
     cleanup_close int null = in_fd < 0 ? open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
     if (in_fd < 0)
         in_fd = null;
@@ -240,7 +249,7 @@ int snap_helper_start(int pid, int pidfd, const char *mode, int in_fd, int out_f
     int want[5] = {in_fd, out_fd, errp[1], pidfd, root};
     h->pid = fork();
     if (h->pid == 0)
-        exec_helper(want, mode);
+        snap_helper_exec(want, mode);
     int saved = errno;
     close(errp[1]), close(root);
     if (h->pid < 0) {
@@ -256,6 +265,7 @@ int snap_helper_finish(struct snap_helper *h, struct mcp_error *err)
     char msg[1024];
     size_t len = 0;
     ssize_t r;
+    snap_helper_refill(); /* while this helper works: off the path of the next one */
     while ((r = read(h->err_fd, msg + len, sizeof msg - 1 - len)) > 0 || (r < 0 && errno == EINTR))
         len += r > 0 ? (size_t)r : 0;
     msg[len] = '\0';
