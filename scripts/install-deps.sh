@@ -20,6 +20,8 @@ test_pkgs+=(qemu-system-x86 busybox-static)
 test_pkgs+=(docker-registry zstd skopeo umoci)
 # Code contexts (issue 34): matplotlib's figures as image results (tests/local/code).
 test_pkgs+=(python3-matplotlib)
+# Terminals (issue 35): the tests drive vim inside a sandbox on the host image (tests/local/session).
+test_pkgs+=(vim)
 # Node.js may come from elsewhere than Debian (its own npm included): only ask apt when absent.
 if [ "${1:-}" = "--test" ] && ! command -v npm >/dev/null; then
     test_pkgs+=(nodejs npm)

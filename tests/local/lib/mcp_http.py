@@ -37,7 +37,14 @@ class HttpClient:
                    "MCP-Protocol-Version": PROTOCOL_VERSION}
         if self.session:
             headers["Mcp-Session-Id"] = self.session
-        self.conn.request("POST", "/mcp", json.dumps(msg), headers)
+        try:
+            self.conn.request("POST", "/mcp", json.dumps(msg), headers)
+        except (BrokenPipeError, ConnectionResetError, http.client.CannotSendRequest):
+            # The server closes a keep-alive connection idle for 30 s (HTTP_KEEPALIVE_TIMEOUT_MS)
+            # and the request never reached it: send it again on a new connection, as
+            # HTTP clients do with a reused connection found closed.
+            self.conn.close()
+            self.conn.request("POST", "/mcp", json.dumps(msg), headers)
         resp = self.conn.getresponse()
         body = resp.read().decode()
         self.session = resp.getheader("Mcp-Session-Id") or self.session
