@@ -217,37 +217,19 @@ static void close_walk(uv_handle_t *h, void *arg)
 
 int cli_image_main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"state-dir", required_argument, NULL, 's'}, {"output", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
-    };
     struct cli_image c;
     memset(&c, 0, sizeof c);
     const char *state_flag = NULL;
-    int opt;
-    optind = 0;
-    while ((opt = getopt_long(argc, argv, "+o:h", longopts, NULL)) != -1) {
-        if (opt == 's')
-            state_flag = optarg;
-        else if (opt == 'o' && cli_parse_output(optarg, &c.json) == 0)
-            continue;
-        else {
-            usage(opt == 'h' ? stdout : stderr);
-            return opt == 'h' ? CLI_EXIT_OK : CLI_EXIT_USAGE;
-        }
-    }
-    if (optind >= argc) {
-        usage(stderr);
-        return CLI_EXIT_USAGE;
-    }
+    int rc, at = cli_parse_globals(argc, argv, &state_flag, &c.json, usage, &rc);
+    if (at < 0)
+        return rc;
     c.tty = isatty(STDERR_FILENO);
     c.state_dir = cli_state_dir(state_flag);
     uv_loop_init(&c.loop);
-    int rc = CLI_EXIT_FAIL;
     c.store = store_open(c.state_dir, &c.err);
     if (c.store)
         c.images = backends_images_open(&c.loop, c.state_dir, c.store, &c.err);
-    rc = c.images ? run(&c, argc - optind, argv + optind) : fail("open", &c.err);
+    rc = c.images ? run(&c, argc - at, argv + at) : fail("open", &c.err);
     backends_images_close(c.images);
     uv_run(&c.loop, UV_RUN_NOWAIT);
     uv_walk(&c.loop, close_walk, NULL);

@@ -103,40 +103,12 @@ static const struct cli_sandbox_cmd *cli_sandbox_find(const char *name)
     return NULL;
 }
 
-/* Global options before the command; returns the index of the command or -1 (exit code in *rc). */
-static int cli_sandbox_globals(int argc, char **argv, const char **state_flag, bool *json, int *rc)
-{
-    static const struct option longopts[] = {
-        {"state-dir", required_argument, NULL, 's'}, {"output", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
-    };
-    int opt;
-    optind = 0; /* glibc: 0 re-initialises getopt fully */
-    while ((opt = getopt_long(argc, argv, "+o:h", longopts, NULL)) != -1) {
-        if (opt == 's')
-            *state_flag = optarg;
-        else if (opt == 'o' && cli_parse_output(optarg, json) == 0)
-            continue;
-        else {
-            cli_sandbox_usage(opt == 'h' ? stdout : stderr);
-            *rc = opt == 'h' ? CLI_EXIT_OK : CLI_EXIT_USAGE;
-            return -1;
-        }
-    }
-    if (optind >= argc) {
-        cli_sandbox_usage(stderr);
-        *rc = CLI_EXIT_USAGE;
-        return -1;
-    }
-    return optind;
-}
-
 int cli_sandbox_main(int argc, char **argv)
 {
     const char *state_flag = NULL;
     bool json = false;
     int rc = CLI_EXIT_OK;
-    int at = cli_sandbox_globals(argc, argv, &state_flag, &json, &rc);
+    int at = cli_parse_globals(argc, argv, &state_flag, &json, cli_sandbox_usage, &rc);
     if (at < 0)
         return rc;
     const struct cli_sandbox_cmd *cmd = cli_sandbox_find(argv[at]);

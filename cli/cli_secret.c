@@ -191,30 +191,11 @@ static int run(const char *state_dir, bool json, int argc, char **argv)
 
 int cli_secret_main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"state-dir", required_argument, NULL, 's'},
-        {"output", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const char *state_flag = NULL;
     bool json = false;
-    int opt;
-    optind = 0;
-    while ((opt = getopt_long(argc, argv, "+o:h", longopts, NULL)) != -1) {
-        if (opt == 's')
-            state_flag = optarg;
-        else if (opt == 'o' && cli_parse_output(optarg, &json) == 0)
-            continue;
-        else {
-            usage(opt == 'h' ? stdout : stderr);
-            return opt == 'h' ? CLI_EXIT_OK : CLI_EXIT_USAGE;
-        }
-    }
-    if (optind >= argc) {
-        usage(stderr);
-        return CLI_EXIT_USAGE;
-    }
+    int rc, at = cli_parse_globals(argc, argv, &state_flag, &json, usage, &rc);
+    if (at < 0)
+        return rc;
     cleanup_free char *state_dir = cli_state_dir(state_flag);
-    return run(state_dir, json, argc - optind, argv + optind);
+    return run(state_dir, json, argc - at, argv + at);
 }

@@ -1,6 +1,7 @@
 /* Helpers shared by the CLI commands: state directory, exit codes, output formats, tables. */
 #include "cli/cli_util.h"
 
+#include <getopt.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -172,4 +173,30 @@ void cli_table_release(struct cli_table *t)
         free(t->cells[i]);
     free(t->cells);
     memset(t, 0, sizeof(*t));
+}
+
+int cli_parse_globals(int argc, char **argv, const char **state_flag, bool *json,
+                      void (*usage)(FILE *out), int *rc)
+{
+    static const struct option longopts[] = {
+        {"state-dir", required_argument, NULL, 's'}, {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
+    };
+    int opt;
+    optind = 0; /* glibc: 0 re-initialises getopt fully */
+    while ((opt = getopt_long(argc, argv, "+o:h", longopts, NULL)) != -1) {
+        if (opt == 's')
+            *state_flag = optarg;
+        else if (opt != 'o' || cli_parse_output(optarg, json) != 0) {
+            usage(opt == 'h' ? stdout : stderr);
+            *rc = opt == 'h' ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+            return -1;
+        }
+    }
+    if (optind >= argc) {
+        usage(stderr);
+        *rc = CLI_EXIT_USAGE;
+        return -1;
+    }
+    return optind;
 }

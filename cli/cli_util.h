@@ -34,6 +34,11 @@ int cli_exit_for_error(int code);
 
 /* "-o json" / "--output json" / "-o table": returns 0 and sets *json, -1 for a bad value. */
 int cli_parse_output(const char *value, bool *json);
+/* The options every `mcpbox NOUN` takes before its command: --state-dir DIR, -o/--output and
+ * --help. Returns the index of the command in argv, or -1 with the exit code in *rc (usage was
+ * printed: to stdout for --help, else to stderr). */
+int cli_parse_globals(int argc, char **argv, const char **state_flag, bool *json,
+                      void (*usage)(FILE *out), int *rc);
 
 /* A duration in seconds (a fraction allowed): saturated to MAX_DURATION_S (lib/base/util.h)
  * above it, and to -1 below it when negative values mean "never"; -1 for a malformed value.

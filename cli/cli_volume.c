@@ -167,38 +167,21 @@ static int volume_run(struct cli_sandbox *c, int argc, char **argv)
 
 int cli_volume_main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"state-dir", required_argument, NULL, 's'},
-        {"output", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const char *state_flag = NULL;
     bool json = false;
-    int opt;
-    optind = 0;
-    while ((opt = getopt_long(argc, argv, "+o:h", longopts, NULL)) != -1) {
-        if (opt == 's')
-            state_flag = optarg;
-        else if (opt != 'o' || cli_parse_output(optarg, &json) != 0) {
-            volume_usage(opt == 'h' ? stdout : stderr);
-            return opt == 'h' ? CLI_EXIT_OK : CLI_EXIT_USAGE;
-        }
-    }
-    if (optind >= argc) {
-        volume_usage(stderr);
-        return CLI_EXIT_USAGE;
-    }
-    for (int i = optind; i < argc; i++)
+    int rc, at = cli_parse_globals(argc, argv, &state_flag, &json, volume_usage, &rc);
+    if (at < 0)
+        return rc;
+    for (int i = at; i < argc; i++)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             volume_usage(stdout);
             return CLI_EXIT_OK;
         }
     struct cli_sandbox *c = xcalloc(1, sizeof *c);
     c->json = json;
-    int rc = volume_open(c, state_flag);
+    rc = volume_open(c, state_flag);
     if (rc == CLI_EXIT_OK)
-        rc = volume_run(c, argc - optind, argv + optind);
+        rc = volume_run(c, argc - at, argv + at);
     volume_close(c);
     free(c);
     return rc;
