@@ -269,7 +269,7 @@ struct backend_ops {
      * running in the background and the handle is freed. */
     void (*exec_detach)(struct exec_handle *h);
     /* {command_id, status:"running"|..., exit_code, signal, duration_ms, output, offset,
-     *  next_offset, total_bytes, eof} where output is the interleaved log from offset, at most
+     *  next_offset, total_bytes, eof, label?} where output is the interleaved log from offset, at most
      * limit bytes (valid UTF-8; invalid bytes replaced). */
     int (*command_get)(struct backend *be, const char *sandbox_id, const char *command_id,
                        uint64_t offset, uint64_t limit, backend_cb *cb, void *arg,

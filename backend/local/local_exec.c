@@ -383,6 +383,8 @@ static void on_status_reply(void *arg, json_t *reply, const struct mcp_error *er
                             json_object_get(reply, "next_offset"), "total_bytes",
                             json_object_get(reply, "total_bytes"), "eof",
                             json_object_get(reply, "eof"));
+    if (json_is_string(json_object_get(reply, "label"))) /* exec_request.label */
+        json_object_set(res, "label", json_object_get(reply, "label"));
     free(data);
     c->cb(c->arg, res, NULL);
     json_decref(res);
