@@ -140,22 +140,30 @@ static void on_hello(struct code_ctx *c)
 }
 
 /* A run starts in the driver: this process's (its tag), or another's, whose frames are not ours
- * (a process that ended with it in flight, or one that shares the context). */
+ * (a process that ended with it in flight, or one that shares the context). The driver runs one
+ * at a time: a start while one is going is forged (code can reach the channel) and ignored. */
 static void on_run_start(struct code_ctx *c, json_t *obj)
 {
     const char *tag = json_string_value(json_object_get(obj, "tag"));
-    snprintf(c->current, sizeof(c->current), "%s", tag ? tag : "");
-    c->foreign = !(c->run && c->run->sent && tag && !strcmp(tag, c->run->tag));
+    if (c->current[0] || !tag || !*tag)
+        return;
+    snprintf(c->current, sizeof(c->current), "%s", tag);
+    c->foreign = !(c->run && c->run->sent && !strcmp(tag, c->run->tag));
     if (c->foreign && c->state == CODE_IDLE)
         c->state = CODE_RUNNING;
 }
 
+/* The end of the run going (an end with another tag is forged: ignored, count and all); a
+ * driver without 's' frames ends only this process's runs. */
 static void on_run_end(struct code_ctx *c, json_t *obj)
 {
+    const char *tag = json_string_value(json_object_get(obj, "tag"));
+    if (c->current[0] && (!tag || strcmp(tag, c->current)))
+        return;
     json_int_t n = json_integer_value(json_object_get(obj, "count"));
     if (n > c->count)
         c->count = n;
-    bool ours = frames_are_ours(c) && c->state == CODE_RUNNING;
+    bool ours = c->run && c->run->sent && c->state == CODE_RUNNING && !c->foreign;
     c->foreign = false;
     c->current[0] = '\0';
     if (!ours) { /* another's run ended: idle, unless ours waits behind it in the driver */
@@ -307,7 +315,7 @@ static struct code_ctx *pick_ctx(struct backend *be, const char *sandbox_id,
     else if (c->state == CODE_DEAD)
         mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0,
                       "the %s context %s %s, and its state is gone: "
-                      "delete it and create a new one (run_code action create)",
+                      "create a new one (run_code action create)",
                       c->lang->name, c->id, c->died);
     else if (c->foreign)
         mcp_error_set(err, MCP_ERR_CONFLICT, 0,
