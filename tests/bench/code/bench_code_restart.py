@@ -7,7 +7,7 @@ initialize, then one call, timed from the spawn to the answer. Alternated call b
   it by label, attaches and replays its log, then runs);
 - run_command "true" (the floor: the same new process and one call, no lookup).
 
-  bench_code_restart.py --mcpbox BIN [--runs N] [--quick]
+  bench_code_restart.py --mcpbox BIN [--runs N] [--log-mib M] [--quick]
 Figures: docs/benchmarks.md.
 """
 import argparse
@@ -44,6 +44,8 @@ def main():
     ap.add_argument("--mcpbox", required=True)
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--log-mib", type=int, default=0,
+                    help="the context prints this many MiB first: a longer log to replay")
     a = ap.parse_args()
     runs = 2 if a.quick else a.runs
     state = tempfile.mkdtemp(prefix="mbx-bench-restart-")
@@ -52,6 +54,9 @@ def main():
     sid = info["sandbox_id"]
     try:
         one_call(argv, "run_code", {"sandbox_id": sid, "code": "x = 41"})
+        if a.log_mib:
+            one_call(argv, "run_code", {"sandbox_id": sid, "max_output_bytes": 4096,
+                                        "code": f"print('y' * ({a.log_mib} << 20))"})
         code, cmd = [], []
         for _ in range(runs):
             ms, out = one_call(argv, "run_code", {"sandbox_id": sid, "code": "x + 1"})
