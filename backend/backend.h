@@ -129,7 +129,8 @@ struct exec_request {
     uint16_t pty_rows, pty_cols;
     /* A name the backend keeps with the command (command_find looks it up; command_get and the
      * agent's lists report it): NULL for none, else 1 to BACKEND_LABEL_MAX bytes of
-     * [A-Za-z0-9_.:-] (anything else: MCP_ERR_INVALID). */
+     * [A-Za-z0-9_.:-] (anything else: MCP_ERR_INVALID). A backend without command_find
+     * (opensandbox) ignores it. */
     const char *label;
 };
 #define BACKEND_LABEL_MAX 64
