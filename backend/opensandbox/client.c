@@ -110,6 +110,8 @@ static struct httpc_req *call_start(struct osb_backend *b, char *url, struct cur
     };
     struct httpc_req *r = httpc_start(b->http, &ro);
     free(url);
+    if (body != NULL) /* httpc has its copy; a vault's values leave no trace here */
+        explicit_bzero(body, strlen(body));
     if (r == NULL) {
         free(c->what);
         free(c->sandbox_id);
