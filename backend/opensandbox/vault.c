@@ -336,8 +336,8 @@ static void record_names(struct vault_op *op)
     if (store_sandbox_update(st, &rec, &e) != 0)
         log_warn("sandbox %s: its secrets are bound but not recorded: %s", op->sid, e.msg);
     store_sandbox_release(&rec);
-    store_event_add(st, op->sid, "secrets_bound", json_pack("{s:O}", "secrets", op->plan->names),
-                    &e);
+    cleanup_json json_t *ev = json_pack("{s:O}", "secrets", op->plan->names);
+    store_event_add(st, op->sid, "secrets_bound", ev, &e);
 }
 
 static bool has_rule_for(json_t *rules, json_t *target)

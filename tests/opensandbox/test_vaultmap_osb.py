@@ -21,6 +21,7 @@ import json
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -32,7 +33,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "local", "egress"))
 sys.path.insert(0, os.path.join(HERE, "..", "local", "lib"))
 from egress_env import World, check, staged_mcpbox  # noqa: E402
 from mcp_stdio import Client, result_text  # noqa: E402
-from test_secrets import Hosts, secret_cli  # noqa: E402
+from test_secrets import Hosts, secret_cli, serve_pid  # noqa: E402
 
 CURL = "curl -sS --max-time 10 "
 
@@ -264,6 +265,11 @@ def main():
         refused_without_proxy(w)
         destroyed(w, sid, vals)
         w.tool("destroy_sandbox", sandbox_id=other)
+        w.made = []
+        check(w.rpc.close(120) == 0, "the front exits cleanly (ASan: nothing leaked)")
+        os.kill(serve_pid(w.remote.pid), signal.SIGTERM)  # mcpbox itself, not runuser
+        check(w.remote.wait(timeout=60) == 0, "the remote exits cleanly")
+        w.remote = None
         no_value_anywhere(w, vals)
     except Exception:
         for name in ("flog", "rlog"):
