@@ -467,23 +467,32 @@ int osb_bind_secrets(struct backend *be, const char *sandbox_id, json_t *names, 
     return 0;
 }
 
+/* rules first, then those of policy's "egress" (both shapes use {action, target}). */
+static void prepend_rules(json_t *policy, const json_t *rules)
+{
+    json_t *all = json_deep_copy(rules);
+    json_array_extend(all, json_object_get(policy, "egress"));
+    json_object_set_new(policy, "egress", all);
+}
+
 void osb_vault_apply_body(const struct osb_vault_plan *p, json_t *body, json_t *record)
 {
     json_object_set_new(body, "credentialProxy", json_pack("{s:b}", "enabled", true));
     json_object_set_new(record, "credential_proxy", json_true());
     json_object_set(record, "secrets", p->names);
+    /* credentialProxy needs a networkPolicy (the server's model): network true is one that
+     * allows all, network false one that denies all but the secrets' hosts */
     json_t *np = json_object_get(body, "networkPolicy");
-    if (np == NULL || json_array_size(p->allow) == 0)
-        return; /* no policy: the remote allows all egress */
-    json_t *rules = json_deep_copy(p->allow);
-    json_array_extend(rules, json_object_get(np, "egress"));
-    json_object_set_new(np, "egress", rules);
+    if (np == NULL) {
+        np = json_pack("{s:s, s:[]}", "defaultAction", "allow", "egress");
+        json_object_set_new(body, "networkPolicy", np);
+    }
     json_t *rp = json_object_get(record, "network_policy");
-    if (!json_is_object(rp)) { /* network: false became a policy denying all but these */
-        rp = json_pack("{s:s, s:[]}", "default_action", "deny", "egress");
+    if (!json_is_object(rp)) {
+        rp = json_pack("{s:O, s:[]}", "default_action", json_object_get(np, "defaultAction"),
+                       "egress");
         json_object_set_new(record, "network_policy", rp);
     }
-    rules = json_deep_copy(p->allow);
-    json_array_extend(rules, json_object_get(rp, "egress"));
-    json_object_set_new(rp, "egress", rules);
+    prepend_rules(np, p->allow);
+    prepend_rules(rp, p->allow);
 }

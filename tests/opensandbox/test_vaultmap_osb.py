@@ -108,13 +108,18 @@ def header_of(row, name):
 
 
 def define(w, mcpbox, user, vals):
+    w.gone = os.path.join(w.dir, "gone-token")
+    with open(w.gone, "w") as f:
+        f.write("gone-value\n")
+    os.chmod(w.gone, 0o644)
     for args, env in (
             (["tok", "--from-env", "V", "--host", "vault.test"], {"V": vals[0]}),
             (["key2", "--from-command", "echo %s" % vals[1], "--host", "vault2.test",
               "--header", "X-Api-Key: {}"], {}),
             (["cust", "--from-env", "V", "--host", "vault.test", "--header",
               "X-Custom: tk-{}-x"], {"V": vals[2]}),
-            (["ph", "--from-env", "V", "--host", "vault.test", "--placeholder"], {"V": vals[0]})):
+            (["ph", "--from-env", "V", "--host", "vault.test", "--placeholder"], {"V": vals[0]}),
+            (["gone", "--from-file", w.gone, "--host", "vault.test"], {})):
         r = secret_cli(w, mcpbox, user, "add", *args, env=env)
         check(r.returncode == 0, "secret %s defined" % args[0], r.stderr)
 
@@ -197,6 +202,35 @@ def updated(w, hosts, sid, other, vals):
           "secrets: [] removes mcpbox's entries and leaves the person's", json.dumps(row))
 
 
+def half_made(w):
+    """A value that cannot be read once the sandbox exists: it is destroyed, and said so."""
+    os.unlink(w.gone)
+    before = remote_ids(w)
+    res = create(w, ["tok", "gone"], ok=False)
+    msg = result_text(res)
+    check(res.get("isError") and "secret gone" in msg and "was destroyed" in msg,
+          "a secret whose value cannot be read: the create fails, the sandbox destroyed, said so",
+          msg)
+    check(remote_ids(w) == before, "nothing is left on the remote")
+
+
+def open_network(w, hosts, vals):
+    """network: true with secrets: credentialProxy needs a policy, so one allowing all."""
+    sid = w.tool("create_sandbox", backend="opensandbox", image="host", network=True,
+                 secrets=["tok"])["structuredContent"]["sandbox_id"]
+    fetch(w, sid, "vault.test")
+    row = hosts.hits("11.0.0.9")[-1]
+    check(header_of(row, "Authorization") == ["Bearer " + vals[0]],
+          "network: true with secrets: the header arrives", json.dumps(row))
+    n = len(hosts.hits())
+    w.run(sid, CURL + "http://decoy.test/echo")
+    row = hosts.hits()[-1]
+    check(len(hosts.hits()) == n + 1 and row["at"].startswith("11.0.0.10") and
+          not header_of(row, "Authorization"), "and other hosts are reached without it",
+          json.dumps(row))
+    w.tool("destroy_sandbox", sandbox_id=sid)
+
+
 def refused_without_proxy(w):
     res = w.tool("create_sandbox", backend="opensandbox", image="host")
     plain = res["structuredContent"]["sandbox_id"]
@@ -263,6 +297,8 @@ def main():
         leaks_inside(w, sid, vals)
         updated(w, hosts, sid, other, vals)
         refused_without_proxy(w)
+        half_made(w)
+        open_network(w, hosts, vals)
         destroyed(w, sid, vals)
         w.tool("destroy_sandbox", sandbox_id=other)
         w.made = []
