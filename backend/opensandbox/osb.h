@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "lib/httpc/httpc.h"
 #include "backend/opensandbox/opensandbox.h"
+#include "backend/opensandbox/vault_patch.h"
 #include "lib/base/error.h"
 
 #define OSB_ID_PREFIX "osb-"
@@ -167,7 +168,6 @@ int osb_set_network_policy(struct backend *be, const char *sandbox_id,
 
 /* ---- vault_plan.c, vault.c: secrets through the remote's Credential Vault (issue 37) ------- */
 
-#define OSB_VAULT_PREFIX "mcpbox-" /* the vault entries mcpbox writes and may remove */
 /* Which secrets a sandbox binds and how, without values. */
 struct osb_vault_plan {
     json_t *names; /* the names bound, each once */

@@ -186,49 +186,7 @@ static void vault_post(struct vault_op *op)
     vault_call(op, "POST", "/credential-vault", body, "creating the Credential Vault", written);
 }
 
-/* ---- update: mcpbox's entries changed in one PATCH, the others left alone ------------------ */
-
-static bool ours(json_t *entry)
-{
-    const char *n = json_string_value(json_object_get(entry, "name"));
-    return n != NULL && strncmp(n, OSB_VAULT_PREFIX, strlen(OSB_VAULT_PREFIX)) == 0;
-}
-
-static bool named_in(json_t *list, json_t *name)
-{
-    size_t i;
-    json_t *e;
-    json_array_foreach(list, i, e)
-    {
-        if (json_equal(json_object_get(e, "name"), name))
-            return true;
-    }
-    return false;
-}
-
-/* {add, replace, delete} turning the entries of ours in `now` into `want`; NULL: no change. */
-static json_t *mutation(json_t *now, json_t *want)
-{
-    json_t *add = json_array(), *replace = json_array(), *del = json_array();
-    size_t i;
-    json_t *e;
-    json_array_foreach(want, i, e)
-        json_array_append(named_in(now, json_object_get(e, "name")) ? replace : add, e);
-    json_array_foreach(now, i, e)
-    {
-        if (ours(e) && !named_in(want, json_object_get(e, "name")))
-            json_array_append(del, json_object_get(e, "name"));
-    }
-    json_t *m = json_object();
-    if (json_array_size(add))
-        json_object_set(m, "add", add);
-    if (json_array_size(replace))
-        json_object_set(m, "replace", replace);
-    if (json_array_size(del))
-        json_object_set(m, "delete", del);
-    json_decref(add), json_decref(replace), json_decref(del);
-    return m;
-}
+/* ---- update: mcpbox's entries changed in one PATCH (vault_patch.c) ------------------------- */
 
 static void got_vault(void *arg, struct httpc_response *resp, const struct mcp_error *err)
 {
@@ -246,17 +204,11 @@ static void got_vault(void *arg, struct httpc_response *resp, const struct mcp_e
     }
     cleanup_json json_t *creds = wire_credentials(op->creds);
     cleanup_json json_t *binds = plan_bindings(op->plan);
-    cleanup_json json_t *body =
-        json_pack("{s:O, s:o, s:o}", "expectedRevision", json_object_get(doc, "revision"),
-                  "credentials", mutation(json_object_get(doc, "credentials"), creds), "bindings",
-                  mutation(json_object_get(doc, "bindings"), binds));
-    if (json_object_size(json_object_get(body, "credentials")) == 0 &&
-        json_object_size(json_object_get(body, "bindings")) == 0) {
+    cleanup_json json_t *body = osb_vault_patch(doc, creds, binds);
+    if (body == NULL) {
         bound(op);
         return;
     }
-    if (!json_is_integer(json_object_get(doc, "revision")))
-        json_object_del(body, "expectedRevision");
     vault_call(op, "PATCH", "/credential-vault", body, "changing the Credential Vault", written);
 }
 
