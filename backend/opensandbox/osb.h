@@ -194,6 +194,9 @@ int osb_vault_create(struct backend *be, const struct sandbox_spec *spec, backen
                      struct mcp_error *err);
 int osb_bind_secrets(struct backend *be, const char *sandbox_id, json_t *names, backend_cb *cb,
                      void *arg, struct mcp_error *err);
+/* diagnose_sandbox: res.secrets = {bound: [{name, hosts, defined}], used: null, note} when the
+ * record binds any (the remote's API reports no use of its vault). */
+void osb_vault_diagnose(struct osb_backend *b, json_t *record, json_t *res);
 
 /* ---- exec.c ---------------------------------------------------------------------------------- */
 

@@ -176,6 +176,10 @@ def updated(w, hosts, sid, other, vals):
     check(code == 200, "the person adds an entry of their own to the vault", text)
     res = w.tool("update_sandbox", sandbox_id=sid, secrets=["tok", "key2", "cust"])
     check(all(v not in json.dumps(res) for v in vals), "update_sandbox answers without values")
+    diag = w.tool("diagnose_sandbox", sandbox_id=sid)["structuredContent"]
+    bound = {b["name"]: b["hosts"] for b in diag.get("secrets", {}).get("bound", [])}
+    check(bound == {"tok": ["vault.test"], "key2": ["vault2.test"], "cust": ["vault.test"]},
+          "diagnose_sandbox shows the names bound and their hosts", json.dumps(diag)[:800])
     fetch(w, sid, "vault2.test")
     row = hosts.hits("11.0.0.9")[-1]
     check(header_of(row, "X-Api-Key") == [vals[1]] and not header_of(row, "Authorization"),
@@ -248,6 +252,9 @@ def destroyed(w, sid, vals):
     got = w.tool("get_sandbox", sandbox_id=sid)
     check(all(v not in json.dumps(diag) + json.dumps(got) for v in vals),
           "diagnose_sandbox and get_sandbox show no value")
+    bound = diag["structuredContent"].get("secrets", {}).get("bound")
+    check(bound == [] or bound is None, "diagnose_sandbox after secrets: [] lists none bound",
+          json.dumps(diag["structuredContent"].get("secrets")))
     w.tool("destroy_sandbox", sandbox_id=sid)
     check(sid[4:] not in remote_ids(w), "destroy removes the remote sandbox")
     vaults = os.path.join(w.rstate, "vaults")
