@@ -91,6 +91,9 @@ struct osb_call_opts {
     bool stream;            /* no deadline, low-speed limit */
     const char *range;      /* "bytes=a-b" or NULL */
     httpc_sink_fn *sink;
+    /* The body carries secret values (vault.c): a contract report on it is counted, not
+     * logged or kept (a server may repeat the request there). */
+    bool sensitive;
 };
 
 /* path is appended to the lifecycle base URL ("/sandboxes/..."). */

@@ -60,20 +60,32 @@ static void vop_end(struct vault_op *op, json_t *result, const struct mcp_error 
     vop_free(op);
 }
 
-/* Masks every value (whole, and as sent) in msg: a remote may repeat a request in its error. */
+/* Masks in msg every run of at least SCRUB_MIN bytes (or the whole value, if shorter) that
+ * begins a value: a server's error may repeat the request, and its snippet may cut a value
+ * anywhere. */
+#define SCRUB_MIN 6
+static void scrub_value(char *msg, const char *v)
+{
+    size_t vl = v ? strlen(v) : 0, need = vl < SCRUB_MIN ? vl : SCRUB_MIN;
+    for (char *at = msg; vl > 0 && *at; at++) {
+        size_t n = 0;
+        while (n < vl && at[n] == v[n])
+            n++;
+        if (n >= need) {
+            memset(at, '*', n);
+            at += n - 1;
+        }
+    }
+}
+
 static void scrub(const struct vault_op *op, char *msg)
 {
     size_t i;
     json_t *c;
     json_array_foreach(op->creds, i, c)
     {
-        const char *vals[] = {
-            json_string_value(json_object_get(c, "raw")),
-            json_string_value(json_object_get(json_object_get(c, "source"), "value"))};
-        for (size_t k = 0; k < 2; k++)
-            for (char *at = vals[k] && *vals[k] ? strstr(msg, vals[k]) : NULL; at;
-                 at = strstr(at, vals[k]))
-                memset(at, '*', strlen(vals[k]));
+        scrub_value(msg, json_string_value(json_object_get(c, "raw")));
+        scrub_value(msg, json_string_value(json_object_get(json_object_get(c, "source"), "value")));
     }
 }
 
@@ -138,7 +150,8 @@ static void vault_call(struct vault_op *op, const char *method, const char *path
                               .what = what,
                               .sandbox_id = op->sid,
                               .json = body,
-                              .retry = HTTPC_RETRY_IDEMPOTENT};
+                              .retry = HTTPC_RETRY_IDEMPOTENT,
+                              .sensitive = true};
     if (osb_execd_call(op->b, &op->ep, path, &o, done, op, &op->err) == NULL)
         vault_fail(op);
 }

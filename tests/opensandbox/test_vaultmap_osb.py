@@ -97,6 +97,18 @@ class Pair(World):
             self.remote.wait(timeout=60)
 
 
+def vault_files(w, rid="", wait=15):
+    """The remote's vault files (of rid), once those of destroyed sandboxes are gone (the local
+    backend releases a sandbox's resources when its init has exited, after destroy answers)."""
+    vaults = os.path.join(w.rstate, "vaults")
+    end = time.time() + wait
+    while True:
+        left = [f for f in (os.listdir(vaults) if os.path.isdir(vaults) else []) if rid in f]
+        if not left or time.time() > end:
+            return left
+        time.sleep(0.1)
+
+
 def remote_ids(w):
     code, text = w.api("GET", "/v1/sandboxes")
     assert code == 200, "listing the remote's sandboxes: %d %s" % (code, text)
@@ -257,9 +269,9 @@ def destroyed(w, sid, vals):
           json.dumps(diag["structuredContent"].get("secrets")))
     w.tool("destroy_sandbox", sandbox_id=sid)
     check(sid[4:] not in remote_ids(w), "destroy removes the remote sandbox")
-    vaults = os.path.join(w.rstate, "vaults")
-    left = os.listdir(vaults) if os.path.isdir(vaults) else []
-    check(not any(sid[4:] in f for f in left), "and its vault on the remote", repr(left))
+    left = vault_files(w, sid[4:])
+    check(not left, "and its vault on the remote (the remote releases it once the sandbox's "
+          "processes are gone)", repr(left))
     res = w.tool("get_sandbox", ok=False, sandbox_id=sid)
     check(res.get("isError"), "and the front's record", json.dumps(res)[:300])
 
@@ -313,6 +325,7 @@ def main():
         os.kill(serve_pid(w.remote.pid), signal.SIGTERM)  # mcpbox itself, not runuser
         check(w.remote.wait(timeout=60) == 0, "the remote exits cleanly")
         w.remote = None
+        check(not vault_files(w), "no vault is left on the remote", repr(vault_files(w)))
         no_value_anywhere(w, vals)
     except Exception:
         for name in ("flog", "rlog"):
