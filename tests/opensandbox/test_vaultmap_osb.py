@@ -3,10 +3,12 @@
 go into the remote's Credential Vault, whose egress proxy injects them. The remote is mcpbox's
 own OpenSandbox API (serve --http --opensandbox-api) over real local sandboxes; the front is a
 second mcpbox on stdio with the opensandbox backend pointing at it, both inside the egress
-tests' network namespace with test hosts (vault.test and vault2.test on 11.0.0.9:80, decoy.test
-on 11.0.0.10:80) that log every request's headers. As root, or as an ordinary user (--user).
+tests' network namespace with test hosts (vault.test and vault2.test on 11.0.0.9, HTTP on 80 and
+HTTPS on 443 with a test CA the remote is told of; decoy.test on 11.0.0.10:80) that log every
+request's headers. As root, or as an ordinary user (--user).
 
-Checked: the header arrives at the bound host (bearer, apiKey, a custom template), never at an
+Checked: the header arrives at the bound host (bearer over HTTP and HTTPS, apiKey, a custom
+template), never at an
 unbound one nor from a sandbox that did not bind it; the sandbox never sees the value (echo,
 env, files); update_sandbox adds (with egress to a new host), replaces and removes mcpbox's
 entries and leaves the person's own vault entry alone; a placeholder secret and a sandbox made
@@ -34,6 +36,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "local", "lib"))
 from egress_env import World, check, staged_mcpbox  # noqa: E402
 from mcp_stdio import Client, result_text  # noqa: E402
 from test_secrets import Hosts, secret_cli, serve_pid  # noqa: E402
+from test_secrets_tls import upstream_pki  # noqa: E402
 
 CURL = "curl -sS --max-time 10 "
 
@@ -53,6 +56,8 @@ class Pair(World):
             shutil.chown(self.rstate, self.user, self.user)
         prefix = self.argv[:self.argv.index(self.mcpbox)]
         env = ["MCPBOX_OPENSANDBOX_API_KEY=" + self.key]
+        if getattr(self, "up_ca", None):  # the test hosts' CA, for the remote's proxy
+            env.append("MCPBOX_EGRESS_UPSTREAM_CA=" + self.up_ca)
         self.remote = subprocess.Popen(
             prefix + env + [self.mcpbox, "serve", "--http", "127.0.0.1:0", "--opensandbox-api",
                             "--state-dir", self.rstate, "--local-pool", "0", "--approve",
@@ -163,6 +168,18 @@ def injected(w, hosts, sid, vals):
     check(len(hosts.hits()) == n and out["exit_code"] != 0,
           "a host the secret does not name is not reachable (policy) and got nothing",
           json.dumps(out))
+
+
+def tls_injected(w, hosts, sid, vals):
+    """HTTPS: the remote's proxy terminates TLS for the bound host with its CA, which the
+    sandbox made with credentialProxy trusts, and injects there too."""
+    out = w.run(sid, CURL + "https://vault.test/echo")
+    rows = hosts.hits("11.0.0.9:443")
+    check(out["exit_code"] == 0 and rows and
+          header_of(rows[-1], "Authorization") == ["Bearer " + vals[0]],
+          "HTTPS to the bound host: verified, and the header injected there",
+          json.dumps(out)[:600] + json.dumps(rows[-1:]))
+    check(vals[0] not in json.dumps(out), "the HTTPS echo reaches the sandbox masked")
 
 
 def leaks_inside(w, sid, vals):
@@ -303,7 +320,11 @@ def main():
             subprocess.run(w.nsenter + ["ip", "addr", "add", addr, "dev", "lo"], check=True)
         with open(w.hosts, "a") as f:
             f.write("11.0.0.9 vault.test vault2.test\n11.0.0.10 decoy.test\n")
-        hosts = Hosts(w, at=["11.0.0.9:80", "11.0.0.10:80"])
+        pki = os.path.join(w.dir, "pki")
+        os.mkdir(pki, 0o755)
+        w.up_ca, cert, key = upstream_pki(pki, names=("vault.test", "vault2.test"))
+        hosts = Hosts(w, cert=cert, key=key,
+                      at=["11.0.0.9:80", "11.0.0.10:80", "11.0.0.9:443:tls"])
         define(w, mcpbox, a.user, vals)
         w.start()
         sid = create(w, ["tok"])["structuredContent"]["sandbox_id"]
@@ -313,6 +334,7 @@ def main():
                            {"action": "allow", "target": "vault.test"}]})
         other = other["structuredContent"]["sandbox_id"]
         injected(w, hosts, sid, vals)
+        tls_injected(w, hosts, sid, vals)
         leaks_inside(w, sid, vals)
         updated(w, hosts, sid, other, vals)
         refused_without_proxy(w)
