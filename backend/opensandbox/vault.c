@@ -143,14 +143,17 @@ static void vault_fail(struct vault_op *op)
         vop_end(op, NULL, &op->err);
 }
 
+/* GET is retried as any read; POST and PATCH only when nothing reached the server (a replayed
+ * create would meet the vault it made, a replayed PATCH a newer revision). */
 static void vault_call(struct vault_op *op, const char *method, const char *path, json_t *body,
                        const char *what, osb_call_fn *done)
 {
+    bool get = strcmp(method, "GET") == 0;
     struct osb_call_opts o = {.method = method,
                               .what = what,
                               .sandbox_id = op->sid,
                               .json = body,
-                              .retry = HTTPC_RETRY_IDEMPOTENT,
+                              .retry = get ? HTTPC_RETRY_IDEMPOTENT : HTTPC_RETRY_SAFE,
                               .sensitive = true};
     if (osb_execd_call(op->b, &op->ep, path, &o, done, op, &op->err) == NULL)
         vault_fail(op);
@@ -261,8 +264,7 @@ static void values_read(uv_work_t *w, int status)
     if (op->creds == NULL) {
         if (status != 0)
             mcp_error_set(&op->err, MCP_ERR_INTERNAL, 0,
-                          "reading the secrets' values was "
-                          "cancelled (mcpbox is shutting down)");
+                          "reading the secrets' values was cancelled (mcpbox is shutting down)");
         vault_fail(op);
         return;
     }
@@ -376,7 +378,14 @@ static void vault_created(void *arg, json_t *info, const struct mcp_error *err)
     if (err != NULL || sid == NULL) {
         if (err == NULL)
             mcp_error_set(&e, MCP_ERR_BACKEND, 0, "the new sandbox has no id");
-        vop_end(op, NULL, err ? err : &e);
+        else
+            e = *err;
+        size_t n = strlen(e.msg);
+        if (err != NULL && (err->code == MCP_ERR_INVALID || err->code == MCP_ERR_UNSUPPORTED))
+            snprintf(e.msg + n, sizeof e.msg - n,
+                     " (the create asked for credentialProxy, "
+                     "which secrets need: a server without a Credential Vault may refuse it)");
+        vop_end(op, NULL, &e);
         return;
     }
     op->info = json_incref(info);

@@ -3,7 +3,7 @@
  * (as text, after a prefix that puts the cut of the error snippet inside the value, and in the
  * `sl-violations` header the backend reports). No value, nor the start of one, may reach the
  * error, the kept contract report or the log; the half-made sandbox is deleted; a sidecar
- * without a vault (the fake has none) is named as such. Skips (77) without Node.js. */
+ * without a vault (the fake has none) is named as such, and so is a create refused. Skips (77) without Node.js. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,6 +109,18 @@ TEST(cut_value_masked)
     ASSERT_EQ(remote_sandboxes(), 0);
 }
 
+/* A server that refuses the create with credentialProxy: nothing made, the error says why. */
+TEST(create_refused)
+{
+    fake_reset(&fs);
+    fake_fault(&fs, "[{\"match\":\"POST /v1/sandboxes\",\"kind\":\"status\",\"status\":400,"
+                    "\"message\":\"unknown field credentialProxy\"}]");
+    create_with_secret();
+    ASSERT_CONTAINS(w.err.msg, "unknown field credentialProxy");
+    ASSERT_CONTAINS(w.err.msg, "the create asked for credentialProxy");
+    ASSERT_EQ(remote_sandboxes(), 0);
+}
+
 /* The fake's sidecar serves /policy only: a server without a vault, named as such. */
 TEST(no_vault)
 {
@@ -163,6 +175,7 @@ int main(void)
     RUN(violations_report_not_kept);
     RUN(cut_value_masked);
     RUN(no_vault);
+    RUN(create_refused);
     osb_wait_reset(&w);
     opensandbox_backend_free(be);
     uv_run(&loop, UV_RUN_NOWAIT);
