@@ -244,9 +244,8 @@ int osb_set_network_policy(struct backend *be, const char *sandbox_id,
 /* credentialProxy from an API client (osapi): mcpbox does not relay it, nor the vault calls
  * that would follow (docs/secrets.md, "On the opensandbox backend"). mcpbox's own secrets are
  * mapped onto the remote's vault: vault.c. */
-int osb_secrets_refused(bool credential_proxy, struct mcp_error *err)
+int osb_credential_proxy_refused(struct mcp_error *err)
 {
-    (void)credential_proxy;
     return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
                          "credentialProxy is not relayed to the OpenSandbox server behind "
                          "mcpbox: use that server's API directly for a sandbox with a "

@@ -520,7 +520,7 @@ int osb_create(struct backend *be, const struct sandbox_spec *spec, backend_cb *
                              "sandboxes run on another server): copy files in with write_file, "
                              "or create the sandbox on the local backend (backend: \"local\")");
     if (spec->credential_proxy)
-        return osb_secrets_refused(true, err);
+        return osb_credential_proxy_refused(err);
     if (json_array_size(spec->secrets) > 0) /* the remote's vault: vault.c */
         return osb_vault_create(be, spec, cb, arg, err);
     return osb_create_as(be, spec, NULL, cb, arg, err);

@@ -164,7 +164,7 @@ void osb_owner_label(const char *owner, char out[17]);
 json_t *osb_network_policy_body(const struct egress_policy *p, struct mcp_error *err);
 /* credentialProxy relayed from an API client (issue 37): the refusal, saying what to do
  * instead; always -1. */
-int osb_secrets_refused(bool credential_proxy, struct mcp_error *err);
+int osb_credential_proxy_refused(struct mcp_error *err);
 int osb_set_network_policy(struct backend *be, const char *sandbox_id,
                            const struct egress_policy *policy, backend_cb *cb, void *arg,
                            struct mcp_error *err);
