@@ -775,6 +775,7 @@ struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
     lb->timer.data = lb;
     uv_timer_start(&lb->timer, on_timer, LOCAL_TIMER_MS, LOCAL_TIMER_MS);
     uv_unref((uv_handle_t *)&lb->timer);
+    lb->volume_guard = local_volume_guard_start(lb);
     log_debug("local backend ready: cgroups %s, seccomp %u instructions", cg_layout_name(lb->cg.layout),
               lb->seccomp.len);
     return &lb->base;
@@ -831,6 +832,8 @@ void local_backend_free(struct backend *be)
         close(lb->agent_fd);
     lb->agent_fd = -1;
     uv_close((uv_handle_t *)&lb->timer, timer_closed);
+    local_volume_guard_stop(lb->volume_guard);
+    lb->volume_guard = NULL;
 }
 
 /* ---- vtable ---------------------------------------------------------------------------------- */

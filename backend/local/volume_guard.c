@@ -1,0 +1,498 @@
+/* The size limit of named volumes as an ordinary user (docs/local-backend.md, "Named volumes"):
+ * no filesystem image can be mounted, so the volume is a plain directory, and this watcher holds
+ * the limit from outside the sandboxes. Every GUARD_PERIOD_MS the loop lists the rw mounts of
+ * volumes in live sandboxes; a thread measures each volume (a walk in a child that joins a
+ * sandbox's user namespace, whose capabilities read what the sandbox made unreadable) and, at
+ * the limit, makes the volume's mount read-only in each of those sandboxes: a child joins the
+ * sandbox's user and mount namespaces and sets MOUNT_ATTR_RDONLY on the mount (found by its
+ * mount id, so renaming the directories above it does not hide it). The kernel refuses that
+ * while a file is open for writing through the mount: the processes holding one are killed,
+ * then, if it is still refused, every process of the sandbox but its init. Once usage falls
+ * back under the limit the mount is made writable again.
+ *
+ * The children are forked from a threaded server and never exec: they run system calls only,
+ * and close every descriptor they do not need first (volume_guard_fds), so that none of them
+ * holds another thread's pipe (a helper's error pipe) for the length of a walk. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <linux/openat2.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LOG_MODULE "local"
+#include "backend/local/local_sandbox.h"
+#include "backend/local/local_volume.h"
+#include "lib/base/cleanup.h"
+#include "lib/base/log.h"
+#include "lib/base/xalloc.h"
+#include "lib/store/store.h"
+#include "lib/store/store_volumes.h"
+
+#define GUARD_PERIOD_MS 500
+#define GUARD_TRIES 10      /* read-only attempts per sandbox and measure */
+#define GUARD_ESCALATE 3    /* after this many refusals, every process but init is killed */
+#define GUARD_RETRY_MS 50   /* between attempts: the killed processes' files are released */
+#define GUARD_MAX_ITEMS 256 /* rw volume mounts watched (more are logged and left out) */
+
+struct guard_item {
+    char vdir[LOCAL_PATH_MAX + 64];
+    char sandbox[LOCAL_ID_LEN];
+    char volume[64];
+    uint64_t limit;
+    pid_t pid;
+    int pidfd; /* the guard's own copy */
+};
+
+struct guard_list {
+    struct guard_item *v;
+    size_t n;
+};
+
+struct local_volume_guard {
+    struct local_backend *lb;
+    uv_timer_t *timer;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop, has_pending;
+    struct guard_list pending; /* the loop's latest list, taken by the thread */
+    struct guard_list cur;     /* the thread's */
+    char (*held)[LOCAL_PATH_MAX + 64]; /* the thread's: volumes it made read-only */
+    size_t n_held;
+};
+
+static void list_free(struct guard_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        close(l->v[i].pidfd);
+    free(l->v);
+    *l = (struct guard_list){0};
+}
+
+/* ---- the loop: which sandboxes mount which volume rw ---- */
+
+static void add_item(struct local_backend *lb, const struct store_sandbox *rec, struct lsbx *sb,
+                     json_t *m, struct guard_list *l)
+{
+    const char *name = json_string_value(json_object_get(m, "volume"));
+    const char *mode = json_string_value(json_object_get(m, "mode"));
+    struct store_volume v;
+    struct mcp_error err;
+    if (name == NULL || mode == NULL || strcmp(mode, "rw") != 0)
+        return;
+    if (l->n == GUARD_MAX_ITEMS) {
+        log_warn("more than %d rw volume mounts: %s in %s is not watched", GUARD_MAX_ITEMS, name,
+                 rec->id);
+        return;
+    }
+    if (store_volume_get(lb->base.store, rec->owner ? rec->owner : "", name, &v, &err) <= 0)
+        return; /* deleted meanwhile: a delete is refused while in use, so only after */
+    struct guard_item *it = &l->v[l->n];
+    int fd = fcntl(sb->pidfd, F_DUPFD_CLOEXEC, 3);
+    if (fd >= 0) {
+        *it = (struct guard_item){.limit = v.size_limit, .pid = sb->pid, .pidfd = fd};
+        snprintf(it->vdir, sizeof it->vdir, "%s/" LOCAL_VOLUME_DIR "/%s", lb->state_dir, v.id);
+        snprintf(it->sandbox, sizeof it->sandbox, "%s", rec->id);
+        snprintf(it->volume, sizeof it->volume, "%s", name);
+        l->n++;
+    }
+    store_volume_release(&v);
+}
+
+static void collect(struct local_backend *lb, struct guard_list *l)
+{
+    struct store_sandbox *recs = NULL;
+    size_t n = 0;
+    struct mcp_error err;
+    if (store_sandbox_list(lb->base.store, "local", NULL, &recs, &n, &err) < 0)
+        return;
+    l->v = xcalloc(GUARD_MAX_ITEMS, sizeof *l->v);
+    for (size_t i = 0; i < n; i++) {
+        struct lsbx *sb = lsbx_find(lb, recs[i].id);
+        size_t k;
+        json_t *m;
+        if (sb == NULL || sb->gone || sb->pooled || sb->pidfd < 0)
+            continue;
+        json_array_foreach(json_object_get(recs[i].record, "mounts"), k, m)
+            add_item(lb, &recs[i], sb, m, l);
+    }
+    store_sandbox_list_free(recs, n);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    struct local_volume_guard *g = t->data;
+    struct guard_list l = {0};
+    collect(g->lb, &l);
+    pthread_mutex_lock(&g->mu);
+    list_free(&g->pending);
+    g->pending = l;
+    g->has_pending = true;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* ---- children: system calls only ---- */
+
+/* Moves the n descriptors a child keeps to 3, 4, ... and closes every other one above 2. */
+static void volume_guard_fds(int *fds, int n)
+{
+    for (int i = 0; i < n; i++)
+        fds[i] = fcntl(fds[i], F_DUPFD, 64 + i);
+    for (int i = 0; i < n; i++) {
+        dup2(fds[i], 3 + i);
+        fds[i] = 3 + i;
+    }
+    syscall(SYS_close_range, 3 + n, ~0u, 0);
+}
+
+static pid_t raw_fork(void)
+{
+    return (pid_t)syscall(SYS_clone, SIGCHLD, 0, NULL, NULL, 0); /* no atfork handlers */
+}
+
+static int wait_child(pid_t pid)
+{
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : EIO;
+}
+
+/* The volume's usage, walked in a child inside the sandbox's user namespace. -1 if the child
+ * could not tell (the sandbox ended): the caller walks as the server then. */
+static int walk_in_sandbox(const struct guard_item *it, struct local_volume_usage *u)
+{
+    char path[LOCAL_PATH_MAX + 80];
+    snprintf(path, sizeof path, "%s/mnt/data", it->vdir);
+    cleanup_close int root = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int p[2];
+    if (root < 0 || pipe2(p, O_CLOEXEC) < 0)
+        return -1;
+    pid_t pid = raw_fork();
+    if (pid == 0) {
+        int keep[3] = {it->pidfd, root, p[1]};
+        volume_guard_fds(keep, 3);
+        struct local_volume_usage got = {0};
+        if (setns(keep[0], CLONE_NEWUSER) < 0)
+            _exit(1);
+        local_volume_walk_fd(keep[1], local_volume_max_entries(it->limit), &got);
+        _exit(write(keep[2], &got, sizeof got) == (ssize_t)sizeof got ? 0 : 1);
+    }
+    close(p[1]);
+    ssize_t n = pid > 0 ? read(p[0], u, sizeof *u) : -1;
+    close(p[0]);
+    int rc = pid > 0 ? wait_child(pid) : -1;
+    return n == (ssize_t)sizeof *u && rc == 0 ? 0 : -1;
+}
+
+/* Sets (ro) or clears read-only on the mount fd refers to, from inside the sandbox's user and
+ * mount namespaces (mount_setattr acts on mounts of the caller's own mount namespace only).
+ * 0, or the errno. */
+static int set_ro_in_sandbox(int pidfd, int fd, bool ro)
+{
+    pid_t pid = raw_fork();
+    if (pid == 0) {
+        int keep[2] = {pidfd, fd};
+        volume_guard_fds(keep, 2);
+        struct mount_attr attr = {.attr_set = ro ? MOUNT_ATTR_RDONLY : 0,
+                                  .attr_clr = ro ? 0 : MOUNT_ATTR_RDONLY};
+        if (setns(keep[0], CLONE_NEWUSER | CLONE_NEWNS) < 0)
+            _exit(errno & 0xff);
+        if (syscall(SYS_mount_setattr, keep[1], "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
+            _exit(errno & 0xff);
+        _exit(0);
+    }
+    return pid < 0 ? errno : wait_child(pid);
+}
+
+/* ---- finding the volume's mount in a sandbox ---- */
+
+/* Undoes mountinfo's octal escapes (\040 for a space, ...) in place. */
+static void unescape(char *s)
+{
+    char *o = s;
+    for (; *s; o++) {
+        if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+            s[3] >= '0' && s[3] <= '7') {
+            *o = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+            s += 4;
+        } else
+            *o = *s++;
+    }
+    *o = '\0';
+}
+
+/* One mountinfo line: when it is the mount of the volume's root (want: its dev and ino), an
+ * O_PATH fd of it opened inside the sandbox's root, and whether it is read-only now. */
+static int line_mount(char *line, int root, const struct stat *want, bool *ro)
+{
+    int id = 0;
+    unsigned maj = 0, min = 0;
+    char mp[4096], opts[256];
+    if (sscanf(line, "%d %*d %u:%u %*s %4095s %255s", &id, &maj, &min, mp, opts) != 5 ||
+        makedev(maj, min) != want->st_dev)
+        return -1;
+    unescape(mp);
+    struct open_how how = {.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
+                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+    int fd = (int)syscall(SYS_openat2, root, mp[1] ? mp + 1 : ".", &how, sizeof how);
+    struct statx sx;
+    /* the mount id and the root's inode: not a directory the sandbox put at that path since */
+    if (fd >= 0 && statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, &sx) == 0 &&
+        sx.stx_mnt_id == (uint64_t)id && sx.stx_ino == want->st_ino &&
+        makedev(sx.stx_dev_major, sx.stx_dev_minor) == want->st_dev) {
+        *ro = strncmp(opts, "ro", 2) == 0 && (opts[2] == ',' || opts[2] == '\0');
+        return fd;
+    }
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
+/* The volume's mount in the sandbox (an O_PATH fd), or -1 (the sandbox ended, or it renamed the
+ * directories above the mount between the read and the open: the caller tries again). */
+static int find_mount(const struct guard_item *it, bool *ro)
+{
+    char path[LOCAL_PATH_MAX + 80];
+    struct stat want;
+    snprintf(path, sizeof path, "%s/mnt/data", it->vdir);
+    if (stat(path, &want) < 0)
+        return -1;
+    snprintf(path, sizeof path, "/proc/%d/root", (int)it->pid);
+    cleanup_close int root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    snprintf(path, sizeof path, "/proc/%d/mountinfo", (int)it->pid);
+    FILE *f = root >= 0 ? fopen(path, "re") : NULL;
+    if (f == NULL)
+        return -1;
+    char line[8192];
+    int fd = -1;
+    while (fd < 0 && fgets(line, sizeof line, f))
+        fd = line_mount(line, root, &want, ro);
+    fclose(f);
+    /* opened while the pidfd's process lives: then the pid was still the sandbox's */
+    if (fd >= 0 && syscall(SYS_pidfd_send_signal, it->pidfd, 0, NULL, 0) < 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* ---- the processes that keep a mount writable ---- */
+
+/* Whether process dir `pid` (of /proc) holds a file open for writing on mount mnt_id. */
+static bool holds_for_writing(const char *pid, int mnt_id)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%s/fdinfo", pid);
+    DIR *d = opendir(path);
+    struct dirent *e;
+    bool found = false;
+    while (d && !found && (e = readdir(d)) != NULL) {
+        char name[320], text[512];
+        snprintf(name, sizeof name, "%s/%s", path, e->d_name);
+        cleanup_close int fd = e->d_name[0] == '.' ? -1 : open(name, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof text - 1);
+        if (n <= 0)
+            continue;
+        text[n] = '\0';
+        const char *fl = strstr(text, "flags:"), *mi = strstr(text, "mnt_id:");
+        unsigned long flags = fl ? strtoul(fl + 6, NULL, 8) : 0;
+        found = mi && atoi(mi + 7) == mnt_id && (flags & O_ACCMODE) != O_RDONLY;
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+/* Kills the sandbox's processes (those in its mount namespace) that hold a file open for
+ * writing on the mount, or, with all, every one of them but its init. Returns how many. */
+static int kill_writers(const struct guard_item *it, int mnt_id, bool all)
+{
+    char path[300];
+    struct stat ns, st;
+    snprintf(path, sizeof path, "/proc/%d/ns/mnt", (int)it->pid);
+    DIR *d = stat(path, &ns) == 0 ? opendir("/proc") : NULL;
+    struct dirent *e;
+    int killed = 0;
+    while (d && (e = readdir(d)) != NULL) {
+        long p = strtol(e->d_name, NULL, 10);
+        snprintf(path, sizeof path, "/proc/%s/ns/mnt", e->d_name);
+        if (p <= 0 || p == it->pid || stat(path, &st) < 0 || st.st_ino != ns.st_ino ||
+            st.st_dev != ns.st_dev)
+            continue;
+        if ((all || holds_for_writing(e->d_name, mnt_id)) && kill((pid_t)p, SIGKILL) == 0)
+            killed++;
+    }
+    if (d)
+        closedir(d);
+    return killed;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/* Makes the volume read-only (ro) or writable again in one sandbox. */
+static void set_mode(const struct guard_item *it, bool ro)
+{
+    bool is_ro = false;
+    int fd = -1;
+    for (int i = 0; i < GUARD_TRIES && fd < 0; i++)
+        fd = find_mount(it, &is_ro);
+    if (fd < 0 && ro && syscall(SYS_pidfd_send_signal, it->pidfd, 0, NULL, 0) == 0) {
+        /* alive, but its mount cannot be reached from outside (a directory above it made
+         * unsearchable, or renamed in a loop): what writes there goes instead */
+        log_warn("volume %s: its mount in sandbox %s cannot be found; stopping the sandbox's "
+                 "processes instead (%d)",
+                 it->volume, it->sandbox, kill_writers(it, -1, true));
+        return;
+    }
+    if (fd < 0 || is_ro == ro) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    struct statx sx;
+    int mnt_id = statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &sx) == 0 ? (int)sx.stx_mnt_id : -1;
+    int rc = EBUSY;
+    for (int i = 0; i < GUARD_TRIES && rc == EBUSY; i++) {
+        rc = set_ro_in_sandbox(it->pidfd, fd, ro);
+        if (rc == EBUSY && kill_writers(it, mnt_id, i >= GUARD_ESCALATE) >= 0)
+            sleep_ms(GUARD_RETRY_MS);
+    }
+    close(fd);
+    if (rc != 0)
+        log_warn("volume %s: could not make it %s in sandbox %s (%s)", it->volume,
+                 ro ? "read-only" : "writable", it->sandbox, strerror(rc));
+    else
+        log_info("volume %s: %s in sandbox %s", it->volume,
+                 ro ? "at its limit, read-only" : "under its limit again, writable", it->sandbox);
+}
+
+/* ---- the thread ---- */
+
+static bool is_held(struct local_volume_guard *g, const char *vdir, bool hold)
+{
+    for (size_t i = 0; i < g->n_held; i++)
+        if (strcmp(g->held[i], vdir) == 0) {
+            if (!hold) /* released: the last one takes its place */
+                memcpy(g->held[i], g->held[--g->n_held], sizeof g->held[i]);
+            return true;
+        }
+    if (hold && g->n_held < GUARD_MAX_ITEMS)
+        snprintf(g->held[g->n_held++], sizeof g->held[0], "%s", vdir);
+    return false;
+}
+
+/* Measures the volume of item i (the first of its volume in the list) and sets its mounts. */
+static void guard_volume(struct local_volume_guard *g, size_t i)
+{
+    const struct guard_item *it = &g->cur.v[i];
+    struct local_volume_usage u;
+    struct mcp_error err;
+    if (walk_in_sandbox(it, &u) < 0 &&
+        local_volume_fs_walk(it->vdir, local_volume_max_entries(it->limit), &u, &err) < 0)
+        return;
+    bool over = local_volume_over(&u, it->limit);
+    bool was = is_held(g, it->vdir, over);
+    if (!over && !was)
+        return; /* under its limit, and never made read-only: nothing to do */
+    for (size_t k = i; k < g->cur.n; k++)
+        if (strcmp(g->cur.v[k].vdir, it->vdir) == 0)
+            set_mode(&g->cur.v[k], over);
+}
+
+static void guard_cycle(struct local_volume_guard *g)
+{
+    for (size_t i = 0; i < g->cur.n; i++) {
+        bool first = true;
+        for (size_t k = 0; k < i && first; k++)
+            first = strcmp(g->cur.v[k].vdir, g->cur.v[i].vdir) != 0;
+        if (first)
+            guard_volume(g, i);
+    }
+}
+
+static void *guard_main(void *arg)
+{
+    struct local_volume_guard *g = arg;
+    pthread_mutex_lock(&g->mu);
+    while (!g->stop) {
+        while (!g->stop && !g->has_pending)
+            pthread_cond_wait(&g->cv, &g->mu);
+        if (g->stop)
+            break;
+        list_free(&g->cur);
+        g->cur = g->pending;
+        g->pending = (struct guard_list){0};
+        g->has_pending = false;
+        pthread_mutex_unlock(&g->mu);
+        guard_cycle(g);
+        pthread_mutex_lock(&g->mu);
+    }
+    pthread_mutex_unlock(&g->mu);
+    return NULL;
+}
+
+struct local_volume_guard *local_volume_guard_start(struct local_backend *lb)
+{
+    if (geteuid() == 0)
+        return NULL;
+    struct local_volume_guard *g = xcalloc(1, sizeof *g);
+    g->lb = lb;
+    g->held = xcalloc(GUARD_MAX_ITEMS, sizeof *g->held);
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    if (pthread_create(&g->thread, NULL, guard_main, g) != 0) {
+        log_warn("cannot start the volume watcher: volume limits are not held");
+        free(g->held);
+        free(g);
+        return NULL;
+    }
+    g->timer = xcalloc(1, sizeof *g->timer);
+    uv_timer_init(lb->base.loop, g->timer);
+    g->timer->data = g;
+    uv_timer_start(g->timer, on_tick, GUARD_PERIOD_MS, GUARD_PERIOD_MS);
+    uv_unref((uv_handle_t *)g->timer);
+    return g;
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
+void local_volume_guard_stop(struct local_volume_guard *g)
+{
+    if (g == NULL)
+        return;
+    pthread_mutex_lock(&g->mu);
+    g->stop = true;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    pthread_join(g->thread, NULL);
+    uv_timer_stop(g->timer);
+    uv_close((uv_handle_t *)g->timer, timer_closed);
+    list_free(&g->pending);
+    list_free(&g->cur);
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+    free(g->held);
+    free(g);
+}
