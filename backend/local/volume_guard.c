@@ -67,8 +67,8 @@ struct local_volume_guard {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stop, has_pending;
-    struct guard_list pending; /* the loop's latest list, taken by the thread */
-    struct guard_list cur;     /* the thread's */
+    struct guard_list pending;         /* the loop's latest list, taken by the thread */
+    struct guard_list cur;             /* the thread's */
     char (*held)[LOCAL_PATH_MAX + 64]; /* the thread's: volumes it made read-only */
     size_t n_held;
 };
@@ -247,7 +247,8 @@ static int line_mount(char *line, int root, const struct stat *want, bool *ro)
         return -1;
     unescape(mp);
     struct open_how how = {.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
-                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+                           .resolve =
+                               RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
     int fd = (int)syscall(SYS_openat2, root, mp[1] ? mp + 1 : ".", &how, sizeof how);
     struct statx sx;
     /* the mount id and the root's inode: not a directory the sandbox put at that path since */
