@@ -776,6 +776,7 @@ struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
     uv_timer_start(&lb->timer, on_timer, LOCAL_TIMER_MS, LOCAL_TIMER_MS);
     uv_unref((uv_handle_t *)&lb->timer);
     lb->volume_guard = local_volume_guard_start(lb);
+    local_volume_sweep(store, lb->state_dir);
     log_debug("local backend ready: cgroups %s, seccomp %u instructions", cg_layout_name(lb->cg.layout),
               lb->seccomp.len);
     return &lb->base;

@@ -87,6 +87,14 @@ int local_volume_fs_usage(const char *vdir, uint64_t *used, uint64_t *avail, str
 /* Unmounts and removes everything. -1 with err if something stayed. */
 int local_volume_fs_remove(const char *vdir, struct mcp_error *err);
 
+/* ---- what a crash left (volume_sweep.c) ---- */
+#define LOCAL_VOLUME_PATH_MAX 4200
+#define LOCAL_VOLUME_ORPHAN_AGE_S 600 /* a create takes milliseconds; another process may be in one */
+struct store;
+/* At the backend's start: removes volume directories no record names (older than the age
+ * above), logs records whose directory is gone. Never removes a directory a record names. */
+void local_volume_sweep(struct store *st, const char *state_dir);
+
 /* ---- the watcher (volume_guard.c): as a user, the limit held from outside the sandboxes ---- */
 struct local_backend;
 struct local_volume_guard;
