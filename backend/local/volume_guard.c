@@ -198,26 +198,6 @@ static int walk_in_sandbox(const struct guard_item *it, struct local_volume_usag
     return n == (ssize_t)sizeof *u && rc == 0 ? 0 : -1;
 }
 
-/* Sets (ro) or clears read-only on the mount fd refers to, from inside the sandbox's user and
- * mount namespaces (mount_setattr acts on mounts of the caller's own mount namespace only).
- * 0, or the errno. */
-static int set_ro_in_sandbox(int pidfd, int fd, bool ro)
-{
-    pid_t pid = raw_fork();
-    if (pid == 0) {
-        int keep[2] = {pidfd, fd};
-        volume_guard_fds(keep, 2);
-        struct mount_attr attr = {.attr_set = ro ? MOUNT_ATTR_RDONLY : 0,
-                                  .attr_clr = ro ? 0 : MOUNT_ATTR_RDONLY};
-        if (setns(keep[0], CLONE_NEWUSER | CLONE_NEWNS) < 0)
-            _exit(errno & 0xff);
-        if (syscall(SYS_mount_setattr, keep[1], "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
-            _exit(errno & 0xff);
-        _exit(0);
-    }
-    return pid < 0 ? errno : wait_child(pid);
-}
-
 /* ---- finding the volume's mount in a sandbox ---- */
 
 /* Undoes mountinfo's octal escapes (\040 for a space, ...) in place. */
@@ -237,12 +217,11 @@ static void unescape(char *s)
 
 /* One mountinfo line: when it is the mount of the volume's root (want: its dev and ino), an
  * O_PATH fd of it opened inside the sandbox's root, and whether it is read-only now. */
-static int line_mount(char *line, int root, const struct stat *want, bool *ro)
+static int line_mount(char *line, int root, const struct stat *want, bool *ro, int *mnt_id)
 {
-    int id = 0;
     unsigned maj = 0, min = 0;
     char mp[4096], opts[256];
-    if (sscanf(line, "%d %*d %u:%u %*s %4095s %255s", &id, &maj, &min, mp, opts) != 5 ||
+    if (sscanf(line, "%d %*d %u:%u %*s %4095s %255s", mnt_id, &maj, &min, mp, opts) != 5 ||
         makedev(maj, min) != want->st_dev)
         return -1;
     unescape(mp);
@@ -253,7 +232,7 @@ static int line_mount(char *line, int root, const struct stat *want, bool *ro)
     struct statx sx;
     /* the mount id and the root's inode: not a directory the sandbox put at that path since */
     if (fd >= 0 && statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, &sx) == 0 &&
-        sx.stx_mnt_id == (uint64_t)id && sx.stx_ino == want->st_ino &&
+        sx.stx_mnt_id == (uint64_t)*mnt_id && sx.stx_ino == want->st_ino &&
         makedev(sx.stx_dev_major, sx.stx_dev_minor) == want->st_dev) {
         *ro = strncmp(opts, "ro", 2) == 0 && (opts[2] == ',' || opts[2] == '\0');
         return fd;
@@ -263,32 +242,87 @@ static int line_mount(char *line, int root, const struct stat *want, bool *ro)
     return -1;
 }
 
-/* The volume's mount in the sandbox (an O_PATH fd), or -1 (the sandbox ended, or it renamed the
- * directories above the mount between the read and the open: the caller tries again). */
-static int find_mount(const struct guard_item *it, bool *ro)
+/* In the child, inside the sandbox's user namespace (whose capabilities search directories the
+ * sandbox made mode 000): the volume's mount, from mountinfo (info, read from its start). -1
+ * when the sandbox renamed a directory above it between the read and the open (tried again by
+ * the caller), or it is not there. */
+static int find_mount(int info, int root, const struct stat *want, bool *ro, int *mnt_id)
 {
+    static __thread char text[65536]; /* the guard thread's: its forked children write it */
+    ssize_t n = pread(info, text, sizeof text - 1, 0);
+    if (n <= 0)
+        return -1;
+    text[n] = '\0';
+    int fd = -1;
+    for (char *line = text, *end; fd < 0 && line && *line; line = end ? end + 1 : NULL) {
+        end = strchr(line, '\n');
+        if (end)
+            *end = '\0';
+        fd = line_mount(line, root, want, ro, mnt_id);
+    }
+    return fd;
+}
+
+/* What a child reports on its pipe. */
+struct mode_result {
+    int rc;     /* 0, or the errno: EBUSY while a file is open for writing there */
+    int mnt_id; /* the mount's id, -1 when it was not found */
+};
+
+/* The child: joins the sandbox's user namespace, finds the mount, joins its mount namespace
+ * (mount_setattr acts on the caller's own mounts only) and sets or clears read-only. */
+__attribute__((noreturn)) static void mode_child(int *keep, const struct stat *want, bool ro)
+{
+    volume_guard_fds(keep, 4); /* pidfd, root, mountinfo, pipe */
+    struct mode_result r = {.rc = ENOENT, .mnt_id = -1};
+    bool is_ro = false;
+    int fd = -1;
+    if (setns(keep[0], CLONE_NEWUSER) < 0)
+        r.rc = errno;
+    for (int i = 0; i < GUARD_TRIES && fd < 0 && r.rc == ENOENT; i++)
+        fd = find_mount(keep[2], keep[1], want, &is_ro, &r.mnt_id);
+    struct mount_attr attr = {.attr_set = ro ? MOUNT_ATTR_RDONLY : 0,
+                              .attr_clr = ro ? 0 : MOUNT_ATTR_RDONLY};
+    if (fd < 0)
+        r.mnt_id = -1;
+    else if (is_ro == ro)
+        r.rc = 0;
+    else if (setns(keep[0], CLONE_NEWNS) < 0 ||
+             syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
+        r.rc = errno;
+    else
+        r.rc = 0;
+    _exit(write(keep[3], &r, sizeof r) == (ssize_t)sizeof r ? 0 : 1);
+}
+
+/* Sets (ro) or clears read-only on the volume's mount in the sandbox. */
+static struct mode_result set_ro_in_sandbox(const struct guard_item *it, bool ro)
+{
+    struct mode_result r = {.rc = ESRCH, .mnt_id = -1};
     char path[LOCAL_PATH_MAX + 80];
     struct stat want;
     snprintf(path, sizeof path, "%s/mnt/data", it->vdir);
     if (stat(path, &want) < 0)
-        return -1;
+        return r;
     snprintf(path, sizeof path, "/proc/%d/root", (int)it->pid);
     cleanup_close int root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
     snprintf(path, sizeof path, "/proc/%d/mountinfo", (int)it->pid);
-    FILE *f = root >= 0 ? fopen(path, "re") : NULL;
-    if (f == NULL)
-        return -1;
-    char line[8192];
-    int fd = -1;
-    while (fd < 0 && fgets(line, sizeof line, f))
-        fd = line_mount(line, root, &want, ro);
-    fclose(f);
+    cleanup_close int info = open(path, O_RDONLY | O_CLOEXEC);
+    int p[2];
     /* opened while the pidfd's process lives: then the pid was still the sandbox's */
-    if (fd >= 0 && syscall(SYS_pidfd_send_signal, it->pidfd, 0, NULL, 0) < 0) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
+    if (root < 0 || info < 0 || syscall(SYS_pidfd_send_signal, it->pidfd, 0, NULL, 0) < 0 ||
+        pipe2(p, O_CLOEXEC) < 0)
+        return r;
+    pid_t pid = raw_fork();
+    if (pid == 0)
+        mode_child((int[4]){it->pidfd, root, info, p[1]}, &want, ro);
+    close(p[1]);
+    if (pid < 0 || read(p[0], &r, sizeof r) != (ssize_t)sizeof r)
+        r = (struct mode_result){.rc = EIO, .mnt_id = -1};
+    close(p[0]);
+    if (pid > 0)
+        (void)wait_child(pid);
+    return r;
 }
 
 /* ---- the processes that keep a mount writable ---- */
@@ -352,38 +386,23 @@ static void sleep_ms(long ms)
 /* Makes the volume read-only (ro) or writable again in one sandbox. */
 static void set_mode(const struct guard_item *it, bool ro)
 {
-    bool is_ro = false;
-    int fd = -1;
-    for (int i = 0; i < GUARD_TRIES && fd < 0; i++)
-        fd = find_mount(it, &is_ro);
-    if (fd < 0 && ro && syscall(SYS_pidfd_send_signal, it->pidfd, 0, NULL, 0) == 0) {
-        /* alive, but its mount cannot be reached from outside (a directory above it made
-         * unsearchable, or renamed in a loop): what writes there goes instead */
+    struct mode_result r = set_ro_in_sandbox(it, ro);
+    for (int i = 0; i < GUARD_TRIES && r.rc == EBUSY; i++) {
+        kill_writers(it, r.mnt_id, i >= GUARD_ESCALATE);
+        sleep_ms(GUARD_RETRY_MS);
+        r = set_ro_in_sandbox(it, ro);
+    }
+    if (r.rc == ENOENT && ro && syscall(SYS_pidfd_send_signal, it->pidfd, 0, NULL, 0) == 0) {
+        /* alive, but its mount cannot be found (its parents renamed in a tight loop): what
+         * writes there goes instead */
         log_warn("volume %s: its mount in sandbox %s cannot be found; stopping the sandbox's "
                  "processes instead (%d)",
                  it->volume, it->sandbox, kill_writers(it, -1, true));
         return;
     }
-    if (fd < 0 || is_ro == ro) {
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
-    struct statx sx;
-    int mnt_id = statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &sx) == 0 ? (int)sx.stx_mnt_id : -1;
-    int rc = EBUSY;
-    for (int i = 0; i < GUARD_TRIES && rc == EBUSY; i++) {
-        rc = set_ro_in_sandbox(it->pidfd, fd, ro);
-        if (rc == EBUSY && kill_writers(it, mnt_id, i >= GUARD_ESCALATE) >= 0)
-            sleep_ms(GUARD_RETRY_MS);
-    }
-    close(fd);
-    if (rc != 0)
+    if (r.rc != 0 && r.rc != ESRCH)
         log_warn("volume %s: could not make it %s in sandbox %s (%s)", it->volume,
-                 ro ? "read-only" : "writable", it->sandbox, strerror(rc));
-    else
-        log_info("volume %s: %s in sandbox %s", it->volume,
-                 ro ? "at its limit, read-only" : "under its limit again, writable", it->sandbox);
+                 ro ? "read-only" : "writable", it->sandbox, strerror(r.rc));
 }
 
 /* ---- the thread ---- */

@@ -20,7 +20,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_volumes import ROOT, MIB, Serve, vol  # noqa: E402
+from test_volumes import ROOT, MIB, Serve, vol, volume_dirs  # noqa: E402
 
 SKIP = 77
 WATCHER = "usage watcher (read-only at the limit)"
@@ -187,9 +187,50 @@ def check_dodge(s):
     print("dodge: renaming the mount's parents in a loop did not hide the volume")
 
 
+def check_parent_hidden(s):
+    """A directory above the mount made mode 000 does not hide the mount from the watcher."""
+    v = name("parent")
+    s.volume("create", name=v, size_bytes=32 * MIB)
+    a = s.create(vol(v, "/data/x/v", "rw"))
+    code, _, err = s.sh(a, "chmod 000 /data/x /data && "
+                           "dd if=/dev/zero of=/data/x/v/big bs=1M count=40 2>/dev/null; true")
+    assert code == 0, err
+    err = until_refused(s, a, "/data/x/v/after")
+    assert REFUSED in err, err
+    assert s.sh(a, "echo alive")[1] == "alive\n", "the sandbox itself is still usable"
+    s.ok("destroy_sandbox", sandbox_id=a)
+    s.volume("delete", name=v)
+    print("parent: a mode-000 directory above the mount did not hide it")
+
+
+def check_release(s):
+    """Once usage falls back under the limit (files removed on the host) the volume is writable
+    again in the sandbox that still mounts it. As a user only (as root the image gives the
+    space back at once: test_volumes.py)."""
+    if ROOT:
+        return
+    v = name("release")
+    s.volume("create", name=v, size_bytes=32 * MIB)
+    a = s.create(vol(v, "/data/v", "rw"))
+    s.sh(a, "dd if=/dev/zero of=/data/v/big bs=1M count=40 2>/dev/null; true")
+    assert REFUSED in until_refused(s, a, "/data/v/after")
+    data = [os.path.join(s.state, "volumes", d, "mnt", "data") for d in volume_dirs(s.state)]
+    big = [os.path.join(d, "big") for d in data if os.path.exists(os.path.join(d, "big"))]
+    assert len(big) == 1, big
+    os.unlink(big[0])
+    deadline, code = time.monotonic() + WAIT_S, 1
+    while code != 0 and time.monotonic() < deadline:
+        time.sleep(0.3)
+        code = s.sh(a, "echo back > /data/v/back")[0]
+    assert code == 0, "the volume stayed read-only under its limit"
+    s.ok("destroy_sandbox", sandbox_id=a)
+    s.volume("delete", name=v)
+    print("release: writable again once the host removed the file")
+
+
 CHECKS = {"fill": check_fill, "held": check_held, "entries": check_entries,
           "sparse": check_sparse, "links": check_links, "hidden": check_hidden,
-          "dodge": check_dodge}
+          "dodge": check_dodge, "parent": check_parent_hidden, "release": check_release}
 
 
 def main():
