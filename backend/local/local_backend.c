@@ -119,10 +119,14 @@ json_t *local_info(const struct store_sandbox *rec)
         json_array_foreach(mounts, i, m)
         {
             json_t *vol = json_object_get(m, "volume"); /* a named volume: its name */
-            json_array_append_new(shown, json_pack("{s:O, s:O, s:O}", vol ? "volume" : "source",
-                                                   vol ? vol : json_object_get(m, "source"),
-                                                   "target", json_object_get(m, "target"), "mode",
-                                                   json_object_get(m, "mode")));
+            json_t *item = json_pack("{s:O, s:O, s:O}", vol ? "volume" : "source",
+                                     vol ? vol : json_object_get(m, "source"), "target",
+                                     json_object_get(m, "target"), "mode",
+                                     json_object_get(m, "mode"));
+            if (vol) /* how its size limit holds here, as the volume tool says */
+                json_object_set_new(item, "limit_enforced_by",
+                                    json_string(local_volume_enforcement()));
+            json_array_append_new(shown, item);
         }
         json_object_set_new(info, "mounts", shown);
     }

@@ -57,6 +57,8 @@ def check_fill(s):
     info = s.volume("create", name=v, size_bytes=32 * MIB)
     assert info["limit_enforced_by"] == ("ext4 image (loop mount)" if ROOT else WATCHER), info
     a, b = s.create(vol(v, "/data/v", "rw")), s.create(vol(v, "/mnt/v", "rw"))
+    shown = s.ok("get_sandbox", sandbox_id=a)["mounts"]
+    assert shown[0]["limit_enforced_by"] == info["limit_enforced_by"], shown
     bg(s, a, "dd if=/dev/zero of=/data/v/a bs=1M count=40")
     bg(s, b, "dd if=/dev/zero of=/mnt/v/b bs=1M count=40")
     err_a = until_refused(s, a, "/data/v/more-a")
