@@ -53,10 +53,10 @@ int local_volume_resolve(const struct local_ws_check *c, json_t *item, bool writ
 #define LOCAL_VOLUME_WATCHER "usage watcher (read-only at the limit)"
 #define LOCAL_VOLUME_WATCHER_NOTE                                                                  \
     "an ordinary user cannot mount a filesystem image, so the volume is a plain directory that "   \
-    "mcpbox measures every 0.5 s; at its limit (bytes, or one entry per 16 KiB) it is made "       \
-    "read-only in every sandbox mounting it (a process holding a file there open for writing is "  \
-    "killed) until usage falls back: a sandbox can overshoot by what it writes between two "       \
-    "measures"
+    "mcpbox measures every 0.5 s (less often for one of many files); at its limit (bytes, or one " \
+    "entry per 16 KiB) it is made read-only in every sandbox mounting it (a process holding a "   \
+    "file there open for writing is killed) until usage falls back: a sandbox can overshoot by "  \
+    "what it writes between two measures"
 const char *local_volume_enforcement(void);
 /* As a user a volume also holds at most one entry per LOCAL_VOLUME_BYTES_PER_ENTRY of its limit
  * (ext4's default inode ratio, which the root mode's image gets), and at most 200,000. */

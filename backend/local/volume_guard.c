@@ -36,6 +36,7 @@
 #include "backend/local/local_volume.h"
 #include "lib/base/cleanup.h"
 #include "lib/base/log.h"
+#include "lib/base/util.h"
 #include "lib/base/xalloc.h"
 #include "lib/store/store.h"
 #include "lib/store/store_volumes.h"
@@ -45,6 +46,7 @@
 #define GUARD_ESCALATE 3    /* after this many refusals, every process but init is killed */
 #define GUARD_RETRY_MS 50   /* between attempts: the killed processes' files are released */
 #define GUARD_MAX_ITEMS 256 /* rw volume mounts watched (more are logged and left out) */
+#define GUARD_REST_FACTOR 3 /* after a cycle of t ms, 3t ms of rest */
 
 struct guard_item {
     char vdir[LOCAL_PATH_MAX + 64];
@@ -449,6 +451,19 @@ static void guard_cycle(struct local_volume_guard *g)
     }
 }
 
+/* After a cycle of t ms: GUARD_REST_FACTOR times as long without walking (stop ends it), so
+ * that the walks of volumes of many files take at most a quarter of one core. Under mu. */
+static void rest(struct local_volume_guard *g, uint64_t t)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    uint64_t ns = (uint64_t)until.tv_nsec + t * GUARD_REST_FACTOR * 1000000ull;
+    until.tv_sec += (time_t)(ns / 1000000000ull);
+    until.tv_nsec = (long)(ns % 1000000000ull);
+    while (!g->stop && pthread_cond_timedwait(&g->cv, &g->mu, &until) == 0)
+        ;
+}
+
 static void *guard_main(void *arg)
 {
     struct local_volume_guard *g = arg;
@@ -463,8 +478,10 @@ static void *guard_main(void *arg)
         g->pending = (struct guard_list){0};
         g->has_pending = false;
         pthread_mutex_unlock(&g->mu);
+        uint64_t t0 = now_mono_ms();
         guard_cycle(g);
         pthread_mutex_lock(&g->mu);
+        rest(g, now_mono_ms() - t0);
     }
     pthread_mutex_unlock(&g->mu);
     return NULL;
@@ -477,8 +494,12 @@ struct local_volume_guard *local_volume_guard_start(struct local_backend *lb)
     struct local_volume_guard *g = xcalloc(1, sizeof *g);
     g->lb = lb;
     g->held = xcalloc(GUARD_MAX_ITEMS, sizeof *g->held);
+    pthread_condattr_t ca;
     pthread_mutex_init(&g->mu, NULL);
-    pthread_cond_init(&g->cv, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* rest(): not moved by the wall clock */
+    pthread_cond_init(&g->cv, &ca);
+    pthread_condattr_destroy(&ca);
     if (pthread_create(&g->thread, NULL, guard_main, g) != 0) {
         log_warn("cannot start the volume watcher: volume limits are not held");
         free(g->held);
