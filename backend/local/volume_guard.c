@@ -47,6 +47,7 @@
 #define GUARD_RETRY_MS 50   /* between attempts: the killed processes' files are released */
 #define GUARD_MAX_ITEMS 256 /* rw volume mounts watched (more are logged and left out) */
 #define GUARD_REST_FACTOR 3 /* after a cycle of t ms, 3t ms of rest */
+#define GUARD_IDS 8         /* mounts of one volume in one sandbox the guard tracks */
 
 struct guard_item {
     char vdir[LOCAL_PATH_MAX + 64];
@@ -62,6 +63,15 @@ struct guard_list {
     size_t n;
 };
 
+/* Mounts of a volume the guard made read-only in one sandbox: only those are made writable
+ * again (a mount the sandbox asked ro for stays so). */
+struct guard_held {
+    char sandbox[LOCAL_ID_LEN];
+    char vdir[LOCAL_PATH_MAX + 64];
+    int ids[GUARD_IDS];
+    int n;
+};
+
 struct local_volume_guard {
     struct local_backend *lb;
     uv_timer_t *timer;
@@ -71,7 +81,7 @@ struct local_volume_guard {
     bool stop, has_pending;
     struct guard_list pending;         /* the loop's latest list, taken by the thread */
     struct guard_list cur;             /* the thread's */
-    char (*held)[LOCAL_PATH_MAX + 64]; /* the thread's: volumes it made read-only */
+    struct guard_held *held; /* the thread's: the mounts it made read-only */
     size_t n_held;
 };
 
@@ -244,63 +254,70 @@ static int line_mount(char *line, int root, const struct stat *want, bool *ro, i
     return -1;
 }
 
-/* In the child, inside the sandbox's user namespace (whose capabilities search directories the
- * sandbox made mode 000): the volume's mount, from mountinfo (info, read from its start). -1
- * when the sandbox renamed a directory above it between the read and the open (tried again by
- * the caller), or it is not there. */
-static int find_mount(int info, int root, const struct stat *want, bool *ro, int *mnt_id)
+/* What a child reports on its pipe. */
+struct mode_result {
+    int rc;               /* 0, or the errno: EBUSY while a file is open for writing there */
+    int busy_id;          /* the mount that was busy */
+    int n;                /* ids: the mounts it changed */
+    int ids[GUARD_IDS];
+};
+
+/* In the child, inside the sandbox's user and mount namespaces (whose capabilities search
+ * directories the sandbox made mode 000): every mount of the volume's root in mountinfo (info,
+ * read from its start) set read-only, or, to release, those of ids[n] cleared. *found: how many
+ * mounts of the volume it saw. */
+static void set_mounts(int info, int root, const struct stat *want, bool ro,
+                       const int *ids, int n, struct mode_result *r, int *found)
 {
     static __thread char text[65536]; /* the guard thread's: its forked children write it */
-    ssize_t n = pread(info, text, sizeof text - 1, 0);
-    if (n <= 0)
-        return -1;
-    text[n] = '\0';
-    int fd = -1;
-    for (char *line = text, *end; fd < 0 && line && *line; line = end ? end + 1 : NULL) {
+    ssize_t len = pread(info, text, sizeof text - 1, 0);
+    text[len > 0 ? len : 0] = '\0';
+    for (char *line = text, *end; line && *line; line = end ? end + 1 : NULL) {
         end = strchr(line, '\n');
         if (end)
             *end = '\0';
-        fd = line_mount(line, root, want, ro, mnt_id);
+        bool is_ro = false, mine = ro;
+        int id = -1, fd = line_mount(line, root, want, &is_ro, &id);
+        if (fd < 0)
+            continue;
+        ++*found;
+        for (int i = 0; i < n && !mine; i++)
+            mine = ids[i] == id;
+        struct mount_attr attr = {.attr_set = ro ? MOUNT_ATTR_RDONLY : 0,
+                                  .attr_clr = ro ? 0 : MOUNT_ATTR_RDONLY};
+        if (mine && is_ro != ro &&
+            syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
+            r->rc = errno, r->busy_id = id;
+        else if (mine && is_ro != ro && r->n < GUARD_IDS)
+            r->ids[r->n++] = id;
+        close(fd);
     }
-    return fd;
 }
 
-/* What a child reports on its pipe. */
-struct mode_result {
-    int rc;     /* 0, or the errno: EBUSY while a file is open for writing there */
-    int mnt_id; /* the mount's id, -1 when it was not found */
-};
-
-/* The child: joins the sandbox's user namespace, finds the mount, joins its mount namespace
- * (mount_setattr acts on the caller's own mounts only) and sets or clears read-only. */
-__attribute__((noreturn)) static void mode_child(int *keep, const struct stat *want, bool ro)
+/* The child: joins the sandbox's user and mount namespaces (mount_setattr acts on the caller's
+ * own mounts only) and sets or clears read-only on the volume's mounts. */
+__attribute__((noreturn)) static void mode_child(int *keep, const struct stat *want, bool ro,
+                                                 const int *ids, int n)
 {
     volume_guard_fds(keep, 4); /* pidfd, root, mountinfo, pipe */
-    struct mode_result r = {.rc = ENOENT, .mnt_id = -1};
-    bool is_ro = false;
-    int fd = -1;
-    if (setns(keep[0], CLONE_NEWUSER) < 0)
+    struct mode_result r = {.rc = 0, .busy_id = -1};
+    int found = 0;
+    if (setns(keep[0], CLONE_NEWUSER) < 0 || setns(keep[0], CLONE_NEWNS) < 0)
         r.rc = errno;
-    for (int i = 0; i < GUARD_TRIES && fd < 0 && r.rc == ENOENT; i++)
-        fd = find_mount(keep[2], keep[1], want, &is_ro, &r.mnt_id);
-    struct mount_attr attr = {.attr_set = ro ? MOUNT_ATTR_RDONLY : 0,
-                              .attr_clr = ro ? 0 : MOUNT_ATTR_RDONLY};
-    if (fd < 0)
-        r.mnt_id = -1;
-    else if (is_ro == ro)
-        r.rc = 0;
-    else if (setns(keep[0], CLONE_NEWNS) < 0 ||
-             syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
-        r.rc = errno;
-    else
-        r.rc = 0;
+    /* none seen: the sandbox renamed a directory above one between the read and the open */
+    for (int i = 0; i < GUARD_TRIES && r.rc == 0 && found == 0; i++)
+        set_mounts(keep[2], keep[1], want, ro, ids, n, &r, &found);
+    if (r.rc == 0 && found == 0)
+        r.rc = ENOENT;
     _exit(write(keep[3], &r, sizeof r) == (ssize_t)sizeof r ? 0 : 1);
 }
 
-/* Sets (ro) or clears read-only on the volume's mount in the sandbox. */
-static struct mode_result set_ro_in_sandbox(const struct guard_item *it, bool ro)
+/* Sets (ro) or clears (of ids[n], those it set) read-only on the volume's mounts in the
+ * sandbox. */
+static struct mode_result set_ro_in_sandbox(const struct guard_item *it, bool ro, const int *ids,
+                                            int n)
 {
-    struct mode_result r = {.rc = ESRCH, .mnt_id = -1};
+    struct mode_result r = {.rc = ESRCH, .busy_id = -1};
     char path[LOCAL_PATH_MAX + 80];
     struct stat want;
     snprintf(path, sizeof path, "%s/mnt/data", it->vdir);
@@ -317,10 +334,10 @@ static struct mode_result set_ro_in_sandbox(const struct guard_item *it, bool ro
         return r;
     pid_t pid = raw_fork();
     if (pid == 0)
-        mode_child((int[4]){it->pidfd, root, info, p[1]}, &want, ro);
+        mode_child((int[4]){it->pidfd, root, info, p[1]}, &want, ro, ids, n);
     close(p[1]);
     if (pid < 0 || read(p[0], &r, sizeof r) != (ssize_t)sizeof r)
-        r = (struct mode_result){.rc = EIO, .mnt_id = -1};
+        r = (struct mode_result){.rc = EIO, .busy_id = -1};
     close(p[0]);
     if (pid > 0)
         (void)wait_child(pid);
@@ -385,41 +402,80 @@ static void sleep_ms(long ms)
         ;
 }
 
-/* Makes the volume read-only (ro) or writable again in one sandbox. */
-static void set_mode(const struct guard_item *it, bool ro)
+/* The guard's record of item's sandbox and volume, made when make says so; NULL if none. */
+static struct guard_held *held_of(struct local_volume_guard *g, const struct guard_item *it,
+                                  bool make)
 {
-    struct mode_result r = set_ro_in_sandbox(it, ro);
+    for (size_t i = 0; i < g->n_held; i++)
+        if (strcmp(g->held[i].sandbox, it->sandbox) == 0 && strcmp(g->held[i].vdir, it->vdir) == 0)
+            return &g->held[i];
+    if (!make || g->n_held == GUARD_MAX_ITEMS)
+        return NULL;
+    struct guard_held *h = &g->held[g->n_held++];
+    *h = (struct guard_held){0};
+    snprintf(h->sandbox, sizeof h->sandbox, "%s", it->sandbox);
+    snprintf(h->vdir, sizeof h->vdir, "%s", it->vdir);
+    return h;
+}
+
+static void held_drop(struct local_volume_guard *g, struct guard_held *h)
+{
+    *h = g->held[--g->n_held]; /* the last one takes its place */
+}
+
+/* Makes the volume's mounts read-only in one sandbox (ro), or those it made so writable again. */
+static void set_mode(struct local_volume_guard *g, const struct guard_item *it, bool ro)
+{
+    struct guard_held *h = held_of(g, it, ro);
+    if (h == NULL) /* releasing where it changed nothing, or (logged) too many to track */
+        return;
+    struct mode_result r = set_ro_in_sandbox(it, ro, h->ids, h->n);
     for (int i = 0; i < GUARD_TRIES && r.rc == EBUSY; i++) {
-        kill_writers(it, r.mnt_id, i >= GUARD_ESCALATE);
+        kill_writers(it, r.busy_id, i >= GUARD_ESCALATE);
         sleep_ms(GUARD_RETRY_MS);
-        r = set_ro_in_sandbox(it, ro);
+        struct mode_result again = set_ro_in_sandbox(it, ro, h->ids, h->n);
+        for (int k = 0; k < r.n && again.n < GUARD_IDS; k++) /* set ro by the first try */
+            again.ids[again.n++] = r.ids[k];
+        r = again;
     }
-    if (r.rc == ENOENT && ro && syscall(SYS_pidfd_send_signal, it->pidfd, 0, NULL, 0) == 0) {
+    for (int k = 0; ro && k < r.n && h->n < GUARD_IDS; k++)
+        h->ids[h->n++] = r.ids[k];
+    if (!ro && r.rc != EBUSY)
+        held_drop(g, h);
+    if (r.rc == ENOENT && ro && syscall(SYS_pidfd_send_signal, it->pidfd, 0, NULL, 0) == 0)
         /* alive, but its mount cannot be found (its parents renamed in a tight loop): what
          * writes there goes instead */
         log_warn("volume %s: its mount in sandbox %s cannot be found; stopping the sandbox's "
                  "processes instead (%d)",
                  it->volume, it->sandbox, kill_writers(it, -1, true));
-        return;
-    }
-    if (r.rc != 0 && r.rc != ESRCH)
+    else if (r.rc != 0 && r.rc != ESRCH)
         log_warn("volume %s: could not make it %s in sandbox %s (%s)", it->volume,
                  ro ? "read-only" : "writable", it->sandbox, strerror(r.rc));
 }
 
 /* ---- the thread ---- */
 
-static bool is_held(struct local_volume_guard *g, const char *vdir, bool hold)
+/* Whether the guard made any mount of vdir read-only. */
+static bool is_held(const struct local_volume_guard *g, const char *vdir)
 {
     for (size_t i = 0; i < g->n_held; i++)
-        if (strcmp(g->held[i], vdir) == 0) {
-            if (!hold) /* released: the last one takes its place */
-                memcpy(g->held[i], g->held[--g->n_held], sizeof g->held[i]);
+        if (strcmp(g->held[i].vdir, vdir) == 0)
             return true;
-        }
-    if (hold && g->n_held < GUARD_MAX_ITEMS)
-        snprintf(g->held[g->n_held++], sizeof g->held[0], "%s", vdir);
     return false;
+}
+
+/* Forgets the sandboxes that are gone (no longer in the list). */
+static void held_prune(struct local_volume_guard *g)
+{
+    for (size_t i = 0; i < g->n_held;) {
+        bool live = false;
+        for (size_t k = 0; k < g->cur.n && !live; k++)
+            live = strcmp(g->cur.v[k].sandbox, g->held[i].sandbox) == 0;
+        if (live)
+            i++;
+        else
+            held_drop(g, &g->held[i]);
+    }
 }
 
 /* Measures the volume of item i (the first of its volume in the list) and sets its mounts. */
@@ -432,16 +488,16 @@ static void guard_volume(struct local_volume_guard *g, size_t i)
         local_volume_fs_walk(it->vdir, local_volume_max_entries(it->limit), &u, &err) < 0)
         return;
     bool over = local_volume_over(&u, it->limit);
-    bool was = is_held(g, it->vdir, over);
-    if (!over && !was)
+    if (!over && !is_held(g, it->vdir))
         return; /* under its limit, and never made read-only: nothing to do */
     for (size_t k = i; k < g->cur.n; k++)
         if (strcmp(g->cur.v[k].vdir, it->vdir) == 0)
-            set_mode(&g->cur.v[k], over);
+            set_mode(g, &g->cur.v[k], over);
 }
 
 static void guard_cycle(struct local_volume_guard *g)
 {
+    held_prune(g);
     for (size_t i = 0; i < g->cur.n; i++) {
         bool first = true;
         for (size_t k = 0; k < i && first; k++)

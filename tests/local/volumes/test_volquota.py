@@ -230,9 +230,37 @@ def check_release(s):
     print("release: writable again once the host removed the file")
 
 
+def check_twice(s):
+    """One volume mounted twice in one sandbox, ro first and rw second: the rw one is made
+    read-only too (not only the first mount of the volume found), and, as a user, once usage
+    falls back only the mount the watcher changed is writable again, not the one asked ro."""
+    v = name("twice")
+    s.volume("create", name=v, size_bytes=32 * MIB)
+    a = s.create(vol(v, "/data/a", "ro"), vol(v, "/data/b", "rw"))
+    s.sh(a, "dd if=/dev/zero of=/data/b/big bs=1M count=40 2>/dev/null; true")
+    err = until_refused(s, a, "/data/b/after")
+    assert REFUSED in err, err
+    if not ROOT:
+        data = [os.path.join(s.state, "volumes", d, "mnt", "data") for d in volume_dirs(s.state)]
+        for d in data:
+            if os.path.exists(os.path.join(d, "big")):
+                os.unlink(os.path.join(d, "big"))
+        deadline, code = time.monotonic() + WAIT_S, 1
+        while code != 0 and time.monotonic() < deadline:
+            time.sleep(0.3)
+            code = s.sh(a, "echo back > /data/b/back")[0]
+        assert code == 0, "the rw mount stayed read-only under the limit"
+        code, out, err = s.sh(a, "echo no > /data/a/no")
+        assert code != 0 and "Read-only" in out + err, "the mount asked ro became writable"
+    s.ok("destroy_sandbox", sandbox_id=a)
+    s.volume("delete", name=v)
+    print("twice: the rw mount of a volume mounted twice was held; the ro one stayed ro")
+
+
 CHECKS = {"fill": check_fill, "held": check_held, "entries": check_entries,
           "sparse": check_sparse, "links": check_links, "hidden": check_hidden,
-          "dodge": check_dodge, "parent": check_parent_hidden, "release": check_release}
+          "dodge": check_dodge, "parent": check_parent_hidden, "release": check_release,
+          "twice": check_twice}
 
 
 def main():
