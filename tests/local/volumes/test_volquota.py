@@ -257,10 +257,28 @@ def check_twice(s):
     print("twice: the rw mount of a volume mounted twice was held; the ro one stayed ro")
 
 
+def check_deep(s):
+    """Bytes below 300 nested directories (deeper than the walk goes): as a user the volume is
+    counted as at its limit, never as empty. As root ext4 has no such depth limit: skipped."""
+    if ROOT:
+        return
+    v = name("deep")
+    s.volume("create", name=v, size_bytes=32 * MIB)
+    a = s.create(vol(v, "/data/v", "rw"))
+    code, _, err = s.sh(a, "cd /data/v && i=0; while [ $i -lt 300 ]; do mkdir d && cd d || exit 1; "
+                           "i=$((i+1)); done; echo x > f")
+    assert code == 0, err
+    err = until_refused(s, a, "/data/v/after")
+    assert REFUSED in err, err
+    s.ok("destroy_sandbox", sandbox_id=a)
+    s.volume("delete", name=v)
+    print("deep: a volume deeper than the walk goes counted as at its limit")
+
+
 CHECKS = {"fill": check_fill, "held": check_held, "entries": check_entries,
           "sparse": check_sparse, "links": check_links, "hidden": check_hidden,
           "dodge": check_dodge, "parent": check_parent_hidden, "release": check_release,
-          "twice": check_twice}
+          "twice": check_twice, "deep": check_deep}
 
 
 def main():
