@@ -175,8 +175,9 @@ static void walk_entry(int dir, const char *name, int depth, uint64_t budget,
  * guard runs it in a child forked from the threaded server (volume_guard.c). */
 static void walk_usage(int fd, int depth, uint64_t budget, struct local_volume_usage *u)
 {
-    char buf[1024]; /* times VOLUME_WALK_DEPTH levels: 256 KiB of stack at most */
-    long n;
+    /* times VOLUME_WALK_DEPTH levels: 256 KiB of stack at most */
+    _Alignas(struct dirent64) char buf[1024];
+    long n = 0;
     while (!u->partial && (n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
         for (long off = 0; off < n && !u->partial;) {
             struct dirent64 *e = (struct dirent64 *)(void *)(buf + off);
