@@ -34,6 +34,7 @@
 #define LOG_MODULE "local"
 #include "backend/local/local_sandbox.h"
 #include "backend/local/local_volume.h"
+#include "backend/local/mountinfo.h"
 #include "lib/base/cleanup.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"
@@ -212,41 +213,24 @@ static int walk_in_sandbox(const struct guard_item *it, struct local_volume_usag
 
 /* ---- finding the volume's mount in a sandbox ---- */
 
-/* Undoes mountinfo's octal escapes (\040 for a space, ...) in place. */
-static void unescape(char *s)
-{
-    char *o = s;
-    for (; *s; o++) {
-        if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-            s[3] >= '0' && s[3] <= '7') {
-            *o = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-            s += 4;
-        } else
-            *o = *s++;
-    }
-    *o = '\0';
-}
-
 /* One mountinfo line: when it is the mount of the volume's root (want: its dev and ino), an
  * O_PATH fd of it opened inside the sandbox's root, and whether it is read-only now. */
-static int line_mount(char *line, int root, const struct stat *want, bool *ro, int *mnt_id)
+static int line_mount(const char *line, int root, const struct stat *want, bool *ro, int *mnt_id)
 {
-    unsigned maj = 0, min = 0;
-    char mp[4096], opts[256];
-    if (sscanf(line, "%d %*d %u:%u %*s %4095s %255s", mnt_id, &maj, &min, mp, opts) != 5 ||
-        makedev(maj, min) != want->st_dev)
+    static __thread struct local_mountinfo m; /* 4 KiB: off the child's stack */
+    if (local_mountinfo_parse(line, &m) < 0 || makedev(m.maj, m.min) != want->st_dev)
         return -1;
-    unescape(mp);
+    *mnt_id = m.id;
     struct open_how how = {.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
                            .resolve =
                                RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
-    int fd = (int)syscall(SYS_openat2, root, mp[1] ? mp + 1 : ".", &how, sizeof how);
+    int fd = (int)syscall(SYS_openat2, root, m.point[1] ? m.point + 1 : ".", &how, sizeof how);
     struct statx sx;
     /* the mount id and the root's inode: not a directory the sandbox put at that path since */
     if (fd >= 0 && statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, &sx) == 0 &&
-        sx.stx_mnt_id == (uint64_t)*mnt_id && sx.stx_ino == want->st_ino &&
+        sx.stx_mnt_id == (uint64_t)m.id && sx.stx_ino == want->st_ino &&
         makedev(sx.stx_dev_major, sx.stx_dev_minor) == want->st_dev) {
-        *ro = strncmp(opts, "ro", 2) == 0 && (opts[2] == ',' || opts[2] == '\0');
+        *ro = m.ro;
         return fd;
     }
     if (fd >= 0)
