@@ -339,14 +339,15 @@ static int over_limit(const char *vdir, const struct store_volume *v, unsigned i
         return 0;
     if (local_volume_fs_walk(vdir, local_volume_max_entries(v->size_limit), &u, err) < 0)
         return -1;
+    u.partial = false; /* only the watcher, which reads as the sandboxes do, counts what it
+                        * cannot see: here a directory a sandbox made private is no reason */
     if (!local_volume_over(&u, v->size_limit))
         return 0;
     return mcp_error_set(err, MCP_ERR_LIMIT, 0,
-                         "mounts[%u].volume %s holds %llu bytes in %llu entries%s, at or over its "
+                         "mounts[%u].volume %s holds %llu bytes in %llu entries, at or over its "
                          "limit of %llu bytes and %llu entries: mount it ro, or delete files "
                          "from it first",
                          i, v->name, (unsigned long long)u.bytes, (unsigned long long)u.entries,
-                         u.partial ? " (or more: not all of it could be read)" : "",
                          (unsigned long long)v->size_limit,
                          (unsigned long long)local_volume_max_entries(v->size_limit));
 }

@@ -462,14 +462,34 @@ static void held_prune(struct local_volume_guard *g)
     }
 }
 
+/* The usage of item i's volume. A walk in one sandbox's user namespace can miss a directory
+ * only the user (a sandbox with the person's id mapped) may read, or the other way round: each
+ * sandbox mounting it is tried, then the server itself, until one walk sees everything; if none
+ * does, the last (partial: counted as at the limit) is the answer. */
+static int measure(struct local_volume_guard *g, size_t i, struct local_volume_usage *u)
+{
+    const struct guard_item *it = &g->cur.v[i];
+    struct mcp_error err;
+    bool got = false;
+    for (size_t k = i; k < g->cur.n && !(got && !u->partial); k++)
+        if (strcmp(g->cur.v[k].vdir, it->vdir) == 0 && walk_in_sandbox(&g->cur.v[k], u) == 0)
+            got = true;
+    if (got && !u->partial)
+        return 0;
+    struct local_volume_usage own;
+    if (local_volume_fs_walk(it->vdir, local_volume_max_entries(it->limit), &own, &err) < 0)
+        return got ? 0 : -1;
+    if (!got || !own.partial)
+        *u = own;
+    return 0;
+}
+
 /* Measures the volume of item i (the first of its volume in the list) and sets its mounts. */
 static void guard_volume(struct local_volume_guard *g, size_t i)
 {
     const struct guard_item *it = &g->cur.v[i];
     struct local_volume_usage u;
-    struct mcp_error err;
-    if (walk_in_sandbox(it, &u) < 0 &&
-        local_volume_fs_walk(it->vdir, local_volume_max_entries(it->limit), &u, &err) < 0)
+    if (measure(g, i, &u) < 0)
         return;
     bool over = local_volume_over(&u, it->limit);
     if (!over && !is_held(g, it->vdir))
