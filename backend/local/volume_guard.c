@@ -148,7 +148,8 @@ static void on_tick(uv_timer_t *t)
 {
     struct local_volume_guard *g = t->data;
     struct guard_list l = {0};
-    collect(g->lb, &l);
+    if (g->lb->sandboxes != NULL) /* none live: nothing to ask the store */
+        collect(g->lb, &l);
     pthread_mutex_lock(&g->mu);
     list_free(&g->pending);
     g->pending = l;
