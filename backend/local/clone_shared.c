@@ -179,6 +179,16 @@ pid_t local_clone_copy(struct clone_args *args)
     return pid;
 }
 
+void local_close_except(int keep_a, int keep_b)
+{
+    int lo = keep_a < keep_b ? keep_a : keep_b, hi = keep_a < keep_b ? keep_b : keep_a;
+    if (lo > 0)
+        syscall(SYS_close_range, 0u, (unsigned)lo - 1, 0);
+    if (lo >= 0 && hi > lo + 1)
+        syscall(SYS_close_range, (unsigned)lo + 1, (unsigned)hi - 1, 0);
+    syscall(SYS_close_range, (unsigned)hi + 1, ~0u, 0);
+}
+
 void local_clone_shared_done(void)
 {
     if (dumpable_at_start > 0)

@@ -119,10 +119,14 @@ json_t *local_info(const struct store_sandbox *rec)
         json_array_foreach(mounts, i, m)
         {
             json_t *vol = json_object_get(m, "volume"); /* a named volume: its name */
-            json_array_append_new(shown, json_pack("{s:O, s:O, s:O}", vol ? "volume" : "source",
-                                                   vol ? vol : json_object_get(m, "source"),
-                                                   "target", json_object_get(m, "target"), "mode",
-                                                   json_object_get(m, "mode")));
+            json_t *item = json_pack("{s:O, s:O, s:O}", vol ? "volume" : "source",
+                                     vol ? vol : json_object_get(m, "source"), "target",
+                                     json_object_get(m, "target"), "mode",
+                                     json_object_get(m, "mode"));
+            if (vol) /* how its size limit holds here, as the volume tool says */
+                json_object_set_new(item, "limit_enforced_by",
+                                    json_string(local_volume_enforcement()));
+            json_array_append_new(shown, item);
         }
         json_object_set_new(info, "mounts", shown);
     }
@@ -775,6 +779,8 @@ struct backend *local_backend_new(uv_loop_t *loop, struct store *store,
     lb->timer.data = lb;
     uv_timer_start(&lb->timer, on_timer, LOCAL_TIMER_MS, LOCAL_TIMER_MS);
     uv_unref((uv_handle_t *)&lb->timer);
+    lb->volume_guard = local_volume_guard_start(lb);
+    local_volume_sweep(store, lb->state_dir);
     log_debug("local backend ready: cgroups %s, seccomp %u instructions", cg_layout_name(lb->cg.layout),
               lb->seccomp.len);
     return &lb->base;
@@ -831,6 +837,8 @@ void local_backend_free(struct backend *be)
         close(lb->agent_fd);
     lb->agent_fd = -1;
     uv_close((uv_handle_t *)&lb->timer, timer_closed);
+    local_volume_guard_stop(lb->volume_guard);
+    lb->volume_guard = NULL;
 }
 
 /* ---- vtable ---------------------------------------------------------------------------------- */

@@ -90,7 +90,8 @@ static pid_t probe_child(int ready_w, int go_r, int ready_r, int go_w)
     pid_t pid = fork();
     if (pid != 0)
         return pid;
-    close(ready_r), close(go_w); /* else go_r never sees the parent's close */
+    /* else go_r never sees the parent's close; nor another thread's pipe its own */
+    local_close_except(ready_w, go_r);
     char b = 'r';
     if (unshare(CLONE_NEWUSER) == 0 && write(ready_w, &b, 1) == 1)
         (void)!read(go_r, &b, 1);

@@ -112,6 +112,7 @@ struct local_backend {
     unsigned char slots_excluded[LOCAL_MAX_SLOTS / 8 + 1]; /* slices of users' subordinate ids */
     struct lsbx *sandboxes;                                /* live sandboxes this process watches */
     uv_timer_t timer;                                      /* paused sandboxes' TTL */
+    struct local_volume_guard *volume_guard; /* as a user: volume limits (volume_guard.c) */
 };
 
 struct destroy_op {

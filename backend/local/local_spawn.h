@@ -146,6 +146,11 @@ pid_t local_clone_shared(struct clone_args *args, void (*fn)(void *), void *arg)
 void local_clone_shared_done(void);
 /* clone3 without CLONE_VM (0 in the child, which is dumpable even if cloned in a window). */
 pid_t local_clone_copy(struct clone_args *args);
+/* In a child that waits and never execs: closes every descriptor but keep_a and keep_b (-1: none;
+ * the same twice: one). Another thread's pipe (a helper's error pipe, another such child's
+ * release pipe) copied into the child at its fork would otherwise stay open for as long as the
+ * child waits, and whoever waits for that pipe's EOF with it. */
+void local_close_except(int keep_a, int keep_b);
 /* Lets the child go on (sending the image trees, if any); closes all the fds. Thread-safe. */
 int local_spawn_release(int release_fd, struct image_trees *trees);
 /* "/proc/<pid>/stat" field 22, to tell a live init from a reused pid; 0 if gone. */

@@ -48,8 +48,33 @@ int local_volume_resolve(const struct local_ws_check *c, json_t *item, bool writ
                          struct local_ws_mount *wm, struct mcp_error *err);
 
 /* ---- the files (volume_fs.c) ---- */
-/* How the size limit holds on this host: "ext4 image (loop mount)" as root, NULL as a user. */
+/* How the size limit holds on this host: "ext4 image (loop mount)" as root, LOCAL_VOLUME_WATCHER
+ * as a user (volume_guard.c). */
+#define LOCAL_VOLUME_WATCHER "usage watcher (read-only at the limit)"
+#define LOCAL_VOLUME_WATCHER_NOTE                                                                  \
+    "an ordinary user cannot mount a filesystem image, so the volume is a plain directory that "   \
+    "mcpbox measures every 0.5 s (less often for one of many files); at its limit (bytes, or one " \
+    "entry per 16 KiB) it is made read-only in every sandbox mounting it (a process holding a "   \
+    "file there open for writing is killed) until usage falls back: a sandbox can overshoot by "  \
+    "what it writes between two measures"
 const char *local_volume_enforcement(void);
+/* As a user a volume also holds at most one entry per LOCAL_VOLUME_BYTES_PER_ENTRY of its limit
+ * (ext4's default inode ratio, which the root mode's image gets), and at most 200,000. */
+#define LOCAL_VOLUME_BYTES_PER_ENTRY 16384u
+struct local_volume_usage {
+    uint64_t bytes;   /* st_blocks of every entry, links counted as links */
+    uint64_t entries; /* files, directories, links... */
+    bool partial;     /* the walk could not see everything: counted as over the limit */
+};
+uint64_t local_volume_max_entries(uint64_t limit);
+/* Walks the volume's root (no link followed; at most budget entries, then partial). */
+int local_volume_fs_walk(const char *vdir, uint64_t budget, struct local_volume_usage *u,
+                         struct mcp_error *err);
+/* The same walk of the directory fd (closed here), with system calls only (for a child forked
+ * from the threaded server). */
+void local_volume_walk_fd(int fd, uint64_t budget, struct local_volume_usage *u);
+/* At or over the limit (bytes or entries), or not fully seen. */
+bool local_volume_over(const struct local_volume_usage *u, uint64_t limit);
 /* Makes the volume's directory and root (and, as root, its image, mounted); data owned by
  * uid:gid. -1 with err, leaving nothing behind. */
 int local_volume_fs_make(const char *vdir, uint64_t limit, uid_t uid, gid_t gid,
@@ -61,5 +86,21 @@ int local_volume_fs_ready(const char *vdir, struct mcp_error *err);
 int local_volume_fs_usage(const char *vdir, uint64_t *used, uint64_t *avail, struct mcp_error *err);
 /* Unmounts and removes everything. -1 with err if something stayed. */
 int local_volume_fs_remove(const char *vdir, struct mcp_error *err);
+
+/* ---- what a crash left (volume_sweep.c) ---- */
+#define LOCAL_VOLUME_PATH_MAX 4200
+#define LOCAL_VOLUME_ORPHAN_AGE_S 600 /* a create takes milliseconds; another process may be in one */
+struct store;
+/* At the backend's start: removes volume directories no record names (older than the age
+ * above), logs records whose directory is gone. Never removes a directory a record names. */
+void local_volume_sweep(struct store *st, const char *state_dir);
+
+/* ---- the watcher (volume_guard.c): as a user, the limit held from outside the sandboxes ---- */
+struct local_backend;
+struct local_volume_guard;
+/* Starts the watcher (as a user only; NULL as root, where the image holds the limit). */
+struct local_volume_guard *local_volume_guard_start(struct local_backend *lb);
+/* Stops and frees it (NULL: nothing). Volumes it made read-only stay so in their sandboxes. */
+void local_volume_guard_stop(struct local_volume_guard *g);
 
 #endif

@@ -900,7 +900,7 @@ static int owner_userns(uint32_t uid, uint32_t gid, uint32_t to_uid, uint32_t to
     pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
     if (pid == 0) { /* waits until the parent closes release_end (EOF), then goes */
         char b;
-        close(release_end);
+        local_close_except(wait_end, wait_end); /* release_end and every other thread's too */
         ssize_t r = read(wait_end, &b, 1);
         _exit(r < 0);
     }

@@ -65,16 +65,11 @@ static json_t *volume_info(const struct store_volume *v)
 {
     char when[32];
     format_rfc3339_ms(v->created_at_ms, when);
-    const char *by = local_volume_enforcement();
-    json_t *o = json_pack("{s:s, s:I, s:s, s:s?}", "name", v->name, "size_limit_bytes",
-                          (json_int_t)v->size_limit, "created_at", when, "limit_enforced_by", by);
-    if (by == NULL) {
-        json_object_set_new(o, "limit_enforced_by", json_null());
-        json_object_set_new(o, "limit_note",
-                            json_string("not enforced while sandboxes write (an ordinary user "
-                                        "cannot mount a filesystem image): a rw mount of a "
-                                        "volume at its limit is refused"));
-    }
+    json_t *o = json_pack("{s:s, s:I, s:s, s:s}", "name", v->name, "size_limit_bytes",
+                          (json_int_t)v->size_limit, "created_at", when, "limit_enforced_by",
+                          local_volume_enforcement());
+    if (geteuid() != 0)
+        json_object_set_new(o, "limit_note", json_string(LOCAL_VOLUME_WATCHER_NOTE));
     return o;
 }
 
@@ -334,21 +329,27 @@ int local_volume(struct backend *be, const char *owner, const char *action, json
     return j ? vol_queue(lb, j, cb, arg, err) : -1;
 }
 
-/* A writable mount of a volume past its limit where nothing enforces it (as a user). */
+/* A writable mount of a volume at its limit where the watcher holds it (as a user): it would be
+ * made read-only at once. */
 static int over_limit(const char *vdir, const struct store_volume *v, unsigned i,
                       struct mcp_error *err)
 {
-    uint64_t used = 0, avail = 0;
-    if (local_volume_enforcement() != NULL)
+    struct local_volume_usage u;
+    if (geteuid() == 0)
         return 0;
-    if (local_volume_fs_usage(vdir, &used, &avail, err) < 0)
+    if (local_volume_fs_walk(vdir, local_volume_max_entries(v->size_limit), &u, err) < 0)
         return -1;
-    if (used < v->size_limit)
+    u.partial = false; /* only the watcher, which reads as the sandboxes do, counts what it
+                        * cannot see: here a directory a sandbox made private is no reason */
+    if (!local_volume_over(&u, v->size_limit))
         return 0;
     return mcp_error_set(err, MCP_ERR_LIMIT, 0,
-                         "mounts[%u].volume %s holds %llu bytes, at or over its limit of %llu: "
-                         "mount it ro, or delete files from it first",
-                         i, v->name, (unsigned long long)used, (unsigned long long)v->size_limit);
+                         "mounts[%u].volume %s holds %llu bytes in %llu entries, at or over its "
+                         "limit of %llu bytes and %llu entries: mount it ro, or delete files "
+                         "from it first",
+                         i, v->name, (unsigned long long)u.bytes, (unsigned long long)u.entries,
+                         (unsigned long long)v->size_limit,
+                         (unsigned long long)local_volume_max_entries(v->size_limit));
 }
 
 /* The OpenSandbox API's pvc with createIfNotExists (osapi_volumes.c): a mount item

@@ -8,6 +8,7 @@
  * sandboxes write, and the size is a walk that follows no symlink (volume.c refuses a writable
  * mount of a volume at its limit: a soft check, named so). */
 #include <dirent.h>
+#include <sys/syscall.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -31,7 +32,7 @@ extern char **environ;
 
 const char *local_volume_enforcement(void)
 {
-    return geteuid() == 0 ? "ext4 image (loop mount)" : NULL;
+    return geteuid() == 0 ? "ext4 image (loop mount)" : LOCAL_VOLUME_WATCHER;
 }
 
 static bool as_root(void)
@@ -151,40 +152,86 @@ int local_volume_fs_make(const char *vdir, uint64_t limit, uid_t uid, gid_t gid,
     return 0;
 }
 
-/* Bytes below the directory fd (closed here), not following any symlink: each entry is looked
- * at with fstatat(AT_SYMLINK_NOFOLLOW) and each directory opened with O_NOFOLLOW from its
- * parent, so a link a sandbox planted is counted as the link it is. */
-static uint64_t walk_bytes(int fd, int depth, size_t *budget)
+uint64_t local_volume_max_entries(uint64_t limit)
 {
-    DIR *d = fdopendir(fd);
-    if (d == NULL) {
-        close(fd);
-        return 0;
-    }
-    uint64_t sum = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL && *budget > 0) {
-        struct stat st;
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
-            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-            continue;
-        (*budget)--;
-        sum += (uint64_t)st.st_blocks * 512;
-        if (!S_ISDIR(st.st_mode) || depth >= VOLUME_WALK_DEPTH)
-            continue;
-        int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (sub >= 0)
-            sum += walk_bytes(sub, depth + 1, budget);
-    }
-    closedir(d);
-    return sum;
+    uint64_t n = limit / LOCAL_VOLUME_BYTES_PER_ENTRY;
+    return n < VOLUME_WALK_ENTRIES ? n : VOLUME_WALK_ENTRIES;
+}
+
+bool local_volume_over(const struct local_volume_usage *u, uint64_t limit)
+{
+    return u->partial || u->bytes >= limit || u->entries > local_volume_max_entries(limit);
+}
+
+/* One entry of a walk: counted, and descended into when it is a directory. */
+static void walk_entry(int dir, const char *name, int depth, uint64_t budget,
+                       struct local_volume_usage *u);
+
+/* Adds what is below the directory fd (closed here) to u, not following any symlink: each entry
+ * is looked at with fstatat(AT_SYMLINK_NOFOLLOW) and each directory opened with O_NOFOLLOW from
+ * its parent, so a link a sandbox planted is counted as the link it is. What it cannot see (past
+ * the entry budget, deeper than VOLUME_WALK_DEPTH, a directory it cannot open) makes u partial:
+ * counted as over the limit, never as empty. System calls only (getdents64, no allocation): the
+ * guard runs it in a child forked from the threaded server (volume_guard.c). */
+static void walk_usage(int fd, int depth, uint64_t budget, struct local_volume_usage *u)
+{
+    /* times VOLUME_WALK_DEPTH levels: 256 KiB of stack at most */
+    _Alignas(struct dirent64) char buf[1024];
+    long n = 0;
+    while (!u->partial && (n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
+        for (long off = 0; off < n && !u->partial;) {
+            struct dirent64 *e = (struct dirent64 *)(void *)(buf + off);
+            off += e->d_reclen;
+            if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+                walk_entry(fd, e->d_name, depth, budget, u);
+        }
+    if (n < 0)
+        u->partial = true;
+    close(fd);
+}
+
+static void walk_entry(int dir, const char *name, int depth, uint64_t budget,
+                       struct local_volume_usage *u)
+{
+    struct stat st;
+    if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return; /* gone meanwhile */
+    u->partial = ++u->entries > budget;
+    u->bytes += (uint64_t)st.st_blocks * 512;
+    if (!S_ISDIR(st.st_mode) || u->partial)
+        return;
+    int sub = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (depth >= VOLUME_WALK_DEPTH || (sub < 0 && errno != ENOENT))
+        u->partial = true;
+    if (sub >= 0 && depth >= VOLUME_WALK_DEPTH)
+        close(sub);
+    else if (sub >= 0)
+        walk_usage(sub, depth + 1, budget, u);
+}
+
+void local_volume_walk_fd(int fd, uint64_t budget, struct local_volume_usage *u)
+{
+    *u = (struct local_volume_usage){0};
+    walk_usage(fd, 0, budget, u);
+}
+
+int local_volume_fs_walk(const char *vdir, uint64_t budget, struct local_volume_usage *u,
+                         struct mcp_error *err)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/mnt/data", vdir);
+    *u = (struct local_volume_usage){0};
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return mcp_error_set(err, MCP_ERR_IO, errno, "opening the volume at %s", path);
+    walk_usage(fd, 0, budget, u);
+    return 0;
 }
 
 int local_volume_fs_usage(const char *vdir, uint64_t *used, uint64_t *avail, struct mcp_error *err)
 {
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/mnt/data", vdir);
     if (as_root()) {
+        char path[PATH_MAX];
         struct statfs sf;
         if (local_volume_fs_ready(vdir, err) < 0)
             return -1;
@@ -195,11 +242,10 @@ int local_volume_fs_usage(const char *vdir, uint64_t *used, uint64_t *avail, str
         *avail = (uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize;
         return 0;
     }
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return mcp_error_set(err, MCP_ERR_IO, errno, "opening the volume at %s", path);
-    size_t budget = VOLUME_WALK_ENTRIES;
-    *used = walk_bytes(fd, 0, &budget);
+    struct local_volume_usage u;
+    if (local_volume_fs_walk(vdir, VOLUME_WALK_ENTRIES, &u, err) < 0)
+        return -1;
+    *used = u.bytes;
     *avail = UINT64_MAX;
     return 0;
 }
