@@ -110,6 +110,7 @@ static void restore_after(uv_work_t *w, int status)
     } else {
         op->cb(op->arg, NULL, &op->err);
     }
+    local_snapshot_refill_later(op->lb);
     lsbx_unref(op->sb);
     restore_free(op);
 }
