@@ -36,6 +36,9 @@ struct snap_helper {
 int snap_helper_start(int pid, int pidfd, const char *mode, int in_fd, int out_fd,
                       struct snap_helper *h, struct mcp_error *err);
 int snap_helper_finish(struct snap_helper *h, struct mcp_error *err);
+/* finish's verdict once all of the helper's stderr (msg, len bytes, NUL-terminated) was read and
+ * its err_fd closed: for a caller that read it on the loop (local_snapshot_restore.c). */
+int snap_helper_result(struct snap_helper *h, const char *msg, size_t len, struct mcp_error *err);
 /* What a helper that succeeded writes last on its stderr (then closes it, then exits). */
 #define SNAP_HELPER_DONE "\x06"
 /* A helper that said it is done, to be reaped by the next snap_helper_refill: 0, or -1 when the

@@ -271,6 +271,11 @@ int snap_helper_finish(struct snap_helper *h, struct mcp_error *err)
         len += r > 0 ? (size_t)r : 0;
     msg[len] = '\0';
     close(h->err_fd);
+    return snap_helper_result(h, msg, len, err);
+}
+
+int snap_helper_result(struct snap_helper *h, const char *msg, size_t len, struct mcp_error *err)
+{
     /* It said it is done and closed its end before exiting: reaped later (snap_helper_refill),
      * so that the caller does not wait out its exit (its memory's teardown, about 0.5 ms). */
     if (len == 1 && msg[0] == SNAP_HELPER_DONE[0] && snap_helper_reap_later(h->pid) == 0)

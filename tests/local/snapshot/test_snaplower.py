@@ -9,13 +9,17 @@ server over stdio.
           snapshot still restores; two restores of one snapshot at once are both whole.
  reap     restores, snapshots and forks, then no helper left behind: none a zombie of the
           server, none running, whatever the order (the reaping is deferred past the answer).
+ small    a layer small enough to restore from the server's loop (checked whole against its
+          digest first, then handed to the helper in one pipe) and one just too large for it
+          (streamed by a worker), two of each at once, all whole; a small layer damaged in the
+          store, and one that writes through a link, refused with no sandbox left.
  one      a fork of one copy (the spliced path) of a hostile source: the same bytes, no link
           followed out, no setuid bit, the fifo kept; a sparse file past twice its disk is
           refused with no copy left and the source thawed; a failed restore is never answered
           as done (a disk too small: refused, the sandbox it made gone).
 
 Runs as root and, through tests/local/rootless, as an ordinary user.
-usage: test_snaplower.py --mcpbox PATH --check again|reap|one   (77: cannot run here)
+usage: test_snaplower.py --mcpbox PATH --check again|reap|one|small   (77: cannot run here)
 """
 import argparse
 import os
@@ -27,7 +31,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_snapfast import HOSTILE, LOOK, fork, layers_left  # noqa: E402
-from test_snapshots import SKIP, Serve, at_once, sandboxes  # noqa: E402
+from test_snapshots import SKIP, Serve, at_once, sandboxes, tinfo, write_layer  # noqa: E402
 
 FILES = ("mkdir -p /workspace/p && head -c 3000000 /dev/urandom > /workspace/p/big && "
          "echo t > /tmp/t && echo r > /root/r && ln -s big /workspace/p/link")
@@ -135,10 +139,42 @@ def check_one(s):
           "failed restore refused, nothing left")
 
 
+def check_small(s):
+    import tarfile
+    src = s.ok("create_sandbox")["sandbox_id"]
+    sums = {}
+    for size in (200000, 300000):  # a layer below RESTORE_SMALL_MAX (256 KiB) and one above it
+        s.sh(src, f"rm -f /workspace/b; head -c {size} /dev/urandom > /workspace/b; echo s > /tmp/s")
+        _, want, _ = s.sh(src, "md5sum < /workspace/b; cat /tmp/s")
+        sums[snap_of(s, src)] = want
+    calls = [("create_sandbox", {"snapshot_id": snap}) for snap in sums for _ in range(2)]
+    for (_, args), r in zip(calls, at_once(s, calls)):
+        assert not r.get("isError"), r
+        _, got, _ = s.sh(r["structuredContent"]["sandbox_id"], "md5sum < /workspace/b; cat /tmp/s")
+        assert got == sums[args["snapshot_id"]], (args, got)
+    before = sandboxes(s)
+    info = {"snapshot_id": next(iter(sums))}
+    layer = os.path.join(s.state, "image-store", "blobs", "sha256", s.ok(
+        "snapshot_sandbox", action="get", snapshot_id=info["snapshot_id"])["layer"][7:])
+    with open(layer, "r+b") as f:  # one byte of file data flipped: a tar has no checksum on it
+        f.seek(5000)
+        b = f.read(1)
+        f.seek(5000)
+        f.write(bytes([b[0] ^ 0xFF]))
+    s.refused("create_sandbox", ["damaged", "delete the snapshot"], snapshot_id=info["snapshot_id"])
+    assert sandboxes(s) == before, (sandboxes(s), before)
+    write_layer(s, info, [tinfo("workspace/f", tarfile.FIFOTYPE), tinfo("workspace/l",
+                          tarfile.SYMTYPE, link="/etc"), tinfo("workspace/l/passwd", data=b"x")])
+    s.refused("create_sandbox", ["restoring"], snapshot_id=info["snapshot_id"])
+    assert sandboxes(s) == before, (sandboxes(s), before)
+    print("small: layers either side of the small-layer size whole, two of each at once; a "
+          "damaged small layer and one writing through a link refused, nothing left")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
-    ap.add_argument("--check", required=True, choices=["again", "reap", "one"])
+    ap.add_argument("--check", required=True, choices=["again", "reap", "one", "small"])
     a = ap.parse_args()
     base = tempfile.mkdtemp(prefix="mcpbox-snaplower-", dir="/tmp")
     os.chmod(base, 0o755)
