@@ -144,7 +144,8 @@ def check_small(s):
     src = s.ok("create_sandbox")["sandbox_id"]
     sums = {}
     for size in (200000, 300000):  # a layer below RESTORE_SMALL_MAX (256 KiB) and one above it
-        s.sh(src, f"rm -f /workspace/b; head -c {size} /dev/urandom > /workspace/b; echo s > /tmp/s")
+        s.sh(src, f"rm -f /workspace/b; head -c {size} /dev/urandom > /workspace/b; "
+                  "echo s > /tmp/s")
         _, want, _ = s.sh(src, "md5sum < /workspace/b; cat /tmp/s")
         sums[snap_of(s, src)] = want
     calls = [("create_sandbox", {"snapshot_id": snap}) for snap in sums for _ in range(2)]
