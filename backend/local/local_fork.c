@@ -89,6 +89,7 @@ static void stream_after(uv_work_t *w, int status)
         local_event(op->lb->base.store, op->stream.copies[i]->id, "forked",
                     json_pack("{s:s}", "forked_from", op->source), &e);
     }
+    local_snapshot_refill_later(op->lb);
     fork_finish(op);
 }
 

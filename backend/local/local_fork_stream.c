@@ -38,24 +38,53 @@ static int start_loads(struct fork_stream *fs, struct snap_helper *h, int *to)
     return fs->count;
 }
 
+#define FORK_CHUNK (256 << 10)
+
+static int too_big(const struct fork_stream *fs, struct mcp_error *err)
+{
+    return mcp_error_set(err, MCP_ERR_LIMIT, 0,
+                         "the fork would copy more than %llu bytes, twice the sandbox's disk: "
+                         "sparse files are copied whole; remove them (or copy the data out) and "
+                         "fork again",
+                         (unsigned long long)fs->max_bytes);
+}
+
+/* fan_out for one copy: the bytes moved from pipe to pipe by the kernel (splice), never through
+ * this thread's memory (two of the six copies a fork makes of every byte). Once the copy's
+ * helper stopped reading, the rest is read and dropped. */
+static int fan_one(struct fork_stream *fs, int from, int *to, struct mcp_error *err)
+{
+    static _Thread_local char chunk[FORK_CHUNK];
+    uint64_t bytes = 0;
+    for (;;) {
+        ssize_t r = *to >= 0 ? splice(from, NULL, *to, NULL, FORK_CHUNK, SPLICE_F_MOVE)
+                             : read(from, chunk, sizeof chunk);
+        if (r < 0 && errno == EPIPE && *to >= 0)
+            close(*to), *to = -1;
+        else if (r == 0 || (r < 0 && errno != EINTR))
+            return 0; /* the end of the tar, or the save helper's failure (its message) */
+        bytes += r > 0 ? (uint64_t)r : 0;
+        if (bytes > fs->max_bytes)
+            return too_big(fs, err);
+    }
+}
+
 /* The tar from the save helper to every copy, up to max_bytes (a sandbox can make its tar far
  * larger than its disk: sparse files are stored whole). A copy whose helper stopped reading is
  * left out; its helper's message says why. */
 static int fan_out(struct fork_stream *fs, int from, int *to, struct mcp_error *err)
 {
-    static _Thread_local char chunk[256 << 10];
+    static _Thread_local char chunk[FORK_CHUNK];
     uint64_t bytes = 0;
     ssize_t r;
+    if (fs->count == 1)
+        return fan_one(fs, from, to, err);
     while ((r = read(from, chunk, sizeof chunk)) > 0 || (r < 0 && errno == EINTR)) {
         if (r <= 0)
             continue;
         bytes += (uint64_t)r;
         if (bytes > fs->max_bytes)
-            return mcp_error_set(err, MCP_ERR_LIMIT, 0,
-                                 "the fork would copy more than %llu bytes, twice the sandbox's "
-                                 "disk: sparse files are copied whole; remove them (or copy the "
-                                 "data out) and fork again",
-                                 (unsigned long long)fs->max_bytes);
+            return too_big(fs, err);
         for (int i = 0; i < fs->count; i++)
             if (to[i] >= 0 && write_full(to[i], chunk, (size_t)r) < 0)
                 close(to[i]), to[i] = -1;

@@ -181,6 +181,25 @@ static json_t *snap_info(json_t *rec)
     return info;
 }
 
+static void refill_work(uv_work_t *w)
+{
+    (void)w;
+    snap_helper_refill();
+}
+
+static void refill_done(uv_work_t *w, int status)
+{
+    (void)status;
+    free(w);
+}
+
+void local_snapshot_refill_later(struct local_backend *lb)
+{
+    uv_work_t *w = xcalloc(1, sizeof *w);
+    if (uv_queue_work(lb->base.loop, w, refill_work, refill_done) < 0)
+        free(w); /* the next helper starts cold */
+}
+
 static void create_after(uv_work_t *w, int status)
 {
     struct snap_op *op = w->data;
@@ -196,6 +215,7 @@ static void create_after(uv_work_t *w, int status)
     } else {
         op->cb(op->arg, NULL, &op->err);
     }
+    local_snapshot_refill_later(op->sb->be);
     lsbx_unref(op->sb);
     json_decref(op->rec);
     free(op);

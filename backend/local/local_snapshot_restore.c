@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend/local/image/archive_loader.h"
@@ -30,6 +31,11 @@ struct restore_op {
     json_t *reply;   /* the create's sandbox info */
     struct lsbx *sb; /* the new sandbox, referenced while the work runs */
     bool load;       /* unpack the layer (a fork's copy: no, fork_stream_run writes it) */
+    /* a small layer restored from the loop (restore_small): its helper and what it said */
+    struct snap_helper helper;
+    uv_poll_t said;
+    char msg[1024];
+    size_t msg_len;
     int rc;
     struct mcp_error err;
     backend_cb *cb;
@@ -94,24 +100,139 @@ static void ignore_destroyed(void *arg, json_t *result, const struct mcp_error *
         log_warn("a sandbox whose restore failed was not destroyed: %s", err->msg);
 }
 
-static void restore_after(uv_work_t *w, int status)
+static void restore_done(struct restore_op *op)
 {
-    struct restore_op *op = w->data;
     struct mcp_error e;
-    if (status < 0 && op->rc == 0)
-        op->rc = mcp_error_set(&op->err, MCP_ERR_INTERNAL, 0, "the restore was cancelled");
     if (op->rc < 0 && local_destroy(&op->lb->base, op->sb->id, ignore_destroyed, NULL, &e) < 0)
         log_warn("sandbox %s: not destroyed after its failed restore: %s", op->sb->id, e.msg);
     if (op->rc == 0) {
         json_object_set(op->reply, "snapshot_id", json_object_get(op->rec, "snapshot_id"));
+        op->cb(op->arg, op->reply, NULL);
+        /* after the reply, as a create's own event, before the loop runs anything else */
         local_event(op->lb->base.store, op->sb->id, "restored",
                     json_pack("{s:O}", "snapshot_id", json_object_get(op->rec, "snapshot_id")), &e);
-        op->cb(op->arg, op->reply, NULL);
     } else {
         op->cb(op->arg, NULL, &op->err);
     }
+    local_snapshot_refill_later(op->lb);
     lsbx_unref(op->sb);
     restore_free(op);
+}
+
+static void restore_after(uv_work_t *w, int status)
+{
+    struct restore_op *op = w->data;
+    if (status < 0 && op->rc == 0)
+        op->rc = mcp_error_set(&op->err, MCP_ERR_INTERNAL, 0, "the restore was cancelled");
+    restore_done(op);
+}
+
+/* ---- a small layer, from the loop ----
+ * A layer that fits in a pipe is read, checked against its digest and written into the
+ * helper's pipe at once, and the helper's answer is awaited on the loop: no worker thread, so
+ * two wakeups fewer (the worker's, and the loop's when it is done), and a damaged layer is
+ * refused before any file is written. Larger layers stream through a worker (restore_work). */
+#define RESTORE_SMALL_MAX (256u << 10)
+
+static void said_closed(uv_handle_t *h)
+{
+    struct restore_op *op = h->data;
+    close(op->helper.err_fd);
+    op->msg[op->msg_len] = '\0';
+    op->rc = snap_helper_result(&op->helper, op->msg, op->msg_len, &op->err);
+    restore_done(op);
+}
+
+static void on_said(uv_poll_t *p, int status, int events)
+{
+    struct restore_op *op = p->data;
+    (void)events;
+    ssize_t r = 0;
+    while (status == 0 && op->msg_len < sizeof op->msg - 1 &&
+           (r = read(op->helper.err_fd, op->msg + op->msg_len, sizeof op->msg - 1 - op->msg_len)) >
+               0)
+        op->msg_len += (size_t)r;
+    if (status == 0 && r < 0 && (errno == EAGAIN || errno == EINTR))
+        return; /* more to come */
+    uv_poll_stop(p);
+    uv_close((uv_handle_t *)p, said_closed); /* the end of its stderr: it is done or gone */
+}
+
+static ssize_t read_all(int fd, char *buf, size_t max)
+{
+    size_t n = 0;
+    ssize_t r = 0;
+    while (n < max && ((r = read(fd, buf + n, max - n)) > 0 || (r < 0 && errno == EINTR)))
+        n += r > 0 ? (size_t)r : 0;
+    return r < 0 ? -1 : (ssize_t)n;
+}
+
+/* The whole layer (at most RESTORE_SMALL_MAX) into buf, checked: its size, or -1 with op->err
+ * (a damaged layer), or -2: not small, stream it. */
+static ssize_t read_small(struct restore_op *op, int fd, char *buf)
+{
+    const char *digest = json_string_value(json_object_get(op->rec, "layer"));
+    struct stat st;
+    if (fstat(fd, &st) < 0 || st.st_size > (off_t)RESTORE_SMALL_MAX)
+        return -2;
+    ssize_t n = read_all(fd, buf, (size_t)st.st_size + 1);
+    if (n != (ssize_t)st.st_size)
+        return -2; /* changed under us: the stream's own check decides */
+    struct layer_hash hash;
+    char got[72];
+    layer_hash_init(&hash);
+    layer_hash_update(&hash, buf, (size_t)n);
+    layer_hash_final(&hash, got);
+    if (strcmp(got, digest) != 0)
+        return mcp_error_set(&op->err, MCP_ERR_BACKEND, 0,
+                             "the snapshot's layer is damaged (its bytes no longer match %s); "
+                             "delete the snapshot and take it again",
+                             digest);
+    return n;
+}
+
+/* The helper on the new sandbox with the layer already in its pipe: 0, or -1 with op->err. */
+static int start_small(struct restore_op *op, const char *buf, size_t n)
+{
+    cleanup_close int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    int p[2];
+    if (null < 0 || pipe2(p, O_CLOEXEC) < 0)
+        return mcp_error_set(&op->err, MCP_ERR_IO, errno, "cannot make a pipe for the restore");
+    /* room for all of it: the write below must not block the loop (default 64 KiB) */
+    if ((n > 0 && fcntl(p[1], F_SETPIPE_SZ, (int)n) < (int)n) || write_full(p[1], buf, n) < 0) {
+        close(p[0]), close(p[1]);
+        return 1; /* stream it instead */
+    }
+    close(p[1]);
+    int rc =
+        snap_helper_start(op->sb->pid, op->sb->pidfd, "load", p[0], null, &op->helper, &op->err);
+    close(p[0]);
+    return rc;
+}
+
+/* 0: the restore goes on from the loop (restore_done will answer); 1: not small, stream it. */
+static int restore_small(struct restore_op *op)
+{
+    const char *digest = json_string_value(json_object_get(op->rec, "layer"));
+    struct mcp_error e;
+    cleanup_close int fd = snap_files_open_layer(&op->files, digest, &e);
+    cleanup_free char *buf = fd >= 0 ? xmalloc(RESTORE_SMALL_MAX + 1) : NULL;
+    ssize_t n = fd >= 0 ? read_small(op, fd, buf) : -2;
+    int rc = n == -2 ? 1 : n < 0 ? -1 : start_small(op, buf, (size_t)n);
+    if (rc == 0 && (fcntl(op->helper.err_fd, F_SETFL, O_NONBLOCK) < 0 ||
+                    uv_poll_init(op->lb->base.loop, &op->said, op->helper.err_fd) < 0)) {
+        op->rc = snap_helper_finish(&op->helper, &op->err); /* wait for it here, then */
+        restore_done(op);
+        return 0;
+    }
+    if (rc != 0) {
+        if (rc < 0)
+            op->rc = -1, restore_done(op);
+        return rc < 0 ? 0 : 1;
+    }
+    op->said.data = op;
+    uv_poll_start(&op->said, UV_READABLE | UV_DISCONNECT, on_said);
+    return 0;
 }
 
 static void created(void *arg, json_t *result, const struct mcp_error *err)
@@ -135,6 +256,8 @@ static void created(void *arg, json_t *result, const struct mcp_error *err)
     op->reply = json_incref(result);
     op->sb = sb;
     lsbx_ref(sb);
+    if (restore_small(op) == 0)
+        return;
     op->work.data = op;
     if (uv_queue_work(op->lb->base.loop, &op->work, restore_work, restore_after) < 0) {
         op->rc = mcp_error_set(&op->err, MCP_ERR_INTERNAL, 0, "cannot queue the restore");

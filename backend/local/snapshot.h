@@ -36,14 +36,25 @@ struct snap_helper {
 int snap_helper_start(int pid, int pidfd, const char *mode, int in_fd, int out_fd,
                       struct snap_helper *h, struct mcp_error *err);
 int snap_helper_finish(struct snap_helper *h, struct mcp_error *err);
+/* finish's verdict once all of the helper's stderr (msg, len bytes, NUL-terminated) was read and
+ * its err_fd closed: for a caller that read it on the loop (local_snapshot_restore.c). */
+int snap_helper_result(struct snap_helper *h, const char *msg, size_t len, struct mcp_error *err);
+/* What a helper that succeeded writes last on its stderr (then closes it, then exits). */
+#define SNAP_HELPER_DONE "\x06"
+/* A helper that said it is done, to be reaped by the next snap_helper_refill: 0, or -1 when the
+ * list is full (the caller waits for it then). */
+int snap_helper_reap_later(int pid);
 /* The helper's exec, want[0..4] its fds 0..4 (a forked child; async-signal-safe). */
 __attribute__((noreturn)) void snap_helper_exec(const int want[5], const char *mode);
 /* The spare helper (snapshot_helper_spare.c): a helper exec'd ahead ("wait" mode) handed this
  * job (io: the tar's pipe end; the fds are the caller's still) and h set; -1 when there is none.
- * refill starts one if there is none (snap_helper_finish does, while its helper works). In the
- * spare: its job's fds put in place, 'l' or 's', or -1. */
+ * refill (blocking: a fork of the server, about 0.6 ms) reaps the helpers that finished and
+ * starts a spare if there is none; local_snapshot_refill_later runs it on the threadpool after
+ * the answer, off the caller's path. In the spare: its job's fds put in place, 'l' or 's', or
+ * -1. */
 int snap_helper_take_spare(const char *mode, int io, int pidfd, int root, struct snap_helper *h);
 void snap_helper_refill(void);
+void local_snapshot_refill_later(struct local_backend *lb);
 int snap_helper_wait_job(void);
 
 /* ---- the backend operation (local_snapshot.c) ---- */

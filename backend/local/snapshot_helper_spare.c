@@ -27,6 +27,10 @@ struct spare {
 
 static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct spare spare_helper;
+/* Helpers that said they are done, not reaped yet (under spare_lock). */
+#define REAP_MAX 64
+static int to_reap[REAP_MAX];
+static int n_to_reap;
 
 /* Under spare_lock. A failure leaves none: the next helper then starts cold. */
 static void spawn_spare(void)
@@ -94,9 +98,29 @@ int snap_helper_take_spare(const char *mode, int io, int pidfd, int root, struct
     return 0;
 }
 
+int snap_helper_reap_later(int pid)
+{
+    pthread_mutex_lock(&spare_lock);
+    int rc = n_to_reap < REAP_MAX ? 0 : -1;
+    if (rc == 0)
+        to_reap[n_to_reap++] = pid;
+    pthread_mutex_unlock(&spare_lock);
+    return rc;
+}
+
+/* Under spare_lock: each has closed its stderr on its way out, so a wait is short. */
+static void reap_done(void)
+{
+    for (int i = 0; i < n_to_reap; i++)
+        while (waitpid(to_reap[i], NULL, 0) < 0 && errno == EINTR) {
+        }
+    n_to_reap = 0;
+}
+
 void snap_helper_refill(void)
 {
     pthread_mutex_lock(&spare_lock);
+    reap_done();
     if (spare_helper.pid == 0)
         spawn_spare();
     pthread_mutex_unlock(&spare_lock);
