@@ -208,8 +208,15 @@ static void term_step(struct term_job *tj, const char *action)
 static int term_keys(struct term_job *tj, json_t *args, struct mcp_error *err)
 {
     struct buf b;
+    const char *input = tools_arg_str(args, "input", "");
+    if (strlen(input) > SHELL_TERMINAL_READ_MAX - 1024) /* else the buffer's cap cut it to nothing */
+        return mcp_error_set(err, MCP_ERR_LIMIT, 0,
+                             "input: one send carries at most 1 MiB (this was %zu bytes); send "
+                             "it in pieces",
+                             strlen(input)),
+               -1;
     buf_init(&b, SHELL_TERMINAL_READ_MAX);
-    buf_append_str(&b, tools_arg_str(args, "input", ""));
+    buf_append_str(&b, input);
     size_t i;
     json_t *k;
     json_array_foreach(json_object_get(args, "keys"), i, k)
