@@ -19,8 +19,7 @@ static const char *const terminal_migrations[] = {
 static sqlite3 *terminal_db(struct store *st, struct mcp_error *err)
 {
     if (store_migrate_module(st, "terminals", terminal_migrations,
-                             sizeof terminal_migrations / sizeof terminal_migrations[0],
-                             err) < 0) {
+                             sizeof terminal_migrations / sizeof terminal_migrations[0], err) < 0) {
         mcp_error_prefix(err, "preparing the terminal table");
         return NULL;
     }
@@ -61,8 +60,10 @@ static int run(sqlite3 *db, sqlite3_stmt *stmt, struct mcp_error *err)
 
 static int count_live(sqlite3 *db, const char *sandbox_id, struct mcp_error *err)
 {
-    sqlite3_stmt *stmt = prepare(db, "SELECT count(*) FROM terminals WHERE sandbox_id = ?1 AND "
-                                     "exited = 0", sandbox_id, NULL, err);
+    sqlite3_stmt *stmt = prepare(db,
+                                 "SELECT count(*) FROM terminals WHERE sandbox_id = ?1 AND "
+                                 "exited = 0",
+                                 sandbox_id, NULL, err);
     if (stmt == NULL)
         return -1;
     if (sqlite3_step(stmt) != SQLITE_ROW)
@@ -86,8 +87,8 @@ static int reserve_in(struct store *st, sqlite3 *db, const char *sandbox_id,
                              "the sandbox has the most terminals it may have (%u) open; close "
                              "one first",
                              max);
-    sqlite3_stmt *stmt = prepare(db, "INSERT INTO terminals VALUES (?1, ?2, '', 0, 0)",
-                                 sandbox_id, terminal_id, err);
+    sqlite3_stmt *stmt = prepare(db, "INSERT INTO terminals VALUES (?1, ?2, '', 0, 0)", sandbox_id,
+                                 terminal_id, err);
     if (stmt == NULL)
         return -1;
     int rc = sqlite3_step(stmt);
@@ -133,8 +134,7 @@ static void row_to_terminal(sqlite3_stmt *stmt, struct store_terminal *t)
     memset(t, 0, sizeof *t);
     snprintf(t->terminal_id, sizeof t->terminal_id, "%s",
              (const char *)sqlite3_column_text(stmt, 0));
-    snprintf(t->command_id, sizeof t->command_id, "%s",
-             (const char *)sqlite3_column_text(stmt, 1));
+    snprintf(t->command_id, sizeof t->command_id, "%s", (const char *)sqlite3_column_text(stmt, 1));
     t->seen = (uint64_t)sqlite3_column_int64(stmt, 2);
     t->exited = sqlite3_column_int(stmt, 3) != 0;
 }

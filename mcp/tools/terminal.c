@@ -209,7 +209,8 @@ static int term_keys(struct term_job *tj, json_t *args, struct mcp_error *err)
 {
     struct buf b;
     const char *input = tools_arg_str(args, "input", "");
-    if (strlen(input) > SHELL_TERMINAL_READ_MAX - 1024) /* else the buffer's cap cut it to nothing */
+    /* refused here: the buffer's cap would cut it to nothing */
+    if (strlen(input) > SHELL_TERMINAL_READ_MAX - 1024)
         return mcp_error_set(err, MCP_ERR_LIMIT, 0,
                              "input: one send carries at most 1 MiB (this was %zu bytes); send "
                              "it in pieces",

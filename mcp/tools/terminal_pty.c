@@ -146,8 +146,8 @@ static void pty_get(struct pty_job *pj, uint64_t offset, uint64_t limit, backend
 {
     struct mcp_error err;
     struct tool_job *job = pj->job;
-    if (job->be->ops->command_get(job->be, job->sandbox_id, pj->cmd, offset, limit, cb, pj,
-                                  &err) < 0)
+    if (job->be->ops->command_get(job->be, job->sandbox_id, pj->cmd, offset, limit, cb, pj, &err) <
+        0)
         pty_backend_failed(pj, &err);
 }
 
@@ -174,9 +174,9 @@ static json_t *pty_result(struct pty_job *pj, json_t *reply)
     json_object_set_new(res, "output",
                         terminal_text(data ? data : "", len, pj->raw, PTY_OUTPUT_CAP, &cut));
     uint64_t next = reply_u64(reply, "next_offset");
-    json_object_set_new(res, "offset",
-                        json_integer((json_int_t)(pj->report_only ? next
-                                                                  : reply_u64(reply, "offset"))));
+    json_object_set_new(
+        res, "offset",
+        json_integer((json_int_t)(pj->report_only ? next : reply_u64(reply, "offset"))));
     json_object_set_new(res, "next_offset", json_integer((json_int_t)next));
     json_object_set_new(res, "exit_code", pty_exit_code(reply));
     if (cut)
@@ -196,12 +196,11 @@ static void pty_finish(struct pty_job *pj, json_t *reply)
 {
     struct mcp_error err;
     bool closing = strcmp(pj->action, "close") == 0;
-    int rc = closing ? store_terminal_delete(pj->st, pj->job->sandbox_id, pj->id, &err)
-             : pj->report_only
-                 ? 0
-                 : store_terminal_set_seen(pj->st, pj->job->sandbox_id, pj->id,
-                                           reply_u64(reply, "next_offset"), !reply_running(reply),
-                                           &err);
+    int rc = closing           ? store_terminal_delete(pj->st, pj->job->sandbox_id, pj->id, &err)
+             : pj->report_only ? 0
+                               : store_terminal_set_seen(pj->st, pj->job->sandbox_id, pj->id,
+                                                         reply_u64(reply, "next_offset"),
+                                                         !reply_running(reply), &err);
     if (rc < 0) {
         pty_end(pj, NULL, &err);
         return;
@@ -431,8 +430,8 @@ static void pty_resize(struct pty_job *pj)
     struct mcp_error err;
     unsigned rows = (unsigned)tools_arg_int(job->args, "rows", 24, 2, 1000);
     unsigned cols = (unsigned)tools_arg_int(job->args, "cols", 80, 10, 1000);
-    if (job->be->ops->command_resize(job->be, job->sandbox_id, pj->cmd, rows, cols,
-                                     pty_on_resized, pj, &err) < 0)
+    if (job->be->ops->command_resize(job->be, job->sandbox_id, pj->cmd, rows, cols, pty_on_resized,
+                                     pj, &err) < 0)
         pty_backend_failed(pj, &err);
 }
 
@@ -523,8 +522,8 @@ void terminal_pty_run(struct tool_job *job, const char *action, const char *id, 
     pj->keys = keys;
     pj->keys_len = keys_len;
     pj->raw = raw;
-    pj->quiet_ms = (uint64_t)tools_arg_int(job->args, "quiet_ms", PTY_QUIET_MS, 0,
-                                           PTY_SETTLE_MAX_MS);
+    pj->quiet_ms =
+        (uint64_t)tools_arg_int(job->args, "quiet_ms", PTY_QUIET_MS, 0, PTY_SETTLE_MAX_MS);
     uv_timer_init(job->ctx->loop, &pj->timer);
     pj->timer.data = pj;
     if (strcmp(action, "start") == 0) {
@@ -540,6 +539,6 @@ void terminal_pty_run(struct tool_job *job, const char *action, const char *id, 
     else if (strcmp(action, "close") == 0)
         pty_close(pj);
     else
-        pty_fetch(pj, (uint64_t)tools_arg_int(job->args, "offset", (int64_t)pj->first, 0,
-                                              INT64_MAX));
+        pty_fetch(pj,
+                  (uint64_t)tools_arg_int(job->args, "offset", (int64_t)pj->first, 0, INT64_MAX));
 }
