@@ -6,14 +6,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/base/util.h"
 #include "lib/base/xalloc.h"
 #include "lib/store/store.h"
 #include "lib/store/store_internal.h"
 
+#define STORE_TERMINAL_START_MS 60000 /* a start not done by then is taken as dead */
+
 static const char *const terminal_migrations[] = {
     "CREATE TABLE terminals (sandbox_id TEXT NOT NULL, terminal_id TEXT NOT NULL,"
     " command_id TEXT NOT NULL, seen INTEGER NOT NULL, exited INTEGER NOT NULL,"
-    " PRIMARY KEY (sandbox_id, terminal_id));",
+    " reserved_ms INTEGER NOT NULL, PRIMARY KEY (sandbox_id, terminal_id));",
 };
 
 static sqlite3 *terminal_db(struct store *st, struct mcp_error *err)
@@ -79,6 +82,15 @@ static int reserve_in(struct store *st, sqlite3 *db, const char *sandbox_id,
     if (store_exec(st, "DELETE FROM terminals WHERE sandbox_id NOT IN (SELECT id FROM sandboxes)",
                    "dropping terminals of gone sandboxes", err) < 0)
         return -1;
+    /* a start that never got its command (its process died before the exec was answered) */
+    sqlite3_stmt *stale = prepare(db,
+                                  "DELETE FROM terminals WHERE sandbox_id = ?1 AND command_id = '' "
+                                  "AND reserved_ms < ?2",
+                                  sandbox_id, NULL, err);
+    if (stale)
+        sqlite3_bind_int64(stale, 2, (sqlite3_int64)(now_wall_ms() - STORE_TERMINAL_START_MS));
+    if (run(db, stale, err) < 0)
+        return -1;
     int live = count_live(db, sandbox_id, err);
     if (live < 0)
         return -1;
@@ -87,10 +99,11 @@ static int reserve_in(struct store *st, sqlite3 *db, const char *sandbox_id,
                              "the sandbox has the most terminals it may have (%u) open; close "
                              "one first",
                              max);
-    sqlite3_stmt *stmt = prepare(db, "INSERT INTO terminals VALUES (?1, ?2, '', 0, 0)", sandbox_id,
-                                 terminal_id, err);
+    sqlite3_stmt *stmt = prepare(db, "INSERT INTO terminals VALUES (?1, ?2, '', 0, 0, ?3)",
+                                 sandbox_id, terminal_id, err);
     if (stmt == NULL)
         return -1;
+    sqlite3_bind_int64(stmt, 3, (sqlite3_int64)now_wall_ms());
     int rc = sqlite3_step(stmt);
     sqlite3_finalize(stmt);
     if ((rc & 0xff) == SQLITE_CONSTRAINT)

@@ -1,7 +1,8 @@
 /* Terminals on an interactive command (mcp/tools/terminal_pty.c): which command a terminal_id
  * names in a sandbox, and where its last read stopped, kept in the store so that another mcpbox
  * process (a restarted stdio server, the CLI) finds both. A module table, migrated on first use;
- * rows of sandboxes the store no longer has are dropped when a terminal is reserved. */
+ * rows of sandboxes the store no longer has, and starts that got no command within a minute
+ * (their process died), are dropped when a terminal is reserved. */
 #ifndef MCPBOX_STORE_TERMINALS_H
 #define MCPBOX_STORE_TERMINALS_H
 

@@ -10,7 +10,7 @@ terminal is one exec on a pty held by the sandbox's agent, driven through MCP ov
   flood read back as its newest 16 KiB;
 - input to a program that has exited: a clear error, in this process and the next one;
 - the cap of 8 live terminals (a program that exited unread frees its place), two processes
-  starting the same terminal_id at once (one wins), a program deaf to SIGHUP ended by close, one
+  starting the same terminal_id at once (one wins), a start that died half-way, a program deaf to SIGHUP ended by close, one
   send of more than 1 MiB refused, NUL and broken UTF-8 in the output, another sandbox's
   terminal not reachable by its id.
 
@@ -19,6 +19,7 @@ usage: test_terminal_pty.py --mcpbox PATH   (exit 77 where local sandboxes canno
 import argparse
 import os
 import shutil
+import sqlite3
 import sys
 import tempfile
 import time
@@ -179,6 +180,25 @@ def check_cap_and_race(s, sid, mcpbox, state):
     print("8 live terminals at most (an exited one frees its place); a name taken twice at once")
 
 
+def check_stale_start(s, sid, state):
+    """A start whose process died between taking the name and getting its command leaves a row
+    without one: it holds the name for a minute, then the next start takes it over."""
+    db = sqlite3.connect(os.path.join(state, "mcpbox.db"), timeout=10)
+    with db:
+        for name, age_ms in (("ghost", 120000), ("young", 1000)):
+            db.execute("INSERT INTO terminals VALUES (?, ?, '', 0, 0, ?)",
+                       (sid, name, int(time.time() * 1000) - age_ms))
+    db.close()
+    text = s.term_err(sid, action="read", terminal_id="ghost")
+    assert "still starting" in text, text
+    r = s.term(sid, action="start", command="cat", terminal_id="ghost")
+    assert r["running"], r
+    text = s.term_err(sid, action="start", command="cat", terminal_id="young")
+    assert "exists already" in text, text
+    s.term(sid, action="close", terminal_id="ghost")
+    print("a start that died half-way holds its name a minute, then is taken over")
+
+
 def check_attacks(s, sid, sid2):
     s.term(sid, action="start", terminal_id="deaf", quiet_ms=0,
            command="trap '' HUP; echo $$ > /tmp/deaf.pid; while :; do sleep 1; done")
@@ -232,6 +252,7 @@ def main():
         check_flood_beside_repl(s, sids[0])
         check_exited_program(s, sids[0])
         check_cap_and_race(s, sids[0], mcpbox, state)
+        check_stale_start(s, sids[0], state)
         check_attacks(s, sids[0], sids[1])
         check_image_without_script(mcpbox, base)
     finally:
