@@ -9,6 +9,7 @@ terminal is one exec on a pty held by the sandbox's agent, driven through MCP ov
 - a terminal flooding output while a Python REPL in another is driven: every answer right, the
   flood read back as its newest 16 KiB;
 - input to a program that has exited: a clear error, in this process and the next one;
+- quiet_ms: 0 returns at a key's echo, a longer one waits through a pause in the output;
 - the cap of 8 live terminals (a program that exited unread frees its place), two processes
   starting the same terminal_id at once (one wins), a start that died half-way, a program deaf to SIGHUP ended by close, one
   send of more than 1 MiB refused, NUL and broken UTF-8 in the output, another sandbox's
@@ -127,7 +128,7 @@ def check_flood_beside_repl(s, sid):
     assert r["output"].endswith(">>> "), r
     for i in range(20):
         r = s.term(sid, action="send", terminal_id="py", input=f"print({i}*{i}+1)",
-                   keys=["Enter"])
+                   keys=["Enter"], quiet_ms=200)  # the flood loads the machine: wait longer
         assert f"\n{i * i + 1}\n>>> " in r["output"], (i, r)
     r = s.term(sid, action="read", terminal_id="flood")
     assert len(r["output"].encode()) <= 16384 and "cut" in r.get("note", ""), r.get("note")
@@ -180,6 +181,22 @@ def check_cap_and_race(s, sid, mcpbox, state):
     print("8 live terminals at most (an exited one frees its place); a name taken twice at once")
 
 
+def check_quiet_ms(s, sid):
+    """quiet_ms: 0 returns at the first unread output (a key's echo); a longer one waits through
+    a pause in the program's output."""
+    s.term(sid, action="start", command="cat", terminal_id="echo")
+    r = s.term(sid, action="send", terminal_id="echo", input="abc", quiet_ms=0)
+    assert r["output"] == "abc" and r["running"], r
+    s.term(sid, action="close", terminal_id="echo")
+    for quiet, want_two in ((0, False), (1000, True)):
+        s.term(sid, action="start", terminal_id="pause",
+               command="read x; echo one; sleep 0.3; echo two; sleep 30")
+        r = s.term(sid, action="send", terminal_id="pause", keys=["Enter"], quiet_ms=quiet)
+        assert ("two\n" in r["output"]) == want_two, (quiet, r)
+        s.term(sid, action="close", terminal_id="pause")
+    print("quiet_ms 0 returns at a key's echo; a longer quiet_ms waits through a pause")
+
+
 def check_stale_start(s, sid, state):
     """A start whose process died between taking the name and getting its command leaves a row
     without one: it holds the name for a minute, then the next start takes it over."""
@@ -211,7 +228,7 @@ def check_attacks(s, sid, sid2):
     s.term(sid, action="start", command="cat", terminal_id="big")
     text = s.term_err(sid, action="send", terminal_id="big", input="x" * (1536 * 1024))
     assert "pieces" in text, text
-    r = s.term(sid, action="send", terminal_id="big", input="still", keys=["Enter"])
+    r = s.term(sid, action="send", terminal_id="big", input="still", keys=["Enter"], quiet_ms=200)
     assert "still\nstill\n" in r["output"], r
     s.term(sid, action="close", terminal_id="big")
     r = s.term(sid, action="start", command="printf 'a\\0b\\377c\\n'", raw=True)
@@ -252,6 +269,7 @@ def main():
         check_flood_beside_repl(s, sids[0])
         check_exited_program(s, sids[0])
         check_cap_and_race(s, sids[0], mcpbox, state)
+        check_quiet_ms(s, sids[0])
         check_stale_start(s, sids[0], state)
         check_attacks(s, sids[0], sids[1])
         check_image_without_script(mcpbox, base)
