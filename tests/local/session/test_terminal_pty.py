@@ -8,6 +8,8 @@ terminal is one exec on a pty held by the sandbox's agent, driven through MCP ov
   since the last read, and only that;
 - a terminal flooding output while a Python REPL in another is driven: every answer right, the
   flood read back as its newest 16 KiB;
+- a terminal that prints more than the agent keeps of a command (64 MiB): its newest output is
+  still read;
 - input to a program that has exited: a clear error, in this process and the next one;
 - quiet_ms: 0 returns at a key's echo, a longer one waits through a pause in the output;
 - the cap of 8 live terminals (a program that exited unread frees its place), two processes
@@ -140,6 +142,23 @@ def check_flood_beside_repl(s, sid):
     print("a flood in one terminal while a REPL in another answers every line")
 
 
+def check_more_than_64_mib(s, sid):
+    """The agent keeps a terminal's newest 64 MiB (a ring): what it prints after that is still
+    read, and a read from long ago starts at the oldest byte kept."""
+    t0 = time.monotonic()
+    r = s.term(sid, action="start", terminal_id="long",
+               command="head -c 70000000 /dev/zero | tr '\\0' x; echo; echo END-OF-FLOOD; sleep 60")
+    while "END-OF-FLOOD" not in r["output"]:
+        assert time.monotonic() - t0 < 200, f"no end after 200 s: {r['next_offset']} bytes"
+        time.sleep(1)
+        r = s.term(sid, action="read", terminal_id="long")
+    assert r["next_offset"] > 70000000 and r["running"], r["next_offset"]
+    r = s.term(sid, action="read", terminal_id="long", offset=r["next_offset"] - 100)
+    assert r["output"].endswith("END-OF-FLOOD\n"), r
+    s.term(sid, action="close", terminal_id="long")
+    print("a terminal that printed 70 MB still shows its newest output")
+
+
 def check_exited_program(s, sid):
     r = s.term(sid, action="start", command="echo bye; exit 3", terminal_id="done")
     assert not r["running"] and r["exit_code"] == 3 and "bye" in r["output"], r
@@ -267,6 +286,7 @@ def main():
             sids.append(r["structuredContent"]["sandbox_id"])
         check_restart_between_send_and_read(s, sids[0])
         check_flood_beside_repl(s, sids[0])
+        check_more_than_64_mib(s, sids[0])
         check_exited_program(s, sids[0])
         check_cap_and_race(s, sids[0], mcpbox, state)
         check_quiet_ms(s, sids[0])
