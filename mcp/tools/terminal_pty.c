@@ -25,6 +25,11 @@
 #define PTY_QUIET_MS 25u
 #define PTY_SILENT_MS 400u
 #define PTY_SETTLE_MAX_MS 3000u
+/* After keys that end in Enter or another control key, with the default quiet: while what came
+ * is no more than their echo (PTY_ECHO_SLACK bytes more than the keys: "\r\n", "^C"), wait this
+ * long for the program's reply, which a loaded machine may hold back past the quiet time. */
+#define PTY_REPLY_GRACE_MS 100u
+#define PTY_ECHO_SLACK 4u
 #define PTY_CLOSE_POLL_MS 10u
 #define PTY_CLOSE_WAIT_MS 1000u /* after SIGHUP, then SIGKILL */
 
@@ -45,9 +50,8 @@ struct pty_job {
     char id[72], cmd[72];
     char *keys;
     size_t keys_len;
-    bool raw, refetched, retried, report_only;
+    bool raw, refetched, retried, report_only, awaits_reply;
     uint64_t first, total, deadline_ms, last_news_ms, quiet_ms, close_until_ms;
-    struct exec_handle *handle;
     json_t *env;
     struct store_terminal *live; /* at the cap: the live ones, checked one by one */
     size_t n_live, i_live;
@@ -251,7 +255,10 @@ static void pty_on_poll(void *arg, json_t *reply, const struct mcp_error *err)
         pj->total = total;
         pj->last_news_ms = now;
     }
-    uint64_t enough = pj->total > pj->first ? pj->quiet_ms : PTY_SILENT_MS;
+    uint64_t news = pj->total - pj->first;
+    uint64_t enough = news > 0 ? pj->quiet_ms : PTY_SILENT_MS;
+    if (news > 0 && pj->awaits_reply && news <= pj->keys_len + PTY_ECHO_SLACK)
+        enough = PTY_REPLY_GRACE_MS;
     if (!reply_running(reply) || now >= pj->deadline_ms || now - pj->last_news_ms >= enough) {
         pty_fetch(pj, pj->first);
         return;
@@ -278,9 +285,7 @@ static void pty_on_started(void *arg, const char *command_id)
 {
     struct pty_job *pj = arg;
     struct mcp_error err;
-    snprintf(pj->cmd, sizeof pj->cmd, "%s", command_id);
-    pj->job->be->ops->exec_detach(pj->handle); /* the agent holds the pty from here on */
-    pj->handle = NULL;
+    snprintf(pj->cmd, sizeof pj->cmd, "%s", command_id); /* the agent holds the pty from here on */
     if (store_terminal_set_command(pj->st, pj->job->sandbox_id, pj->id, pj->cmd, &err) < 0) {
         pty_end(pj, NULL, &err);
         return;
@@ -288,13 +293,12 @@ static void pty_on_started(void *arg, const char *command_id)
     pty_settle(pj, 0);
 }
 
-/* Called only when the exec failed (the handle is detached once started). */
+/* Called only when the exec failed (unwatched: nothing follows on_started). */
 static void pty_on_exec_done(void *arg, json_t *result, const struct mcp_error *err)
 {
     struct pty_job *pj = arg;
     struct mcp_error e;
     (void)result;
-    pj->handle = NULL;
     store_terminal_delete(pj->st, pj->job->sandbox_id, pj->id, &e);
     if (err == NULL)
         mcp_error_set(&e, MCP_ERR_BACKEND, 0,
@@ -315,10 +319,11 @@ static void pty_exec(struct pty_job *pj)
         .env = pj->env,
         .pty_rows = (uint16_t)tools_arg_int(job->args, "rows", 24, 2, 1000),
         .pty_cols = (uint16_t)tools_arg_int(job->args, "cols", 80, 10, 1000),
+        .unwatched = true, /* its output would stream to this process for its whole life */
     };
     struct exec_observer obs = {pty_on_started, NULL, pty_on_exec_done, pj};
     struct mcp_error err, e;
-    if (job->be->ops->exec(job->be, job->sandbox_id, &req, &obs, &pj->handle, &err) < 0) {
+    if (job->be->ops->exec(job->be, job->sandbox_id, &req, &obs, NULL, &err) < 0) {
         store_terminal_delete(pj->st, job->sandbox_id, pj->id, &e);
         pty_end(pj, NULL, &err);
     }
@@ -524,6 +529,8 @@ void terminal_pty_run(struct tool_job *job, const char *action, const char *id, 
     pj->raw = raw;
     pj->quiet_ms =
         (uint64_t)tools_arg_int(job->args, "quiet_ms", PTY_QUIET_MS, 0, PTY_SETTLE_MAX_MS);
+    pj->awaits_reply = keys_len > 0 && (unsigned char)keys[keys_len - 1] < 0x20 &&
+                       json_object_get(job->args, "quiet_ms") == NULL;
     uv_timer_init(job->ctx->loop, &pj->timer);
     pj->timer.data = pj;
     if (strcmp(action, "start") == 0) {
