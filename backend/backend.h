@@ -132,6 +132,11 @@ struct exec_request {
      * [A-Za-z0-9_.:-] (anything else: MCP_ERR_INVALID). A backend without command_find
      * (opensandbox) ignores it. */
     const char *label;
+    /* Terminals (mcp/tools/terminal_pty.c): nobody watches the command. on_started is the last
+     * callback (on_done only when it could not be started; the handle is gone after on_started,
+     * so pass out NULL) and the output is read with command_get. Backends without
+     * command_input may ignore it (they watch as ever). */
+    bool unwatched;
 };
 #define BACKEND_LABEL_MAX 64
 

@@ -1,4 +1,6 @@
-/* Terminals over any backend's exec (docs/tools-design.md, "Terminals").
+/* Terminals over any backend's exec (docs/tools-design.md, "Terminals"): the path of backends
+ * without command_input (opensandbox); the others run terminals on a pty the sandbox's agent
+ * holds (mcp/tools/terminal_pty.h), which needs none of this in the image.
  *
  * A terminal is a program on a PTY inside the sandbox, held by script(1) in its own session
  * under /tmp/.mcpbox-terminals/<id>/ (so it outlives the exec that started it and the mcpbox

@@ -28,7 +28,7 @@ struct exec_handle {
     char cmd_id[32];
     char *command;
     uint64_t oom_before;
-    bool started, detached;
+    bool started, detached, unwatched;
     char tail[EXEC_EVENT_TAIL]; /* ring of the last output bytes (stdout and stderr as they came) */
     size_t tail_len, tail_pos;
     struct agent_conn *own; /* command_attach: the connection of this watch alone; NULL for exec */
@@ -190,7 +190,9 @@ static void on_exec_reply(void *arg, json_t *reply, const struct mcp_error *err)
     }
     const char *id = json_string_value(json_object_get(reply, "command_id"));
     snprintf(h->cmd_id, sizeof h->cmd_id, "%s", id ? id : "");
-    if (h->detached || h->sb->conn == NULL) {
+    if (h->unwatched && !h->detached && h->obs.on_started) /* the agent sends it nothing */
+        h->obs.on_started(h->obs.arg, h->cmd_id);
+    if (h->detached || h->unwatched || h->sb->conn == NULL) {
         handle_free(h);
         return;
     }
@@ -249,7 +251,8 @@ int local_exec(struct backend *be, const char *id, const struct exec_request *re
         return -1;
     if (check_request(req, err) < 0)
         return -1;
-    json_t *msg = json_pack("{s:s, s:s, s:b}", "op", "exec", "command", req->command, "watch", 1);
+    json_t *msg = json_pack("{s:s, s:s, s:b}", "op", "exec", "command", req->command, "watch",
+                            !req->unwatched);
     if (req->cwd)
         json_object_set_new(msg, "cwd", json_string(req->cwd));
     json_t *env = local_secrets_exec_env(sb, req->env); /* placeholders bound after create */
@@ -262,6 +265,7 @@ int local_exec(struct backend *be, const char *id, const struct exec_request *re
     struct exec_handle *h = xcalloc(1, sizeof *h);
     h->sb = sb;
     h->obs = *obs;
+    h->unwatched = req->unwatched;
     h->command = xstrdup(req->command);
     lsbx_ref(sb);
     if (agent_call(conn, msg, on_exec_reply, h, err) < 0) {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/shell_terminal.h"
+#include "mcp/tools/terminal_pty.h"
 #include "lib/base/buf.h"
 #include "lib/base/term_text.h"
 #include "lib/base/util.h"
@@ -118,7 +119,8 @@ static bool term_settle(struct term_job *tj, const struct shell_terminal_status 
     uint64_t now = now_mono_ms();
     if (tj->out.len > 0)
         tj->last_news_ms = now;
-    uint64_t enough = tj->screen.len > 0 ? TERM_QUIET_MS : TERM_SILENT_MS;
+    uint64_t quiet = (uint64_t)tools_arg_int(tj->job->args, "quiet_ms", TERM_QUIET_MS, 0, 3000);
+    uint64_t enough = tj->screen.len > 0 ? quiet : TERM_SILENT_MS;
     if (!st->running || now >= tj->deadline_ms || now - tj->last_news_ms >= enough)
         return false;
     uv_timer_start(&tj->timer, term_timer_cb, TERM_POLL_MS, 0);
@@ -206,8 +208,16 @@ static void term_step(struct term_job *tj, const char *action)
 static int term_keys(struct term_job *tj, json_t *args, struct mcp_error *err)
 {
     struct buf b;
+    const char *input = tools_arg_str(args, "input", "");
+    /* refused here: the buffer's cap would cut it to nothing */
+    if (strlen(input) > SHELL_TERMINAL_READ_MAX - 1024)
+        return mcp_error_set(err, MCP_ERR_LIMIT, 0,
+                             "input: one send carries at most 1 MiB (this was %zu bytes); send "
+                             "it in pieces",
+                             strlen(input)),
+               -1;
     buf_init(&b, SHELL_TERMINAL_READ_MAX);
-    buf_append_str(&b, tools_arg_str(args, "input", ""));
+    buf_append_str(&b, input);
     size_t i;
     json_t *k;
     json_array_foreach(json_object_get(args, "keys"), i, k)
@@ -282,5 +292,11 @@ void tool_terminal(struct tool_call *call, json_t *args)
         return;
     }
     tool_job_set_detail(job, "terminal_id=%s action=%s", tj->id, tj->action);
+    if (terminal_pty_supported(job)) { /* the job goes on there; this record is not needed */
+        terminal_pty_run(job, tj->action, tj->id, tj->keys, tj->keys_len, tj->raw);
+        tj->keys = NULL;
+        uv_close((uv_handle_t *)&tj->timer, term_free_cb);
+        return;
+    }
     term_step(tj, tj->action);
 }

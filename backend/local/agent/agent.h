@@ -162,6 +162,10 @@ bool agent_egress_send(struct agent *a, struct conn *c, json_t *id);
  * and exit, on the asking connection), cmd_find (a running command by label), and the stream
  * runs beside each log. */
 json_t *agent_cmd_status_json(const struct cmd *c); /* agent_cmd.c: cmd_status without output */
+/* agent_cmd.c: the oldest log offset still kept (a pty command's log keeps its newest
+ * AGENT_LOG_CAP bytes, a ring), and a read of the log at a kept offset. */
+uint64_t agent_log_first(const struct cmd *c);
+ssize_t agent_log_pread(int fd, char *buf, size_t n, uint64_t off);
 json_t *agent_cmd_watch(struct agent *a, struct conn *conn, json_t *req, struct mcp_error *err);
 json_t *agent_cmd_find_label(struct agent *a, json_t *req, struct mcp_error *err);
 /* Records that len > 0 bytes of stream is_err go into c's log at c->n_log; false when c's run

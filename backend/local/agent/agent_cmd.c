@@ -156,13 +156,42 @@ static void close_fd(int *fd)
     *fd = -1;
 }
 
+/* A pty command (a terminal, which may run for days) keeps the newest AGENT_LOG_CAP bytes of its
+ * output: past that its log file is a ring, byte k at position k % AGENT_LOG_CAP, and offsets go
+ * on counting every byte kept. Other commands keep their first AGENT_LOG_CAP bytes. */
+uint64_t agent_log_first(const struct cmd *c)
+{
+    return c->n_log > AGENT_LOG_CAP ? c->n_log - AGENT_LOG_CAP : 0;
+}
+
+static uint64_t log_file_size(const struct cmd *c)
+{
+    return c->n_log < AGENT_LOG_CAP ? c->n_log : AGENT_LOG_CAP;
+}
+
+ssize_t agent_log_pread(int fd, char *buf, size_t n, uint64_t off)
+{
+    size_t got = 0;
+    while (got < n) {
+        uint64_t pos = (off + got) % AGENT_LOG_CAP;
+        size_t part = n - got;
+        if (part > AGENT_LOG_CAP - pos)
+            part = (size_t)(AGENT_LOG_CAP - pos);
+        ssize_t r = pread(fd, buf + got, part, (off_t)pos);
+        if (r <= 0)
+            return got > 0 ? (ssize_t)got : r;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
 static void cmd_free(struct agent *a, struct cmd *c)
 {
     char name[64];
     snprintf(name, sizeof name, "%s.log", c->id);
     if (c->has_log)
         unlinkat(a->logdir_fd, name, 0);
-    a->log_bytes -= c->n_log;
+    a->log_bytes -= log_file_size(c);
     agent_watch_cmd_gone(a, c);
     agent_sigwatch_free(&c->sigwatch);
     free(c->in_data);
@@ -337,10 +366,44 @@ static void emit_output(struct agent *a, struct cmd *c, const char *stream, cons
     free(b64);
 }
 
+/* A pty command's output past AGENT_LOG_CAP, written over the oldest; the part that still grows
+ * the file counts against the sandbox's budget as keep_log's does. */
+static void keep_ring(struct agent *a, struct cmd *c, const char *data, size_t len, bool is_err)
+{
+    uint64_t growth = AGENT_LOG_CAP - log_file_size(c);
+    while (a->log_bytes + growth > AGENT_TOTAL_LOG_CAP && evict_oldest(a)) {
+    }
+    c->log_truncated = true; /* the oldest bytes are gone (or, below, these) */
+    if (a->log_bytes + growth > AGENT_TOTAL_LOG_CAP || c->f_log < 0 ||
+        !agent_runs_note(a, c, is_err))
+        return;
+    int fl = fcntl(c->f_log, F_GETFL);
+    if (fl >= 0 && (fl & O_APPEND)) /* a pwrite to an O_APPEND file appends */
+        fcntl(c->f_log, F_SETFL, fl & ~O_APPEND);
+    size_t done = 0;
+    while (done < len) {
+        uint64_t pos = (c->n_log + done) % AGENT_LOG_CAP;
+        size_t part = len - done;
+        if (part > AGENT_LOG_CAP - pos)
+            part = (size_t)(AGENT_LOG_CAP - pos);
+        ssize_t w = pwrite(c->f_log, data + done, part, (off_t)pos);
+        if (w <= 0)
+            break;
+        done += (size_t)w;
+    }
+    uint64_t before = log_file_size(c);
+    c->n_log += done;
+    a->log_bytes += log_file_size(c) - before;
+}
+
 /* Appends to the command's log within its cap and the sandbox's total budget (evicting the
  * oldest finished commands first). Offsets in the log are those of the bytes actually kept. */
 static void keep_log(struct agent *a, struct cmd *c, const char *data, size_t len, bool is_err)
 {
+    if (c->pty && c->n_log + len > AGENT_LOG_CAP) {
+        keep_ring(a, c, data, len, is_err);
+        return;
+    }
     while (a->log_bytes + len > AGENT_TOTAL_LOG_CAP && evict_oldest(a)) {
     }
     while (agent_runs_would_grow(c, is_err) && a->runs_total >= AGENT_TOTAL_RUNS &&
@@ -497,6 +560,8 @@ static int read_log(struct agent *a, const struct cmd *c, uint64_t off, uint64_t
     uint64_t total = c->n_log;
     if (off > total)
         off = total;
+    if (off < agent_log_first(c)) /* a pty command's ring no longer has it */
+        off = agent_log_first(c);
     if (limit == 0 || limit > AGENT_STATUS_OUTPUT_MAX)
         limit = AGENT_STATUS_OUTPUT_MAX;
     size_t want = (size_t)(total - off < limit ? total - off : limit);
@@ -504,7 +569,7 @@ static int read_log(struct agent *a, const struct cmd *c, uint64_t off, uint64_t
     ssize_t got = 0;
     int fd = want > 0 ? openat(a->logdir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
     if (fd >= 0)
-        got = pread(fd, data, want, (off_t)off);
+        got = agent_log_pread(fd, data, want, off);
     if (fd >= 0)
         close(fd);
     if (got < 0)

@@ -164,6 +164,8 @@ static bool replay_chunk(struct agent *a, struct watcher *w)
 {
     struct cmd *c = w->cmd;
     char name[64], chunk[AGENT_READ_CHUNK];
+    if (w->off < agent_log_first(c)) /* a pty command's ring no longer has it */
+        w->off = agent_log_first(c);
     while (w->run + 1 < c->nruns && run_start(c->runs[w->run + 1]) <= w->off)
         w->run++;
     uint64_t end = w->run + 1 < c->nruns ? run_start(c->runs[w->run + 1]) : c->n_log;
@@ -171,7 +173,7 @@ static bool replay_chunk(struct agent *a, struct watcher *w)
     snprintf(name, sizeof name, "%s.log", c->id);
     if (w->fd < 0)
         w->fd = openat(a->logdir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    ssize_t got = w->fd >= 0 ? pread(w->fd, chunk, want, (off_t)w->off) : -1;
+    ssize_t got = w->fd >= 0 ? agent_log_pread(w->fd, chunk, want, w->off) : -1;
     if (got <= 0)
         return false;
     char *b64 = xmalloc(base64_encoded_len((size_t)got) + 1);

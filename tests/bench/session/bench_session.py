@@ -7,6 +7,9 @@ that the machine's drift falls on every row alike:
   run_command CMD, session        the same command in a live session (bash keeps its state)
   terminal read                   one read of a terminal's new output (nothing new)
   terminal send 1 key             a key and its echo: the call returns once the output settles
+  terminal send, quiet_ms 0       a key until its echo is back through MCP (the call returns at
+                                  the first unread output)
+  terminal send + read            a key, then a read: what an agent pays for a keystroke and a look
   exec -it keystroke echo         mcpbox sandbox exec -it on a pty: a byte typed until its echo
                                   is back on the person's terminal (the proc primitive's path)
 
@@ -91,11 +94,21 @@ def main():
                       {"sandbox_id": sid, "action": "read", "terminal_id": tid}))
         calls.append(("terminal send 1 key (returns when the output settles)", "terminal",
                       {"sandbox_id": sid, "action": "send", "terminal_id": tid, "input": "k"}))
+        echo = {"sandbox_id": sid, "action": "send", "terminal_id": tid, "input": "e",
+                "quiet_ms": 0}
+        _, r = s.tool("terminal", echo)
+        if not r.get("isError"):  # a build without quiet_ms refuses the argument
+            calls.append(("terminal send 1 key, quiet_ms 0 (until its echo is back)", "terminal",
+                          echo))
+        calls.append(("terminal send 1 key + read (two calls)", "pair",
+                      [("terminal", {"sandbox_id": sid, "action": "send", "terminal_id": tid,
+                                     "input": "p"}),
+                       ("terminal", {"sandbox_id": sid, "action": "read", "terminal_id": tid})]))
         for _, tool, args in calls[:3]:  # warm the session and the cache
             s.tool(tool, args)
         for _ in range(n):
             for label, tool, args in calls:
-                secs, _ = s.tool(tool, args)
+                secs = sum(s.tool(t, a)[0] for t, a in (args if tool == "pair" else [(tool, args)]))
                 rows.setdefault(label, []).append(secs * 1000)
         rows["exec -it keystroke echo (CLI on a pty, `cat`)"] = [
             x * 1000 for x in echo_times(mcpbox, state, sid, n)]
