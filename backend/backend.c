@@ -148,6 +148,19 @@ int backend_def_command_resize(struct backend *be, const char *sandbox_id, const
     return unsupported(be, "terminals (pty commands) to resize", err);
 }
 
+int backend_def_command_attach(struct backend *be, const char *sandbox_id, const char *command_id,
+                               uint64_t offset, const struct exec_observer *obs,
+                               struct exec_handle **out, struct mcp_error *err)
+{
+    return unsupported(be, "attaching to a command another process started", err);
+}
+
+int backend_def_command_find(struct backend *be, const char *sandbox_id, const char *label,
+                             backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    return unsupported(be, "commands found by label", err);
+}
+
 json_t *backend_def_host_check(const char *state_dir)
 {
     return NULL;
@@ -217,7 +230,7 @@ static bool ops_complete(const struct backend_ops *o)
            o->file_op && o->endpoint && o->diagnose && o->snapshot && o->metrics &&
            o->code_context && o->code_run && o->host_check && o->workspace &&
            o->set_network_policy && o->command_input && o->command_resize && o->volume &&
-           o->bind_secrets && o->credential_vault;
+           o->bind_secrets && o->credential_vault && o->command_attach && o->command_find;
 }
 
 static bool has_prefix(const char *s, const char *prefix)

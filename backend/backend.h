@@ -127,7 +127,12 @@ struct exec_request {
      * command_input refuse both with MCP_ERR_UNSUPPORTED. */
     bool stdin_open;
     uint16_t pty_rows, pty_cols;
+    /* A name the backend keeps with the command (command_find looks it up; command_get and the
+     * agent's lists report it): NULL for none, else 1 to BACKEND_LABEL_MAX bytes of
+     * [A-Za-z0-9_.:-] (anything else: MCP_ERR_INVALID). */
+    const char *label;
 };
+#define BACKEND_LABEL_MAX 64
 
 enum exec_stream { EXEC_STDOUT = 1, EXEC_STDERR = 2 };
 
@@ -361,6 +366,23 @@ struct backend_ops {
      * stale expectedRevision. */
     int (*credential_vault)(struct backend *be, const char *sandbox_id, const char *action,
                             json_t *body, backend_cb *cb, void *arg, struct mcp_error *err);
+
+    /* ---- taking up a command another process started (attach; tests/local/attach) ----
+     * command_attach watches command_id as exec's observer would, from any mcpbox process:
+     * obs->on_started(command_id) once, then on_output for each chunk of the command's kept
+     * log from offset on (the interleaved log's offsets, as command_get's; past the end: from
+     * the end), each with the stream it was written on, then for its live output, then on_done
+     * once with the final status object as exec's (at once after the replay for a command that
+     * has ended). Output a cap kept out of the log is not replayed. exec_detach stops it (no
+     * callback after). MCP_ERR_NOT_FOUND (through on_done) for an unknown command.
+     * command_find -> the status object (command_id, status, label, ...; as command_get without
+     * output) of the newest command with that label still running; MCP_ERR_NOT_FOUND when none
+     * runs, MCP_ERR_INVALID for a malformed label. */
+    int (*command_attach)(struct backend *be, const char *sandbox_id, const char *command_id,
+                          uint64_t offset, const struct exec_observer *obs,
+                          struct exec_handle **out, struct mcp_error *err);
+    int (*command_find)(struct backend *be, const char *sandbox_id, const char *label,
+                        backend_cb *cb, void *arg, struct mcp_error *err);
 };
 
 /* Default slots for the optional operations: each fails with MCP_ERR_UNSUPPORTED, "the <name>
@@ -393,6 +415,11 @@ int backend_def_bind_secrets(struct backend *be, const char *sandbox_id, json_t 
                              backend_cb *cb, void *arg, struct mcp_error *err);
 int backend_def_credential_vault(struct backend *be, const char *sandbox_id, const char *action,
                                  json_t *body, backend_cb *cb, void *arg, struct mcp_error *err);
+int backend_def_command_attach(struct backend *be, const char *sandbox_id, const char *command_id,
+                               uint64_t offset, const struct exec_observer *obs,
+                               struct exec_handle **out, struct mcp_error *err);
+int backend_def_command_find(struct backend *be, const char *sandbox_id, const char *label,
+                             backend_cb *cb, void *arg, struct mcp_error *err);
 /* The optional operations a backend may lack (its slot holds the default). */
 enum backend_optional {
     BACKEND_SNAPSHOTS, /* snapshot (and restoring one at create) */

@@ -101,6 +101,11 @@ int local_command_input(struct backend *be, const char *id, const char *cmd, con
                         size_t len, bool eof, backend_cb *cb, void *arg, struct mcp_error *err);
 int local_command_resize(struct backend *be, const char *id, const char *cmd, unsigned rows,
                          unsigned cols, backend_cb *cb, void *arg, struct mcp_error *err);
+int local_command_attach(struct backend *be, const char *id, const char *cmd, uint64_t offset,
+                         const struct exec_observer *obs, struct exec_handle **out,
+                         struct mcp_error *err);
+int local_command_find(struct backend *be, const char *id, const char *label, backend_cb *cb,
+                       void *arg, struct mcp_error *err);
 int local_file_read(struct backend *be, const char *id, const char *path, uint64_t offset,
                     uint64_t length, backend_read_cb *cb, void *arg, struct mcp_error *err);
 int local_file_write(struct backend *be, const char *id, const char *path, const void *data,

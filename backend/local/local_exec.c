@@ -8,6 +8,7 @@
 #include "backend/local/local_limits.h"
 #include "backend/local/local_cgroup.h"
 #include "backend/local/local_agent.h"
+#include "backend/local/proto.h"
 #include "backend/local/local_sandbox.h"
 #include "backend/local/local_egress.h"
 #include "backend/local/local_secrets.h"
@@ -30,6 +31,7 @@ struct exec_handle {
     bool started, detached;
     char tail[EXEC_EVENT_TAIL]; /* ring of the last output bytes (stdout and stderr as they came) */
     size_t tail_len, tail_pos;
+    struct agent_conn *own; /* command_attach: the connection of this watch alone; NULL for exec */
 };
 
 static void handle_free(struct exec_handle *h)
@@ -228,7 +230,13 @@ int local_exec(struct backend *be, const char *id, const struct exec_request *re
         return -1;
     if (req->command == NULL || req->command[0] == '\0')
         return mcp_error_set(err, MCP_ERR_INVALID, 0, "command is empty");
+    if (req->label && !agent_label_valid(req->label))
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "a command's label is 1 to %d characters of A-Z a-z 0-9 _ . : -",
+                             BACKEND_LABEL_MAX);
     json_t *msg = json_pack("{s:s, s:s, s:b}", "op", "exec", "command", req->command, "watch", 1);
+    if (req->label)
+        json_object_set_new(msg, "label", json_string(req->label));
     if (req->cwd)
         json_object_set_new(msg, "cwd", json_string(req->cwd));
     json_t *env = local_secrets_exec_env(sb, req->env); /* placeholders bound after create */
@@ -263,10 +271,16 @@ int local_exec(struct backend *be, const char *id, const struct exec_request *re
     return 0;
 }
 
+static void attach_detach(struct exec_handle *h);
+
 void local_exec_detach(struct exec_handle *h)
 {
     if (h == NULL)
         return;
+    if (h->own) {
+        attach_detach(h);
+        return;
+    }
     if (!h->started) {
         h->detached = true; /* freed when the agent's reply arrives */
         return;
@@ -460,6 +474,130 @@ int local_command_resize(struct backend *be, const char *id, const char *cmd, un
 {
     json_t *msg = json_pack("{s:s, s:s, s:I, s:I}", "op", "cmd_resize", "cmd", cmd ? cmd : "",
                             "rows", (json_int_t)rows, "cols", (json_int_t)cols);
+    return call_plain(be, id, msg, cb, arg, err);
+}
+
+/* ---- command_attach / command_find ------------------------------------------------------------
+ * An attach watches on a connection of its own (cmd_watch): the agent tells its events apart by
+ * connection, not by watcher, and closing it is what ends the watch there. */
+
+/* Frees h and closes its connection; nothing of h is left on it (its watch and its call are
+ * gone), so the close calls nothing back. */
+static void attach_free(struct exec_handle *h)
+{
+    struct agent_conn *own = h->own;
+    h->own = NULL;
+    handle_free(h);
+    agent_conn_close(own);
+}
+
+static void attach_done(struct exec_handle *h, json_t *res, const struct mcp_error *err)
+{
+    agent_unwatch(h->own, h->cmd_id);
+    if (h->obs.on_done)
+        h->obs.on_done(h->obs.arg, res, err);
+    attach_free(h);
+}
+
+static json_t *attach_final(struct exec_handle *h, json_t *ev)
+{
+    bool oom;
+    const char *status = final_status(h, ev, &oom);
+    /* killed before this watch began: the starter's watch recorded the OOM kill, if any */
+    if (!oom && strcmp(status, "killed") == 0 && oom_recorded(h->sb, h->cmd_id))
+        status = "oom_killed";
+    return done_json(h, ev, status);
+}
+
+static void on_attach_event(void *arg, json_t *ev)
+{
+    struct exec_handle *h = arg;
+    const char *kind = json_string_value(json_object_get(ev, "ev"));
+    if (kind && strcmp(kind, "output") == 0) {
+        size_t len;
+        char *data = unb64(json_object_get(ev, "data"), &len);
+        const char *stream = json_string_value(json_object_get(ev, "stream"));
+        if (data && h->obs.on_output)
+            h->obs.on_output(h->obs.arg,
+                             stream && strcmp(stream, "stderr") == 0 ? EXEC_STDERR : EXEC_STDOUT,
+                             data, len);
+        free(data);
+        return;
+    }
+    json_t *res = kind && strcmp(kind, "exit") == 0
+                      ? attach_final(h, ev)
+                      : json_pack("{s:s, s:s, s:n, s:n, s:n, s:i, s:i}", "command_id", h->cmd_id,
+                                  "status", "lost", "exit_code", "signal", "duration_ms",
+                                  "stdout_bytes", 0, "stderr_bytes", 0);
+    attach_done(h, res, NULL);
+    json_decref(res);
+}
+
+static void on_attach_reply(void *arg, json_t *reply, const struct mcp_error *err)
+{
+    struct exec_handle *h = arg;
+    if (err || h->detached) {
+        if (h->detached)
+            h->obs.on_done = NULL;
+        attach_done(h, NULL, err);
+        return;
+    }
+    h->started = true;
+    if (h->obs.on_started)
+        h->obs.on_started(h->obs.arg, h->cmd_id);
+}
+
+/* After this no callback of the caller's is called: closing the connection ends the watch in
+ * the agent and here (its "lost" event, or its failed call, frees h). */
+static void attach_detach(struct exec_handle *h)
+{
+    h->obs = (struct exec_observer){.arg = h->obs.arg};
+    h->detached = true;
+    agent_conn_close(h->own);
+}
+
+int local_command_attach(struct backend *be, const char *id, const char *cmd, uint64_t offset,
+                         const struct exec_observer *obs, struct exec_handle **out,
+                         struct mcp_error *err)
+{
+    struct lsbx *sb = lsbx_for_op((struct local_backend *)be, id, false, err);
+    if (sb == NULL)
+        return -1;
+    if (cmd == NULL || cmd[0] == '\0' || strlen(cmd) >= sizeof((struct exec_handle *)0)->cmd_id)
+        return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0, "no command '%s' in sandbox %s",
+                             cmd ? cmd : "", id);
+    char path[LOCAL_PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/agent.sock", sb->dir);
+    struct agent_conn *own = agent_conn_open(sb->be->base.loop, path, err);
+    if (own == NULL)
+        return -1;
+    struct exec_handle *h = xcalloc(1, sizeof *h);
+    h->sb = sb, h->obs = *obs, h->own = own;
+    h->command = xstrdup("");
+    snprintf(h->cmd_id, sizeof h->cmd_id, "%s", cmd);
+    h->oom_before = cg_oom_kills(&sb->cg);
+    lsbx_ref(sb);
+    agent_watch(own, h->cmd_id, on_attach_event, h);
+    json_t *msg = json_pack("{s:s, s:s, s:I}", "op", "cmd_watch", "cmd", cmd, "offset",
+                            (json_int_t)(offset > INT64_MAX ? INT64_MAX : offset));
+    if (agent_call(own, msg, on_attach_reply, h, err) < 0) {
+        agent_unwatch(own, h->cmd_id);
+        attach_free(h);
+        return -1;
+    }
+    if (out)
+        *out = h;
+    return 0;
+}
+
+int local_command_find(struct backend *be, const char *id, const char *label, backend_cb *cb,
+                       void *arg, struct mcp_error *err)
+{
+    if (!agent_label_valid(label))
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "a command's label is 1 to %d characters of A-Z a-z 0-9 _ . : -",
+                             BACKEND_LABEL_MAX);
+    json_t *msg = json_pack("{s:s, s:s}", "op", "cmd_find", "label", label);
     return call_plain(be, id, msg, cb, arg, err);
 }
 

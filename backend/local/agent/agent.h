@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "lib/base/buf.h"
+#include "backend/local/proto.h"
 #include "lib/base/error.h"
 
 #define AGENT_MAX_CONNS 64
@@ -32,6 +33,13 @@
 #define AGENT_MAX_INTERACTIVE 32         /* running at once per sandbox */
 #define AGENT_INPUT_FRAME_MAX (1u << 20) /* bytes of one cmd_input */
 #define AGENT_INPUT_QUEUE_MAX (4u << 20) /* bytes waiting for a command to read them */
+/* Watches from any connection (cmd_watch) and the stream of each byte of a log: a run-length
+ * list of the offsets where the stream changes. A command whose list is full keeps no more log
+ * (log_truncated), so a replay never names a wrong stream. */
+#define AGENT_RUNS_MAX 65536u       /* stream changes kept per command */
+#define AGENT_TOTAL_RUNS (1u << 20) /* per sandbox: the oldest finished commands go first */
+#define AGENT_MAX_WATCHERS 256
+#define AGENT_WATCH_WBUF (1u << 20) /* unsent bytes before a replay waits for the reader */
 
 struct conn {
     int fd;
@@ -43,6 +51,9 @@ struct conn {
 enum cmd_state { CMD_RUNNING, CMD_DONE };
 
 struct sigwatch; /* agent_sigwatch.c: a forwarded signal's delivery being checked */
+struct watcher;  /* agent_watch.c: one cmd_watch */
+
+#define AGENT_RUN_STDERR 0x80000000u /* a run's offset fits in 31 bits (AGENT_LOG_CAP) */
 
 struct cmd {
     char id[24];
@@ -66,6 +77,10 @@ struct cmd {
     struct conn *watch;              /* connection that receives events, or NULL */
     struct sigwatch *sigwatch;       /* a signal's delivery being checked, or NULL */
     char *command;
+    char label[AGENT_LABEL_MAX + 1]; /* exec's "label" ("" for none): cmd_find looks it up */
+    uint32_t *runs;                  /* offset of each stream change | AGENT_RUN_STDERR */
+    size_t nruns, runs_cap;
+    bool runs_full; /* AGENT_RUNS_MAX reached: nothing more is kept */
     struct cmd *next;
 };
 
@@ -75,6 +90,9 @@ struct agent {
     struct conn *conns;
     struct cmd *cmds;
     size_t ncmds;
+    struct watcher *watchers; /* cmd_watch's, any connection */
+    size_t nwatchers;
+    uint64_t runs_total;             /* stream changes kept over all commands */
     uint64_t log_bytes;              /* bytes in all kept logs */
     int64_t expires_at_ms;           /* wall clock; 0: no TTL */
     int64_t idle_timeout_s;          /* 0: none */
@@ -139,6 +157,26 @@ int agent_egress_open(struct agent *a);
 void agent_egress_trust(const char *ca_pem);
 /* Answers "egress_sockets" on c with both fds attached; false: none (not an egress sandbox). */
 bool agent_egress_send(struct agent *a, struct conn *c, json_t *id);
+
+/* agent_watch.c: cmd_watch (replay of a command's log with its streams, then its live output
+ * and exit, on the asking connection), cmd_find (a running command by label), and the stream
+ * runs beside each log. */
+json_t *agent_cmd_status_json(const struct cmd *c); /* agent_cmd.c: cmd_status without output */
+json_t *agent_cmd_watch(struct agent *a, struct conn *conn, json_t *req, struct mcp_error *err);
+json_t *agent_cmd_find_label(struct agent *a, json_t *req, struct mcp_error *err);
+/* Records that len > 0 bytes of stream is_err go into c's log at c->n_log; false when c's run
+ * list (or the sandbox's budget of runs) is full: keep nothing. */
+bool agent_runs_note(struct agent *a, struct cmd *c, bool is_err);
+bool agent_runs_would_grow(const struct cmd *c, bool is_err);
+/* Sends output to the live watchers of c (after it is kept in the log). */
+void agent_watch_output(struct agent *a, struct cmd *c, const char *stream, const char *b64);
+/* c has ended: its live watchers get the exit event and end. */
+void agent_watch_finished(struct agent *a, struct cmd *c);
+/* c is being freed (evicted): its watchers get the exit event and end; its runs go. */
+void agent_watch_cmd_gone(struct agent *a, struct cmd *c);
+void agent_watch_forget_conn(struct agent *a, struct conn *conn);
+/* Moves every replay on while its connection has room (before each poll). */
+void agent_watch_pump(struct agent *a);
 
 /* agent_fs.c */
 json_t *agent_fs_op(struct agent *a, const char *op, json_t *req, struct mcp_error *err);

@@ -42,7 +42,7 @@ static const char *cmd_status_name(const struct cmd *c)
     return "exited";
 }
 
-static json_t *cmd_status_json(const struct cmd *c)
+json_t *agent_cmd_status_json(const struct cmd *c)
 {
     uint64_t end = c->state == CMD_RUNNING ? now_mono_ms() : c->end_ms;
     json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:b}", "command_id", c->id, "status",
@@ -54,6 +54,7 @@ static json_t *cmd_status_json(const struct cmd *c)
     json_object_set_new(j, "exit_code", c->exit_code >= 0 ? json_integer(c->exit_code) : json_null());
     json_object_set_new(j, "signal", c->term_signal > 0 ? json_integer(c->term_signal) : json_null());
     json_object_set_new(j, "pid", json_integer(c->pid));
+    json_object_set_new(j, "label", c->label[0] ? json_string(c->label) : json_null());
     return j;
 }
 
@@ -162,6 +163,7 @@ static void cmd_free(struct agent *a, struct cmd *c)
     if (c->has_log)
         unlinkat(a->logdir_fd, name, 0);
     a->log_bytes -= c->n_log;
+    agent_watch_cmd_gone(a, c);
     agent_sigwatch_free(&c->sigwatch);
     free(c->in_data);
     free(c->command);
@@ -263,9 +265,16 @@ json_t *agent_cmd_exec(struct agent *a, struct conn *conn, json_t *req, struct m
 {
     const char *command = json_string_value(json_object_get(req, "command"));
     const char *cwd_in = json_string_value(json_object_get(req, "cwd"));
+    json_t *label = json_object_get(req, "label");
     char cwd[4096];
     if (command == NULL) {
         mcp_error_set(err, MCP_ERR_INVALID, 0, "exec: command missing");
+        return NULL;
+    }
+    if (label && !json_is_null(label) && !agent_label_valid(json_string_value(label))) {
+        mcp_error_set(err, MCP_ERR_INVALID, 0,
+                      "exec: a label is 1 to %d characters of A-Z a-z 0-9 _ . : -",
+                      AGENT_LABEL_MAX);
         return NULL;
     }
     if (agent_cmd_running(a) >= AGENT_MAX_RUNNING) {
@@ -277,6 +286,8 @@ json_t *agent_cmd_exec(struct agent *a, struct conn *conn, json_t *req, struct m
     struct cmd *c = xcalloc(1, sizeof *c);
     random_id(c->id, sizeof c->id, "cmd-", 8);
     c->command = xstrdup(command);
+    if (json_is_string(label))
+        snprintf(c->label, sizeof c->label, "%s", json_string_value(label));
     c->exit_code = c->term_signal = -1;
     c->out_fd = c->err_fd = c->in_fd = c->f_log = -1;
     if (agent_input_parse(a, c, req, err) < 0) {
@@ -308,22 +319,28 @@ json_t *agent_cmd_exec(struct agent *a, struct conn *conn, json_t *req, struct m
     return json_pack("{s:s, s:i}", "command_id", c->id, "pid", (int)c->pid);
 }
 
-static void emit_output(struct cmd *c, const char *stream, const char *data, size_t len)
+static void emit_output(struct agent *a, struct cmd *c, const char *stream, const char *data,
+                        size_t len)
 {
-    if (c->watch == NULL)
+    if (c->watch == NULL && a->watchers == NULL)
         return;
     char *b64 = xmalloc(base64_encoded_len(len) + 1);
     base64_encode(data, len, b64);
-    agent_send(c->watch, json_pack("{s:s, s:s, s:s, s:s}", "ev", "output", "cmd", c->id, "stream",
-                                   stream, "data", b64));
+    if (c->watch)
+        agent_send(c->watch, json_pack("{s:s, s:s, s:s, s:s}", "ev", "output", "cmd", c->id,
+                                       "stream", stream, "data", b64));
+    agent_watch_output(a, c, stream, b64);
     free(b64);
 }
 
 /* Appends to the command's log within its cap and the sandbox's total budget (evicting the
  * oldest finished commands first). Offsets in the log are those of the bytes actually kept. */
-static void keep_log(struct agent *a, struct cmd *c, const char *data, size_t len)
+static void keep_log(struct agent *a, struct cmd *c, const char *data, size_t len, bool is_err)
 {
     while (a->log_bytes + len > AGENT_TOTAL_LOG_CAP && evict_oldest(a)) {
+    }
+    while (agent_runs_would_grow(c, is_err) && a->runs_total >= AGENT_TOTAL_RUNS &&
+           evict_oldest(a)) {
     }
     uint64_t room = AGENT_LOG_CAP - c->n_log;
     uint64_t budget = AGENT_TOTAL_LOG_CAP > a->log_bytes ? AGENT_TOTAL_LOG_CAP - a->log_bytes : 0;
@@ -332,6 +349,8 @@ static void keep_log(struct agent *a, struct cmd *c, const char *data, size_t le
         n = (size_t)room;
     if (n > budget)
         n = (size_t)budget;
+    if (n > 0 && !agent_runs_note(a, c, is_err))
+        n = 0;
     if (n > 0 && !c->has_log)
         open_log(a, c);
     ssize_t w = n > 0 && c->f_log >= 0 ? write(c->f_log, data, n) : 0;
@@ -357,8 +376,8 @@ static bool drain(struct agent *a, struct cmd *c, int fd)
         if (n <= 0)
             return false;
         *(is_out ? &c->n_out : &c->n_err) += (uint64_t)n;
-        keep_log(a, c, chunk, (size_t)n);
-        emit_output(c, is_out ? "stdout" : "stderr", chunk, (size_t)n);
+        keep_log(a, c, chunk, (size_t)n, !is_out);
+        emit_output(a, c, is_out ? "stdout" : "stderr", chunk, (size_t)n);
     }
 }
 
@@ -411,12 +430,13 @@ static void finish(struct agent *a, struct cmd *c, int status)
     else if (WIFSIGNALED(status))
         c->term_signal = WTERMSIG(status);
     if (c->watch) {
-        json_t *ev = cmd_status_json(c);
+        json_t *ev = agent_cmd_status_json(c);
         json_object_set_new(ev, "ev", json_string("exit"));
         json_object_set_new(ev, "cmd", json_string(c->id));
         agent_send(c->watch, ev);
         c->watch = NULL;
     }
+    agent_watch_finished(a, c);
 }
 
 /* PID 1 reaps every child, including orphans re-parented to it. */
@@ -505,7 +525,7 @@ json_t *agent_cmd_status(struct agent *a, json_t *req, struct mcp_error *err)
         mcp_error_set(err, MCP_ERR_NOT_FOUND, 0, "no command '%s' in this sandbox", id ? id : "");
         return NULL;
     }
-    json_t *j = cmd_status_json(c);
+    json_t *j = agent_cmd_status_json(c);
     read_log(a, c, (uint64_t)json_integer_value(json_object_get(req, "offset")),
              (uint64_t)json_integer_value(json_object_get(req, "limit")), j);
     return j;
@@ -535,7 +555,7 @@ json_t *agent_cmd_list(struct agent *a, json_t *req, struct mcp_error *err)
     json_t *list = json_array();
     size_t n = 0;
     for (struct cmd *c = a->cmds; c && n < AGENT_LIST_MAX; c = c->next, n++) {
-        json_t *j = cmd_status_json(c);
+        json_t *j = agent_cmd_status_json(c);
         /* cut before a character the limit would split: jansson refuses invalid UTF-8 */
         size_t cut = strnlen(c->command, AGENT_LIST_CMD_CHARS);
         json_object_set_new(j, "command",

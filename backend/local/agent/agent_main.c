@@ -92,6 +92,10 @@ static json_t *dispatch(struct agent *a, struct conn *c, const char *op, json_t 
         return agent_cmd_input(a, req, err);
     if (strcmp(op, "cmd_resize") == 0)
         return agent_cmd_resize(a, req, err);
+    if (strcmp(op, "cmd_watch") == 0)
+        return agent_cmd_watch(a, c, req, err);
+    if (strcmp(op, "cmd_find") == 0)
+        return agent_cmd_find_label(a, req, err);
     return agent_fs_op(a, op, req, err);
 }
 
@@ -219,6 +223,7 @@ static void sweep_conns(struct agent *a)
         }
         *pp = c->next;
         agent_cmd_forget_conn(a, c);
+        agent_watch_forget_conn(a, c);
         close(c->fd);
         buf_release(&c->rbuf);
         buf_release(&c->wbuf);
@@ -269,6 +274,7 @@ static void loop_once(struct agent *a)
     struct conn *conn_of[AGENT_POLL_MAX];
     struct cmd *cmd_of[AGENT_POLL_MAX];
     int n = 0;
+    agent_watch_pump(a); /* replays fill their connections before the poll below sends them */
     memset(conn_of, 0, sizeof conn_of);
     memset(cmd_of, 0, sizeof cmd_of);
     pfd[n++] = (struct pollfd){.fd = a->listen_fd, .events = POLLIN};
