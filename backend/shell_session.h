@@ -84,6 +84,7 @@ struct shell_session_result {
     enum shell_session_kind kind;
     int status; /* exit status, or -1 when the trailer gave none */
     char cwd[4097];
+    bool followed; /* proc primitive: it ran after a command an earlier process left running */
 };
 
 void shell_session_tail_init(struct shell_session_tail *t, const char *nonce);

@@ -79,7 +79,7 @@ size_t shell_mark_feed(struct shell_mark *m, const char *data, size_t len, shell
 
 static void parse_status(const char *s, size_t n, struct shell_mark_result *res)
 {
-    static const char *const words[] = {"gone", "limit", "error", "nobash"};
+    static const char *const words[] = {"gone", "limit", "error", "nobash", "start"};
     res->status = n > 0 && n <= 3 ? 0 : -1;
     for (size_t i = 0; i < n && res->status >= 0; i++)
         res->status = s[i] >= '0' && s[i] <= '9' ? res->status * 10 + (s[i] - '0') : -1;

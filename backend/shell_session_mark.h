@@ -4,7 +4,7 @@
  * When a command ends, the session's shell prints "\n<nonce> <status> <cwd> <nonce>\n" on both
  * its stdout and its stderr, where the nonce is fresh per command (128 random bits, never in the
  * shell's variables or environment while the command runs) and status is the exit status or a
- * word (gone, limit, error, nobash). The leading "\n" is the marker's own, so output without a trailing
+ * word (gone, limit, error, nobash; start for the marker a command after an attach begins with). The leading "\n" is the marker's own, so output without a trailing
  * newline comes back byte-exact. One splitter per stream passes everything before the marker on
  * and holds back only what could still be the marker's start (at most its 34 bytes); it keeps at
  * most SHELL_MARK_MAX bytes of the marker itself, so a flood costs nothing but its own session.
@@ -33,7 +33,7 @@ struct shell_mark {
 /* What a finished marker said. */
 struct shell_mark_result {
     int status;                       /* exit status, or -1 for a word or a malformed status */
-    char word[8];                     /* "gone", "limit", "error", "nobash" or "" */
+    char word[8];                     /* "gone", "limit", "error", "nobash", "start" or "" */
     char cwd[SHELL_MARK_CWD_MAX + 1]; /* the shell's $PWD ("" when it did not fit) */
 };
 

@@ -15,6 +15,7 @@
 
 enum sess_state {
     SESS_NONE,     /* no shell */
+    SESS_FINDING,  /* looking for a shell an earlier process started (command_find, attach) */
     SESS_STARTING, /* exec sent, no command id yet */
     SESS_IDLE,
     SESS_BUSY,
@@ -40,10 +41,13 @@ struct sess_cmd {
     struct shell_session_result *res;
     char nonce[SHELL_MARK_NONCE_HEX + 1];
     struct shell_mark mark[2]; /* stdout, stderr */
+    bool started[2];           /* await_start: the stream's start marker has come */
     uint64_t bytes[2];
     uint64_t started_ms;
     int64_t timeout_ms;
     bool timed_out, kill_armed, killing;
+    bool await_start; /* after an attach: output before the start marker is not this command's */
+    bool followed;    /* ... and some came: a command of an earlier process ran to its end */
     enum shell_session_kind not_run; /* why it did not run (deferred), else NONE */
     char *text;                      /* what goes to the shell's stdin */
     size_t text_len;
@@ -59,6 +63,8 @@ struct sess {
     struct exec_handle *h;
     enum sess_state state;
     bool reported;    /* a death already told: the next shell does not report it again */
+    bool looked;      /* an earlier process's shell was looked for (once per process) */
+    bool released;    /* the backend is stopping */
     uint64_t log_pos; /* bytes of the shell's output so far (its log's length) */
     unsigned seq;
     int refs; /* one for the list, one per agent call or watch in flight */
@@ -76,6 +82,11 @@ char *sess_command_text(const struct shell_session_request *req, const char *non
  * death of the session's last shell was told already. */
 char *sess_start_text(const char *name, const char *nonce, bool fresh, const char *text,
                       size_t text_len, size_t *len);
+/* The markers of nonce with the word start, then text: what a command sent to a shell this
+ * process attached to is (so that what an earlier command prints is told apart). */
+char *sess_with_start_marker(const char *nonce, const char *text, size_t text_len, size_t *len);
+/* The label of session name's shell: "session:<name>" (a long name shortened with a hash). */
+void sess_label(const char *name, char *out, size_t size);
 /* The exec's /bin/sh -c line: bash reading stdin, or nonce's markers saying there is none. */
 char *sess_shell_line(const char *nonce);
 

@@ -143,6 +143,7 @@ static void cmd_finish(struct sess_cmd *c, enum shell_session_kind kind, int cod
         c->res->kind = kind;
         c->res->status = code;
         snprintf(c->res->cwd, sizeof c->res->cwd, "%s", cwd ? cwd : "");
+        c->res->followed = c->followed;
     }
     json_t *fin =
         json_pack("{s:s, s:s, s:o, s:n, s:I, s:I, s:I}", "command_id", c->rec ? c->rec->id : "",
@@ -206,7 +207,8 @@ static void cmd_begin(struct sess *s, struct sess_cmd *c)
     struct sess_record *r = &s->recs[s->seq % SESS_RECORDS];
     s->seq++;
     memset(r, 0, sizeof(*r));
-    snprintf(r->id, sizeof r->id, "%s.%u", s->shell_id, s->seq);
+    /* the start in the shell's log: unique in the shell, whichever process sent the command */
+    snprintf(r->id, sizeof r->id, "%s.%llu", s->shell_id, (unsigned long long)s->log_pos);
     r->start = s->log_pos;
     r->started_ms = now_mono_ms();
     r->status = "running";
@@ -264,6 +266,33 @@ static void cmd_marked(struct sess *s, struct sess_cmd *c)
     cmd_finish(c, c->timed_out ? SHELL_SESSION_TIMEOUT : SHELL_SESSION_DONE, mr.status, mr.cwd);
 }
 
+/* Before a command's start marker (after an attach): what an earlier command printed. */
+static void discard(void *arg, const char *data, size_t len)
+{
+    struct sess_cmd *c = arg;
+    c->followed = c->followed || len > 0;
+}
+
+/* Feeds one chunk of stream i to c: the start marker first where one is awaited, then the
+ * command's output up to its end marker. */
+static void feed(struct sess_cmd *c, int i, const char *data, size_t len)
+{
+    while (len > 0 && !c->mark[i].done) {
+        bool before = c->await_start && !c->started[i];
+        size_t used = shell_mark_feed(&c->mark[i], data, len,
+                                      before ? discard
+                                      : i    ? emit_err
+                                             : emit_out,
+                                      c);
+        if (before && c->mark[i].done) { /* the start marker: the end marker comes next */
+            c->started[i] = true;
+            shell_mark_init(&c->mark[i], c->nonce);
+        }
+        data += used;
+        len -= used;
+    }
+}
+
 static void sh_output(void *arg, enum exec_stream stream, const char *data, size_t len)
 {
     struct sess *s = arg;
@@ -271,19 +300,40 @@ static void sh_output(void *arg, enum exec_stream stream, const char *data, size
     struct sess_cmd *c = s->cur;
     if (c == NULL || s->state != SESS_BUSY)
         return; /* between commands: a background job's output, in the log only */
-    int i = stream == EXEC_STDERR;
-    if (c->mark[i].done)
-        return;
-    shell_mark_feed(&c->mark[i], data, len, i ? emit_err : emit_out, c);
+    feed(c, stream == EXEC_STDERR, data, len);
     if (c->mark[0].done && c->mark[1].done)
         cmd_marked(s, c);
+}
+
+static int send_command(struct sess *s, struct sess_cmd *c, struct mcp_error *err);
+static void start_or_fail(struct sess *s, struct sess_cmd *c);
+
+/* Attached to the shell an earlier process started: the command goes to it now, behind a start
+ * marker (that process may have left a command running, whose end comes first). */
+static void attached(struct sess *s)
+{
+    struct sess_cmd *c = s->cur;
+    struct mcp_error err;
+    s->state = SESS_IDLE;
+    s->cur = NULL;
+    if (c == NULL)
+        return;
+    size_t len;
+    char *text = sess_with_start_marker(c->nonce, c->text, c->text_len, &len);
+    free(c->text);
+    c->text = text;
+    c->text_len = len;
+    c->await_start = true;
+    send_command(s, c, &err);
 }
 
 static void sh_started(void *arg, const char *command_id)
 {
     struct sess *s = arg;
     snprintf(s->shell_id, sizeof s->shell_id, "%s", command_id);
-    if (s->cur != NULL) {
+    if (s->state == SESS_FINDING) {
+        attached(s);
+    } else if (s->cur != NULL) {
         cmd_begin(s, s->cur);
         if (s->cur->obs.on_started != NULL)
             s->cur->obs.on_started(s->cur->obs.arg, s->cur->rec->id);
@@ -311,6 +361,11 @@ static void sh_done(void *arg, json_t *result, const struct mcp_error *err)
     struct sess_cmd *c = s->cur;
     enum sess_state was = s->state;
     s->h = NULL;
+    if (was == SESS_FINDING && !s->released) { /* the shell found ended before the attach */
+        start_or_fail(s, c);
+        sess_refs(s, -1);
+        return;
+    }
     s->shell_id[0] = '\0';
     s->state = was == SESS_IDLE && !lost ? SESS_DEAD : SESS_NONE;
     if (c != NULL) {
@@ -338,10 +393,13 @@ static int start_shell(struct sess *s, struct sess_cmd *c, struct mcp_error *err
     size_t len;
     char *text = sess_start_text(s->name, c->nonce, s->reported, c->text, c->text_len, &len);
     char *line = sess_shell_line(c->nonce);
+    char label[BACKEND_LABEL_MAX + 1];
+    sess_label(s->name, label, sizeof label);
     struct exec_request req = {
-        .command = line, .stdin_data = text, .stdin_len = len, .stdin_open = true};
+        .command = line, .stdin_data = text, .stdin_len = len, .stdin_open = true, .label = label};
     struct exec_observer obs = {sh_started, sh_output, sh_done, s};
     s->state = SESS_STARTING;
+    s->looked = true; /* this process knows the session's shell from now on */
     s->log_pos = 0;
     s->cur = c;
     sess_refs(s, 1);
@@ -355,6 +413,70 @@ static int start_shell(struct sess *s, struct sess_cmd *c, struct mcp_error *err
         return -1;
     }
     s->reported = false;
+    return 0;
+}
+
+/* A command that could not be started: told at once (we are in a callback already). */
+static void fail_cmd(struct sess *s, struct sess_cmd *c, const struct mcp_error *err)
+{
+    s->cur = NULL;
+    s->state = SESS_NONE;
+    if (c->obs.on_done != NULL)
+        c->obs.on_done(c->obs.arg, NULL, err);
+    free(c->text);
+    free(c);
+}
+
+static void start_or_fail(struct sess *s, struct sess_cmd *c)
+{
+    struct mcp_error err;
+    if (start_shell(s, c, &err) < 0)
+        fail_cmd(s, c, &err);
+}
+
+static void attach_shell(struct sess *s, struct sess_cmd *c, const char *shell_id, uint64_t at)
+{
+    struct exec_observer obs = {sh_started, sh_output, sh_done, s};
+    struct mcp_error err;
+    s->log_pos = at; /* from the end of its log: what came before is earlier commands' */
+    sess_refs(s, 1);
+    if (s->be->ops->command_attach(s->be, s->sandbox_id, shell_id, at, &obs, &s->h, &err) < 0) {
+        sess_refs(s, -1);
+        log_info("session %s: attaching to its shell %s: %s", s->name, shell_id, err.msg);
+        start_or_fail(s, c);
+    }
+}
+
+static void found(void *arg, json_t *result, const struct mcp_error *err)
+{
+    struct sess *s = arg;
+    struct sess_cmd *c = s->cur;
+    const char *id = result ? json_string_value(json_object_get(result, "command_id")) : NULL;
+    json_int_t at = result ? json_integer_value(json_object_get(result, "total_bytes")) : 0;
+    if (s->released || c == NULL || s->state != SESS_FINDING)
+        ; /* the backend is stopping: the command was told */
+    else if (id != NULL)
+        attach_shell(s, c, id, at > 0 ? (uint64_t)at : 0);
+    else
+        start_or_fail(s, c); /* none runs: a new shell (which tells a dead one's end) */
+    sess_refs(s, -1);
+}
+
+/* A session this process has not seen: its shell may be one an earlier process started. */
+static int find_shell(struct sess *s, struct sess_cmd *c, struct mcp_error *err)
+{
+    char label[BACKEND_LABEL_MAX + 1];
+    sess_label(s->name, label, sizeof label);
+    s->looked = true;
+    s->state = SESS_FINDING;
+    s->cur = c;
+    sess_refs(s, 1);
+    if (s->be->ops->command_find(s->be, s->sandbox_id, label, found, s, err) < 0) {
+        sess_refs(s, -1);
+        s->state = SESS_NONE;
+        s->cur = NULL;
+        return start_shell(s, c, err);
+    }
     return 0;
 }
 
@@ -434,7 +556,7 @@ int shell_session_proc_run(struct backend *be, const char *sandbox_id,
     struct sess *s = sess_get(be, sandbox_id, req->name);
     if (out != NULL)
         *out = (struct shell_session_handle *)c;
-    if (s->state == SESS_STARTING || s->state == SESS_BUSY) {
+    if (s->state == SESS_STARTING || s->state == SESS_BUSY || s->state == SESS_FINDING) {
         not_run(c, be, SHELL_SESSION_BUSY);
     } else if (s->state == SESS_DEAD) {
         s->state = SESS_NONE;
@@ -447,7 +569,8 @@ int shell_session_proc_run(struct backend *be, const char *sandbox_id,
         return send_command(s, c, err);
     } else {
         c->s = s;
-        if (start_shell(s, c, err) < 0) {
+        bool can_find = be->ops->command_find != backend_def_command_find;
+        if ((can_find && !s->looked ? find_shell(s, c, err) : start_shell(s, c, err)) < 0) {
             free(c->text);
             free(c);
             return -1;
@@ -473,6 +596,7 @@ void shell_session_proc_release(struct backend *be)
         next = s->next;
         if (s->be != be)
             continue;
+        s->released = true;
         if (s->cur != NULL)
             cmd_finish(s->cur, SHELL_SESSION_NONE, -1, NULL);
         if (s->h != NULL) {

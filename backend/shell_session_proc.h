@@ -8,8 +8,8 @@
  * the status and $PWD on both streams, through descriptors the shell saved at start. The watcher
  * splits each stream at its marker. No process is started per command.
  *
- * Command ids: a session command's id is "<shell's command id>.<n>" (the n-th command of that
- * shell); get_command and kill_command route such ids here (shell_session_proc_is_command_id):
+ * Command ids: a session command's id is "<shell's command id>.<offset>", where its output
+ * starts in the shell's log (unique in the shell, whichever process sent it); get_command and kill_command route such ids here (shell_session_proc_is_command_id):
  * output is the shell's interleaved log between the command's start and its marker, a signal is
  * an interrupt (SIGINT to the shell's process group), and KILL adds the kill of the shell 3 s
  * later, as a timeout does.

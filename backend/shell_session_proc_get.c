@@ -21,9 +21,9 @@ static int unknown(const char *command_id, struct mcp_error *err)
     return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
                          "command_id %s is a session command this mcpbox process does not know "
                          "(an earlier process ran it, or it is one of more than %d since): its "
-                         "session's shell keeps the whole output under command_id %.*s, which "
-                         "get_command reads",
-                         command_id, SESS_RECORDS, (int)(dot - command_id), command_id);
+                         "output is in its session shell's log from offset %s on: get_command "
+                         "with command_id %.*s and that offset",
+                         command_id, SESS_RECORDS, dot + 1, (int)(dot - command_id), command_id);
 }
 
 struct get_call {

@@ -10,6 +10,7 @@
  * a variable the command could read. */
 #include "backend/shell_session_proc-internal.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,7 +91,7 @@ char *sess_command_text(const struct shell_session_request *req, const char *non
     buf_append_str(&b, req->stdin_data != NULL ? "; " : " </dev/null; ");
     buf_append_str(&b, "__mcpbox_s=$?; ");
     append_markers(&b, nonce, "$__mcpbox_s");
-    buf_append_str(&b, "\n");
+    buf_append_str(&b, "builtin :\n"); /* so that $_ does not keep the nonce */
     if (too_long) {
         buf_release(&b);
         mcp_error_set(err, MCP_ERR_INVALID, 0,
@@ -121,6 +122,27 @@ static const char start_checks[] =
     "    command mkdir -p -m 700 \"$__mcpbox_r\" \"$__mcpbox_d\" 2>/dev/null &&\n"
     "        echo $$ >\"$__mcpbox_d/pid\" || __mcpbox_w=error\n"
     "}\n";
+
+char *sess_with_start_marker(const char *nonce, const char *text, size_t text_len, size_t *len)
+{
+    struct buf b;
+    buf_init(&b, (size_t)-1);
+    append_markers(&b, nonce, "start");
+    buf_append(&b, text, text_len);
+    return buf_steal(&b, len);
+}
+
+void sess_label(const char *name, char *out, size_t size)
+{
+    if (strlen("session:") + strlen(name) <= BACKEND_LABEL_MAX) {
+        snprintf(out, size, "session:%s", name);
+        return;
+    }
+    uint64_t h = 1469598103934665603ull; /* FNV-1a: names never hold ':', so no clash */
+    for (const char *p = name; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    snprintf(out, size, "session:%.39s:%016llx", name, (unsigned long long)h);
+}
 
 char *sess_shell_line(const char *nonce)
 {

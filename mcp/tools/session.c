@@ -122,6 +122,11 @@ int session_run_decorate(const struct session_run *sr, json_t *res, struct mcp_e
                             : json_null());
     json_object_set_new(res, "session", info);
     const char *note = running ? NULL : session_note(r);
+    if (note == NULL && !running && r->followed)
+        note = "the session was still running a command an earlier mcpbox process started (or "
+               "a job printed meanwhile); this command ran after it ended, and that output is in "
+               "the session shell's log (get_command on the part of this command_id before the "
+               "'.')";
     if (note != NULL)
         json_object_set_new(res, "note", json_string(note));
     return 0;

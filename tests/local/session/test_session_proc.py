@@ -104,7 +104,7 @@ def check_hostile_commands(c, sid):
     assert r["exit_code"] == 2 and "unexpected EOF" in r["stderr"], r
     r = sess(c, sid, "}; echo after-brace", name="hostile")
     assert r["exit_code"] == 2 and r["stdout"] == "", r
-    r = sess(c, sid, "__mcpbox_end() { :; }; printf() { :; }; builtin() { :; }; echo defined",
+    r = sess(c, sid, "__mcpbox_end() { :; }; printf() { :; }; cd() { :; }; echo defined",
              name="hostile")
     assert r["stdout"] == "defined\n", r
     r = sess(c, sid, "exec >/dev/null; echo hidden; echo shown >&2", name="hostile")
@@ -152,7 +152,7 @@ def check_flood_and_get(c, sid):
     assert k["status"] == "exited", k
     r = sess(c, sid, "echo $X", name="flood")
     assert r["stdout"] == "5\n", r
-    bad = call(c, "get_command", {"sandbox_id": sid, "command_id": "cmd-00000000.7"})
+    bad = call(c, "get_command", {"sandbox_id": sid, "command_id": "cmd-00000000.77"})
     assert bad.get("isError") and "does not know" in result_text(bad), result_text(bad)
     print("a 20 MB flood capped, the rest read back by command_id; kill_command interrupts a "
           "session command and the session lives on")
@@ -207,8 +207,8 @@ def check_restart(srv, sid):
     srv.kill()
     srv.start()
     c = srv.client()
-    ok(c, "run_command", {"sandbox_id": sid, "command":
-                          'kill -9 "$(cat "${TMPDIR:-/tmp}/.mcpbox-sessions-$UID/victim/pid")"'})
+    ok(c, "run_command", {"sandbox_id": sid, "command": "bash -c 'kill -9 \"$(cat \"${TMPDIR:-/tmp}"
+                          "/.mcpbox-sessions-$UID/victim/pid\")\"'"})
     srv.kill()
     srv.start()
     c = srv.client()
