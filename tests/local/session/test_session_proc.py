@@ -186,6 +186,11 @@ def check_two_at_once(srv, sid, sid2):
     assert time.time() - t0 < 2.5, "the sessions ran one after another"
     assert out["a"]["stdout"] == "a\n/tmp/one\n" and out["a"]["session"]["cwd"] == "/tmp/one"
     assert out["b"]["stdout"] == "b\n/tmp/two\n" and out["c"]["stdout"] == "c\n/tmp/other\n", out
+    c = srv.client()
+    other = call(c, "get_command", {"sandbox_id": sid2, "command_id": out["a"]["command_id"]})
+    assert other.get("isError"), other  # a session command of one sandbox is not another's
+    other = call(c, "kill_command", {"sandbox_id": sid2, "command_id": out["a"]["command_id"]})
+    assert other.get("isError"), other
     print("two sessions at once, and one name in two sandboxes at once: separate shells")
 
 
