@@ -11,6 +11,7 @@
 #define SESS_KILL_GRACE_MS 3000 /* after the interrupt, before the shell is killed */
 #define SESS_RECORDS 32         /* finished commands per session kept for get_command */
 #define SESS_ID_MAX 80
+#define SESS_KEEP_MAX 256 /* sessions this process remembers (a shell's, or a dead one's records) */
 #define SESS_STDIN_MAX (256u * 1024u) /* bytes of a command's stdin (4 per byte at worst) */
 
 enum sess_state {

@@ -50,6 +50,18 @@ static void sess_unlink(struct sess *s)
         }
 }
 
+/* Forgets the oldest sessions without a shell past SESS_KEEP_MAX (names used once, sandboxes
+ * gone): what keeps the list bounded in a long-lived server. */
+static void sess_trim(void)
+{
+    size_t n = 0;
+    for (struct sess *s = sessions, *next; s; s = next) {
+        next = s->next;
+        if (++n > SESS_KEEP_MAX && s->state == SESS_NONE && s->cur == NULL && s->refs == 1)
+            sess_unlink(s);
+    }
+}
+
 static struct sess *sess_get(struct backend *be, const char *sandbox_id, const char *name)
 {
     for (struct sess *s = sessions; s; s = s->next)
@@ -64,6 +76,7 @@ static struct sess *sess_get(struct backend *be, const char *sandbox_id, const c
     s->refs = 1;
     s->next = sessions;
     sessions = s;
+    sess_trim();
     return s;
 }
 
