@@ -47,6 +47,7 @@ struct sess_cmd {
     uint64_t started_ms;
     int64_t timeout_ms;
     bool timed_out, kill_armed, killing;
+    bool must_exist;  /* shell_session_request's */
     bool await_start; /* after an attach: output before the start marker is not this command's */
     bool followed;    /* ... and some came: a command of an earlier process ran to its end */
     enum shell_session_kind not_run; /* why it did not run (deferred), else NONE */

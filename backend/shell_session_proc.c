@@ -440,6 +440,13 @@ static void fail_cmd(struct sess *s, struct sess_cmd *c, const struct mcp_error 
     free(c);
 }
 
+static void missing(struct sess *s, struct sess_cmd *c)
+{
+    s->state = SESS_NONE;
+    s->cur = NULL;
+    cmd_finish(c, SHELL_SESSION_MISSING, -1, NULL);
+}
+
 static void start_or_fail(struct sess *s, struct sess_cmd *c)
 {
     struct mcp_error err;
@@ -470,6 +477,8 @@ static void found(void *arg, json_t *result, const struct mcp_error *err)
         ; /* the backend is stopping: the command was told */
     else if (id != NULL)
         attach_shell(s, c, id, at > 0 ? (uint64_t)at : 0);
+    else if (c->must_exist)
+        missing(s, c);
     else
         start_or_fail(s, c); /* none runs: a new shell (which tells a dead one's end) */
     sess_refs(s, -1);
@@ -548,6 +557,7 @@ static struct sess_cmd *cmd_new(const struct shell_session_request *req,
     c->obs = *obs;
     c->res = res;
     c->started_ms = now_mono_ms();
+    c->must_exist = req->must_exist;
     c->timeout_ms = req->timeout_s > 0 ? req->timeout_s * 1000 : 0;
     shell_mark_init(&c->mark[0], c->nonce);
     shell_mark_init(&c->mark[1], c->nonce);
@@ -567,6 +577,7 @@ int shell_session_proc_run(struct backend *be, const char *sandbox_id,
     if (c == NULL)
         return -1;
     struct sess *s = sess_get(be, sandbox_id, req->name);
+    bool can_find = be->ops->command_find != backend_def_command_find;
     if (out != NULL)
         *out = (struct shell_session_handle *)c;
     if (s->state == SESS_STARTING || s->state == SESS_BUSY || s->state == SESS_FINDING) {
@@ -575,6 +586,8 @@ int shell_session_proc_run(struct backend *be, const char *sandbox_id,
         s->state = SESS_NONE;
         s->reported = true;
         not_run(c, be, SHELL_SESSION_GONE);
+    } else if (s->state == SESS_NONE && req->must_exist && (s->looked || !can_find)) {
+        not_run(c, be, SHELL_SESSION_MISSING);
     } else if (s->state == SESS_NONE && live_in(be, sandbox_id) >= SHELL_SESSION_MAX) {
         not_run(c, be, SHELL_SESSION_LIMIT);
     } else if (s->state == SESS_IDLE) {
@@ -582,7 +595,6 @@ int shell_session_proc_run(struct backend *be, const char *sandbox_id,
         return send_command(s, c, err);
     } else {
         c->s = s;
-        bool can_find = be->ops->command_find != backend_def_command_find;
         if ((can_find && !s->looked ? find_shell(s, c, err) : start_shell(s, c, err)) < 0) {
             free(c->text);
             free(c);
@@ -601,6 +613,15 @@ void shell_session_proc_detach(struct shell_session_handle *h)
     c->obs.on_output = NULL;
     c->obs.on_done = NULL;
     c->res = NULL;
+}
+
+void shell_session_proc_forget(struct backend *be, const char *sandbox_id, const char *name)
+{
+    struct sess *s = sess_get(be, sandbox_id, name);
+    if (s->state == SESS_IDLE || s->state == SESS_DEAD)
+        s->state = SESS_NONE; /* its shell's end, when it comes, is nobody's news */
+    s->reported = true;
+    s->looked = true;
 }
 
 void shell_session_proc_release(struct backend *be)

@@ -29,6 +29,7 @@ struct shell_session_request {
     const char *stdin_data; /* NULL: /dev/null */
     size_t stdin_len;
     int64_t timeout_s; /* > 0: SIGINT after that long, the shell killed 3 s later */
+    bool must_exist;   /* no shell of that name: kind MISSING, nothing started */
 };
 
 struct shell_session_handle;
@@ -57,6 +58,9 @@ int shell_session_proc_command_kill(struct backend *be, const char *sandbox_id,
                                     const char *command_id, int signal, backend_cb *cb, void *arg,
                                     struct mcp_error *err);
 
+/* After the session's shell was ended from outside (OpenSandbox's DELETE /session): its next
+ * command is told MISSING (with must_exist), not GONE. */
+void shell_session_proc_forget(struct backend *be, const char *sandbox_id, const char *name);
 /* Forgets be's sessions (at shutdown): their shells live on in the sandboxes; a command in
  * flight is reported lost. */
 void shell_session_proc_release(struct backend *be);
