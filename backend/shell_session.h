@@ -1,4 +1,6 @@
-/* Shell sessions over any backend's exec (docs/tools-design.md, "Shell sessions").
+/* Shell sessions over any backend's exec (docs/tools-design.md, "Shell sessions"); backends
+ * with command_input run them on the proc primitive instead (shell_session_proc.h), which
+ * shares the names, kinds and results here.
  *
  * A session is one long-lived bash inside the sandbox, started on first use and found again by
  * name (under $TMPDIR/.mcpbox-sessions-$UID/<name>/), so it outlives the mcpbox process that

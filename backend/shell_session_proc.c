@@ -267,9 +267,11 @@ static void cmd_marked(struct sess *s, struct sess_cmd *c)
     struct shell_mark_result mr;
     shell_mark_result(&c->mark[0], &mr);
     if (mr.word[0] != '\0') { /* the shell exits by itself; this session starts afresh */
-        if (s->h != NULL)
+        if (s->h != NULL) {
             s->be->ops->exec_detach(s->h);
-        s->h = NULL;
+            s->h = NULL;
+            sess_refs(s, -1); /* the watch's: no sh_done now */
+        }
         s->shell_id[0] = '\0';
         s->state = SESS_NONE;
         cmd_finish(c, word_kind(mr.word), -1, NULL);
