@@ -94,11 +94,11 @@ char *sess_command_text(const struct shell_session_request *req, const char *non
     buf_append_str(&b, "builtin :\n"); /* so that $_ does not keep the nonce */
     if (too_long) {
         buf_release(&b);
-        mcp_error_set(
-            err, MCP_ERR_INVALID, 0,
-            "command: a session command may be at most 64 KiB and its stdin at most "
-            "256 KiB (less when most of it is control bytes); write longer ones to a file with write_file and use it in the "
-            "session (`. ./script.sh`, `< file`)");
+        mcp_error_set(err, MCP_ERR_INVALID, 0,
+                      "command: a session command may be at most 64 KiB and its stdin at most "
+                      "256 KiB (less when most of it is control bytes); write longer ones to a "
+                      "file with write_file and use it in the session (`. ./script.sh`, "
+                      "`< file`)");
         return NULL;
     }
     return buf_steal(&b, len);
