@@ -128,7 +128,7 @@ static const char *final_status(const struct sess_cmd *c, enum shell_session_kin
 {
     if (kind == SHELL_SESSION_NONE)
         return "lost";
-    return c->timed_out ? "timed_out" : "exited";
+    return c->timed_out ? "timed_out" : c->killing ? "killed" : "exited";
 }
 
 static void record_end(struct sess_cmd *c, const char *status, int code)

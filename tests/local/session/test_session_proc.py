@@ -6,6 +6,8 @@ as an ordinary user). What test_session.py checks holds; this covers what change
 - output without a trailing newline comes back byte-exact, stdin too (a NUL, no newline);
 - a command that breaks the parser (an open quote), `exec >/dev/null`, a user's `__mcpbox_end`
   or `printf` function do not break the session;
+- kill_command KILL on a command deaf to the interrupt ends the shell 3 s later (status killed);
+  a command over 64 KiB and a stdin over 256 KiB are refused, the session untouched;
 - forged markers (the marker's shape with another nonce, on both streams, from the command and
   from a job printing after it) stay output;
 - a flood on both streams is capped, the rest read back with get_command on the result's
@@ -150,6 +152,21 @@ def check_flood_and_get(c, sid):
     k = ok(c, "kill_command", {"sandbox_id": sid, "command_id": r["command_id"],
                                "signal": "INT"})
     assert k["status"] == "exited", k
+    r = sess(c, sid, "echo $X", name="flood")
+    assert r["stdout"] == "5\n", r
+    r = sess(c, sid, "trap '' INT; while :; do sleep 0.1; done", name="deaf", wait_seconds=1)
+    assert r["status"] == "running", r
+    ok(c, "kill_command", {"sandbox_id": sid, "command_id": r["command_id"], "signal": "KILL"})
+    g = ok(c, "get_command", {"sandbox_id": sid, "command_id": r["command_id"],
+                              "wait_seconds": 10})
+    assert g["status"] == "killed", g  # deaf to the interrupt: the shell went 3 s later
+    r = sess(c, sid, "echo ${X:-fresh}", name="deaf")
+    assert r["stdout"] == "fresh\n", r
+    sess(c, sid, "exit", name="deaf")  # at most 8 live: leave room for the later checks
+    for bad_args, says in (({"command": "x" * 70000}, "64 KiB"),
+                           ({"command": "cat", "stdin": "a" * 300000}, "256 KiB")):
+        bad = call(c, "run_command", dict(sandbox_id=sid, session="flood", **bad_args))
+        assert bad.get("isError") and says in result_text(bad), result_text(bad)[:300]
     r = sess(c, sid, "echo $X", name="flood")
     assert r["stdout"] == "5\n", r
     bad = call(c, "get_command", {"sandbox_id": sid, "command_id": "cmd-00000000.77"})
