@@ -3,7 +3,7 @@
 Streamable HTTP, on real local sandboxes, as whichever user runs it (tests/local/rootless runs it
 as an ordinary user). What test_session.py checks holds; this covers what changed:
 
-- output without a trailing newline comes back byte-exact, stdin too (a NUL, no newline);
+- output without a trailing newline comes back byte-exact, stdin too (control bytes, quotes);
 - a command that breaks the parser (an open quote), `exec >/dev/null`, a user's `__mcpbox_end`
   or `printf` function do not break the session;
 - kill_command KILL on a command deaf to the interrupt ends the shell 3 s later (status killed);
