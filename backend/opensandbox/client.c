@@ -20,6 +20,7 @@ struct osb_call {
     void *arg;
     httpc_sink_fn *sink;
     curl_mime *(*mime_build)(void *arg, CURL *easy);
+    bool sensitive; /* osb_call_opts.sensitive */
 };
 
 /* The headers of its own every call keeps: Prism's report of a request that broke the API
@@ -34,7 +35,8 @@ static void call_done(void *arg, struct httpc_response *resp)
     const char *violations = httpc_response_header(resp, "sl-violations");
     if (violations[0] != '\0') {
         c->b->contract_violations++;
-        snprintf(c->b->last_violation, sizeof(c->b->last_violation), "%s: %s", c->what, violations);
+        snprintf(c->b->last_violation, sizeof(c->b->last_violation), "%s: %s", c->what,
+                 c->sensitive ? "(not shown: the request carried secret values)" : violations);
         log_warn("the server says mcpbox's request broke the API contract (%s)",
                  c->b->last_violation);
     }
@@ -83,8 +85,15 @@ static struct httpc_req *call_start(struct osb_backend *b, char *url, struct cur
                                   void *arg, struct mcp_error *err)
 {
     struct osb_call *c = xcalloc(1, sizeof(*c));
-    *c = (struct osb_call){b, xstrdup(o->what), o->sandbox_id ? xstrdup(o->sandbox_id) : NULL,
-                           execd, done, arg, o->sink, o->mime_build};
+    *c = (struct osb_call){b,
+                           xstrdup(o->what),
+                           o->sandbox_id ? xstrdup(o->sandbox_id) : NULL,
+                           execd,
+                           done,
+                           arg,
+                           o->sink,
+                           o->mime_build,
+                           o->sensitive};
     cleanup_free char *body = o->json ? json_dumps(o->json, JSON_COMPACT) : NULL;
     hdrs = body_headers(hdrs, o);
     struct httpc_req_opts ro = {
@@ -110,6 +119,8 @@ static struct httpc_req *call_start(struct osb_backend *b, char *url, struct cur
     };
     struct httpc_req *r = httpc_start(b->http, &ro);
     free(url);
+    if (body != NULL) /* httpc has its copy; a vault's values leave no trace here */
+        explicit_bzero(body, strlen(body));
     if (r == NULL) {
         free(c->what);
         free(c->sandbox_id);

@@ -116,6 +116,7 @@ static void diag_done(void *arg, struct httpc_response *resp, const struct mcp_e
     struct store_sandbox sb = {0};
     if (d->b->base.store != NULL && store_sandbox_get(d->b->base.store, d->sid, &sb, &e) == 0) {
         json_object_set_new(res, "state", json_string(sb.state)); /* as mcpbox last saw it */
+        osb_vault_diagnose(d->b, sb.record, res);
         store_sandbox_release(&sb);
     }
     if (json_is_string(content)) {

@@ -241,29 +241,14 @@ int osb_set_network_policy(struct backend *be, const char *sandbox_id,
     return 0;
 }
 
-/* Secrets (issue 37) are injected by mcpbox's own egress proxy, which an OpenSandbox server's
- * sandboxes do not pass through; mapping them onto the server's Credential Vault is not built
- * (docs/secrets.md, "On the opensandbox backend"). */
-int osb_secrets_refused(bool credential_proxy, struct mcp_error *err)
+/* credentialProxy from an API client (osapi): mcpbox does not relay it, nor the vault calls
+ * that would follow (docs/secrets.md, "On the opensandbox backend"). mcpbox's own secrets are
+ * mapped onto the remote's vault: vault.c. */
+int osb_credential_proxy_refused(struct mcp_error *err)
 {
-    if (credential_proxy)
-        return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
-                             "credentialProxy is not relayed to the OpenSandbox server behind "
-                             "mcpbox: use that server's API directly for a sandbox with a "
-                             "Credential Vault, or create the sandbox on the local backend");
-    return mcp_error_set(
-        err, MCP_ERR_UNSUPPORTED, 0,
-        "the opensandbox backend does not bind mcpbox's secrets (they are "
-        "injected by mcpbox's own egress proxy, which sandboxes on an "
-        "OpenSandbox server do not pass through). Create the sandbox on the "
-        "local backend (backend: \"local\") with secrets, or ask the person to "
-        "put the credential in the server's own Credential Vault (OpenSandbox "
-        "SDK: sandbox.credentialVault, on a sandbox created with credentialProxy)");
-}
-
-int osb_bind_secrets(struct backend *be, const char *sandbox_id, json_t *names, backend_cb *cb,
-                     void *arg, struct mcp_error *err)
-{
-    (void)be, (void)sandbox_id, (void)names, (void)cb, (void)arg;
-    return osb_secrets_refused(false, err);
+    return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
+                         "credentialProxy is not relayed to the OpenSandbox server behind "
+                         "mcpbox: use that server's API directly for a sandbox with a "
+                         "Credential Vault, bind the person's secrets (secrets) instead, or "
+                         "create the sandbox on the local backend");
 }

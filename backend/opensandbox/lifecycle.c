@@ -513,16 +513,25 @@ static json_t *create_body(const struct sandbox_spec *spec, json_t **record, str
 int osb_create(struct backend *be, const struct sandbox_spec *spec, backend_cb *cb, void *arg,
                struct mcp_error *err)
 {
-    struct osb_backend *b = osb_of(be);
-    json_t *record = NULL;
     /* Host directories: the remote server cannot see this host's files. */
     if (json_array_size(spec->mounts) > 0)
         return mcp_error_set(err, MCP_ERR_UNSUPPORTED, 0,
                              "the opensandbox backend cannot mount host directories (its "
                              "sandboxes run on another server): copy files in with write_file, "
                              "or create the sandbox on the local backend (backend: \"local\")");
-    if (json_array_size(spec->secrets) > 0 || spec->credential_proxy)
-        return osb_secrets_refused(spec->credential_proxy, err);
+    if (spec->credential_proxy)
+        return osb_credential_proxy_refused(err);
+    if (json_array_size(spec->secrets) > 0) /* the remote's vault: vault.c */
+        return osb_vault_create(be, spec, cb, arg, err);
+    return osb_create_as(be, spec, NULL, cb, arg, err);
+}
+
+int osb_create_as(struct backend *be, const struct sandbox_spec *spec,
+                  const struct osb_vault_plan *plan, backend_cb *cb, void *arg,
+                  struct mcp_error *err)
+{
+    struct osb_backend *b = osb_of(be);
+    json_t *record = NULL;
     if (spec->snapshot_id != NULL &&
         (osb_snapshot_id_check(spec->snapshot_id, err) != 0 ||
          osb_snap_owned(b, spec->snapshot_id, spec->owner ? spec->owner : "", err) != 0))
@@ -530,6 +539,8 @@ int osb_create(struct backend *be, const struct sandbox_spec *spec, backend_cb *
     cleanup_json json_t *body = create_body(spec, &record, err);
     if (body == NULL)
         return -1;
+    if (plan != NULL)
+        osb_vault_apply_body(plan, body, record);
     struct lc_op *op = lc_new(b, NULL, cb, arg);
     op->record = record;
     op->owner = xstrdup(spec->owner ? spec->owner : "");

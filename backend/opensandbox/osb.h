@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "lib/httpc/httpc.h"
 #include "backend/opensandbox/opensandbox.h"
+#include "backend/opensandbox/vault_patch.h"
 #include "lib/base/error.h"
 
 #define OSB_ID_PREFIX "osb-"
@@ -90,6 +91,9 @@ struct osb_call_opts {
     bool stream;            /* no deadline, low-speed limit */
     const char *range;      /* "bytes=a-b" or NULL */
     httpc_sink_fn *sink;
+    /* The body carries secret values (vault.c): a contract report on it is counted, not
+     * logged or kept (a server may repeat the request there). */
+    bool sensitive;
 };
 
 /* path is appended to the lifecycle base URL ("/sandboxes/..."). */
@@ -158,13 +162,44 @@ void osb_owner_label(const char *owner, char out[17]);
 #define OSB_EGRESS_PORT 18080 /* the egress sidecar's API (specs/egress-api.yaml) */
 /* The lifecycle API's networkPolicy for p; NULL with err (UNSUPPORTED) if a rule has ports. */
 json_t *osb_network_policy_body(const struct egress_policy *p, struct mcp_error *err);
-/* Secrets (issue 37): the refusal, saying what to do instead; always -1. */
-int osb_secrets_refused(bool credential_proxy, struct mcp_error *err);
-int osb_bind_secrets(struct backend *be, const char *sandbox_id, json_t *names, backend_cb *cb,
-                     void *arg, struct mcp_error *err);
+/* credentialProxy relayed from an API client (issue 37): the refusal, saying what to do
+ * instead; always -1. */
+int osb_credential_proxy_refused(struct mcp_error *err);
 int osb_set_network_policy(struct backend *be, const char *sandbox_id,
                            const struct egress_policy *policy, backend_cb *cb, void *arg,
                            struct mcp_error *err);
+
+/* ---- vault_plan.c, vault.c: secrets through the remote's Credential Vault (issue 37) ------- */
+
+/* Which secrets a sandbox binds and how, without values. */
+struct osb_vault_plan {
+    json_t *names; /* the names bound, each once */
+    json_t *items; /* [{name, def, template, binding}]: binding is the spec's CredentialBinding */
+    json_t *allow; /* [{action: allow, target}] for their hosts (egress false: none) */
+};
+/* NULL with err: no state directory, an unknown name (the message lists them), or a secret the
+ * vault cannot express (a placeholder). */
+struct osb_vault_plan *osb_vault_plan_new(struct osb_backend *b, json_t *names,
+                                          struct mcp_error *err);
+void osb_vault_plan_free(struct osb_vault_plan *p);
+/* The credentials [{name, source: {type: inline, value}, raw}] with values read now (blocking:
+ * off the loop); NULL with err. raw is the value alone, never sent. Wipe before release. */
+json_t *osb_vault_credentials(const struct osb_vault_plan *p, struct mcp_error *err);
+void osb_vault_wipe(json_t *creds);
+/* A create's body and record with secrets: credentialProxy on, allow rules first. */
+void osb_vault_apply_body(const struct osb_vault_plan *p, json_t *body, json_t *record);
+/* osb_create with plan (NULL: none) and no checks of secrets. */
+int osb_create_as(struct backend *be, const struct sandbox_spec *spec,
+                  const struct osb_vault_plan *plan, backend_cb *cb, void *arg,
+                  struct mcp_error *err);
+/* Creates the sandbox, then writes its vault; destroys it if that fails. */
+int osb_vault_create(struct backend *be, const struct sandbox_spec *spec, backend_cb *cb, void *arg,
+                     struct mcp_error *err);
+int osb_bind_secrets(struct backend *be, const char *sandbox_id, json_t *names, backend_cb *cb,
+                     void *arg, struct mcp_error *err);
+/* diagnose_sandbox: res.secrets = {bound: [{name, hosts, defined}], used: null, note} when the
+ * record binds any (the remote's API reports no use of its vault). */
+void osb_vault_diagnose(struct osb_backend *b, json_t *record, json_t *res);
 
 /* ---- exec.c ---------------------------------------------------------------------------------- */
 

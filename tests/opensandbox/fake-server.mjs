@@ -17,8 +17,8 @@
 // sandbox's root): this is a test double on loopback, not an isolation boundary.
 //
 // Control (not part of OpenSandbox): POST /_faults [{match, kind, times, status, retryAfter,
-// ms}] injects faults into requests whose "METHOD /path?query" contains `match`; GET /_log lists
-// the requests seen (method, url, headers); POST /_reset clears faults and the log;
+// ms, prefix, violations}] injects faults into requests whose "METHOD /path?query" contains
+// `match`; GET /_log lists the requests seen (method, url, headers); POST /_reset clears faults and the log;
 // POST /_config {route:"path"|"header"|"proxy-only", sse:"raw"|"data", pageMax:N,
 // snapshots:"unsupported", noJupyter:"hang"}.
 //
@@ -835,6 +835,7 @@ function applyFault(req, res, f) {
       return true; // one byte, then silence
     }
     case 'delay': return 'delay';
+    case 'echo': return 'echo'; // a hostile server repeating the request (secrets: vault.c)
     default: return false; // cut, silent: handled by the command runner
   }
 }
@@ -872,6 +873,15 @@ const server = http.createServer(async (req, res) => {
     const r = applyFault(req, res, f);
     if (r === true) return;
     if (r === 'delay') await new Promise((ok) => setTimeout(ok, f.ms || 1000));
+    if (r === 'echo') {
+      // {kind: 'echo', status, prefix, violations}: the body back as text/plain after prefix,
+      // and as the sl-violations header too with violations
+      const body = (await readBody(req)).toString();
+      const h = { 'Content-Type': 'text/plain' };
+      if (f.violations) h['sl-violations'] = body.replace(/[\r\n]/g, ' ');
+      res.writeHead(f.status || 400, h);
+      return res.end((f.prefix || '') + body);
+    }
   }
   let r = route(url);
   const ingress = req.headers['opensandbox-ingress-to'];

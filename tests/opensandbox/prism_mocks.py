@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Prism mocks of the official OpenSandbox APIs (specs/, see specs/NOTICE), for the contract test.
 
-    prism_mocks.py start RUN_DIR LIFECYCLE_PORT EXECD_PORT
+    prism_mocks.py start RUN_DIR LIFECYCLE_PORT EXECD_PORT [--vault]
     prism_mocks.py stop RUN_DIR
 
 `start` writes mock copies of specs/sandbox-lifecycle.yml and specs/execd-api.yaml into RUN_DIR
@@ -137,10 +137,11 @@ def execd_mock():
     return spec
 
 
-def with_egress(spec):
+def with_egress(spec, vault=False):
     """Adds the egress sidecar's /policy (specs/egress-api.yaml) to a mock: the lifecycle mock's
     one endpoint example names the execd mock for every port, so the sidecar's port (18080) is
-    served there too. Its components are renamed Egress* so that none collides with execd's."""
+    served there too. Its components are renamed Egress* so that none collides with execd's.
+    vault: its /credential-vault routes too (without them, a sidecar that has no vault)."""
     egress = load_yaml(os.path.join(SPECS, "egress-api.yaml"))
 
     def renamed(node):
@@ -152,6 +153,9 @@ def with_egress(spec):
         return node
 
     spec["paths"]["/policy"] = renamed(egress["paths"]["/policy"])
+    for path, item in egress["paths"].items():
+        if vault and path.startswith("/credential-vault"):
+            spec["paths"][path] = renamed(item)
     components = spec.setdefault("components", {})
     for kind in ("schemas", "responses"):
         for name, item in egress["components"][kind].items():
@@ -173,12 +177,12 @@ def pid_files(run_dir):
     return [os.path.join(run_dir, n + ".pid") for n in ("lifecycle", "execd")]
 
 
-def start(run_dir, lport, eport):
+def start(run_dir, lport, eport, vault=False):
     if not os.access(PRISM, os.X_OK):
         sys.exit(f"prism_mocks: Prism is not installed at {PRISM} ({INSTALL_HINT})")
     os.makedirs(run_dir, exist_ok=True)
     mocks = {"lifecycle": (lifecycle_mock(eport), lport),
-             "execd": (with_egress(execd_mock()), eport)}
+             "execd": (with_egress(execd_mock(), vault), eport)}
     for name, (spec, port) in mocks.items():
         path = os.path.join(run_dir, name + ".json")
         with open(path, "w", encoding="utf-8") as f:
@@ -219,11 +223,11 @@ def stop(run_dir):
 
 
 def main(argv):
-    if len(argv) == 5 and argv[1] == "start":
-        return start(argv[2], int(argv[3]), int(argv[4]))
+    if len(argv) in (5, 6) and argv[1] == "start" and argv[5:] in ([], ["--vault"]):
+        return start(argv[2], int(argv[3]), int(argv[4]), argv[5:] == ["--vault"])
     if len(argv) == 3 and argv[1] == "stop":
         return stop(argv[2])
-    sys.exit(f"usage: {argv[0]} start RUN_DIR LIFECYCLE_PORT EXECD_PORT | stop RUN_DIR")
+    sys.exit(f"usage: {argv[0]} start RUN_DIR LIFECYCLE_PORT EXECD_PORT [--vault] | stop RUN_DIR")
 
 
 if __name__ == "__main__":
