@@ -12,7 +12,8 @@
  * starts in the shell's log (unique in the shell, whichever process sent it); get_command and kill_command route such ids here (shell_session_proc_is_command_id):
  * output is the shell's interleaved log between the command's start and its marker, a signal is
  * an interrupt (SIGINT to the shell's process group), and KILL adds the kill of the shell 3 s
- * later, as a timeout does.
+ * later, as a timeout does. An id this process did not record (an earlier one sent it) can
+ * still be interrupted: the signal goes to the shell by its command id.
  */
 #ifndef MCPBOX_SHELL_SESSION_PROC_H
 #define MCPBOX_SHELL_SESSION_PROC_H

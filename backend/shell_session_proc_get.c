@@ -100,8 +100,12 @@ int shell_session_proc_command_kill(struct backend *be, const char *sandbox_id,
 {
     struct sess *s;
     struct sess_record *rec = sess_find_record(be, sandbox_id, command_id, &s);
-    if (rec == NULL)
-        return unknown(command_id, err);
+    if (rec == NULL) { /* an earlier process's: interrupt its shell, the agent knows that id */
+        char shell_id[SESS_ID_MAX];
+        snprintf(shell_id, sizeof shell_id, "%.*s", (int)(strrchr(command_id, '.') - command_id),
+                 command_id);
+        return be->ops->command_kill(be, sandbox_id, shell_id, SIGINT, cb, arg, err);
+    }
     if (!rec->done && s->cur != NULL && s->cur->rec == rec)
         sess_interrupt(s, signal == SIGKILL);
     json_t *r = json_pack("{s:s, s:i, s:s}", "command_id", command_id, "signal", signal, "status",

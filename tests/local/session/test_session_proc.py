@@ -222,6 +222,15 @@ def check_restart(srv, sid):
     r = sess(c, sid, "echo $KEEP $X; pwd", name="r")
     assert r["stdout"] == "kept set-by-orphan\n/tmp\n", r
     assert "earlier" in r.get("note", ""), r
+    # a command of the dead server's, interrupted by its id through the new one
+    r = sess(c, sid, "Z=before; sleep 60", name="r", wait_seconds=1)
+    srv.kill()
+    srv.start()
+    c = srv.client()
+    call(c, "kill_command", {"sandbox_id": sid, "command_id": r["command_id"], "signal": "INT"})
+    t0 = time.time()
+    r = sess(c, sid, "echo $Z", name="r", timeout_seconds=20)
+    assert r["stdout"] == "before\n" and time.time() - t0 < 10, r
     r = sess(c, sid, "echo again", name="r")
     assert r["stdout"] == "again\n" and "note" not in r, r
     # a shell killed while no server runs: the next server says so, then starts afresh
