@@ -129,7 +129,8 @@ struct exec_request {
     uint16_t pty_rows, pty_cols;
     /* A name the backend keeps with the command (command_find looks it up; command_get and the
      * agent's lists report it): NULL for none, else 1 to BACKEND_LABEL_MAX bytes of
-     * [A-Za-z0-9_.:-] (anything else: MCP_ERR_INVALID). */
+     * [A-Za-z0-9_.:-] (anything else: MCP_ERR_INVALID). A backend without command_find
+     * (opensandbox) ignores it. */
     const char *label;
 };
 #define BACKEND_LABEL_MAX 64
@@ -269,7 +270,7 @@ struct backend_ops {
      * running in the background and the handle is freed. */
     void (*exec_detach)(struct exec_handle *h);
     /* {command_id, status:"running"|..., exit_code, signal, duration_ms, output, offset,
-     *  next_offset, total_bytes, eof} where output is the interleaved log from offset, at most
+     *  next_offset, total_bytes, eof, label?} where output is the interleaved log from offset, at most
      * limit bytes (valid UTF-8; invalid bytes replaced). */
     int (*command_get)(struct backend *be, const char *sandbox_id, const char *command_id,
                        uint64_t offset, uint64_t limit, backend_cb *cb, void *arg,

@@ -25,7 +25,7 @@ static int broken(struct code_frame_parser *p, const char *why)
 
 static bool kind_known(char k)
 {
-    return k && strchr("oehrxd", k) != NULL;
+    return k && strchr("oehrxds", k) != NULL;
 }
 
 /* "<kind> <digits>" (without the newline) into p->kind and p->left. */

@@ -1,7 +1,7 @@
 /* The frames a code-interpreter driver writes inside the sandbox (backend/drivers/), read on the
  * host as hostile input: "<kind> <len>\n" then len bytes of payload. Kinds: 'o'/'e' output bytes
- * (streamed through as they arrive, never buffered), 'h' hello, 'r' a result, 'x' an error and
- * 'd' the end of a run, each one JSON object of at most CODE_FRAME_JSON_MAX bytes (a longer one
+ * (streamed through as they arrive, never buffered), 'h' hello, 's' the start of a run, 'r' a
+ * result, 'x' an error and 'd' the end of a run, each one JSON object of at most CODE_FRAME_JSON_MAX bytes (a longer one
  * is skipped and reported as dropped). Anything else breaks the stream for good: the context is
  * then lost. docs/local-backend.md, "Code contexts". */
 #ifndef MCPBOX_BACKEND_CODE_FRAME_H

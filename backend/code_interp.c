@@ -109,6 +109,8 @@ void code_ctx_kill(struct code_ctx *c, const char *why)
     if (c->run)
         code_run_finish(c, "lost", NULL);
     code_ctx_signal(c, SIGKILL);
+    if (c->cmd_id[0]) /* it may show as running for a moment yet */
+        code_adopt_deleted(c->cmd_id);
 }
 
 /* ---- the driver's command ---------------------------------------------------------------------- */
@@ -117,8 +119,21 @@ static void drv_started(void *arg, const char *command_id)
 {
     struct code_ctx *c = arg;
     snprintf(c->cmd_id, sizeof(c->cmd_id), "%s", command_id);
+    code_ctx_of_cmd(command_id, c->id, sizeof(c->id));
     if (c->state == CODE_DEAD) /* deleted before it started */
         code_ctx_signal(c, SIGKILL);
+}
+
+/* A replay counts the log's bytes (both streams) until it has caught up. */
+static void adopt_progress(struct code_ctx *c, size_t len)
+{
+    if (!c->adopting)
+        return;
+    c->adopt_left = c->adopt_left > len ? c->adopt_left - len : 0;
+    if (c->adopt_left == 0) {
+        c->adopting = false;
+        code_adopt_settled(c);
+    }
 }
 
 static void keep_err_tail(struct code_ctx *c, const char *data, size_t len)
@@ -142,24 +157,29 @@ static void drv_output(void *arg, enum exec_stream stream, const char *data, siz
     struct code_ctx *c = arg;
     if (c->state == CODE_DEAD)
         return;
-    if (stream == EXEC_STDERR) {
+    if (stream == EXEC_STDERR) { /* the driver's own stderr, never frames (on a replay too) */
         keep_err_tail(c, data, len);
-        if (c->run && c->run->obs.on_output)
+        if (c->run && c->run->sent && !c->foreign && c->run->obs.on_output)
             c->run->obs.on_output(c->run->obs.arg, EXEC_STDERR, data, len);
+        adopt_progress(c, len);
         return;
     }
     struct code_frame_sink sink = code_frame_sink_of_ctx;
     sink.arg = c;
     if (code_frame_feed(&c->fp, data, len, &sink) < 0) {
-        char why[160];
-        snprintf(why, sizeof(why), "was stopped: its driver broke the frame protocol (%s)",
+        char why[200];
+        snprintf(why, sizeof(why),
+                 c->adopting ? "was stopped: its log could not be read back (%s; a log keeps "
+                               "64 MiB), so its state could not be taken up"
+                             : "was stopped: its driver broke the frame protocol (%s)",
                  c->fp.broken);
         code_ctx_kill(c, why);
+        return;
     }
+    adopt_progress(c, len);
 }
 
-/* Why a driver that ended is gone, from exec's final status. */
-static void death_reason(struct code_ctx *c, json_t *res, char *out, size_t size)
+void code_death_reason(json_t *res, char *out, size_t size)
 {
     const char *status = json_string_value(json_object_get(res, "status"));
     json_t *code = json_object_get(res, "exit_code");
@@ -204,15 +224,19 @@ static void drv_done(void *arg, json_t *result, const struct mcp_error *err)
         unlink_ctx(c); /* a context that never started is not listed */
     } else if (c->state != CODE_DEAD) {
         char why[200];
-        death_reason(c, result, why, sizeof(why));
+        code_death_reason(result, why, sizeof(why));
         code_ctx_kill(c, why);
+    }
+    if (c->adopting) {
+        c->adopting = false;
+        code_adopt_settled(c);
     }
     code_ctx_unref(c); /* the watch's reference */
 }
 
 /* ---- create ------------------------------------------------------------------------------------- */
 
-static size_t count_in(struct backend *be, const char *sandbox_id)
+size_t code_ctx_count(struct backend *be, const char *sandbox_id)
 {
     size_t n = 0;
     for (struct code_ctx *c = contexts; c; c = c->next)
@@ -220,15 +244,46 @@ static size_t count_in(struct backend *be, const char *sandbox_id)
     return n;
 }
 
-static struct code_ctx *ctx_new(struct backend *be, const char *sandbox_id,
-                                const struct code_lang *lang, bool is_default)
+int code_ctx_free_slot(struct backend *be, const char *sandbox_id)
+{
+    unsigned used = 0;
+    for (struct code_ctx *c = contexts; c; c = c->next)
+        if (c->be == be && !strcmp(c->sandbox_id, sandbox_id) && c->slot >= 0)
+            used |= 1u << c->slot;
+    for (int s = 0; s < CODE_CONTEXTS_MAX; s++)
+        if (!(used & (1u << s)))
+            return s;
+    return CODE_CONTEXTS_MAX;
+}
+
+struct code_ctx *code_ctx_by_cmd(struct backend *be, const char *sandbox_id, const char *cmd_id)
+{
+    for (struct code_ctx *c = contexts; c; c = c->next)
+        if (c->be == be && !strcmp(c->sandbox_id, sandbox_id) && !strcmp(c->cmd_id, cmd_id))
+            return c;
+    return NULL;
+}
+
+struct exec_observer code_ctx_observer(struct code_ctx *c)
+{
+    return (struct exec_observer){drv_started, drv_output, drv_done, c};
+}
+
+void code_ctx_link(struct code_ctx *c)
+{
+    c->next = contexts;
+    contexts = c;
+}
+
+struct code_ctx *code_ctx_new(struct backend *be, const char *sandbox_id,
+                              const struct code_lang *lang, int slot)
 {
     struct code_ctx *c = xcalloc(1, sizeof(*c));
     c->be = be;
     c->lang = lang;
     c->sandbox_id = xstrdup(sandbox_id);
-    c->is_default = is_default;
-    random_id(c->id, sizeof(c->id), "ctx-", 8);
+    c->is_default = slot < 0;
+    c->slot = slot;
     code_frame_init(&c->fp);
     uv_timer_init(be->loop, &c->timer);
     c->timer.data = c;
@@ -237,21 +292,23 @@ static struct code_ctx *ctx_new(struct backend *be, const char *sandbox_id,
 }
 
 struct code_ctx *code_ctx_start(struct backend *be, const char *sandbox_id,
-                                const struct code_lang *lang, bool is_default,
-                                struct mcp_error *err)
+                                const struct code_lang *lang, int slot, struct mcp_error *err)
 {
-    if (count_in(be, sandbox_id) >= CODE_CONTEXTS_MAX) {
+    if (code_ctx_count(be, sandbox_id) >= CODE_CONTEXTS_MAX || slot >= CODE_CONTEXTS_MAX) {
         mcp_error_set(err, MCP_ERR_LIMIT, 0,
                       "this sandbox has %d code contexts already: delete "
                       "one (run_code action delete) first",
                       CODE_CONTEXTS_MAX);
         return NULL;
     }
-    struct code_ctx *c = ctx_new(be, sandbox_id, lang, is_default);
+    struct code_ctx *c = code_ctx_new(be, sandbox_id, lang, slot);
+    char label[BACKEND_LABEL_MAX + 1];
+    code_label(lang, slot, label, sizeof(label));
     json_t *env =
         json_pack("{s:s, s:s}", "MCPBOX_CODE_DRIVER", lang->source, "PYTHONUNBUFFERED", "1");
-    struct exec_request req = {.command = lang->start, .env = env, .stdin_open = true};
-    struct exec_observer obs = {drv_started, drv_output, drv_done, c};
+    struct exec_request req = {
+        .command = lang->start, .env = env, .stdin_open = true, .label = label};
+    struct exec_observer obs = code_ctx_observer(c);
     int rc = be->ops->exec(be, sandbox_id, &req, &obs, &c->h, err);
     json_decref(env);
     if (rc < 0) {
@@ -259,23 +316,8 @@ struct code_ctx *code_ctx_start(struct backend *be, const char *sandbox_id,
         code_ctx_unref(c);
         return NULL;
     }
-    c->next = contexts;
-    contexts = c;
+    code_ctx_link(c);
     return c;
-}
-
-static void ctx_create(struct backend *be, const char *sandbox_id, json_t *args, backend_cb *cb,
-                       void *arg, struct mcp_error *err, int *rc)
-{
-    const struct code_lang *lang =
-        code_lang_find(json_string_value(json_object_get(args, "language")), err);
-    struct code_ctx *c = lang ? code_ctx_start(be, sandbox_id, lang, false, err) : NULL;
-    if (c == NULL) {
-        *rc = -1;
-        return;
-    }
-    c->create_cb = cb;
-    c->create_arg = arg;
 }
 
 /* ---- list, get, delete, interrupt ---------------------------------------------------------------- */
@@ -295,13 +337,17 @@ static json_t *ctx_json(const struct code_ctx *c)
                           (json_int_t)c->count, "default", c->is_default);
     if (c->state == CODE_DEAD)
         json_object_set_new(j, "error", json_sprintf("the context %s", c->died));
+    else if (c->foreign)
+        json_object_set_new(j, "note",
+                            json_string("running code that another mcpbox process "
+                                        "sent (one that ended or restarted)"));
     return j;
 }
 
 static struct code_ctx *ctx_find(struct backend *be, const char *sandbox_id, const char *id)
 {
     for (struct code_ctx *c = contexts; c; c = c->next)
-        if (c->be == be && !strcmp(c->sandbox_id, sandbox_id) && id && !strcmp(c->id, id))
+        if (c->be == be && !strcmp(c->sandbox_id, sandbox_id) && id && *id && !strcmp(c->id, id))
             return c;
     return NULL;
 }
@@ -313,8 +359,9 @@ static struct code_ctx *ctx_find_or_fail(struct backend *be, const char *sandbox
     struct code_ctx *c = ctx_find(be, sandbox_id, id);
     if (c == NULL)
         mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
-                      "no code context '%s' in this sandbox: list them "
-                      "with run_code action list, or make one with action create",
+                      "no code context '%s' in this sandbox (a context that was deleted, or "
+                      "killed, is gone with its state): list them with run_code action list, "
+                      "or make one with action create",
                       id ? id : "");
     return c;
 }
@@ -391,30 +438,67 @@ static json_t *ctx_action(struct backend *be, const char *sandbox_id, const char
     return res;
 }
 
+/* An action waiting for the contexts it names to be known here (code_prep). */
+struct ctx_op {
+    char action[16];
+    json_t *args;
+    const struct code_lang *lang; /* create's */
+    backend_cb *cb;
+    void *arg;
+};
+
+static void ctx_op_then(void *arg, struct backend *be, const char *sandbox_id)
+{
+    struct ctx_op *op = arg;
+    struct mcp_error err = {0};
+    json_t *res = NULL;
+    if (!strcmp(op->action, "create")) {
+        struct code_ctx *c =
+            code_ctx_start(be, sandbox_id, op->lang, code_ctx_free_slot(be, sandbox_id), &err);
+        if (c != NULL) {
+            c->create_cb = op->cb; /* answered at the driver's hello */
+            c->create_arg = op->arg;
+        } else {
+            backend_defer(be, op->cb, op->arg, NULL, &err);
+        }
+    } else {
+        res = ctx_action(be, sandbox_id, op->action, op->args, &err);
+        backend_defer(be, op->cb, op->arg, res, res ? NULL : &err);
+    }
+    json_decref(res);
+    json_decref(op->args);
+    free(op);
+}
+
 int code_interp_context(struct backend *be, const char *sandbox_id, const char *action,
                         json_t *args, backend_cb *cb, void *arg, struct mcp_error *err)
 {
-    int rc = 0;
-    if (!strcmp(action, "create")) {
-        ctx_create(be, sandbox_id, args, cb, arg, err, &rc);
-        return rc;
-    }
-    if (strcmp(action, "list") && strcmp(action, "get") && strcmp(action, "delete") &&
-        strcmp(action, "interrupt")) {
+    if (strcmp(action, "create") && strcmp(action, "list") && strcmp(action, "get") &&
+        strcmp(action, "delete") && strcmp(action, "interrupt")) {
         mcp_error_set(err, MCP_ERR_INVALID, 0,
                       "unknown code context action '%s': use create, "
                       "list, get, delete or interrupt",
                       action);
         return -1;
     }
-    json_t *res = ctx_action(be, sandbox_id, action, args, err);
-    if (res == NULL)
+    const char *language = json_string_value(json_object_get(args, "language"));
+    const struct code_lang *lang = NULL;
+    if ((language || !strcmp(action, "create")) && !(lang = code_lang_find(language, err)))
         return -1;
-    backend_defer(be, cb, arg, res, NULL);
-    json_decref(res);
+    struct ctx_op *op = xcalloc(1, sizeof(*op));
+    snprintf(op->action, sizeof(op->action), "%s", action);
+    op->args = json_is_object(args) ? json_incref(args) : json_object();
+    op->lang = lang, op->cb = cb, op->arg = arg;
+    /* by id for one context; else every context (of the language): create counts them all */
+    const char *id = json_string_value(json_object_get(op->args, "context_id"));
+    bool by_id = strcmp(action, "list") && strcmp(action, "create") && id;
+    if (!code_prep(be, sandbox_id, by_id ? id : NULL,
+                   by_id || !strcmp(action, "create") ? NULL : lang, !by_id, ctx_op_then, op))
+        ctx_op_then(op, be, sandbox_id); /* answers through backend_defer: still later */
     return 0;
 }
 
+/* The drivers live on in their sandboxes: a later process takes them up (code_adopt.c). */
 void code_interp_release(struct backend *be)
 {
     for (struct code_ctx *c = contexts, *next; c; c = next) {
@@ -423,11 +507,15 @@ void code_interp_release(struct backend *be)
             continue;
         struct mcp_error err;
         mcp_error_set(&err, MCP_ERR_UNAVAILABLE, 0,
-                      "mcpbox is stopping: its code contexts end "
-                      "with it; run again after it restarts");
+                      "mcpbox is stopping: the context %s lives on in the sandbox (a run in "
+                      "flight goes on there); run_code again after mcpbox restarts",
+                      c->id);
         fail_create(c, &err);
         code_run_finish(c, "lost", &err); /* whoever waits is told, and frees what it holds */
-        code_ctx_signal(c, SIGKILL);
+        if (c->adopting) {
+            c->adopting = false;
+            code_adopt_settled(c);
+        }
         c->state = CODE_DEAD;
         if (c->h) {
             be->ops->exec_detach(c->h);

@@ -2,8 +2,9 @@
  * command_input, command_kill): each context is a small driver mcpbox ships (backend/drivers/),
  * started inside the sandbox as its user, fed code on its stdin and read back in frames
  * (code_frame.h). A backend uses these two as its code_context and code_run slots (shapes in
- * backend.h) and calls code_interp_release when it is freed. Contexts live in the mcpbox process
- * that made them; docs/local-backend.md, "Code contexts". */
+ * backend.h) and calls code_interp_release when it is freed. Contexts live in the sandbox: a
+ * process that did not make one takes it up through command_find and command_attach
+ * (code_adopt.c); the backend needs those too. docs/local-backend.md, "Code contexts". */
 #ifndef MCPBOX_BACKEND_CODE_INTERP_H
 #define MCPBOX_BACKEND_CODE_INTERP_H
 
@@ -16,7 +17,7 @@ int code_interp_context(struct backend *be, const char *sandbox_id, const char *
                         json_t *args, backend_cb *cb, void *arg, struct mcp_error *err);
 int code_interp_run(struct backend *be, const char *sandbox_id, const struct code_request *req,
                     const struct exec_observer *obs, struct mcp_error *err);
-/* Stops every context of be (their drivers are killed) and forgets them: no callback follows. */
+/* Forgets every context of be (their drivers run on, for a later process): no callback follows. */
 void code_interp_release(struct backend *be);
 
 /* The drivers' sources, embedded at build time (backend/drivers/). */

@@ -35,6 +35,8 @@ static json_t *run_json(struct code_ctx *c, struct code_run *r, const char *stat
                   "duration_ms", (json_int_t)(now_mono_ms() - r->started_ms));
     if (r->output_file[0])
         json_object_set_new(res, "output_file", json_string(r->output_file));
+    if (r->note)
+        json_object_set_new(res, "note", json_string(r->note));
     return res;
 }
 
@@ -63,10 +65,17 @@ void code_run_finish(struct code_ctx *c, const char *status, const struct mcp_er
 
 /* ---- frames ------------------------------------------------------------------------------------- */
 
+/* Whether the frames coming now are of this process's run: one sent, and no other process's run
+ * started since (a driver that sends no 's' frames runs only ours). */
+static bool frames_are_ours(const struct code_ctx *c)
+{
+    return c->run && c->run->sent && !c->foreign;
+}
+
 static void on_frame_output(void *arg, char kind, const char *data, size_t len)
 {
     struct code_ctx *c = arg;
-    if (c->run && c->state == CODE_RUNNING && c->run->obs.on_output)
+    if (frames_are_ours(c) && c->state == CODE_RUNNING && c->run->obs.on_output)
         c->run->obs.on_output(c->run->obs.arg, kind == 'e' ? EXEC_STDERR : EXEC_STDOUT, data, len);
 }
 
@@ -130,30 +139,60 @@ static void on_hello(struct code_ctx *c)
         code_run_send(c);
 }
 
+/* A run starts in the driver: this process's (its tag), or another's, whose frames are not ours
+ * (a process that ended with it in flight, or one that shares the context). The driver runs one
+ * at a time: a start while one is going is forged (code can reach the channel) and ignored. */
+static void on_run_start(struct code_ctx *c, json_t *obj)
+{
+    const char *tag = json_string_value(json_object_get(obj, "tag"));
+    if (c->current[0] || !tag || !*tag)
+        return;
+    snprintf(c->current, sizeof(c->current), "%s", tag);
+    c->foreign = !(c->run && c->run->sent && !strcmp(tag, c->run->tag));
+    if (c->foreign && c->state == CODE_IDLE)
+        c->state = CODE_RUNNING;
+}
+
+/* The end of the run going (an end with another tag is forged: ignored, count and all); a
+ * driver without 's' frames ends only this process's runs. */
+static void on_run_end(struct code_ctx *c, json_t *obj)
+{
+    const char *tag = json_string_value(json_object_get(obj, "tag"));
+    if (c->current[0] && (!tag || strcmp(tag, c->current)))
+        return;
+    json_int_t n = json_integer_value(json_object_get(obj, "count"));
+    if (n > c->count)
+        c->count = n;
+    bool ours = c->run && c->run->sent && c->state == CODE_RUNNING && !c->foreign;
+    c->foreign = false;
+    c->current[0] = '\0';
+    if (!ours) { /* another's run ended: idle, unless ours waits behind it in the driver */
+        if (c->state == CODE_RUNNING && !(c->run && c->run->sent))
+            c->state = CODE_IDLE;
+        return;
+    }
+    const char *status = json_string_value(json_object_get(obj, "status"));
+    take_output_file(c->run, json_string_value(json_object_get(obj, "output_file")));
+    code_run_finish(
+        c, status && (!strcmp(status, "error") || !strcmp(status, "interrupted")) ? status : "ok",
+        NULL);
+}
+
 static void on_frame_json(void *arg, char kind, json_t *obj, size_t len)
 {
     struct code_ctx *c = arg;
-    if (kind == 'h') {
+    if (kind == 'h')
         on_hello(c);
-        return;
-    }
-    if (c->run == NULL || c->state != CODE_RUNNING)
-        return; /* between runs (a thread of earlier code): nobody asked */
-    if (kind == 'r')
+    else if (kind == 's')
+        on_run_start(c, obj);
+    else if (kind == 'd')
+        on_run_end(c, obj);
+    else if (!frames_are_ours(c) || c->state != CODE_RUNNING)
+        return; /* between runs (a thread of earlier code), or another's run: nobody asked */
+    else if (kind == 'r')
         take_result(c->run, obj, len);
     else if (kind == 'x')
         take_error(c->run, obj);
-    else if (kind == 'd') {
-        take_output_file(c->run, json_string_value(json_object_get(obj, "output_file")));
-        json_int_t n = json_integer_value(json_object_get(obj, "count"));
-        const char *status = json_string_value(json_object_get(obj, "status"));
-        if (n > c->count)
-            c->count = n;
-        code_run_finish(
-            c,
-            status && (!strcmp(status, "error") || !strcmp(status, "interrupted")) ? status : "ok",
-            NULL);
-    }
 }
 
 static void on_frame_dropped(void *arg, char kind, uint64_t len)
@@ -204,8 +243,10 @@ void code_run_send(struct code_ctx *c)
 {
     struct code_run *r = c->run;
     size_t n = strlen(r->code);
-    char *msg = xmalloc(n + 32);
-    int head = snprintf(msg, 32, "run %zu\n", n);
+    char *msg = xmalloc(n + 64);
+    random_id(r->tag, sizeof(r->tag), "", 8);
+    r->sent = true;
+    int head = snprintf(msg, 64, "run %zu %s\n", n, r->tag);
     memcpy(msg + head, r->code, n);
     free(r->code);
     r->code = NULL;
@@ -239,7 +280,8 @@ static void send_soon_cb(uv_timer_t *t)
 /* ---- code_run ----------------------------------------------------------------------------------- */
 
 static struct code_ctx *default_ctx(struct backend *be, const char *sandbox_id,
-                                    const struct code_lang *lang, struct mcp_error *err)
+                                    const struct code_lang *lang, bool *fresh,
+                                    struct mcp_error *err)
 {
     struct code_ctx *dead, *c = code_ctx_default(be, sandbox_id, lang, &dead);
     if (c)
@@ -252,27 +294,35 @@ static struct code_ctx *default_ctx(struct backend *be, const char *sandbox_id,
         code_ctx_forget(dead);
         return NULL;
     }
-    return code_ctx_start(be, sandbox_id, lang, true, err);
+    *fresh = true;
+    return code_ctx_start(be, sandbox_id, lang, -1, err);
 }
 
 static struct code_ctx *pick_ctx(struct backend *be, const char *sandbox_id,
-                                 const struct code_request *req, struct mcp_error *err)
+                                 const struct code_request *req, bool *fresh, struct mcp_error *err)
 {
     if (req->context_id == NULL || !*req->context_id) {
         const struct code_lang *lang = code_lang_find(req->language, err);
-        return lang ? default_ctx(be, sandbox_id, lang, err) : NULL;
+        return lang ? default_ctx(be, sandbox_id, lang, fresh, err) : NULL;
     }
     struct code_ctx *c = code_ctx_by_id(be, sandbox_id, req->context_id);
     if (c == NULL)
         mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
-                      "no code context '%s' in this sandbox: list them "
-                      "with run_code action list, or leave out context_id",
+                      "no code context '%s' in this sandbox (a context that was deleted, or "
+                      "killed, is gone with its state): list them with run_code action list, "
+                      "or leave out context_id",
                       req->context_id);
     else if (c->state == CODE_DEAD)
         mcp_error_set(err, MCP_ERR_UNAVAILABLE, 0,
                       "the %s context %s %s, and its state is gone: "
-                      "delete it and create a new one (run_code action create)",
+                      "create a new one (run_code action create)",
                       c->lang->name, c->id, c->died);
+    else if (c->foreign)
+        mcp_error_set(err, MCP_ERR_CONFLICT, 0,
+                      "the context %s is running code that another mcpbox process sent (one "
+                      "that ended or restarted with the run in flight): wait for it (run_code "
+                      "action get says when it is idle), or interrupt it",
+                      c->id);
     else if (c->run)
         mcp_error_set(err, MCP_ERR_CONFLICT, 0,
                       "the context %s is running other code: wait for "
@@ -281,6 +331,53 @@ static struct code_ctx *pick_ctx(struct backend *be, const char *sandbox_id,
     else
         return c;
     return NULL;
+}
+
+static int run_now(struct backend *be, const char *sandbox_id, const struct code_request *req,
+                   const struct exec_observer *obs, struct mcp_error *err)
+{
+    bool fresh = false;
+    struct code_ctx *c = pick_ctx(be, sandbox_id, req, &fresh, err);
+    if (c == NULL)
+        return -1;
+    struct code_run *r = xcalloc(1, sizeof(*r));
+    if (fresh) /* never a fresh state in silence: no default of this language ran in the sandbox */
+        r->note = "a fresh default context was started (no earlier one of this language runs in "
+                  "this sandbox): names defined by earlier runs, if any, are not here";
+    r->obs = *obs;
+    r->code = xstrdup(req->code);
+    r->results = json_array();
+    r->timeout_ms = req->timeout_ms;
+    r->started_ms = now_mono_ms();
+    c->run = r;
+    if (c->state == CODE_IDLE) /* from the loop, so that no callback comes from inside this call */
+        uv_timer_start(&c->timer, send_soon_cb, 0, 0);
+    return 0; /* else it goes when the driver says hello */
+}
+
+/* A run whose context must be looked up in the sandbox first (another process started it). */
+struct run_op {
+    char *code, *context_id, *language;
+    int64_t timeout_ms;
+    struct exec_observer obs;
+};
+
+static void run_then(void *arg, struct backend *be, const char *sandbox_id)
+{
+    struct run_op *op = arg;
+    struct code_request req = {.language = op->language,
+                               .code = op->code,
+                               .context_id = op->context_id,
+                               .timeout_ms = op->timeout_ms};
+    struct mcp_error err;
+    if (run_now(be, sandbox_id, &req, &op->obs, &err) < 0)
+        op->obs.on_done(op->obs.arg, NULL, &err);
+    free(op->code), free(op->context_id), free(op->language), free(op);
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? xstrdup(s) : NULL;
 }
 
 int code_interp_run(struct backend *be, const char *sandbox_id, const struct code_request *req,
@@ -293,17 +390,15 @@ int code_interp_run(struct backend *be, const char *sandbox_id, const struct cod
                       (unsigned)CODE_MAX_BYTES);
         return -1;
     }
-    struct code_ctx *c = pick_ctx(be, sandbox_id, req, err);
-    if (c == NULL)
+    const struct code_lang *lang = NULL;
+    bool by_id = req->context_id && *req->context_id;
+    if (!by_id && !(lang = code_lang_find(req->language, err)))
         return -1;
-    struct code_run *r = xcalloc(1, sizeof(*r));
-    r->obs = *obs;
-    r->code = xstrdup(req->code);
-    r->results = json_array();
-    r->timeout_ms = req->timeout_ms;
-    r->started_ms = now_mono_ms();
-    c->run = r;
-    if (c->state == CODE_IDLE) /* from the loop, so that no callback comes from inside this call */
-        uv_timer_start(&c->timer, send_soon_cb, 0, 0);
-    return 0; /* else it goes when the driver says hello */
+    struct run_op *op = xcalloc(1, sizeof(*op));
+    op->code = xstrdup(req->code), op->context_id = dup_or_null(req->context_id);
+    op->language = dup_or_null(req->language), op->timeout_ms = req->timeout_ms, op->obs = *obs;
+    if (code_prep(be, sandbox_id, by_id ? req->context_id : NULL, lang, false, run_then, op))
+        return 0;
+    free(op->code), free(op->context_id), free(op->language), free(op);
+    return run_now(be, sandbox_id, req, obs, err);
 }

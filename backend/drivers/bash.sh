@@ -1,6 +1,6 @@
 # mcpbox's bash code-interpreter driver (docs/local-backend.md, "Code contexts"). Started in the
 # sandbox as `bash -c "$MCPBOX_CODE_DRIVER"`, as the sandbox's user. Requests come on stdin
-# ("run <len>\n" then <len> bytes of code), each run is eval'd in this shell (its variables,
+# ("run <len> <tag>\n" then <len> bytes of code; the tag comes back in the run's s and d frames), each run is eval'd in this shell (its variables,
 # functions and directory persist), and everything goes back on the original stdout, the protocol
 # channel, in frames "<kind> <len>\n<payload>" (see python.py). The code's stdout and stderr are
 # pipes read line by line by two pumps that frame them; an unguessable marker written after the
@@ -87,7 +87,7 @@ __mcpbox_run() {
         __mcpbox_frame x "{\"name\":\"ExitStatus\",\"value\":\"exit status $rc\",\"traceback\":[]}"
     fi
     __mcpbox_interrupted=
-    __mcpbox_frame d "{\"count\":$__mcpbox_count,\"status\":\"$status\",\"output_file\":$__mcpbox_out_json}"
+    __mcpbox_frame d "{\"count\":$__mcpbox_count,\"status\":\"$status\",\"output_file\":$__mcpbox_out_json,\"tag\":\"$__mcpbox_tag\"}"
 }
 
 trap '__mcpbox_interrupted=1' INT
@@ -96,8 +96,9 @@ __mcpbox_out_json=$(__mcpbox_json_str "$__mcpbox_out")
 __mcpbox_frame h "{\"language\":\"bash\",\"version\":$(__mcpbox_json_str "$BASH_VERSION"),\"pid\":$$}"
 while true; do
     __mcpbox_interrupted=
-    LC_ALL=C IFS=' ' read -r -u "$__mcpbox_req" __mcpbox_verb __mcpbox_len || exit 0
-    [[ $__mcpbox_verb == run && $__mcpbox_len =~ ^[0-9]+$ ]] || exit 2
+    LC_ALL=C IFS=' ' read -r -u "$__mcpbox_req" __mcpbox_verb __mcpbox_len __mcpbox_tag || exit 0
+    [[ $__mcpbox_verb == run && $__mcpbox_len =~ ^[0-9]+$ && $__mcpbox_tag =~ ^[0-9a-z]*$ ]] || exit 2
+    __mcpbox_frame s "{\"tag\":\"$__mcpbox_tag\"}"
     __mcpbox_code=
     if [[ $__mcpbox_len -gt 0 ]]; then
         LC_ALL=C IFS= read -r -d '' -N "$__mcpbox_len" -u "$__mcpbox_req" __mcpbox_code || true

@@ -62,7 +62,8 @@ function errorJson(e) {
     };
 }
 
-async function execute(code) {
+async function execute(code, tag) {
+    send("s", JSON.stringify({ tag }));
     count += 1;
     const { O_WRONLY, O_CREAT, O_TRUNC, O_NOFOLLOW } = fs.constants;
     outFd = fs.openSync(outPath, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0o600);
@@ -89,7 +90,7 @@ async function execute(code) {
     running = false;
     fs.closeSync(outFd);
     outFd = null;
-    send("d", JSON.stringify({ count, status, output_file: outPath }));
+    send("d", JSON.stringify({ count, status, output_file: outPath, tag }));
 }
 
 let pending = Buffer.alloc(0);
@@ -100,11 +101,13 @@ async function pump() {
     for (;;) {
         const nl = pending.indexOf(10);
         if (nl < 0 || nl > 64) break;
-        const size = Number(pending.subarray(4, nl).toString());
+        const words = pending.subarray(0, nl).toString().split(" ");
+        const size = Number(words[1]);
+        const tag = /^[0-9a-z]*$/.test(words[2] || "") ? words[2] || "" : "";
         if (pending.length < nl + 1 + size) break;
         const code = pending.subarray(nl + 1, nl + 1 + size).toString();
         pending = pending.subarray(nl + 1 + size);
-        await execute(code);
+        await execute(code, tag);
     }
     busy = false;
 }

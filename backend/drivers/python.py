@@ -3,7 +3,8 @@
 # requests on stdin ("run <len>\n" then <len> bytes of code) and answers on its own stdout, the
 # protocol channel, in frames "<kind> <len>\n<payload>": o/e output bytes, r a result (JSON
 # {"mime": {...}}), x an error (JSON {name, value, traceback}), d the end of a run (JSON
-# {count, status}), h hello (JSON) once ready. User code never gets that fd as its stdout: fds 1
+# {count, status, tag}), s the start of a run (JSON {tag}: the request's tag, so that a process
+# that took the context up knows whose run the frames belong to), h hello (JSON) once ready. User code never gets that fd as its stdout: fds 1
 # and 2 become pipes the driver reads and frames, sys.stdout/sys.stderr frame directly.
 import os
 import sys
@@ -284,30 +285,33 @@ def _driver():
         line = requests.readline(64)
         if not line:
             return None
-        verb, _, size = line.strip().partition(b" ")
-        size = int(size)
+        words = line.split()
+        size, tag = int(words[1]), words[2].decode("ascii", "replace") if len(words) > 2 else ""
         data = b""
         while len(data) < size:
             chunk = requests.read(size - len(data))
             if not chunk:
                 return None
             data += chunk
-        return data.decode("utf-8", "surrogateescape")
+        return data.decode("utf-8", "surrogateescape"), tag
 
     signal.signal(signal.SIGINT, on_sigint)
     send_json(b"h", {"language": "python", "version": sys.version.split()[0], "pid": os.getpid()})
     while True:
         try:
-            code = read_request()
-            if code is None:
+            request = read_request()
+            if request is None:
                 return
+            code, tag = request
+            send_json(b"s", {"tag": tag})
             st["out"] = open(os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), "wb")
             status = execute(code)
             drain()
             with lock:
                 st["out"].close()
                 st["out"] = None
-            send_json(b"d", {"count": st["count"], "status": status, "output_file": out_path})
+            send_json(b"d", {"count": st["count"], "status": status, "output_file": out_path,
+                             "tag": tag})
         except KeyboardInterrupt:
             continue
 

@@ -220,6 +220,25 @@ static void set_stdin_args(json_t *msg, const struct exec_request *req)
     free(b64);
 }
 
+static int check_request(const struct exec_request *req, struct mcp_error *err)
+{
+    if (req->command == NULL || req->command[0] == '\0')
+        return mcp_error_set(err, MCP_ERR_INVALID, 0, "command is empty");
+    if (req->label && !agent_label_valid(req->label))
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "a command's label is 1 to %d characters of A-Z a-z 0-9 _ . : -",
+                             BACKEND_LABEL_MAX);
+    return 0;
+}
+
+/* stdin, pty and label */
+static void set_request_args(json_t *msg, const struct exec_request *req)
+{
+    set_stdin_args(msg, req);
+    if (req->label)
+        json_object_set_new(msg, "label", json_string(req->label));
+}
+
 int local_exec(struct backend *be, const char *id, const struct exec_request *req,
                const struct exec_observer *obs, struct exec_handle **out, struct mcp_error *err)
 {
@@ -228,15 +247,9 @@ int local_exec(struct backend *be, const char *id, const struct exec_request *re
     struct agent_conn *conn = sb ? lsbx_conn(sb, err) : NULL;
     if (conn == NULL)
         return -1;
-    if (req->command == NULL || req->command[0] == '\0')
-        return mcp_error_set(err, MCP_ERR_INVALID, 0, "command is empty");
-    if (req->label && !agent_label_valid(req->label))
-        return mcp_error_set(err, MCP_ERR_INVALID, 0,
-                             "a command's label is 1 to %d characters of A-Z a-z 0-9 _ . : -",
-                             BACKEND_LABEL_MAX);
+    if (check_request(req, err) < 0)
+        return -1;
     json_t *msg = json_pack("{s:s, s:s, s:b}", "op", "exec", "command", req->command, "watch", 1);
-    if (req->label)
-        json_object_set_new(msg, "label", json_string(req->label));
     if (req->cwd)
         json_object_set_new(msg, "cwd", json_string(req->cwd));
     json_t *env = local_secrets_exec_env(sb, req->env); /* placeholders bound after create */
@@ -245,7 +258,7 @@ int local_exec(struct backend *be, const char *id, const struct exec_request *re
     json_decref(env);
     if (req->timeout_ms > 0)
         json_object_set_new(msg, "timeout_ms", json_integer(req->timeout_ms));
-    set_stdin_args(msg, req);
+    set_request_args(msg, req);
     struct exec_handle *h = xcalloc(1, sizeof *h);
     h->sb = sb;
     h->obs = *obs;
@@ -383,6 +396,8 @@ static void on_status_reply(void *arg, json_t *reply, const struct mcp_error *er
                             json_object_get(reply, "next_offset"), "total_bytes",
                             json_object_get(reply, "total_bytes"), "eof",
                             json_object_get(reply, "eof"));
+    if (json_is_string(json_object_get(reply, "label"))) /* exec_request.label */
+        json_object_set(res, "label", json_object_get(reply, "label"));
     free(data);
     c->cb(c->arg, res, NULL);
     json_decref(res);

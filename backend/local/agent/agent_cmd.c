@@ -261,20 +261,26 @@ static int spawn(struct agent *a, struct cmd *c, json_t *req, const char *cwd, c
     return 0;
 }
 
+/* exec's "label" (null or absent: none), then its stdin and pty. */
+static int parse_request(struct agent *a, struct cmd *c, json_t *req, struct mcp_error *err)
+{
+    json_t *label = json_object_get(req, "label");
+    if (label && !json_is_null(label) && !agent_label_valid(json_string_value(label)))
+        return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                             "exec: a label is 1 to %d characters of A-Z a-z 0-9 _ . : -",
+                             AGENT_LABEL_MAX);
+    if (json_is_string(label))
+        snprintf(c->label, sizeof c->label, "%s", json_string_value(label));
+    return agent_input_parse(a, c, req, err);
+}
+
 json_t *agent_cmd_exec(struct agent *a, struct conn *conn, json_t *req, struct mcp_error *err)
 {
     const char *command = json_string_value(json_object_get(req, "command"));
     const char *cwd_in = json_string_value(json_object_get(req, "cwd"));
-    json_t *label = json_object_get(req, "label");
     char cwd[4096];
     if (command == NULL) {
         mcp_error_set(err, MCP_ERR_INVALID, 0, "exec: command missing");
-        return NULL;
-    }
-    if (label && !json_is_null(label) && !agent_label_valid(json_string_value(label))) {
-        mcp_error_set(err, MCP_ERR_INVALID, 0,
-                      "exec: a label is 1 to %d characters of A-Z a-z 0-9 _ . : -",
-                      AGENT_LABEL_MAX);
         return NULL;
     }
     if (agent_cmd_running(a) >= AGENT_MAX_RUNNING) {
@@ -286,11 +292,9 @@ json_t *agent_cmd_exec(struct agent *a, struct conn *conn, json_t *req, struct m
     struct cmd *c = xcalloc(1, sizeof *c);
     random_id(c->id, sizeof c->id, "cmd-", 8);
     c->command = xstrdup(command);
-    if (json_is_string(label))
-        snprintf(c->label, sizeof c->label, "%s", json_string_value(label));
     c->exit_code = c->term_signal = -1;
     c->out_fd = c->err_fd = c->in_fd = c->f_log = -1;
-    if (agent_input_parse(a, c, req, err) < 0) {
+    if (parse_request(a, c, req, err) < 0) {
         cmd_free(a, c);
         return NULL;
     }

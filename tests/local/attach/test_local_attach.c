@@ -2,7 +2,8 @@
  * primitive that lets a process take up a command another started (issues 34 and 35). A replay
  * after the starting process is gone gives each byte with the stream it was written on; a
  * finished command replays and ends at once; two watchers at once; an offset past the end; a
- * log that hit its cap; bogus ids and labels; a command flooding both streams while watched.
+ * log that hit its cap; bogus ids and labels; a command flooding both streams while watched;
+ * another sandbox reaching none of it.
  * As root, and as a user in tests/local/rootless. Skips (77) where the host cannot run
  * sandboxes. */
 #include <signal.h>
@@ -444,6 +445,35 @@ TEST(a_flood_on_both_streams_while_watched)
     w_release(&run), w_release(&a), w_release(&b), w_release(&after);
 }
 
+/* Labels and ids are each sandbox's own: another sandbox neither finds nor attaches to them. */
+TEST(another_sandbox_reaches_none_of_it)
+{
+    static struct proc p;
+    static struct watch w;
+    char label[64];
+    label_for(label, sizeof label, "mine");
+    struct exec_request req = {.command = "cat", .stdin_open = true, .label = label};
+    ASSERT_EQ(proc_start_req(&p, &h, sbx, &req), 0);
+    char *other = harness_create(&h, NULL);
+    ASSERT(other != NULL);
+    harness_reset(&h);
+    ASSERT_EQ(h.be->ops->command_find(h.be, other, label, harness_cb, &h, &h.err), 0);
+    ASSERT_EQ(harness_wait(&h), -1);
+    ASSERT_EQ(h.err.code, MCP_ERR_NOT_FOUND);
+    w_init(&w);
+    struct exec_observer obs = w_obs(&w);
+    ASSERT_EQ(h.be->ops->command_attach(h.be, other, p.id, 0, &obs, &w.handle, &h.err), 0);
+    ASSERT(loop_until(w_has_ended, &w, WAIT_MS));
+    ASSERT(w.failed && w.err_at_end.code == MCP_ERR_NOT_FOUND);
+    ASSERT_EQ(harness_destroy(&h, other), 0);
+    free(other);
+    ASSERT_EQ(find(label), 0); /* still there in its own */
+    ASSERT_EQ(proc_input(&h, sbx, p.id, NULL, 0, true), 0);
+    ASSERT(proc_wait_done(&p, WAIT_MS));
+    proc_release(&p);
+    w_release(&w);
+}
+
 int main(void)
 {
     int rc = harness_open_dir(&h, NULL, 0);
@@ -461,6 +491,7 @@ int main(void)
     RUN(two_watchers_at_once);
     RUN(bogus_ids_and_labels);
     RUN(find_takes_the_newest_running);
+    RUN(another_sandbox_reaches_none_of_it);
     RUN(a_flood_on_both_streams_while_watched);
     RUN(a_log_that_hit_its_cap);
     RUN(replay_with_streams_after_a_restart);

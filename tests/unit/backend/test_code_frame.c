@@ -61,7 +61,8 @@ static int feed(struct seen *s, const char *in, size_t step, char *broken, size_
     return rc;
 }
 
-static const char RUN_FRAMES[] = "h 2\n{}o 3\nhi\ne 4\nerr\nr 27\n{\"mime\":{\"text/plain\":\"4\"}}"
+static const char RUN_FRAMES[] = "h 2\n{}s 12\n{\"tag\":\"a1\"}o 3\nhi\ne 4\nerr\n"
+                                 "r 27\n{\"mime\":{\"text/plain\":\"4\"}}"
                                  "d 25\n{\"count\":7,\"status\":\"ok\"}";
 
 TEST(a_run_at_once_and_byte_by_byte)
@@ -70,7 +71,7 @@ TEST(a_run_at_once_and_byte_by_byte)
     for (size_t step = 0; step <= 1; step++) {
         struct seen s;
         ASSERT_EQ(feed(&s, RUN_FRAMES, step, broken, sizeof(broken)), 0);
-        ASSERT_STR_EQ(s.kinds, "hrd");
+        ASSERT_STR_EQ(s.kinds, "hsrd"); /* s: a run's start, with its tag (issue 34) */
         ASSERT_EQ(s.count, 7);
         s.out[s.out_len] = '\0';
         /* output comes through as it arrives: byte by byte, each byte its own piece */
