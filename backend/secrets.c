@@ -296,6 +296,21 @@ char *secret_value(const json_t *def, size_t *len, struct mcp_error *err)
 
 /* ---- listings ------------------------------------------------------------------------------ */
 
+json_t *secrets_bound_list(const json_t *names, const json_t *defs)
+{
+    json_t *bound = json_array();
+    size_t i;
+    json_t *n;
+    json_array_foreach(names, i, n)
+    {
+        json_t *def = json_object_get(defs, json_string_value(n));
+        json_array_append_new(bound,
+                              json_pack("{s:O, s:O*, s:b}", "name", n, "hosts",
+                                        json_object_get(def, "hosts"), "defined", def != NULL));
+    }
+    return bound;
+}
+
 json_t *secrets_describe(const json_t *defs)
 {
     json_t *out = json_array();

@@ -46,6 +46,9 @@ char *secret_value(const json_t *def, size_t *len, struct mcp_error *err);
 /* What an agent or a person may see of the definitions: [{name, hosts, header?, placeholder?,
  * egress}], sorted by name, never a value or where it comes from. New array. */
 json_t *secrets_describe(const json_t *defs);
+/* diagnose_sandbox's list of a sandbox's bound secret names: [{name, hosts, defined}] (defined:
+ * false for a name whose definition was removed since). New array. */
+json_t *secrets_bound_list(const json_t *names, const json_t *defs);
 /* "a, b, c" of the names in defs (for an error that lists them); "none" when empty. New. */
 char *secrets_names_text(const json_t *defs);
 

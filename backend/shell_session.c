@@ -72,19 +72,6 @@ int shell_session_check_name(const char *name, struct mcp_error *err)
     return 0;
 }
 
-/* Appends s as one single-quoted shell word. */
-static void append_quoted(struct buf *b, const char *s)
-{
-    buf_append_str(b, "'");
-    for (const char *p = s; *p; p++) {
-        if (*p == '\'')
-            buf_append_str(b, "'\\''");
-        else
-            buf_append(b, p, 1);
-    }
-    buf_append_str(b, "'");
-}
-
 /* The text the session's shell sources: cd and exports first (as if typed), then command. */
 static char *session_script(const char *command, const char *cwd, json_t *env)
 {
@@ -92,7 +79,7 @@ static char *session_script(const char *command, const char *cwd, json_t *env)
     buf_init(&b, (size_t)-1);
     if (cwd != NULL) {
         buf_append_str(&b, "cd -- ");
-        append_quoted(&b, cwd);
+        buf_append_shell_word(&b, cwd);
         buf_append_str(&b, " || return\n");
     }
     const char *key;
@@ -103,7 +90,7 @@ static char *session_script(const char *command, const char *cwd, json_t *env)
         struct buf pair;
         buf_init(&pair, (size_t)-1);
         buf_printf(&pair, "%s=%s", key, json_string_value(val) ? json_string_value(val) : "");
-        append_quoted(&b, buf_cstr(&pair));
+        buf_append_shell_word(&b, buf_cstr(&pair));
         buf_release(&pair);
         buf_append_str(&b, "\n");
     }

@@ -26,18 +26,6 @@ static void append_markers(struct buf *b, const char *nonce, const char *status)
                    status, nonce, i == 0 ? "$__mcpbox_o" : "$__mcpbox_e");
 }
 
-static void append_quoted(struct buf *b, const char *s)
-{
-    buf_append_str(b, "'");
-    for (const char *p = s; *p; p++) {
-        if (*p == '\'')
-            buf_append_str(b, "'\\''");
-        else
-            buf_append(b, p, 1);
-    }
-    buf_append_str(b, "'");
-}
-
 /* stdin bytes as a printf format: byte-exact, NULs and all. */
 static void append_stdin(struct buf *b, const char *data, size_t len)
 {
@@ -62,7 +50,7 @@ static void append_env(struct buf *b, json_t *env)
         buf_init(&pair, (size_t)-1);
         buf_printf(&pair, "%s=%s", key, json_string_value(val) ? json_string_value(val) : "");
         buf_append_str(b, "export ");
-        append_quoted(b, buf_cstr(&pair));
+        buf_append_shell_word(b, buf_cstr(&pair));
         buf_append_str(b, " && ");
         buf_release(&pair);
     }
@@ -78,13 +66,13 @@ char *sess_command_text(const struct shell_session_request *req, const char *non
     buf_append_str(&b, "{ ");
     if (req->cwd != NULL) {
         buf_append_str(&b, "cd -- ");
-        append_quoted(&b, req->cwd);
+        buf_append_shell_word(&b, req->cwd);
         buf_append_str(&b, " && ");
     }
     append_env(&b, req->env);
     size_t before = b.len;
     buf_append_str(&b, "eval ");
-    append_quoted(&b, req->command);
+    buf_append_shell_word(&b, req->command);
     bool too_long = b.len - before > SHELL_SESSION_COMMAND_MAX + 64 ||
                     req->stdin_len > SESS_STDIN_MAX || b.len > BACKEND_INPUT_MAX - 4096;
     buf_append_str(&b, "\n}");
@@ -162,7 +150,7 @@ char *sess_start_text(const char *name, const char *nonce, bool fresh, const cha
     struct buf b;
     buf_init(&b, (size_t)-1);
     buf_append_str(&b, "exec {__mcpbox_o}>&1 {__mcpbox_e}>&2\n__mcpbox_n=");
-    append_quoted(&b, name);
+    buf_append_shell_word(&b, name);
     buf_append_str(&b, "\n");
     buf_append_str(&b, start_checks);
     buf_printf(&b, "__mcpbox_boot '%s' %d\nunset -f __mcpbox_boot\n", fresh ? "1" : "",

@@ -352,14 +352,6 @@ static void perm_free(void *p)
     free(pr);
 }
 
-static void append_quoted(struct buf *b, const char *s)
-{
-    buf_append_str(b, "'");
-    for (; *s; s++)
-        *s == '\'' ? buf_append_str(b, "'\\''") : buf_append(b, s, 1);
-    buf_append_str(b, "'");
-}
-
 static void handle_permissions(struct osapi_req *req)
 {
     json_t *body = object_body(req), *v;
@@ -383,7 +375,7 @@ static void handle_permissions(struct osapi_req *req)
         }
         if (mode) {
             buf_printf(&cmd, "; chmod %o -- ", mode);
-            append_quoted(&cmd, path);
+            buf_append_shell_word(&cmd, path);
         }
         if ((owner && *owner) || (group && *group)) {
             buf_append_str(&cmd, "; chown -- ");
@@ -391,10 +383,10 @@ static void handle_permissions(struct osapi_req *req)
             buf_init(&who, 512);
             buf_printf(&who, "%s%s%s", owner ? owner : "", group && *group ? ":" : "",
                        group ? group : "");
-            append_quoted(&cmd, buf_cstr(&who));
+            buf_append_shell_word(&cmd, buf_cstr(&who));
             buf_release(&who);
             buf_append_str(&cmd, " ");
-            append_quoted(&cmd, path);
+            buf_append_shell_word(&cmd, path);
         }
     }
     json_decref(body);

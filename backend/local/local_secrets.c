@@ -245,16 +245,7 @@ void local_secrets_diagnose(struct local_backend *lb, const char *id, json_t *re
         return;
     struct mcp_error err;
     cleanup_json json_t *defs = secrets_load(lb->state_dir, &err);
-    json_t *bound = json_array();
-    size_t i;
-    json_t *n;
-    json_array_foreach(names, i, n)
-    {
-        json_t *def = json_object_get(defs, json_string_value(n));
-        json_array_append_new(bound,
-                              json_pack("{s:O, s:O*, s:b}", "name", n, "hosts",
-                                        json_object_get(def, "hosts"), "defined", def != NULL));
-    }
+    json_t *bound = secrets_bound_list(names, defs);
     struct lsbx *sb = lsbx_find(lb, id);
     json_t *used = sb ? local_egress_secrets_used(sb) : NULL;
     json_object_set_new(

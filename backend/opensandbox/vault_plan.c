@@ -246,16 +246,7 @@ void osb_vault_diagnose(struct osb_backend *b, json_t *record, json_t *res)
         return;
     struct mcp_error err;
     cleanup_json json_t *defs = load_defs(b, &err);
-    json_t *bound = json_array();
-    size_t i;
-    json_t *n;
-    json_array_foreach(names, i, n)
-    {
-        json_t *def = json_object_get(defs, json_string_value(n));
-        json_array_append_new(bound,
-                              json_pack("{s:O, s:O*, s:b}", "name", n, "hosts",
-                                        json_object_get(def, "hosts"), "defined", def != NULL));
-    }
+    json_t *bound = secrets_bound_list(names, defs);
     json_object_set_new(res, "secrets",
                         json_pack("{s:o, s:n, s:s}", "bound", bound, "used", "note",
                                   "in the OpenSandbox server's Credential Vault, injected by its "

@@ -57,6 +57,14 @@ int buf_append_str(struct buf *b, const char *s)
     return buf_append(b, s, strlen(s));
 }
 
+int buf_append_shell_word(struct buf *b, const char *s)
+{
+    int r = buf_append_str(b, "'");
+    for (; *s && r == 0; s++)
+        r = *s == '\'' ? buf_append_str(b, "'\\''") : buf_append(b, s, 1);
+    return r == 0 ? buf_append_str(b, "'") : r;
+}
+
 int buf_printf(struct buf *b, const char *fmt, ...)
 {
     va_list ap;

@@ -19,6 +19,8 @@ void buf_reset(struct buf *b);
 int buf_append(struct buf *b, const void *data, size_t len);
 int buf_append_str(struct buf *b, const char *s);
 int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends s as one single-quoted POSIX shell word (each ' written as '\'''). */
+int buf_append_shell_word(struct buf *b, const char *s);
 /* Drop the first n bytes. */
 void buf_consume(struct buf *b, size_t n);
 /* The contents as a C string (never NULL). */

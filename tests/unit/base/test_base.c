@@ -84,6 +84,19 @@ TEST(buf_respects_limit)
     buf_release(&b);
 }
 
+/* One word for sh whatever it holds: a quote closes, is escaped and reopens. */
+TEST(buf_shell_word_quotes_quotes)
+{
+    struct buf b;
+    buf_init(&b, 64);
+    ASSERT_EQ(buf_append_shell_word(&b, "it's $HOME"), 0);
+    ASSERT_STR_EQ(buf_cstr(&b), "'it'\\''s $HOME'");
+    buf_reset(&b);
+    ASSERT_EQ(buf_append_shell_word(&b, ""), 0);
+    ASSERT_STR_EQ(buf_cstr(&b), "''");
+    buf_release(&b);
+}
+
 TEST(error_carries_errno_and_prefix)
 {
     struct mcp_error err;
@@ -110,6 +123,7 @@ int main(void)
     RUN(rfc3339_round_trip);
     RUN(utf8_detection);
     RUN(buf_respects_limit);
+    RUN(buf_shell_word_quotes_quotes);
     RUN(error_carries_errno_and_prefix);
     RUN(random_ids_differ);
     return test_done();
