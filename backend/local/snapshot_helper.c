@@ -209,6 +209,9 @@ void snap_helper_exec(const int want[5], const char *mode)
     for (int i = 0; i < 5; i++)
         if (fds[i] < 0 || dup2(fds[i], i) < 0)
             _exit(126);
+    /* A descriptor another thread opened without O_CLOEXEC (a library loading a data file) must
+     * not reach the helper, which runs in the sandbox's namespaces. */
+    syscall(SYS_close_range, HELPER_ROOT + 1, ~0U, CLOSE_RANGE_CLOEXEC);
     char *const argv[] = {(char *)"mcpbox", (char *)SNAP_HELPER_ARGV1, (char *)mode, NULL};
     execv("/proc/self/exe", argv);
     _exit(127);

@@ -19,13 +19,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from egress_env import World, check  # noqa: E402
 
 POLICY = {"default_action": "deny", "egress": [{"action": "allow", "target": "allowed.test"}]}
-# By address, so the proxy reads the Host header (uv_read_start) before it connects.
+# By address, so the proxy reads the Host header (uv_read_start) before it connects. The head
+# ends only after a pause: the proxy connects on the Host line, and a server that could answer
+# at once might finish the whole exchange in the proxy's first copy, before it watches the
+# sockets (the call the 4th connection's fault is for).
 CLIENT = r"""
-import socket
+import socket, time
 s = socket.create_connection(("11.0.0.1", 80), timeout=20)
-s.sendall(b"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n")
+s.sendall(b"GET / HTTP/1.1\r\nHost: allowed.test\r\n")
 data = b""
 try:
+    time.sleep(0.2)
+    s.sendall(b"Connection: close\r\n\r\n")
     while True:
         b = s.recv(65536)
         if not b:
