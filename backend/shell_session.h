@@ -1,4 +1,6 @@
-/* Shell sessions over any backend's exec (docs/tools-design.md, "Shell sessions").
+/* Shell sessions over any backend's exec (docs/tools-design.md, "Shell sessions"); backends
+ * with command_input run them on the proc primitive instead (shell_session_proc.h), which
+ * shares the names, kinds and results here.
  *
  * A session is one long-lived bash inside the sandbox, started on first use and found again by
  * name (under $TMPDIR/.mcpbox-sessions-$UID/<name>/), so it outlives the mcpbox process that
@@ -84,6 +86,7 @@ struct shell_session_result {
     enum shell_session_kind kind;
     int status; /* exit status, or -1 when the trailer gave none */
     char cwd[4097];
+    bool followed; /* proc primitive: it ran after a command an earlier process left running */
 };
 
 void shell_session_tail_init(struct shell_session_tail *t, const char *nonce);

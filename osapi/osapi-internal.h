@@ -142,11 +142,15 @@ bool osapi_commands_route(struct osapi_req *req, const char *path);
 /* execd's bash sessions (osapi_session.c): /session, /session/{id}/run, DELETE /session/{id}. */
 bool osapi_session_route(struct osapi_req *req, const char *path);
 struct shell_session_tail;
+struct shell_session_request;
 /* Streams er's events in execd's format as POST /command does (content: what status reports);
  * tail (taken; NULL for a plain command) makes it a session command whose trailer is cut off
  * and whose session failures end the stream with an error event. */
 void osapi_cmd_stream(struct osapi_req *req, const char *content, const struct exec_request *er,
                       bool background, struct shell_session_tail *tail);
+/* The same for a session command on the proc primitive (backend/shell_session_proc.h), for
+ * backends with command_input. */
+void osapi_cmd_stream_session(struct osapi_req *req, const struct shell_session_request *sr);
 /* osapi_snapshots.c: /snapshots[/{id}] (rest: what follows /snapshots), and POST
  * /sandboxes/{id}/snapshots once osapi_bind has bound the sandbox (issue 36). */
 void osapi_snapshots(struct osapi_req *req, const char *rest);

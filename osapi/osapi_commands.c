@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backend/shell_session.h"
+#include "backend/shell_session_proc.h"
 #include "lib/base/buf.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"
@@ -32,6 +33,8 @@ struct cmd {
     uv_timer_t timer; /* pings while streaming; the deferred detach */
     struct buf line[3]; /* partial lines of stdout (1) and stderr (2) */
     struct shell_session_tail *tail; /* a session command's (osapi_session.c), else NULL */
+    struct shell_session_handle *proc; /* a session command on the proc primitive, until done */
+    struct shell_session_result *res;  /* ... and how it went */
     uint64_t started_ms;
     bool background, streaming, done, detach_pending, timer_open;
 };
@@ -121,13 +124,14 @@ static void cmd_free_cb(uv_handle_t *t)
         buf_release(&cm->line[s]);
     free(cm->command);
     free(cm->tail);
+    free(cm->res);
     free(cm);
 }
 
 /* Frees cm once the backend will not call it any more and the stream is over. */
 static void cmd_maybe_free(struct cmd *cm)
 {
-    if (cm->h || cm->req || !cm->timer_open)
+    if (cm->h || cm->proc || cm->req || !cm->timer_open)
         return;
     cm->timer_open = false;
     uv_close((uv_handle_t *)&cm->timer, cmd_free_cb);
@@ -157,6 +161,10 @@ static void on_timer(uv_timer_t *t)
         struct exec_handle *h = cm->h;
         cm->h = NULL;
         cm->be->ops->exec_detach(h);
+    }
+    if (cm->detach_pending && cm->proc) {
+        shell_session_proc_detach(cm->proc);
+        cm->proc = NULL;
     }
     if (cm->detach_pending) {
         cm->detach_pending = false;
@@ -226,7 +234,10 @@ static void on_output(void *arg, enum exec_stream stream, const char *data, size
 static bool session_end(struct cmd *cm)
 {
     struct shell_session_result res;
-    shell_session_tail_finish(cm->tail, take_stdout, cm, &res);
+    if (cm->res != NULL)
+        res = *cm->res;
+    else
+        shell_session_tail_finish(cm->tail, take_stdout, cm, &res);
     flush_lines(cm);
     const char *failure = shell_session_failure(res.kind);
     if (failure != NULL)
@@ -264,13 +275,16 @@ static void on_done(void *arg, json_t *result, const struct mcp_error *err)
 {
     struct cmd *cm = arg;
     cm->h = NULL; /* the backend frees the handle after this */
+    cm->proc = NULL;
     if (err && !cm->streaming && cm->req) {
         struct osapi_req *req = cm->req;
         cm->req = NULL;
         req->state = NULL;
         osapi_reply_mcp_error(req, err); /* nothing sent yet: a JSON error */
     } else if (!cm->background) {
-        if (cm->tail && !err && session_end(cm)) {
+        if (cm->res && !err && !cm->streaming && cm->req && cm->req->conn)
+            start_stream(cm); /* a session command that did not run never started */
+        if ((cm->tail || cm->res) && !err && session_end(cm)) {
             end_stream(cm);
             cmd_maybe_free(cm);
             return;
@@ -290,7 +304,7 @@ static void on_done(void *arg, json_t *result, const struct mcp_error *err)
 static void cmd_aborted(struct osapi_req *req)
 {
     struct cmd *cm = req->state;
-    if (cm->h) /* the command runs on (as execd's do); stop watching it */
+    if (cm->h || cm->proc) /* the command runs on (as execd's do); stop watching it */
         schedule_detach(cm);
 }
 
@@ -372,14 +386,12 @@ static void run_body(struct osapi_req *req, json_t *body)
     json_decref(body);
 }
 
-void osapi_cmd_stream(struct osapi_req *req, const char *content, const struct exec_request *er,
-                      bool background, struct shell_session_tail *tail)
+static struct cmd *cmd_new(struct osapi_req *req, const char *content, bool background)
 {
     struct cmd *cm = xcalloc(1, sizeof(*cm));
     cm->req = req;
     cm->command = xstrdup(content);
     cm->background = background;
-    cm->tail = tail;
     cm->started_ms = now_mono_ms();
     for (int s = 0; s < 3; s++)
         buf_init(&cm->line[s], (size_t)-1);
@@ -390,15 +402,38 @@ void osapi_cmd_stream(struct osapi_req *req, const char *content, const struct e
     req->state = cm;
     req->free_state = cmd_state_free;
     req->on_abort = cmd_aborted;
+    return cm;
+}
+
+static void cmd_not_started(struct osapi_req *req, struct cmd *cm, const struct mcp_error *err)
+{
+    cm->h = NULL;
+    cm->proc = NULL;
+    cm->req = NULL;
+    req->state = NULL;
+    osapi_reply_mcp_error(req, err);
+    cmd_maybe_free(cm);
+}
+
+void osapi_cmd_stream(struct osapi_req *req, const char *content, const struct exec_request *er,
+                      bool background, struct shell_session_tail *tail)
+{
+    struct cmd *cm = cmd_new(req, content, background);
+    cm->tail = tail;
     struct exec_observer obs = {on_started, on_output, on_done, cm};
     struct mcp_error err;
-    if (req->be->ops->exec(req->be, req->sandbox_id, er, &obs, &cm->h, &err) < 0) {
-        cm->h = NULL;
-        cm->req = NULL;
-        req->state = NULL;
-        osapi_reply_mcp_error(req, &err);
-        cmd_maybe_free(cm);
-    }
+    if (req->be->ops->exec(req->be, req->sandbox_id, er, &obs, &cm->h, &err) < 0)
+        cmd_not_started(req, cm, &err);
+}
+
+void osapi_cmd_stream_session(struct osapi_req *req, const struct shell_session_request *sr)
+{
+    struct cmd *cm = cmd_new(req, sr->command, false);
+    cm->res = xcalloc(1, sizeof(*cm->res));
+    struct exec_observer obs = {on_started, on_output, on_done, cm};
+    struct mcp_error err;
+    if (shell_session_proc_run(req->be, req->sandbox_id, sr, &obs, cm->res, &cm->proc, &err) < 0)
+        cmd_not_started(req, cm, &err);
 }
 
 /* ---- status, logs, interrupt --------------------------------------------------------------------- */

@@ -1,5 +1,6 @@
-/* execd's bash sessions over mcpbox's shell sessions (backend/shell_session.h, the same ones
- * run_command's session uses): POST /session makes one (its shell starts, in cwd if given), POST
+/* execd's bash sessions over mcpbox's shell sessions (the same ones run_command's session uses:
+ * backend/shell_session_proc.h on backends with command_input, backend/shell_session.h's helper
+ * scripts on the others): POST /session makes one (its shell starts, in cwd if given), POST
  * /session/{id}/run streams a command's events as POST /command does, DELETE /session/{id} ends
  * the shell and what it started. A session lives in the sandbox, so it outlives this server. */
 #define LOG_MODULE "osapi"
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "backend/shell_session.h"
+#include "backend/shell_session_proc.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
 
@@ -19,6 +21,8 @@ struct sess_op {
     char name[SHELL_SESSION_NAME_MAX + 1];
     struct shell_session_cmd cmd;
     struct shell_session_tail tail;
+    struct shell_session_result res; /* a create on the proc primitive */
+    bool proc;
     char *delete_command; /* NULL: a create */
 };
 
@@ -43,8 +47,9 @@ static void sess_output(void *arg, enum exec_stream stream, const char *data, si
 
 static void create_done(struct sess_op *op, json_t *result)
 {
-    struct shell_session_result res;
-    shell_session_tail_finish(&op->tail, discard, op, &res);
+    struct shell_session_result res = op->res;
+    if (!op->proc)
+        shell_session_tail_finish(&op->tail, discard, op, &res);
     const char *failure = shell_session_failure(res.kind);
     if (failure != NULL)
         osapi_reply_error(op->req, 500, "RUNTIME_ERROR", "%s", failure);
@@ -70,8 +75,11 @@ static void sess_done(void *arg, json_t *result, const struct mcp_error *err)
     else if (code != 0)
         osapi_reply_error(op->req, 500, "RUNTIME_ERROR", "ending session %s failed (exit %lld)",
                           op->name, (long long)code);
-    else
+    else {
+        if (shell_session_proc_available(op->req->be))
+            shell_session_proc_forget(op->req->be, op->req->sandbox_id, op->name);
         osapi_reply_raw(op->req, 200, NULL, NULL, "", 0);
+    }
     sess_op_free(op);
 }
 
@@ -81,6 +89,20 @@ static void sess_exec(struct sess_op *op, const struct exec_request *er)
     struct exec_observer obs = {NULL, sess_output, sess_done, op};
     struct mcp_error err;
     if (req->be->ops->exec(req->be, req->sandbox_id, er, &obs, NULL, &err) < 0) {
+        osapi_reply_mcp_error(req, &err);
+        sess_op_free(op);
+    }
+}
+
+/* The create's first command, ":" in cwd, on the proc primitive. */
+static void create_proc(struct sess_op *op, const char *cwd)
+{
+    struct osapi_req *req = op->req;
+    struct shell_session_request sr = {.name = op->name, .command = ":", .cwd = cwd};
+    struct exec_observer obs = {NULL, NULL, sess_done, op};
+    struct mcp_error err;
+    op->proc = true;
+    if (shell_session_proc_run(req->be, req->sandbox_id, &sr, &obs, &op->res, NULL, &err) < 0) {
         osapi_reply_mcp_error(req, &err);
         sess_op_free(op);
     }
@@ -103,6 +125,8 @@ static void handle_create(struct osapi_req *req)
         sess_op_free(op);
     } else if (osapi_bind(req, req->sandbox_id, true, NULL) < 0) {
         sess_op_free(op);
+    } else if (shell_session_proc_available(req->be)) {
+        create_proc(op, json_string_value(cwd));
     } else {
         shell_session_tail_init(&op->tail, op->cmd.nonce);
         shell_session_exec_request(&op->cmd, 0, &er);
@@ -121,6 +145,24 @@ static void handle_delete(struct osapi_req *req, const char *id)
     op->delete_command = shell_session_delete_command(id);
     struct exec_request er = {.command = op->delete_command, .timeout_ms = 30000};
     sess_exec(op, &er);
+}
+
+/* A run in a bound sandbox: on the proc primitive where the backend has it, else cmd's helper. */
+static void run_bound(struct osapi_req *req, const char *id, const char *command, const char *cwd,
+                      int64_t timeout_s, struct shell_session_cmd *cmd)
+{
+    if (shell_session_proc_available(req->be)) {
+        struct shell_session_request sr = {
+            .name = id, .command = command, .cwd = cwd, .timeout_s = timeout_s, .must_exist = true};
+        osapi_cmd_stream_session(req, &sr);
+        return;
+    }
+    struct exec_request er;
+    shell_session_require_existing(cmd);
+    shell_session_exec_request(cmd, timeout_s, &er);
+    struct shell_session_tail *tail = xmalloc(sizeof(*tail));
+    shell_session_tail_init(tail, cmd->nonce);
+    osapi_cmd_stream(req, command, &er, false, tail);
 }
 
 /* RunInSessionRequest {command, cwd?, timeout? (ms)}. */
@@ -143,14 +185,8 @@ static void handle_run(struct osapi_req *req, const char *id)
                                      &err) < 0) {
         osapi_reply_error(req, 400, "INVALID_REQUEST_BODY", "%s", err.msg);
     } else {
-        if (osapi_bind(req, req->sandbox_id, true, NULL) == 0) {
-            struct exec_request er;
-            shell_session_require_existing(&cmd);
-            shell_session_exec_request(&cmd, timeout_s, &er);
-            struct shell_session_tail *tail = xmalloc(sizeof(*tail));
-            shell_session_tail_init(tail, cmd.nonce);
-            osapi_cmd_stream(req, command, &er, false, tail);
-        }
+        if (osapi_bind(req, req->sandbox_id, true, NULL) == 0)
+            run_bound(req, id, command, json_string_value(cwd), timeout_s, &cmd);
         shell_session_cmd_release(&cmd);
     }
     json_decref(body);

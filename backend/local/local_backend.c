@@ -17,6 +17,7 @@
 
 #define LOG_MODULE "local"
 #include "backend/code_interp.h"
+#include "backend/shell_session_proc.h"
 #include "backend/local/doctor.h"
 #include "backend/local/local.h"
 #include "backend/local/image/image.h"
@@ -798,6 +799,7 @@ static void local_shutdown(struct backend *be)
 {
     struct local_backend *lb = (struct local_backend *)be;
     code_interp_release(be); /* code contexts end with the process that made them */
+    shell_session_proc_release(be); /* session shells live on in their sandboxes */
     local_pool_drain(lb); /* untaken pooled sandboxes go with the process that pooled them */
     image_service_free(lb->images); /* pulls under way end with an error */
     lb->images = NULL;

@@ -115,6 +115,26 @@ static void run_finish(struct run_job *rj, const char *status, json_t *fin)
     rj->job = NULL;
 }
 
+/* The one place that routes a command id: a session command on the proc primitive has an id of
+ * its own (backend/shell_session_proc.h), every other id is the backend's. */
+static int command_get_any(struct backend *be, const char *sandbox_id, const char *command_id,
+                           uint64_t offset, uint64_t limit, backend_cb *cb, void *arg,
+                           struct mcp_error *err)
+{
+    if (shell_session_proc_available(be) && shell_session_proc_is_command_id(command_id))
+        return shell_session_proc_command_get(be, sandbox_id, command_id, offset, limit, cb, arg,
+                                              err);
+    return be->ops->command_get(be, sandbox_id, command_id, offset, limit, cb, arg, err);
+}
+
+static int command_kill_any(struct backend *be, const char *sandbox_id, const char *command_id,
+                            int sig, backend_cb *cb, void *arg, struct mcp_error *err)
+{
+    if (shell_session_proc_available(be) && shell_session_proc_is_command_id(command_id))
+        return shell_session_proc_command_kill(be, sandbox_id, command_id, sig, cb, arg, err);
+    return be->ops->command_kill(be, sandbox_id, command_id, sig, cb, arg, err);
+}
+
 static void kill_done_cb(void *arg, json_t *result, const struct mcp_error *err)
 {
     if (err != NULL)
@@ -127,8 +147,8 @@ static void run_kill(struct run_job *rj)
     struct backend *be = rj->job->be;
     /* A session's helper passes SIGTERM on to the command as SIGINT; SIGKILL would leave it. */
     int sig = rj->session.name != NULL ? SIGTERM : SIGKILL;
-    if (be->ops->command_kill(be, rj->job->sandbox_id, rj->command_id, sig, kill_done_cb, NULL,
-                              &err) < 0)
+    if (command_kill_any(be, rj->job->sandbox_id, rj->command_id, sig, kill_done_cb, NULL, &err) <
+        0)
         log_info("killing cancelled command %s: %s", rj->command_id, err.msg);
 }
 
@@ -154,7 +174,7 @@ static void run_emit_stdout(void *arg, const char *data, size_t len)
 static void run_on_output(void *arg, enum exec_stream stream, const char *data, size_t len)
 {
     struct run_job *rj = arg;
-    if (rj->session.name != NULL && stream == EXEC_STDOUT) { /* hold back a trailer */
+    if (rj->session.tail != NULL && stream == EXEC_STDOUT) { /* hold back a trailer */
         shell_session_tail_feed(rj->session.tail, data, len, run_emit_stdout, rj);
         return;
     }
@@ -166,7 +186,7 @@ static void run_on_output(void *arg, enum exec_stream stream, const char *data, 
  * reply goes before the end). */
 static void run_session_flush(struct run_job *rj)
 {
-    if (rj->session.name != NULL)
+    if (rj->session.tail != NULL)
         shell_session_tail_finish(rj->session.tail, run_emit_stdout, rj, &rj->session.res);
 }
 
@@ -174,6 +194,7 @@ static void run_on_done(void *arg, json_t *result, const struct mcp_error *err)
 {
     struct run_job *rj = arg;
     rj->handle = NULL;
+    rj->session.proc = NULL; /* its end: freed by the session */
     if (err != NULL) {
         rj->finished = true;
         tool_job_fail(rj->job, err);
@@ -196,7 +217,10 @@ static void run_budget_cb(uv_timer_t *t)
         rj->budget_passed = true; /* detach as soon as it has an id */
         return;
     }
-    rj->job->be->ops->exec_detach(rj->handle);
+    if (rj->session.name != NULL)
+        session_run_detach(&rj->session, rj->job->be, rj->handle);
+    else
+        rj->job->be->ops->exec_detach(rj->handle);
     rj->handle = NULL;
     run_session_flush(rj);
     run_finish(rj, "running", NULL);
@@ -270,9 +294,11 @@ void tool_run_command(struct tool_call *call, json_t *args)
     struct exec_request req;
     exec_request_from_args(args, &req);
     struct exec_observer obs = {run_on_started, run_on_output, run_on_done, rj};
-    if ((json_is_string(json_object_get(args, "session")) &&
-         session_run_prepare(args, &rj->session, &req, &err) < 0) ||
-        job->be->ops->exec(job->be, job->sandbox_id, &req, &obs, &rj->handle, &err) < 0) {
+    int rc = json_is_string(json_object_get(args, "session"))
+                 ? session_run_start(job->be, job->sandbox_id, args, &rj->session, &obs,
+                                     &rj->handle, &err)
+                 : job->be->ops->exec(job->be, job->sandbox_id, &req, &obs, &rj->handle, &err);
+    if (rc < 0) {
         rj->finished = true;
         tool_job_fail(job, &err);
         run_cleanup(rj);
@@ -348,8 +374,8 @@ static void get_query(struct get_job *gj)
 {
     struct mcp_error err;
     struct backend *be = gj->job->be;
-    if (be->ops->command_get(be, gj->job->sandbox_id, gj->command_id, gj->offset, gj->limit,
-                             get_done_cb, gj, &err) < 0)
+    if (command_get_any(be, gj->job->sandbox_id, gj->command_id, gj->offset, gj->limit, get_done_cb,
+                        gj, &err) < 0)
         get_done_cb(gj, NULL, &err);
 }
 
@@ -454,8 +480,8 @@ static void kill_poll(struct kill_job *kj)
 {
     struct mcp_error err;
     struct backend *be = kj->job->be;
-    if (be->ops->command_get(be, kj->job->sandbox_id, kj->command_id, 0, 1, kill_status_cb, kj,
-                             &err) < 0)
+    if (command_get_any(be, kj->job->sandbox_id, kj->command_id, 0, 1, kill_status_cb, kj, &err) <
+        0)
         kill_status_cb(kj, NULL, &err);
 }
 
@@ -493,7 +519,6 @@ void tool_kill_command(struct tool_call *call, json_t *args)
     uv_timer_init(job->ctx->loop, &kj->timer);
     kj->timer.data = kj;
     tool_job_set_detail(job, "command_id=%s signal=%d", command_id, sig);
-    if (job->be->ops->command_kill(job->be, job->sandbox_id, command_id, sig, kill_sent_cb, kj,
-                                   &err) < 0)
+    if (command_kill_any(job->be, job->sandbox_id, command_id, sig, kill_sent_cb, kj, &err) < 0)
         kill_finish(kj, NULL, &err);
 }

@@ -7,8 +7,8 @@
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
 
-int session_run_prepare(json_t *args, struct session_run *sr, struct exec_request *req,
-                        struct mcp_error *err)
+static int session_run_prepare(json_t *args, struct session_run *sr, struct exec_request *req,
+                               struct mcp_error *err)
 {
     memset(sr, 0, sizeof(*sr));
     const char *name = tools_arg_str(args, "session", NULL);
@@ -27,6 +27,48 @@ int session_run_prepare(json_t *args, struct session_run *sr, struct exec_reques
         req->stdin_len = json_string_length(in);
     }
     return 0;
+}
+
+/* On the proc primitive: the command goes to the session's shell, no process of its own. */
+static int session_run_proc(struct backend *be, const char *sandbox_id, json_t *args,
+                            struct session_run *sr, const struct exec_observer *obs,
+                            struct mcp_error *err)
+{
+    json_t *in = json_object_get(args, "stdin");
+    struct shell_session_request req = {
+        .name = tools_arg_str(args, "session", NULL),
+        .command = tools_arg_str(args, "command", ""),
+        .cwd = tools_arg_str(args, "cwd", NULL),
+        .env = json_object_get(args, "env"),
+        .stdin_data = json_is_string(in) ? json_string_value(in) : NULL,
+        .stdin_len = json_is_string(in) ? json_string_length(in) : 0,
+        .timeout_s = tools_arg_int(args, "timeout_seconds", 0, 0, MAX_DURATION_S)};
+    if (shell_session_proc_run(be, sandbox_id, &req, obs, &sr->res, &sr->proc, err) < 0)
+        return -1;
+    sr->name = xstrdup(req.name);
+    return 0;
+}
+
+int session_run_start(struct backend *be, const char *sandbox_id, json_t *args,
+                      struct session_run *sr, const struct exec_observer *obs,
+                      struct exec_handle **h, struct mcp_error *err)
+{
+    memset(sr, 0, sizeof(*sr));
+    if (shell_session_proc_available(be))
+        return session_run_proc(be, sandbox_id, args, sr, obs, err);
+    struct exec_request req;
+    if (session_run_prepare(args, sr, &req, err) < 0)
+        return -1;
+    return be->ops->exec(be, sandbox_id, &req, obs, h, err);
+}
+
+void session_run_detach(struct session_run *sr, struct backend *be, struct exec_handle *h)
+{
+    if (sr->proc != NULL)
+        shell_session_proc_detach(sr->proc);
+    else
+        be->ops->exec_detach(h);
+    sr->proc = NULL;
 }
 
 void session_run_release(struct session_run *sr)
@@ -80,6 +122,11 @@ int session_run_decorate(const struct session_run *sr, json_t *res, struct mcp_e
                             : json_null());
     json_object_set_new(res, "session", info);
     const char *note = running ? NULL : session_note(r);
+    if (note == NULL && !running && r->followed)
+        note = "the session was still running a command an earlier mcpbox process started (or "
+               "a job printed meanwhile); this command ran after it ended, and that output is in "
+               "the session shell's log (get_command on the part of this command_id before the "
+               "'.')";
     if (note != NULL)
         json_object_set_new(res, "note", json_string(note));
     return 0;

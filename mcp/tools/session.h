@@ -3,19 +3,25 @@
 #define MCPBOX_TOOLS_SESSION_H
 
 #include "backend/shell_session.h"
+#include "backend/shell_session_proc.h"
 #include "mcp/tools/tools-internal.h"
 
 /* One session command of run_command. */
 struct session_run {
     char *name;                      /* NULL: not a session command */
     struct shell_session_cmd cmd;    /* what the exec runs */
-    struct shell_session_tail *tail; /* the held-back end of stdout */
+    struct shell_session_tail *tail; /* the held-back end of stdout (helper scripts only) */
     struct shell_session_result res; /* filled at the end */
+    struct shell_session_handle *proc; /* on the proc primitive, while it runs */
 };
 
-/* Prepares the exec of run_command's args (which have a session) into req; -1 with err. */
-int session_run_prepare(json_t *args, struct session_run *sr, struct exec_request *req,
-                        struct mcp_error *err);
+/* Starts run_command's args (which have a session) in be's sandbox_id, watched by obs: on the
+ * proc primitive where be has it, else as an exec of the helper into *h; -1 with err. */
+int session_run_start(struct backend *be, const char *sandbox_id, json_t *args,
+                      struct session_run *sr, const struct exec_observer *obs,
+                      struct exec_handle **h, struct mcp_error *err);
+/* Stops watching the command (it goes on): the helper's exec h, or the proc command. */
+void session_run_detach(struct session_run *sr, struct backend *be, struct exec_handle *h);
 void session_run_release(struct session_run *sr);
 /* Adds session {name, cwd} and the session's note to res (run_command's result); -1 with err
  * when the command did not run in the session (busy, gone, too many, no bash). */
