@@ -61,6 +61,8 @@ enum sandbox_state {
 const char *sandbox_state_name(enum sandbox_state state);
 int sandbox_state_parse(const char *name, enum sandbox_state *out);
 
+struct snap_inline;
+
 /* What create_sandbox asks for. Zero means "the backend's default". */
 struct sandbox_spec {
     const char *owner;        /* who creates it (tool layer's caller identity) */
@@ -104,6 +106,9 @@ struct sandbox_spec {
      * done of total (total 0 while unknown) and what it is doing. */
     void (*progress)(void *progress_arg, uint64_t done, uint64_t total, const char *what);
     void *progress_arg;
+    /* The local backend's own, set by its restore only: a small snapshot's files for the new
+     * sandbox's setup to write (backend/local/snapshot_inline.h), or NULL. */
+    struct snap_inline *local_restore;
 };
 
 /* Completion for most operations: exactly one of result/err is non-NULL. Both borrowed. */

@@ -22,6 +22,7 @@
 #include "backend/local/local_mounts.h"
 #include "backend/local/local_cgroup.h"
 #include "backend/local/local_spawn.h"
+#include "backend/local/snapshot_inline.h"
 #include "backend/local/local_sandbox.h"
 #include "backend/local/local_egress.h"
 #include "backend/local/snapshot.h"
@@ -480,6 +481,8 @@ static int spawn_child(struct create_op *op, const struct sandbox_spec *spec,
     if (img->shared_mapping) /* the layers' files carry that mapping's ids: no idmap */
         req.ident = local_image_shared_identity(), req.slot = 0, req.bind_image = true;
     req.pids_by_rlimit = !lb->cg.lim_pids;
+    if ((req.restore = spec->local_restore) != NULL) /* its setup writes the files */
+        spec->local_restore->handed = true;
     child_config(lb, spec, rec, img, &req);
     if (op->pool_slot >= 0) {
         struct mcp_error spawn_err;

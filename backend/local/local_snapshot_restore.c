@@ -17,6 +17,7 @@
 #include "backend/local/local_egress.h"
 #include "backend/local/local_sandbox.h"
 #include "backend/local/snapshot.h"
+#include "backend/local/snapshot_inline.h"
 #include "lib/base/cleanup.h"
 #include "lib/base/log.h"
 #include "lib/base/util.h"
@@ -36,6 +37,8 @@ struct restore_op {
     uv_poll_t said;
     char msg[1024];
     size_t msg_len;
+    /* a small layer written by the new sandbox's setup itself (snapshot_inline.h) */
+    struct snap_inline files_inline;
     int rc;
     struct mcp_error err;
     backend_cb *cb;
@@ -45,6 +48,7 @@ struct restore_op {
 static void restore_free(struct restore_op *op)
 {
     json_decref(op->rec), json_decref(op->env), json_decref(op->reply);
+    snap_inline_free(&op->files_inline);
     free(op);
 }
 
@@ -114,7 +118,8 @@ static void restore_done(struct restore_op *op)
     } else {
         op->cb(op->arg, NULL, &op->err);
     }
-    local_snapshot_refill_later(op->lb);
+    if (!op->files_inline.handed) /* else no helper was used */
+        local_snapshot_refill_later(op->lb);
     lsbx_unref(op->sb);
     restore_free(op);
 }
@@ -256,6 +261,11 @@ static void created(void *arg, json_t *result, const struct mcp_error *err)
     op->reply = json_incref(result);
     op->sb = sb;
     lsbx_ref(sb);
+    if (op->files_inline.handed) { /* its setup wrote the files before the agent started */
+        op->rc = 0;
+        restore_done(op);
+        return;
+    }
     if (restore_small(op) == 0)
         return;
     op->work.data = op;
@@ -292,6 +302,23 @@ static void spec_from_snapshot(struct sandbox_spec *s, struct restore_op *op)
         s->pids = (uint32_t)limit_of(op->rec, "pids");
 }
 
+/* A small layer for the new sandbox's setup to write (snapshot_inline.h), read and checked
+ * before the create: 0 (op->files_inline set, or not: the helper then restores it), or -1 with
+ * err (a damaged layer, or an entry no restore takes: refused before any sandbox is made). */
+static int prepare_inline(struct restore_op *op, struct mcp_error *err)
+{
+    const char *digest = json_string_value(json_object_get(op->rec, "layer"));
+    struct mcp_error e;
+    cleanup_close int fd = snap_files_open_layer(&op->files, digest, &e);
+    cleanup_free char *buf = fd >= 0 ? xmalloc(RESTORE_SMALL_MAX + 1) : NULL;
+    ssize_t n = fd >= 0 ? read_small(op, fd, buf) : -2;
+    if (n == -1) {
+        mcp_error_copy(err, &op->err);
+        return -1;
+    }
+    return n < 0 ? 0 : snap_inline_build(buf, (size_t)n, &op->files_inline, err) < 0 ? -1 : 0;
+}
+
 static int restore_start(struct backend *be, const struct sandbox_spec *spec, json_t *rec,
                          json_t *image, bool load, backend_cb *cb, void *arg,
                          struct mcp_error *err)
@@ -307,8 +334,13 @@ static int restore_start(struct backend *be, const struct sandbox_spec *spec, js
         restore_free(op);
         return -1;
     }
+    if (load && prepare_inline(op, err) < 0) {
+        restore_free(op);
+        return -1;
+    }
     struct sandbox_spec s = *spec;
     spec_from_snapshot(&s, op);
+    s.local_restore = op->files_inline.buf ? &op->files_inline : NULL;
     if ((image ? local_create_on_image(lb, &s, image, created, op, err)
                : local_create(be, &s, created, op, err)) < 0) {
         restore_free(op);

@@ -15,6 +15,8 @@
 #include "backend/local/local_seccomp.h"
 #include "backend/local/local_cgroup.h"
 
+struct snap_inline;
+
 /* ---- spawning (spawn.c) ---- */
 /* /proc/<pid>/ns/<ns> ("user", "net") opened read-only and close-on-exec: an fd to setns or to
  * idmap through, which stays valid after the process ends. -1 and errno on failure. */
@@ -112,6 +114,9 @@ struct spawn_request {
     struct spawn_fds *premade; /* NULL: none */
     /* Where root templates are kept (root_template.h); NULL: the child makes its root. */
     const char *root_templates;
+    /* A small snapshot's files for the child to write once its mounts are made, before the
+     * agent exists (snapshot_inline.h); NULL: none. The caller keeps it until the exec. */
+    const struct snap_inline *restore;
 };
 
 #define LOCAL_MAX_IMAGE_LAYERS 128 /* = OCI_MAX_LAYERS; all go in one SCM_RIGHTS message */

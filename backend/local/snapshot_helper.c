@@ -138,19 +138,14 @@ static int load_entries(struct archive *r, struct archive *w)
     int rc;
     while ((rc = oci_archive.read_next_header(r, &e)) == ARCHIVE_OK) {
         if (!entry_allowed(e))
-            return helper_fail("the snapshot has an entry outside /workspace, /tmp and /root, "
-                               "or of a kind not restored; delete that snapshot",
-                               oci_archive.entry_pathname(e));
-        if (oci_archive.entry_filetype(e) != AE_IFDIR)
-            oci_archive.entry_set_mode(e, oci_archive.entry_mode(e) & ~(mode_t)(S_ISUID | S_ISGID));
+            return helper_fail(SNAP_ENTRY_REFUSED, oci_archive.entry_pathname(e));
+        oci_archive.entry_set_mode(
+            e, snap_entry_mode(oci_archive.entry_filetype(e), oci_archive.entry_mode(e)));
         errno = 0;
         if (oci_archive.write_header(w, e) < ARCHIVE_WARN ||
             (oci_archive.entry_size(e) > 0 && copy_to_disk(r, w) < 0) ||
             oci_archive.write_finish_entry(w) < ARCHIVE_WARN)
-            return helper_fail(errno == ENOSPC ? "the snapshot's files do not fit in the new "
-                                                 "sandbox's disk: give create_sandbox a larger "
-                                                 "disk (or leave disk out for the snapshot's)"
-                                               : "restoring the snapshot failed",
+            return helper_fail(errno == ENOSPC ? SNAP_NO_ROOM : "restoring the snapshot failed",
                                oci_archive.error_string(w));
     }
     if (rc != ARCHIVE_EOF)

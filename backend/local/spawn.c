@@ -44,6 +44,7 @@
 #include "backend/local/local_spawn.h"
 #include "backend/local/proto.h"
 #include "backend/local/root_template.h"
+#include "backend/local/snapshot_inline.h"
 #include "lib/base/xalloc.h"
 
 #define CHILD_FD_BASE 100          /* where the child parks its fds before renumbering */
@@ -375,6 +376,15 @@ static void as_person(const struct child_plan *p, bool on)
  * tmpfs for an image), the overlay is mounted there and moved to its target. The staging mounts
  * are never detached one by one (each detach waits out an RCU grace period): they go with the
  * old root at pivot_root, outside the sandbox's view. */
+/* A small snapshot's files (snapshot_inline.h), the new root the current directory, every
+ * mount in place: where the helper would write them, as the same user. */
+static void restore_files(const struct child_plan *p)
+{
+    const char *why = NULL, *failed = NULL;
+    if (p->req->restore && snap_inline_apply(p->req->restore, &why, &failed) < 0)
+        child_fail(p->err_fd, why, failed);
+}
+
 static void make_mounts(const struct child_plan *p, const char *root, int stage_fd,
                         const char *stage)
 {
@@ -526,6 +536,7 @@ static void make_image_root(const struct child_plan *p)
     }
     make_mounts(p, ".root/", AT_FDCWD, ".data/");
     CHECK(chdir(".root") == 0, "chdir", ".root");
+    restore_files(p);
     static const char *const own[] = {"/etc", "/dev", "/proc"}; /* written or mounted on below */
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         make_path(p, own[i] + 1, own[i]);
@@ -638,6 +649,7 @@ static void make_root(const struct child_plan *p)
     }
     mount_devpts(p);
     make_mounts(p, "", p->data_fd, "");
+    restore_files(p);
     bind_egress_bundle(p);
     /* The root (/etc, /dev, the mount points) is read-only from here on; a template's is
      * already. "run" is then the empty read-only directory /proc's masks need. */

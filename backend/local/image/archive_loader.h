@@ -14,10 +14,11 @@
 
 #define OCI_ARCHIVE_FUNCTIONS(X)                                                                   \
     X(read_new)                                                                                    \
-    X(read_free) X(read_support_format_tar) X(read_support_filter_gzip) X(                         \
-        read_support_filter_zstd) X(read_support_filter_none) X(read_open_fd) X(read_next_header)  \
-        X(read_data_block) X(read_data_skip) X(error_string) X(write_disk_new) X(write_free)       \
-            X(write_disk_set_options) X(write_header) X(write_data_block) X(write_finish_entry)    \
+    X(read_free)                                                                                   \
+    X(read_support_format_tar) X(read_support_filter_gzip) X(read_support_filter_zstd)             \
+        X(read_support_filter_none) X(read_open_fd) X(read_next_header) X(read_data_block)         \
+            X(read_data_skip) X(error_string) X(write_disk_new) X(write_free) X(                   \
+                write_disk_set_options) X(write_header) X(write_data_block) X(write_finish_entry)  \
                 X(entry_pathname) X(entry_set_pathname) X(entry_hardlink) X(entry_set_hardlink)    \
                     X(entry_filetype) X(entry_size) X(entry_symlink) X(read_support_format_raw)    \
                         X(read_open) X(read_disk_new) X(read_disk_set_symlink_physical)            \
@@ -28,7 +29,10 @@
                                         X(entry_linkresolver_free) X(entry_linkify) X(write_new)   \
                                             X(write_set_format_pax_restricted) X(write_open_fd)    \
                                                 X(write_data) X(write_close) X(entry_mode)         \
-                                                    X(entry_set_mode)
+                                                    X(entry_set_mode) X(read_open_memory)          \
+                                                        X(entry_mtime) X(entry_mtime_nsec)         \
+                                                            X(entry_atime) X(entry_atime_nsec)     \
+                                                                X(entry_atime_is_set)
 
 #define OCI_ARCHIVE_ENTRY(name) __typeof__(archive_##name) *name;
 struct oci_archive_api {

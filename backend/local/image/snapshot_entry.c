@@ -1,6 +1,7 @@
 /* Which entries of a snapshot's layer a restore takes (snapshot_files.h). */
 #include <archive_entry.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "backend/local/image/snapshot_files.h"
 #include "backend/local/image/unpack.h"
@@ -28,4 +29,9 @@ bool snap_entry_allowed(const char *name, unsigned type, const char *hardlink)
         !hard_untyped)
         return false;
     return name_allowed(name) && (hardlink == NULL || name_allowed(hardlink));
+}
+
+unsigned snap_entry_mode(unsigned type, unsigned mode)
+{
+    return type == AE_IFDIR ? mode : mode & ~(unsigned)(S_ISUID | S_ISGID);
 }

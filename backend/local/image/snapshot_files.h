@@ -30,6 +30,16 @@
  * a leading "/", a hard link's target (hardlink, or NULL) likewise. A layer is hostile input:
  * the sandbox that made it chose every name. */
 bool snap_entry_allowed(const char *name, unsigned type, const char *hardlink);
+/* The mode an allowed entry is restored with: setuid and setgid dropped but on a directory. */
+unsigned snap_entry_mode(unsigned type, unsigned mode);
+/* What a restore says of an entry snap_entry_allowed refuses (then its name). */
+#define SNAP_ENTRY_REFUSED                                                                         \
+    "the snapshot has an entry outside /workspace, /tmp and /root, or of a kind not restored; "    \
+    "delete that snapshot"
+/* What a restore says when the files do not fit in the new sandbox's disk. */
+#define SNAP_NO_ROOM                                                                               \
+    "the snapshot's files do not fit in the new sandbox's disk: give create_sandbox a larger "     \
+    "disk (or leave disk out for the snapshot's)"
 
 /* Blocking, small. */
 struct snap_files {
