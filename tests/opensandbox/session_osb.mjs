@@ -9,8 +9,9 @@
 // (the command is stopped, the session lives on), a session the remote lost (said plainly,
 // the next command starts a fresh one), a restart of the front between two commands, two
 // sessions at once (each waits for the other: they must run concurrently), the cap of 8,
-// output capped head+tail, get_command and kill_command on the command_id, and a session of
-// one sandbox unreachable from another.
+// output capped head+tail, get_command and kill_command on the command_id, a session of one
+// sandbox unreachable from another, and two first commands of one name racing (no session
+// leaked on the remote).
 //   node session_osb.mjs --mcpbox path/to/mcpbox
 import { spawn } from 'node:child_process';
 import {
@@ -50,7 +51,7 @@ try {
   process.exit(SKIP);
 }
 
-let sid, sid2;
+let sid, sid2, sid3;
 const run = (a) => ok(conn, 'run_command', { sandbox_id: sid, ...a });
 
 // The remote's execd for the sandbox (the endpoint its lifecycle API gives), to act as a remote would.
@@ -145,11 +146,22 @@ const cases = [
     check(other.stdout === '[]\n', JSON.stringify(other));
     await fails(conn, 'run_command', { sandbox_id: sid2, session: '../main', command: 'true' }, /session/);
   }],
+  ['two first commands of one new name at once leave one execd session (no leak past the cap)', async () => {
+    sid3 = (await ok(conn, 'create_sandbox', { backend: 'opensandbox', image: 'host' })).sandbox_id;
+    const both = await Promise.all([0, 1].map((i) =>
+      call(conn, 'run_command', { sandbox_id: sid3, session: 'race', command: `echo r${i}` })));
+    check(both.some((r) => !r.isError), JSON.stringify(both.map(text)));
+    for (const r of both)
+      check(!r.isError || /running another command|refused/.test(text(r)), text(r));
+    // The remote (mcpbox) counts live shells in the sandbox: a leaked session would refuse the 8th.
+    for (let i = 0; i < 7; i++)
+      await ok(conn, 'run_command', { sandbox_id: sid3, session: `n${i}`, command: 'true' });
+  }],
 ];
 
 let failed = await runCases(cases);
 if (failed) console.log(`# front's stderr:\n# ${(conn.transport.stderrText?.() || '').slice(-3000).split('\n').join('\n# ')}`);
-for (const id of [sid, sid2].filter(Boolean))
+for (const id of [sid, sid2, sid3].filter(Boolean))
   await call(conn, 'destroy_sandbox', { sandbox_id: id }).catch(() => {});
 await conn.close();
 remote.child.kill('SIGTERM');
