@@ -106,6 +106,14 @@ const cases = [
     check(r2.stdout.startsWith('[]\n') && r2.exit_code === 0, JSON.stringify(r2));
     check(sessionOf(r2) !== sessionOf(r), 'a new execd session');
   }],
+  ['`exit` in a session: its status, then the session is said lost, then a fresh one', async () => {
+    await run({ session: 'ex', command: 'EX=1' });
+    const r = await run({ session: 'ex', command: 'echo bye; exit 3' });
+    check(r.exit_code === 3 && r.stdout === 'bye\n' && r.session.cwd === null && /did not report/.test(r.note || ''), JSON.stringify(r));
+    await fails(conn, 'run_command', { sandbox_id: sid, session: 'ex', command: 'true' }, /no longer has this session/);
+    const r2 = await run({ session: 'ex', command: 'echo "[$EX]"' });
+    check(r2.stdout === '[]\n', JSON.stringify(r2));
+  }],
   ['the session survives a restart of the front mcpbox', async () => {
     await run({ session: 'keep', command: 'cd /var && K=kept' });
     await conn.close();
