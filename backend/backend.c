@@ -64,6 +64,14 @@ static int unsupported(const struct backend *be, const char *what, struct mcp_er
                          what);
 }
 
+int backend_def_session_run(struct backend *be, const char *sandbox_id,
+                            const struct shell_session_request *req,
+                            const struct exec_observer *obs, struct shell_session_result *res,
+                            struct exec_handle **out, struct mcp_error *err)
+{
+    return unsupported(be, "sessions of its own (mcpbox runs them in the sandbox's shell)", err);
+}
+
 int backend_def_snapshot(struct backend *be, const char *owner, const char *action, json_t *args,
                          backend_cb *cb, void *arg, struct mcp_error *err)
 {
@@ -230,7 +238,8 @@ static bool ops_complete(const struct backend_ops *o)
            o->file_op && o->endpoint && o->diagnose && o->snapshot && o->metrics &&
            o->code_context && o->code_run && o->host_check && o->workspace &&
            o->set_network_policy && o->command_input && o->command_resize && o->volume &&
-           o->bind_secrets && o->credential_vault && o->command_attach && o->command_find;
+           o->bind_secrets && o->credential_vault && o->command_attach && o->command_find &&
+           o->session_run;
 }
 
 static bool has_prefix(const char *s, const char *prefix)

@@ -245,6 +245,9 @@ struct code_request {
 
 /* ---- the vtable ------------------------------------------------------------------------------ */
 
+struct shell_session_request; /* backend/shell_session_proc.h */
+struct shell_session_result;  /* backend/shell_session.h */
+
 struct backend_ops {
     const char *name;      /* "local", "opensandbox" */
     const char *id_prefix; /* "sbx-", "osb-": every sandbox id of this backend starts with it */
@@ -394,6 +397,20 @@ struct backend_ops {
                           struct exec_handle **out, struct mcp_error *err);
     int (*command_find)(struct backend *be, const char *sandbox_id, const char *label,
                         backend_cb *cb, void *arg, struct mcp_error *err);
+
+    /* ---- shell sessions the remote keeps itself (issue 35; docs/tools-design.md, "Shell
+     * sessions") ----
+     * session_run runs req (backend/shell_session_proc.h) in the sandbox's session req->name,
+     * kept by the remote (OpenSandbox's execd sessions), started on first use: obs and *out as
+     * exec's (exec_detach stops watching, command_get and command_kill take the id on_started
+     * gives), *res filled just before on_done with how it went (kind, exit status, cwd, and a
+     * note for the agent). MCP_ERR_UNSUPPORTED, at once or through on_done before on_started,
+     * when the backend or its remote keeps no sessions: the caller runs the session its own way
+     * (backend/shell_session*.h). */
+    int (*session_run)(struct backend *be, const char *sandbox_id,
+                       const struct shell_session_request *req, const struct exec_observer *obs,
+                       struct shell_session_result *res, struct exec_handle **out,
+                       struct mcp_error *err);
 };
 
 /* Default slots for the optional operations: each fails with MCP_ERR_UNSUPPORTED, "the <name>
@@ -402,6 +419,10 @@ int backend_def_snapshot(struct backend *be, const char *owner, const char *acti
                          backend_cb *cb, void *arg, struct mcp_error *err);
 int backend_def_metrics(struct backend *be, const char *sandbox_id, backend_cb *cb, void *arg,
                         struct mcp_error *err);
+int backend_def_session_run(struct backend *be, const char *sandbox_id,
+                            const struct shell_session_request *req,
+                            const struct exec_observer *obs, struct shell_session_result *res,
+                            struct exec_handle **out, struct mcp_error *err);
 int backend_def_code_context(struct backend *be, const char *sandbox_id, const char *action,
                              json_t *args, backend_cb *cb, void *arg, struct mcp_error *err);
 int backend_def_code_run(struct backend *be, const char *sandbox_id,

@@ -87,6 +87,7 @@ struct shell_session_result {
     int status; /* exit status, or -1 when the trailer gave none */
     char cwd[4097];
     bool followed; /* proc primitive: it ran after a command an earlier process left running */
+    const char *note; /* a backend's own word on the session (session_run), or NULL */
 };
 
 void shell_session_tail_init(struct shell_session_tail *t, const char *nonce);

@@ -878,6 +878,7 @@ const struct backend_ops local_ops = {
     .command_resize = local_command_resize,
     .command_attach = local_command_attach,
     .command_find = local_command_find,
+    .session_run = backend_def_session_run,
     .volume = local_volume,
     .bind_secrets = local_bind_secrets,
     .credential_vault = local_credential_vault,

@@ -42,6 +42,8 @@ struct osb_cmd {
     int signal;             /* 0: none */
     char *lost_reason;
     json_t *body;           /* the /command body until the request starts */
+    char *path;             /* NULL: /command; else a session's run (session.c) */
+    struct osb_sess_run *sess;
 };
 
 /* ---- text -------------------------------------------------------------------------------------- */
@@ -93,6 +95,8 @@ static void cmd_free(struct osb_cmd *c)
     free(c->id);
     free(c->lost_reason);
     json_decref(c->body);
+    free(c->path);
+    osb_sess_run_free(c->sess);
     free(c);
 }
 
@@ -150,6 +154,17 @@ static void cmd_log(struct osb_cmd *c, const char *data, size_t len)
     buf_append(&c->log, data, len);
 }
 
+void osb_cmd_emit(struct osb_cmd *c, enum exec_stream stream, const char *data, size_t n)
+{
+    cmd_log(c, data, n);
+    if (stream == EXEC_STDOUT)
+        c->stdout_bytes += n;
+    else
+        c->stderr_bytes += n;
+    if (c->observing && c->obs.on_output)
+        c->obs.on_output(c->obs.arg, stream, data, n);
+}
+
 static void cmd_output(struct osb_cmd *c, enum exec_stream stream, const char *text)
 {
     /* One event per line, terminator removed; an empty line arrives as "\n". */
@@ -159,13 +174,10 @@ static void cmd_output(struct osb_cmd *c, enum exec_stream stream, const char *t
     if (n == 0 || text[n - 1] != '\n')
         line[n++] = '\n';
     line[n] = '\0';
-    cmd_log(c, line, n);
-    if (stream == EXEC_STDOUT)
-        c->stdout_bytes += n;
+    if (c->sess != NULL && stream == EXEC_STDOUT)
+        osb_sess_run_stdout(c->sess, line, n);
     else
-        c->stderr_bytes += n;
-    if (c->observing && c->obs.on_output)
-        c->obs.on_output(c->obs.arg, stream, line, n);
+        osb_cmd_emit(c, stream, line, n);
 }
 
 static json_t *cmd_status_json(const struct osb_cmd *c)
@@ -191,6 +203,8 @@ static void cmd_finish(struct osb_cmd *c, const struct mcp_error *err)
     c->duration_ms = now_mono_ms() - c->started_ms;
     if (c->req != NULL)
         httpc_cancel(c->req); /* execd holds the stream ~1 s after the end: drop it */
+    if (c->sess != NULL && err == NULL)
+        osb_sess_run_end(c->sess, c, c->status, c->has_exit ? c->exit_code : -1);
     if (c->observing) {
         c->observing = false;
         json_t *st = err ? NULL : cmd_status_json(c);
@@ -208,6 +222,15 @@ static void cmd_error_event(struct osb_cmd *c, json_t *ev)
     long code = evalue ? strtol(evalue, &end, 10) : 0;
     if (evalue == NULL || end == evalue || *end != '\0') { /* cmd.Start() failed */
         struct mcp_error err;
+        if (c->sess != NULL && c->killed) { /* kill_command deleted its session */
+            osb_cmd_killed(c->b, c->sid, c->id);
+            return;
+        }
+        if (c->sess != NULL) { /* a session run that did not run: execd's word on the session */
+            osb_sess_run_refused(c->sess, evalue ? evalue : "no details", &err);
+            cmd_finish(c, &err);
+            return;
+        }
         mcp_error_set(&err, MCP_ERR_BACKEND, 0, "the command could not be started in %s: %s",
                       c->sid, evalue ? evalue : "execd reported an error without details");
         cmd_finish(c, &err);
@@ -236,7 +259,7 @@ static int cmd_event(void *arg, json_t *ev)
     if (type == NULL || c->finished)
         return 0;
     if (strcmp(type, "init") == 0 && c->id == NULL) {
-        c->id = xstrdup(text ? text : "");
+        c->id = c->sess ? osb_sess_run_command_id(c->sess) : xstrdup(text ? text : "");
         if (c->observing && c->obs.on_started)
             c->obs.on_started(c->obs.arg, c->id);
     } else if (strcmp(type, "stdout") == 0 && text) {
@@ -275,6 +298,8 @@ static void cmd_stream_done(void *arg, struct httpc_response *resp, const struct
         }
         if (err->code == MCP_ERR_UNAVAILABLE && resp->status == 0)
             osb_endpoint_forget(c->b, c->sid + strlen(OSB_ID_PREFIX));
+        if (c->id == NULL && c->sess != NULL && err->code == MCP_ERR_NOT_FOUND)
+            err = osb_sess_run_refused(c->sess, err->msg, &e); /* the remote lost it */
         if (c->id == NULL) { /* never started: a plain error */
             if (c->starting) {
                 c->start_failed = true;
@@ -326,9 +351,65 @@ static void cmd_with_endpoint(void *arg, const struct osb_endpoint *ep, const st
         .deadline_ms = cmd_deadline_ms(c),
     };
     struct mcp_error e;
-    c->req = osb_execd_call(c->b, ep, "/command", &o, cmd_stream_done, c, &e);
+    c->req = osb_execd_call(c->b, ep, c->path ? c->path : "/command", &o, cmd_stream_done, c, &e);
     if (c->req == NULL)
         cmd_start_fail(c, &e);
+}
+
+static struct osb_cmd *cmd_new(struct osb_backend *b, const char *sandbox_id, json_t *body,
+                               int64_t timeout_ms, const struct exec_observer *obs)
+{
+    struct osb_cmd *c = xcalloc(1, sizeof(*c));
+    c->b = b;
+    c->sid = xstrdup(sandbox_id);
+    c->body = body;
+    c->obs = *obs;
+    c->observing = true;
+    c->timeout_ms = timeout_ms;
+    c->started_ms = now_mono_ms();
+    c->status = "running";
+    buf_init(&c->log, OSB_CMD_LOG_MAX);
+    osb_sse_init(&c->sse, cmd_event, c);
+    return c;
+}
+
+struct osb_cmd *osb_cmd_for_session(struct osb_backend *b, const char *sandbox_id, json_t *body,
+                                    int64_t timeout_ms, const struct exec_observer *obs,
+                                    struct osb_sess_run *sess)
+{
+    struct osb_cmd *c = cmd_new(b, sandbox_id, body, timeout_ms, obs);
+    c->sess = sess;
+    c->starting = true;
+    c->next = b->cmds;
+    b->cmds = c;
+    b->ncmds++;
+    return c;
+}
+
+void osb_cmd_start_at(struct osb_cmd *c, const struct osb_endpoint *ep, const char *path)
+{
+    free(c->path);
+    c->path = xstrdup(path);
+    cmd_with_endpoint(c, ep, NULL);
+}
+
+void osb_cmd_fail(struct osb_cmd *c, const struct mcp_error *err)
+{
+    json_decref(steal_ptr(&c->body));
+    cmd_start_fail(c, err);
+    cmds_trim(c->b);
+}
+
+int osb_cmd_started(struct osb_cmd *c, int rc, struct mcp_error *err)
+{
+    c->starting = false;
+    if (rc == 0 && !c->start_failed)
+        return 0;
+    if (rc == 0)
+        mcp_error_copy(err, &c->start_err);
+    c->observing = false;
+    c->finished = true; /* stays in the list without an id: trimmed later */
+    return -1;
 }
 
 int osb_exec(struct backend *be, const char *sandbox_id, const struct exec_request *req,
@@ -342,18 +423,8 @@ int osb_exec(struct backend *be, const char *sandbox_id, const struct exec_reque
     json_t *body = osb_command_body(req, err);
     if (body == NULL)
         return -1;
-    struct osb_cmd *c = xcalloc(1, sizeof(*c));
-    c->b = b;
-    c->sid = xstrdup(sandbox_id);
-    c->body = body;
-    c->obs = *obs;
-    c->observing = true;
+    struct osb_cmd *c = cmd_new(b, sandbox_id, body, req->timeout_ms, obs);
     c->starting = true;
-    c->timeout_ms = req->timeout_ms;
-    c->started_ms = now_mono_ms();
-    c->status = "running";
-    buf_init(&c->log, OSB_CMD_LOG_MAX);
-    osb_sse_init(&c->sse, cmd_event, c);
     int rc = osb_endpoint_resolve(b, sandbox_id, cmd_with_endpoint, c, err);
     c->starting = false;
     if (rc != 0 || c->start_failed) {
@@ -374,6 +445,8 @@ void osb_exec_detach(struct exec_handle *h)
 {
     struct osb_cmd *c = (struct osb_cmd *)h;
     c->observing = false; /* the stream goes on: the output stays available to command_get */
+    if (c->sess != NULL)
+        osb_sess_run_detach(c->sess);
 }
 
 /* ---- command_get ------------------------------------------------------------------------------ */
@@ -523,6 +596,12 @@ int osb_command_get(struct backend *be, const char *sandbox_id, const char *comm
     if (osb_remote_id(sandbox_id, err) == NULL)
         return -1;
     struct osb_cmd *c = cmd_find(b, sandbox_id, command_id);
+    if (c == NULL && osb_session_command_id(command_id))
+        return mcp_error_set(err, MCP_ERR_NOT_FOUND, 0,
+                             "no command %s known to this mcpbox process: execd keeps no output "
+                             "of a command in a session, so only the process that ran it has "
+                             "it (run the command again to see its output)",
+                             command_id);
     if (c != NULL) {
         json_t *res = cmd_get_local(c, offset, limit);
         backend_defer(be, cb, arg, res, NULL);
@@ -539,6 +618,16 @@ int osb_command_get(struct backend *be, const char *sandbox_id, const char *comm
         return -1;
     }
     return 0;
+}
+
+void osb_cmd_killed(struct osb_backend *b, const char *sandbox_id, const char *command_id)
+{
+    struct osb_cmd *c = cmd_find(b, sandbox_id, command_id);
+    if (c == NULL || c->finished)
+        return;
+    c->status = "killed";
+    c->signal = OSB_SIGTERM;
+    cmd_finish(c, NULL);
 }
 
 /* ---- command_kill ------------------------------------------------------------------------------ */
@@ -619,6 +708,12 @@ int osb_command_kill(struct backend *be, const char *sandbox_id, const char *com
     struct osb_backend *b = osb_of(be);
     if (osb_remote_id(sandbox_id, err) == NULL)
         return -1;
+    if (osb_session_command_id(command_id)) {
+        struct osb_cmd *c = cmd_find(b, sandbox_id, command_id);
+        if (c != NULL && !c->finished)
+            c->killed = true;
+        return osb_session_command_kill(b, sandbox_id, command_id, cb, arg, err);
+    }
     struct kill_op *k = xcalloc(1, sizeof(*k));
     *k = (struct kill_op){b, xstrdup(sandbox_id), xstrdup(command_id), signal, cb, arg};
     if (osb_endpoint_resolve(b, sandbox_id, kill_with_endpoint, k, err) != 0) {

@@ -80,6 +80,7 @@ const struct backend_ops opensandbox_ops = {
     .command_resize = backend_def_command_resize,
     .command_attach = backend_def_command_attach,
     .command_find = backend_def_command_find,
+    .session_run = osb_session_run,
     .volume = backend_def_volume,
     .bind_secrets = osb_bind_secrets,
     .credential_vault = backend_def_credential_vault,
@@ -158,6 +159,8 @@ void opensandbox_backend_free(struct backend *be)
     osb_shutdown(be);
     osb_cmds_free(b);
     osb_endpoints_free(b);
+    json_decref(b->sessions);
+    json_decref(b->no_sessions);
     if (b->api_key != NULL)
         explicit_bzero(b->api_key, strlen(b->api_key));
     free(b->api_key);

@@ -64,6 +64,9 @@ struct osb_backend {
      * server never sends it. Counted and logged so tests and operators see it. */
     unsigned contract_violations;
     bool snapshots_migrated; /* the snapshot owner table exists (snapshot_store.c) */
+    bool sessions_migrated;  /* the session table exists (session_store.c) */
+    json_t *sessions;        /* without a store: {"<sandbox>/<name>": execd session id} */
+    json_t *no_sessions;     /* {sandbox_id: true}: its execd answered 404/501 on /session */
     char last_violation[HTTPC_HDR_VALUE_MAX + 160];
 };
 
@@ -214,6 +217,48 @@ int osb_command_kill(struct backend *be, const char *sandbox_id, const char *com
 void osb_cmds_free(struct osb_backend *b);
 /* Builds execd's /command body (exposed for unit tests). */
 json_t *osb_command_body(const struct exec_request *req, struct mcp_error *err);
+
+/* ---- session.c, session_store.c: MCP sessions on execd's bash sessions (issue 35) ------- */
+struct osb_sess_run; /* one command in a session (session.c) */
+int osb_session_run(struct backend *be, const char *sandbox_id,
+                    const struct shell_session_request *req, const struct exec_observer *obs,
+                    struct shell_session_result *res, struct exec_handle **out,
+                    struct mcp_error *err);
+/* For exec.c: a command watched as exec's, streamed from a session's run (sess owned by it);
+ * started by osb_cmd_start_at, or failed (on_done with err). */
+struct osb_cmd *osb_cmd_for_session(struct osb_backend *b, const char *sandbox_id, json_t *body,
+                                    int64_t timeout_ms, const struct exec_observer *obs,
+                                    struct osb_sess_run *sess);
+void osb_cmd_start_at(struct osb_cmd *c, const struct osb_endpoint *ep, const char *path);
+void osb_cmd_fail(struct osb_cmd *c, const struct mcp_error *err);
+/* After the first step (rc: its result): 0, or -1 with err when the command failed inside the
+ * call (then it never calls back). */
+int osb_cmd_started(struct osb_cmd *c, int rc, struct mcp_error *err);
+/* The command of command_id was ended from here (its session deleted): reported as killed. */
+void osb_cmd_killed(struct osb_backend *b, const char *sandbox_id, const char *command_id);
+/* Output of c as the command's own (logged, counted, observed). */
+void osb_cmd_emit(struct osb_cmd *c, enum exec_stream stream, const char *data, size_t n);
+/* exec.c's hooks into a session run: stdout (held back for the end marker), the end (status
+ * "exited", "timed_out", ...; exit_code -1 when none), execd refusing the run (the session is
+ * gone: forgotten, err says so), the command id, and the free. */
+void osb_sess_run_stdout(struct osb_sess_run *s, const char *data, size_t n);
+void osb_sess_run_end(struct osb_sess_run *s, struct osb_cmd *c, const char *status,
+                      int64_t exit_code);
+const struct mcp_error *osb_sess_run_refused(struct osb_sess_run *s, const char *why,
+                                             struct mcp_error *err);
+char *osb_sess_run_command_id(struct osb_sess_run *s);
+void osb_sess_run_detach(struct osb_sess_run *s); /* its result goes nowhere from now on */
+void osb_sess_run_free(struct osb_sess_run *s);
+/* True for a session command's id ("<execd session id>#<n>"): command_get, command_kill. */
+bool osb_session_command_id(const char *command_id);
+int osb_session_command_kill(struct osb_backend *b, const char *sandbox_id, const char *command_id,
+                             backend_cb *cb, void *arg, struct mcp_error *err);
+/* The execd session id of (sandbox, name), a new string or NULL; record, forget, count. */
+char *osb_sess_lookup(struct osb_backend *b, const char *sid, const char *name);
+void osb_sess_record(struct osb_backend *b, const char *sid, const char *name, const char *id);
+void osb_sess_forget(struct osb_backend *b, const char *sid, const char *name);
+void osb_sess_forget_id(struct osb_backend *b, const char *sid, const char *session_id);
+int osb_sess_count(struct osb_backend *b, const char *sid);
 
 /* ---- files.c --------------------------------------------------------------------------------- */
 

@@ -190,11 +190,31 @@ static void run_session_flush(struct run_job *rj)
         shell_session_tail_finish(rj->session.tail, run_emit_stdout, rj, &rj->session.res);
 }
 
+static void run_on_done(void *arg, json_t *result, const struct mcp_error *err);
+
+/* The remote turned out to keep no sessions: the command goes to the helper scripts. */
+static bool run_session_fallback(struct run_job *rj, const struct mcp_error *why,
+                                 struct mcp_error *err)
+{
+    if (!rj->session.remote || why->code != MCP_ERR_UNSUPPORTED || rj->command_id != NULL)
+        return false;
+    struct exec_observer obs = {run_on_started, run_on_output, run_on_done, rj};
+    return session_run_fallback(rj->job->be, rj->job->sandbox_id, &rj->session, why, &obs,
+                                &rj->handle, err) == 0;
+}
+
 static void run_on_done(void *arg, json_t *result, const struct mcp_error *err)
 {
     struct run_job *rj = arg;
+    struct mcp_error fallback_err;
     rj->handle = NULL;
     rj->session.proc = NULL; /* its end: freed by the session */
+    if (err != NULL && rj->session.remote && !rj->finished && rj->job != NULL) {
+        if (run_session_fallback(rj, err, &fallback_err))
+            return;
+        if (!rj->session.remote) /* the fallback failed to start: its error */
+            err = &fallback_err;
+    }
     if (err != NULL) {
         rj->finished = true;
         tool_job_fail(rj->job, err);

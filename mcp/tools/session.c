@@ -4,13 +4,13 @@
 
 #include <string.h>
 
+#include "lib/base/cleanup.h"
 #include "lib/base/util.h"
 #include "lib/base/xalloc.h"
 
 static int session_run_prepare(json_t *args, struct session_run *sr, struct exec_request *req,
                                struct mcp_error *err)
 {
-    memset(sr, 0, sizeof(*sr));
     const char *name = tools_arg_str(args, "session", NULL);
     int64_t timeout_s = tools_arg_int(args, "timeout_seconds", 0, 0, MAX_DURATION_S);
     if (shell_session_prepare(name, tools_arg_str(args, "command", ""),
@@ -29,13 +29,10 @@ static int session_run_prepare(json_t *args, struct session_run *sr, struct exec
     return 0;
 }
 
-/* On the proc primitive: the command goes to the session's shell, no process of its own. */
-static int session_run_proc(struct backend *be, const char *sandbox_id, json_t *args,
-                            struct session_run *sr, const struct exec_observer *obs,
-                            struct mcp_error *err)
+static void session_request(json_t *args, struct shell_session_request *out)
 {
     json_t *in = json_object_get(args, "stdin");
-    struct shell_session_request req = {
+    *out = (struct shell_session_request){
         .name = tools_arg_str(args, "session", NULL),
         .command = tools_arg_str(args, "command", ""),
         .cwd = tools_arg_str(args, "cwd", NULL),
@@ -43,10 +40,30 @@ static int session_run_proc(struct backend *be, const char *sandbox_id, json_t *
         .stdin_data = json_is_string(in) ? json_string_value(in) : NULL,
         .stdin_len = json_is_string(in) ? json_string_length(in) : 0,
         .timeout_s = tools_arg_int(args, "timeout_seconds", 0, 0, MAX_DURATION_S)};
+}
+
+/* On the proc primitive: the command goes to the session's shell, no process of its own. */
+static int session_run_proc(struct backend *be, const char *sandbox_id, json_t *args,
+                            struct session_run *sr, const struct exec_observer *obs,
+                            struct mcp_error *err)
+{
+    struct shell_session_request req;
+    session_request(args, &req);
     if (shell_session_proc_run(be, sandbox_id, &req, obs, &sr->res, &sr->proc, err) < 0)
         return -1;
     sr->name = xstrdup(req.name);
     return 0;
+}
+
+/* Over any backend's exec: the helper scripts of backend/shell_session.h. */
+static int session_run_helper(struct backend *be, const char *sandbox_id, json_t *args,
+                              struct session_run *sr, const struct exec_observer *obs,
+                              struct exec_handle **h, struct mcp_error *err)
+{
+    struct exec_request req;
+    if (session_run_prepare(args, sr, &req, err) < 0)
+        return -1;
+    return be->ops->exec(be, sandbox_id, &req, obs, h, err);
 }
 
 int session_run_start(struct backend *be, const char *sandbox_id, json_t *args,
@@ -56,10 +73,33 @@ int session_run_start(struct backend *be, const char *sandbox_id, json_t *args,
     memset(sr, 0, sizeof(*sr));
     if (shell_session_proc_available(be))
         return session_run_proc(be, sandbox_id, args, sr, obs, err);
-    struct exec_request req;
-    if (session_run_prepare(args, sr, &req, err) < 0)
+    struct shell_session_request sreq;
+    session_request(args, &sreq);
+    if (be->ops->session_run(be, sandbox_id, &sreq, obs, &sr->res, h, err) == 0) {
+        sr->name = xstrdup(sreq.name);
+        sr->remote = true;
+        sr->args = json_incref(args);
+        return 0;
+    }
+    if (err->code != MCP_ERR_UNSUPPORTED)
         return -1;
-    return be->ops->exec(be, sandbox_id, &req, obs, h, err);
+    if (be->ops->session_run != backend_def_session_run) /* the remote lacks them: say so */
+        sr->fallback = xstrdup(err->msg);
+    return session_run_helper(be, sandbox_id, args, sr, obs, h, err);
+}
+
+int session_run_fallback(struct backend *be, const char *sandbox_id, struct session_run *sr,
+                         const struct mcp_error *why, const struct exec_observer *obs,
+                         struct exec_handle **h, struct mcp_error *err)
+{
+    json_t *args = steal_ptr(&sr->args);
+    free(sr->name);
+    sr->name = NULL;
+    sr->remote = false;
+    sr->fallback = xstrdup(why->msg);
+    int rc = session_run_helper(be, sandbox_id, args, sr, obs, h, err);
+    json_decref(args);
+    return rc;
 }
 
 void session_run_detach(struct session_run *sr, struct backend *be, struct exec_handle *h)
@@ -76,8 +116,12 @@ void session_run_release(struct session_run *sr)
     shell_session_cmd_release(&sr->cmd);
     free(sr->tail);
     free(sr->name);
+    free(sr->fallback);
+    json_decref(sr->args);
     sr->tail = NULL;
     sr->name = NULL;
+    sr->fallback = NULL;
+    sr->args = NULL;
 }
 
 /* What the result says about the session, after the trailer. */
@@ -101,6 +145,15 @@ static const char *session_note(const struct shell_session_result *res)
     }
 }
 
+/* The remote keeps no sessions: the note says this one ran on the helper scripts. */
+static void session_note_fallback(json_t *res, const char *why, const char *note)
+{
+    cleanup_free char *text =
+        xasprintf("%s, so this session runs on mcpbox's own helper shell over /command%s%s", why,
+                  note ? "; " : "", note ? note : "");
+    json_object_set_new(res, "note", json_string(text));
+}
+
 int session_run_decorate(const struct session_run *sr, json_t *res, struct mcp_error *err)
 {
     const struct shell_session_result *r = &sr->res;
@@ -121,13 +174,15 @@ int session_run_decorate(const struct session_run *sr, json_t *res, struct mcp_e
                             ? json_string(r->cwd)
                             : json_null());
     json_object_set_new(res, "session", info);
-    const char *note = running ? NULL : session_note(r);
+    const char *note = running ? NULL : r->note ? r->note : session_note(r);
     if (note == NULL && !running && r->followed)
         note = "the session was still running a command an earlier mcpbox process started (or "
                "a job printed meanwhile); this command ran after it ended, and that output is in "
                "the session shell's log (get_command on the part of this command_id before the "
                "'.')";
-    if (note != NULL)
+    if (sr->fallback != NULL)
+        session_note_fallback(res, sr->fallback, note);
+    else if (note != NULL)
         json_object_set_new(res, "note", json_string(note));
     return 0;
 }
