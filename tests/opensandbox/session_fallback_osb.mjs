@@ -6,6 +6,8 @@
 // write to sockets (Node's stdio), which the helper's shell cannot reopen through /proc.
 //   node session_fallback_osb.mjs --mcpbox path/to/mcpbox
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { check, connect, ok, parseArgs, requireBinary, runCases, tempStateDir, SKIP } from '../e2e/tools/tools_lib.mjs';
@@ -43,9 +45,20 @@ try {
   process.exit(SKIP);
 }
 let sid;
+// The fake runs commands on this host: the helper's session shells live under the sandbox's
+// TMPDIR, made for this run so that no earlier run's shells count against the cap of 8, and
+// ended below so that none outlives this one.
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'mcpbox-sess-fb-tmp-'));
+function endShells() {
+  for (const d of fs.readdirSync(tmp, { recursive: true }))
+    if (path.basename(d) === 'pid') {
+      try { process.kill(+fs.readFileSync(path.join(tmp, d), 'utf8'), 'SIGKILL'); } catch { /* gone */ }
+    }
+  fs.rmSync(tmp, { recursive: true, force: true });
+}
 const failed = await runCases([
   ['a remote without /session: the session runs on the helper scripts, and the note says so', async () => {
-    sid = (await ok(conn, 'create_sandbox', { backend: 'opensandbox', image: 'ubuntu:24.04' })).sandbox_id;
+    sid = (await ok(conn, 'create_sandbox', { backend: 'opensandbox', image: 'ubuntu:24.04', env: { TMPDIR: tmp } })).sandbox_id;
     const name = 'fb' + process.pid;
     const a = await ok(conn, 'run_command', { sandbox_id: sid, session: name, command: 'true' });
     check(/no bash sessions \(POST \/session answered 404\).*helper shell/.test(a.note || ''), JSON.stringify(a));
@@ -58,4 +71,5 @@ const failed = await runCases([
 if (failed) console.log(`# front's stderr:\n# ${(conn.transport.stderrText?.() || '').slice(-3000).split('\n').join('\n# ')}`);
 await conn.close();
 fake.child.kill('SIGTERM');
+endShells();
 process.exit(failed ? 1 : 0);

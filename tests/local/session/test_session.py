@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from mcp_http import HttpClient, start_server  # noqa: E402
@@ -218,6 +219,13 @@ def check_terminals(t, sid):
     r = term(t, sid, action="read", terminal_id=tid, offset=0, raw=True)
     assert r["offset"] == 0 and "print(6*7)" in r["output"], r
     r = term(t, sid, action="send", terminal_id=tid, keys=["^D"])
+    # send returns once the output has been quiet for quiet_ms; the interpreter's exit may come
+    # later on a loaded machine, and a model reads again, as here
+    for _ in range(100):
+        if not r["running"]:
+            break
+        time.sleep(0.05)
+        r = term(t, sid, action="read", terminal_id=tid)
     assert not r["running"] and r["exit_code"] == 0, r
     text = t.err("terminal", {"sandbox_id": sid, "action": "send", "terminal_id": tid,
                               "input": "x"})
