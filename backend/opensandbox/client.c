@@ -80,20 +80,22 @@ static struct curl_slist *body_headers(struct curl_slist *hdrs, const struct osb
     return hdrs;
 }
 
+static struct osb_call *call_new(struct osb_backend *b, const struct osb_call_opts *o, bool execd,
+                                 osb_call_fn *done, void *arg)
+{
+    struct osb_call *c = xcalloc(1, sizeof(*c));
+    c->b = b, c->execd = execd, c->done = done, c->arg = arg;
+    c->what = xstrdup(o->what);
+    c->sandbox_id = o->sandbox_id ? xstrdup(o->sandbox_id) : NULL;
+    c->sink = o->sink, c->mime_build = o->mime_build, c->sensitive = o->sensitive;
+    return c;
+}
+
 static struct httpc_req *call_start(struct osb_backend *b, char *url, struct curl_slist *hdrs,
                                   const struct osb_call_opts *o, bool execd, osb_call_fn *done,
                                   void *arg, struct mcp_error *err)
 {
-    struct osb_call *c = xcalloc(1, sizeof(*c));
-    *c = (struct osb_call){b,
-                           xstrdup(o->what),
-                           o->sandbox_id ? xstrdup(o->sandbox_id) : NULL,
-                           execd,
-                           done,
-                           arg,
-                           o->sink,
-                           o->mime_build,
-                           o->sensitive};
+    struct osb_call *c = call_new(b, o, execd, done, arg);
     cleanup_free char *body = o->json ? json_dumps(o->json, JSON_COMPACT) : NULL;
     hdrs = body_headers(hdrs, o);
     struct httpc_req_opts ro = {

@@ -204,6 +204,16 @@ static void term_step(struct term_job *tj, const char *action)
         term_end(tj, NULL, &err);
 }
 
+static int unknown_key(const char *name, struct mcp_error *err)
+{
+    return mcp_error_set(err, MCP_ERR_INVALID, 0,
+                         "keys: unknown key \"%s\"; use Enter, Tab, Esc, Backspace, Up, Down, "
+                         "Left, Right, Home, End, Delete, PageUp, PageDown, Space, or ^ and a "
+                         "letter for Ctrl (\"^C\"), or put text in input",
+                         name ? name : ""),
+           -1;
+}
+
 /* send's bytes: input as typed, then each key; -1 with err naming a key it does not know. */
 static int term_keys(struct term_job *tj, json_t *args, struct mcp_error *err)
 {
@@ -226,13 +236,7 @@ static int term_keys(struct term_job *tj, json_t *args, struct mcp_error *err)
         int n = shell_terminal_key(json_string_value(k) ? json_string_value(k) : "", bytes);
         if (n < 0) {
             buf_release(&b);
-            return mcp_error_set(err, MCP_ERR_INVALID, 0,
-                                 "keys: unknown key \"%s\"; use Enter, Tab, Esc, Backspace, "
-                                 "Up, Down, Left, Right, Home, End, Delete, PageUp, PageDown, "
-                                 "Space, or ^ and a letter for Ctrl (\"^C\"), or put text in "
-                                 "input",
-                                 json_string_value(k) ? json_string_value(k) : ""),
-                   -1;
+            return unknown_key(json_string_value(k), err);
         }
         buf_append(&b, bytes, (size_t)n);
     }

@@ -448,6 +448,7 @@ const struct backend_ops fake_remote_ops = {
     .command_resize = backend_def_command_resize,
     .command_attach = backend_def_command_attach,
     .command_find = backend_def_command_find,
+    .session_run = backend_def_session_run,
     .set_network_policy = backend_def_set_network_policy,
     .volume = backend_def_volume,
     .bind_secrets = backend_def_bind_secrets,
