@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "backend/local/workspace_review.h"
@@ -143,6 +144,9 @@ int ws_helper_main(int argc, char **argv)
 __attribute__((noreturn)) static void exec_helper(int in, int out, int ns_fd,
                                                   const struct ws_mount *mounts, size_t n)
 {
+    /* Only what is named here crosses the exec: not a descriptor another thread opened without
+     * O_CLOEXEC (a library's data file), since the helper runs in the sandbox's namespaces. */
+    syscall(SYS_close_range, HELPER_NS_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC);
     for (size_t i = 0; i < n; i++)
         if (mounts[i].source_fd > HELPER_NS_FD)
             fcntl(mounts[i].source_fd, F_SETFD, 0);
