@@ -18,19 +18,15 @@ at once through pipes (backend/local/local_fork_stream.c), through the real serv
 Runs as root and, through tests/local/rootless, as an ordinary user.
 usage: test_snapfast.py --mcpbox PATH --check stream|limits|race|spare   (77: cannot run here)
 """
-import argparse
 import glob
 import os
 import re
-import shutil
 import signal
-import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_snapshots import SKIP, Serve, at_once, sandboxes  # noqa: E402
+from test_snapshots import at_once, run_check, sandboxes  # noqa: E402
 
 HOSTILE = ("ln -s /etc /workspace/etc-link && ln -s /proc/1/root /workspace/root-link && "
            "mkfifo /tmp/fifo && cp /bin/true /workspace/suid && "
@@ -207,31 +203,7 @@ def check_spare(s):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mcpbox", required=True)
-    ap.add_argument("--check", required=True, choices=["stream", "limits", "race", "spare"])
-    a = ap.parse_args()
-    base = tempfile.mkdtemp(prefix="mcpbox-snapfast-", dir="/tmp")
-    os.chmod(base, 0o755)
-    state = os.path.join(base, "state")
-    try:
-        s = Serve(a.mcpbox, state)
-        s.mcpbox, s.state, s.base = a.mcpbox, state, base
-        try:
-            err, _, text = s.tool("create_sandbox")
-            if err and "unsupported" in text.lower():
-                print(f"SKIP: {text}")
-                return SKIP
-            globals()["check_" + a.check](s)
-        finally:
-            if s.proc.stdin and not s.proc.stdin.closed:
-                s.close()
-    finally:
-        subprocess.run([a.mcpbox, "sandbox", "--state-dir", state, "rm", "--all"],
-                       capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
-    print("PASS")
-    return 0
+    return run_check("snapfast", ["stream", "limits", "race", "spare"], globals())
 
 
 if __name__ == "__main__":

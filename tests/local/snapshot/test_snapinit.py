@@ -18,19 +18,15 @@ backend/local/snapshot_inline.h). Through the real server over stdio.
 Runs as root and, through tests/local/rootless, as an ordinary user.
 usage: test_snapinit.py --mcpbox PATH --check path|hostile|mounts   (77: cannot run here)
 """
-import argparse
 import hashlib
 import os
-import shutil
-import subprocess
 import sys
 import tarfile
-import tempfile
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_snapfast import spares, spares_now  # noqa: E402
-from test_snapshots import SKIP, Serve, at_once, sandboxes, tinfo, write_layer  # noqa: E402
+from test_snapshots import at_once, run_check, sandboxes, tinfo, write_layer  # noqa: E402
 
 FILES = ("mkdir -p /workspace/p/ro && echo one > /workspace/p/a && ln -s a /workspace/p/link && "
          "ln /workspace/p/a /workspace/p/hard && mkfifo /tmp/fifo && echo r > /root/r && "
@@ -170,32 +166,7 @@ def check_mounts(s):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mcpbox", required=True)
-    ap.add_argument("--check", required=True, choices=["path", "hostile", "mounts"])
-    a = ap.parse_args()
-    base = tempfile.mkdtemp(prefix="mcpbox-snapinit-", dir="/tmp")
-    os.chmod(base, 0o755)
-    state = os.path.join(base, "state")
-    os.makedirs(os.path.join(base, "allowed"))
-    try:
-        s = Serve(a.mcpbox, state, extra=("--allow-dir", os.path.join(base, "allowed")))
-        s.mcpbox, s.state, s.base = a.mcpbox, state, base
-        try:
-            err, _, text = s.tool("create_sandbox")
-            if err and "unsupported" in text.lower():
-                print(f"SKIP: {text}")
-                return SKIP
-            globals()["check_" + a.check](s)
-        finally:
-            if s.proc.stdin and not s.proc.stdin.closed:
-                s.close()
-    finally:
-        subprocess.run([a.mcpbox, "sandbox", "--state-dir", state, "rm", "--all"],
-                       capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
-    print("PASS")
-    return 0
+    return run_check("snapinit", ["path", "hostile", "mounts"], globals(), allow_dir=True)
 
 
 if __name__ == "__main__":

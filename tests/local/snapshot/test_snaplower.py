@@ -21,17 +21,13 @@ server over stdio.
 Runs as root and, through tests/local/rootless, as an ordinary user.
 usage: test_snaplower.py --mcpbox PATH --check again|reap|one|small   (77: cannot run here)
 """
-import argparse
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_snapfast import HOSTILE, LOOK, fork, layers_left  # noqa: E402
-from test_snapshots import SKIP, Serve, at_once, sandboxes, tinfo, write_layer  # noqa: E402
+from test_snapshots import at_once, run_check, sandboxes, tinfo, write_layer  # noqa: E402
 
 FILES = ("mkdir -p /workspace/p && head -c 3000000 /dev/urandom > /workspace/p/big && "
          "echo t > /tmp/t && echo r > /root/r && ln -s big /workspace/p/link")
@@ -173,31 +169,7 @@ def check_small(s):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mcpbox", required=True)
-    ap.add_argument("--check", required=True, choices=["again", "reap", "one", "small"])
-    a = ap.parse_args()
-    base = tempfile.mkdtemp(prefix="mcpbox-snaplower-", dir="/tmp")
-    os.chmod(base, 0o755)
-    state = os.path.join(base, "state")
-    try:
-        s = Serve(a.mcpbox, state)
-        s.mcpbox, s.state, s.base = a.mcpbox, state, base
-        try:
-            err, _, text = s.tool("create_sandbox")
-            if err and "unsupported" in text.lower():
-                print(f"SKIP: {text}")
-                return SKIP
-            globals()["check_" + a.check](s)
-        finally:
-            if s.proc.stdin and not s.proc.stdin.closed:
-                s.close()
-    finally:
-        subprocess.run([a.mcpbox, "sandbox", "--state-dir", state, "rm", "--all"],
-                       capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
-    print("PASS")
-    return 0
+    return run_check("snaplower", ["again", "reap", "one", "small"], globals())
 
 
 if __name__ == "__main__":

@@ -403,23 +403,30 @@ def check_cli(s):
     print("cli: snapshot create, ls, get, restore, fork, rm; image ls lists snapshots")
 
 
-def main():
+def run_check(prefix, checks, scope, allow_dir=False):
+    """The main of the snapshot tests: --mcpbox and --check NAME (one of checks) run
+    scope["check_" + NAME] against a server of its own on fresh state, removed after; with
+    allow_dir, the server may mount BASE/allowed."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcpbox", required=True)
-    ap.add_argument("--check", required=True, choices=["basic", "errors", "hostile", "fork", "cli"])
+    ap.add_argument("--check", required=True, choices=checks)
     a = ap.parse_args()
-    base = tempfile.mkdtemp(prefix="mcpbox-snap-", dir="/tmp")
+    base = tempfile.mkdtemp(prefix="mcpbox-%s-" % prefix, dir="/tmp")
     os.chmod(base, 0o755)
     state = os.path.join(base, "state")
+    extra = ()
+    if allow_dir:
+        os.makedirs(os.path.join(base, "allowed"))
+        extra = ("--allow-dir", os.path.join(base, "allowed"))
     try:
-        s = Serve(a.mcpbox, state)
+        s = Serve(a.mcpbox, state, extra=extra)
         s.mcpbox, s.state, s.base = a.mcpbox, state, base
         try:
             err, _, text = s.tool("create_sandbox")
             if err and "unsupported" in text.lower():
                 print(f"SKIP: {text}")
                 return SKIP
-            globals()["check_" + a.check](s)
+            scope["check_" + a.check](s)
         finally:
             if s.proc.stdin and not s.proc.stdin.closed:
                 s.close()
@@ -429,6 +436,10 @@ def main():
         shutil.rmtree(base, ignore_errors=True)
     print("PASS")
     return 0
+
+
+def main():
+    return run_check("snap", ["basic", "errors", "hostile", "fork", "cli"], globals())
 
 
 if __name__ == "__main__":
