@@ -5,6 +5,7 @@
 #define OSB_TEST_SUPPORT_H
 
 #include <curl/curl.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
@@ -12,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <uv.h>
@@ -30,6 +33,21 @@ struct fake_server {
     int port;
     char base[64]; /* http://127.0.0.1:PORT */
 };
+
+/* A loopback TCP port free a moment ago (for a server the test starts), or -1. */
+static inline int osb_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
 
 /* The Node to run the fake with: $OSB_NODE, the project's Node 22, or node on PATH. */
 static inline const char *osb_node_path(void)

@@ -25,20 +25,6 @@ static struct osb_wait w;
 static char script[4096], run_dir[] = "/tmp/osb-sess-prism-XXXXXX";
 static char started_id[256];
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        close(fd);
-        return -1;
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 static void no_violations(const char *what)
 {
     struct osb_backend *b = osb_of(be);
@@ -131,7 +117,7 @@ int main(void)
 {
     xalloc_install();
     snprintf(script, sizeof(script), "%s/tests/opensandbox/prism_mocks.py", MCPBOX_SOURCE_DIR);
-    int lp = free_port(), ep = free_port();
+    int lp = osb_free_port(), ep = osb_free_port();
     if (mkdtemp(run_dir) == NULL || lp <= 0 || ep <= 0 || prism("start", lp, ep) != 0) {
         printf("Bail out! the Prism mocks did not start (see above; "
                "scripts/install-deps.sh --test installs Prism and PyYAML)\n");

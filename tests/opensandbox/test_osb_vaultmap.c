@@ -31,20 +31,6 @@ static struct store *st;
 static struct osb_wait w;
 static char script[4096], run_dir[] = "/tmp/osb-vaultmap-XXXXXX", state[4200];
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        close(fd);
-        return -1;
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 /* How often Prism's log (run_dir/NAME.log) shows a request "method path" it received. */
 static int mock_requests(const char *name, const char *method, const char *path)
 {
@@ -191,7 +177,7 @@ static void define_secrets(void)
 
 static bool start(bool vault)
 {
-    int lp = free_port(), ep = free_port();
+    int lp = osb_free_port(), ep = osb_free_port();
     if (lp <= 0 || ep <= 0 || prism("start", lp, ep, vault) != 0) {
         printf("Bail out! the Prism mocks did not start (see above; "
                "scripts/install-deps.sh --test installs Prism and PyYAML)\n");
